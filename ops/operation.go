@@ -1,0 +1,217 @@
+package ops
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is where an operation stands. See DESIGN.md for the diagram.
+type Status string
+
+// The operation statuses.
+const (
+	StatusReceived   Status = "received"
+	StatusInProgress Status = "in_progress"
+	StatusSucceeded  Status = "succeeded"
+	StatusFailed     Status = "failed"
+	StatusUnknown    Status = "unknown"
+	StatusExpired    Status = "expired"
+)
+
+// Statuses lists every status in lifecycle order.
+var Statuses = []Status{StatusReceived, StatusInProgress, StatusSucceeded, StatusFailed, StatusUnknown, StatusExpired}
+
+// OpenStatuses are the non-final statuses: an intent has at most one operation in them.
+var OpenStatuses = []Status{StatusReceived, StatusInProgress, StatusUnknown, StatusExpired}
+
+// Final reports whether nothing can change the status any more.
+func (s Status) Final() bool { return s == StatusSucceeded || s == StatusFailed }
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Phase refines in_progress: how far the current attempt got.
+type Phase string
+
+// The phases of an in-progress operation.
+const (
+	PhaseNone           Phase = ""
+	PhaseSending        Phase = "sending"
+	PhaseSentToProvider Phase = "sent_to_provider"
+	PhaseFirstToken     Phase = "first_token"
+)
+
+// Kind is what sort of paid side effect an operation causes.
+type Kind string
+
+// The operation kinds.
+const (
+	KindRefund  Kind = "refund"
+	KindLLMCall Kind = "llm_call"
+	KindLLMJob  Kind = "llm_job"
+)
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k == KindRefund || k == KindLLMCall || k == KindLLMJob }
+
+// Operation is one intent that causes a paid or side-effecting call at a provider.
+type Operation struct {
+	ID       string
+	TenantID int64
+	Kind     Kind
+	Provider string
+	// IntentKey makes two client requests the same intent, scoped by tenant and kind.
+	IntentKey string
+	// ProviderKey is the idempotency key sent to the provider on every attempt.
+	ProviderKey string
+	Fingerprint string
+
+	OrderRef    string
+	CustomerRef string
+	ChatRef     string
+	PaymentRef  string
+	AmountCents int64
+	Currency    string
+	Request     json.RawMessage
+
+	Status     Status
+	Phase      Phase
+	Version    int64
+	Attempts   int
+	LeaseOwner string
+	LeaseUntil *time.Time
+	// FirstSentAt is when the first attempt left; RetryUntil is how long the provider keeps
+	// our key from then on, minus a margin. Past it a resend could charge twice.
+	FirstSentAt *time.Time
+	RetryUntil  *time.Time
+	// Retention is how long the provider keeps idempotency keys; zero means it keeps none.
+	Retention time.Duration
+
+	ProviderRef       string
+	ProviderRequestID string
+	Result            json.RawMessage
+	Usage             json.RawMessage
+	CostMicros        int64
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ClosedAt  *time.Time
+	ClosedBy  string
+}
+
+// Stalled reports whether the operation is in progress with a lease that ran out.
+func (o *Operation) Stalled(now time.Time) bool {
+	return o.Status == StatusInProgress && o.LeaseUntil != nil && !o.LeaseUntil.After(now)
+}
+
+// Leased reports whether a worker holds a live lease on the operation.
+func (o *Operation) Leased(now time.Time) bool {
+	return o.Status == StatusInProgress && o.LeaseUntil != nil && o.LeaseUntil.After(now)
+}
+
+// PastRetention reports whether the provider may have forgotten our key.
+func (o *Operation) PastRetention(now time.Time) bool {
+	return o.RetryUntil != nil && !o.RetryUntil.After(now)
+}
+
+// Answer is how a client request was answered.
+type Answer string
+
+// The answers a client request can get.
+const (
+	AnswerNew        Answer = "new"
+	AnswerReplayed   Answer = "replayed"
+	AnswerInProgress Answer = "in_progress"
+	AnswerConflict   Answer = "conflict"
+	AnswerChecking   Answer = "checking"
+	AnswerRetried    Answer = "retried"
+	AnswerRejected   Answer = "rejected"
+)
+
+// ClientRequest is one time a client asked: a tool call, a click, an HTTP request.
+type ClientRequest struct {
+	ID          int64
+	TenantID    int64
+	OperationID string
+	RequestRef  string
+	Duplicate   bool
+	Answer      Answer
+	ReceivedAt  time.Time
+	AnsweredAt  *time.Time
+}
+
+// Outcome is what one attempt at the provider came to.
+type Outcome string
+
+// The attempt outcomes of DESIGN.md.
+const (
+	OutcomeOK          Outcome = "ok"
+	OutcomeTimeout     Outcome = "timeout"
+	OutcomeRateLimited Outcome = "rate_limited"
+	OutcomeKeyInUse    Outcome = "key_in_use"
+	OutcomeServerError Outcome = "server_error"
+	OutcomeInvalid     Outcome = "invalid"
+	OutcomeNotSent     Outcome = "not_sent"
+)
+
+// Valid reports whether o is a known outcome.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OutcomeOK, OutcomeTimeout, OutcomeRateLimited, OutcomeKeyInUse, OutcomeServerError, OutcomeInvalid, OutcomeNotSent:
+		return true
+	}
+	return false
+}
+
+// Attempt is one send to a provider.
+type Attempt struct {
+	ID                int64
+	OperationID       string
+	N                 int
+	ProviderKey       string
+	Owner             string
+	StartedAt         time.Time
+	FinishedAt        *time.Time
+	Outcome           Outcome
+	HTTPStatus        int
+	ProviderRequestID string
+	ErrorCode         string
+	Duration          time.Duration
+}
+
+// EvidenceKind says where evidence came from.
+type EvidenceKind string
+
+// The kinds of evidence.
+const (
+	EvidenceProviderResponse EvidenceKind = "provider_response"
+	EvidenceLookup           EvidenceKind = "lookup"
+	EvidenceWebhook          EvidenceKind = "webhook"
+	EvidenceReconciliation   EvidenceKind = "reconciliation"
+	EvidenceNote             EvidenceKind = "note"
+)
+
+// FromProvider reports whether the evidence is the provider's own word.
+func (k EvidenceKind) FromProvider() bool {
+	return k == EvidenceProviderResponse || k == EvidenceLookup || k == EvidenceWebhook || k == EvidenceReconciliation
+}
+
+// Evidence justifies closing an operation.
+type Evidence struct {
+	ID          int64
+	OperationID string
+	Kind        EvidenceKind
+	// ProviderRef is the provider's id for what it did (a refund id, a request id).
+	ProviderRef string
+	Summary     string
+	Data        json.RawMessage
+	RecordedBy  string
+	RecordedAt  time.Time
+}

@@ -1,0 +1,244 @@
+// Package localpg runs a private PostgreSQL cluster from the machine's own server binaries:
+// a folder of the project's, a free loopback port and a private socket directory. The demo,
+// the tests and the benchmarks use it so nothing needs configuring.
+package localpg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Options configure a cluster.
+type Options struct {
+	// Dir holds the cluster's data. An existing cluster there is reused.
+	Dir string
+	// Durable keeps fsync and synchronous commit on. Tests turn them off for speed.
+	Durable bool
+	// Settings are extra server settings (name → value).
+	Settings map[string]string
+	// Log receives the server's output; nil discards it into Dir/server.log.
+	Log *os.File
+}
+
+// Cluster is a running private PostgreSQL server.
+type Cluster struct {
+	Dir       string
+	SocketDir string
+	Port      int
+	cmd       *exec.Cmd
+	done      chan error
+	logFile   *os.File
+}
+
+// ErrNoServer means the machine has no PostgreSQL server binaries.
+var ErrNoServer = errors.New("no PostgreSQL server binaries found (install the Debian package postgresql)")
+
+// FindBin returns the directory holding initdb and postgres: SETTLE_PG_BIN if set, then
+// PATH, then the newest /usr/lib/postgresql/NN/bin.
+func FindBin() (string, error) {
+	if d := os.Getenv("SETTLE_PG_BIN"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			return "", fmt.Errorf("SETTLE_PG_BIN=%s has no initdb: %w", d, err)
+		}
+		return d, nil
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	if len(dirs) == 0 {
+		return "", ErrNoServer
+	}
+	return filepath.Dir(dirs[0]), nil
+}
+
+func versionOf(initdb string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(initdb))))
+	return v
+}
+
+// Start creates the cluster in opts.Dir if needed and starts it on a free loopback port.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	bin, err := FindBin()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("cluster folder: %w", err)
+	}
+	cred, err := serverUser()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create cluster folder: %w", err)
+	}
+	sock, err := os.MkdirTemp("", "settle-pg-")
+	if err != nil {
+		return nil, fmt.Errorf("create socket folder: %w", err)
+	}
+	if cred != nil {
+		for _, d := range []string{dir, sock} {
+			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, fmt.Errorf("give %s to the postgres user: %w", d, err)
+			}
+		}
+	}
+	c := &Cluster{Dir: dir, SocketDir: sock, done: make(chan error, 1)}
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", dir, "-U", "postgres",
+			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if out, err := initdb.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("initdb in %s: %w: %s", dir, err, lastLine(out))
+		}
+	}
+	// A server left running by a killed process holds the folder: stop it first.
+	c.stopStale(bin, cred)
+	if c.Port, err = freePort(); err != nil {
+		return nil, err
+	}
+	args := []string{"-D", dir, "-p", strconv.Itoa(c.Port), "-k", sock, "-c", "listen_addresses=127.0.0.1",
+		"-c", "max_connections=200", "-c", "shared_buffers=128MB"}
+	if !opts.Durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for k, v := range opts.Settings {
+		args = append(args, "-c", k+"="+v)
+	}
+	c.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
+	// Pdeathsig stops the server if this process dies without calling Stop.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	logf := opts.Log
+	if logf == nil {
+		if logf, err = os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return nil, fmt.Errorf("server log: %w", err)
+		}
+		c.logFile = logf
+	}
+	c.cmd.Stdout, c.cmd.Stderr = logf, logf
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	go func() { c.done <- c.cmd.Wait() }()
+	if err := c.waitReady(ctx); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// URL returns a connection string for database db on this cluster.
+func (c *Cluster) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port, db)
+}
+
+// Stop shuts the server down (fast shutdown: open sessions are ended) and waits for it.
+func (c *Cluster) Stop() error {
+	defer os.RemoveAll(c.SocketDir)
+	if c.logFile != nil {
+		defer c.logFile.Close()
+	}
+	if c.cmd == nil || c.cmd.Process == nil {
+		return nil
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		return errors.New("postgres did not stop in 30s; killed")
+	}
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-c.done:
+			c.done <- err
+			return fmt.Errorf("postgres exited at start (%v); see %s", err, filepath.Join(c.Dir, "server.log"))
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		conn, err := pgx.Connect(ctx, c.URL("postgres"))
+		if err == nil {
+			conn.Close(ctx)
+			return nil
+		}
+		last = err
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("postgres not ready after 60s: %w", last)
+}
+
+func (c *Cluster) stopStale(bin string, cred *syscall.Credential) {
+	pidFile := filepath.Join(c.Dir, "postmaster.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil || pid <= 0 {
+		return
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil || p.Signal(syscall.Signal(0)) != nil {
+		return
+	}
+	_ = p.Signal(syscall.SIGINT)
+	for i := 0; i < 300; i++ {
+		if p.Signal(syscall.Signal(0)) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// serverUser returns the credential to run the server with: nil for a normal user, the
+// postgres user when running as root (initdb and postgres refuse root).
+func serverUser() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root needs the postgres user to run the server (install the Debian package postgresql): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}

@@ -1,0 +1,154 @@
+// Package pgtest gives each test its own migrated database on one private cluster per test
+// binary, so tests on real Postgres run in parallel without seeing each other.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/localpg"
+)
+
+const template = "settle_template"
+
+var (
+	mu      sync.Mutex
+	cluster *localpg.Cluster
+	baseURL string // connection string with the database name to replace
+	ready   bool
+	seq     atomic.Int64
+)
+
+// Main runs the package's tests and stops the cluster afterwards. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	mu.Lock()
+	if cluster != nil {
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest:", err)
+		}
+		os.RemoveAll(cluster.Dir)
+	}
+	mu.Unlock()
+	os.Exit(code)
+}
+
+// URL returns the connection string of a database on the test server.
+func URL(db string) string {
+	if strings.Contains(baseURL, "{db}") {
+		return strings.ReplaceAll(baseURL, "{db}", db)
+	}
+	return baseURL
+}
+
+func setup(ctx context.Context) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if ready {
+		return nil
+	}
+	if u := os.Getenv("SETTLE_TEST_DATABASE_URL"); u != "" {
+		cfg, err := pgx.ParseConfig(u)
+		if err != nil {
+			return fmt.Errorf("SETTLE_TEST_DATABASE_URL is malformed: %w", err)
+		}
+		baseURL = strings.Replace(u, "/"+cfg.Database, "/{db}", 1)
+	} else {
+		dir, err := os.MkdirTemp(filepath.Join(ProjectDir(), ".settle"), "test-")
+		if err != nil {
+			if err := os.MkdirAll(filepath.Join(ProjectDir(), ".settle"), 0o755); err != nil {
+				return err
+			}
+			if dir, err = os.MkdirTemp(filepath.Join(ProjectDir(), ".settle"), "test-"); err != nil {
+				return err
+			}
+		}
+		c, err := localpg.Start(ctx, localpg.Options{Dir: dir})
+		if err != nil {
+			return err
+		}
+		cluster = c
+		baseURL = strings.Replace(c.URL("postgres"), "/postgres?", "/{db}?", 1)
+	}
+	admin, err := pgx.Connect(ctx, URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer admin.Close(ctx)
+	_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+template)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+template); err != nil {
+		return fmt.Errorf("create template database: %w", err)
+	}
+	db, err := pg.Open(ctx, URL(template))
+	if err != nil {
+		return err
+	}
+	err = db.Migrate(ctx)
+	db.Close()
+	if err != nil {
+		return err
+	}
+	ready = true
+	return nil
+}
+
+// New returns a fresh, migrated database for t, dropped when t ends.
+func New(t testing.TB) *pg.DB {
+	t.Helper()
+	ctx := context.Background()
+	name := NewDatabase(t)
+	db, err := pg.Open(ctx, URL(name))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// NewDatabase creates a fresh migrated database for t and returns its name; it is dropped
+// when t ends.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := setup(ctx); err != nil {
+		t.Fatalf("pgtest: start Postgres: %v", err)
+	}
+	name := fmt.Sprintf("t_%d_%d", os.Getpid(), seq.Add(1))
+	admin, err := pgx.Connect(ctx, URL("postgres"))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY FILE_COPY", name, template)); err != nil {
+		t.Fatalf("pgtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		a, err := pgx.Connect(ctx, URL("postgres"))
+		if err != nil {
+			return
+		}
+		defer a.Close(ctx)
+		_, _ = a.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return name
+}
+
+// ProjectDir returns the repository root (the folder holding go.mod).
+func ProjectDir() string {
+	dir, _ := os.Getwd()
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return dir
+}

@@ -1,0 +1,191 @@
+package ops
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// transitions lists every allowed status change. Anything absent is forbidden; final
+// statuses have no way out.
+var transitions = map[Status][]Status{
+	StatusReceived:   {StatusInProgress, StatusFailed, StatusUnknown, StatusExpired},
+	StatusInProgress: {StatusInProgress, StatusSucceeded, StatusFailed, StatusUnknown, StatusExpired},
+	StatusUnknown:    {StatusSucceeded, StatusFailed, StatusExpired},
+	StatusExpired:    {StatusSucceeded, StatusFailed},
+}
+
+// CanTransition reports whether an operation may move from one status to another.
+func CanTransition(from, to Status) bool {
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckTransition returns an EINVALID error when from → to is not allowed.
+func CheckTransition(from, to Status) error {
+	if !CanTransition(from, to) {
+		return Errorf(EINVALID, "An operation cannot go from %s to %s.", from, to)
+	}
+	return nil
+}
+
+// Limits bound the retries of one operation (rule 4).
+type Limits struct {
+	AttemptsPerCall      int
+	AttemptsPerOperation int
+	// Lease is how long a worker owns an in-progress operation before it counts as stalled.
+	Lease time.Duration
+	// RetentionMargin is taken off the provider's key retention so that we stop resending
+	// well before the provider forgets the key.
+	RetentionMargin time.Duration
+	BaseBackoff     time.Duration
+	MaxBackoff      time.Duration
+}
+
+// DefaultLimits are the limits of DESIGN.md.
+var DefaultLimits = Limits{
+	AttemptsPerCall:      3,
+	AttemptsPerOperation: 6,
+	Lease:                30 * time.Second,
+	RetentionMargin:      time.Hour,
+	BaseBackoff:          200 * time.Millisecond,
+	MaxBackoff:           5 * time.Second,
+}
+
+// CheckSend returns an error unless owner may send a new attempt for op now: the operation
+// must be in progress under owner's live lease, its outcome known so far, the provider's key
+// retention not passed and the attempt budget not spent.
+func CheckSend(op *Operation, owner string, now time.Time, lim Limits) error {
+	switch op.Status {
+	case StatusUnknown:
+		return Errorf(ECONFLICT, "Operation %s has an unknown outcome; nothing is sent until someone closes it.", op.ID)
+	case StatusExpired:
+		return Errorf(ECONFLICT, "Operation %s is past the provider's key retention; it is never sent again.", op.ID)
+	case StatusInProgress:
+	default:
+		return Errorf(ECONFLICT, "Operation %s is %s; only an in-progress operation is sent.", op.ID, op.Status)
+	}
+	if op.LeaseOwner != owner || !op.Leased(now) {
+		return Errorf(ECONFLICT, "Operation %s is not leased to %s.", op.ID, owner)
+	}
+	if op.PastRetention(now) {
+		return Errorf(ECONFLICT, "Operation %s is past the provider's key retention; it is never sent again.", op.ID)
+	}
+	if op.Attempts >= lim.AttemptsPerOperation {
+		return Errorf(ECONFLICT, "Operation %s has used all %d attempts.", op.ID, lim.AttemptsPerOperation)
+	}
+	return nil
+}
+
+// CheckClose returns an error unless a person or process may close op as to with ev now.
+// Closing is for operations nobody is sending for: unknown, expired, or in progress with a
+// lease that ran out. Succeeded needs the provider's word (rule 9).
+func CheckClose(op *Operation, to Status, ev Evidence, now time.Time) error {
+	if !to.Final() {
+		return Errorf(EINVALID, "Close to succeeded or failed, not %s.", to)
+	}
+	if op.Status.Final() {
+		return &Error{Code: ECONFLICT, Message: closedMessage(op), Closed: closureOf(op)}
+	}
+	if op.Leased(now) {
+		return Errorf(ECONFLICT, "A worker is sending operation %s until %s; it cannot be closed now.", op.ID, op.LeaseUntil.Format(time.RFC3339))
+	}
+	if err := CheckTransition(op.Status, to); err != nil {
+		return err
+	}
+	if ev.Kind == "" {
+		return Errorf(EINVALID, "Closing needs evidence.")
+	}
+	if ev.Kind == EvidenceNote && ev.Summary == "" {
+		return Errorf(EINVALID, "A note that closes an operation cannot be empty.")
+	}
+	if to == StatusSucceeded && !ev.Kind.FromProvider() && ev.ProviderRef == "" {
+		return Errorf(EINVALID, "Succeeded needs the provider's record: give its id (for a refund, re_...).")
+	}
+	return nil
+}
+
+func closureOf(op *Operation) *Closure {
+	c := &Closure{Status: op.Status, ClosedBy: op.ClosedBy}
+	if op.ClosedAt != nil {
+		c.ClosedAt = *op.ClosedAt
+	}
+	return c
+}
+
+func closedMessage(op *Operation) string {
+	at := ""
+	if op.ClosedAt != nil {
+		at = " at " + op.ClosedAt.UTC().Format(time.RFC3339)
+	}
+	by := op.ClosedBy
+	if by == "" {
+		by = "someone else"
+	}
+	return "Operation " + op.ID + " was already closed as " + string(op.Status) + " by " + by + at + "."
+}
+
+// Backoff returns how long to wait before attempt n (1-based) of a call: exponential with
+// full jitter, never less than the provider's Retry-After.
+func Backoff(n int, retryAfter time.Duration, lim Limits, r *rand.Rand) time.Duration {
+	ceil := lim.BaseBackoff << max(n-1, 0)
+	if ceil > lim.MaxBackoff || ceil <= 0 {
+		ceil = lim.MaxBackoff
+	}
+	d := time.Duration(0)
+	if ceil > 0 {
+		if r != nil {
+			d = time.Duration(r.Int64N(int64(ceil) + 1))
+		} else {
+			d = time.Duration(rand.Int64N(int64(ceil) + 1))
+		}
+	}
+	if d < retryAfter {
+		d = retryAfter
+	}
+	return d
+}
+
+// Policy says how an operation kind treats an attempt whose outcome is uncertain.
+type Policy struct {
+	// RetryUncertain lets a timed-out attempt be sent again. True where the provider takes an
+	// idempotency key (Stripe) or where a possible duplicate is accepted (interactive LLM
+	// calls, counted); false for batch jobs, which wait for reconciliation.
+	RetryUncertain bool
+}
+
+// DefaultPolicies are the policies per kind.
+var DefaultPolicies = map[Kind]Policy{
+	KindRefund:  {RetryUncertain: true},
+	KindLLMCall: {RetryUncertain: true},
+	KindLLMJob:  {RetryUncertain: false},
+}
+
+// NextStatus decides where an operation goes after an attempt ended with outcome. retry
+// says whether another attempt may follow in this call; it is never true for a status other
+// than in_progress.
+func NextStatus(op *Operation, outcome Outcome, pol Policy, now time.Time, lim Limits) (next Status, retry bool) {
+	switch outcome {
+	case OutcomeOK:
+		return StatusSucceeded, false
+	case OutcomeInvalid:
+		return StatusFailed, false
+	case OutcomeServerError:
+		// A saved 500 replays itself for this key: resending can only repeat it (rule 5).
+		return StatusUnknown, false
+	}
+	uncertain := outcome == OutcomeTimeout || outcome == OutcomeKeyInUse
+	if uncertain && !pol.RetryUncertain {
+		return StatusUnknown, false
+	}
+	if op.PastRetention(now) {
+		return StatusExpired, false
+	}
+	if op.Attempts >= lim.AttemptsPerOperation {
+		return StatusUnknown, false
+	}
+	return StatusInProgress, true
+}

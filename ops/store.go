@@ -1,0 +1,123 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store keeps operations and everything recorded about them. Every method is one short
+// transaction; none is ever held across a provider call (rule 7). Implementations guard
+// every change with the same conditions the domain checks, so a stale caller loses cleanly.
+type Store interface {
+	// Open inserts op unless an open operation exists for its intent, and records the client
+	// request either way. When the operation is new and Claim is set, it is committed already
+	// in progress with its first attempt begun, so that the key and the attempt are on disk
+	// before anything is sent (rule 1).
+	Open(ctx context.Context, p OpenParams) (Opened, error)
+	// Get returns one operation or an ENOTFOUND error.
+	Get(ctx context.Context, id string) (*Operation, error)
+	// Claim gives owner a lease on op if it is still at version and claimable (received, or
+	// in progress with a lease that ran out).
+	Claim(ctx context.Context, p ClaimParams) (*Operation, error)
+	// BeginAttempt records attempt n+1 and counts it on the operation, guarded by owner's
+	// lease, the key retention and the attempt budget.
+	BeginAttempt(ctx context.Context, p BeginParams) (*Operation, *Attempt, error)
+	// Transition moves op from (Status, Version) to To, finishing an attempt, writing
+	// evidence, audit and outbox rows and answering a client request, all in one transaction.
+	// A lost compare-and-set returns ECONFLICT naming who closed it.
+	Transition(ctx context.Context, p TransitionParams) (*Operation, error)
+	// AnswerClientRequest records how a client request was answered.
+	AnswerClientRequest(ctx context.Context, id int64, a Answer, at time.Time) error
+	// ClaimStalled leases up to limit stalled operations to owner (skipping rows others hold)
+	// and records their dangling attempts as timeouts.
+	ClaimStalled(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*Operation, error)
+	// ExpireDue moves up to limit open operations past their key retention to expired.
+	ExpireDue(ctx context.Context, actor string, now time.Time, limit int) (int, error)
+	// Attempts lists an operation's attempts in order.
+	Attempts(ctx context.Context, opID string) ([]Attempt, error)
+}
+
+// OpenParams is what Store.Open needs.
+type OpenParams struct {
+	Op         *Operation
+	RequestRef string
+	Now        time.Time
+	// Claim, when set, leases a new operation to this owner and begins its first attempt.
+	Claim      string
+	LeaseUntil time.Time
+	Actor      string
+}
+
+// Opened is what Store.Open found or made.
+type Opened struct {
+	Op              *Operation
+	Created         bool
+	ClientRequestID int64
+	// Attempt is the first attempt when the operation was created claimed.
+	Attempt *Attempt
+}
+
+// ClaimParams is what Store.Claim needs.
+type ClaimParams struct {
+	ID         string
+	Version    int64
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// BeginParams is what Store.BeginAttempt needs.
+type BeginParams struct {
+	ID          string
+	Version     int64
+	Owner       string
+	Now         time.Time
+	MaxAttempts int
+	// RetryUntil is set on the first send: now plus the provider's key retention, minus a
+	// margin. Nil when the provider keeps no keys.
+	RetryUntil *time.Time
+}
+
+// TransitionParams is what Store.Transition needs.
+type TransitionParams struct {
+	ID      string
+	Version int64
+	From    Status
+	To      Status
+	Phase   Phase
+	Now     time.Time
+	Actor   string
+	Action  string
+	Reason  string
+	// Owner, when set, must still hold the lease; the lease is released by the change.
+	Owner string
+	// Lease, when set with To in_progress, is the new lease end (nil releases the lease).
+	LeaseUntil *time.Time
+	// RequireLeaseExpired refuses the change while any worker holds a live lease.
+	RequireLeaseExpired bool
+	Finish              *AttemptFinish
+	Evidence            *Evidence
+	Result              *Result
+	AnswerRequest       int64
+	Answer              Answer
+}
+
+// AttemptFinish is the end of one attempt.
+type AttemptFinish struct {
+	AttemptID         int64
+	Outcome           Outcome
+	HTTPStatus        int
+	ProviderRequestID string
+	ErrorCode         string
+	FinishedAt        time.Time
+}
+
+// Result is what the provider returned, stored on the operation so replays need no call.
+type Result struct {
+	ProviderRef       string
+	ProviderRequestID string
+	Body              json.RawMessage
+	Usage             json.RawMessage
+	CostMicros        int64
+}

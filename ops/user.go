@@ -1,0 +1,69 @@
+package ops
+
+import (
+	"context"
+	"time"
+)
+
+// Role is what a dashboard user may do. Each role includes everything of the ones before it.
+type Role string
+
+// The roles, from least to most.
+const (
+	RoleSupport Role = "support"
+	RoleOncall  Role = "oncall"
+	RoleManager Role = "manager"
+	RoleAdmin   Role = "admin"
+)
+
+// Roles lists every role from least to most.
+var Roles = []Role{RoleSupport, RoleOncall, RoleManager, RoleAdmin}
+
+func (r Role) rank() int {
+	for i, v := range Roles {
+		if v == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool { return r.rank() >= 0 }
+
+// AtLeast reports whether r includes everything min may do.
+func (r Role) AtLeast(min Role) bool { return r.Valid() && r.rank() >= min.rank() }
+
+// User is a person who signs in to the dashboard.
+type User struct {
+	ID        int64
+	Email     string
+	Role      Role
+	CreatedAt time.Time
+}
+
+// Tenant is the customer boundary: every key, fingerprint and lookup is scoped by it.
+type Tenant struct {
+	ID                    int64
+	Name                  string
+	RequireIdempotencyKey bool
+	CreatedAt             time.Time
+}
+
+// Accounts keeps tenants, their API tokens and dashboard users.
+type Accounts interface {
+	// CreateUser adds a user; the password is hashed before it is stored.
+	CreateUser(ctx context.Context, email, password string, role Role) (*User, error)
+	// Authenticate returns the user with that email and password, or EUNAUTHORIZED.
+	Authenticate(ctx context.Context, email, password string) (*User, error)
+	// UserByID returns one user or ENOTFOUND.
+	UserByID(ctx context.Context, id int64) (*User, error)
+	// EnsureTenant returns the tenant with that name, creating it if needed.
+	EnsureTenant(ctx context.Context, name string) (*Tenant, error)
+	// CreateToken makes a new API token for a tenant and returns it; only its hash is kept.
+	CreateToken(ctx context.Context, tenantID int64, name string) (string, error)
+	// TenantByToken returns the tenant a bearer token belongs to, or EUNAUTHORIZED.
+	TenantByToken(ctx context.Context, token string) (*Tenant, error)
+	// Tenants lists every tenant by name.
+	Tenants(ctx context.Context) ([]*Tenant, error)
+}
