@@ -140,6 +140,8 @@ type AttemptResult struct {
 	HTTPStatus        int
 	ProviderRequestID string
 	ErrorCode         string
+	// RetryAfter is the provider's Retry-After, honoured by the next backoff.
+	RetryAfter time.Duration
 	// Result is set when the outcome is ok.
 	Result *Result
 	// Answer, with ClientRequestID, records how the client request was answered in the

@@ -11,8 +11,9 @@ type QueueFilter struct {
 	TenantID int64
 	Kind     Kind
 	Provider string
-	// OlderThan keeps operations created at least this long ago.
+	// OlderThan keeps operations created at least this long before Now.
 	OlderThan time.Duration
+	Now       time.Time
 	// Search matches an order, customer or chat reference, an operation id or a provider key.
 	Search string
 	// After is the keyset cursor: the last row of the previous page.

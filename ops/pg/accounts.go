@@ -1,0 +1,212 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/mail"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var _ ops.Accounts = (*DB)(nil)
+
+// MinPasswordLength is the shortest password CreateUser accepts.
+const MinPasswordLength = 10
+
+// TokenPrefix starts every API token, so a leaked one is easy to recognise in logs and by
+// secret scanners.
+const TokenPrefix = "stl_"
+
+// tenantNameRe mirrors the CHECK on tenants.name so people get a readable message instead
+// of a constraint violation.
+var tenantNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// dummyPasswordHash is compared against when no user has the email, so a failed login takes
+// as long whether or not the account exists.
+var dummyPasswordHash, _ = bcrypt.GenerateFromPassword([]byte("settle-no-such-user"), bcrypt.DefaultCost)
+
+const accountUserCols = "id, email, role, created_at"
+
+func scanAccountUser(row pgx.Row) (*ops.User, error) {
+	u := &ops.User{}
+	var role string
+	if err := row.Scan(&u.ID, &u.Email, &role, &u.CreatedAt); err != nil {
+		return nil, err
+	}
+	u.Role = ops.Role(role)
+	return u, nil
+}
+
+const accountTenantCols = "t.id, t.name, t.require_idempotency_key, t.created_at"
+
+func scanAccountTenant(row pgx.Row) (*ops.Tenant, error) {
+	t := &ops.Tenant{}
+	if err := row.Scan(&t.ID, &t.Name, &t.RequireIdempotencyKey, &t.CreatedAt); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// CreateUser adds a dashboard user with a bcrypt hash of the password.
+func (db *DB) CreateUser(ctx context.Context, email, password string, role ops.Role) (*ops.User, error) {
+	email, err := normalizeEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	if !role.Valid() {
+		return nil, ops.Errorf(ops.EINVALID, "Unknown role %q; use one of support, oncall, manager, admin.", role)
+	}
+	if len(password) < MinPasswordLength {
+		return nil, ops.Errorf(ops.EINVALID, "The password must be at least %d characters long.", MinPasswordLength)
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if errors.Is(err, bcrypt.ErrPasswordTooLong) {
+		return nil, ops.Errorf(ops.EINVALID, "The password must be at most 72 bytes long.")
+	} else if err != nil {
+		return nil, fmt.Errorf("hash password: %w", err)
+	}
+	u, err := scanAccountUser(db.Pool.QueryRow(ctx,
+		`INSERT INTO users (email, password_hash, role) VALUES ($1, $2, $3) RETURNING `+accountUserCols,
+		email, string(hash), string(role)))
+	if sqlState(err) == "23505" {
+		return nil, &ops.Error{Code: ops.ECONFLICT, Message: fmt.Sprintf("A user with email %s already exists.", email), Err: err}
+	} else if err != nil {
+		return nil, fmt.Errorf("create user: %w", err)
+	}
+	return u, nil
+}
+
+// normalizeEmail accepts a bare address only: a display name or several addresses in the
+// field are almost always a paste mistake.
+func normalizeEmail(email string) (string, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	a, err := mail.ParseAddress(email)
+	if err != nil || a.Address != email || a.Name != "" {
+		return "", ops.Errorf(ops.EINVALID, "%q is not an email address.", email)
+	}
+	return email, nil
+}
+
+// Authenticate returns the enabled user with that email and password, or EUNAUTHORIZED. It
+// never says which of the two was wrong.
+func (db *DB) Authenticate(ctx context.Context, email, password string) (*ops.User, error) {
+	wrong := ops.Errorf(ops.EUNAUTHORIZED, "The email or password is wrong.")
+	email = strings.ToLower(strings.TrimSpace(email))
+	var hash string
+	u := &ops.User{}
+	var role string
+	err := db.Pool.QueryRow(ctx,
+		`SELECT id, email, role, created_at, password_hash FROM users
+		 WHERE lower(email) = $1 AND disabled_at IS NULL`, email).
+		Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		_ = bcrypt.CompareHashAndPassword(dummyPasswordHash, []byte(password))
+		return nil, wrong
+	} else if err != nil {
+		return nil, fmt.Errorf("find user: %w", err)
+	}
+	if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)); err != nil {
+		return nil, wrong
+	}
+	u.Role = ops.Role(role)
+	return u, nil
+}
+
+// UserByID returns one enabled user or ENOTFOUND; a disabled user's sessions stop working.
+func (db *DB) UserByID(ctx context.Context, id int64) (*ops.User, error) {
+	u, err := scanAccountUser(db.Pool.QueryRow(ctx,
+		`SELECT `+accountUserCols+` FROM users WHERE id = $1 AND disabled_at IS NULL`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("No user with id %d.", id), Err: err}
+	} else if err != nil {
+		return nil, fmt.Errorf("find user %d: %w", id, err)
+	}
+	return u, nil
+}
+
+// EnsureTenant returns the tenant with that name, creating it if needed.
+func (db *DB) EnsureTenant(ctx context.Context, name string) (*ops.Tenant, error) {
+	if !tenantNameRe.MatchString(name) {
+		return nil, ops.Errorf(ops.EINVALID, "Tenant name %q must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or digit.", name)
+	}
+	// The no-op update makes RETURNING give the existing row too, in one statement and
+	// without a race between a select and an insert.
+	t, err := scanAccountTenant(db.Pool.QueryRow(ctx,
+		`INSERT INTO tenants AS t (name) VALUES ($1)
+		 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+		 RETURNING `+accountTenantCols, name))
+	if err != nil {
+		return nil, fmt.Errorf("ensure tenant %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// CreateToken makes a new API token for a tenant. Only its SHA-256 is stored, so the token
+// is shown once, here.
+func (db *DB) CreateToken(ctx context.Context, tenantID int64, name string) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate token: %w", err)
+	}
+	token := TokenPrefix + hex.EncodeToString(b)
+	sum := sha256.Sum256([]byte(token))
+	_, err := db.Pool.Exec(ctx,
+		`INSERT INTO api_tokens (tenant_id, name, token_hash, prefix) VALUES ($1, $2, $3, $4)`,
+		tenantID, name, sum[:], token[:8])
+	if sqlState(err) == "23503" {
+		return "", &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("No tenant with id %d.", tenantID), Err: err}
+	} else if err != nil {
+		return "", fmt.Errorf("create token: %w", err)
+	}
+	return token, nil
+}
+
+// TenantByToken returns the tenant a live token belongs to, or EUNAUTHORIZED.
+func (db *DB) TenantByToken(ctx context.Context, token string) (*ops.Tenant, error) {
+	bad := ops.Errorf(ops.EUNAUTHORIZED, "The API token is unknown or revoked.")
+	if !strings.HasPrefix(token, TokenPrefix) || len(token) != len(TokenPrefix)+64 {
+		return nil, bad
+	}
+	sum := sha256.Sum256([]byte(token))
+	t, err := scanAccountTenant(db.Pool.QueryRow(ctx,
+		`SELECT `+accountTenantCols+` FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
+		 WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, sum[:]))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, bad
+	} else if err != nil {
+		return nil, fmt.Errorf("find token: %w", err)
+	}
+	return t, nil
+}
+
+// Tenants lists every tenant by name.
+func (db *DB) Tenants(ctx context.Context) ([]*ops.Tenant, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+accountTenantCols+` FROM tenants t ORDER BY t.name`)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*ops.Tenant, error) { return scanAccountTenant(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return ts, nil
+}
+
+// sqlState returns the SQLSTATE of a Postgres error in err's chain, "" for other errors.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

@@ -1,0 +1,145 @@
+package pg_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+func TestCreateUserAndAuthenticate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+
+	u, err := db.CreateUser(ctx, " Oncall@Example.com ", "correct horse battery", ops.RoleOncall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.ID == 0 || u.Email != "oncall@example.com" || u.Role != ops.RoleOncall || u.CreatedAt.IsZero() {
+		t.Fatalf("created %+v", u)
+	}
+
+	got, err := db.Authenticate(ctx, "ONCALL@example.com", "correct horse battery")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != u.ID || got.Role != ops.RoleOncall {
+		t.Fatalf("authenticated %+v, want %+v", got, u)
+	}
+
+	for _, tc := range []struct{ email, password string }{
+		{"oncall@example.com", "wrong password!"},
+		{"nobody@example.com", "correct horse battery"},
+	} {
+		u, err := db.Authenticate(ctx, tc.email, tc.password)
+		if ops.ErrorCode(err) != ops.EUNAUTHORIZED || u != nil {
+			t.Errorf("Authenticate(%q, %q) = %v, %v; want unauthorized", tc.email, tc.password, u, err)
+		}
+	}
+
+	byID, err := db.UserByID(ctx, u.ID)
+	if err != nil || byID.Email != u.Email {
+		t.Fatalf("UserByID = %+v, %v", byID, err)
+	}
+	if u, err := db.UserByID(ctx, u.ID+1000); ops.ErrorCode(err) != ops.ENOTFOUND || u != nil {
+		t.Fatalf("UserByID(missing) = %v, %v; want not_found", u, err)
+	}
+}
+
+func TestCreateUserRejects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	if _, err := db.CreateUser(ctx, "a@example.com", "long enough password", ops.RoleSupport); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, email, password string
+		role                  ops.Role
+		code                  string
+	}{
+		{"short password", "b@example.com", "short", ops.RoleSupport, ops.EINVALID},
+		{"bad email", "not-an-email", "long enough password", ops.RoleSupport, ops.EINVALID},
+		{"display name", "Bob <b@example.com>", "long enough password", ops.RoleSupport, ops.EINVALID},
+		{"bad role", "b@example.com", "long enough password", ops.Role("root"), ops.EINVALID},
+		{"too long", "b@example.com", strings.Repeat("x", 73), ops.RoleSupport, ops.EINVALID},
+		{"duplicate", "A@example.com", "long enough password", ops.RoleAdmin, ops.ECONFLICT},
+	} {
+		u, err := db.CreateUser(ctx, tc.email, tc.password, tc.role)
+		if ops.ErrorCode(err) != tc.code || u != nil {
+			t.Errorf("%s: CreateUser = %v, %v; want %s", tc.name, u, err, tc.code)
+		}
+	}
+}
+
+func TestTenantsAndTokens(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+
+	acme, err := db.EnsureTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := db.EnsureTenant(ctx, "acme")
+	if err != nil || again.ID != acme.ID {
+		t.Fatalf("EnsureTenant twice = %+v, %v; want id %d", again, err, acme.ID)
+	}
+	if !acme.RequireIdempotencyKey {
+		t.Error("a new tenant should require an Idempotency-Key by default")
+	}
+	if _, err := db.EnsureTenant(ctx, "Not A Name"); ops.ErrorCode(err) != ops.EINVALID {
+		t.Fatalf("EnsureTenant(bad name) = %v; want invalid", err)
+	}
+	other, err := db.EnsureTenant(ctx, "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	token, err := db.CreateToken(ctx, acme.ID, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(token, "stl_") || len(token) != 4+64 {
+		t.Fatalf("token %q has the wrong shape", token)
+	}
+	got, err := db.TenantByToken(ctx, token)
+	if err != nil || got.ID != acme.ID || got.Name != "acme" {
+		t.Fatalf("TenantByToken = %+v, %v; want acme", got, err)
+	}
+
+	// Only the hash and a short prefix are stored: the token itself is shown once.
+	var hashLen int
+	var prefix string
+	if err := db.Pool.QueryRow(ctx, `SELECT octet_length(token_hash), prefix FROM api_tokens`).Scan(&hashLen, &prefix); err != nil {
+		t.Fatal(err)
+	}
+	if hashLen != 32 || prefix != token[:8] {
+		t.Fatalf("stored hash of %d bytes and prefix %q; want 32 and %q", hashLen, prefix, token[:8])
+	}
+
+	for _, bad := range []string{"", "stl_", "stl_" + strings.Repeat("0", 64), token[:len(token)-1] + "x", "Bearer " + token} {
+		if tn, err := db.TenantByToken(ctx, bad); ops.ErrorCode(err) != ops.EUNAUTHORIZED || tn != nil {
+			t.Errorf("TenantByToken(%q) = %v, %v; want unauthorized", bad, tn, err)
+		}
+	}
+
+	if _, err := db.Pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.TenantByToken(ctx, token); ops.ErrorCode(err) != ops.EUNAUTHORIZED {
+		t.Fatalf("revoked token: %v; want unauthorized", err)
+	}
+
+	if _, err := db.CreateToken(ctx, other.ID+1000, "x"); ops.ErrorCode(err) != ops.ENOTFOUND {
+		t.Fatalf("CreateToken(missing tenant) = %v; want not_found", err)
+	}
+
+	ts, err := db.Tenants(ctx)
+	if err != nil || len(ts) != 2 || ts[0].Name != "acme" || ts[1].Name != "beta" {
+		t.Fatalf("Tenants = %v, %v", ts, err)
+	}
+}

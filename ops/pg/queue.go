@@ -1,0 +1,125 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var _ ops.Queues = (*DB)(nil)
+
+// countCap bounds the counts that need a scan (age or search filters): past it the page
+// says "10000+" rather than count millions of rows.
+const countCap = 10000
+
+// QueueCounts implements ops.Queues. Without an age or search filter the counts come from
+// queue_counts, which a trigger keeps, so they cost the same at 10 M operations as at 10.
+func (db *DB) QueueCounts(ctx context.Context, f ops.QueueFilter) (map[ops.Status]int64, error) {
+	out := map[ops.Status]int64{}
+	var rows pgx.Rows
+	var err error
+	if f.OlderThan <= 0 && f.Search == "" {
+		rows, err = db.Pool.Query(ctx, `
+SELECT status, sum(n)::bigint FROM queue_counts
+WHERE (@tenant = 0 OR tenant_id = @tenant) AND (@kind = '' OR kind = @kind) AND (@provider = '' OR provider = @provider)
+GROUP BY status`, pgx.NamedArgs{"tenant": f.TenantID, "kind": string(f.Kind), "provider": f.Provider})
+	} else {
+		where, args := queueWhere(f, f.Now)
+		rows, err = db.Pool.Query(ctx, `
+SELECT s.status, (SELECT count(*) FROM (SELECT 1 FROM operations o WHERE o.status = s.status AND `+where+` LIMIT @cap) x)
+FROM unnest(ARRAY['received', 'in_progress', 'unknown', 'expired']) AS s(status)`, withArgs(args, "cap", countCap+1))
+	}
+	if err != nil {
+		return nil, interpret(err, "count queues")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, interpret(err, "count queues")
+		}
+		out[ops.Status(s)] = n
+	}
+	return out, interpret(rows.Err(), "count queues")
+}
+
+// ListQueue implements ops.Queues: one page, oldest first, by keyset on (created_at, id).
+func (db *DB) ListQueue(ctx context.Context, f ops.QueueFilter, now time.Time) (ops.QueuePage, error) {
+	if f.Status == "" {
+		f.Status = ops.StatusUnknown
+	}
+	if f.Status.Final() || !f.Status.Valid() {
+		return ops.QueuePage{}, ops.Errorf(ops.EINVALID, "There is no %q queue.", f.Status)
+	}
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	where, args := queueWhere(f, now)
+	args["status"], args["limit"] = string(f.Status), f.Limit+1
+	if f.After != nil {
+		where += ` AND (o.created_at, o.id) > (@after_at, @after_id::uuid)`
+		args["after_at"], args["after_id"] = f.After.CreatedAt, f.After.ID
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
+WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`, args)
+	if err != nil {
+		return ops.QueuePage{}, interpret(err, "list queue")
+	}
+	list, err := collectOps(rows)
+	if err != nil {
+		return ops.QueuePage{}, err
+	}
+	page := ops.QueuePage{Ops: list}
+	if len(list) > f.Limit {
+		page.Ops = list[:f.Limit]
+		last := page.Ops[f.Limit-1]
+		page.Next = &ops.QueueCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return page, nil
+}
+
+// queueWhere builds the filter part shared by the list and the scanned counts.
+func queueWhere(f ops.QueueFilter, now time.Time) (string, pgx.NamedArgs) {
+	conds := []string{"true"}
+	args := pgx.NamedArgs{}
+	if f.TenantID > 0 {
+		conds = append(conds, "o.tenant_id = @tenant")
+		args["tenant"] = f.TenantID
+	}
+	if f.Kind != "" {
+		conds = append(conds, "o.kind = @kind")
+		args["kind"] = string(f.Kind)
+	}
+	if f.Provider != "" {
+		conds = append(conds, "o.provider = @provider")
+		args["provider"] = f.Provider
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if f.OlderThan > 0 {
+		conds = append(conds, "o.created_at <= @cutoff")
+		args["cutoff"] = now.Add(-f.OlderThan)
+	}
+	if q := strings.TrimSpace(f.Search); q != "" {
+		alts := []string{"o.order_ref = @q", "o.customer_ref = @q", "o.chat_ref = @q", "o.provider_key = @q", "o.payment_ref = @q"}
+		if _, err := uuid.Parse(q); err == nil {
+			alts = append(alts, "o.id = @q::uuid")
+		}
+		conds = append(conds, fmt.Sprintf("(%s)", strings.Join(alts, " OR ")))
+		args["q"] = q
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+func withArgs(a pgx.NamedArgs, k string, v any) pgx.NamedArgs {
+	a[k] = v
+	return a
+}

@@ -1,0 +1,409 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var _ ops.Store = (*DB)(nil)
+
+// opCols are the operation columns every query returns, in scanOp's order.
+const opCols = `o.id::text, o.tenant_id, o.kind, o.provider, o.intent_key, o.provider_key, o.fingerprint,
+	o.order_ref, o.customer_ref, o.chat_ref, o.payment_ref, o.amount_cents, o.currency, o.request,
+	o.status, o.phase, o.version, o.attempts, o.lease_owner, o.lease_until, o.first_sent_at, o.retry_until,
+	o.retention_seconds, o.provider_ref, o.provider_request_id, o.result, o.usage, o.cost_micros,
+	o.created_at, o.updated_at, o.closed_at, o.closed_by`
+
+// openStatuses is the SQL list of non-final statuses; it must match ops.OpenStatuses and
+// the predicate of operations_open_intent_idx.
+const openStatuses = `('received', 'in_progress', 'unknown', 'expired')`
+
+func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
+	var o ops.Operation
+	var kind, status, phase string
+	var retention int64
+	dest := []any{&o.ID, &o.TenantID, &kind, &o.Provider, &o.IntentKey, &o.ProviderKey, &o.Fingerprint,
+		&o.OrderRef, &o.CustomerRef, &o.ChatRef, &o.PaymentRef, &o.AmountCents, &o.Currency, &o.Request,
+		&status, &phase, &o.Version, &o.Attempts, &o.LeaseOwner, &o.LeaseUntil, &o.FirstSentAt, &o.RetryUntil,
+		&retention, &o.ProviderRef, &o.ProviderRequestID, &o.Result, &o.Usage, &o.CostMicros,
+		&o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.ClosedBy}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	o.Kind, o.Status, o.Phase = ops.Kind(kind), ops.Status(status), ops.Phase(phase)
+	o.Retention = time.Duration(retention) * time.Second
+	return &o, nil
+}
+
+// Open implements ops.Store: one statement inserts the operation (or finds the open one for
+// the intent, even one committed a moment ago by a concurrent request), records the client
+// request, and for a new claimed operation begins its first attempt and writes the audit row.
+func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
+	op := p.Op
+	claimed := p.Claim != ""
+	args := pgx.NamedArgs{
+		"id": op.ID, "tenant": op.TenantID, "kind": string(op.Kind), "provider": op.Provider,
+		"intent": op.IntentKey, "pkey": op.ProviderKey, "fp": op.Fingerprint,
+		"order": op.OrderRef, "customer": op.CustomerRef, "chat": op.ChatRef, "payment": op.PaymentRef,
+		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
+		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
+		"retention": int64(op.Retention / time.Second), "now": p.Now, "ref": p.RequestRef, "actor": p.Actor,
+	}
+	row := db.Pool.QueryRow(ctx, `
+WITH ins AS (
+	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
+		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
+		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
+		created_at, updated_at)
+	VALUES (@id, @tenant, @kind, @provider, @intent, @pkey, @fp,
+		@order, @customer, @chat, @payment, @amount, @currency, @request,
+		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
+		CASE WHEN @claimed THEN 'sending' ELSE '' END,
+		CASE WHEN @claimed THEN 1 ELSE 0 END,
+		@claim, @lease::timestamptz,
+		CASE WHEN @claimed THEN @now::timestamptz END,
+		CASE WHEN @claimed THEN @retry_until::timestamptz END,
+		@retention, @now, @now)
+	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN `+openStatuses+`
+	DO UPDATE SET duplicate_requests = o.duplicate_requests + 1
+	RETURNING `+opCols+`, (o.xmax <> 0) AS existed
+), cr AS (
+	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at, answered_at)
+	SELECT tenant_id, id::uuid, kind, @ref, existed,
+		CASE WHEN existed THEN NULL ELSE 'new' END, @now, CASE WHEN existed THEN NULL ELSE @now::timestamptz END
+	FROM ins
+	RETURNING id
+), att AS (
+	INSERT INTO attempts (operation_id, n, provider_key, owner, started_at)
+	SELECT id::uuid, 1, provider_key, @claim, @now FROM ins WHERE NOT existed AND @claimed
+	RETURNING id
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
+	SELECT @now, @actor, 'open', 'operation', id, jsonb_build_object('status', status, 'version', version)
+	FROM ins WHERE NOT existed
+)
+SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON true`, args)
+	var out ops.Opened
+	var existed bool
+	var attemptID int64
+	o, err := scanOp(row, &existed, &out.ClientRequestID, &attemptID)
+	if err != nil {
+		return out, interpret(err, "open operation")
+	}
+	out.Op, out.Created = o, !existed
+	if attemptID > 0 {
+		out.Attempt = &ops.Attempt{ID: attemptID, OperationID: o.ID, N: 1, ProviderKey: o.ProviderKey, Owner: p.Claim, StartedAt: p.Now}
+	}
+	return out, nil
+}
+
+// Get implements ops.Store.
+func (db *DB) Get(ctx context.Context, id string) (*ops.Operation, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, ops.Errorf(ops.ENOTFOUND, "No operation %q.", id)
+	}
+	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o WHERE o.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ops.Errorf(ops.ENOTFOUND, "No operation %s.", id)
+	}
+	if err != nil {
+		return nil, interpret(err, "get operation")
+	}
+	return o, nil
+}
+
+// Claim implements ops.Store.
+func (db *DB) Claim(ctx context.Context, p ops.ClaimParams) (*ops.Operation, error) {
+	row := db.Pool.QueryRow(ctx, `
+UPDATE operations o SET status = 'in_progress', phase = '', lease_owner = @owner, lease_until = @until,
+	version = version + 1, updated_at = @now
+WHERE id = @id AND version = @version
+	AND (status = 'received' OR (status = 'in_progress' AND (lease_until IS NULL OR lease_until <= @now)))
+RETURNING `+opCols, pgx.NamedArgs{"id": p.ID, "version": p.Version, "owner": p.Owner, "until": p.LeaseUntil, "now": p.Now})
+	o, err := scanOp(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, db.lostRace(ctx, p.ID, "claim")
+	}
+	if err != nil {
+		return nil, interpret(err, "claim operation")
+	}
+	return o, nil
+}
+
+// BeginAttempt implements ops.Store. The guard repeats ops.CheckSend in SQL so that a
+// caller acting on a stale copy cannot send.
+func (db *DB) BeginAttempt(ctx context.Context, p ops.BeginParams) (*ops.Operation, *ops.Attempt, error) {
+	row := db.Pool.QueryRow(ctx, `
+WITH up AS (
+	UPDATE operations o SET attempts = attempts + 1, phase = 'sending', version = version + 1, updated_at = @now,
+		first_sent_at = coalesce(first_sent_at, @now), retry_until = coalesce(retry_until, @retry_until::timestamptz)
+	WHERE id = @id AND version = @version AND status = 'in_progress' AND lease_owner = @owner
+		AND lease_until > @now AND (retry_until IS NULL OR retry_until > @now) AND attempts < @max
+	RETURNING `+opCols+`
+), att AS (
+	INSERT INTO attempts (operation_id, n, provider_key, owner, started_at)
+	SELECT id::uuid, attempts, provider_key, @owner, @now FROM up
+	RETURNING id
+)
+SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Version, "owner": p.Owner, "now": p.Now,
+		"max": p.MaxAttempts, "retry_until": p.RetryUntil})
+	var attemptID int64
+	o, err := scanOp(row, &attemptID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, db.lostRace(ctx, p.ID, "send")
+	}
+	if err != nil {
+		return nil, nil, interpret(err, "begin attempt")
+	}
+	return o, &ops.Attempt{ID: attemptID, OperationID: o.ID, N: o.Attempts, ProviderKey: o.ProviderKey, Owner: p.Owner, StartedAt: p.Now}, nil
+}
+
+// Transition implements ops.Store: the compare-and-set of rule 6 with its attempt, evidence,
+// audit, outbox and client-request rows, in one statement and so one transaction.
+func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Operation, error) {
+	args := pgx.NamedArgs{
+		"id": p.ID, "version": p.Version, "from": string(p.From), "to": string(p.To), "phase": string(p.Phase),
+		"now": p.Now, "actor": p.Actor, "action": p.Action, "reason": p.Reason, "owner": p.Owner,
+		"lease": p.LeaseUntil, "require_expired": p.RequireLeaseExpired, "final": p.To.Final(),
+		"event_id": uuid.Must(uuid.NewV7()).String(), "crid": p.AnswerRequest, "answer": nullStr(string(p.Answer)),
+		"aid": int64(0), "outcome": nil, "http_status": 0, "prid": "", "ecode": "", "fat": nil,
+		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
+		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0),
+	}
+	if f := p.Finish; f != nil {
+		args["aid"], args["outcome"], args["http_status"], args["prid"], args["ecode"], args["fat"] =
+			f.AttemptID, string(f.Outcome), f.HTTPStatus, f.ProviderRequestID, f.ErrorCode, f.FinishedAt
+	}
+	if e := p.Evidence; e != nil {
+		args["ev_kind"], args["ev_ref"], args["ev_summary"], args["ev_data"], args["ev_by"], args["ev_at"] =
+			string(e.Kind), e.ProviderRef, e.Summary, jsonOrNil(e.Data), e.RecordedBy, e.RecordedAt
+	}
+	if r := p.Result; r != nil {
+		args["res_ref"], args["res_prid"], args["res_body"], args["res_usage"], args["res_cost"] =
+			r.ProviderRef, r.ProviderRequestID, jsonOrNil(r.Body), jsonOrNil(r.Usage), r.CostMicros
+	}
+	row := db.Pool.QueryRow(ctx, `
+WITH up AS (
+	UPDATE operations o SET status = @to, phase = @phase, version = version + 1, updated_at = @now,
+		lease_until = CASE WHEN @to = 'in_progress' THEN coalesce(@lease::timestamptz, @now::timestamptz) END,
+		provider_ref = CASE WHEN @res_ref = '' THEN provider_ref ELSE @res_ref END,
+		provider_request_id = CASE WHEN @res_prid <> '' THEN @res_prid WHEN @prid <> '' THEN @prid ELSE provider_request_id END,
+		result = coalesce(@res_body::jsonb, result), usage = coalesce(@res_usage::jsonb, usage),
+		cost_micros = cost_micros + @res_cost,
+		closed_at = CASE WHEN @final THEN @now::timestamptz END,
+		closed_by = CASE WHEN @final THEN @actor ELSE '' END
+	WHERE id = @id AND version = @version AND status = @from
+		AND (@owner = '' OR lease_owner = @owner)
+		AND (NOT @require_expired OR lease_until IS NULL OR lease_until <= @now)
+	RETURNING `+opCols+`
+), fin AS (
+	UPDATE attempts SET finished_at = @fat, outcome = @outcome, http_status = @http_status,
+		provider_request_id = @prid, error_code = @ecode
+	WHERE id = @aid AND EXISTS (SELECT 1 FROM up)
+), ev AS (
+	INSERT INTO evidence (operation_id, kind, provider_ref, summary, data, recorded_by, recorded_at)
+	SELECT id::uuid, @ev_kind, @ev_ref, @ev_summary, @ev_data, @ev_by, @ev_at FROM up WHERE @ev_kind <> ''
+	RETURNING id
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason, evidence_id)
+	SELECT @now, @actor, @action, 'operation', up.id,
+		jsonb_build_object('status', @from::text, 'version', @version::bigint),
+		jsonb_build_object('status', up.status, 'version', up.version, 'phase', up.phase),
+		@reason, (SELECT id FROM ev)
+	FROM up
+), ob AS (
+	INSERT INTO outbox (event_id, topic, entity_id, payload, created_at)
+	SELECT @event_id::uuid, 'operation.' || up.status, up.id, jsonb_build_object(
+		'event_id', @event_id::text, 'operation_id', up.id, 'tenant_id', up.tenant_id, 'kind', up.kind,
+		'status', up.status, 'previous_status', @from::text, 'version', up.version, 'provider_ref', up.provider_ref,
+		'actor', @actor::text, 'at', @now::timestamptz), @now
+	FROM up WHERE @from <> @to
+), cr AS (
+	UPDATE client_requests SET answer = @answer::text, answered_at = @now
+	WHERE id = @crid AND @answer::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
+)
+SELECT * FROM up`, args)
+	o, err := scanOp(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, db.lostRace(ctx, p.ID, p.Action)
+	}
+	if err != nil {
+		return nil, interpret(err, "change operation")
+	}
+	return o, nil
+}
+
+// AnswerClientRequest implements ops.Store.
+func (db *DB) AnswerClientRequest(ctx context.Context, id int64, a ops.Answer, at time.Time) error {
+	tag, err := db.Pool.Exec(ctx, `UPDATE client_requests SET answer = $2, answered_at = $3 WHERE id = $1`, id, string(a), at)
+	if err != nil {
+		return interpret(err, "answer client request")
+	}
+	if tag.RowsAffected() == 0 {
+		return ops.Errorf(ops.ENOTFOUND, "No client request %d.", id)
+	}
+	return nil
+}
+
+// ClaimStalled implements ops.Store.
+func (db *DB) ClaimStalled(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*ops.Operation, error) {
+	rows, err := db.Pool.Query(ctx, `
+WITH s AS (
+	SELECT id FROM operations
+	WHERE status = 'in_progress' AND lease_until <= @now
+	ORDER BY lease_until LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+), up AS (
+	UPDATE operations o SET lease_owner = @owner, lease_until = @until, phase = '', version = version + 1, updated_at = @now
+	FROM s WHERE o.id = s.id
+	RETURNING `+opCols+`
+), fin AS (
+	UPDATE attempts a SET finished_at = @now, outcome = 'timeout', error_code = 'lease_expired'
+	FROM up WHERE a.operation_id = up.id::uuid AND a.finished_at IS NULL
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, after, reason)
+	SELECT @now, @owner, 'reap', 'operation', up.id, jsonb_build_object('status', up.status, 'version', up.version),
+		'lease ran out without a result'
+	FROM up
+)
+SELECT * FROM up`, pgx.NamedArgs{"owner": owner, "now": now, "until": leaseUntil, "limit": limit})
+	if err != nil {
+		return nil, interpret(err, "claim stalled operations")
+	}
+	return collectOps(rows)
+}
+
+// ExpireDue implements ops.Store.
+func (db *DB) ExpireDue(ctx context.Context, actor string, now time.Time, limit int) (int, error) {
+	var n int
+	err := db.Pool.QueryRow(ctx, `
+WITH s AS (
+	SELECT id, status FROM operations
+	WHERE status IN ('received', 'in_progress', 'unknown') AND retry_until <= @now
+		AND (status <> 'in_progress' OR lease_until IS NULL OR lease_until <= @now)
+	ORDER BY retry_until LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+), up AS (
+	UPDATE operations o SET status = 'expired', phase = '', lease_until = NULL, version = version + 1, updated_at = @now
+	FROM s WHERE o.id = s.id
+	RETURNING o.id::text, o.tenant_id, o.kind, o.version, s.status AS before
+), fin AS (
+	UPDATE attempts a SET finished_at = @now, outcome = 'timeout', error_code = 'lease_expired'
+	FROM up WHERE a.operation_id = up.id::uuid AND a.finished_at IS NULL
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
+	SELECT @now, @actor, 'expire', 'operation', id, jsonb_build_object('status', before, 'version', version - 1),
+		jsonb_build_object('status', 'expired', 'version', version), 'past the provider''s key retention'
+	FROM up
+), ob AS (
+	INSERT INTO outbox (event_id, topic, entity_id, payload, created_at)
+	SELECT e, 'operation.expired', id, jsonb_build_object('event_id', e::text, 'operation_id', id, 'tenant_id', tenant_id,
+		'kind', kind, 'status', 'expired', 'previous_status', before, 'version', version, 'actor', @actor::text, 'at', @now::timestamptz), @now
+	FROM (SELECT gen_random_uuid() AS e, * FROM up) x
+)
+SELECT count(*) FROM up`, pgx.NamedArgs{"actor": actor, "now": now, "limit": limit}).Scan(&n)
+	return n, interpret(err, "expire operations")
+}
+
+// Attempts implements ops.Store.
+func (db *DB) Attempts(ctx context.Context, opID string) ([]ops.Attempt, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT id, operation_id::text, n, provider_key, owner, started_at, finished_at, coalesce(outcome, ''), http_status,
+	provider_request_id, error_code
+FROM attempts WHERE operation_id = $1 ORDER BY n`, opID)
+	if err != nil {
+		return nil, interpret(err, "list attempts")
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Attempt, error) {
+		var a ops.Attempt
+		var outcome string
+		err := r.Scan(&a.ID, &a.OperationID, &a.N, &a.ProviderKey, &a.Owner, &a.StartedAt, &a.FinishedAt, &outcome,
+			&a.HTTPStatus, &a.ProviderRequestID, &a.ErrorCode)
+		a.Outcome = ops.Outcome(outcome)
+		if a.FinishedAt != nil {
+			a.Duration = a.FinishedAt.Sub(a.StartedAt)
+		}
+		return a, err
+	})
+}
+
+// lostRace explains why a guarded change matched no row: the operation is gone, or someone
+// changed it first (and if they closed it, who).
+func (db *DB) lostRace(ctx context.Context, id, action string) error {
+	cur, err := db.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if cur.Status.Final() {
+		at := time.Time{}
+		if cur.ClosedAt != nil {
+			at = *cur.ClosedAt
+		}
+		return &ops.Error{Code: ops.ECONFLICT, Closed: &ops.Closure{Status: cur.Status, ClosedBy: cur.ClosedBy, ClosedAt: at},
+			Message: fmt.Sprintf("Operation %s was already closed as %s by %s at %s.", id, cur.Status, cur.ClosedBy, at.UTC().Format(time.RFC3339))}
+	}
+	return ops.Errorf(ops.ECONFLICT, "Operation %s changed before %s could apply (now %s, version %d).", id, action, cur.Status, cur.Version)
+}
+
+func collectOps(rows pgx.Rows) ([]*ops.Operation, error) {
+	defer rows.Close()
+	var out []*ops.Operation
+	for rows.Next() {
+		o, err := scanOp(rows)
+		if err != nil {
+			return nil, interpret(err, "read operations")
+		}
+		out = append(out, o)
+	}
+	return out, interpret(rows.Err(), "read operations")
+}
+
+// interpret turns a database error into a domain error once, at the boundary.
+func interpret(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505":
+			return &ops.Error{Code: ops.ECONFLICT, Message: "That already exists.", Err: fmt.Errorf("%s: %w", what, err)}
+		case "23503", "23514", "22P02", "22001":
+			return &ops.Error{Code: ops.EINVALID, Message: "The request breaks a rule of the ledger.", Err: fmt.Errorf("%s: %w", what, err)}
+		}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("%s: %w", what, err)}
+}
+
+func jsonOrNil(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullTime(ok bool, t time.Time) any {
+	if !ok {
+		return nil
+	}
+	return t
+}

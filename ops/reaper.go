@@ -1,0 +1,94 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Reaper looks after operations nobody is looking after: it expires open operations past
+// the provider's key retention, and takes over in-progress ones whose lease ran out. A
+// stalled operation is sent again with the same key while the key is retained and its kind
+// allows a resend of an uncertain attempt; otherwise its outcome is unknown.
+type Reaper struct {
+	Ledger   *Ledger
+	Owner    string
+	Interval time.Duration
+	// Senders resend stalled operations, by kind. A kind without one is marked unknown.
+	Senders map[Kind]Sender
+	Sleep   Sleeper
+	Logger  *slog.Logger
+	Batch   int
+}
+
+// Reaped counts what one pass did.
+type Reaped struct {
+	Expired, Resent, Unknown int
+}
+
+// Start runs a pass every Interval until ctx ends.
+func (r *Reaper) Start(ctx context.Context) {
+	t := time.NewTicker(r.Interval)
+	defer t.Stop()
+	for {
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.logger().Error("reaper pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce does one pass and reports what it did.
+func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
+	var out Reaped
+	n, err := r.Ledger.ExpireDue(ctx, r.Owner)
+	out.Expired += n
+	if err != nil {
+		return out, fmt.Errorf("expire: %w", err)
+	}
+	l := r.Ledger
+	now := l.Clock.Now()
+	batch := r.Batch
+	if batch <= 0 {
+		batch = 100
+	}
+	stalled, err := l.Store.ClaimStalled(ctx, r.Owner, now, now.Add(l.Limits.Lease), batch)
+	if err != nil {
+		return out, fmt.Errorf("claim stalled: %w", err)
+	}
+	for _, op := range stalled {
+		next, _ := NextStatus(op, OutcomeTimeout, l.Policies[op.Kind], now, l.Limits)
+		s := r.Senders[op.Kind]
+		switch {
+		case next == StatusInProgress && s != nil:
+			if _, err := l.Run(ctx, op, nil, r.Owner, s, r.Sleep); err != nil {
+				return out, fmt.Errorf("resend %s: %w", op.ID, err)
+			}
+			out.Resent++
+		case next == StatusExpired:
+			if _, err := l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
+				Now: now, Actor: r.Owner, Owner: r.Owner, Action: "expire", Reason: "lease ran out past the provider's key retention"}); err != nil {
+				return out, fmt.Errorf("expire %s: %w", op.ID, err)
+			}
+			out.Expired++
+		default:
+			if _, err := l.MarkUnknown(ctx, op, r.Owner, "lease ran out without a result"); err != nil {
+				return out, fmt.Errorf("mark %s unknown: %w", op.ID, err)
+			}
+			out.Unknown++
+		}
+	}
+	return out, nil
+}
+
+func (r *Reaper) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
