@@ -17,7 +17,9 @@ type Sender interface {
 type SenderFunc func(ctx context.Context, op *Operation, a *Attempt) AttemptResult
 
 // Send calls f.
-func (f SenderFunc) Send(ctx context.Context, op *Operation, a *Attempt) AttemptResult { return f(ctx, op, a) }
+func (f SenderFunc) Send(ctx context.Context, op *Operation, a *Attempt) AttemptResult {
+	return f(ctx, op, a)
+}
 
 // Sleeper waits between attempts; tests replace it to move a manual clock instead.
 type Sleeper func(ctx context.Context, d time.Duration) error
