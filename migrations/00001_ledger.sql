@@ -168,7 +168,10 @@ CREATE TABLE outbox (
     payload      jsonb NOT NULL,
     created_at   timestamptz NOT NULL,
     published_at timestamptz,
-    attempts     integer NOT NULL DEFAULT 0
+    -- A relay holds an event until then while it delivers it; a dead relay's hold runs out.
+    locked_until timestamptz,
+    attempts     integer NOT NULL DEFAULT 0,
+    last_error   text NOT NULL DEFAULT ''
 );
 CREATE INDEX outbox_unpublished_idx ON outbox (id) WHERE published_at IS NULL;
 

@@ -85,7 +85,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if cred != nil && !traversable(filepath.Dir(dir)) {
+		// The server runs as postgres, which cannot reach a folder under, say, /root: keep
+		// the cluster in the system's temporary folder instead, under a name tied to dir.
+		dir = filepath.Join(os.TempDir(), "settle-pg-"+strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_"))
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, fmt.Errorf("create cluster folder: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 		return nil, fmt.Errorf("create cluster folder: %w", err)
 	}
 	sock, err := os.MkdirTemp("", "settle-pg-")
@@ -227,6 +235,22 @@ func serverUser() (*syscall.Credential, error) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// traversable reports whether every folder from / down to dir lets other users through.
+func traversable(dir string) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return !os.IsNotExist(err) || traversable(filepath.Dir(d))
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" || d == "." {
+			return true
+		}
+	}
 }
 
 func freePort() (int, error) {

@@ -1,0 +1,51 @@
+# Settle: `make demo` runs the product on a private Postgres with demo data; `make test` runs
+# everything. Both install what is missing first.
+SHELL := /bin/bash
+export GOTOOLCHAIN := local
+export GOFLAGS := -buildvcs=false
+GO ?= go
+
+.PHONY: demo test bench deps generate check-generated lint build
+
+demo: deps build
+	./bin/settle demo
+
+build:
+	$(GO) build -o bin/settle ./cmd/settle
+
+test: deps check-generated lint
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench: deps
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m .
+
+# deps installs what the two commands need on a fresh Debian machine: as root with apt-get,
+# otherwise it names the missing packages and stops.
+deps:
+	@command -v go >/dev/null || { echo "Go is not installed: Settle needs Go 1.26"; exit 1; }
+	@missing=""; \
+	if [ -z "$$SETTLE_PG_BIN" ] && ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then missing="postgresql"; fi; \
+	if [ "$$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then missing="postgresql"; fi; \
+	command -v git >/dev/null || missing="$$missing git"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing; install them with: sudo apt-get install -y $$missing"; exit 1; fi; \
+		echo "installing$$missing"; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+		for c in /etc/postgresql/*/main; do [ -d "$$c" ] && pg_ctlcluster "$$(basename "$$(dirname "$$c")")" main stop >/dev/null 2>&1; done; true; \
+	fi
+
+generate:
+	$(GO) tool templ generate
+
+# The generated templ code is committed; it must match the templates.
+check-generated:
+	@$(GO) tool templ generate >/dev/null
+	@if ! git diff --quiet -- '*_templ.go' 2>/dev/null || [ -n "$$(git ls-files --others --exclude-standard -- '*_templ.go')" ]; then \
+		echo "generated templ code is out of date: run 'make generate' and commit the result"; \
+		git --no-pager diff --stat -- '*_templ.go'; exit 1; fi
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...

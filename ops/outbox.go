@@ -1,0 +1,145 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Event is one row of the transactional outbox (rule 10): written in the same transaction
+// as the change it reports, delivered at least once, with an id receivers use to apply it
+// once.
+type Event struct {
+	ID        int64
+	EventID   string
+	Topic     string
+	EntityID  string
+	Payload   json.RawMessage
+	CreatedAt time.Time
+	Attempts  int
+}
+
+// Publisher delivers one event. It may be called more than once for the same event.
+type Publisher interface {
+	Publish(ctx context.Context, e Event) error
+}
+
+// OutboxStore is what the relay needs from the store.
+type OutboxStore interface {
+	// ClaimEvents holds up to limit undelivered events until holdUntil, oldest first,
+	// skipping those another relay holds.
+	ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]Event, error)
+	// MarkPublished records events as delivered.
+	MarkPublished(ctx context.Context, ids []int64, at time.Time) error
+	// MarkFailed records a failed delivery; the event is tried again after retryAt.
+	MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error
+}
+
+// Relay moves events from the outbox to a publisher. Several relays may run at once; each
+// event is held by one of them while it is delivered.
+type Relay struct {
+	Store     OutboxStore
+	Publisher Publisher
+	Clock     Clock
+	Interval  time.Duration
+	Hold      time.Duration
+	Batch     int
+	Logger    *slog.Logger
+}
+
+// Start delivers events every Interval until ctx ends.
+func (r *Relay) Start(ctx context.Context) {
+	t := time.NewTicker(r.Interval)
+	defer t.Stop()
+	for {
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.logger().Error("outbox relay pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce delivers one batch and returns how many events were published.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	hold, batch := r.Hold, r.Batch
+	if hold <= 0 {
+		hold = 30 * time.Second
+	}
+	if batch <= 0 {
+		batch = 100
+	}
+	now := r.Clock.Now()
+	events, err := r.Store.ClaimEvents(ctx, now, now.Add(hold), batch)
+	if err != nil {
+		return 0, fmt.Errorf("claim events: %w", err)
+	}
+	var done []int64
+	for _, e := range events {
+		if err := r.Publisher.Publish(ctx, e); err != nil {
+			backoff := min(time.Duration(1<<min(e.Attempts, 10))*time.Second, 10*time.Minute)
+			if mErr := r.Store.MarkFailed(ctx, e.ID, r.Clock.Now().Add(backoff), err.Error()); mErr != nil {
+				return len(done), fmt.Errorf("mark event %s failed: %w", e.EventID, mErr)
+			}
+			continue
+		}
+		done = append(done, e.ID)
+	}
+	if len(done) > 0 {
+		if err := r.Store.MarkPublished(ctx, done, r.Clock.Now()); err != nil {
+			return 0, fmt.Errorf("mark published: %w", err)
+		}
+	}
+	return len(done), nil
+}
+
+func (r *Relay) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+// WebhookPublisher posts each event as JSON to a URL, with its id in the Settle-Event-Id
+// header so the receiver can drop repeats.
+type WebhookPublisher struct {
+	URL    string
+	Client *http.Client
+}
+
+// Publish posts e and treats any status other than 2xx as a failed delivery.
+func (w *WebhookPublisher) Publish(ctx context.Context, e Event) error {
+	body, err := json.Marshal(map[string]any{"event_id": e.EventID, "topic": e.Topic, "entity_id": e.EntityID,
+		"created_at": e.CreatedAt, "data": e.Payload})
+	if err != nil {
+		return fmt.Errorf("encode event: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Settle-Event-Id", e.EventID)
+	c := w.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("deliver event %s: %w", e.EventID, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("deliver event %s: receiver answered %s", e.EventID, resp.Status)
+	}
+	return nil
+}

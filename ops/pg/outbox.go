@@ -1,0 +1,48 @@
+package pg
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var _ ops.OutboxStore = (*DB)(nil)
+
+// ClaimEvents implements ops.OutboxStore.
+func (db *DB) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]ops.Event, error) {
+	rows, err := db.Pool.Query(ctx, `
+WITH s AS (
+	SELECT id FROM outbox
+	WHERE published_at IS NULL AND (locked_until IS NULL OR locked_until <= @now)
+	ORDER BY id LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o SET locked_until = @hold, attempts = attempts + 1
+FROM s WHERE o.id = s.id
+RETURNING o.id, o.event_id::text, o.topic, o.entity_id, o.payload, o.created_at, o.attempts`,
+		pgx.NamedArgs{"now": now, "hold": holdUntil, "limit": limit})
+	if err != nil {
+		return nil, interpret(err, "claim events")
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Event, error) {
+		var e ops.Event
+		err := r.Scan(&e.ID, &e.EventID, &e.Topic, &e.EntityID, &e.Payload, &e.CreatedAt, &e.Attempts)
+		return e, err
+	})
+	return evs, interpret(err, "claim events")
+}
+
+// MarkPublished implements ops.OutboxStore.
+func (db *DB) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
+	_, err := db.Pool.Exec(ctx, `UPDATE outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
+	return interpret(err, "mark events published")
+}
+
+// MarkFailed implements ops.OutboxStore.
+func (db *DB) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
+	_, err := db.Pool.Exec(ctx, `UPDATE outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
+	return interpret(err, "mark event failed")
+}
