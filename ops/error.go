@@ -17,6 +17,8 @@ const (
 	EFORBIDDEN    = "forbidden"
 	EUNAUTHORIZED = "unauthorized"
 	EINTERNAL     = "internal"
+	// EUNAVAILABLE means a provider or dependency could not be asked; trying later may work.
+	EUNAVAILABLE = "unavailable"
 )
 
 // Error is the one error type the domain returns on purpose. Message is safe to show to the
@@ -24,6 +26,8 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// Reason, when set, is a more precise stable code for clients (amount_over_remainder).
+	Reason string
 	// Closed names who closed the operation when a close lost a race.
 	Closed *Closure
 	Err    error
@@ -54,6 +58,16 @@ func ErrorCode(err error) string {
 		return e.Code
 	}
 	return EINTERNAL
+}
+
+// ErrorReason returns the precise stable code of err: its Reason if it has one, else its
+// Code.
+func ErrorReason(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Reason != "" {
+		return e.Reason
+	}
+	return ErrorCode(err)
 }
 
 // ErrorMessage returns the user-safe message of err; internal errors get a generic one so

@@ -227,6 +227,11 @@ WITH up AS (
 		'status', up.status, 'previous_status', @from::text, 'version', up.version, 'provider_ref', up.provider_ref,
 		'actor', @actor::text, 'at', @now::timestamptz), @now
 	FROM up WHERE @from <> @to
+), ch AS (
+	INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at, seen_at)
+	SELECT up.tenant_id, up.provider, @res_ref, up.id::uuid, up.amount_cents, up.currency, 'succeeded', @now, @now
+	FROM up WHERE @to = 'succeeded' AND @res_ref <> '' AND @aid > 0
+	ON CONFLICT (provider, charge_ref) DO NOTHING
 ), cr AS (
 	UPDATE client_requests SET answer = @answer::text, answered_at = @now
 	WHERE id = @crid AND @answer::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)

@@ -1,0 +1,92 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var (
+	_ ops.RefundStore = (*DB)(nil)
+	_ ops.EventStore  = (*DB)(nil)
+)
+
+// FindOpen implements ops.RefundStore.
+func (db *DB) FindOpen(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error) {
+	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o
+WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 AND o.status IN `+openStatuses, tenantID, string(kind), intentKey))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ops.Errorf(ops.ENOTFOUND, "No open operation for this intent.")
+	}
+	if err != nil {
+		return nil, interpret(err, "find open operation")
+	}
+	return o, nil
+}
+
+// OpenForPayment implements ops.RefundStore.
+func (db *DB) OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*ops.Operation, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
+WHERE o.tenant_id = $1 AND o.payment_ref = $2 AND o.payment_ref <> '' AND o.status IN `+openStatuses, tenantID, paymentRef)
+	if err != nil {
+		return nil, interpret(err, "list open operations of a payment")
+	}
+	return collectOps(rows)
+}
+
+// RecordRejected implements ops.RefundStore.
+func (db *DB) RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error {
+	_, err := db.Pool.Exec(ctx, `INSERT INTO client_requests (tenant_id, kind, request_ref, answer, received_at, answered_at)
+VALUES ($1, $2, $3, 'rejected', $4, $4)`, tenantID, string(kind), requestRef, at)
+	return interpret(err, "record rejected request")
+}
+
+// LastAttemptError implements ops.RefundStore.
+func (db *DB) LastAttemptError(ctx context.Context, opID string) (string, error) {
+	var code string
+	err := db.Pool.QueryRow(ctx, `SELECT error_code FROM attempts WHERE operation_id = $1 AND finished_at IS NOT NULL
+ORDER BY n DESC LIMIT 1`, opID).Scan(&code)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return code, interpret(err, "read last attempt")
+}
+
+// EventSeen implements ops.EventStore.
+func (db *DB) EventSeen(ctx context.Context, provider, id string) (bool, error) {
+	var seen bool
+	err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM provider_events WHERE provider = $1 AND event_id = $2)`, provider, id).Scan(&seen)
+	return seen, interpret(err, "check provider event")
+}
+
+// RecordEvent implements ops.EventStore.
+func (db *DB) RecordEvent(ctx context.Context, e ops.ProviderEvent, operationID, outcome string) error {
+	ref := ""
+	if e.Record != nil {
+		ref = e.Record.Ref
+	}
+	_, err := db.Pool.Exec(ctx, `INSERT INTO provider_events (provider, event_id, type, object_ref, operation_id, outcome, payload, received_at)
+VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7, $8) ON CONFLICT (provider, event_id) DO NOTHING`,
+		e.Provider, e.ID, e.Type, ref, operationID, outcome, jsonOrNil(e.Payload), e.ReceivedAt)
+	return interpret(err, "record provider event")
+}
+
+// RecordCharge implements ops.EventStore. A later record of the same charge updates its
+// status (a refund that failed after it was created) but never adds a second row.
+func (db *DB) RecordCharge(ctx context.Context, r ops.ProviderRecord, tenantID int64, seenAt time.Time) error {
+	created := r.Created
+	if created.IsZero() {
+		created = seenAt
+	}
+	_, err := db.Pool.Exec(ctx, `
+INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, raw, charged_at, seen_at)
+VALUES (nullif($1, 0), $2, $3, (SELECT id FROM operations WHERE id::text = nullif($4, '')), $5, $6, $7, $8, $9, $10)
+ON CONFLICT (provider, charge_ref) DO UPDATE SET status = excluded.status, seen_at = excluded.seen_at,
+	raw = coalesce(excluded.raw, provider_charges.raw)`,
+		tenantID, r.Provider, r.Ref, r.OperationID, r.AmountCents, r.Currency, r.Status, jsonOrNil(r.Raw), created, seenAt)
+	return interpret(err, "record provider charge")
+}

@@ -1,0 +1,143 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ProviderRecord is a side effect as the provider reports it: a Stripe refund object, a
+// billed LLM request. OperationID is ours, read back from the provider's metadata.
+type ProviderRecord struct {
+	Provider    string
+	Ref         string
+	OperationID string
+	AmountCents int64
+	Currency    string
+	// Status is the provider's word: succeeded, pending, failed, canceled...
+	Status  string
+	Created time.Time
+	Raw     json.RawMessage
+}
+
+// Charged reports whether the record is a side effect that happened (or is happening).
+func (r ProviderRecord) Charged() bool {
+	return r.Status == "succeeded" || r.Status == "pending" || r.Status == "requires_action"
+}
+
+// LookupResult is what a lookup at the provider found for one operation.
+type LookupResult struct {
+	OperationID string
+	// Records are the provider's records carrying our operation id. More than one is a
+	// double charge (rule 3).
+	Records   []ProviderRecord
+	CheckedAt time.Time
+}
+
+// Found reports whether the provider holds a record for the operation.
+func (r LookupResult) Found() bool { return len(r.Records) > 0 }
+
+// ProviderEvent is one event the provider pushed to us (a webhook).
+type ProviderEvent struct {
+	Provider   string
+	ID         string
+	Type       string
+	Record     *ProviderRecord
+	Payload    json.RawMessage
+	ReceivedAt time.Time
+}
+
+// EventStore remembers provider events and charges so each is applied once.
+type EventStore interface {
+	// EventSeen reports whether the event was recorded already.
+	EventSeen(ctx context.Context, provider, id string) (bool, error)
+	// RecordEvent records the event and what came of it; a repeat changes nothing.
+	RecordEvent(ctx context.Context, e ProviderEvent, operationID, outcome string) error
+	// RecordCharge records a provider charge once per provider reference.
+	RecordCharge(ctx context.Context, r ProviderRecord, tenantID int64, seenAt time.Time) error
+}
+
+// Applied says what applying a provider record did.
+type Applied struct {
+	Op *Operation
+	// Outcome: closed, already_closed, in_flight, orphan, not_charged.
+	Outcome string
+}
+
+// ApplyRecord records a provider record and, when it explains an operation nobody is
+// sending for (unknown, expired, stalled), closes that operation with ev as evidence through
+// the same compare-and-set as a person would. Replays are harmless.
+func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRecord, ev Evidence, actor string) (Applied, error) {
+	now := l.Clock.Now()
+	var op *Operation
+	if rec.OperationID != "" {
+		var err error
+		op, err = l.Store.Get(ctx, rec.OperationID)
+		if err != nil && ErrorCode(err) != ENOTFOUND {
+			return Applied{}, err
+		}
+	}
+	tenant := int64(0)
+	if op != nil {
+		tenant = op.TenantID
+	}
+	if err := es.RecordCharge(ctx, rec, tenant, now); err != nil {
+		return Applied{}, fmt.Errorf("record charge: %w", err)
+	}
+	if op == nil {
+		return Applied{Outcome: "orphan"}, nil
+	}
+	if op.Status.Final() {
+		return Applied{Op: op, Outcome: "already_closed"}, nil
+	}
+	if op.Leased(now) {
+		return Applied{Op: op, Outcome: "in_flight"}, nil
+	}
+	to := StatusSucceeded
+	if !rec.Charged() {
+		to = StatusFailed
+	}
+	ev.ProviderRef = rec.Ref
+	if len(ev.Data) == 0 {
+		ev.Data = rec.Raw
+	}
+	out, err := l.Close(ctx, CloseParams{ID: op.ID, Version: op.Version, To: to, Evidence: ev, Actor: actor})
+	var e *Error
+	if errors.As(err, &e) && e.Closed != nil {
+		cur, _ := l.Store.Get(ctx, op.ID)
+		return Applied{Op: cur, Outcome: "already_closed"}, nil
+	}
+	if err != nil {
+		return Applied{Op: op, Outcome: "error"}, err
+	}
+	return Applied{Op: out, Outcome: "closed"}, nil
+}
+
+// ApplyEvent applies a provider event once: a replayed event id changes nothing.
+func (l *Ledger) ApplyEvent(ctx context.Context, es EventStore, e ProviderEvent) (Applied, error) {
+	seen, err := es.EventSeen(ctx, e.Provider, e.ID)
+	if err != nil {
+		return Applied{}, err
+	}
+	if seen {
+		return Applied{Outcome: "replayed"}, nil
+	}
+	res := Applied{Outcome: "ignored"}
+	if e.Record != nil {
+		ev := Evidence{Kind: EvidenceWebhook, Summary: fmt.Sprintf("%s event %s: %s %s", e.Provider, e.ID, e.Type, e.Record.Status), Data: e.Payload}
+		if res, err = l.ApplyRecord(ctx, es, *e.Record, ev, e.Provider+" webhook"); err != nil {
+			return res, err
+		}
+	}
+	opID := ""
+	if res.Op != nil {
+		opID = res.Op.ID
+	}
+	// Recorded last: a crash before this line only means the replay does the same again.
+	if err := es.RecordEvent(ctx, e, opID, res.Outcome); err != nil {
+		return res, fmt.Errorf("record event: %w", err)
+	}
+	return res, nil
+}

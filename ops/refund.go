@@ -1,0 +1,307 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// RefundProvider is what the refund tool needs from a payment provider.
+type RefundProvider interface {
+	// Sender sends one refund attempt for an operation, with its provider key.
+	Sender
+	// Name is the provider's name as stored on operations ("stripe").
+	Name() string
+	// Retention is how long the provider keeps idempotency keys.
+	Retention() time.Duration
+	// Payment returns what was paid and every refund the provider holds for a payment.
+	Payment(ctx context.Context, paymentRef string) (Payment, error)
+	// Lookup returns the provider's refunds that carry the operation's id.
+	Lookup(ctx context.Context, op *Operation) (LookupResult, error)
+}
+
+// Payment is a payment at the provider with its refunds.
+type Payment struct {
+	Ref         string
+	AmountCents int64
+	Currency    string
+	Refunds     []ProviderRecord
+}
+
+// RefundStore is what the refund tool needs from the store beyond the ledger.
+type RefundStore interface {
+	// FindOpen returns the open operation of an intent, or ENOTFOUND.
+	FindOpen(ctx context.Context, tenantID int64, kind Kind, intentKey string) (*Operation, error)
+	// OpenForPayment lists a tenant's open operations on one payment.
+	OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*Operation, error)
+	// RecordRejected records a client request refused before any operation was opened.
+	RecordRejected(ctx context.Context, tenantID int64, kind Kind, requestRef string, at time.Time) error
+	// LastAttemptError returns the error code of an operation's latest finished attempt.
+	LastAttemptError(ctx context.Context, opID string) (string, error)
+}
+
+// RefundRequest is one call of the refund tool.
+type RefundRequest struct {
+	TenantID      int64
+	OrderID       string
+	AmountCents   int64
+	Currency      string
+	PaymentIntent string
+	Reason        string
+	// RequestRef is the caller's id for this call, such as an agent's tool call id.
+	RequestRef string
+}
+
+// The answers of the refund tool. They are the only four things a caller may tell a customer.
+const (
+	RefundRefunded    = "refunded"
+	RefundUnconfirmed = "unconfirmed"
+	RefundChecking    = "checking"
+	RefundFailed      = "failed"
+)
+
+// CheckingNote is the sentence that goes with "checking".
+const CheckingNote = "Outcome unknown. A person is checking. Do not say the refund succeeded or failed."
+
+// RefundAnswer is the truth about a refund, as far as it is known.
+type RefundAnswer struct {
+	Status      string `json:"status"`
+	OperationID string `json:"operation_id"`
+	RefundID    string `json:"refund_id,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Note        string `json:"note,omitempty"`
+}
+
+// Refunds is the refund tool: one refund per intent however often it is called.
+type Refunds struct {
+	Ledger   *Ledger
+	Store    RefundStore
+	Provider RefundProvider
+	// Deadline bounds one call, all attempts and backoff included. It must be shorter than
+	// the caller's own HTTP timeout.
+	Deadline time.Duration
+	Sleep    Sleeper
+}
+
+var (
+	orderRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,63}$`)
+	paymentRe = regexp.MustCompile(`^pi_[A-Za-z0-9_]{1,250}$`)
+	reasons   = map[string]bool{"": true, "duplicate": true, "fraudulent": true, "requested_by_customer": true}
+	// currencies Stripe refunds in that Settle accepts; amounts are in the minor unit.
+	currencies = map[string]bool{"usd": true, "eur": true, "gbp": true, "kzt": true, "rub": true, "jpy": true, "cad": true,
+		"aud": true, "chf": true, "sek": true, "nok": true, "dkk": true, "pln": true, "czk": true, "try": true, "inr": true,
+		"brl": true, "mxn": true, "sgd": true, "hkd": true, "nzd": true, "cny": true, "krw": true, "uah": true, "ils": true}
+)
+
+// MaxRefundCents is the largest refund accepted in one call; anything above is a mistake.
+const MaxRefundCents = 100_000_000
+
+// Validate checks a refund request and normalises its currency.
+func (r *RefundRequest) Validate() error {
+	r.Currency = strings.ToLower(strings.TrimSpace(r.Currency))
+	switch {
+	case r.TenantID <= 0:
+		return Errorf(EUNAUTHORIZED, "A tenant is required.")
+	case r.OrderID == "":
+		return &Error{Code: EINVALID, Reason: "missing_field", Message: "order_id is required."}
+	case !orderRe.MatchString(r.OrderID):
+		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "order_id must be 1-64 letters, digits or _.:#/-."}
+	case r.AmountCents <= 0:
+		return &Error{Code: EINVALID, Reason: "invalid_amount", Message: "amount_cents must be a positive whole number of cents."}
+	case r.AmountCents > MaxRefundCents:
+		return &Error{Code: EINVALID, Reason: "invalid_amount", Message: fmt.Sprintf("amount_cents over %d is refused as a likely mistake.", MaxRefundCents)}
+	case r.Currency == "":
+		return &Error{Code: EINVALID, Reason: "missing_field", Message: "currency is required."}
+	case !currencies[r.Currency]:
+		return &Error{Code: EINVALID, Reason: "invalid_currency", Message: fmt.Sprintf("Currency %q is not supported.", r.Currency)}
+	case r.PaymentIntent == "":
+		return &Error{Code: EINVALID, Reason: "missing_field", Message: "payment_intent is required."}
+	case !paymentRe.MatchString(r.PaymentIntent):
+		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "payment_intent must look like pi_..."}
+	case !reasons[r.Reason]:
+		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "reason must be duplicate, fraudulent or requested_by_customer."}
+	case len(r.RequestRef) > 255:
+		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "request_ref is longer than 255 characters."}
+	}
+	return nil
+}
+
+// RefundIntentKey is the intent of a refund: order, amount and currency, scoped by tenant.
+func RefundIntentKey(order string, cents int64, currency string) string {
+	return fmt.Sprintf("%s|%d|%s", order, cents, currency)
+}
+
+// refundBody is what an operation stores of its refund request.
+type refundBody struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// RefundReason returns the refund reason stored on a refund operation.
+func RefundReason(op *Operation) string {
+	var b refundBody
+	_ = json.Unmarshal(op.Request, &b)
+	return b.Reason
+}
+
+// Refund performs the refund of req at most once and answers truthfully.
+func (s *Refunds) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error) {
+	if err := req.Validate(); err != nil {
+		if req.TenantID > 0 {
+			_ = s.Store.RecordRejected(ctx, req.TenantID, KindRefund, req.RequestRef, s.Ledger.Clock.Now())
+		}
+		return RefundAnswer{}, err
+	}
+	in := Intent{
+		TenantID: req.TenantID, Kind: KindRefund, Provider: s.Provider.Name(),
+		IntentKey: RefundIntentKey(req.OrderID, req.AmountCents, req.Currency),
+		Fingerprint: Fingerprint(map[string]any{"order_id": req.OrderID, "amount": req.AmountCents, "currency": req.Currency,
+			"payment_intent": req.PaymentIntent, "reason": req.Reason}),
+		OrderRef: req.OrderID, PaymentRef: req.PaymentIntent, AmountCents: req.AmountCents, Currency: req.Currency,
+		Retention: s.Provider.Retention(),
+	}
+	in.Request, _ = json.Marshal(refundBody{Reason: req.Reason})
+	if _, err := s.Store.FindOpen(ctx, req.TenantID, KindRefund, in.IntentKey); ErrorCode(err) == ENOTFOUND {
+		// A new intent: check it fits in what is left of the payment before opening it.
+		if err := s.checkRemainder(ctx, req); err != nil {
+			_ = s.Store.RecordRejected(ctx, req.TenantID, KindRefund, req.RequestRef, s.Ledger.Clock.Now())
+			return RefundAnswer{}, err
+		}
+	} else if err != nil {
+		return RefundAnswer{}, err
+	}
+	owner := "refund:" + NewProviderKey()[7:19]
+	o, err := s.Ledger.Open(ctx, in, req.RequestRef, owner)
+	if err != nil {
+		return RefundAnswer{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.deadline())
+	defer cancel()
+	op := o.Op
+	switch {
+	case o.Created:
+		op, err = s.Ledger.Run(ctx, op, o.Attempt, owner, s.Provider, s.Sleep)
+	case op.Status == StatusUnknown || op.Status == StatusExpired:
+		err = s.Ledger.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerChecking, s.Ledger.Clock.Now())
+	case op.Leased(s.Ledger.Clock.Now()):
+		err = s.Ledger.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerInProgress, s.Ledger.Clock.Now())
+	default:
+		// Stalled or released by an earlier call: go on with the same key.
+		if err = s.Ledger.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerRetried, s.Ledger.Clock.Now()); err != nil {
+			break
+		}
+		var claimed *Operation
+		if claimed, err = s.Ledger.Claim(ctx, op, owner); ErrorCode(err) == ECONFLICT {
+			// Another call claimed it a moment ago: it is in flight.
+			cur, gerr := s.Ledger.Store.Get(ctx, op.ID)
+			if gerr != nil {
+				return RefundAnswer{}, gerr
+			}
+			op, err = cur, nil
+			break
+		} else if err != nil {
+			break
+		}
+		op, err = s.Ledger.Run(ctx, claimed, nil, owner, s.Provider, s.Sleep)
+	}
+	if err != nil && op == nil {
+		return RefundAnswer{}, err
+	}
+	if err != nil && ErrorCode(err) != ECONFLICT {
+		return RefundAnswer{}, err
+	}
+	return s.answer(context.WithoutCancel(ctx), op)
+}
+
+func (s *Refunds) deadline() time.Duration {
+	if s.Deadline > 0 {
+		return s.Deadline
+	}
+	return 25 * time.Second
+}
+
+// answer turns the operation's status into one of the four truthful answers.
+func (s *Refunds) answer(ctx context.Context, op *Operation) (RefundAnswer, error) {
+	a := RefundAnswer{OperationID: op.ID}
+	switch op.Status {
+	case StatusSucceeded:
+		a.Status, a.RefundID = RefundRefunded, op.ProviderRef
+	case StatusFailed:
+		a.Status = RefundFailed
+		code, err := s.Store.LastAttemptError(ctx, op.ID)
+		if err != nil {
+			return a, err
+		}
+		if code == "" {
+			code = "refused"
+		}
+		a.Reason = code
+	case StatusUnknown, StatusExpired:
+		a.Status, a.Note = RefundChecking, CheckingNote
+	default:
+		a.Status = RefundUnconfirmed
+		a.Note = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
+	}
+	return a, nil
+}
+
+func (s *Refunds) checkRemainder(ctx context.Context, req RefundRequest) error {
+	p, err := s.Provider.Payment(ctx, req.PaymentIntent)
+	if err != nil {
+		return err
+	}
+	if p.Currency != "" && p.Currency != req.Currency {
+		return &Error{Code: EINVALID, Reason: "currency_mismatch", Message: fmt.Sprintf("Payment %s was made in %s, not %s.", req.PaymentIntent, p.Currency, req.Currency)}
+	}
+	atProvider := map[string]bool{}
+	var refunded int64
+	for _, r := range p.Refunds {
+		if r.Charged() {
+			refunded += r.AmountCents
+			atProvider[r.OperationID] = true
+		}
+	}
+	open, err := s.Store.OpenForPayment(ctx, req.TenantID, req.PaymentIntent)
+	if err != nil {
+		return err
+	}
+	var inFlight int64
+	for _, op := range open {
+		if !atProvider[op.ID] {
+			inFlight += op.AmountCents
+		}
+	}
+	if left := p.AmountCents - refunded - inFlight; req.AmountCents > left {
+		return &Error{Code: EINVALID, Reason: "amount_over_remainder", Message: fmt.Sprintf(
+			"A refund of %d exceeds what is left of payment %s: %d paid, %d refunded, %d in refunds not yet settled, %d left.",
+			req.AmountCents, req.PaymentIntent, p.AmountCents, refunded, inFlight, max(left, 0))}
+	}
+	return nil
+}
+
+// Lookup asks the provider about one operation and, when a record explains an operation
+// nobody is sending for, closes it with the record as evidence. None found closes nothing.
+func (s *Refunds) Lookup(ctx context.Context, es EventStore, opID, actor string) (LookupResult, Applied, error) {
+	op, err := s.Ledger.Store.Get(ctx, opID)
+	if err != nil {
+		return LookupResult{}, Applied{}, err
+	}
+	res, err := s.Provider.Lookup(ctx, op)
+	if err != nil {
+		return res, Applied{}, err
+	}
+	applied := Applied{Op: op, Outcome: "not_found"}
+	for i, rec := range res.Records {
+		ev := Evidence{Kind: EvidenceLookup, Summary: fmt.Sprintf("Lookup at %s found %s (%d %s, %s).", op.Provider, rec.Ref, rec.AmountCents, rec.Currency, rec.Status)}
+		a, err := s.Ledger.ApplyRecord(ctx, es, rec, ev, actor)
+		if err != nil {
+			return res, a, err
+		}
+		if i == 0 {
+			applied = a
+		}
+	}
+	return res, applied, nil
+}

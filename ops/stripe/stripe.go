@@ -1,0 +1,308 @@
+// Package stripe is the Stripe adapter of the ledger, on stripe-go v76: it sends refunds
+// with the operation's provider key, classifies every error into an attempt outcome, looks
+// refunds up by our operation id, and verifies webhooks.
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/client"
+	"github.com/stripe/stripe-go/v76/webhook"
+	"golang.org/x/time/rate"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// MetadataKey is the metadata field that carries our operation id on every refund.
+const MetadataKey = "settle_operation_id"
+
+// Config configures the adapter.
+type Config struct {
+	APIKey string
+	// BaseURL is Stripe's API base; tests and the demo point it at a fake.
+	BaseURL string
+	// AttemptTimeout bounds one HTTP send.
+	AttemptTimeout time.Duration
+	// Retention is how long Stripe keeps idempotency keys (at least 24 h for API v1).
+	Retention     time.Duration
+	WebhookSecret string
+	// ReadsPerSecond caps lookups and listings, well under Stripe's read limit.
+	ReadsPerSecond float64
+}
+
+// Adapter talks to Stripe for the refund tool.
+type Adapter struct {
+	api     *client.API
+	cfg     Config
+	limiter *rate.Limiter
+}
+
+// New returns an adapter with stripe-go's own retries turned off, so that every HTTP send
+// is one attempt the ledger records.
+func New(cfg Config) *Adapter {
+	if cfg.AttemptTimeout <= 0 {
+		cfg.AttemptTimeout = 8 * time.Second
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 24 * time.Hour
+	}
+	if cfg.ReadsPerSecond <= 0 {
+		cfg.ReadsPerSecond = 20
+	}
+	hc := &http.Client{Timeout: cfg.AttemptTimeout + time.Second, Transport: &headerCatcher{next: http.DefaultTransport}}
+	bc := &stripego.BackendConfig{
+		HTTPClient:        hc,
+		MaxNetworkRetries: stripego.Int64(0),
+		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
+	}
+	if cfg.BaseURL != "" {
+		bc.URL = stripego.String(cfg.BaseURL)
+	}
+	backends := &stripego.Backends{
+		API:     stripego.GetBackendWithConfig(stripego.APIBackend, bc),
+		Connect: stripego.GetBackendWithConfig(stripego.ConnectBackend, bc),
+		Uploads: stripego.GetBackendWithConfig(stripego.UploadsBackend, bc),
+	}
+	return &Adapter{api: client.New(cfg.APIKey, backends), cfg: cfg, limiter: rate.NewLimiter(rate.Limit(cfg.ReadsPerSecond), 5)}
+}
+
+// Name implements ops.RefundProvider.
+func (a *Adapter) Name() string { return "stripe" }
+
+// Retention implements ops.RefundProvider.
+func (a *Adapter) Retention() time.Duration { return a.cfg.Retention }
+
+// Send implements ops.Sender: one POST /v1/refunds with the operation's key and id.
+func (a *Adapter) Send(ctx context.Context, op *ops.Operation, at *ops.Attempt) ops.AttemptResult {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.AttemptTimeout)
+	defer cancel()
+	hdr := &caught{}
+	ctx = context.WithValue(ctx, caughtKey{}, hdr)
+	p := &stripego.RefundParams{
+		PaymentIntent: stripego.String(op.PaymentRef),
+		Amount:        stripego.Int64(op.AmountCents),
+		Metadata:      map[string]string{MetadataKey: op.ID},
+	}
+	if r := ops.RefundReason(op); r != "" {
+		p.Reason = stripego.String(r)
+	}
+	p.Context = ctx
+	p.SetIdempotencyKey(op.ProviderKey)
+	refund, err := a.api.Refunds.New(p)
+	if err != nil {
+		return Classify(err, hdr.header())
+	}
+	raw, _ := json.Marshal(refund)
+	res := ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: http.StatusOK, ProviderRequestID: refund.LastResponse.RequestID}
+	res.Result = &ops.Result{ProviderRef: refund.ID, ProviderRequestID: refund.LastResponse.RequestID, Body: raw}
+	if refund.Status == stripego.RefundStatusFailed || refund.Status == stripego.RefundStatusCanceled {
+		// Stripe took the request but the refund itself did not go through.
+		return ops.AttemptResult{Outcome: ops.OutcomeInvalid, HTTPStatus: http.StatusOK, ErrorCode: "refund_" + string(refund.Status),
+			ProviderRequestID: refund.LastResponse.RequestID}
+	}
+	return res
+}
+
+// Classify turns a stripe-go error into an attempt outcome (DESIGN.md), with the error code
+// to record and how long Stripe asked us to wait.
+func Classify(err error, h http.Header) ops.AttemptResult {
+	var se *stripego.Error
+	if errors.As(err, &se) {
+		r := ops.AttemptResult{HTTPStatus: se.HTTPStatusCode, ProviderRequestID: se.RequestID, ErrorCode: string(se.Code)}
+		if r.ErrorCode == "" {
+			r.ErrorCode = string(se.Type)
+		}
+		switch {
+		case se.HTTPStatusCode == http.StatusConflict || se.Code == stripego.ErrorCodeIdempotencyKeyInUse:
+			r.Outcome = ops.OutcomeKeyInUse
+		case se.HTTPStatusCode == http.StatusTooManyRequests:
+			r.Outcome, r.RetryAfter = ops.OutcomeRateLimited, retryAfter(h)
+		case se.Type == stripego.ErrorTypeIdempotency:
+			// Our key already ran with other parameters: what it did is not known from here.
+			r.Outcome = ops.OutcomeServerError
+		case se.HTTPStatusCode == http.StatusInternalServerError && h.Get("Stripe-Should-Retry") != "true":
+			// Stripe saves a 500 under the key: every replay repeats it.
+			r.Outcome = ops.OutcomeServerError
+		case se.HTTPStatusCode >= 500:
+			// 502/503/504 are not saved; what happened is unknown, and the key makes a resend safe.
+			r.Outcome, r.RetryAfter = ops.OutcomeTimeout, retryAfter(h)
+		default:
+			// 400, 401, 402, 403, 404: Stripe refused, nothing was refunded.
+			r.Outcome = ops.OutcomeInvalid
+		}
+		return r
+	}
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &opErr) && opErr.Op == "dial":
+		return ops.AttemptResult{Outcome: ops.OutcomeNotSent, ErrorCode: "connection_refused"}
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"}
+	default:
+		// The connection broke after the request may have left: the outcome is unknown.
+		return ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "connection_lost"}
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func retryAfter(h http.Header) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if s, err := strconv.Atoi(h.Get("Retry-After")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 0
+}
+
+// Payment implements ops.RefundProvider: the payment intent and every refund on it.
+func (a *Adapter) Payment(ctx context.Context, paymentRef string) (ops.Payment, error) {
+	if err := a.limiter.Wait(ctx); err != nil {
+		return ops.Payment{}, err
+	}
+	p := &stripego.PaymentIntentParams{}
+	p.Context = ctx
+	pi, err := a.api.PaymentIntents.Get(paymentRef, p)
+	if err != nil {
+		var se *stripego.Error
+		if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
+			return ops.Payment{}, &ops.Error{Code: ops.EINVALID, Reason: "unknown_payment", Message: fmt.Sprintf("Stripe has no payment %s.", paymentRef), Err: err}
+		}
+		return ops.Payment{}, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not be asked what is left to refund; try again shortly.", Err: err}
+	}
+	refunds, err := a.list(ctx, &stripego.RefundListParams{PaymentIntent: stripego.String(paymentRef)})
+	if err != nil {
+		return ops.Payment{}, err
+	}
+	amount := pi.AmountReceived
+	if amount == 0 {
+		amount = pi.Amount
+	}
+	return ops.Payment{Ref: pi.ID, AmountCents: amount, Currency: string(pi.Currency), Refunds: refunds}, nil
+}
+
+// Lookup implements ops.RefundProvider. Refunds cannot be searched by metadata, so it lists
+// the refunds of the operation's payment intent and keeps those carrying its id.
+func (a *Adapter) Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error) {
+	all, err := a.list(ctx, &stripego.RefundListParams{PaymentIntent: stripego.String(op.PaymentRef)})
+	if err != nil {
+		return ops.LookupResult{}, err
+	}
+	res := ops.LookupResult{OperationID: op.ID, CheckedAt: time.Now().UTC()}
+	for _, r := range all {
+		if r.OperationID == op.ID {
+			res.Records = append(res.Records, r)
+		}
+	}
+	return res, nil
+}
+
+// ListRefunds returns every refund created in [from, to), for reconciliation.
+func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time) ([]ops.ProviderRecord, error) {
+	return a.list(ctx, &stripego.RefundListParams{CreatedRange: &stripego.RangeQueryParams{
+		GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}})
+}
+
+func (a *Adapter) list(ctx context.Context, p *stripego.RefundListParams) ([]ops.ProviderRecord, error) {
+	p.Context = ctx
+	p.Limit = stripego.Int64(100)
+	it := a.api.Refunds.List(p)
+	var out []ops.ProviderRecord
+	// Each page is one read request; wait for the bucket before each.
+	if err := a.limiter.Wait(ctx); err != nil {
+		return nil, err
+	}
+	n := 0
+	for it.Next() {
+		n++
+		if n%100 == 0 {
+			if err := a.limiter.Wait(ctx); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, Record(it.Refund()))
+	}
+	if err := it.Err(); err != nil {
+		return nil, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not list refunds; try again shortly.", Err: err}
+	}
+	return out, nil
+}
+
+// Record converts a Stripe refund into a provider record.
+func Record(r *stripego.Refund) ops.ProviderRecord {
+	raw, _ := json.Marshal(r)
+	rec := ops.ProviderRecord{Provider: "stripe", Ref: r.ID, AmountCents: r.Amount, Currency: string(r.Currency),
+		Status: string(r.Status), Created: time.Unix(r.Created, 0).UTC(), Raw: raw}
+	if r.Metadata != nil {
+		rec.OperationID = r.Metadata[MetadataKey]
+	}
+	return rec
+}
+
+// ParseWebhook verifies a webhook's signature (300 s tolerance) and turns it into a
+// provider event. Events of another API version are accepted: Settle reads only the
+// refund's id, amount, currency, status and metadata, which every version carries.
+func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) (ops.ProviderEvent, error) {
+	ev, err := webhook.ConstructEventWithOptions(payload, signature, a.cfg.WebhookSecret, webhook.ConstructEventOptions{
+		Tolerance: 300 * time.Second, IgnoreAPIVersionMismatch: true})
+	if err != nil {
+		return ops.ProviderEvent{}, &ops.Error{Code: ops.EUNAUTHORIZED, Reason: "bad_signature", Message: "The webhook signature does not verify.", Err: err}
+	}
+	out := ops.ProviderEvent{Provider: "stripe", ID: ev.ID, Type: string(ev.Type), Payload: payload, ReceivedAt: now}
+	switch ev.Type {
+	case "refund.created", "refund.updated", "refund.failed":
+		var r stripego.Refund
+		if err := json.Unmarshal(ev.Data.Raw, &r); err != nil {
+			return out, &ops.Error{Code: ops.EINVALID, Reason: "bad_event", Message: "The refund in the event cannot be read.", Err: err}
+		}
+		rec := Record(&r)
+		out.Record = &rec
+	case "charge.refunded":
+		// The charge lists its refunds; the newest is the one this event announces.
+		var c stripego.Charge
+		if err := json.Unmarshal(ev.Data.Raw, &c); err != nil {
+			return out, &ops.Error{Code: ops.EINVALID, Reason: "bad_event", Message: "The charge in the event cannot be read.", Err: err}
+		}
+		if c.Refunds != nil && len(c.Refunds.Data) > 0 {
+			rec := Record(c.Refunds.Data[0])
+			out.Record = &rec
+		}
+	}
+	return out, nil
+}
+
+// headerCatcher hands each response's headers to the caller that asked for them through
+// the request context: stripe-go's error type carries no Retry-After.
+type headerCatcher struct{ next http.RoundTripper }
+
+type caughtKey struct{}
+
+type caught struct{ h http.Header }
+
+func (c *caught) header() http.Header {
+	if c == nil {
+		return nil
+	}
+	return c.h
+}
+
+func (t *headerCatcher) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if c, ok := req.Context().Value(caughtKey{}).(*caught); ok && resp != nil {
+		c.h = resp.Header.Clone()
+	}
+	return resp, err
+}
