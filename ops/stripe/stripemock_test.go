@@ -1,0 +1,119 @@
+package stripe_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/stripe"
+)
+
+const stripeMockVersion = "v0.203.0"
+
+// stripeMock finds stripe-mock or installs it with the Go toolchain. It fails the test when
+// neither works: request shapes are never left unchecked silently.
+func stripeMock(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("stripe-mock"); err == nil {
+		return p
+	}
+	gobin := os.Getenv("GOBIN")
+	if gobin == "" {
+		out, err := exec.Command("go", "env", "GOPATH").Output()
+		if err != nil {
+			t.Fatalf("stripe-mock: go env GOPATH: %v", err)
+		}
+		gobin = filepath.Join(strings.TrimSpace(string(out)), "bin")
+	}
+	p := filepath.Join(gobin, "stripe-mock")
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	cmd := exec.Command("go", "install", "github.com/stripe/stripe-mock@"+stripeMockVersion)
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("STRIPE-MOCK COULD NOT BE INSTALLED, request shapes are unchecked: %v\n%s", err, out)
+	}
+	return p
+}
+
+func startStripeMock(t *testing.T) string {
+	t.Helper()
+	bin := stripeMock(t)
+	addr, tlsAddr := freeAddr(t), freeAddr(t)
+	// No -strict-version-check: stripe-mock bundles a newer API version than stripe-go v76
+	// pins; the refund, payment intent and list shapes we use are the same in both.
+	cmd := exec.Command(bin, "-http-addr", addr, "-https-addr", tlsAddr)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "stripe-mock.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("stripe-mock log:\n%s", b)
+		}
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("stripe-mock did not start")
+	return ""
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestRequestShapesPassStripesOwnValidation sends every request the adapter makes to
+// stripe-mock, which validates them against Stripe's OpenAPI specification.
+func TestRequestShapesPassStripesOwnValidation(t *testing.T) {
+	base := startStripeMock(t)
+	a := stripe.New(stripe.Config{APIKey: "sk_test_123", BaseURL: base, AttemptTimeout: 5 * time.Second})
+	ctx := context.Background()
+	op := &ops.Operation{ID: "01935f6e-0000-7000-8000-000000000001", PaymentRef: "pi_123", AmountCents: 3800, Currency: "usd",
+		ProviderKey: "settle_0123456789abcdef", Request: []byte(`{"reason":"requested_by_customer"}`)}
+	res := a.Send(ctx, op, &ops.Attempt{N: 1, ProviderKey: op.ProviderKey})
+	if res.Outcome != ops.OutcomeOK || res.Result == nil || !strings.HasPrefix(res.Result.ProviderRef, "re_") {
+		t.Fatalf("create refund refused by stripe-mock: %+v", res)
+	}
+	if _, err := a.Payment(ctx, "pi_123"); err != nil {
+		t.Fatalf("payment intent and refund list refused: %v", err)
+	}
+	if _, err := a.Lookup(ctx, op); err != nil {
+		t.Fatalf("lookup refused: %v", err)
+	}
+	now := time.Now()
+	if _, err := a.ListRefunds(ctx, now.Add(-24*time.Hour), now); err != nil {
+		t.Fatalf("list by creation window refused: %v", err)
+	}
+	// The check has teeth: a request Stripe's schema rejects comes back as a refusal.
+	bad := *op
+	bad.AmountCents = -5
+	bad.Request = []byte(`{"reason":"not_a_reason"}`)
+	if res := a.Send(ctx, &bad, &ops.Attempt{N: 1}); res.Outcome != ops.OutcomeInvalid {
+		t.Fatalf("stripe-mock accepted a malformed refund: %+v", res)
+	}
+	fmt.Fprintln(os.Stderr, "stripe-mock", stripeMockVersion, "accepted every request shape")
+}
