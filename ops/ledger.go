@@ -41,6 +41,11 @@ type Intent struct {
 	Request     []byte
 	// Retention is how long the provider keeps idempotency keys (0: it keeps none).
 	Retention time.Duration
+	// Latest, when set, is the id of the newest operation of this intent the caller saw
+	// ("" for none). Open then creates nothing if a newer one appeared meanwhile, and
+	// answers ECONFLICT with reason "superseded": the caller's request is that one's
+	// duplicate.
+	Latest *string
 }
 
 func (in Intent) validate() error {
@@ -88,7 +93,7 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 		OrderRef: in.OrderRef, CustomerRef: in.CustomerRef, ChatRef: in.ChatRef, PaymentRef: in.PaymentRef,
 		AmountCents: in.AmountCents, Currency: in.Currency, Request: in.Request, Retention: in.Retention,
 	}
-	p := OpenParams{Op: op, RequestRef: requestRef, Now: now, Actor: owner}
+	p := OpenParams{Op: op, RequestRef: requestRef, Now: now, Actor: owner, Latest: in.Latest}
 	if owner != "" {
 		p.Claim, p.LeaseUntil = owner, now.Add(l.Limits.Lease)
 		if in.Retention > 0 {
@@ -100,6 +105,24 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 		return Opened{}, fmt.Errorf("open operation: %w", err)
 	}
 	if !o.Created && o.Op.Fingerprint != in.Fingerprint {
+		if err := l.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerConflict, now); err != nil {
+			return o, fmt.Errorf("answer client request: %w", err)
+		}
+		return o, Errorf(EINVALID, "This intent is already open as operation %s with other parameters.", o.Op.ID)
+	}
+	return o, nil
+}
+
+// Join records a client request for the intent of an operation already found, and
+// returns the operation as it is now (it may have closed since it was found). Another
+// fingerprint is refused as in Open.
+func (l *Ledger) Join(ctx context.Context, opID, fingerprint, requestRef string) (Opened, error) {
+	now := l.Clock.Now()
+	o, err := l.Store.Join(ctx, opID, requestRef, now)
+	if err != nil {
+		return Opened{}, fmt.Errorf("join operation: %w", err)
+	}
+	if o.Op.Fingerprint != fingerprint {
 		if err := l.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerConflict, now); err != nil {
 			return o, fmt.Errorf("answer client request: %w", err)
 		}
@@ -202,6 +225,20 @@ func (l *Ledger) MarkUnknown(ctx context.Context, op *Operation, actor, reason s
 	}
 	return l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
 		Now: l.Clock.Now(), Actor: actor, Action: "mark_unknown", Reason: reason})
+}
+
+// Expire marks one operation past the provider's key retention as expired: from now on it
+// is never sent again, and only a lookup or a person closes it.
+func (l *Ledger) Expire(ctx context.Context, op *Operation, actor string) (*Operation, error) {
+	now := l.Clock.Now()
+	if !op.PastRetention(now) {
+		return nil, Errorf(EINVALID, "Operation %s is still within the provider's key retention.", op.ID)
+	}
+	if err := CheckTransition(op.Status, StatusExpired); err != nil {
+		return nil, err
+	}
+	return l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
+		Now: now, Actor: actor, Action: "expire", Reason: "past the provider's key retention", RequireLeaseExpired: true})
 }
 
 // CloseParams is what a person or process gives to close an operation.

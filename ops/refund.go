@@ -33,12 +33,13 @@ type Payment struct {
 
 // RefundStore is what the refund tool needs from the store beyond the ledger.
 type RefundStore interface {
-	// FindOpen returns the open operation of an intent, or ENOTFOUND.
-	FindOpen(ctx context.Context, tenantID int64, kind Kind, intentKey string) (*Operation, error)
 	// OpenForPayment lists a tenant's open operations on one payment.
 	OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*Operation, error)
 	// RecordRejected records a client request refused before any operation was opened.
 	RecordRejected(ctx context.Context, tenantID int64, kind Kind, requestRef string, at time.Time) error
+	// LatestForIntent returns the newest operation of an intent, whatever its status, or
+	// ENOTFOUND.
+	LatestForIntent(ctx context.Context, tenantID int64, kind Kind, intentKey string) (*Operation, error)
 	// LastAttemptError returns the error code of an operation's latest finished attempt.
 	LastAttemptError(ctx context.Context, opID string) (string, error)
 }
@@ -163,33 +164,32 @@ func (s *Refunds) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, 
 		Retention: s.Provider.Retention(),
 	}
 	in.Request, _ = json.Marshal(refundBody{Reason: req.Reason})
-	if _, err := s.Store.FindOpen(ctx, req.TenantID, KindRefund, in.IntentKey); ErrorCode(err) == ENOTFOUND {
-		// A new intent: check it fits in what is left of the payment before opening it.
-		if err := s.checkRemainder(ctx, req); err != nil {
-			_ = s.Store.RecordRejected(ctx, req.TenantID, KindRefund, req.RequestRef, s.Ledger.Clock.Now())
-			return RefundAnswer{}, err
-		}
-	} else if err != nil {
-		return RefundAnswer{}, err
-	}
+	start := s.Ledger.Clock.Now()
 	owner := "refund:" + NewProviderKey()[7:19]
-	o, err := s.Ledger.Open(ctx, in, req.RequestRef, owner)
-	if err != nil {
-		return RefundAnswer{}, err
+	o, err := s.admit(ctx, req, in, owner, start)
+	if err != nil || o.Op == nil {
+		return o.answer, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.deadline())
 	defer cancel()
-	op := o.Op
+	op := o.Op.Op
 	switch {
-	case o.Created:
-		op, err = s.Ledger.Run(ctx, op, o.Attempt, owner, s.Provider, s.Sleep)
+	case o.Op.Created:
+		op, err = s.Ledger.Run(ctx, op, o.Op.Attempt, owner, s.Provider, s.Sleep)
+	case op.Status.Final():
+		err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerReplayed, s.Ledger.Clock.Now())
 	case op.Status == StatusUnknown || op.Status == StatusExpired:
-		err = s.Ledger.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerChecking, s.Ledger.Clock.Now())
+		err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerChecking, s.Ledger.Clock.Now())
 	case op.Leased(s.Ledger.Clock.Now()):
-		err = s.Ledger.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerInProgress, s.Ledger.Clock.Now())
+		err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerInProgress, s.Ledger.Clock.Now())
+	case op.PastRetention(s.Ledger.Clock.Now()):
+		// The provider may have forgotten the key: a resend could refund twice.
+		if op, err = s.Ledger.Expire(ctx, op, owner); err == nil {
+			err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerChecking, s.Ledger.Clock.Now())
+		}
 	default:
 		// Stalled or released by an earlier call: go on with the same key.
-		if err = s.Ledger.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerRetried, s.Ledger.Clock.Now()); err != nil {
+		if err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerRetried, s.Ledger.Clock.Now()); err != nil {
 			break
 		}
 		var claimed *Operation
@@ -213,6 +213,62 @@ func (s *Refunds) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, 
 		return RefundAnswer{}, err
 	}
 	return s.answer(context.WithoutCancel(ctx), op)
+}
+
+// admitted is an intent admitted to the ledger, or the answer given instead.
+type admitted struct {
+	Op     *Opened
+	answer RefundAnswer
+}
+
+// admit opens the intent's operation or joins the one already there. A request joins the
+// intent's newest operation if that one is open, or closed since this request arrived (it
+// was open when we came: we are its duplicate). Otherwise the intent is new: it must fit in
+// what is left of the payment, and the insert is guarded by the newest operation we saw, so
+// one created meanwhile by a concurrent call is joined instead of repeated.
+func (s *Refunds) admit(ctx context.Context, req RefundRequest, in Intent, owner string, start time.Time) (admitted, error) {
+	latest, err := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey)
+	if err != nil && ErrorCode(err) != ENOTFOUND {
+		return admitted{}, err
+	}
+	if err == nil && (!latest.Status.Final() || (latest.ClosedAt != nil && !latest.ClosedAt.Before(start))) {
+		return s.join(ctx, latest.ID, in, req)
+	}
+	seen := ""
+	if latest != nil {
+		seen = latest.ID
+	}
+	if err := s.checkRemainder(ctx, req); err != nil {
+		// The remainder may have gone to a concurrent call of this very intent: join it.
+		if newer, lerr := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey); lerr == nil && newer.ID != seen {
+			return s.join(ctx, newer.ID, in, req)
+		}
+		if rerr := s.Store.RecordRejected(ctx, req.TenantID, KindRefund, req.RequestRef, s.Ledger.Clock.Now()); rerr != nil {
+			return admitted{}, rerr
+		}
+		return admitted{}, err
+	}
+	in.Latest = &seen
+	o, err := s.Ledger.Open(ctx, in, req.RequestRef, owner)
+	if ErrorReason(err) == "superseded" {
+		newer, err := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey)
+		if err != nil {
+			return admitted{}, err
+		}
+		return s.join(ctx, newer.ID, in, req)
+	}
+	if err != nil {
+		return admitted{}, err
+	}
+	return admitted{Op: &o}, nil
+}
+
+func (s *Refunds) join(ctx context.Context, opID string, in Intent, req RefundRequest) (admitted, error) {
+	o, err := s.Ledger.Join(ctx, opID, in.Fingerprint, req.RequestRef)
+	if err != nil {
+		return admitted{}, err
+	}
+	return admitted{Op: &o}, nil
 }
 
 func (s *Refunds) deadline() time.Duration {

@@ -50,6 +50,10 @@ func (l *Ledger) Run(ctx context.Context, op *Operation, first *Attempt, owner s
 	for n := 1; ; n++ {
 		var err error
 		if a == nil {
+			if ctx.Err() != nil {
+				// The caller's deadline passed: an attempt now could not even be sent.
+				return l.release(ctx, op, owner)
+			}
 			if op, a, err = l.BeginAttempt(ctx, op, owner); err != nil {
 				return op, err
 			}

@@ -15,6 +15,9 @@ type Store interface {
 	// in progress with its first attempt begun, so that the key and the attempt are on disk
 	// before anything is sent (rule 1).
 	Open(ctx context.Context, p OpenParams) (Opened, error)
+	// Join records a client request as a duplicate of an existing operation, whatever its
+	// status now, and returns the operation as it is.
+	Join(ctx context.Context, opID, requestRef string, now time.Time) (Opened, error)
 	// Get returns one operation or an ENOTFOUND error.
 	Get(ctx context.Context, id string) (*Operation, error)
 	// Claim gives owner a lease on op if it is still at version and claimable (received, or
@@ -47,6 +50,9 @@ type OpenParams struct {
 	Claim      string
 	LeaseUntil time.Time
 	Actor      string
+	// Latest guards the insert: create only if the newest operation of the intent is still
+	// this one ("" for none). A failed guard is ECONFLICT with reason "superseded".
+	Latest *string
 }
 
 // Opened is what Store.Open found or made.

@@ -15,15 +15,15 @@ var (
 	_ ops.EventStore  = (*DB)(nil)
 )
 
-// FindOpen implements ops.RefundStore.
-func (db *DB) FindOpen(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error) {
+// LatestForIntent implements ops.RefundStore.
+func (db *DB) LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error) {
 	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o
-WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 AND o.status IN `+openStatuses, tenantID, string(kind), intentKey))
+WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 ORDER BY o.created_at DESC LIMIT 1`, tenantID, string(kind), intentKey))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ops.Errorf(ops.ENOTFOUND, "No open operation for this intent.")
+		return nil, ops.Errorf(ops.ENOTFOUND, "No operation for this intent.")
 	}
 	if err != nil {
-		return nil, interpret(err, "find open operation")
+		return nil, interpret(err, "find latest operation")
 	}
 	return o, nil
 }

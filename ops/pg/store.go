@@ -57,6 +57,10 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
 		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
 		"retention": int64(op.Retention / time.Second), "now": p.Now, "ref": p.RequestRef, "actor": p.Actor,
+		"guarded": p.Latest != nil, "latest": "",
+	}
+	if p.Latest != nil {
+		args["latest"] = *p.Latest
 	}
 	row := db.Pool.QueryRow(ctx, `
 WITH ins AS (
@@ -64,15 +68,17 @@ WITH ins AS (
 		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
 		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
 		created_at, updated_at)
-	VALUES (@id, @tenant, @kind, @provider, @intent, @pkey, @fp,
-		@order, @customer, @chat, @payment, @amount, @currency, @request,
+	SELECT @id, @tenant, @kind, @provider, @intent, @pkey, @fp,
+		@order, @customer, @chat, @payment, @amount, @currency, @request::jsonb,
 		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
 		CASE WHEN @claimed THEN 'sending' ELSE '' END,
 		CASE WHEN @claimed THEN 1 ELSE 0 END,
 		@claim, @lease::timestamptz,
 		CASE WHEN @claimed THEN @now::timestamptz END,
 		CASE WHEN @claimed THEN @retry_until::timestamptz END,
-		@retention, @now, @now)
+		@retention, @now::timestamptz, @now::timestamptz
+	WHERE NOT @guarded OR @latest::text = coalesce((SELECT l.id::text FROM operations l
+		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.created_at DESC LIMIT 1), '')
 	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN `+openStatuses+`
 	DO UPDATE SET duplicate_requests = o.duplicate_requests + 1
 	RETURNING `+opCols+`, (o.xmax <> 0) AS existed
@@ -96,6 +102,9 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 	var existed bool
 	var attemptID int64
 	o, err := scanOp(row, &existed, &out.ClientRequestID, &attemptID)
+	if errors.Is(err, pgx.ErrNoRows) && p.Latest != nil {
+		return out, &ops.Error{Code: ops.ECONFLICT, Reason: "superseded", Message: "A newer operation of this intent appeared meanwhile."}
+	}
 	if err != nil {
 		return out, interpret(err, "open operation")
 	}
@@ -103,6 +112,30 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 	if attemptID > 0 {
 		out.Attempt = &ops.Attempt{ID: attemptID, OperationID: o.ID, N: 1, ProviderKey: o.ProviderKey, Owner: p.Claim, StartedAt: p.Now}
 	}
+	return out, nil
+}
+
+// Join implements ops.Store.
+func (db *DB) Join(ctx context.Context, opID, requestRef string, now time.Time) (ops.Opened, error) {
+	row := db.Pool.QueryRow(ctx, `
+WITH up AS (
+	UPDATE operations o SET duplicate_requests = duplicate_requests + 1 WHERE id = @id
+	RETURNING `+opCols+`
+), cr AS (
+	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, received_at)
+	SELECT tenant_id, id::uuid, kind, @ref, true, @now FROM up
+	RETURNING id
+)
+SELECT up.*, cr.id FROM up, cr`, pgx.NamedArgs{"id": opID, "ref": requestRef, "now": now})
+	var out ops.Opened
+	o, err := scanOp(row, &out.ClientRequestID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, ops.Errorf(ops.ENOTFOUND, "No operation %s.", opID)
+	}
+	if err != nil {
+		return out, interpret(err, "join operation")
+	}
+	out.Op = o
 	return out, nil
 }
 

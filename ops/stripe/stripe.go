@@ -41,7 +41,8 @@ type Config struct {
 
 // Adapter talks to Stripe for the refund tool.
 type Adapter struct {
-	api     *client.API
+	api     *client.API // reads
+	send    *client.API // refund creation, one connection per attempt
 	cfg     Config
 	limiter *rate.Limiter
 }
@@ -58,7 +59,21 @@ func New(cfg Config) *Adapter {
 	if cfg.ReadsPerSecond <= 0 {
 		cfg.ReadsPerSecond = 20
 	}
-	hc := &http.Client{Timeout: cfg.AttemptTimeout + time.Second, Transport: &headerCatcher{next: http.DefaultTransport}}
+	// Sends get a transport without keep-alive: net/http quietly resends a request carrying
+	// an Idempotency-Key when a reused connection closes under it, and such a resend would be
+	// an attempt nobody counted.
+	sendTransport := http.DefaultTransport.(*http.Transport).Clone()
+	sendTransport.DisableKeepAlives = true
+	return &Adapter{
+		api:     newAPI(cfg, http.DefaultTransport),
+		send:    newAPI(cfg, sendTransport),
+		cfg:     cfg,
+		limiter: rate.NewLimiter(rate.Limit(cfg.ReadsPerSecond), 5),
+	}
+}
+
+func newAPI(cfg Config, rt http.RoundTripper) *client.API {
+	hc := &http.Client{Timeout: cfg.AttemptTimeout + time.Second, Transport: &headerCatcher{next: rt}}
 	bc := &stripego.BackendConfig{
 		HTTPClient:        hc,
 		MaxNetworkRetries: stripego.Int64(0),
@@ -67,12 +82,11 @@ func New(cfg Config) *Adapter {
 	if cfg.BaseURL != "" {
 		bc.URL = stripego.String(cfg.BaseURL)
 	}
-	backends := &stripego.Backends{
+	return client.New(cfg.APIKey, &stripego.Backends{
 		API:     stripego.GetBackendWithConfig(stripego.APIBackend, bc),
 		Connect: stripego.GetBackendWithConfig(stripego.ConnectBackend, bc),
 		Uploads: stripego.GetBackendWithConfig(stripego.UploadsBackend, bc),
-	}
-	return &Adapter{api: client.New(cfg.APIKey, backends), cfg: cfg, limiter: rate.NewLimiter(rate.Limit(cfg.ReadsPerSecond), 5)}
+	})
 }
 
 // Name implements ops.RefundProvider.
@@ -97,7 +111,7 @@ func (a *Adapter) Send(ctx context.Context, op *ops.Operation, at *ops.Attempt) 
 	}
 	p.Context = ctx
 	p.SetIdempotencyKey(op.ProviderKey)
-	refund, err := a.api.Refunds.New(p)
+	refund, err := a.send.Refunds.New(p)
 	if err != nil {
 		return Classify(err, hdr.header())
 	}

@@ -1,0 +1,298 @@
+package fake
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+func (s *Stripe) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/refunds", s.api(s.createRefund))
+	mux.HandleFunc("GET /v1/refunds", s.api(s.listRefunds))
+	mux.HandleFunc("GET /v1/refunds/{id}", s.api(s.retrieveRefund))
+	mux.HandleFunc("GET /v1/payment_intents/{id}", s.api(s.retrievePaymentIntent))
+	mux.HandleFunc("GET /v1/charges/{id}", s.api(s.retrieveCharge))
+	mux.HandleFunc("GET /v1/events", s.api(s.listEvents))
+	mux.HandleFunc("GET /v1/events/{id}", s.api(s.retrieveEvent))
+
+	mux.HandleFunc("GET /_fake/ledger", s.adminLedger)
+	mux.HandleFunc("POST /_fake/payment_intents", s.adminAddPaymentIntent)
+	mux.HandleFunc("GET /_fake/faults", s.adminListFaults)
+	mux.HandleFunc("POST /_fake/faults", s.adminAddFaults)
+	mux.HandleFunc("DELETE /_fake/faults", s.adminClearFaults)
+	mux.HandleFunc("POST /_fake/refunds/{id}/status", s.adminRefundStatus)
+	mux.HandleFunc("GET /_fake/events", s.adminEvents)
+	mux.HandleFunc("POST /_fake/events/{id}/resend", s.adminResendEvent)
+
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Request-Id", newID("req_"))
+		w.Header().Set("Content-Type", "application/json")
+		resp := stripeError(http.StatusNotFound, "invalid_request_error", "", "",
+			fmt.Sprintf("Unrecognized request URL (%s: %s).", r.Method, r.URL.Path))
+		w.WriteHeader(resp.status)
+		_, _ = w.Write(resp.body)
+	})
+	return mux
+}
+
+// refundParams are the parameters POST /v1/refunds accepts. The fake models only some of
+// them, but refusing the rest would break callers that Stripe serves.
+var refundParams = map[string]bool{
+	"amount": true, "charge": true, "currency": true, "customer": true,
+	"instructions_email": true, "metadata": true, "origin": true, "payment_intent": true,
+	"reason": true, "refund_application_fee": true, "reverse_transfer": true, "expand": true,
+}
+
+// paramName strips a bracketed suffix: "metadata[order]" → "metadata".
+func paramName(key string) string {
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// bracketKeys collects name[key]=value parameters, as stripe-go encodes maps.
+func bracketKeys(params url.Values, name string) map[string]string {
+	out := map[string]string{}
+	prefix := name + "["
+	for k, vs := range params {
+		if !strings.HasPrefix(k, prefix) || !strings.HasSuffix(k, "]") || len(vs) == 0 {
+			continue
+		}
+		out[k[len(prefix):len(k)-1]] = vs[len(vs)-1]
+	}
+	return out
+}
+
+// expands collects expand[0]=a, expand[]=a and expand=a into a set.
+func expands(params url.Values) map[string]bool {
+	out := map[string]bool{}
+	for k, vs := range params {
+		if paramName(k) != "expand" {
+			continue
+		}
+		for _, v := range vs {
+			if v != "" {
+				out[v] = true
+			}
+		}
+	}
+	return out
+}
+
+func (s *Stripe) createRefund(req *apiRequest) (response, []*eventRecord) {
+	p := req.params
+	for k := range p {
+		if !refundParams[paramName(k)] {
+			return invalid("parameter_unknown", k, "Received unknown parameter: "+k), nil
+		}
+	}
+	var amount int64
+	hasAmount := p.Get("amount") != ""
+	if hasAmount {
+		n, err := strconv.ParseInt(p.Get("amount"), 10, 64)
+		if err != nil || n <= 0 {
+			return invalid("parameter_invalid_integer", "amount", "Invalid positive integer"), nil
+		}
+		amount = n
+	}
+	piID, chID := p.Get("payment_intent"), p.Get("charge")
+	if piID == "" && chID == "" {
+		return invalid("parameter_missing", "",
+			"One of the following params should be provided for this request: payment_intent or charge."), nil
+	}
+	reason := p.Get("reason")
+	switch reason {
+	case "", "duplicate", "fraudulent", "requested_by_customer":
+	default:
+		return invalid("", "reason",
+			"Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"), nil
+	}
+	metadata := map[string]string{}
+	for k, v := range bracketKeys(p, "metadata") {
+		if len(k) > 40 || len(v) > 500 {
+			return invalid("", "metadata", "Metadata keys can be at most 40 characters and values at most 500 characters."), nil
+		}
+		if v != "" { // an empty value unsets the key; on create there is nothing to unset
+			metadata[k] = v
+		}
+	}
+	if len(metadata) > 50 {
+		return invalid("", "metadata", "Metadata can have at most 50 keys."), nil
+	}
+
+	// From here on the endpoint is executing, so Stripe saves whatever it answers.
+	var ch *charge
+	if piID != "" {
+		pi, ok := s.intents[piID]
+		if !ok {
+			return notFound("payment_intent", "payment_intent", piID), nil
+		}
+		ch = s.charges[pi.charge]
+	}
+	if chID != "" {
+		c, ok := s.charges[chID]
+		if !ok {
+			return notFound("charge", "charge", chID), nil
+		}
+		if ch != nil && ch != c {
+			return stripeError(http.StatusBadRequest, "invalid_request_error", "", "charge",
+				fmt.Sprintf("Charge %s does not belong to PaymentIntent %s.", chID, piID)), nil
+		}
+		ch = c
+	}
+	if cur := strings.ToLower(p.Get("currency")); cur != "" && cur != ch.currency {
+		return stripeError(http.StatusBadRequest, "invalid_request_error", "", "currency",
+			fmt.Sprintf("Currency %s does not match the charge's currency %s.", cur, ch.currency)), nil
+	}
+	remaining := ch.amount - ch.amountRefunded
+	if remaining <= 0 {
+		return stripeError(http.StatusBadRequest, "invalid_request_error", "charge_already_refunded", "",
+			fmt.Sprintf("Charge %s has already been refunded.", ch.id)), nil
+	}
+	if !hasAmount {
+		amount = remaining
+	}
+	if amount > remaining {
+		return stripeError(http.StatusBadRequest, "invalid_request_error", "amount_too_large", "amount",
+			fmt.Sprintf("Refund amount (%s) is greater than unrefunded amount on charge (%s)",
+				money(amount, ch.currency), money(remaining, ch.currency))), nil
+	}
+
+	r := &Refund{
+		ID:             newID("re_"),
+		PaymentIntent:  ch.paymentIntent,
+		Charge:         ch.id,
+		Currency:       ch.currency,
+		Status:         "succeeded",
+		Reason:         reason,
+		Amount:         amount,
+		Metadata:       metadata,
+		Created:        req.now,
+		IdempotencyKey: req.idemKey,
+	}
+	s.refunds = append(s.refunds, r)
+	s.refundBy[r.ID] = r
+	ch.amountRefunded += amount
+
+	events := []*eventRecord{
+		s.newEventLocked("refund.created", refundObject(r), nil, req.requestID, req.idemKey),
+		s.newEventLocked("charge.refunded", chargeObject(ch), obj{"amount_refunded": ch.amountRefunded - amount},
+			req.requestID, req.idemKey),
+	}
+	return jsonResponse(http.StatusOK, s.refundWithExpand(r, expands(p), "")), events
+}
+
+// money formats an amount the way Stripe's messages do for two-decimal currencies.
+func money(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
+}
+
+func (s *Stripe) refundWithExpand(r *Refund, exp map[string]bool, prefix string) obj {
+	o := refundObject(r)
+	if exp[prefix+"charge"] {
+		o["charge"] = chargeObject(s.charges[r.Charge])
+	}
+	if exp[prefix+"payment_intent"] && r.PaymentIntent != "" {
+		if pi, ok := s.intents[r.PaymentIntent]; ok {
+			o["payment_intent"] = paymentIntentObject(pi, pi.charge)
+		}
+	}
+	return o
+}
+
+func (s *Stripe) retrieveRefund(req *apiRequest) (response, []*eventRecord) {
+	r, ok := s.refundBy[req.pathID]
+	if !ok {
+		return notFound("id", "refund", req.pathID), nil
+	}
+	return jsonResponse(http.StatusOK, s.refundWithExpand(r, expands(req.params), "")), nil
+}
+
+func (s *Stripe) listRefunds(req *apiRequest) (response, []*eventRecord) {
+	p := req.params
+	piID, chID := p.Get("payment_intent"), p.Get("charge")
+	exp := expands(p)
+	var items []listItem
+	for i := len(s.refunds) - 1; i >= 0; i-- {
+		r := s.refunds[i]
+		if (piID != "" && r.PaymentIntent != piID) || (chID != "" && r.Charge != chID) {
+			continue
+		}
+		items = append(items, listItem{id: r.ID, pos: i, created: r.Created.Unix(),
+			render: func() any { return s.refundWithExpand(r, exp, "data.") }})
+	}
+	return listResponse(req, "/v1/refunds", items, func(id string) (int, bool) {
+		for i, r := range s.refunds {
+			if r.ID == id {
+				return i, true
+			}
+		}
+		return 0, false
+	}, "refund"), nil
+}
+
+func (s *Stripe) retrievePaymentIntent(req *apiRequest) (response, []*eventRecord) {
+	pi, ok := s.intents[req.pathID]
+	if !ok {
+		return notFound("intent", "payment_intent", req.pathID), nil
+	}
+	var latest any = pi.charge
+	if expands(req.params)["latest_charge"] {
+		latest = chargeObject(s.charges[pi.charge])
+	}
+	return jsonResponse(http.StatusOK, paymentIntentObject(pi, latest)), nil
+}
+
+func (s *Stripe) retrieveCharge(req *apiRequest) (response, []*eventRecord) {
+	ch, ok := s.charges[req.pathID]
+	if !ok {
+		return notFound("id", "charge", req.pathID), nil
+	}
+	o := chargeObject(ch)
+	if expands(req.params)["payment_intent"] {
+		pi := s.intents[ch.paymentIntent]
+		o["payment_intent"] = paymentIntentObject(pi, pi.charge)
+	}
+	return jsonResponse(http.StatusOK, o), nil
+}
+
+func (s *Stripe) retrieveEvent(req *apiRequest) (response, []*eventRecord) {
+	ev, ok := s.eventBy[req.pathID]
+	if !ok {
+		return notFound("id", "event", req.pathID), nil
+	}
+	return response{status: http.StatusOK, body: append([]byte(nil), ev.Payload...)}, nil
+}
+
+func (s *Stripe) listEvents(req *apiRequest) (response, []*eventRecord) {
+	typ := req.params.Get("type")
+	var items []listItem
+	for i := len(s.events) - 1; i >= 0; i-- {
+		ev := s.events[i]
+		if typ != "" && !eventTypeMatches(typ, ev.Type) {
+			continue
+		}
+		items = append(items, listItem{id: ev.ID, pos: i, created: ev.Created.Unix(),
+			render: func() any { return rawJSON(ev.Payload) }})
+	}
+	return listResponse(req, "/v1/events", items, func(id string) (int, bool) {
+		for i, ev := range s.events {
+			if ev.ID == id {
+				return i, true
+			}
+		}
+		return 0, false
+	}, "event"), nil
+}
+
+// eventTypeMatches supports Stripe's "refund.*" wildcard.
+func eventTypeMatches(filter, typ string) bool {
+	if prefix, ok := strings.CutSuffix(filter, "*"); ok {
+		return strings.HasPrefix(typ, prefix)
+	}
+	return filter == typ
+}

@@ -1,0 +1,133 @@
+package fake
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// rawJSON embeds stored JSON bytes in a rendered object without re-encoding them.
+type rawJSON = json.RawMessage
+
+// listItem is one candidate of a list endpoint. pos orders items by creation (larger is
+// newer) and stays meaningful when filters hide the cursor object.
+type listItem struct {
+	id      string
+	pos     int
+	created int64
+	render  func() any
+}
+
+// listResponse pages items (newest first, filtered except for created[...]) the way
+// Stripe's list endpoints do: limit 1..100 (default 10), cursors starting_after and
+// ending_before naming an object id, has_more telling whether the travel direction has
+// more.
+func listResponse(req *apiRequest, url string, items []listItem, posOf func(id string) (int, bool), kind string) response {
+	p := req.params
+	limit := 10
+	if v := p.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return invalid("parameter_invalid_integer", "limit",
+				"Invalid integer: "+v+". The limit must be between 1 and 100.")
+		}
+		limit = n
+	}
+	created, resp, ok := createdFilter(p)
+	if !ok {
+		return resp
+	}
+	after, before := p.Get("starting_after"), p.Get("ending_before")
+	if after != "" && before != "" {
+		return invalid("", "ending_before",
+			"You may only specify one of these parameters: starting_after, ending_before.")
+	}
+
+	var kept []listItem
+	for _, it := range items {
+		if created(it.created) {
+			kept = append(kept, it)
+		}
+	}
+	var page []listItem
+	hasMore := false
+	switch {
+	case after != "":
+		cur, found := posOf(after)
+		if !found {
+			return notFound("starting_after", kind, after)
+		}
+		var older []listItem
+		for _, it := range kept {
+			if it.pos < cur {
+				older = append(older, it)
+			}
+		}
+		page, hasMore = older, len(older) > limit
+		if hasMore {
+			page = older[:limit]
+		}
+	case before != "":
+		cur, found := posOf(before)
+		if !found {
+			return notFound("ending_before", kind, before)
+		}
+		var newer []listItem
+		for _, it := range kept {
+			if it.pos > cur {
+				newer = append(newer, it)
+			}
+		}
+		// The page is the run of items just newer than the cursor, still newest first.
+		page, hasMore = newer, len(newer) > limit
+		if hasMore {
+			page = newer[len(newer)-limit:]
+		}
+	default:
+		page, hasMore = kept, len(kept) > limit
+		if hasMore {
+			page = kept[:limit]
+		}
+	}
+	data := make([]any, len(page))
+	for i, it := range page {
+		data[i] = it.render()
+	}
+	return jsonResponse(http.StatusOK, obj{"object": "list", "data": data, "has_more": hasMore, "url": url})
+}
+
+// createdFilter reads created=N and created[gt|gte|lt|lte]=N.
+func createdFilter(p map[string][]string) (func(int64) bool, response, bool) {
+	type bound struct {
+		key string
+		ok  func(v, b int64) bool
+	}
+	bounds := []bound{
+		{"created", func(v, b int64) bool { return v == b }},
+		{"created[gt]", func(v, b int64) bool { return v > b }},
+		{"created[gte]", func(v, b int64) bool { return v >= b }},
+		{"created[lt]", func(v, b int64) bool { return v < b }},
+		{"created[lte]", func(v, b int64) bool { return v <= b }},
+	}
+	var checks []func(int64) bool
+	for _, b := range bounds {
+		vs := p[b.key]
+		if len(vs) == 0 || vs[0] == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(vs[0], 10, 64)
+		if err != nil {
+			return nil, invalid("parameter_invalid_integer", b.key, "Invalid integer: "+vs[0]), false
+		}
+		ok := b.ok
+		checks = append(checks, func(v int64) bool { return ok(v, n) })
+	}
+	return func(v int64) bool {
+		for _, c := range checks {
+			if !c(v) {
+				return false
+			}
+		}
+		return true
+	}, response{}, true
+}

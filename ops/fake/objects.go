@@ -1,0 +1,149 @@
+package fake
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// newID returns prefix plus 24 random alphanumerics, the shape of Stripe's ids. It uses
+// crypto/rand rather than the seeded source so ids never collide across fakes with the
+// same seed (a demo restart must not reuse a refund id).
+func newID(prefix string) string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // never fails on supported platforms
+	for i := range b {
+		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
+	}
+	return prefix + string(b)
+}
+
+// obj is a JSON object whose keys are written in sorted order, good enough for Stripe's
+// decoders, which do not care about order.
+type obj = map[string]any
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func metadataObject(m map[string]string) obj {
+	out := obj{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func refundObject(r *Refund) obj {
+	o := obj{
+		"id":                          r.ID,
+		"object":                      "refund",
+		"amount":                      r.Amount,
+		"balance_transaction":         nil,
+		"charge":                      r.Charge,
+		"created":                     r.Created.Unix(),
+		"currency":                    r.Currency,
+		"destination_details":         nil,
+		"metadata":                    metadataObject(r.Metadata),
+		"payment_intent":              nullable(r.PaymentIntent),
+		"reason":                      nullable(r.Reason),
+		"receipt_number":              nil,
+		"source_transfer_reversal":    nil,
+		"status":                      r.Status,
+		"transfer_reversal":           nil,
+		"failure_balance_transaction": nil,
+	}
+	if r.FailureReason != "" {
+		o["failure_reason"] = r.FailureReason
+	}
+	return o
+}
+
+func chargeObject(c *charge) obj {
+	return obj{
+		"id":                  c.id,
+		"object":              "charge",
+		"amount":              c.amount,
+		"amount_captured":     c.amount,
+		"amount_refunded":     c.amountRefunded,
+		"captured":            true,
+		"created":             c.created.Unix(),
+		"currency":            c.currency,
+		"livemode":            false,
+		"metadata":            obj{},
+		"paid":                true,
+		"payment_intent":      c.paymentIntent,
+		"refunded":            c.amountRefunded >= c.amount,
+		"status":              "succeeded",
+		"balance_transaction": nil,
+		"disputed":            false,
+	}
+}
+
+func paymentIntentObject(pi *paymentIntent, latestCharge any) obj {
+	return obj{
+		"id":                   pi.id,
+		"object":               "payment_intent",
+		"amount":               pi.amount,
+		"amount_capturable":    0,
+		"amount_received":      pi.amount,
+		"capture_method":       "automatic",
+		"created":              pi.created.Unix(),
+		"currency":             pi.currency,
+		"latest_charge":        latestCharge,
+		"livemode":             false,
+		"metadata":             obj{},
+		"payment_method_types": []string{"card"},
+		"status":               "succeeded",
+	}
+}
+
+// response is an answer ready to be written and, for POSTs, stored under an idempotency
+// key.
+type response struct {
+	status int
+	body   []byte
+	// transient marks answers Stripe does not save under the key: the request failed
+	// validation before the endpoint began executing.
+	transient bool
+}
+
+func jsonResponse(status int, v any) response {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own maps reach here; a failure is a bug in this package.
+		panic("fake stripe: encoding response: " + err.Error())
+	}
+	return response{status: status, body: append(b, '\n')}
+}
+
+// stripeError builds Stripe's error envelope.
+func stripeError(status int, typ, code, param, msg string) response {
+	e := obj{"type": typ, "message": msg}
+	if code != "" {
+		e["code"] = code
+		e["doc_url"] = "https://stripe.com/docs/error-codes/" + strings.ReplaceAll(code, "_", "-")
+	}
+	if param != "" {
+		e["param"] = param
+	}
+	return jsonResponse(status, obj{"error": e})
+}
+
+// invalid is a parameter-validation failure: 400, not saved under the idempotency key.
+func invalid(code, param, msg string) response {
+	r := stripeError(http.StatusBadRequest, "invalid_request_error", code, param, msg)
+	r.transient = true
+	return r
+}
+
+func notFound(param, kind, id string) response {
+	return stripeError(http.StatusNotFound, "invalid_request_error", "resource_missing", param,
+		"No such "+kind+": '"+id+"'")
+}

@@ -1,0 +1,359 @@
+package stripe_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	stripelib "github.com/stripe/stripe-go/v76"
+	stripego "github.com/stripe/stripe-go/v76/client"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/stripe"
+)
+
+// world is the refund tool wired for real: Postgres, stripe-go, and the fake Stripe over
+// loopback.
+type world struct {
+	db      *pg.DB
+	clock   *ops.ManualClock
+	fake    *fake.Stripe
+	base    string
+	adapter *stripe.Adapter
+	refunds *ops.Refunds
+	tenant  int64
+}
+
+const story = "pi_4417"
+
+func newWorld(t *testing.T, attemptTimeout, deadline time.Duration) *world {
+	t.Helper()
+	db := pgtest.New(t)
+	w := &world{db: db, clock: ops.NewManualClock(time.Now().UTC())}
+	w.fake = fake.NewStripe(fake.StripeOptions{Clock: w.clock.Now, Seed: 1})
+	base, err := w.fake.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.fake.Close() })
+	w.base = base
+	w.fake.AddPaymentIntent(story, 3800, "usd")
+	w.adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: base, AttemptTimeout: attemptTimeout})
+	ledger := ops.NewLedger(db, w.clock)
+	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
+	w.refunds = &ops.Refunds{Ledger: ledger, Store: db, Provider: w.adapter, Deadline: deadline}
+	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&w.tenant); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *world) req(ref string) ops.RefundRequest {
+	return ops.RefundRequest{TenantID: w.tenant, OrderID: "4417", AmountCents: 3800, Currency: "usd",
+		PaymentIntent: story, Reason: "requested_by_customer", RequestRef: ref}
+}
+
+func (w *world) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := w.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// The story of seed 002: the first call times out while Stripe commits the refund; the
+// customer says "try again"; the second call reuses the key and gets the stored refund.
+func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
+	t.Parallel()
+	// The caller's deadline is one attempt long, as when the agent's own tool call times out.
+	w := newWorld(t, 300*time.Millisecond, 300*time.Millisecond)
+	// Stripe commits the refund but answers only after the caller has given up; meanwhile
+	// any resend of the key gets 409 (in use).
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 1200 * time.Millisecond})
+	ctx := context.Background()
+	first, err := w.refunds.Refund(ctx, w.req("toolu_01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status != ops.RefundUnconfirmed {
+		t.Fatalf("first call answered %+v, want unconfirmed", first)
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("the fake committed %d refunds during the timeout, want 1", n)
+	}
+	time.Sleep(900 * time.Millisecond) // the first request finishes at the fake
+	second, err := w.refunds.Refund(ctx, w.req("toolu_02"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Status != ops.RefundRefunded || second.OperationID != first.OperationID || second.RefundID != w.fake.Refunds()[0].ID {
+		t.Fatalf("second call answered %+v, want refunded %s on operation %s", second, w.fake.Refunds()[0].ID, first.OperationID)
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("the fake's ledger holds %d refunds, want 1", n)
+	}
+	if n := w.count(t, `SELECT count(DISTINCT provider_key) FROM attempts`); n != 1 {
+		t.Fatalf("%d provider keys used, want 1", n)
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE request_ref IN ('toolu_01', 'toolu_02')`); n != 2 {
+		t.Fatalf("%d client requests recorded, want 2", n)
+	}
+	if md := w.fake.Refunds()[0].Metadata[stripe.MetadataKey]; md != first.OperationID {
+		t.Fatalf("refund metadata names %q, want the operation %s", md, first.OperationID)
+	}
+}
+
+func TestTwentyConcurrentCallsRefundOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 2*time.Second, 5*time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: 100 * time.Millisecond})
+	var wg sync.WaitGroup
+	answers := make([]ops.RefundAnswer, 20)
+	errs := make([]error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i], errs[i] = w.refunds.Refund(context.Background(), w.req(fmt.Sprintf("click-%d", i)))
+		}()
+	}
+	wg.Wait()
+	ops := map[string]bool{}
+	for i, a := range answers {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		if a.Status == "failed" || a.Status == "checking" {
+			t.Fatalf("call %d answered %+v", i, a)
+		}
+		ops[a.OperationID] = true
+	}
+	if len(ops) != 1 {
+		t.Fatalf("%d operations, want 1", len(ops))
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("%d refunds at the fake, want 1", n)
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE duplicate`); n != 19 {
+		t.Fatalf("%d duplicate requests recorded, want 19", n)
+	}
+}
+
+func TestSavedServerErrorMeansCheckingAndNoMoreSends(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultServerError})
+	ctx := context.Background()
+	a, err := w.refunds.Refund(ctx, w.req("a"))
+	if err != nil || a.Status != ops.RefundChecking || a.Note != ops.CheckingNote {
+		t.Fatalf("answer %+v (%v), want checking with the note", a, err)
+	}
+	b, err := w.refunds.Refund(ctx, w.req("b"))
+	if err != nil || b.Status != ops.RefundChecking || b.OperationID != a.OperationID {
+		t.Fatalf("second answer %+v (%v), want checking on the same operation", b, err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM attempts`); n != 1 {
+		t.Fatalf("%d attempts, want 1: nothing is sent after a saved 500", n)
+	}
+	if n := len(w.fake.Refunds()); n != 0 {
+		t.Fatalf("%d refunds at the fake", n)
+	}
+}
+
+func TestKeyInUseWaitsAndReusesTheKey(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 250*time.Millisecond, 5*time.Second)
+	w.refunds.Ledger.Limits.BaseBackoff, w.refunds.Ledger.Limits.MaxBackoff = 200*time.Millisecond, 200*time.Millisecond
+	// The first send is slow at the fake (500 ms): the client gives up at 250 ms and sends
+	// again within 200 ms, while the first still runs, so Stripe answers 409.
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 500 * time.Millisecond})
+	ctx := context.Background()
+	a, err := w.refunds.Refund(ctx, w.req("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status == ops.RefundUnconfirmed {
+		time.Sleep(300 * time.Millisecond)
+		if a, err = w.refunds.Refund(ctx, w.req("b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var outcomes []string
+	rows, _ := w.db.Pool.Query(ctx, `SELECT outcome FROM attempts ORDER BY n`)
+	for rows.Next() {
+		var o string
+		_ = rows.Scan(&o)
+		outcomes = append(outcomes, o)
+	}
+	if a.Status != ops.RefundRefunded {
+		t.Fatalf("answer %+v, attempts %v", a, outcomes)
+	}
+	if len(outcomes) < 3 || outcomes[0] != "timeout" || outcomes[1] != "key_in_use" || outcomes[len(outcomes)-1] != "ok" {
+		t.Fatalf("attempts %v, want timeout, key_in_use, ..., ok", outcomes)
+	}
+	if n := w.count(t, `SELECT count(DISTINCT provider_key) FROM attempts`); n != 1 {
+		t.Fatalf("%d keys used", n)
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("%d refunds", n)
+	}
+}
+
+func TestBudgetOfSixAcrossCallsEndsUnknown(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultUnavailable})
+	ctx := context.Background()
+	a, err := w.refunds.Refund(ctx, w.req("1"))
+	if err != nil || a.Status != ops.RefundUnconfirmed {
+		t.Fatalf("first call %+v (%v), want unconfirmed", a, err)
+	}
+	b, err := w.refunds.Refund(ctx, w.req("2"))
+	if err != nil || b.Status != ops.RefundChecking {
+		t.Fatalf("second call %+v (%v), want checking", b, err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM attempts`); n != 6 {
+		t.Fatalf("%d attempts, want 6", n)
+	}
+	c, err := w.refunds.Refund(ctx, w.req("3"))
+	if err != nil || c.Status != ops.RefundChecking {
+		t.Fatalf("third call %+v (%v)", c, err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM attempts`); n != 6 {
+		t.Fatalf("%d attempts after the third call, want still 6", n)
+	}
+}
+
+func TestPastRetentionExpiresWithoutSending(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 200*time.Millisecond, 200*time.Millisecond)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 300 * time.Millisecond})
+	ctx := context.Background()
+	a, err := w.refunds.Refund(ctx, w.req("1"))
+	if err != nil || a.Status != ops.RefundUnconfirmed {
+		t.Fatalf("first call %+v (%v)", a, err)
+	}
+	w.clock.Advance(24 * time.Hour) // the fake forgets the key too: a resend would refund twice
+	b, err := w.refunds.Refund(ctx, w.req("2"))
+	if err != nil || b.Status != ops.RefundChecking {
+		t.Fatalf("after retention: %+v (%v), want checking", b, err)
+	}
+	op, _ := w.db.Get(ctx, a.OperationID)
+	if op.Status != ops.StatusExpired {
+		t.Fatalf("status %s, want expired", op.Status)
+	}
+	if n := w.count(t, `SELECT count(*) FROM attempts`); n != 1 {
+		t.Fatalf("%d attempts, want 1", n)
+	}
+	time.Sleep(150 * time.Millisecond)
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("%d refunds at the fake, want 1", n)
+	}
+	// The lookup finds the refund and closes the expired operation with it as evidence.
+	res, applied, err := w.refunds.Lookup(ctx, w.db, a.OperationID, "oncall@example.com")
+	if err != nil || !res.Found() || applied.Outcome != "closed" || applied.Op.Status != ops.StatusSucceeded {
+		t.Fatalf("lookup %+v %+v (%v)", res, applied, err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM evidence WHERE operation_id = $1 AND kind = 'lookup'`, a.OperationID); n != 1 {
+		t.Fatalf("%d lookup evidence rows", n)
+	}
+}
+
+func TestRemainderIsCheckedAgainstStripeAndOpenRefunds(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	ctx := context.Background()
+	half := w.req("a")
+	half.AmountCents = 1900
+	if a, err := w.refunds.Refund(ctx, half); err != nil || a.Status != ops.RefundRefunded {
+		t.Fatalf("first half: %+v (%v)", a, err)
+	}
+	// The same order and amount again, later, is a new intent once the first closed, and fits.
+	w.clock.Advance(time.Minute)
+	again := w.req("b")
+	again.AmountCents = 1900
+	if a, err := w.refunds.Refund(ctx, again); err != nil || a.Status != ops.RefundRefunded {
+		t.Fatalf("second half: %+v (%v)", a, err)
+	}
+	before := w.count(t, `SELECT count(*) FROM operations`)
+	over := w.req("c")
+	over.AmountCents = 100
+	_, err := w.refunds.Refund(ctx, over)
+	if ops.ErrorReason(err) != "amount_over_remainder" {
+		t.Fatalf("over the remainder: %v", err)
+	}
+	if after := w.count(t, `SELECT count(*) FROM operations`); after != before {
+		t.Fatalf("a refused request opened an operation")
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected' AND request_ref = 'c'`); n != 1 {
+		t.Fatalf("the refused request was not recorded")
+	}
+	if n := len(w.fake.Refunds()); n != 2 {
+		t.Fatalf("%d refunds", n)
+	}
+}
+
+func TestDefiniteRefusalFails(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	w.fake.AddPaymentIntent("pi_other", 500, "usd")
+	ctx := context.Background()
+	// Someone refunds the whole payment in Stripe's dashboard after our remainder check,
+	// while our request is on its way: Stripe refuses ours, and nothing is refunded twice.
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 400 * time.Millisecond})
+	outside := stripego.New("sk_test_outside", &stripelib.Backends{API: stripelib.GetBackendWithConfig(stripelib.APIBackend,
+		&stripelib.BackendConfig{URL: stripelib.String(w.base), MaxNetworkRetries: stripelib.Int64(0)})})
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, err := outside.Refunds.New(&stripelib.RefundParams{PaymentIntent: stripelib.String("pi_other")})
+		done <- err
+	}()
+	r := w.req("x")
+	r.PaymentIntent, r.AmountCents, r.OrderID = "pi_other", 500, "77"
+	a, err := w.refunds.Refund(ctx, r)
+	if err := <-done; err != nil {
+		t.Fatalf("outside refund: %v", err)
+	}
+	if err != nil || a.Status != ops.RefundFailed || a.Reason == "" {
+		t.Fatalf("answer %+v (%v), want failed with Stripe's reason", a, err)
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("%d refunds, want only the outside one", n)
+	}
+}
+
+func TestBadRequestsAreRefusedBeforeAnyOperation(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	ctx := context.Background()
+	cases := map[string]func(*ops.RefundRequest){
+		"zero amount":     func(r *ops.RefundRequest) { r.AmountCents = 0 },
+		"negative amount": func(r *ops.RefundRequest) { r.AmountCents = -5 },
+		"absurd amount":   func(r *ops.RefundRequest) { r.AmountCents = 1 << 40 },
+		"currency":        func(r *ops.RefundRequest) { r.Currency = "xyz" },
+		"no order":        func(r *ops.RefundRequest) { r.OrderID = "" },
+		"bad payment":     func(r *ops.RefundRequest) { r.PaymentIntent = "ch_1" },
+		"bad reason":      func(r *ops.RefundRequest) { r.Reason = "because" },
+		"unknown payment": func(r *ops.RefundRequest) { r.PaymentIntent = "pi_nope" },
+	}
+	for name, mut := range cases {
+		r := w.req(name)
+		mut(&r)
+		if _, err := w.refunds.Refund(ctx, r); ops.ErrorCode(err) != ops.EINVALID {
+			t.Fatalf("%s: %v, want invalid", name, err)
+		}
+	}
+	if n := w.count(t, `SELECT count(*) FROM operations`); n != 0 {
+		t.Fatalf("%d operations opened by bad requests", n)
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected'`); n != len(cases) {
+		t.Fatalf("%d rejected requests recorded, want %d", n, len(cases))
+	}
+}
