@@ -10,6 +10,7 @@ import (
 	"net/mail"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -209,4 +210,15 @@ func sqlState(err error) string {
 		return pgErr.Code
 	}
 	return ""
+}
+
+// DeleteExpiredSessions removes dashboard sessions past their expiry and returns how many.
+// The server calls it periodically instead of pgxstore's own cleanup goroutine, which
+// cannot be stopped without a data race.
+func (db *DB) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := db.Pool.Exec(ctx, `DELETE FROM sessions WHERE expiry < $1`, now)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired sessions: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
@@ -141,5 +142,25 @@ func TestTenantsAndTokens(t *testing.T) {
 	ts, err := db.Tenants(ctx)
 	if err != nil || len(ts) != 2 || ts[0].Name != "acme" || ts[1].Name != "beta" {
 		t.Fatalf("Tenants = %v, %v", ts, err)
+	}
+}
+
+func TestDeleteExpiredSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	for token, expiry := range map[string]time.Time{"old": now.Add(-time.Minute), "live": now.Add(time.Minute)} {
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO sessions (token, data, expiry) VALUES ($1, '', $2)`, token, expiry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := db.DeleteExpiredSessions(ctx, now)
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteExpiredSessions = %d, %v; want 1", n, err)
+	}
+	var left string
+	if err := db.Pool.QueryRow(ctx, `SELECT string_agg(token, ',') FROM sessions`).Scan(&left); err != nil || left != "live" {
+		t.Fatalf("sessions left: %q, %v", left, err)
 	}
 }

@@ -1,0 +1,2 @@
+// Package alerts holds alert rules, their evaluation, notifiers and the Prometheus export.
+package alerts

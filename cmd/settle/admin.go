@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
+)
+
+func openDB(ctx context.Context, cfg Config) (*pg.DB, error) {
+	return pg.Open(ctx, cfg.DatabaseURL)
+}
+
+// migrate brings the schema up to date.
+func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx); err != nil {
+		return err
+	}
+	cur, _, err := db.SchemaStatus(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "schema at version %d\n", cur)
+	return nil
+}
+
+// addUser reads the password from the first line of stdin, so it never appears in the
+// shell history or the process list.
+func addUser(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) error {
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read password: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	if password == "" {
+		return usagef("user add: type the password as the first line of standard input")
+	}
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	u, err := db.CreateUser(ctx, cfg.Email, password, cfg.Role)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "added user %s (%s)\n", u.Email, u.Role)
+	return nil
+}
+
+// addToken prints the token as its last line so scripts can take it with tail -n1.
+func addToken(ctx context.Context, cfg Config, stdout io.Writer) error {
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	token, err := ensureToken(ctx, db, cfg.Tenant, cfg.TokenName)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "API token for tenant %s (shown once; only its hash is kept):\n%s\n", cfg.Tenant, token)
+	return nil
+}
+
+func ensureToken(ctx context.Context, accounts ops.Accounts, tenant, name string) (string, error) {
+	t, err := accounts.EnsureTenant(ctx, tenant)
+	if err != nil {
+		return "", err
+	}
+	return accounts.CreateToken(ctx, t.ID, name)
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Config is everything a settle command reads from its flags and the environment, read in
+// one place and validated before anything starts.
+type Config struct {
+	// Command is the subcommand: serve, migrate, demo, "user add" or "token add".
+	Command string
+
+	DatabaseURL string
+	Addr        string
+	// Migrate lets serve bring an old schema up to date instead of refusing to start.
+	Migrate bool
+	// SecureCookies marks the session cookie HTTPS-only; turn it on behind TLS.
+	SecureCookies bool
+	LogLevel      slog.Level
+
+	// DemoDir holds the demo's private Postgres cluster.
+	DemoDir string
+
+	// Email and Role are the new user of "user add".
+	Email string
+	Role  ops.Role
+	// Tenant and TokenName are the tenant and the label of "token add".
+	Tenant    string
+	TokenName string
+}
+
+// usageError is a mistake on the command line; it exits with status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
+
+const defaultAddr = "127.0.0.1:8080"
+
+// LoadConfig reads args (without the program name) and the environment through getenv.
+// Flags win over the environment, which wins over defaults.
+func LoadConfig(args []string, getenv func(string) string, workDir string) (Config, error) {
+	if len(args) == 0 {
+		return Config{}, usagef("no command given; run 'settle help'")
+	}
+	cfg := Config{Command: args[0]}
+	args = args[1:]
+	if cfg.Command == "user" || cfg.Command == "token" {
+		if len(args) == 0 || args[0] != "add" {
+			return cfg, usagef("unknown command %q; did you mean '%s add'?", strings.Join(append([]string{cfg.Command}, args...), " "), cfg.Command)
+		}
+		cfg.Command += " add"
+		args = args[1:]
+	}
+
+	fs := flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	needDB, needAddr := true, false
+	var role string
+	switch cfg.Command {
+	case "serve":
+		needAddr = true
+		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
+		fs.BoolVar(&cfg.Migrate, "migrate", false, "apply pending migrations before serving")
+		fs.BoolVar(&cfg.SecureCookies, "secure-cookies", false, "send the session cookie over HTTPS only")
+	case "demo":
+		needDB, needAddr = false, true
+		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
+		fs.StringVar(&cfg.DemoDir, "dir", filepath.Join(workDir, ".settle", "demo-pg"), "folder of the demo's Postgres cluster")
+	case "migrate":
+	case "user add":
+		fs.StringVar(&cfg.Email, "email", "", "the user's email")
+		fs.StringVar(&role, "role", "", "support, oncall, manager or admin")
+	case "token add":
+		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant name; created if missing")
+		fs.StringVar(&cfg.TokenName, "name", "cli", "a label for the token")
+	default:
+		return cfg, usagef("unknown command %q; run 'settle help'", cfg.Command)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, usagef("%s: %v", cfg.Command, err)
+	}
+	cfg.Role = ops.Role(role)
+	if fs.NArg() > 0 {
+		return cfg, usagef("%s: unexpected argument %q", cfg.Command, fs.Arg(0))
+	}
+
+	if err := cfg.LogLevel.UnmarshalText([]byte(envOr(getenv, "SETTLE_LOG_LEVEL", "info"))); err != nil {
+		return cfg, usagef("SETTLE_LOG_LEVEL=%q is not a level; use debug, info, warn or error", getenv("SETTLE_LOG_LEVEL"))
+	}
+	if v := getenv("SETTLE_SECURE_COOKIES"); v != "" && !cfg.SecureCookies {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return cfg, usagef("SETTLE_SECURE_COOKIES=%q is not true or false", v)
+		}
+		cfg.SecureCookies = b
+	}
+	if needDB {
+		cfg.DatabaseURL = getenv("DATABASE_URL")
+		if cfg.DatabaseURL == "" {
+			return cfg, usagef("DATABASE_URL is not set; set it to postgres://user@host:port/db, or run 'settle demo' for a private database")
+		}
+		// The URL may hold a password, so the message never repeats it.
+		if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
+			return cfg, usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
+		}
+	}
+	if needAddr {
+		if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
+			return cfg, usagef("%s: address %q is not host:port, e.g. 127.0.0.1:8080", cfg.Command, cfg.Addr)
+		}
+	}
+	switch cfg.Command {
+	case "user add":
+		if cfg.Email == "" {
+			return cfg, usagef("user add: --email is required")
+		}
+		if !cfg.Role.Valid() {
+			return cfg, usagef("user add: --role must be one of support, oncall, manager, admin")
+		}
+	case "token add":
+		if cfg.Tenant == "" {
+			return cfg, usagef("token add: --tenant is required")
+		}
+	}
+	return cfg, nil
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+const usage = `Usage: settle <command> [flags]
+
+Commands:
+  serve [--addr 127.0.0.1:8080] [--migrate] [--secure-cookies]
+                          serve the dashboard and the API (needs DATABASE_URL)
+  migrate                 bring the database schema up to date (needs DATABASE_URL)
+  demo [--addr ADDR]      run everything on a private Postgres in ./.settle/demo-pg
+  user add --email E --role R
+                          add a dashboard user; the password is read from standard input
+  token add --tenant NAME [--name LABEL]
+                          create an API token for a tenant (created if missing)
+
+Environment:
+  DATABASE_URL            postgres://user@host:port/db
+  SETTLE_ADDR             listen address, overridden by --addr
+  SETTLE_LOG_LEVEL        debug, info, warn or error (default info)
+  SETTLE_SECURE_COOKIES   true behind HTTPS
+`

@@ -1,0 +1,96 @@
+// Command settle runs Settle: the dashboard and API server, migrations, the demo, and the
+// administration commands. Run 'settle help' for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Main runs one command line and returns the process exit status: 0 on success, 1 when the
+// command failed, 2 for a mistake on the command line or in the configuration. Errors are
+// printed to stderr as one line starting with "settle: ".
+func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(stderr, "settle: find the working folder:", err)
+		return 1
+	}
+	cfg, err := LoadConfig(args, getenv, wd)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	} else if err != nil {
+		fmt.Fprintln(stderr, "settle:", errorLine(err))
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	switch cfg.Command {
+	case "serve":
+		err = serve(ctx, cfg, logger)
+	case "demo":
+		err = demo(ctx, cfg, logger, stdout)
+	case "migrate":
+		err = migrate(ctx, cfg, stdout)
+	case "user add":
+		err = addUser(ctx, cfg, stdin, stdout)
+	case "token add":
+		err = addToken(ctx, cfg, stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "settle:", errorLine(err))
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// errorLine says what went wrong in one line: the user-safe message for domain errors,
+// and the whole chain for others, since the person at the terminal runs the system.
+func errorLine(err error) string {
+	var e *ops.Error
+	if errors.As(err, &e) && e.Code != ops.EINTERNAL {
+		return ops.ErrorMessage(err)
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// serve runs the server until ctx is cancelled (SIGINT or SIGTERM) or it fails.
+func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	p := NewProgram(cfg, logger)
+	if err := p.Run(ctx); err != nil {
+		p.Close()
+		return err
+	}
+	logger.Info("serving", "url", p.URL())
+	err := p.Wait(ctx)
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/web"
+)
+
+// shutdownTimeout bounds how long in-flight requests may finish after a stop signal.
+const shutdownTimeout = 15 * time.Second
+
+// Program is one running server: its database, sessions and HTTP listener. Tests run it on
+// port 0 with the same wiring as 'settle serve'.
+type Program struct {
+	Config Config
+	Logger *slog.Logger
+	Clock  ops.Clock
+
+	// DB is open after Run succeeds.
+	DB *pg.DB
+
+	stopSweep context.CancelFunc
+	swept     chan struct{}
+	listener  net.Listener
+	server    *http.Server
+	served    chan error
+	closing   sync.Once
+	closeErr  error
+}
+
+// NewProgram returns a program for cfg; nothing is opened until Run.
+func NewProgram(cfg Config, logger *slog.Logger) *Program {
+	return &Program{Config: cfg, Logger: logger, Clock: ops.SystemClock{}, served: make(chan error, 1)}
+}
+
+// Run opens the database, checks or migrates its schema, starts listening and serves in the
+// background. It returns once requests are accepted, or with the reason they cannot be.
+func (p *Program) Run(ctx context.Context) error {
+	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	db, err := pg.Open(openCtx, p.Config.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	p.DB = db
+	if p.Config.Migrate {
+		if err := db.Migrate(ctx); err != nil {
+			return err
+		}
+	} else if err := db.CheckSchema(ctx); err != nil {
+		// An old schema would fail later and in odd places; refuse now and say how to fix it.
+		return err
+	}
+
+	ln, err := net.Listen("tcp", p.Config.Addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return &ops.Error{Code: ops.ECONFLICT, Err: err,
+			Message: fmt.Sprintf("listen on %s: address already in use; choose another with --addr or SETTLE_ADDR", p.Config.Addr)}
+	} else if err != nil {
+		return fmt.Errorf("listen on %s: %w", p.Config.Addr, err)
+	}
+	p.listener = ln
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sweepCtx, stop := context.WithCancel(ctx)
+	p.stopSweep, p.swept = stop, make(chan struct{})
+	go p.sweepSessions(sweepCtx)
+	srv := &web.Server{
+		Accounts: db,
+		Queues:   db,
+		DB:       db,
+		Clock:    p.Clock,
+		Logger:   p.Logger,
+		// No cleanup goroutine in the store: sweepSessions does that job and stops cleanly.
+		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), p.Config.SecureCookies),
+		Registry: reg,
+	}
+	p.server = &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(p.Logger.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := p.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			p.served <- fmt.Errorf("serve: %w", err)
+		}
+		close(p.served)
+	}()
+	return nil
+}
+
+// sessionSweepInterval is how often expired sessions are deleted.
+const sessionSweepInterval = 5 * time.Minute
+
+// sweepSessions deletes expired sessions until ctx ends, so the table does not grow
+// with every sign-in that was never signed out.
+func (p *Program) sweepSessions(ctx context.Context) {
+	defer close(p.swept)
+	t := time.NewTicker(sessionSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := p.DB.DeleteExpiredSessions(ctx, p.Clock.Now())
+			if err != nil && ctx.Err() == nil {
+				p.Logger.WarnContext(ctx, "delete expired sessions", "err", err)
+			} else if n > 0 {
+				p.Logger.DebugContext(ctx, "deleted expired sessions", "count", n)
+			}
+		}
+	}
+}
+
+// URL is where the running program answers.
+func (p *Program) URL() string {
+	if p.listener == nil {
+		return ""
+	}
+	return "http://" + p.listener.Addr().String()
+}
+
+// Wait blocks until ctx is done (nil) or the server stops on its own (its error).
+func (p *Program) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-p.served:
+		return err
+	}
+}
+
+// Close lets in-flight requests finish, then releases the listener and the database. It is
+// safe to call after a failed Run, and more than once.
+func (p *Program) Close() error {
+	p.closing.Do(func() { p.closeErr = p.close() })
+	return p.closeErr
+}
+
+func (p *Program) close() error {
+	var err error
+	if p.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err = p.server.Shutdown(ctx); err != nil {
+			err = fmt.Errorf("shut down HTTP server: %w", err)
+		}
+	} else if p.listener != nil {
+		p.listener.Close()
+	}
+	if p.stopSweep != nil {
+		p.stopSweep()
+		<-p.swept
+	}
+	if p.DB != nil {
+		p.DB.Close()
+	}
+	return err
+}

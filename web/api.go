@@ -1,0 +1,41 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+func withTenant(ctx context.Context, t *ops.Tenant) context.Context {
+	return context.WithValue(ctx, tenantKey, t)
+}
+
+// tenantFrom returns the tenant of the API token, or nil outside requireToken.
+func tenantFrom(ctx context.Context) *ops.Tenant {
+	t, _ := ctx.Value(tenantKey).(*ops.Tenant)
+	return t
+}
+
+// requireToken resolves the bearer token to its tenant; every API handler is scoped by it.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			s.Error(w, r, ops.Errorf(ops.EUNAUTHORIZED, "Send an API token as 'Authorization: Bearer stl_...'."))
+			return
+		}
+		t, err := s.Accounts.TenantByToken(r.Context(), strings.TrimSpace(token))
+		if err != nil {
+			s.Error(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
+	})
+}
+
+// handleWhoami tells a client which tenant its token belongs to, to check a configuration.
+func (s *Server) handleWhoami(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"tenant": tenantFrom(r.Context()).Name})
+}

@@ -1,0 +1,138 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// sessionUserID is the session key holding the signed-in user's id.
+const sessionUserID = "user_id"
+
+type ctxKey int
+
+const (
+	userKey ctxKey = iota
+	tenantKey
+)
+
+func withUser(ctx context.Context, u *ops.User) context.Context {
+	return context.WithValue(ctx, userKey, u)
+}
+
+// userFrom returns the signed-in user, or nil outside requireUser.
+func userFrom(ctx context.Context) *ops.User {
+	u, _ := ctx.Value(userKey).(*ops.User)
+	return u
+}
+
+func viewer(u *ops.User) views.Viewer {
+	return views.Viewer{Email: u.Email, Role: string(u.Role)}
+}
+
+// requireUser loads the signed-in user on every request, so a disabled account or a
+// changed role takes effect at once, and sends everyone else to the login page.
+func (s *Server) requireUser(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		id := s.Sessions.GetInt64(ctx, sessionUserID)
+		if id == 0 {
+			redirectToLogin(w, r)
+			return
+		}
+		u, err := s.Accounts.UserByID(ctx, id)
+		if ops.ErrorCode(err) == ops.ENOTFOUND {
+			s.Sessions.Remove(ctx, sessionUserID)
+			redirectToLogin(w, r)
+			return
+		} else if err != nil {
+			s.Error(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withUser(ctx, u)))
+	})
+}
+
+func redirectToLogin(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+}
+
+// requireRole refuses users whose role does not include min. It must run after requireUser.
+func (s *Server) requireRole(min ops.Role) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u := userFrom(r.Context())
+			if u == nil {
+				s.Error(w, r, errors.New("requireRole used without requireUser"))
+				return
+			}
+			if !u.Role.AtLeast(min) {
+				s.Error(w, r, ops.Errorf(ops.EFORBIDDEN, "This page needs the %s role or above; you are signed in as %s.", min, u.Role))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// safeNext keeps the post-login redirect on this site: only a local absolute path is
+// accepted, never "//host" or a full URL, so the login form cannot be an open redirect.
+func safeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, `/\`) {
+		return "/ops"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" {
+		return "/ops"
+	}
+	return next
+}
+
+func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
+	next := safeNext(r.URL.Query().Get("next"))
+	if s.Sessions.GetInt64(r.Context(), sessionUserID) != 0 {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	s.render(w, r, http.StatusOK, views.Login(views.LoginPage{Next: next}))
+}
+
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := r.ParseForm(); err != nil {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
+		return
+	}
+	email, next := r.PostForm.Get("email"), safeNext(r.PostForm.Get("next"))
+	u, err := s.Accounts.Authenticate(ctx, email, r.PostForm.Get("password"))
+	if code := ops.ErrorCode(err); code == ops.EUNAUTHORIZED || code == ops.EINVALID {
+		s.render(w, r, http.StatusUnauthorized, views.Login(views.LoginPage{Email: email, Error: ops.ErrorMessage(err), Next: next}))
+		return
+	} else if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	// A new token on every change of privilege defeats session fixation.
+	if err := s.Sessions.RenewToken(ctx); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	s.Sessions.Put(ctx, sessionUserID, u.ID)
+	s.Logger.InfoContext(ctx, "signed in", "user_id", u.ID, "role", u.Role)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if err := s.Sessions.RenewToken(ctx); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	s.Sessions.Remove(ctx, sessionUserID)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}

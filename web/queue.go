@@ -1,0 +1,216 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// queueTabs are the queues people work, in the order the page shows them.
+var queueTabs = []struct {
+	status ops.Status
+	label  string
+}{
+	{ops.StatusUnknown, "Unknown"},
+	{ops.StatusInProgress, "In progress"},
+	{ops.StatusExpired, "Expired"},
+}
+
+// queueAges are the "older than" choices; free durations would only make bookmarks odd.
+var queueAges = []struct{ value, label string }{
+	{"", "Any age"},
+	{"5m", "5 minutes"},
+	{"1h", "1 hour"},
+	{"24h", "1 day"},
+	{"168h", "7 days"},
+}
+
+// queueCountCap mirrors the store: counts that need a scan stop there.
+const queueCountCap = 10000
+
+const queuePageSize = 50
+
+// handleQueue shows one queue tab. It reads only the URL, so every view is a link that can
+// be shared in an incident channel.
+func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	now := s.Clock.Now()
+	q := r.URL.Query()
+	f, form, err := parseQueueFilter(q, tenants, now)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	counts, err := s.Queues.QueueCounts(ctx, f)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	page, err := s.Queues.ListQueue(ctx, f, now)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+
+	m := views.QueuePage{Viewer: viewer(userFrom(ctx)), Filter: form}
+	names := make(map[int64]string, len(tenants))
+	m.Tenants = []views.Option{{Value: "", Label: "All tenants"}}
+	for _, t := range tenants {
+		names[t.ID] = t.Name
+		m.Tenants = append(m.Tenants, views.Option{Value: t.Name, Label: t.Name, Selected: t.Name == form.Tenant})
+	}
+	m.Kinds = []views.Option{{Value: "", Label: "Any kind"}}
+	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
+		m.Kinds = append(m.Kinds, views.Option{Value: string(k), Label: string(k), Selected: string(k) == form.Kind})
+	}
+	for _, a := range queueAges {
+		m.Ages = append(m.Ages, views.Option{Value: a.value, Label: a.label, Selected: a.value == form.Age})
+	}
+	scanned := f.OlderThan > 0 || f.Search != ""
+	for _, t := range queueTabs {
+		n := counts[t.status]
+		label := strconv.FormatInt(n, 10)
+		if scanned && n > queueCountCap {
+			label = strconv.Itoa(queueCountCap) + "+"
+		}
+		m.Tabs = append(m.Tabs, views.QueueTab{
+			Status: string(t.status), Label: t.label, Count: label,
+			URL: queueURL(q, url.Values{"tab": {string(t.status)}}), Active: t.status == f.Status,
+		})
+	}
+	for _, o := range page.Ops {
+		m.Rows = append(m.Rows, queueRow(o, names[o.TenantID], now))
+	}
+	if page.Next != nil {
+		m.NextURL = queueURL(q, url.Values{
+			"after_created": {page.Next.CreatedAt.UTC().Format(time.RFC3339Nano)},
+			"after_id":      {page.Next.ID},
+		})
+	}
+	s.render(w, r, http.StatusOK, views.Queue(m))
+}
+
+// parseQueueFilter turns the query string into a store filter and the form's echo. Bad
+// values are refused rather than ignored, so a mistyped link does not silently show a
+// different queue.
+func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (ops.QueueFilter, views.QueueFilter, error) {
+	form := views.QueueFilter{
+		Tab:      q.Get("tab"),
+		Tenant:   q.Get("tenant"),
+		Kind:     q.Get("kind"),
+		Provider: strings.TrimSpace(q.Get("provider")),
+		Age:      q.Get("age"),
+		Search:   strings.TrimSpace(q.Get("q")),
+	}
+	if form.Tab == "" {
+		form.Tab = string(ops.StatusUnknown)
+	}
+	f := ops.QueueFilter{Kind: ops.Kind(form.Kind), Provider: form.Provider, Search: form.Search, Now: now, Limit: queuePageSize}
+	for _, t := range queueTabs {
+		if string(t.status) == form.Tab {
+			f.Status = t.status
+		}
+	}
+	if f.Status == "" {
+		return f, form, ops.Errorf(ops.EINVALID, "There is no %q queue; choose Unknown, In progress or Expired.", form.Tab)
+	}
+	if form.Tenant != "" {
+		for _, t := range tenants {
+			if t.Name == form.Tenant {
+				f.TenantID = t.ID
+			}
+		}
+		if f.TenantID == 0 {
+			return f, form, ops.Errorf(ops.EINVALID, "There is no tenant %q.", form.Tenant)
+		}
+	}
+	if form.Kind != "" && !f.Kind.Valid() {
+		return f, form, ops.Errorf(ops.EINVALID, "There is no operation kind %q.", form.Kind)
+	}
+	if form.Age != "" {
+		d, err := time.ParseDuration(form.Age)
+		if err != nil || d < 0 {
+			return f, form, ops.Errorf(ops.EINVALID, "%q is not an age; use a duration such as 1h.", form.Age)
+		}
+		f.OlderThan = d
+	}
+	if len(form.Search) > 200 {
+		return f, form, ops.Errorf(ops.EINVALID, "The search is too long; paste one reference or id.")
+	}
+	afterAt, afterID := q.Get("after_created"), q.Get("after_id")
+	if afterAt != "" || afterID != "" {
+		at, err := time.Parse(time.RFC3339Nano, afterAt)
+		if err != nil || uuid.Validate(afterID) != nil {
+			return f, form, ops.Errorf(ops.EINVALID, "The page link is damaged; go back to the first page.")
+		}
+		f.After = &ops.QueueCursor{CreatedAt: at, ID: afterID}
+	}
+	return f, form, nil
+}
+
+// queueURL is the current query with some values replaced; a new tab or filter always
+// starts again from the first page.
+func queueURL(q url.Values, set url.Values) string {
+	v := url.Values{}
+	for k, vs := range q {
+		if k == "after_created" || k == "after_id" || len(vs) == 0 || vs[0] == "" {
+			continue
+		}
+		v.Set(k, vs[0])
+	}
+	for k, vs := range set {
+		v[k] = vs
+	}
+	return "/ops?" + v.Encode()
+}
+
+func queueRow(o *ops.Operation, tenant string, now time.Time) views.QueueRow {
+	if tenant == "" {
+		tenant = strconv.FormatInt(o.TenantID, 10)
+	}
+	row := views.QueueRow{
+		ID: o.ID, URL: "/ops/" + url.PathEscape(o.ID), Tenant: tenant, Kind: string(o.Kind),
+		Provider: o.Provider, Order: o.OrderRef, Status: string(o.Status), Phase: string(o.Phase),
+		Attempts: o.Attempts, Age: formatAge(now.Sub(o.CreatedAt)), Stalled: o.Stalled(now),
+	}
+	if o.AmountCents != 0 || o.Currency != "" {
+		row.Amount = formatAmount(o.AmountCents, o.Currency)
+	}
+	return row
+}
+
+// formatAmount assumes two decimals, which holds for the currencies Settle refunds in.
+func formatAmount(cents int64, currency string) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, strings.ToUpper(currency))
+}
+
+// formatAge keeps two units at most: on-call people compare ages, they do not add them.
+func formatAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "<1m"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	default:
+		return fmt.Sprintf("%dd %dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
+	}
+}
