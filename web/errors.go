@@ -28,9 +28,21 @@ func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusForbidden
 	case ops.EUNAUTHORIZED:
 		status = http.StatusUnauthorized
+	case ops.EUNAVAILABLE:
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "5")
+	case EMALFORMED:
+		status = http.StatusBadRequest
+	case EUNSUPPORTED:
+		status = http.StatusUnsupportedMediaType
+	case ETOOLARGE:
+		status = http.StatusRequestEntityTooLarge
 	default:
 		code, status = ops.EINTERNAL, http.StatusInternalServerError
 		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if code != ops.EINTERNAL {
+		code = ops.ErrorReason(err)
 	}
 	s.writeError(w, r, status, code, ops.ErrorMessage(err))
 }

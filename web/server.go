@@ -33,6 +33,10 @@ type Server struct {
 	Sessions *scs.SessionManager
 	// Registry receives the HTTP metrics and is what /metrics exposes.
 	Registry *prometheus.Registry
+
+	Refunds        RefundTool
+	Operations     OperationReader
+	StripeWebhooks WebhookReceiver
 }
 
 // Handler returns the whole HTTP interface. Call it once per Server: it registers the HTTP
@@ -77,7 +81,11 @@ func (s *Server) router() *chi.Mux {
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireToken)
 		r.Get("/whoami", s.handleWhoami)
+		r.Post("/refunds", s.handleRefund)
+		r.Get("/operations/{id}", s.handleGetOperation)
 	})
+	r.Post("/webhooks/stripe", s.handleStripeWebhook)
+	r.With(s.requireToken).Post("/v1/chat/completions", s.handleChatCompletions)
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.Sessions.LoadAndSave)
