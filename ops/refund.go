@@ -239,8 +239,11 @@ func (s *Refunds) admit(ctx context.Context, req RefundRequest, in Intent, owner
 		seen = latest.ID
 	}
 	if err := s.checkRemainder(ctx, req); err != nil {
-		// The remainder may have gone to a concurrent call of this very intent: join it.
-		if newer, lerr := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey); lerr == nil && newer.ID != seen {
+		// The remainder may have gone to a concurrent call of this very intent, or to this
+		// intent's own earlier refund ("try again" after it went through): then the answer
+		// is that refund, not a refusal.
+		if newer, lerr := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey); lerr == nil &&
+			(newer.ID != seen || (newer.Status == StatusSucceeded && newer.Fingerprint == in.Fingerprint)) {
 			return s.join(ctx, newer.ID, in, req)
 		}
 		if rerr := s.Store.RecordRejected(ctx, req.TenantID, KindRefund, req.RequestRef, s.Ledger.Clock.Now()); rerr != nil {

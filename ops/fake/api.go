@@ -166,6 +166,10 @@ func (s *Stripe) api(ep endpoint) http.HandlerFunc {
 			outcome = "fault"
 			resp = stripeError(http.StatusInternalServerError, "api_error", "", "",
 				"An unknown error occurred while processing your request.")
+		} else if fault != nil && fault.Kind == FaultRefuse {
+			outcome = "fault"
+			resp = stripeError(http.StatusBadRequest, "invalid_request_error", "charge_disputed", "charge",
+				"This charge is disputed and cannot be refunded.")
 		} else {
 			resp, events = ep(req)
 		}

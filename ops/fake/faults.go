@@ -32,6 +32,9 @@ const (
 	// FaultUnavailable answers 503 with Stripe-Should-Retry: true. Nothing is committed
 	// and nothing is stored.
 	FaultUnavailable FaultKind = "unavailable"
+	// FaultRefuse answers 400 invalid_request_error charge_disputed without committing and
+	// stores it under the key: a definite refusal, nothing refunded.
+	FaultRefuse FaultKind = "refuse"
 	// FaultSlow holds the idempotency key for Delay and then handles the request
 	// normally, so a concurrent request with the same key meets idempotency_key_in_use.
 	FaultSlow FaultKind = "slow"
@@ -43,7 +46,7 @@ const defaultTimeoutDelay = 90 * time.Second
 
 var faultKinds = []FaultKind{
 	FaultTimeoutAfterCommit, FaultDropAfterCommit, FaultRateLimit,
-	FaultServerError, FaultUnavailable, FaultSlow,
+	FaultServerError, FaultUnavailable, FaultSlow, FaultRefuse,
 }
 
 func (k FaultKind) valid() bool {

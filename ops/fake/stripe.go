@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,7 +84,7 @@ type charge struct {
 type Stripe struct {
 	retention     time.Duration
 	clock         func() time.Time
-	webhookURL    string
+	webhookURL    atomic.Value // string: set at start or by SetWebhookURL
 	webhookSecret string
 	log           *slog.Logger
 	handler       http.Handler
@@ -132,7 +133,6 @@ func NewStripe(opts StripeOptions) *Stripe {
 	s := &Stripe{
 		retention:     opts.Retention,
 		clock:         opts.Clock,
-		webhookURL:    opts.WebhookURL,
 		webhookSecret: opts.WebhookSecret,
 		log:           opts.Logger,
 		webhookClient: &http.Client{Timeout: 10 * time.Second},
@@ -146,9 +146,16 @@ func NewStripe(opts StripeOptions) *Stripe {
 		eventBy:       map[string]*eventRecord{},
 		rng:           rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x5eed)),
 	}
+	s.webhookURL.Store(opts.WebhookURL)
 	s.handler = s.routes()
 	return s
 }
+
+// SetWebhookURL points signed events at url from now on ("" stops sending), for a
+// receiver that starts after the fake.
+func (s *Stripe) SetWebhookURL(url string) { s.webhookURL.Store(url) }
+
+func (s *Stripe) hookURL() string { return s.webhookURL.Load().(string) }
 
 // Handler returns the HTTP handler serving the Stripe API and the /_fake admin routes.
 func (s *Stripe) Handler() http.Handler { return s.handler }

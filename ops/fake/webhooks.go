@@ -51,7 +51,7 @@ func (s *Stripe) newEventLocked(typ string, object obj, previous obj, requestID,
 		request = obj{"id": requestID, "idempotency_key": nullable(idemKey)}
 	}
 	pending := 0
-	if s.webhookURL != "" {
+	if s.hookURL() != "" {
 		pending = 1
 	}
 	payload, err := json.Marshal(obj{
@@ -89,7 +89,7 @@ func (s *Stripe) Events() []Event {
 // ResendEvent delivers an event once more, synchronously, like the Dashboard's resend
 // button; receivers must apply it only once. It returns the delivery error, if any.
 func (s *Stripe) ResendEvent(id string) error {
-	if s.webhookURL == "" {
+	if s.hookURL() == "" {
 		return errors.New("fake stripe: resend: no webhook URL configured")
 	}
 	s.mu.Lock()
@@ -108,7 +108,7 @@ func (s *Stripe) ResendEvent(id string) error {
 // deliverAsync sends the event in the background with a few retries. Close cancels and
 // waits for it.
 func (s *Stripe) deliverAsync(ev *eventRecord) {
-	if s.webhookURL == "" {
+	if s.hookURL() == "" {
 		return
 	}
 	s.srvMu.Lock()
@@ -165,7 +165,7 @@ func (s *Stripe) deliverOnce(ctx context.Context, ev *eventRecord) error {
 }
 
 func (s *Stripe) post(ctx context.Context, payload []byte, signature string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.webhookURL, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.hookURL(), bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("webhook request: %w", err)
 	}

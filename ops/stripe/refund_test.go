@@ -357,3 +357,38 @@ func TestBadRequestsAreRefusedBeforeAnyOperation(t *testing.T) {
 		t.Fatalf("%d rejected requests recorded, want %d", n, len(cases))
 	}
 }
+
+func TestTryAgainAfterTheRefundWentThroughAnswersThatRefund(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	ctx := context.Background()
+	first, err := w.refunds.Refund(ctx, w.req("toolu_01"))
+	if err != nil || first.Status != ops.RefundRefunded {
+		t.Fatalf("first: %+v (%v)", first, err)
+	}
+	w.clock.Advance(time.Hour)
+	again, err := w.refunds.Refund(ctx, w.req("toolu_02"))
+	if err != nil || again.Status != ops.RefundRefunded || again.OperationID != first.OperationID || again.RefundID != first.RefundID {
+		t.Fatalf("again: %+v (%v), want the first refund", again, err)
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("%d refunds", n)
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'replayed' AND operation_id = $1`, first.OperationID); n != 1 {
+		t.Fatalf("%d replayed answers recorded", n)
+	}
+}
+
+func TestRefusalAtStripeFailsWithItsReason(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultRefuse})
+	a, err := w.refunds.Refund(context.Background(), w.req("x"))
+	if err != nil || a.Status != ops.RefundFailed || a.Reason != "charge_disputed" {
+		t.Fatalf("answer %+v (%v), want failed: charge_disputed", a, err)
+	}
+	op, _ := w.db.Get(context.Background(), a.OperationID)
+	if op.Status != ops.StatusFailed || op.ClosedAt == nil {
+		t.Fatalf("operation %s", op.Status)
+	}
+}
