@@ -7,9 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,7 +42,40 @@ type Config struct {
 	// Tenant and TokenName are the tenant and the label of "token add".
 	Tenant    string
 	TokenName string
+
+	Stripe StripeConfig
+	// OutboxURL receives the outbox's events as JSON POSTs; empty keeps them in the table.
+	OutboxURL string
+	// WorkerID names this process in leases and audit rows.
+	WorkerID string
+
+	// Fake holds the flags of "fake stripe".
+	Fake FakeConfig
 }
+
+// StripeConfig is how Settle reaches Stripe.
+type StripeConfig struct {
+	APIKey        string
+	APIBase       string
+	WebhookSecret string
+	// Timeout bounds one HTTP attempt; Deadline bounds one refund call, all attempts and
+	// backoff included. Deadline must fit in the caller's own request timeout.
+	Timeout  time.Duration
+	Deadline time.Duration
+}
+
+// FakeConfig is what "fake stripe" serves.
+type FakeConfig struct {
+	Addr          string
+	Faults        string
+	WebhookURL    string
+	WebhookSecret string
+	Retention     time.Duration
+}
+
+// maxRefundDeadline keeps a refund call inside the 60 s request timeout most clients and
+// proxies use, with room to answer.
+const maxRefundDeadline = 55 * time.Second
 
 // usageError is a mistake on the command line; it exits with status 2.
 type usageError struct{ msg string }
@@ -58,6 +94,13 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	}
 	cfg := Config{Command: args[0]}
 	args = args[1:]
+	if cfg.Command == "fake" {
+		if len(args) == 0 || args[0] != "stripe" {
+			return cfg, usagef("unknown command %q; did you mean 'fake stripe'?", strings.Join(append([]string{cfg.Command}, args...), " "))
+		}
+		cfg.Command += " " + args[0]
+		args = args[1:]
+	}
 	if cfg.Command == "user" || cfg.Command == "token" {
 		if len(args) == 0 || args[0] != "add" {
 			return cfg, usagef("unknown command %q; did you mean '%s add'?", strings.Join(append([]string{cfg.Command}, args...), " "), cfg.Command)
@@ -81,6 +124,13 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
 		fs.StringVar(&cfg.DemoDir, "dir", filepath.Join(workDir, ".settle", "demo-pg"), "folder of the demo's Postgres cluster")
 	case "migrate":
+	case "fake stripe":
+		needDB = false
+		fs.StringVar(&cfg.Fake.Addr, "addr", "127.0.0.1:12111", "listen address (loopback only)")
+		fs.StringVar(&cfg.Fake.Faults, "faults", "", "fault rules, e.g. 'POST /v1/refunds timeout_after_commit p=0.1 delay=3s'")
+		fs.StringVar(&cfg.Fake.WebhookURL, "webhook-url", "", "where to send signed events")
+		fs.StringVar(&cfg.Fake.WebhookSecret, "webhook-secret", "whsec_fake", "secret that signs the events")
+		fs.DurationVar(&cfg.Fake.Retention, "retention", 24*time.Hour, "how long idempotency keys are kept")
 	case "user add":
 		fs.StringVar(&cfg.Email, "email", "", "the user's email")
 		fs.StringVar(&role, "role", "", "support, oncall, manager or admin")
@@ -121,6 +171,11 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 			return cfg, usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
 		}
 	}
+	if cfg.Command == "serve" || cfg.Command == "demo" {
+		if err := loadServeEnv(&cfg, getenv); err != nil {
+			return cfg, err
+		}
+	}
 	if needAddr {
 		if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
 			return cfg, usagef("%s: address %q is not host:port, e.g. 127.0.0.1:8080", cfg.Command, cfg.Addr)
@@ -142,6 +197,54 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	return cfg, nil
 }
 
+// loadServeEnv reads what serve and demo share: Stripe, the outbox and the worker name.
+func loadServeEnv(cfg *Config, getenv func(string) string) error {
+	cfg.Stripe = StripeConfig{APIKey: getenv("STRIPE_API_KEY"), APIBase: getenv("STRIPE_API_BASE"),
+		WebhookSecret: getenv("STRIPE_WEBHOOK_SECRET")}
+	var err error
+	if cfg.Stripe.Timeout, err = durationEnv(getenv, "SETTLE_STRIPE_TIMEOUT", 8*time.Second); err != nil {
+		return err
+	}
+	if cfg.Stripe.Deadline, err = durationEnv(getenv, "SETTLE_REFUND_DEADLINE", 25*time.Second); err != nil {
+		return err
+	}
+	switch {
+	case cfg.Stripe.Deadline > maxRefundDeadline:
+		return usagef("SETTLE_REFUND_DEADLINE=%s is longer than a client's 60 s request timeout allows; use at most %s", cfg.Stripe.Deadline, maxRefundDeadline)
+	case cfg.Stripe.Timeout > cfg.Stripe.Deadline:
+		return usagef("SETTLE_STRIPE_TIMEOUT=%s is longer than SETTLE_REFUND_DEADLINE=%s; one attempt must fit in a call", cfg.Stripe.Timeout, cfg.Stripe.Deadline)
+	}
+	if b := cfg.Stripe.APIBase; b != "" {
+		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("STRIPE_API_BASE=%q is not an http(s) URL", b)
+		}
+	}
+	cfg.OutboxURL = getenv("SETTLE_OUTBOX_URL")
+	if b := cfg.OutboxURL; b != "" {
+		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("SETTLE_OUTBOX_URL=%q is not an http(s) URL", b)
+		}
+	}
+	cfg.WorkerID = getenv("SETTLE_WORKER_ID")
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		cfg.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return nil
+}
+
+func durationEnv(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, usagef("%s=%q is not a positive Go duration such as 8s or 1m", key, v)
+	}
+	return d, nil
+}
+
 func envOr(getenv func(string) string, key, def string) string {
 	if v := getenv(key); v != "" {
 		return v
@@ -160,10 +263,19 @@ Commands:
                           add a dashboard user; the password is read from standard input
   token add --tenant NAME [--name LABEL]
                           create an API token for a tenant (created if missing)
+  fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
+                          run the stateful fake Stripe API
 
 Environment:
   DATABASE_URL            postgres://user@host:port/db
   SETTLE_ADDR             listen address, overridden by --addr
   SETTLE_LOG_LEVEL        debug, info, warn or error (default info)
   SETTLE_SECURE_COOKIES   true behind HTTPS
+  STRIPE_API_KEY          Stripe secret key; refunds are off without it
+  STRIPE_API_BASE         Stripe API base URL (default https://api.stripe.com)
+  STRIPE_WEBHOOK_SECRET   signing secret of the Stripe webhook endpoint
+  SETTLE_STRIPE_TIMEOUT   one attempt at Stripe (default 8s)
+  SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
+  SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
+  SETTLE_WORKER_ID        this process's name in leases (default host-pid)
 `

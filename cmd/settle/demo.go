@@ -29,6 +29,11 @@ var demoUsers = []struct {
 // demo runs everything on a private, durable Postgres cluster in the project folder, so a
 // second run finds the first run's data.
 func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) error {
+	fk, err := startDemoStripe(&cfg)
+	if err != nil {
+		return err
+	}
+	defer fk.Close()
 	cluster, err := localpg.Start(ctx, localpg.Options{Dir: cfg.DemoDir, Durable: true})
 	if err != nil {
 		return fmt.Errorf("start the demo database: %w", err)
@@ -62,7 +67,9 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	startDemoTraffic(ctx, p, tenant, token, logger)
+	fk.SetWebhookURL(p.URL() + "/webhooks/stripe")
+	traffic := &demoTraffic{p: p, fake: fk, tenant: tenant, token: token, log: logger}
+	go traffic.run(ctx)
 
 	fmt.Fprintf(stdout, "Settle demo is running at %s\n\nSign in with any of these (password %q):\n", p.URL(), demoPassword)
 	for _, u := range demoUsers {
@@ -72,8 +79,3 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer
 	return p.Wait(ctx)
 }
 
-// startDemoTraffic drives realistic traffic through the real executors against the fake
-// providers until ctx ends. It is the hook for that work; for now it only says so.
-func startDemoTraffic(ctx context.Context, p *Program, tenant *ops.Tenant, token string, logger *slog.Logger) {
-	logger.InfoContext(ctx, "demo traffic is not wired yet", "tenant", tenant.Name, "url", p.URL())
-}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -30,11 +31,14 @@ type Program struct {
 	Logger *slog.Logger
 	Clock  ops.Clock
 
-	// DB is open after Run succeeds.
-	DB *pg.DB
+	// DB, Ledger and Refunds are ready after Run succeeds; Refunds is nil without Stripe.
+	DB      *pg.DB
+	Ledger  *ops.Ledger
+	Refunds *ops.Refunds
 
 	stopSweep context.CancelFunc
 	swept     chan struct{}
+	services  sync.WaitGroup
 	listener  net.Listener
 	server    *http.Server
 	served    chan error
@@ -77,9 +81,9 @@ func (p *Program) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	sweepCtx, stop := context.WithCancel(ctx)
+	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p.stopSweep, p.swept = stop, make(chan struct{})
-	go p.sweepSessions(sweepCtx)
+	go p.sweepSessions(bgCtx)
 	srv := &web.Server{
 		Accounts: db,
 		Queues:   db,
@@ -87,9 +91,12 @@ func (p *Program) Run(ctx context.Context) error {
 		Clock:    p.Clock,
 		Logger:   p.Logger,
 		// No cleanup goroutine in the store: sweepSessions does that job and stops cleanly.
-		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), p.Config.SecureCookies),
-		Registry: reg,
+		Sessions:   web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), p.Config.SecureCookies),
+		Registry:   reg,
+		Operations: db,
+		Refunds:    unconfiguredRefunds{},
 	}
+	p.wireLedger(bgCtx, srv)
 	p.server = &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -103,6 +110,47 @@ func (p *Program) Run(ctx context.Context) error {
 		close(p.served)
 	}()
 	return nil
+}
+
+// wireLedger builds the ledger, the refund tool when Stripe is configured, and the
+// background services: the reaper of stalled and expired operations, and the outbox relay.
+func (p *Program) wireLedger(ctx context.Context, srv *web.Server) {
+	cfg := p.Config
+	p.Ledger = ops.NewLedger(p.DB, p.Clock)
+	senders := map[ops.Kind]ops.Sender{}
+	if cfg.Stripe.APIKey != "" {
+		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
+			AttemptTimeout: cfg.Stripe.Timeout, WebhookSecret: cfg.Stripe.WebhookSecret})
+		p.Refunds = &ops.Refunds{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline}
+		srv.Refunds = p.Refunds
+		senders[ops.KindRefund] = adapter
+		if cfg.Stripe.WebhookSecret != "" {
+			srv.StripeWebhooks = &stripe.Webhooks{Adapter: adapter, Ledger: p.Ledger, Events: p.DB}
+		}
+	}
+	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: 5 * time.Second,
+		Senders: senders, Logger: p.Logger}
+	p.goService(func() { reaper.Start(ctx) })
+	if cfg.OutboxURL != "" {
+		relay := &ops.Relay{Store: p.DB, Publisher: &ops.WebhookPublisher{URL: cfg.OutboxURL}, Clock: p.Clock,
+			Interval: time.Second, Logger: p.Logger}
+		p.goService(func() { relay.Start(ctx) })
+	}
+}
+
+func (p *Program) goService(run func()) {
+	p.services.Add(1)
+	go func() {
+		defer p.services.Done()
+		run()
+	}()
+}
+
+// unconfiguredRefunds answers the refund route when no Stripe key is set.
+type unconfiguredRefunds struct{}
+
+func (unconfiguredRefunds) Refund(context.Context, ops.RefundRequest) (ops.RefundAnswer, error) {
+	return ops.RefundAnswer{}, ops.Errorf(ops.EUNAVAILABLE, "Refunds are off: this server has no STRIPE_API_KEY.")
 }
 
 // sessionSweepInterval is how often expired sessions are deleted.
@@ -169,6 +217,7 @@ func (p *Program) close() error {
 		p.stopSweep()
 		<-p.swept
 	}
+	p.services.Wait()
 	if p.DB != nil {
 		p.DB.Close()
 	}

@@ -1,0 +1,7 @@
+// Package bench holds Settle's benchmark suite. It is a module of its own so that River,
+// the reference it is measured against, stays out of the product's go.mod.
+//
+// Everything is in the _test.go files; run it from the repository root with `make bench`
+// (the exact command is at the top of BENCHMARKS.md). One private, durable Postgres cluster
+// is started for the whole run under .settle/bench-* and removed at the end.
+package bench

@@ -1,0 +1,413 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
+)
+
+// The databases of the lifecycle benchmarks: one each, so commits can be counted apart.
+const (
+	settleDB = "bench_settle"
+	naiveDB  = "bench_naive"
+	riverDB  = "bench_river"
+)
+
+// riverSetup is one configuration of the River reference. Four inserters match Settle's
+// four clients in both.
+type riverSetup struct {
+	maxWorkers    int
+	fetchCooldown time.Duration // 0: River's default, 100 ms
+	fetchPoll     time.Duration // 0: River's default, 1 s
+}
+
+var (
+	// riverDefault is River as its documentation starts it: 100 workers, default fetch
+	// timing. The 100 ms fetch cooldown caps it near 1,000 jobs/s.
+	riverDefault = riverSetup{maxWorkers: 100}
+	// riverTuned is the fastest setting of a small sweep on this machine (workers 4, 20
+	// and 100; cooldown 1, 10 and 100 ms): the reference to beat without excuses.
+	riverTuned = riverSetup{maxWorkers: 100, fetchCooldown: 10 * time.Millisecond, fetchPoll: 100 * time.Millisecond}
+)
+
+// riverPoolConns leaves River room for its inserters, producer, completer and listener.
+const riverPoolConns = 16
+
+// lifecycleResult is one variant's last measurement, kept for the summary.
+type lifecycleResult struct {
+	perSecond float64
+	commits   float64
+	wal       float64
+	n         int
+}
+
+var lifecycleResults = map[string]lifecycleResult{}
+
+// BenchmarkLifecycle measures whole operation lifecycles with 4 concurrent clients on a
+// durable cluster, three ways side by side, and ends with their ratios:
+//
+//   - settle: ops.Ledger on ops/pg. Open commits the operation, the client request, the
+//     first attempt (the claim) and the audit row in one statement; Run sends through a
+//     no-op provider and commits the close with the attempt's end, evidence, audit and
+//     outbox rows in one statement.
+//   - naive: the same rows on the same schema in three plain pgx transactions, one round
+//     trip per statement.
+//   - river: River v0.51.2 inserting and working a no-op job, end to end.
+//
+// b.N is the number of lifecycles (or jobs); commits/op is the database's
+// pg_stat_database.xact_commit delta over the run divided by b.N.
+func BenchmarkLifecycle(b *testing.B) {
+	b.Run("settle", benchSettle)
+	b.Run("naive", benchNaive)
+	b.Run("river", func(b *testing.B) { benchRiver(b, "river", riverDefault) })
+	b.Run("river_tuned", func(b *testing.B) { benchRiver(b, "river_tuned", riverTuned) })
+	b.Run("summary", func(b *testing.B) {
+		s, n := lifecycleResults["settle"], lifecycleResults["naive"]
+		r, rt := lifecycleResults["river"], lifecycleResults["river_tuned"]
+		if s.perSecond == 0 || n.perSecond == 0 || r.perSecond == 0 || rt.perSecond == 0 {
+			b.Skip("run settle, naive, river and river_tuned first")
+		}
+		for range b.N {
+		}
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(s.perSecond/n.perSecond, "settle_vs_naive_x")
+		b.ReportMetric(s.perSecond/r.perSecond, "settle_vs_river_x")
+		b.ReportMetric(s.perSecond/rt.perSecond, "settle_vs_river_tuned_x")
+	})
+	printSummary()
+}
+
+var variants = []string{"settle", "naive", "river", "river_tuned"}
+
+func printSummary() {
+	for _, v := range variants {
+		if lifecycleResults[v].perSecond == 0 {
+			return
+		}
+	}
+	fmt.Printf("\nlifecycles with %d concurrent clients, durable commits:\n", clients)
+	fmt.Printf("  %-12s %10s %11s %11s %8s %8s\n", "variant", "per second", "commits/op", "WAL B/op", "n", "settle/x")
+	s := lifecycleResults["settle"].perSecond
+	for _, v := range variants {
+		x := lifecycleResults[v]
+		fmt.Printf("  %-12s %10.0f %11.2f %11.0f %8d %7.2fx\n", v, x.perSecond, x.commits, x.wal, x.n, s/x.perSecond)
+	}
+	fmt.Println()
+}
+
+// report records a run's figures on b and for the summary.
+func report(b *testing.B, variant, unit string, elapsed time.Duration, before, after counters) {
+	rate := float64(b.N) / elapsed.Seconds()
+	perOp := float64(after.commits-before.commits) / float64(b.N)
+	wal := float64(after.wal-before.wal) / float64(b.N)
+	b.ReportMetric(rate, unit)
+	b.ReportMetric(perOp, "commits/op")
+	b.ReportMetric(wal, "WAL_B/op")
+	lifecycleResults[variant] = lifecycleResult{perSecond: rate, commits: perOp, wal: wal, n: b.N}
+}
+
+// tenant returns the id of the benchmark tenant, creating it if needed.
+func tenant(b *testing.B, pool *pgxpool.Pool) int64 {
+	b.Helper()
+	var id int64
+	err := pool.QueryRow(context.Background(), `
+WITH t AS (INSERT INTO tenants (name) VALUES ('acme') ON CONFLICT (name) DO NOTHING RETURNING id)
+SELECT id FROM t UNION ALL SELECT id FROM tenants WHERE name = 'acme'`).Scan(&id)
+	if err != nil {
+		b.Fatalf("bench: tenant: %v", err)
+	}
+	return id
+}
+
+// okSender is a provider that accepts every send at once.
+var okSender = ops.SenderFunc(func(_ context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
+	return ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200, ProviderRequestID: "req_" + op.ID,
+		Result: &ops.Result{ProviderRef: "re_" + op.ID, ProviderRequestID: "req_" + op.ID}}
+})
+
+// intent returns the i-th refund intent of a run.
+func intent(tenantID int64, run string, i int) ops.Intent {
+	order := fmt.Sprintf("ord-%s-%d", run, i)
+	return ops.Intent{TenantID: tenantID, Kind: ops.KindRefund, Provider: "stripe",
+		IntentKey: order + ":3800:usd", Fingerprint: "fp-" + order, OrderRef: order, CustomerRef: "cus_1",
+		PaymentRef: "pi_1", AmountCents: 3800, Currency: "usd", Request: []byte(`{"amount":3800}`),
+		Retention: 24 * time.Hour}
+}
+
+func benchSettle(b *testing.B) {
+	ctx := context.Background()
+	url := database(b, settleDB, true)
+	before := counts(b, settleDB)
+	db, err := pg.Open(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ledger := ops.NewLedger(db, ops.SystemClock{})
+	tid := tenant(b, db.Pool)
+	run := runID()
+
+	b.ResetTimer()
+	elapsed, err := runClients(b.N, func(ctx context.Context, i int) error {
+		owner := fmt.Sprintf("client-%d", i%clients)
+		o, err := ledger.Open(ctx, intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), owner)
+		if err != nil {
+			return err
+		}
+		op, err := ledger.Run(ctx, o.Op, o.Attempt, owner, okSender, nil)
+		if err != nil {
+			return err
+		}
+		if op.Status != ops.StatusSucceeded {
+			return fmt.Errorf("operation %s is %s", op.ID, op.Status)
+		}
+		return nil
+	})
+	b.StopTimer()
+	db.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	report(b, "settle", "lifecycles/s", elapsed, before, counts(b, settleDB))
+}
+
+func benchNaive(b *testing.B) {
+	ctx := context.Background()
+	url := database(b, naiveDB, true)
+	before := counts(b, naiveDB)
+	db, err := pg.Open(ctx, url) // the same pool settings as Settle's
+	if err != nil {
+		b.Fatal(err)
+	}
+	tid := tenant(b, db.Pool)
+	run := runID()
+
+	b.ResetTimer()
+	elapsed, err := runClients(b.N, func(ctx context.Context, i int) error {
+		return naiveLifecycle(ctx, db.Pool, intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), fmt.Sprintf("client-%d", i%clients))
+	})
+	b.StopTimer()
+	db.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	report(b, "naive", "lifecycles/s", elapsed, before, counts(b, naiveDB))
+}
+
+// naiveLifecycle is the lifecycle as one would first write it: open, claim with the
+// attempt, close, each a transaction of its own and each statement a round trip. It writes
+// the same rows as Settle's.
+func naiveLifecycle(ctx context.Context, pool *pgxpool.Pool, in ops.Intent, requestRef, owner string) error {
+	id, pkey := ops.NewOperationID(), ops.NewProviderKey()
+	now := time.Now().UTC()
+	lease, retryUntil := now.Add(ops.DefaultLimits.Lease), now.Add(in.Retention-ops.DefaultLimits.RetentionMargin)
+
+	// 1. Open: the operation, the client request and the audit row.
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, order_ref, customer_ref,
+	payment_ref, amount_cents, currency, request, status, retention_seconds, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'received', $14, $15, $15)`,
+			id, in.TenantID, string(in.Kind), in.Provider, in.IntentKey, pkey, in.Fingerprint, in.OrderRef, in.CustomerRef,
+			in.PaymentRef, in.AmountCents, in.Currency, string(in.Request), int64(in.Retention/time.Second), now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, answer, received_at, answered_at)
+VALUES ($1, $2, $3, $4, 'new', $5, $5)`, in.TenantID, id, string(in.Kind), requestRef, now); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
+VALUES ($1, $2, 'open', 'operation', $3, '{"status": "received", "version": 1}')`, now, owner, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+
+	// 2. Claim: lease the operation and begin the first attempt.
+	var attemptID int64
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+UPDATE operations SET status = 'in_progress', phase = 'sending', lease_owner = $2, lease_until = $3, attempts = 1,
+	first_sent_at = $4, retry_until = $5, version = version + 1, updated_at = $4
+WHERE id = $1 AND version = 1 AND status = 'received'`, id, owner, lease, now, retryUntil)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return errors.New("claim lost")
+		}
+		return tx.QueryRow(ctx, `
+INSERT INTO attempts (operation_id, n, provider_key, owner, started_at) VALUES ($1, 1, $2, $3, $4) RETURNING id`,
+			id, pkey, owner, now).Scan(&attemptID)
+	})
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+
+	// The send.
+	ref, prid := "re_"+id, "req_"+id
+	done := time.Now().UTC()
+
+	// 3. Close: the attempt's end, the operation, evidence, audit and outbox.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+UPDATE attempts SET finished_at = $2, outcome = 'ok', http_status = 200, provider_request_id = $3 WHERE id = $1`,
+			attemptID, done, prid); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+UPDATE operations SET status = 'succeeded', phase = '', lease_until = NULL, provider_ref = $2, provider_request_id = $3,
+	version = version + 1, updated_at = $4, closed_at = $4, closed_by = $5
+WHERE id = $1 AND version = 2 AND status = 'in_progress' AND lease_owner = $5`, id, ref, prid, done, owner)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return errors.New("close lost")
+		}
+		var evidenceID int64
+		if err := tx.QueryRow(ctx, `
+INSERT INTO evidence (operation_id, kind, provider_ref, summary, recorded_by, recorded_at)
+VALUES ($1, 'provider_response', $2, $3, $4, $5) RETURNING id`,
+			id, ref, "The provider answered the attempt with "+ref+".", owner, done).Scan(&evidenceID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `
+INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason, evidence_id)
+VALUES ($1, $2, 'attempt.ok', 'operation', $3, '{"status": "in_progress", "version": 2}',
+	'{"status": "succeeded", "version": 3, "phase": ""}', 'attempt ok', $4)`, done, owner, id, evidenceID); err != nil {
+			return err
+		}
+		eventID := ops.NewOperationID()
+		_, err = tx.Exec(ctx, `
+INSERT INTO outbox (event_id, topic, entity_id, payload, created_at)
+VALUES ($1::uuid, 'operation.succeeded', $2::text, jsonb_build_object('event_id', $1::text, 'operation_id', $2::text,
+	'tenant_id', $3::bigint, 'kind', $4::text, 'status', 'succeeded', 'previous_status', 'in_progress', 'version', 3,
+	'provider_ref', $5::text, 'actor', $6::text, 'at', $7::timestamptz), $7)`,
+			eventID, id, in.TenantID, string(in.Kind), ref, owner, done)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+// noopArgs is River's job: nothing to do, so the figure is River's own overhead.
+type noopArgs struct{}
+
+// Kind implements river.JobArgs.
+func (noopArgs) Kind() string { return "noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+}
+
+// Work implements river.Worker.
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+var riverMigrated bool
+
+func benchRiver(b *testing.B, variant string, setup riverSetup) {
+	ctx := context.Background()
+	url := database(b, riverDB, false)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = riverPoolConns
+	if !riverMigrated {
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+		if err == nil {
+			_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+		}
+		pool.Close()
+		if err != nil {
+			b.Fatalf("bench: migrate river: %v", err)
+		}
+		riverMigrated = true
+	}
+	before := counts(b, riverDB)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:            slog.New(slog.DiscardHandler),
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: setup.maxWorkers}},
+		Workers:           workers,
+		FetchCooldown:     setup.fetchCooldown,
+		FetchPollInterval: setup.fetchPoll,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	completed, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: b.N + 1000,
+		Kinds: []river.EventKind{river.EventKindJobCompleted}})
+	defer cancel()
+	if err := client.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+
+	b.ResetTimer()
+	start := time.Now()
+	insertErr := make(chan error, 1)
+	go func() {
+		_, err := runClients(b.N, func(ctx context.Context, _ int) error {
+			_, err := client.Insert(ctx, noopArgs{}, nil)
+			return err
+		})
+		insertErr <- err
+	}()
+	timeout := time.After(10 * time.Minute)
+	for done := 0; done < b.N; {
+		select {
+		case ev := <-completed:
+			if ev == nil {
+				b.Fatal("bench: river closed the subscription")
+			}
+			done++
+		case err := <-insertErr:
+			if err != nil {
+				b.Fatal(err)
+			}
+			insertErr = nil
+		case <-timeout:
+			b.Fatalf("bench: river completed %d of %d jobs in 10 minutes", done, b.N)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if insertErr != nil {
+		if err := <-insertErr; err != nil {
+			b.Fatal(err)
+		}
+	}
+	stopCtx, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	if err := client.Stop(stopCtx); err != nil {
+		b.Fatalf("bench: stop river: %v", err)
+	}
+	pool.Close()
+	report(b, variant, "jobs/s", elapsed, before, counts(b, riverDB))
+}

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/localpg"
+)
+
+// clients is how many concurrent clients drive every lifecycle benchmark.
+const clients = 4
+
+var (
+	clusterMu  sync.Mutex
+	cluster    *localpg.Cluster
+	clusterDir string
+	created    = map[string]bool{}
+)
+
+// TestMain runs the benchmarks and then stops and removes the private cluster, if one was
+// started: a plain `go test` without -bench starts nothing.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	clusterMu.Lock()
+	if cluster != nil {
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: stop postgres:", err)
+		}
+		os.RemoveAll(clusterDir)
+	}
+	clusterMu.Unlock()
+	os.Exit(code)
+}
+
+// startCluster starts the one private cluster of this run on first use. It is durable:
+// fsync and synchronous commits stay on, since commits are what the lifecycle benchmarks
+// measure.
+func startCluster(b *testing.B) *localpg.Cluster {
+	b.Helper()
+	clusterMu.Lock()
+	defer clusterMu.Unlock()
+	if cluster != nil {
+		return cluster
+	}
+	root := filepath.Join("..", ".settle")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		b.Fatalf("bench: %v", err)
+	}
+	dir, err := os.MkdirTemp(root, "bench-")
+	if err != nil {
+		b.Fatalf("bench: %v", err)
+	}
+	c, err := localpg.Start(context.Background(), localpg.Options{Dir: dir, Durable: true, Settings: extraSettings()})
+	if err != nil {
+		os.RemoveAll(dir)
+		b.Fatalf("bench: start postgres: %v", err)
+	}
+	cluster, clusterDir = c, dir
+	return c
+}
+
+// extraSettings reads SETTLE_BENCH_PG_SETTINGS, "name=value,name=value": server settings
+// for diagnosis, such as shared_preload_libraries=pg_stat_statements. Figures quoted in
+// BENCHMARKS.md are taken without any.
+func extraSettings() map[string]string {
+	out := map[string]string{}
+	for kv := range strings.SplitSeq(os.Getenv("SETTLE_BENCH_PG_SETTINGS"), ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// database returns the URL of database name on the cluster, creating it on first use.
+// Settle's schema is applied when migrate is set.
+func database(b *testing.B, name string, migrate bool) string {
+	b.Helper()
+	c := startCluster(b)
+	ctx := context.Background()
+	url := c.URL(name)
+	clusterMu.Lock()
+	defer clusterMu.Unlock()
+	if created[name] {
+		return url
+	}
+	admin := adminConn(b)
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		b.Fatalf("bench: create database %s: %v", name, err)
+	}
+	if migrate {
+		db, err := pg.Open(ctx, url)
+		if err != nil {
+			b.Fatalf("bench: %v", err)
+		}
+		err = db.Migrate(ctx)
+		db.Close()
+		if err != nil {
+			b.Fatalf("bench: migrate %s: %v", name, err)
+		}
+	}
+	created[name] = true
+	return url
+}
+
+// adminConn connects to the cluster's postgres database, which no benchmark writes to, so
+// reading statistics through it adds nothing to the counts of the measured databases.
+func adminConn(b *testing.B) *pgx.Conn {
+	b.Helper()
+	conn, err := pgx.Connect(context.Background(), cluster.URL("postgres"))
+	if err != nil {
+		b.Fatalf("bench: %v", err)
+	}
+	return conn
+}
+
+// counters are a database's figures at one moment.
+type counters struct {
+	commits int64 // pg_stat_database.xact_commit of the database
+	wal     int64 // the cluster's WAL position in bytes
+}
+
+// counts returns database name's counters once every client session on it has ended. A
+// session flushes its statistics before it leaves pg_stat_activity, so after a benchmark's
+// pool is closed xact_commit includes all of its transactions. Only one benchmark runs at a
+// time, so the cluster-wide WAL position is the benchmark's own, give or take autovacuum.
+func counts(b *testing.B, name string) counters {
+	b.Helper()
+	ctx := context.Background()
+	admin := adminConn(b)
+	defer admin.Close(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, name).Scan(&n)
+		if err != nil {
+			b.Fatalf("bench: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("bench: %d sessions still open on %s", n, name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var c counters
+	err := admin.QueryRow(ctx, `
+SELECT xact_commit, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint FROM pg_stat_database WHERE datname = $1`, name).Scan(&c.commits, &c.wal)
+	if err != nil {
+		b.Fatalf("bench: %v", err)
+	}
+	return c
+}
+
+// runClients calls work for i in [0, n) from clients goroutines and returns the wall time
+// from the first call to the last return. The first error stops every client.
+func runClients(n int, work func(ctx context.Context, i int) error) (time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := work(ctx, i); err != nil {
+					cancel(fmt.Errorf("lifecycle %d: %w", i, err))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), context.Cause(ctx)
+}
+
+var runSeq atomic.Int64
+
+// runID returns a prefix that makes keys unique across the benchmark's repeated runs.
+func runID() string {
+	return fmt.Sprintf("r%d-%d", time.Now().UnixNano(), runSeq.Add(1))
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+)
+
+// demoFaults is the fault mix of the demo's Stripe: mostly fine, with every failure the
+// refund tool must survive.
+const demoFaults = `POST /v1/refunds timeout_after_commit p=0.06 delay=5s
+POST /v1/refunds server_error p=0.04
+POST /v1/refunds rate_limit p=0.05 retry_after=1
+POST /v1/refunds unavailable p=0.08
+POST /v1/refunds drop_after_commit p=0.03
+POST /v1/refunds refuse p=0.03
+POST /v1/refunds slow p=0.1 delay=400ms`
+
+// startDemoStripe starts the in-process fake Stripe and points the configuration at it,
+// with short timeouts so the demo shows retries within seconds.
+func startDemoStripe(cfg *Config) (*fake.Stripe, error) {
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	cfg.Stripe = StripeConfig{APIKey: "sk_test_demo", WebhookSecret: "whsec_" + hex.EncodeToString(secret),
+		Timeout: 2 * time.Second, Deadline: 6 * time.Second}
+	fk := fake.NewStripe(fake.StripeOptions{WebhookSecret: cfg.Stripe.WebhookSecret, Seed: time.Now().UnixNano()})
+	base, err := fk.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start the demo's fake Stripe: %w", err)
+	}
+	cfg.Stripe.APIBase = base
+	return fk, nil
+}
+
+// demoTraffic plays clients of the refund tool against the running demo through its HTTP
+// API, so every request takes the same path as a real one.
+type demoTraffic struct {
+	p      *Program
+	fake   *fake.Stripe
+	tenant *ops.Tenant
+	token  string
+	log    *slog.Logger
+	order  int
+}
+
+func (d *demoTraffic) run(ctx context.Context) {
+	if err := d.history(ctx); err != nil {
+		d.log.Warn("demo history", "err", err)
+	}
+	if err := d.story(ctx); err != nil {
+		d.log.Warn("demo story", "err", err)
+	}
+	faults, err := fake.ParseFaults(demoFaults)
+	if err != nil {
+		d.log.Error("demo faults", "err", err)
+		return
+	}
+	for _, f := range faults {
+		d.fake.AddFault(f)
+	}
+	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	tick := time.NewTicker(1500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		go d.customer(ctx, rnd.IntN(100), int64(500+rnd.IntN(40)*100))
+	}
+}
+
+// story replays seed 002: order 4417, $38.00; the agent's first tool call times out while
+// Stripe commits the refund; the customer says "try again"; the second call reuses the key.
+func (d *demoTraffic) story(ctx context.Context) error {
+	d.fake.AddPaymentIntent("pi_4417", 3800, "usd")
+	d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 8 * time.Second, Times: 1})
+	req := map[string]any{"order_id": "4417", "amount_cents": 3800, "currency": "usd", "payment_intent": "pi_4417",
+		"reason": "requested_by_customer", "request_ref": "toolu_01"}
+	// The agent's tool call gives up after 3 s, as in the seed.
+	if _, err := d.refund(ctx, req, 3*time.Second); err != nil {
+		d.log.Info("demo story: toolu_01 timed out, as in the seed", "err", err)
+	}
+	time.Sleep(4 * time.Second)
+	req["request_ref"] = "toolu_02"
+	ans, err := d.refund(ctx, req, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	d.log.Info("demo story: toolu_02 answered", "status", ans["status"], "operation", ans["operation_id"])
+	return nil
+}
+
+// history leaves operations from yesterday that went wrong and were never settled: their
+// keys are past Stripe's retention now, so the reaper marks them expired.
+func (d *demoTraffic) history(ctx context.Context) error {
+	if d.p.Refunds == nil {
+		return nil
+	}
+	yesterday := ops.NewManualClock(time.Now().Add(-30 * time.Hour))
+	ledger := ops.NewLedger(d.p.DB, yesterday)
+	past := &ops.Refunds{Ledger: ledger, Store: d.p.DB, Provider: d.p.Refunds.Provider, Deadline: 2 * time.Second}
+	for i, order := range []string{"3120", "3121"} {
+		pi := "pi_" + order
+		d.fake.AddPaymentIntent(pi, 2500, "usd")
+		d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultServerError, Times: 1})
+		if _, err := past.Refund(ctx, ops.RefundRequest{TenantID: d.tenant.ID, OrderID: order, AmountCents: int64(1500 + i*500),
+			Currency: "usd", PaymentIntent: pi, Reason: "requested_by_customer", RequestRef: "history"}); err != nil {
+			return err
+		}
+		yesterday.Advance(17 * time.Minute)
+	}
+	_, err := d.p.Ledger.ExpireDue(ctx, "demo")
+	return err
+}
+
+// customer is one support conversation: a refund, sometimes double-clicked, sometimes asked
+// for again a little later.
+func (d *demoTraffic) customer(ctx context.Context, roll int, cents int64) {
+	d.order++
+	order := fmt.Sprintf("%d", 5000+d.order)
+	pi := "pi_demo_" + order
+	d.fake.AddPaymentIntent(pi, cents+1000, "usd")
+	req := map[string]any{"order_id": order, "amount_cents": cents, "currency": "usd", "payment_intent": pi,
+		"reason": "requested_by_customer", "request_ref": "call_" + order + "_1"}
+	switch {
+	case roll < 20: // a double click: two identical requests at once
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := clone(req)
+				r["request_ref"] = fmt.Sprintf("click_%s_%d", order, i)
+				_, _ = d.refund(ctx, r, 10*time.Second)
+			}()
+		}
+		wg.Wait()
+	case roll < 35: // "try again" after an answer that was not final
+		ans, _ := d.refund(ctx, req, 10*time.Second)
+		if ans["status"] != ops.RefundRefunded && ans["status"] != ops.RefundFailed {
+			time.Sleep(3 * time.Second)
+			req["request_ref"] = "call_" + order + "_2"
+			_, _ = d.refund(ctx, req, 10*time.Second)
+		}
+	default:
+		_, _ = d.refund(ctx, req, 10*time.Second)
+	}
+}
+
+func clone(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// refund calls POST /api/v1/refunds like a client service would, giving up after timeout.
+func (d *demoTraffic) refund(ctx context.Context, body map[string]any, timeout time.Duration) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+"/api/v1/refunds", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("decode answer: %w", err)
+	}
+	return out, nil
+}
