@@ -78,4 +78,3 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer
 	fmt.Fprintf(stdout, "\nAPI token for tenant %q:\n  %s\n\nThe data stays in %s. Press Ctrl-C to stop.\n", demoTenant, token, cluster.Dir)
 	return p.Wait(ctx)
 }
-
