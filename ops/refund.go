@@ -274,6 +274,12 @@ func (s *Refunds) join(ctx context.Context, opID string, in Intent, req RefundRe
 	return admitted{Op: &o}, nil
 }
 
+// Reject records a refund request that could not even be read (malformed, too large), so
+// every client request is counted (rule 8).
+func (s *Refunds) Reject(ctx context.Context, tenantID int64, requestRef string) error {
+	return s.Store.RecordRejected(ctx, tenantID, KindRefund, requestRef, s.Ledger.Clock.Now())
+}
+
 func (s *Refunds) deadline() time.Duration {
 	if s.Deadline > 0 {
 		return s.Deadline

@@ -10,6 +10,8 @@ import (
 // RefundTool is what the refund route needs: the domain's refund flow.
 type RefundTool interface {
 	Refund(ctx context.Context, req ops.RefundRequest) (ops.RefundAnswer, error)
+	// Reject records a request refused before it could be read.
+	Reject(ctx context.Context, tenantID int64, requestRef string) error
 }
 
 // refundBody is the JSON of POST /api/v1/refunds. Amounts are whole cents: a JSON number
@@ -28,12 +30,15 @@ type refundBody struct {
 func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 	tenant := tenantFrom(r.Context())
 	var b refundBody
-	if err := decodeJSON(w, r, &b); err != nil {
-		s.Error(w, r, err)
-		return
+	err := decodeJSON(w, r, &b)
+	if err == nil && b.AmountCents == nil {
+		err = &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "amount_cents is required."}
 	}
-	if b.AmountCents == nil {
-		s.Error(w, r, &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "amount_cents is required."})
+	if err != nil {
+		if rerr := s.Refunds.Reject(r.Context(), tenant.ID, firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"))); rerr != nil {
+			s.Logger.ErrorContext(r.Context(), "record rejected request", "err", rerr)
+		}
+		s.Error(w, r, err)
 		return
 	}
 	ans, err := s.Refunds.Refund(r.Context(), ops.RefundRequest{TenantID: tenant.ID, OrderID: b.OrderID,

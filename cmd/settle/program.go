@@ -153,6 +153,8 @@ func (unconfiguredRefunds) Refund(context.Context, ops.RefundRequest) (ops.Refun
 	return ops.RefundAnswer{}, ops.Errorf(ops.EUNAVAILABLE, "Refunds are off: this server has no STRIPE_API_KEY.")
 }
 
+func (unconfiguredRefunds) Reject(context.Context, int64, string) error { return nil }
+
 // sessionSweepInterval is how often expired sessions are deleted.
 const sessionSweepInterval = 5 * time.Minute
 
