@@ -37,6 +37,11 @@ type Server struct {
 	Refunds        RefundTool
 	Operations     OperationReader
 	StripeWebhooks WebhookReceiver
+
+	// Each area of the product declares its own dependencies in its own file.
+	DashboardDeps
+	MCPDeps
+	JobsDeps
 }
 
 // Handler returns the whole HTTP interface. Call it once per Server: it registers the HTTP
@@ -99,7 +104,10 @@ func (s *Server) router() *chi.Mux {
 			r.Use(s.requireUser, s.requireRole(ops.RoleSupport))
 			r.Get("/ops", s.handleQueue)
 		})
+		s.mountDashboard(r)
 	})
+	s.mountMCP(r)
+	s.mountJobs(r)
 	return r
 }
 
