@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -240,5 +241,63 @@ func TestUserAddReadsPasswordFromStdin(t *testing.T) {
 	code, _, stderr = run(t, []string{"user", "add", "--email", "b@example.com", "--role", "support"}, vars, "")
 	if code != 2 || !strings.Contains(stderr, "standard input") {
 		t.Errorf("no password: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestFakeStripeCommandServesAndRefusesBadFaults(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := run(t, []string{"fake", "stripe", "--faults", "POST /v1/refunds explode"}, nil, "")
+	if code != 2 || !strings.Contains(stderr, "settle: fake stripe: --faults") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("bad faults: exit %d, stderr %q", code, stderr)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- Main(ctx, []string{"fake", "stripe", "--addr", addr}, env(nil), strings.NewReader(""), &out, io.Discard)
+	}()
+	var resp *http.Response
+	for i := 0; i < 100; i++ {
+		if resp, err = http.Get("http://" + addr + "/_fake/ledger"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ledger: %d", resp.StatusCode)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+func TestStripeTimeoutsMustFitTheCallersRequest(t *testing.T) {
+	t.Parallel()
+	db := "postgres://u@127.0.0.1:1/x"
+	for _, c := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"SETTLE_REFUND_DEADLINE": "3m"}, "SETTLE_REFUND_DEADLINE=3m0s is longer"},
+		{map[string]string{"SETTLE_STRIPE_TIMEOUT": "45s", "SETTLE_REFUND_DEADLINE": "30s"}, "SETTLE_STRIPE_TIMEOUT=45s is longer than"},
+		{map[string]string{"SETTLE_STRIPE_TIMEOUT": "soon"}, "not a positive Go duration"},
+		{map[string]string{"STRIPE_API_BASE": "ftp://x"}, "STRIPE_API_BASE"},
+	} {
+		c.vars["DATABASE_URL"] = db
+		code, _, stderr := run(t, []string{"serve"}, c.vars, "")
+		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", c.vars, code, stderr)
+		}
 	}
 }
