@@ -36,11 +36,11 @@ deps:
 	fi
 
 generate:
-	$(GO) tool templ generate
+	$(GO) tool templ generate -path views
 
 # The generated templ code is committed; it must match the templates.
 check-generated:
-	@$(GO) tool templ generate >/dev/null
+	@$(GO) tool templ generate -path views >/dev/null 2>&1
 	@if ! git diff --quiet -- '*_templ.go' 2>/dev/null || [ -n "$$(git ls-files --others --exclude-standard -- '*_templ.go')" ]; then \
 		echo "generated templ code is out of date: run 'make generate' and commit the result"; \
 		git --no-pager diff --stat -- '*_templ.go'; exit 1; fi
