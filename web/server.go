@@ -42,6 +42,8 @@ type Server struct {
 	DashboardDeps
 	MCPDeps
 	JobsDeps
+	ReconcileDeps
+	AlertsDeps
 }
 
 // Handler returns the whole HTTP interface. Call it once per Server: it registers the HTTP
@@ -105,6 +107,8 @@ func (s *Server) router() *chi.Mux {
 			r.Get("/ops", s.handleQueue)
 		})
 		s.mountDashboard(r)
+		s.mountReconcile(r)
+		s.mountAlerts(r)
 	})
 	s.mountMCP(r)
 	s.mountJobs(r)
