@@ -69,7 +69,8 @@ var lifecycleResults = map[string]lifecycleResult{}
 // b.N is the number of lifecycles (or jobs); commits/op is the database's
 // pg_stat_database.xact_commit delta over the run divided by b.N.
 func BenchmarkLifecycle(b *testing.B) {
-	b.Run("settle", benchSettle)
+	b.Run("settle", func(b *testing.B) { benchSettle(b, "settle", 2) })
+	b.Run("settle_nogroup", func(b *testing.B) { benchSettle(b, "settle_nogroup", 0) })
 	b.Run("naive", benchNaive)
 	b.Run("river", func(b *testing.B) { benchRiver(b, "river", riverDefault) })
 	b.Run("river_tuned", func(b *testing.B) { benchRiver(b, "river_tuned", riverTuned) })
@@ -89,7 +90,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	printSummary()
 }
 
-var variants = []string{"settle", "naive", "river", "river_tuned"}
+var variants = []string{"settle", "settle_nogroup", "naive", "river", "river_tuned"}
 
 func printSummary() {
 	for _, v := range variants {
@@ -98,11 +99,11 @@ func printSummary() {
 		}
 	}
 	fmt.Printf("\nlifecycles with %d concurrent clients, durable commits:\n", clients)
-	fmt.Printf("  %-12s %10s %11s %11s %8s %8s\n", "variant", "per second", "commits/op", "WAL B/op", "n", "settle/x")
+	fmt.Printf("  %-15s %10s %11s %11s %8s %8s\n", "variant", "per second", "commits/op", "WAL B/op", "n", "settle/x")
 	s := lifecycleResults["settle"].perSecond
 	for _, v := range variants {
 		x := lifecycleResults[v]
-		fmt.Printf("  %-12s %10.0f %11.2f %11.0f %8d %7.2fx\n", v, x.perSecond, x.commits, x.wal, x.n, s/x.perSecond)
+		fmt.Printf("  %-15s %10.0f %11.2f %11.0f %8d %7.2fx\n", v, x.perSecond, x.commits, x.wal, x.n, s/x.perSecond)
 	}
 	fmt.Println()
 }
@@ -146,7 +147,9 @@ func intent(tenantID int64, run string, i int) ops.Intent {
 		Retention: 24 * time.Hour}
 }
 
-func benchSettle(b *testing.B) {
+// benchSettle runs the ledger with the given number of group-commit flushers (0: every
+// write on its own), to show what batching concurrent writes buys.
+func benchSettle(b *testing.B, variant string, flushers int) {
 	ctx := context.Background()
 	url := database(b, settleDB, true)
 	before := counts(b, settleDB)
@@ -154,6 +157,7 @@ func benchSettle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	db.SetGroupCommit(flushers)
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	tid := tenant(b, db.Pool)
 	run := runID()
@@ -179,7 +183,7 @@ func benchSettle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	report(b, "settle", "lifecycles/s", elapsed, before, counts(b, settleDB))
+	report(b, variant, "lifecycles/s", elapsed, before, counts(b, settleDB))
 }
 
 func benchNaive(b *testing.B) {

@@ -17,7 +17,8 @@ import (
 
 // DB is a connection pool to Settle's database.
 type DB struct {
-	Pool *pgxpool.Pool
+	Pool  *pgxpool.Pool
+	group *group
 }
 
 // Open connects to url and checks the server answers.
@@ -34,8 +35,12 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("database at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	return &DB{Pool: pool}, nil
+	return &DB{Pool: pool, group: newGroup(pool)}, nil
 }
+
+// SetGroupCommit sets how many batches of concurrent ledger writes may be at the server at
+// once (default 2); 0 sends every write on its own. Call it before any write.
+func (db *DB) SetGroupCommit(flushers int) { db.group.flushers = flushers }
 
 // Close closes the pool.
 func (db *DB) Close() { db.Pool.Close() }

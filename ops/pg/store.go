@@ -62,7 +62,7 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 	if p.Latest != nil {
 		args["latest"] = *p.Latest
 	}
-	row := db.Pool.QueryRow(ctx, `
+	const q = `
 WITH ins AS (
 	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
 		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
@@ -97,11 +97,15 @@ WITH ins AS (
 	SELECT @now, @actor, 'open', 'operation', id, jsonb_build_object('status', status, 'version', version)
 	FROM ins WHERE NOT existed
 )
-SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON true`, args)
+SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON true`
 	var out ops.Opened
 	var existed bool
 	var attemptID int64
-	o, err := scanOp(row, &existed, &out.ClientRequestID, &attemptID)
+	var o *ops.Operation
+	err := db.group.queryRow(q, args, func(row pgx.Row) (err error) {
+		o, err = scanOp(row, &existed, &out.ClientRequestID, &attemptID)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) && p.Latest != nil {
 		return out, &ops.Error{Code: ops.ECONFLICT, Reason: "superseded", Message: "A newer operation of this intent appeared meanwhile."}
 	}
@@ -224,7 +228,7 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 		args["res_ref"], args["res_prid"], args["res_body"], args["res_usage"], args["res_cost"] =
 			r.ProviderRef, r.ProviderRequestID, jsonOrNil(r.Body), jsonOrNil(r.Usage), r.CostMicros
 	}
-	row := db.Pool.QueryRow(ctx, `
+	const q = `
 WITH up AS (
 	UPDATE operations o SET status = @to, phase = @phase, version = version + 1, updated_at = @now,
 		lease_until = CASE WHEN @to = 'in_progress' THEN coalesce(@lease::timestamptz, @now::timestamptz) END,
@@ -269,8 +273,12 @@ WITH up AS (
 	UPDATE client_requests SET answer = @answer::text, answered_at = @now
 	WHERE id = @crid AND @answer::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
 )
-SELECT * FROM up`, args)
-	o, err := scanOp(row)
+SELECT * FROM up`
+	var o *ops.Operation
+	err := db.group.queryRow(q, args, func(row pgx.Row) (err error) {
+		o, err = scanOp(row)
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, db.lostRace(ctx, p.ID, p.Action)
 	}

@@ -1,0 +1,110 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// group commits concurrent single-statement writes together, as River batches its fetches
+// and completions: while one batch is at the server, the next gathers. A batch is one
+// round trip and one implicit transaction, so N concurrent lifecycles pay for about N/k
+// commits instead of N. Statements in one batch are independent compare-and-sets; a
+// statement that fails aborts its batch, which is then run again one statement at a time
+// so that no caller sees another's error.
+type group struct {
+	pool *pgxpool.Pool
+	// flushers caps the batches in flight at once; more would only make batches smaller.
+	flushers int
+
+	mu     sync.Mutex
+	queue  []*groupJob
+	active int
+}
+
+type groupJob struct {
+	sql  string
+	args pgx.NamedArgs
+	scan func(pgx.Row) error
+	err  error
+	done chan struct{}
+}
+
+// maxBatch bounds one batch so that a burst does not make one caller wait for hundreds.
+const maxBatch = 32
+
+func newGroup(pool *pgxpool.Pool) *group { return &group{pool: pool, flushers: 2} }
+
+// queryRow runs sql with args in the next batch and scans its one row with scan.
+func (g *group) queryRow(sql string, args pgx.NamedArgs, scan func(pgx.Row) error) error {
+	if g.flushers <= 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return scan(g.pool.QueryRow(ctx, sql, args))
+	}
+	j := &groupJob{sql: sql, args: args, scan: scan, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, j)
+	if g.active < g.flushers {
+		g.active++
+		go g.flush()
+	}
+	g.mu.Unlock()
+	// The caller waits even if its context ends: the write may already be at the server,
+	// and its outcome must be known, not guessed.
+	<-j.done
+	return j.err
+}
+
+func (g *group) flush() {
+	for {
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.active--
+			g.mu.Unlock()
+			return
+		}
+		n := min(len(g.queue), maxBatch)
+		jobs := g.queue[:n:n]
+		g.queue = append([]*groupJob(nil), g.queue[n:]...)
+		g.mu.Unlock()
+		g.exec(jobs)
+	}
+}
+
+func (g *group) exec(jobs []*groupJob) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	defer func() {
+		for _, j := range jobs {
+			close(j.done)
+		}
+	}()
+	if len(jobs) > 1 {
+		b := &pgx.Batch{}
+		for _, j := range jobs {
+			b.Queue(j.sql, j.args).QueryRow(func(r pgx.Row) error {
+				j.err = j.scan(r)
+				return nil
+			})
+		}
+		err := g.pool.SendBatch(ctx, b).Close()
+		failed := err != nil
+		for _, j := range jobs {
+			var pgErr *pgconn.PgError
+			failed = failed || (j.err != nil && !errors.Is(j.err, pgx.ErrNoRows)) || errors.As(j.err, &pgErr)
+		}
+		if !failed {
+			return
+		}
+	}
+	// One at a time: the lone job, or every job of a batch that rolled back.
+	for _, j := range jobs {
+		j.err = j.scan(g.pool.QueryRow(ctx, j.sql, j.args))
+	}
+}
