@@ -51,6 +51,11 @@ type Config struct {
 
 	// Fake holds the flags of "fake stripe".
 	Fake FakeConfig
+
+	// MCPStdio selects the stdio transport of "mcp"; MCPToken is the API token it acts
+	// with (SETTLE_MCP_TOKEN), which decides the tenant.
+	MCPStdio bool
+	MCPToken string
 }
 
 // StripeConfig is how Settle reaches Stripe.
@@ -124,6 +129,8 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
 		fs.StringVar(&cfg.DemoDir, "dir", filepath.Join(workDir, ".settle", "demo-pg"), "folder of the demo's Postgres cluster")
 	case "migrate":
+	case "mcp":
+		fs.BoolVar(&cfg.MCPStdio, "stdio", false, "serve the refund tools to one agent on stdin and stdout")
 	case "fake stripe":
 		needDB = false
 		fs.StringVar(&cfg.Fake.Addr, "addr", "127.0.0.1:12111", "listen address (loopback only)")
@@ -171,7 +178,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 			return cfg, usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
 		}
 	}
-	if cfg.Command == "serve" || cfg.Command == "demo" {
+	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" {
 		if err := loadServeEnv(&cfg, getenv); err != nil {
 			return cfg, err
 		}
@@ -192,6 +199,13 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	case "token add":
 		if cfg.Tenant == "" {
 			return cfg, usagef("token add: --tenant is required")
+		}
+	case "mcp":
+		if !cfg.MCPStdio {
+			return cfg, usagef("mcp: pass --stdio; agents connecting over HTTP use /mcp of 'settle serve'")
+		}
+		if cfg.MCPToken = getenv("SETTLE_MCP_TOKEN"); cfg.MCPToken == "" {
+			return cfg, usagef("mcp --stdio: set SETTLE_MCP_TOKEN to an API token made with 'settle token add'")
 		}
 	}
 	return cfg, nil
@@ -263,6 +277,8 @@ Commands:
                           add a dashboard user; the password is read from standard input
   token add --tenant NAME [--name LABEL]
                           create an API token for a tenant (created if missing)
+  mcp --stdio             serve the refund tools to a local AI agent on stdin/stdout
+                          (needs DATABASE_URL, SETTLE_MCP_TOKEN and STRIPE_API_KEY)
   fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
                           run the stateful fake Stripe API
 
@@ -278,4 +294,5 @@ Environment:
   SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
   SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
   SETTLE_WORKER_ID        this process's name in leases (default host-pid)
+  SETTLE_MCP_TOKEN        API token 'settle mcp --stdio' acts with (its tenant's refunds)
 `

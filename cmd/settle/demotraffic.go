@@ -61,6 +61,7 @@ func (d *demoTraffic) run(ctx context.Context) {
 	if err := d.story(ctx); err != nil {
 		d.log.Warn("demo story", "err", err)
 	}
+	d.agentStory(ctx)
 	faults, err := fake.ParseFaults(demoFaults)
 	if err != nil {
 		d.log.Error("demo faults", "err", err)

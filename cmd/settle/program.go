@@ -95,6 +95,7 @@ func (p *Program) Run(ctx context.Context) error {
 		Registry:   reg,
 		Operations: db,
 		Refunds:    unconfiguredRefunds{},
+		MCPDeps:    web.MCPDeps{RefundStatus: db},
 	}
 	p.wireLedger(bgCtx, srv)
 	p.server = &http.Server{

@@ -1,0 +1,85 @@
+// Package mcptool is the refund tool for AI agents: the issue_refund and refund_status tools
+// of Settle's MCP server. The tools call the same ops.Refunds as POST /api/v1/refunds, so an
+// agent gets the same one-refund-per-intent guarantee and the same four truthful answers;
+// their descriptions and results tell the model what each answer allows it to say.
+//
+// The package knows nothing of HTTP or stdio: a transport decides which tenant a call acts
+// for (TenantFunc) and stamps each tools/call with its JSON-RPC id (StampRequest), and the
+// tools do the rest.
+package mcptool
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Refunder is the refund flow the tools call: in production the very ops.Refunds that
+// serves POST /api/v1/refunds.
+type Refunder interface {
+	Refund(ctx context.Context, req ops.RefundRequest) (ops.RefundAnswer, error)
+	// Reject records a call refused before its arguments could be read, so every client
+	// request is counted (rule 8).
+	Reject(ctx context.Context, tenantID int64, requestRef string) error
+}
+
+// StatusStore reads what refund_status reports. *pg.DB implements it.
+type StatusStore interface {
+	// Get returns one operation or ENOTFOUND.
+	Get(ctx context.Context, id string) (*ops.Operation, error)
+	// LatestForIntent returns the newest operation of an intent or ENOTFOUND.
+	LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error)
+	// LastAttemptError returns the error code of an operation's latest finished attempt.
+	LastAttemptError(ctx context.Context, opID string) (string, error)
+}
+
+// OrderFinder is what a StatusStore may also implement so refund_status can find a refund
+// by its order alone. Without it the model must also pass amount_cents and currency.
+type OrderFinder interface {
+	// LatestRefundForOrder returns the tenant's newest refund operation on an order, or
+	// ENOTFOUND.
+	LatestRefundForOrder(ctx context.Context, tenantID int64, orderID string) (*ops.Operation, error)
+}
+
+// TenantFunc says which tenant a tool call acts for. The HTTP transport takes it from the
+// bearer token (TenantFromToken); stdio fixes it at start (FixedTenant).
+type TenantFunc func(ctx context.Context, req *mcp.CallToolRequest) (*ops.Tenant, error)
+
+// FixedTenant acts for one tenant, resolved once when the process starts.
+func FixedTenant(t *ops.Tenant) TenantFunc {
+	return func(context.Context, *mcp.CallToolRequest) (*ops.Tenant, error) { return t, nil }
+}
+
+// Tools holds the dependencies of the refund tools. Set the fields, then call NewServer.
+type Tools struct {
+	Refunds Refunder
+	Status  StatusStore
+	Tenant  TenantFunc
+	Logger  *slog.Logger
+}
+
+// Implementation names the server to MCP clients.
+var Implementation = &mcp.Implementation{Name: "settle", Title: "Settle refunds", Version: "1"}
+
+// instructions is what a client may put in the model's system prompt for this server.
+const instructions = `Settle performs refunds exactly once per intent and tells you the truth about each one.
+Use issue_refund to refund an order and refund_status to check on a refund you asked for earlier.
+Each answer has a status: refunded, unconfirmed, checking or failed. Tell the customer only what the
+status allows (see customer_message): never say a refund succeeded unless the status is refunded, and
+never say it failed unless the status is failed. Calling issue_refund again with the same arguments
+never refunds twice.`
+
+// NewServer returns an MCP server offering issue_refund and refund_status. One server may
+// serve any number of sessions and transports.
+func (t *Tools) NewServer() *mcp.Server {
+	if t.Logger == nil {
+		t.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := mcp.NewServer(Implementation, &mcp.ServerOptions{Instructions: instructions, Logger: t.Logger})
+	s.AddTool(issueRefundTool, t.issueRefund)
+	s.AddTool(refundStatusTool, t.refundStatus)
+	return s
+}
