@@ -289,15 +289,26 @@ func (s *Refunds) deadline() time.Duration {
 
 // answer turns the operation's status into one of the four truthful answers.
 func (s *Refunds) answer(ctx context.Context, op *Operation) (RefundAnswer, error) {
+	return RefundAnswerFor(ctx, s.Store, op)
+}
+
+// UnconfirmedNote is the sentence that goes with "unconfirmed".
+const UnconfirmedNote = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
+
+// RefundAnswerFor says what a refund operation's status allows a caller to say: refunded
+// only with the provider's refund id, checking while nobody knows.
+func RefundAnswerFor(ctx context.Context, attempts interface {
+	LastAttemptError(ctx context.Context, opID string) (string, error)
+}, op *Operation) (RefundAnswer, error) {
 	a := RefundAnswer{OperationID: op.ID}
 	switch op.Status {
 	case StatusSucceeded:
 		a.Status, a.RefundID = RefundRefunded, op.ProviderRef
 	case StatusFailed:
 		a.Status = RefundFailed
-		code, err := s.Store.LastAttemptError(ctx, op.ID)
+		code, err := attempts.LastAttemptError(ctx, op.ID)
 		if err != nil {
-			return a, err
+			return a, fmt.Errorf("read why %s failed: %w", op.ID, err)
 		}
 		if code == "" {
 			code = "refused"
@@ -306,8 +317,7 @@ func (s *Refunds) answer(ctx context.Context, op *Operation) (RefundAnswer, erro
 	case StatusUnknown, StatusExpired:
 		a.Status, a.Note = RefundChecking, CheckingNote
 	default:
-		a.Status = RefundUnconfirmed
-		a.Note = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
+		a.Status, a.Note = RefundUnconfirmed, UnconfirmedNote
 	}
 	return a, nil
 }

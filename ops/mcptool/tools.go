@@ -38,10 +38,6 @@ const (
 	CustomerFailed      = "We could not make this refund and no money was moved. A colleague will follow up in this chat."
 )
 
-// unconfirmedNote is the note of an operation nobody has a final answer for yet. It matches
-// what ops.Refunds says for the same state.
-const unconfirmedNote = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
-
 // unknownNote is refund_status's note when Settle has no such refund for the caller.
 const unknownNote = "Settle has no refund with this id for your account. Do not say the refund succeeded or failed; tell the customer a colleague is checking."
 
@@ -252,26 +248,7 @@ func (t *Tools) findRefund(ctx context.Context, tenantID int64, a statusArgs) (*
 
 // answer says what an operation's status allows, exactly as ops.Refunds answers a call.
 func (t *Tools) answer(ctx context.Context, op *ops.Operation) (ops.RefundAnswer, error) {
-	a := ops.RefundAnswer{OperationID: op.ID}
-	switch op.Status {
-	case ops.StatusSucceeded:
-		a.Status, a.RefundID = ops.RefundRefunded, op.ProviderRef
-	case ops.StatusFailed:
-		a.Status = ops.RefundFailed
-		code, err := t.Status.LastAttemptError(ctx, op.ID)
-		if err != nil {
-			return a, fmt.Errorf("read why %s failed: %w", op.ID, err)
-		}
-		if code == "" {
-			code = "refused"
-		}
-		a.Reason = code
-	case ops.StatusUnknown, ops.StatusExpired:
-		a.Status, a.Note = ops.RefundChecking, ops.CheckingNote
-	default:
-		a.Status, a.Note = ops.RefundUnconfirmed, unconfirmedNote
-	}
-	return a, nil
+	return ops.RefundAnswerFor(ctx, t.Status, op)
 }
 
 // decodeArgs reads a tool's arguments strictly: an argument the tool does not take is

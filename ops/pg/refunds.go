@@ -28,6 +28,21 @@ WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 ORDER BY o.created_
 	return o, nil
 }
 
+// LatestRefundForOrder returns the tenant's newest refund operation on an order, or
+// ENOTFOUND; refund_status uses it when a model knows only the order.
+func (db *DB) LatestRefundForOrder(ctx context.Context, tenantID int64, orderID string) (*ops.Operation, error) {
+	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o
+WHERE o.order_ref = $2 AND o.order_ref <> '' AND o.tenant_id = $1 AND o.kind = 'refund'
+ORDER BY o.created_at DESC, o.id DESC LIMIT 1`, tenantID, orderID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ops.Errorf(ops.ENOTFOUND, "No refund for order %s.", orderID)
+	}
+	if err != nil {
+		return nil, interpret(err, "find refund by order")
+	}
+	return o, nil
+}
+
 // OpenForPayment implements ops.RefundStore.
 func (db *DB) OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*ops.Operation, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
