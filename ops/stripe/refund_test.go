@@ -3,7 +3,11 @@ package stripe_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -390,5 +394,71 @@ func TestRefusalAtStripeFailsWithItsReason(t *testing.T) {
 	op, _ := w.db.Get(context.Background(), a.OperationID)
 	if op.Status != ops.StatusFailed || op.ClosedAt == nil {
 		t.Fatalf("operation %s", op.Status)
+	}
+}
+
+func TestRateLimitHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 5*time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultRateLimit, RetryAfter: 1})
+	start := time.Now()
+	a, err := w.refunds.Refund(context.Background(), w.req("a"))
+	if err != nil || a.Status != ops.RefundRefunded {
+		t.Fatalf("%+v (%v)", a, err)
+	}
+	if waited := time.Since(start); waited < time.Second {
+		t.Fatalf("resent after %v, before Stripe's Retry-After of 1s", waited)
+	}
+	var outcomes string
+	_ = w.db.Pool.QueryRow(context.Background(), `SELECT string_agg(outcome, ',' ORDER BY n) FROM attempts`).Scan(&outcomes)
+	if outcomes != "rate_limited,ok" {
+		t.Fatalf("attempts %s", outcomes)
+	}
+}
+
+func TestDroppedConnectionAfterCommitIsRetriedWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 5*time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultDropAfterCommit})
+	a, err := w.refunds.Refund(context.Background(), w.req("a"))
+	if err != nil || a.Status != ops.RefundRefunded {
+		t.Fatalf("%+v (%v)", a, err)
+	}
+	var outcomes string
+	_ = w.db.Pool.QueryRow(context.Background(), `SELECT string_agg(outcome, ',' ORDER BY n) FROM attempts`).Scan(&outcomes)
+	if outcomes != "timeout,ok" {
+		t.Fatalf("attempts %s, want the lost answer as a timeout, then the replay", outcomes)
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("%d refunds", n)
+	}
+}
+
+func TestClassifyEveryStripeAnswer(t *testing.T) {
+	cases := []struct {
+		err    error
+		header http.Header
+		want   ops.Outcome
+	}{
+		{&stripelib.Error{HTTPStatusCode: 409, Code: stripelib.ErrorCodeIdempotencyKeyInUse, Type: stripelib.ErrorTypeIdempotency}, nil, ops.OutcomeKeyInUse},
+		{&stripelib.Error{HTTPStatusCode: 400, Type: stripelib.ErrorTypeIdempotency}, nil, ops.OutcomeServerError},
+		{&stripelib.Error{HTTPStatusCode: 429, Type: stripelib.ErrorTypeInvalidRequest}, http.Header{"Retry-After": {"3"}}, ops.OutcomeRateLimited},
+		{&stripelib.Error{HTTPStatusCode: 500, Type: stripelib.ErrorTypeAPI}, nil, ops.OutcomeServerError},
+		{&stripelib.Error{HTTPStatusCode: 503, Type: stripelib.ErrorTypeAPI}, http.Header{"Stripe-Should-Retry": {"true"}}, ops.OutcomeTimeout},
+		{&stripelib.Error{HTTPStatusCode: 400, Code: stripelib.ErrorCodeChargeAlreadyRefunded, Type: stripelib.ErrorTypeInvalidRequest}, nil, ops.OutcomeInvalid},
+		{&stripelib.Error{HTTPStatusCode: 402, Type: stripelib.ErrorTypeCard}, nil, ops.OutcomeInvalid},
+		{&stripelib.Error{HTTPStatusCode: 401, Type: stripelib.ErrorTypeInvalidRequest}, nil, ops.OutcomeInvalid},
+		{context.DeadlineExceeded, nil, ops.OutcomeTimeout},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, nil, ops.OutcomeNotSent},
+		{io.ErrUnexpectedEOF, nil, ops.OutcomeTimeout},
+	}
+	for _, c := range cases {
+		got := stripe.Classify(c.err, c.header)
+		if got.Outcome != c.want {
+			t.Errorf("%v: %s, want %s", c.err, got.Outcome, c.want)
+		}
+	}
+	if r := stripe.Classify(cases[2].err, cases[2].header); r.RetryAfter != 3*time.Second {
+		t.Errorf("Retry-After read as %v", r.RetryAfter)
 	}
 }
