@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: demo test bench deps generate check-generated lint build
+.PHONY: demo test bench deps generate check-generated lint build vendor chromium
 
 demo: deps build
 	./bin/settle demo
@@ -34,6 +34,21 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 		for c in /etc/postgresql/*/main; do [ -d "$$c" ] && pg_ctlcluster "$$(basename "$$(dirname "$$c")")" main stop >/dev/null 2>&1; done; true; \
 	fi
+	@$(MAKE) --no-print-directory vendor chromium
+
+# vendor installs htmx from npm (pinned by the lock file) into static/vendor, which the
+# binary embeds; no CDN.
+vendor: static/vendor/htmx.min.js
+static/vendor/htmx.min.js: package.json package-lock.json
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] || { echo "npm is missing: sudo apt-get install -y npm"; exit 1; }; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null; }
+	npm ci --no-audit --no-fund
+	npm run --silent vendor
+
+# chromium is what the browser tests drive, headless.
+chromium:
+	@[ -x /usr/bin/chromium ] || { [ "$$(id -u)" = 0 ] || { echo "chromium is missing: sudo apt-get install -y chromium"; exit 1; }; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 
 generate:
 	$(GO) tool templ generate -path views

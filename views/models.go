@@ -2,6 +2,8 @@
 // package web and returns HTML; none of them touches the database.
 package views
 
+import "strconv"
+
 // Viewer is the signed-in person shown in the navigation. The zero value means nobody is
 // signed in, and the navigation shows no account controls.
 type Viewer struct {
@@ -11,6 +13,25 @@ type Viewer struct {
 
 // SignedIn reports whether the viewer is a signed-in person.
 func (v Viewer) SignedIn() bool { return v.Email != "" }
+
+// roleRank mirrors ops.Roles, least to most. It only decides what the pages offer; the
+// server checks every action again.
+var roleRank = map[string]int{"support": 1, "oncall": 2, "manager": 3, "admin": 4}
+
+// AtLeast reports whether the viewer's role includes everything role may do.
+func (v Viewer) AtLeast(role string) bool {
+	return roleRank[v.Role] > 0 && roleRank[v.Role] >= roleRank[role]
+}
+
+// CanAct reports whether the viewer may look operations up and close them (on-call and up).
+func (v Viewer) CanAct() bool { return v.AtLeast("oncall") }
+
+// Flash is a one-time message after an action, shown on the next page.
+type Flash struct {
+	// Kind is ok, warn or error; it picks the colour.
+	Kind    string
+	Message string
+}
 
 // LoginPage is the sign-in form.
 type LoginPage struct {
@@ -41,6 +62,24 @@ type QueuePage struct {
 	Rows    []QueueRow
 	// NextURL links to the next page; empty on the last one.
 	NextURL string
+	Flash   Flash
+	Refresh Refresh
+	// CanAct shows the selection boxes and the lookup buttons.
+	CanAct bool
+	// BulkCap is how many operations one lookup of the whole filter handles.
+	BulkCap int
+}
+
+// Refresh is the auto-refresh control of a live page.
+type Refresh struct {
+	// Seconds between refreshes; 0 is paused.
+	Seconds int
+	// Options are the intervals to choose from, with the current one selected.
+	Options []Option
+	// LiveURL is what the page fetches to refresh itself; PauseURL and ResumeURL switch.
+	LiveURL   string
+	PauseURL  string
+	ResumeURL string
 }
 
 // QueueTab is one queue: a status with its live count.
@@ -86,3 +125,179 @@ type QueueRow struct {
 	// Stalled is an in-progress operation whose lease ran out with no result.
 	Stalled bool
 }
+
+// Page is the frame of every page.
+type Page struct {
+	Title  string
+	Viewer Viewer
+	// RefreshSeconds, when set, reloads the page without JavaScript (htmx refreshes only a
+	// part of it when scripts run).
+	RefreshSeconds int
+}
+
+// OpDetailPage is one operation with its timeline, evidence and actions.
+type OpDetailPage struct {
+	Viewer   Viewer
+	Flash    Flash
+	Op       OpSummary
+	Customer CustomerLine
+	Timeline []TimelineItem
+	Evidence []EvidenceItem
+	Actions  OpActions
+	// LastLookup is what the latest lookup by this person found, shown once.
+	LastLookup *LookupResult
+}
+
+// OpSummary is the operation's fields, already formatted.
+type OpSummary struct {
+	ID, URL, Tenant, Kind, Provider, Status, Phase string
+	Order, Customer, Chat, Payment, Amount         string
+	Attempts                                       string
+	Created, Updated                               string
+	Closed, ClosedBy, ProviderRef                  string
+	// ProviderKey is empty when the viewer may not see it.
+	ProviderKey string
+	// Retention is how long the provider keeps keys ("24h"; "none").
+	Retention string
+	// RetryUntil is when a resend with the key stops being safe; empty before any send.
+	RetryUntil    string
+	RetryUntilISO string
+	// NowISO is the server's time when the page was made, for the countdown.
+	NowISO          string
+	RetentionLeft   string
+	RetentionPassed bool
+	LeaseUntil      string
+	Leased          bool
+	Stalled         bool
+	Final           bool
+}
+
+// CustomerLine is what a customer may be told, in plain words.
+type CustomerLine struct {
+	Headline string
+	Sentence string
+	// Known is false while the outcome is not known.
+	Known bool
+}
+
+// TimelineItem is one thing that happened to an operation.
+type TimelineItem struct {
+	At    string
+	AtISO string
+	// Kind is request, attempt, lookup, webhook, close or change; it picks the icon colour.
+	Kind   string
+	Title  string
+	Detail string
+	Actor  string
+	// Attempt fields, empty for other kinds.
+	Outcome, HTTPStatus, ProviderRequestID, Duration, ErrorCode string
+}
+
+// EvidenceItem is one piece of evidence recorded for the operation.
+type EvidenceItem struct {
+	Kind, ProviderRef, Summary, RecordedBy, RecordedAt, Data string
+}
+
+// OpActions says what the viewer may do to the operation now, and why not otherwise.
+type OpActions struct {
+	CanLookup bool
+	// LookupNote explains a missing lookup (LLM operations).
+	LookupNote          string
+	CanClose            bool
+	CanCloseNotExecuted bool
+	// NotExecutedWhy says why "close as not executed" is not offered.
+	NotExecutedWhy string
+	// Blocked says why nothing can be done now (a live lease), or that it is closed.
+	Blocked string
+	Version string
+}
+
+// LookupResult is one operation's lookup outcome.
+type LookupResult struct {
+	ID, URL, Order string
+	Outcome        string
+	Message        string
+	NeedsPerson    bool
+}
+
+// BulkPage reports a lookup on many operations.
+type BulkPage struct {
+	Viewer        Viewer
+	Closed        int
+	AlreadyClosed int
+	NeedPerson    int
+	Reasons       []BulkReason
+	Results       []LookupResult
+	// Capped says the filter matched more than one run handles.
+	Capped  bool
+	BackURL string
+}
+
+// BulkReason is why some operations still need a person, with how many.
+type BulkReason struct {
+	Outcome string
+	Label   string
+	Count   int
+}
+
+// SupportPage is the support search with its answers.
+type SupportPage struct {
+	Viewer   Viewer
+	Query    string
+	Searched bool
+	// Notice tells the person about their search (too long, odd characters) in words.
+	Notice  string
+	Results []SupportResult
+}
+
+// SupportResult is one operation as support may talk about it: no keys, no error codes.
+type SupportResult struct {
+	ID        string
+	Order     string
+	What      string
+	Amount    string
+	Requested string
+	Customer  CustomerLine
+	// DetailURL is set for viewers who may act on the operation.
+	DetailURL string
+}
+
+// AuditPage is the audit log with its filter.
+type AuditPage struct {
+	Viewer  Viewer
+	Filter  AuditFilter
+	Actions []Option
+	People  []string
+	Entries []AuditLogRow
+	NextURL string
+}
+
+// AuditFilter echoes the audit filter form.
+type AuditFilter struct {
+	Actor, Action, Operation, From, To string
+}
+
+// AuditLogRow is one audit entry, formatted.
+type AuditLogRow struct {
+	At, Actor, Action, Entity, EntityID, EntityURL, Before, After, Reason string
+}
+
+// UsersPage is the admin's list of users.
+type UsersPage struct {
+	Viewer Viewer
+	Flash  Flash
+	Users  []UserRow
+	Roles  []string
+	// Form echoes the new-user form after a refusal.
+	FormEmail, FormRole string
+}
+
+// UserRow is one user with what the admin may change.
+type UserRow struct {
+	ID, Email, Role, Created string
+	Disabled                 bool
+	// Self is the signed-in admin: they cannot lock themselves out.
+	Self bool
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,9 +1,104 @@
 package web
 
-import "github.com/go-chi/chi/v5"
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
 
-// DashboardDeps are the dependencies of the operator dashboard's pages.
-type DashboardDeps struct{}
+	"github.com/go-chi/chi/v5"
 
-// mountDashboard adds the dashboard's pages; it runs inside the session group.
-func (s *Server) mountDashboard(r chi.Router) {}
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// DashboardDeps are the dependencies of the operator dashboard's pages. A nil field turns
+// its pages into a "not configured" answer instead of a crash.
+type DashboardDeps struct {
+	// Desk performs lookups at the provider and closes operations (ops.Desk).
+	Desk Desk
+	// Timelines reads one operation with everything recorded about it.
+	Timelines TimelineReader
+	// SupportSearch finds operations by the references support is given.
+	SupportSearch SupportSearcher
+	// AuditLog reads the audit log.
+	AuditLog AuditReader
+	// UserAdmin lists and changes dashboard users.
+	UserAdmin UserAdmin
+	// BulkCap bounds how many operations one bulk lookup handles (default 200).
+	BulkCap int
+}
+
+// Desk is what the dashboard's actions need from the domain.
+type Desk interface {
+	Lookup(ctx context.Context, opID, actor string) (ops.LookupOutcome, error)
+	LookupMany(ctx context.Context, ids []string, actor string) ops.BulkOutcome
+	CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (ops.LookupOutcome, error)
+	CloseManually(ctx context.Context, p ops.ManualClose) (*ops.Operation, error)
+}
+
+// mountDashboard adds the dashboard's pages; it runs inside the session group. Each
+// group checks the role on the server, whatever the page offers.
+func (s *Server) mountDashboard(r chi.Router) {
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireUser, s.requireRole(ops.RoleSupport))
+		r.Get("/ops/{id}", s.handleOpDetail)
+		r.Get("/support", s.handleSupport)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireUser, s.requireRole(ops.RoleOncall))
+		r.Post("/ops/lookup", s.handleBulkLookup)
+		r.Post("/ops/{id}/lookup", s.handleLookup)
+		r.Post("/ops/{id}/close", s.handleClose)
+		r.Post("/ops/{id}/close-not-executed", s.handleCloseNotExecuted)
+		r.Get("/audit", s.handleAudit)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireUser, s.requireRole(ops.RoleAdmin))
+		r.Get("/admin/users", s.handleUsers)
+		r.Post("/admin/users", s.handleAddUser)
+		r.Post("/admin/users/{id}/role", s.handleUserRole)
+		r.Post("/admin/users/{id}/disable", s.handleUserDisable)
+		r.Post("/admin/users/{id}/enable", s.handleUserEnable)
+	})
+}
+
+// notConfigured answers pages whose dependency was not wired.
+func (s *Server) notConfigured(w http.ResponseWriter, r *http.Request) {
+	s.Error(w, r, ops.Errorf(ops.EUNAVAILABLE, "This part of the dashboard is not configured on this server."))
+}
+
+// actor names the signed-in person in the ledger's audit rows.
+func actor(r *http.Request) string { return userFrom(r.Context()).Email }
+
+// sessionFlash is the session key of the one-time message after an action.
+const sessionFlash = "flash"
+
+// flashMsg is a message for the next page, kept in the session across the redirect that
+// follows every action (post, redirect, get), so reloading never repeats the action.
+type flashMsg struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	// Outcome and OpID are set for the result of a lookup on one operation.
+	Outcome string `json:"outcome,omitempty"`
+	OpID    string `json:"op,omitempty"`
+}
+
+func (s *Server) putFlash(ctx context.Context, f flashMsg) {
+	b, _ := json.Marshal(f)
+	s.Sessions.Put(ctx, sessionFlash, string(b))
+}
+
+func (s *Server) popFlash(ctx context.Context) flashMsg {
+	var f flashMsg
+	if v := s.Sessions.PopString(ctx, sessionFlash); v != "" {
+		_ = json.Unmarshal([]byte(v), &f)
+	}
+	return f
+}
+
+func (f flashMsg) view() views.Flash { return views.Flash{Kind: f.Kind, Message: f.Message} }
+
+// formatTime is how the dashboard writes a moment: UTC, to the second, so people in
+// different time zones quote the same string in an incident channel.
+func formatTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -32,6 +34,18 @@ var queueAges = []struct{ value, label string }{
 	{"24h", "1 day"},
 	{"168h", "7 days"},
 }
+
+// queueRefreshes are the auto-refresh choices, in seconds; 0 pauses.
+var queueRefreshes = []struct{ value, label string }{
+	{"0", "Off"},
+	{"5", "5 s"},
+	{"10", "10 s"},
+	{"30", "30 s"},
+	{"60", "1 min"},
+}
+
+// defaultRefresh keeps the counts live without reloading under someone's hands too often.
+const defaultRefresh = 30
 
 // queueCountCap mirrors the store: counts that need a scan stop there.
 const queueCountCap = 10000
@@ -65,7 +79,18 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	m := views.QueuePage{Viewer: viewer(userFrom(ctx)), Filter: form}
+	refresh, err := parseRefresh(q.Get("refresh"))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	v := viewer(userFrom(ctx))
+	m := views.QueuePage{Viewer: v, Filter: form, Flash: s.popFlash(ctx).view(), CanAct: v.CanAct(), BulkCap: s.bulkCap(),
+		Refresh: views.Refresh{Seconds: refresh, LiveURL: r.URL.RequestURI(),
+			PauseURL: queueURL(q, url.Values{"refresh": {"0"}}), ResumeURL: queueURL(q, url.Values{"refresh": {strconv.Itoa(defaultRefresh)}})}}
+	for _, o := range queueRefreshes {
+		m.Refresh.Options = append(m.Refresh.Options, views.Option{Value: o.value, Label: o.label, Selected: o.value == strconv.Itoa(refresh)})
+	}
 	names := make(map[int64]string, len(tenants))
 	m.Tenants = []views.Option{{Value: "", Label: "All tenants"}}
 	for _, t := range tenants {
@@ -147,8 +172,11 @@ func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (ops.Q
 		}
 		f.OlderThan = d
 	}
-	if len(form.Search) > 200 {
+	if len(form.Search) > 200 || len(form.Provider) > 64 {
 		return f, form, ops.Errorf(ops.EINVALID, "The search is too long; paste one reference or id.")
+	}
+	if !printable(form.Search) || !printable(form.Provider) {
+		return f, form, ops.Errorf(ops.EINVALID, "The search holds characters no reference has; paste one reference or id.")
 	}
 	afterAt, afterID := q.Get("after_created"), q.Get("after_id")
 	if afterAt != "" || afterID != "" {
@@ -159,6 +187,19 @@ func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (ops.Q
 		f.After = &ops.QueueCursor{CreatedAt: at, ID: afterID}
 	}
 	return f, form, nil
+}
+
+// parseRefresh reads the auto-refresh interval; only the offered choices are accepted.
+func parseRefresh(v string) (int, error) {
+	if v == "" {
+		return defaultRefresh, nil
+	}
+	for _, o := range queueRefreshes {
+		if o.value == v {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, ops.Errorf(ops.EINVALID, "%q is not a refresh interval; choose one from the list.", v)
 }
 
 // queueURL is the current query with some values replaced; a new tab or filter always
@@ -192,14 +233,8 @@ func queueRow(o *ops.Operation, tenant string, now time.Time) views.QueueRow {
 	return row
 }
 
-// formatAmount assumes two decimals, which holds for the currencies Settle refunds in.
-func formatAmount(cents int64, currency string) string {
-	sign := ""
-	if cents < 0 {
-		sign, cents = "-", -cents
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, strings.ToUpper(currency))
-}
+// formatAmount writes an amount in its currency's minor unit as people read it.
+func formatAmount(cents int64, currency string) string { return ops.FormatAmount(cents, currency) }
 
 // formatAge keeps two units at most: on-call people compare ages, they do not add them.
 func formatAge(d time.Duration) string {
@@ -213,4 +248,18 @@ func formatAge(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dd %dh", int(d/(24*time.Hour)), int(d%(24*time.Hour)/time.Hour))
 	}
+}
+
+// printable reports whether s is valid UTF-8 without control characters; Postgres refuses
+// a NUL in text, and no reference holds one.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

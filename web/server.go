@@ -72,7 +72,7 @@ func (s *Server) router() *chi.Mux {
 	}))
 
 	r := chi.NewRouter()
-	r.Use(newHTTPMetrics(s.Registry, s.Logger).middleware, s.recoverer, secureHeaders, cop.Handler)
+	r.Use(newHTTPMetrics(s.Registry, s.Logger).middleware, s.requestID, s.recoverer, secureHeaders, cop.Handler)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "There is no page at %s.", r.URL.Path))
 	})

@@ -67,8 +67,8 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	fk.SetWebhookURL(p.URL() + "/webhooks/stripe")
-	traffic := &demoTraffic{p: p, fake: fk, tenant: tenant, token: token, log: logger}
+	traffic := &demoTraffic{p: p, fake: fk, tenant: tenant, token: token, log: logger,
+		webhookURL: p.URL() + "/webhooks/stripe"}
 	go traffic.run(ctx)
 
 	fmt.Fprintf(stdout, "Settle demo is running at %s\n\nSign in with any of these (password %q):\n", p.URL(), demoPassword)

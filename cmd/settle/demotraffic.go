@@ -52,12 +52,18 @@ type demoTraffic struct {
 	token  string
 	log    *slog.Logger
 	order  int
+	// webhookURL is switched on after the history, whose lost answers must stay unknown.
+	webhookURL string
 }
 
 func (d *demoTraffic) run(ctx context.Context) {
 	if err := d.history(ctx); err != nil {
 		d.log.Warn("demo history", "err", err)
 	}
+	if err := d.lostAnswers(ctx); err != nil {
+		d.log.Warn("demo lost answers", "err", err)
+	}
+	d.fake.SetWebhookURL(d.webhookURL)
 	if err := d.story(ctx); err != nil {
 		d.log.Warn("demo story", "err", err)
 	}
@@ -125,6 +131,35 @@ func (d *demoTraffic) history(ctx context.Context) error {
 	}
 	_, err := d.p.Ledger.ExpireDue(ctx, "demo")
 	return err
+}
+
+// lostAnswers leaves refunds that Stripe made but whose answers were lost, with a batch
+// policy that does not resend: they wait in the Unknown queue for an on-call lookup to find
+// the refund and close them.
+func (d *demoTraffic) lostAnswers(ctx context.Context) error {
+	if d.p.Refunds == nil {
+		return nil
+	}
+	ledger := ops.NewLedger(d.p.DB, ops.SystemClock{})
+	ledger.Policies = map[ops.Kind]ops.Policy{ops.KindRefund: {RetryUncertain: false}}
+	provider := d.p.Refunds.Provider
+	for _, order := range []string{"4520", "4521", "4522"} {
+		pi := "pi_" + order
+		d.fake.AddPaymentIntent(pi, 4200, "usd")
+		o, err := ledger.Open(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
+			IntentKey: ops.RefundIntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
+			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention()},
+			"history", "demo-worker")
+		if err != nil {
+			return err
+		}
+		provider.Send(ctx, o.Op, o.Attempt) // Stripe refunds; the answer is then lost on the way back
+		if _, _, err := ledger.FinishAttempt(ctx, o.Op, o.Attempt, "demo-worker",
+			ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // customer is one support conversation: a refund, sometimes double-clicked, sometimes asked

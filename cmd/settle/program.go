@@ -129,6 +129,11 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) {
 			srv.StripeWebhooks = &stripe.Webhooks{Adapter: adapter, Ledger: p.Ledger, Events: p.DB}
 		}
 	}
+	// Without Stripe, Desk.Refunds stays nil and lookups answer "unavailable".
+	srv.DashboardDeps = web.DashboardDeps{
+		Desk:      &ops.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB},
+		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB,
+	}
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: 5 * time.Second,
 		Senders: senders, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })

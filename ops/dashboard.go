@@ -1,0 +1,481 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The outcomes of a lookup made from the dashboard.
+const (
+	// LookupClosed: the provider had a record and the operation was closed with it.
+	LookupClosed = "closed"
+	// LookupAlreadyClosed: someone or something closed the operation first.
+	LookupAlreadyClosed = "already_closed"
+	// LookupNotFound: the provider has no record carrying the operation's id.
+	LookupNotFound = "not_found"
+	// LookupInFlight: a worker holds a live lease; nothing may be closed now.
+	LookupInFlight = "in_flight"
+	// LookupUnsupported: no lookup exists for this kind of operation (LLM calls and jobs).
+	LookupUnsupported = "no_lookup"
+	// LookupUnavailable: the provider could not be asked; trying later may work.
+	LookupUnavailable = "unavailable"
+	// LookupFailed: an internal error; the details are in the logs.
+	LookupFailed = "error"
+)
+
+// MaxCloseNoteLength bounds the note a person writes when closing an operation.
+const MaxCloseNoteLength = 2000
+
+// LookupOutcome is what one lookup asked from the dashboard came to.
+type LookupOutcome struct {
+	OperationID string
+	// Op is the operation as it is after the lookup; nil when it could not be read.
+	Op      *Operation
+	Outcome string
+	Records []ProviderRecord
+	// Message says in plain words what happened and, when a person must act, why.
+	Message string
+}
+
+// NeedsPerson reports whether the operation is still open after the lookup, so a person
+// has to decide what to do with it.
+func (o LookupOutcome) NeedsPerson() bool {
+	return o.Outcome != LookupClosed && o.Outcome != LookupAlreadyClosed
+}
+
+// BulkOutcome sums up a lookup on many operations.
+type BulkOutcome struct {
+	Results       []LookupOutcome
+	Closed        int
+	AlreadyClosed int
+	NeedPerson    int
+	// Reasons counts the operations that need a person by outcome.
+	Reasons map[string]int
+}
+
+// AuditLogEntry is one recorded action: who did what to which entity, when, and the state
+// before and after.
+type AuditLogEntry struct {
+	ID       int64
+	At       time.Time
+	Actor    string
+	Action   string
+	Entity   string
+	EntityID string
+	Before   json.RawMessage
+	After    json.RawMessage
+	Reason   string
+	// EvidenceID links the evidence that justified the action, when there is some.
+	EvidenceID int64
+}
+
+// AuditWriter records actions that change nothing in the ledger itself, such as a lookup
+// that found nothing or a change to a user.
+type AuditWriter interface {
+	RecordAudit(ctx context.Context, e AuditLogEntry) error
+}
+
+// Desk is the on-call desk: lookups and closes asked by people on the dashboard. Every
+// close goes through Ledger.Close, the compare-and-set of rule 6, and every action is
+// recorded in the audit log.
+type Desk struct {
+	Ledger *Ledger
+	// Refunds looks refunds up at the provider; nil answers "unavailable".
+	Refunds *Refunds
+	Events  EventStore
+	Audit   AuditWriter
+	// Workers is how many lookups of a bulk action run at once (default 4); the provider
+	// adapter rate-limits its reads on top.
+	Workers int
+}
+
+// Lookup asks the provider about one operation and closes it when the provider has a
+// record of it. An operation that stays open comes back with the reason in plain words.
+func (d *Desk) Lookup(ctx context.Context, opID, actor string) (LookupOutcome, error) {
+	op, err := d.Ledger.Store.Get(ctx, opID)
+	if err != nil {
+		return LookupOutcome{OperationID: opID, Outcome: LookupFailed, Message: ErrorMessage(err)}, err
+	}
+	out, err := d.lookup(ctx, op, actor)
+	if aerr := d.recordLookup(ctx, op, out, actor); aerr != nil && err == nil {
+		err = aerr
+	}
+	return out, err
+}
+
+// LookupMany looks up each operation and never stops at one failure: each result says
+// what happened to its operation.
+func (d *Desk) LookupMany(ctx context.Context, ids []string, actor string) BulkOutcome {
+	res := make([]LookupOutcome, len(ids))
+	workers := d.Workers
+	if workers <= 0 {
+		workers = 4
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out, err := d.Lookup(ctx, ids[i], actor)
+				if err != nil && out.Outcome == "" {
+					out.Outcome, out.Message = LookupFailed, ErrorMessage(err)
+				}
+				out.OperationID = ids[i]
+				res[i] = out
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	b := BulkOutcome{Results: res, Reasons: map[string]int{}}
+	for _, r := range res {
+		switch {
+		case r.Outcome == LookupClosed:
+			b.Closed++
+		case r.Outcome == LookupAlreadyClosed:
+			b.AlreadyClosed++
+		default:
+			b.NeedPerson++
+			b.Reasons[r.Outcome]++
+		}
+	}
+	return b
+}
+
+func (d *Desk) lookup(ctx context.Context, op *Operation, actor string) (LookupOutcome, error) {
+	now := d.Ledger.Clock.Now()
+	out := LookupOutcome{OperationID: op.ID, Op: op}
+	switch {
+	case op.Status.Final():
+		out.Outcome, out.Message = LookupAlreadyClosed, closedMessage(op)
+		return out, nil
+	case op.Kind != KindRefund:
+		out.Outcome = LookupUnsupported
+		out.Message = "Lookups for LLM operations do not exist yet: a person must check the provider's usage report and close it by hand with a note."
+		return out, nil
+	case d.Refunds == nil:
+		out.Outcome, out.Message = LookupUnavailable, "No refund provider is configured on this server, so nothing can be looked up."
+		return out, nil
+	case op.Leased(now):
+		out.Outcome = LookupInFlight
+		out.Message = fmt.Sprintf("A worker is sending it until %s; look again once the lease has ended.", op.LeaseUntil.UTC().Format(time.RFC3339))
+		return out, nil
+	}
+	res, applied, err := d.Refunds.Lookup(ctx, d.Events, op.ID, actor)
+	out.Records = res.Records
+	if applied.Op != nil {
+		out.Op = applied.Op
+	}
+	var e *Error
+	switch {
+	case errors.As(err, &e) && e.Closed != nil:
+		out.Outcome, out.Message = LookupAlreadyClosed, e.Message
+		return out, nil
+	case ErrorCode(err) == EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded):
+		out.Outcome, out.Message = LookupUnavailable, "The provider could not be asked just now; try again in a moment."
+		return out, nil
+	case err != nil:
+		out.Outcome, out.Message = LookupFailed, ErrorMessage(err)
+		return out, err
+	case !res.Found():
+		out.Outcome = LookupNotFound
+		out.Message = "The provider has no refund carrying this operation's id. " + notExecutedHint(op, now)
+		return out, nil
+	}
+	switch applied.Outcome {
+	case "closed":
+		out.Outcome = LookupClosed
+		out.Message = fmt.Sprintf("Closed as %s: %s has %s.", applied.Op.Status, op.Provider, applied.Op.ProviderRef)
+		if applied.Op.ProviderRef == "" {
+			out.Message = fmt.Sprintf("Closed as %s with the provider's record %s.", applied.Op.Status, res.Records[0].Ref)
+		}
+	case "already_closed":
+		out.Outcome, out.Message = LookupAlreadyClosed, closedMessage(applied.Op)
+	case "in_flight":
+		out.Outcome, out.Message = LookupInFlight, "A worker started sending it meanwhile; look again once its lease has ended."
+	default:
+		out.Outcome, out.Message = LookupFailed, "The provider's record could not be applied."
+	}
+	if len(res.Records) > 1 {
+		out.Message += fmt.Sprintf(" The provider holds %d records for this one operation: that is a double charge to report.", len(res.Records))
+	}
+	return out, nil
+}
+
+// notExecutedHint tells a person what a lookup that found nothing lets them do.
+func notExecutedHint(op *Operation, now time.Time) string {
+	if op.PastRetention(now) {
+		return "Its key retention has passed, so it can be closed as not executed."
+	}
+	if op.RetryUntil != nil {
+		return fmt.Sprintf("The provider keeps its key until %s; until then a resend with the same key is still safe, and it cannot be closed as not executed.", op.RetryUntil.UTC().Format(time.RFC3339))
+	}
+	return "It was never sent, or its provider keeps no keys; close it by hand with a note."
+}
+
+func (d *Desk) recordLookup(ctx context.Context, before *Operation, out LookupOutcome, actor string) error {
+	if d.Audit == nil {
+		return nil
+	}
+	after := before
+	if out.Op != nil {
+		after = out.Op
+	}
+	e := AuditLogEntry{At: d.Ledger.Clock.Now(), Actor: actor, Action: "lookup", Entity: "operation", EntityID: before.ID,
+		Before: statusJSON(before), After: statusJSON(after), Reason: out.Outcome + ": " + out.Message}
+	if err := d.Audit.RecordAudit(context.WithoutCancel(ctx), e); err != nil {
+		return fmt.Errorf("record lookup: %w", err)
+	}
+	return nil
+}
+
+func statusJSON(op *Operation) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"status": op.Status, "version": op.Version})
+	return b
+}
+
+// CheckNotExecuted returns an error unless op may be closed as "not executed" now: it is
+// open, nobody holds a live lease, no attempt is still without a result, and the provider's
+// key retention has passed, so no resend with our key can ever run it.
+func CheckNotExecuted(op *Operation, attempts []Attempt, now time.Time) error {
+	if op.Status.Final() {
+		return &Error{Code: ECONFLICT, Message: closedMessage(op), Closed: closureOf(op)}
+	}
+	if op.Leased(now) {
+		return Errorf(ECONFLICT, "A worker is sending operation %s until %s; it cannot be closed now.", op.ID, op.LeaseUntil.UTC().Format(time.RFC3339))
+	}
+	for _, a := range attempts {
+		if a.FinishedAt == nil {
+			return Errorf(ECONFLICT, "Attempt %d of operation %s has no result yet; it cannot be closed as not executed.", a.N, op.ID)
+		}
+	}
+	if !op.PastRetention(now) {
+		if op.RetryUntil == nil {
+			return Errorf(EINVALID, "Operation %s has no key retention to wait out; close it by hand with a note.", op.ID)
+		}
+		return Errorf(EINVALID, "The provider keeps the key of operation %s until %s; it cannot be closed as not executed before then.", op.ID, op.RetryUntil.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func checkNote(note string) (string, error) {
+	note = strings.TrimSpace(note)
+	switch {
+	case note == "":
+		return "", Errorf(EINVALID, "Write a note that says why you close it.")
+	case len(note) > MaxCloseNoteLength:
+		return "", Errorf(EINVALID, "The note is longer than %d characters.", MaxCloseNoteLength)
+	}
+	return note, nil
+}
+
+// CloseNotExecuted closes a refund as failed because the provider never ran it: a fresh
+// lookup finds nothing and the key retention has passed (CheckNotExecuted). If the fresh
+// lookup does find the refund, the operation is closed as succeeded with it instead, and
+// the outcome says so.
+func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (LookupOutcome, error) {
+	note, err := checkNote(note)
+	if err != nil {
+		return LookupOutcome{}, err
+	}
+	op, err := d.Ledger.Store.Get(ctx, id)
+	if err != nil {
+		return LookupOutcome{}, err
+	}
+	if op.Version != version && !op.Status.Final() {
+		return LookupOutcome{}, Errorf(ECONFLICT, "Operation %s changed since you looked; reload the page and check again.", op.ID)
+	}
+	if op.Kind != KindRefund {
+		return LookupOutcome{}, Errorf(EINVALID, "Only refunds can be looked up at the provider; close this operation by hand with a note.")
+	}
+	if d.Refunds == nil {
+		return LookupOutcome{}, Errorf(EUNAVAILABLE, "No refund provider is configured on this server.")
+	}
+	now := d.Ledger.Clock.Now()
+	attempts, err := d.Ledger.Store.Attempts(ctx, op.ID)
+	if err != nil {
+		return LookupOutcome{}, err
+	}
+	if err := CheckNotExecuted(op, attempts, now); err != nil {
+		return LookupOutcome{}, err
+	}
+	// Look again right before closing: the person may have read a lookup from minutes ago.
+	out, err := d.lookup(ctx, op, actor)
+	if aerr := d.recordLookup(ctx, op, out, actor); aerr != nil && err == nil {
+		err = aerr
+	}
+	if err != nil || out.Outcome != LookupNotFound {
+		if err == nil && out.Outcome == LookupUnavailable {
+			err = Errorf(EUNAVAILABLE, "%s", out.Message)
+		}
+		return out, err
+	}
+	data, _ := json.Marshal(map[string]any{"note": note, "records_found": 0, "retry_until": op.RetryUntil, "checked_at": now})
+	ev := Evidence{Kind: EvidenceLookup, Data: data, Summary: fmt.Sprintf(
+		"Not executed: a lookup at %s found no refund for this operation, and the key retention ended at %s. Note: %s",
+		op.Provider, op.RetryUntil.UTC().Format(time.RFC3339), note)}
+	closed, err := d.Ledger.Close(ctx, CloseParams{ID: op.ID, Version: op.Version, To: StatusFailed, Evidence: ev, Actor: actor})
+	if err != nil {
+		return out, err
+	}
+	out.Op, out.Outcome, out.Message = closed, LookupClosed, "Closed as failed: the provider never ran it."
+	return out, nil
+}
+
+// ManualClose is a person closing an operation by hand.
+type ManualClose struct {
+	ID      string
+	Version int64
+	To      Status
+	// ProviderRef is the provider's record (a refund id) that shows it succeeded.
+	ProviderRef string
+	Note        string
+	Actor       string
+}
+
+var providerRefRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
+
+// CloseManually closes an operation with a person's note as evidence. Succeeded also needs
+// the provider's record id (rule 9).
+func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (*Operation, error) {
+	if p.To != StatusSucceeded && p.To != StatusFailed {
+		return nil, Errorf(EINVALID, "Close as succeeded or failed.")
+	}
+	note, err := checkNote(p.Note)
+	if err != nil {
+		return nil, err
+	}
+	ref := strings.TrimSpace(p.ProviderRef)
+	if p.To == StatusSucceeded && ref == "" {
+		return nil, Errorf(EINVALID, "Succeeded needs the provider's record: give its id (for a refund, re_...).")
+	}
+	if ref != "" && !providerRefRe.MatchString(ref) {
+		return nil, Errorf(EINVALID, "The provider's record id may hold only letters, digits and _.:- (for a refund, re_...).")
+	}
+	return d.Ledger.Close(ctx, CloseParams{ID: p.ID, Version: p.Version, To: p.To, Actor: p.Actor,
+		Evidence: Evidence{Kind: EvidenceNote, ProviderRef: ref, Summary: note}})
+}
+
+// Timeline is everything recorded about one operation, each part in time order.
+type Timeline struct {
+	Requests []ClientRequest
+	Attempts []Attempt
+	Evidence []Evidence
+	Events   []ProviderEventRecord
+	Audit    []AuditLogEntry
+}
+
+// ProviderEventRecord is a provider event (a webhook) as it was recorded and applied.
+type ProviderEventRecord struct {
+	Provider   string
+	EventID    string
+	Type       string
+	ObjectRef  string
+	Outcome    string
+	ReceivedAt time.Time
+}
+
+// AuditFilter narrows the audit log. Empty fields match everything.
+type AuditFilter struct {
+	Actor    string
+	Action   string
+	EntityID string
+	// From and To bound the time, To excluded.
+	From, To time.Time
+	After    *AuditCursor
+	Limit    int
+}
+
+// AuditCursor is the position of one entry in the audit log, newest first.
+type AuditCursor struct {
+	At time.Time
+	ID int64
+}
+
+// AuditPage is one page of the audit log.
+type AuditPage struct {
+	Entries []AuditLogEntry
+	Next    *AuditCursor
+}
+
+// UserAccount is a dashboard user as an admin sees it.
+type UserAccount struct {
+	User
+	DisabledAt *time.Time
+}
+
+// CustomerStatus is what support may tell a customer about an operation, in plain words.
+type CustomerStatus struct {
+	// Headline is the status for the support agent.
+	Headline string
+	// Sentence is the exact sentence to send to the customer.
+	Sentence string
+	// Known is false while the outcome is not known: then nobody says succeeded or failed.
+	Known bool
+}
+
+// UnknownRefundSentence is what a customer is told while the outcome of a refund is unknown.
+const UnknownRefundSentence = "We can't confirm your refund yet. A colleague is checking and will reply in this chat."
+
+// CustomerStatusOf turns an operation into the customer-facing truth. While the outcome is
+// unknown it never says succeeded or failed.
+func CustomerStatusOf(op *Operation) CustomerStatus {
+	what, of := "request", ""
+	if op.Kind == KindRefund {
+		what = "refund"
+		if op.AmountCents > 0 {
+			of = " of " + FormatAmount(op.AmountCents, op.Currency)
+		}
+	}
+	switch op.Status {
+	case StatusSucceeded:
+		if op.Kind == KindRefund {
+			return CustomerStatus{Known: true, Headline: "Refunded",
+				Sentence: "Your refund" + of + " has been issued. It usually appears on your statement within 5 to 10 business days."}
+		}
+		return CustomerStatus{Known: true, Headline: "Completed", Sentence: "Your request has been completed."}
+	case StatusFailed:
+		if op.Kind == KindRefund {
+			return CustomerStatus{Known: true, Headline: "Not refunded",
+				Sentence: "Your refund" + of + " did not go through, and no money was moved. A colleague will look into it and reply in this chat."}
+		}
+		return CustomerStatus{Known: true, Headline: "Did not go through",
+			Sentence: "Your request did not go through. A colleague will look into it and reply in this chat."}
+	case StatusUnknown, StatusExpired:
+		if op.Kind == KindRefund {
+			return CustomerStatus{Headline: "Being checked: the outcome is not known yet", Sentence: UnknownRefundSentence}
+		}
+		return CustomerStatus{Headline: "Being checked: the outcome is not known yet",
+			Sentence: "We can't confirm your request yet. A colleague is checking and will reply in this chat."}
+	default:
+		return CustomerStatus{Headline: "In progress",
+			Sentence: "Your " + what + of + " is being processed. We'll confirm in this chat as soon as it's done."}
+	}
+}
+
+// zeroDecimal are the currencies Settle refunds in whose minor unit is the unit itself.
+var zeroDecimal = map[string]bool{"jpy": true, "krw": true}
+
+// FormatAmount writes an amount in minor units with its currency, as people read it.
+func FormatAmount(cents int64, currency string) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	cur := strings.ToUpper(currency)
+	if zeroDecimal[strings.ToLower(currency)] {
+		return strings.TrimSpace(fmt.Sprintf("%s%d %s", sign, cents, cur))
+	}
+	return strings.TrimSpace(fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, cur))
+}

@@ -1,0 +1,66 @@
+package ops_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+func TestCustomerStatusNeverClaimsAnOutcomeWhileUnknown(t *testing.T) {
+	for _, s := range []ops.Status{ops.StatusUnknown, ops.StatusExpired, ops.StatusInProgress, ops.StatusReceived} {
+		for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
+			c := ops.CustomerStatusOf(&ops.Operation{Status: s, Kind: k, AmountCents: 3800, Currency: "usd"})
+			low := strings.ToLower(c.Sentence + " " + c.Headline)
+			for _, word := range []string{"succeeded", "failed", "issued", "did not go through", "completed"} {
+				if strings.Contains(low, word) {
+					t.Errorf("%s %s says %q: %q", k, s, word, c.Sentence)
+				}
+			}
+			if c.Known {
+				t.Errorf("%s %s is marked known", k, s)
+			}
+		}
+	}
+	if c := ops.CustomerStatusOf(&ops.Operation{Status: ops.StatusUnknown, Kind: ops.KindRefund}); ops.UnknownRefundSentence !=
+		"We can't confirm your refund yet. A colleague is checking and will reply in this chat." || c.Sentence != ops.UnknownRefundSentence {
+		t.Errorf("unknown refund sentence = %q", c.Sentence)
+	}
+	if c := ops.CustomerStatusOf(&ops.Operation{Status: ops.StatusSucceeded, Kind: ops.KindRefund, AmountCents: 3800, Currency: "usd"}); !c.Known ||
+		!strings.Contains(c.Sentence, "38.00 USD has been issued") {
+		t.Errorf("succeeded refund = %+v", c)
+	}
+}
+
+func TestCheckNotExecuted(t *testing.T) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	past, future := now.Add(-time.Minute), now.Add(time.Hour)
+	done := now.Add(-time.Hour)
+	cases := []struct {
+		name string
+		op   ops.Operation
+		atts []ops.Attempt
+		code string
+	}{
+		{"retention passed", ops.Operation{Status: ops.StatusUnknown, RetryUntil: &past}, []ops.Attempt{{N: 1, FinishedAt: &done}}, ""},
+		{"key still retained", ops.Operation{Status: ops.StatusUnknown, RetryUntil: &future}, nil, ops.EINVALID},
+		{"never sent", ops.Operation{Status: ops.StatusUnknown}, nil, ops.EINVALID},
+		{"lease live", ops.Operation{Status: ops.StatusInProgress, RetryUntil: &past, LeaseUntil: &future}, nil, ops.ECONFLICT},
+		{"attempt without result", ops.Operation{Status: ops.StatusExpired, RetryUntil: &past}, []ops.Attempt{{N: 2}}, ops.ECONFLICT},
+		{"closed", ops.Operation{Status: ops.StatusFailed, RetryUntil: &past, ClosedBy: "alice"}, nil, ops.ECONFLICT},
+	}
+	for _, c := range cases {
+		if got := ops.ErrorCode(ops.CheckNotExecuted(&c.op, c.atts, now)); got != c.code {
+			t.Errorf("%s: %q, want %q", c.name, got, c.code)
+		}
+	}
+}
+
+func TestFormatAmount(t *testing.T) {
+	for in, want := range map[[2]any]string{{int64(3800), "usd"}: "38.00 USD", {int64(-5), "eur"}: "-0.05 EUR", {int64(500), "jpy"}: "500 JPY"} {
+		if got := ops.FormatAmount(in[0].(int64), in[1].(string)); got != want {
+			t.Errorf("FormatAmount(%v) = %q, want %q", in, got, want)
+		}
+	}
+}

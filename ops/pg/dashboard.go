@@ -1,0 +1,249 @@
+package pg
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var _ ops.AuditWriter = (*DB)(nil)
+
+// timelineLimit bounds each part of an operation's timeline; an operation has at most a
+// handful of attempts, but a client may repeat a request thousands of times.
+const timelineLimit = 500
+
+// Timeline returns everything recorded about one operation. Each part is read by its
+// operation index, in one round trip.
+func (db *DB) Timeline(ctx context.Context, opID string) (ops.Timeline, error) {
+	var tl ops.Timeline
+	if _, err := uuid.Parse(opID); err != nil {
+		return tl, ops.Errorf(ops.ENOTFOUND, "No operation %q.", opID)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id, tenant_id, operation_id::text, request_ref, duplicate, coalesce(answer, ''), received_at, answered_at
+FROM client_requests WHERE operation_id = $1 ORDER BY received_at, id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+		var err error
+		tl.Requests, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.ClientRequest, error) {
+			var c ops.ClientRequest
+			var answer string
+			err := r.Scan(&c.ID, &c.TenantID, &c.OperationID, &c.RequestRef, &c.Duplicate, &answer, &c.ReceivedAt, &c.AnsweredAt)
+			c.Answer = ops.Answer(answer)
+			return c, err
+		})
+		return err
+	})
+	b.Queue(`SELECT id, operation_id::text, n, provider_key, owner, started_at, finished_at, coalesce(outcome, ''), http_status,
+	provider_request_id, error_code
+FROM attempts WHERE operation_id = $1 ORDER BY n LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+		var err error
+		tl.Attempts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Attempt, error) {
+			var a ops.Attempt
+			var outcome string
+			err := r.Scan(&a.ID, &a.OperationID, &a.N, &a.ProviderKey, &a.Owner, &a.StartedAt, &a.FinishedAt, &outcome,
+				&a.HTTPStatus, &a.ProviderRequestID, &a.ErrorCode)
+			a.Outcome = ops.Outcome(outcome)
+			if a.FinishedAt != nil {
+				a.Duration = a.FinishedAt.Sub(a.StartedAt)
+			}
+			return a, err
+		})
+		return err
+	})
+	b.Queue(`SELECT id, operation_id::text, kind, provider_ref, summary, data, recorded_by, recorded_at
+FROM evidence WHERE operation_id = $1 ORDER BY recorded_at, id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+		var err error
+		tl.Evidence, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Evidence, error) {
+			var e ops.Evidence
+			var kind string
+			err := r.Scan(&e.ID, &e.OperationID, &kind, &e.ProviderRef, &e.Summary, &e.Data, &e.RecordedBy, &e.RecordedAt)
+			e.Kind = ops.EvidenceKind(kind)
+			return e, err
+		})
+		return err
+	})
+	b.Queue(`SELECT provider, event_id, type, object_ref, outcome, received_at
+FROM provider_events WHERE operation_id = $1 ORDER BY received_at LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+		var err error
+		tl.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.ProviderEventRecord, error) {
+			var e ops.ProviderEventRecord
+			err := r.Scan(&e.Provider, &e.EventID, &e.Type, &e.ObjectRef, &e.Outcome, &e.ReceivedAt)
+			return e, err
+		})
+		return err
+	})
+	b.Queue(`SELECT `+auditCols+` FROM audit_log a WHERE a.entity = 'operation' AND a.entity_id = $1
+ORDER BY a.id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+		var err error
+		tl.Audit, err = pgx.CollectRows(rows, scanAudit)
+		return err
+	})
+	if err := db.Pool.SendBatch(ctx, b).Close(); err != nil {
+		return ops.Timeline{}, interpret(err, "read timeline")
+	}
+	return tl, nil
+}
+
+const auditCols = `a.id, a.at, a.actor, a.action, a.entity, a.entity_id, a.before, a.after, a.reason, coalesce(a.evidence_id, 0)`
+
+func scanAudit(r pgx.CollectableRow) (ops.AuditLogEntry, error) {
+	var e ops.AuditLogEntry
+	err := r.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Entity, &e.EntityID, &e.Before, &e.After, &e.Reason, &e.EvidenceID)
+	return e, err
+}
+
+// RecordAudit implements ops.AuditWriter.
+func (db *DB) RecordAudit(ctx context.Context, e ops.AuditLogEntry) error {
+	_, err := db.Pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, e.At, e.Actor, e.Action, e.Entity, e.EntityID, jsonOrNil(e.Before), jsonOrNil(e.After), e.Reason)
+	return interpret(err, "record audit")
+}
+
+// AuditLog returns one page of the audit log, newest first, by keyset on (at, id). Each
+// filter has its own index (migration 00003), so a page costs the same at any size.
+func (db *DB) AuditLog(ctx context.Context, f ops.AuditFilter) (ops.AuditPage, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	q, args := auditQuery(f)
+	rows, err := db.Pool.Query(ctx, q, args)
+	if err != nil {
+		return ops.AuditPage{}, interpret(err, "read audit log")
+	}
+	list, err := pgx.CollectRows(rows, scanAudit)
+	if err != nil {
+		return ops.AuditPage{}, interpret(err, "read audit log")
+	}
+	page := ops.AuditPage{Entries: list}
+	if len(list) > f.Limit {
+		page.Entries = list[:f.Limit]
+		last := page.Entries[f.Limit-1]
+		page.Next = &ops.AuditCursor{At: last.At, ID: last.ID}
+	}
+	return page, nil
+}
+
+func auditQuery(f ops.AuditFilter) (string, pgx.NamedArgs) {
+	conds := []string{"true"}
+	args := pgx.NamedArgs{"limit": f.Limit + 1}
+	if f.Actor != "" {
+		conds = append(conds, "a.actor = @actor")
+		args["actor"] = f.Actor
+	}
+	if f.Action != "" {
+		conds = append(conds, "a.action = @action")
+		args["action"] = f.Action
+	}
+	if f.EntityID != "" {
+		conds = append(conds, "a.entity_id = @entity_id")
+		args["entity_id"] = f.EntityID
+	}
+	if !f.From.IsZero() {
+		conds = append(conds, "a.at >= @from")
+		args["from"] = f.From
+	}
+	if !f.To.IsZero() {
+		conds = append(conds, "a.at < @to")
+		args["to"] = f.To
+	}
+	if f.After != nil {
+		conds = append(conds, "(a.at, a.id) < (@after_at, @after_id)")
+		args["after_at"], args["after_id"] = f.After.At, f.After.ID
+	}
+	return `SELECT ` + auditCols + ` FROM audit_log a WHERE ` + strings.Join(conds, " AND ") + `
+ORDER BY a.at DESC, a.id DESC LIMIT @limit`, args
+}
+
+// SearchSupport finds operations by order, customer or chat reference, or by operation id,
+// newest first. Each alternative repeats its index's predicate so that the planner can use
+// the partial indexes whatever the value.
+func (db *DB) SearchSupport(ctx context.Context, q string, limit int) ([]*ops.Operation, error) {
+	q = strings.TrimSpace(q)
+	if q == "" {
+		return nil, nil
+	}
+	if limit <= 0 || limit > 100 {
+		limit = 20
+	}
+	q2, args := supportQuery(q, limit)
+	rows, err := db.Pool.Query(ctx, q2, args)
+	if err != nil {
+		return nil, interpret(err, "search operations")
+	}
+	return collectOps(rows)
+}
+
+func supportQuery(q string, limit int) (string, pgx.NamedArgs) {
+	alts := []string{
+		"(o.order_ref = @q AND o.order_ref <> '')",
+		"(o.customer_ref = @q AND o.customer_ref <> '')",
+		"(o.chat_ref = @q AND o.chat_ref <> '')",
+	}
+	if _, err := uuid.Parse(q); err == nil {
+		alts = append(alts, "o.id = @q::uuid")
+	}
+	return `SELECT ` + opCols + ` FROM operations o WHERE ` + strings.Join(alts, " OR ") + `
+ORDER BY o.created_at DESC LIMIT @limit`, pgx.NamedArgs{"q": q, "limit": limit}
+}
+
+// Users lists every dashboard user, enabled or not, by email.
+func (db *DB) Users(ctx context.Context) ([]ops.UserAccount, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT id, email, role, created_at, disabled_at FROM users ORDER BY lower(email) LIMIT 1000`)
+	if err != nil {
+		return nil, interpret(err, "list users")
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.UserAccount, error) {
+		var u ops.UserAccount
+		var role string
+		err := r.Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.DisabledAt)
+		u.Role = ops.Role(role)
+		return u, err
+	})
+}
+
+// SetUserRole changes a user's role and records who did it, in one statement.
+func (db *DB) SetUserRole(ctx context.Context, id int64, role ops.Role, actor string, now time.Time) error {
+	if !role.Valid() {
+		return ops.Errorf(ops.EINVALID, "Unknown role %q; use one of support, oncall, manager, admin.", role)
+	}
+	return db.changeUser(ctx, id, actor, now, "user.role", `role = @role`, pgx.NamedArgs{"role": string(role)})
+}
+
+// SetUserDisabled disables or enables a user and records who did it. A disabled user's
+// sessions stop working at their next request.
+func (db *DB) SetUserDisabled(ctx context.Context, id int64, disabled bool, actor string, now time.Time) error {
+	action, set := "user.enable", "disabled_at = NULL"
+	if disabled {
+		action, set = "user.disable", "disabled_at = coalesce(u.disabled_at, @now::timestamptz)"
+	}
+	return db.changeUser(ctx, id, actor, now, action, set, pgx.NamedArgs{})
+}
+
+func (db *DB) changeUser(ctx context.Context, id int64, actor string, now time.Time, action, set string, args pgx.NamedArgs) error {
+	args["id"], args["actor"], args["now"], args["action"] = id, actor, now, action
+	var n int
+	err := db.Pool.QueryRow(ctx, `
+WITH old AS (SELECT id, role, disabled_at FROM users WHERE id = @id FOR UPDATE),
+up AS (
+	UPDATE users u SET `+set+` FROM old WHERE u.id = old.id
+	RETURNING u.id, u.role, u.disabled_at
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after)
+	SELECT @now, @actor, @action, 'user', up.id::text,
+		jsonb_build_object('role', old.role, 'disabled', old.disabled_at IS NOT NULL),
+		jsonb_build_object('role', up.role, 'disabled', up.disabled_at IS NOT NULL)
+	FROM up JOIN old ON old.id = up.id
+)
+SELECT count(*) FROM up`, args).Scan(&n)
+	if err != nil {
+		return interpret(err, "change user")
+	}
+	if n == 0 {
+		return ops.Errorf(ops.ENOTFOUND, "No user with id %d.", id)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package pg_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+// TestDashboardListsUseIndexes fills a few thousand operations and audit rows, then checks
+// that no list the dashboard reads scans a whole table.
+func TestDashboardListsUseIndexes(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	tn, err := db.EnsureTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Bulk rows straight in SQL: the plans depend on the table's size, not on how it grew.
+	_, err = db.Pool.Exec(ctx, `
+INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, order_ref, customer_ref,
+	payment_ref, amount_cents, currency, status, created_at, updated_at, closed_at, closed_by)
+SELECT gen_random_uuid(), $1, 'refund', 'stripe', 'i' || g, 'k' || g, 'fp', 'ord_' || g, 'cus_' || (g % 500),
+	'pi_' || g, 100, 'usd', CASE WHEN g % 10 = 0 THEN 'unknown' WHEN g % 10 = 1 THEN 'expired' ELSE 'succeeded' END,
+	now() - g * interval '1 minute', now(), CASE WHEN g % 10 > 1 THEN now() END, CASE WHEN g % 10 > 1 THEN 'w' ELSE '' END
+FROM generate_series(1, 5000) g`, tn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Pool.Exec(ctx, `
+INSERT INTO audit_log (at, actor, action, entity, entity_id, reason)
+SELECT now() - g * interval '1 minute', 'user' || (g % 40) || '@example.com', (ARRAY['open','close','lookup','expire'])[g % 4 + 1],
+	'operation', o.id::text, 'r'
+FROM generate_series(1, 20000) g JOIN LATERAL (SELECT id FROM operations OFFSET (g % 5000) LIMIT 1) o ON true`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, received_at)
+		 SELECT tenant_id, id, kind, 'r', created_at FROM operations, generate_series(1, 2)`,
+		`INSERT INTO attempts (operation_id, n, provider_key, owner, started_at) SELECT id, 1, provider_key, 'w', created_at FROM operations`,
+		`INSERT INTO evidence (operation_id, kind, summary, recorded_by, recorded_at) SELECT id, 'lookup', 's', 'w', created_at FROM operations`,
+		`INSERT INTO provider_events (provider, event_id, type, operation_id, received_at) SELECT 'stripe', 'evt_' || id, 'refund.created', id, created_at FROM operations`,
+	} {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	var opID string
+	if err := db.Pool.QueryRow(ctx, `SELECT id::text FROM operations LIMIT 1`).Scan(&opID); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	cases := []struct {
+		name   string
+		audit  ops.AuditFilter
+		search string
+		queue  ops.QueueFilter
+	}{
+		{name: "plain", audit: ops.AuditFilter{}, search: "ord_42", queue: ops.QueueFilter{Status: ops.StatusUnknown, Now: now}},
+		{name: "by person", audit: ops.AuditFilter{Actor: "user7@example.com"}, search: "cus_7", queue: ops.QueueFilter{Status: ops.StatusExpired, TenantID: tn.ID, Now: now}},
+		{name: "by action and date", audit: ops.AuditFilter{Action: "close", From: now.Add(-48 * time.Hour), To: now.Add(-24 * time.Hour)}, search: opID,
+			queue: ops.QueueFilter{Status: ops.StatusUnknown, OlderThan: time.Hour, Now: now, After: &ops.QueueCursor{CreatedAt: now.Add(-3 * time.Hour), ID: opID}}},
+		{name: "by operation", audit: ops.AuditFilter{EntityID: opID, After: &ops.AuditCursor{At: now, ID: 1 << 40}}, search: "chat-1",
+			queue: ops.QueueFilter{Status: ops.StatusUnknown, Search: "ord_10", Now: now}},
+	}
+	for _, c := range cases {
+		plans, err := db.DashboardPlans(ctx, opID, c.audit, c.search, c.queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, plan := range plans {
+			for _, table := range []string{"operations", "audit_log", "client_requests", "attempts", "evidence", "provider_events"} {
+				if strings.Contains(plan, "Seq Scan on "+table) {
+					t.Errorf("%s, %s: sequential scan of %s:\n%s", c.name, name, table, plan)
+				}
+			}
+			if name == "audit" && strings.Contains(plan, "Sort") && c.audit.EntityID == "" {
+				t.Errorf("%s: the audit page sorts instead of reading an index in order:\n%s", c.name, plan)
+			}
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package web_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/static"
+)
+
+// chromiumPath is Debian's Chromium. The browser tests install it when it is missing and
+// fail when they cannot: a skipped browser test would hide a broken dashboard.
+const chromiumPath = "/usr/bin/chromium"
+
+var (
+	chromiumOnce sync.Once
+	chromiumErr  error
+)
+
+func ensureChromium(t *testing.T) {
+	t.Helper()
+	chromiumOnce.Do(func() {
+		if _, err := os.Stat(chromiumPath); err == nil {
+			return
+		}
+		if os.Geteuid() != 0 {
+			chromiumErr = errors.New("chromium is not installed and this is not root: run 'sudo apt-get install -y chromium'")
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+		defer cancel()
+		for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "--no-install-recommends", "chromium"}} {
+			cmd := exec.CommandContext(ctx, "apt-get", args...)
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				chromiumErr = fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
+				return
+			}
+		}
+		if _, err := os.Stat(chromiumPath); err != nil {
+			chromiumErr = fmt.Errorf("apt-get installed chromium but %s is missing: %w", chromiumPath, err)
+		}
+	})
+	if chromiumErr != nil {
+		t.Fatalf("browser tests need Chromium and could not install it: %v", chromiumErr)
+	}
+}
+
+// browser starts a headless Chromium with a fresh profile and returns its first tab; each
+// context made from it with newSession is a separate person with their own cookies.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	ensureChromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	root, cancelRoot := chromedp.NewContext(alloc)
+	t.Cleanup(cancelRoot)
+	if err := chromedp.Do(root); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return root
+}
+
+// newSession opens a tab in its own browser context, so two sessions never share cookies.
+func newSession(t *testing.T, alloc context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(alloc, chromedp.WithNewBrowserContext())
+	t.Cleanup(func() { cancel() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, steps...); err != nil {
+		shot(t, ctx, "failed-"+strings.ReplaceAll(what, " ", "-"))
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func textOf(t *testing.T, ctx context.Context, testid string) string {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(sctx, chromedp.Text(byID(testid)))
+	if err != nil {
+		t.Fatalf("read %s: %v", testid, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+func byID(testid string) chromedp.CSS { return chromedp.CSS(`[data-testid="` + testid + `"]`) }
+
+// count returns how many elements match a CSS selector, without waiting for any.
+func count(t *testing.T, ctx context.Context, css string) int {
+	t.Helper()
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf("document.querySelectorAll(%q).length", css)))
+	if err != nil {
+		t.Fatalf("count %s: %v", css, err)
+	}
+	return n
+}
+
+// shot saves a full-page screenshot under .settle/screenshots for people to look at.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100 makes a PNG; less is a JPEG
+	if err != nil {
+		t.Logf("screenshot %s: %v", name, err)
+		return
+	}
+	dir := filepath.Join(pgtest.ProjectDir(), ".settle", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *dashEnv) browserLogin(t *testing.T, ctx context.Context, email string) {
+	t.Helper()
+	do(t, ctx, "sign in as "+email,
+		chromedp.Navigate(e.url+"/login"),
+		chromedp.WaitVisible(byID("login-form")),
+		chromedp.SendKeys(byID("login-email"), email),
+		chromedp.SendKeys(byID("login-password"), password),
+		chromedp.Click(byID("login-submit")),
+		chromedp.WaitVisible(byID("nav-email")),
+	)
+}
+
+// TestBrowserOncallLooksUpAndSupportAnswers is the dashboard's main story in a real
+// browser: support sees "can't confirm yet" and no close button; on-call opens the Unknown
+// tab, looks up the operation the fake Stripe refunded and sees it closed with the refund
+// id; support then reads the refunded sentence.
+func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
+	t.Parallel()
+	if !static.HasHTMX() {
+		t.Fatal("static/vendor/htmx.min.js was not embedded: run 'make deps' (npm ci) before the tests")
+	}
+	e := newDashEnv(t)
+	op := e.refundedButUnknown(t, "4417")
+	e.notSentUnknown(t, "4420")
+	e.llmUnknown(t, "chat-77")
+	for _, u := range []struct {
+		email string
+		role  ops.Role
+	}{{"oncall@example.com", ops.RoleOncall}, {"support@example.com", ops.RoleSupport}, {"admin@example.com", ops.RoleAdmin}} {
+		if _, err := e.db.CreateUser(context.Background(), u.email, password, u.role); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alloc := browser(t)
+
+	support := newSession(t, alloc)
+	e.browserLogin(t, support, "support@example.com")
+	do(t, support, "support search",
+		chromedp.Navigate(e.url+"/support"),
+		chromedp.SendKeys(byID("support-search"), "4417"),
+		chromedp.Click(byID("support-submit")),
+		chromedp.WaitVisible(byID("support-result")),
+	)
+	sentence, err := chromedp.Run(support, chromedp.Value(byID("customer-sentence")))
+	if err != nil || sentence != ops.UnknownRefundSentence {
+		t.Fatalf("support sentence = %q (%v)", sentence, err)
+	}
+	if n := count(t, support, `[data-testid="close-button"], [data-testid="lookup-button"], form[action$="/close"]`); n != 0 {
+		t.Fatalf("support sees %d close or lookup controls", n)
+	}
+	do(t, support, "copy the sentence", chromedp.Click(byID("copy-sentence")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="copy-sentence"][data-copied="true"]`)))
+	shot(t, support, "support")
+
+	oncall := newSession(t, alloc)
+	e.browserLogin(t, oncall, "oncall@example.com")
+	shot(t, oncall, "queue")
+	if ok, err := chromedp.Run(oncall, chromedp.Evaluate[bool](`typeof htmx === "object"`)); err != nil || !ok {
+		t.Fatalf("htmx is not loaded on the queue page (%v)", err)
+	}
+	do(t, oncall, "open the Unknown tab and the operation",
+		chromedp.Click(byID("queue-tab-unknown")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="queue-row"][data-id="`+op.ID+`"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="queue-row"][data-id="`+op.ID+`"] a`)),
+		chromedp.WaitVisible(byID("lookup-button")),
+	)
+	if got := textOf(t, oncall, "op-status"); got != "unknown" {
+		t.Fatalf("status before the lookup = %q", got)
+	}
+	shot(t, oncall, "detail-unknown")
+	do(t, oncall, "look up at the provider", chromedp.Click(byID("lookup-button")), chromedp.WaitVisible(byID("lookup-result")))
+	refundID := e.fake.Refunds()[0].ID
+	if got := textOf(t, oncall, "lookup-result"); !strings.Contains(got, "Closed as succeeded") || !strings.Contains(got, refundID) {
+		t.Fatalf("lookup result = %q, want closed with %s", got, refundID)
+	}
+	if got := textOf(t, oncall, "op-status"); got != "succeeded" {
+		t.Fatalf("status after the lookup = %q", got)
+	}
+	if got := textOf(t, oncall, "op-provider-ref"); got != refundID {
+		t.Fatalf("provider record = %q, want %s", got, refundID)
+	}
+	shot(t, oncall, "detail-closed")
+
+	do(t, oncall, "look up everything in the Unknown tab",
+		chromedp.Navigate(e.url+"/ops?tab=unknown&refresh=0"),
+		chromedp.WaitVisible(byID("lookup-filter")),
+		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(byID("lookup-filter")),
+		chromedp.WaitVisible(byID("bulk-summary")),
+	)
+	if got := textOf(t, oncall, "bulk-need-person"); got != "2" {
+		t.Errorf("bulk need a person = %q, want 2 (not found, LLM)", got)
+	}
+	shot(t, oncall, "bulk")
+	do(t, oncall, "audit log", chromedp.Navigate(e.url+"/audit"), chromedp.WaitVisible(byID("audit-table")))
+	shot(t, oncall, "audit")
+
+	do(t, support, "support search again",
+		chromedp.Navigate(e.url+"/support?q=4417"),
+		chromedp.WaitVisible(byID("support-result")),
+	)
+	if got := textOf(t, support, "customer-headline"); got != "Refunded" {
+		t.Errorf("support headline after the lookup = %q", got)
+	}
+	if n := count(t, support, `[data-testid="close-button"]`); n != 0 {
+		t.Errorf("support sees a close button")
+	}
+	shot(t, support, "support-refunded")
+
+	admin := newSession(t, alloc)
+	e.browserLogin(t, admin, "admin@example.com")
+	do(t, admin, "users page", chromedp.Navigate(e.url+"/admin/users"), chromedp.WaitVisible(byID("users-table")))
+	shot(t, admin, "users")
+	do(t, admin, "sign out", chromedp.Navigate(e.url+"/login"), chromedp.WaitVisible(byID("nav")))
+	do(t, admin, "login page", chromedp.Click(chromedp.CSS(`[data-testid="logout-form"] button`)), chromedp.WaitVisible(byID("login-form")))
+	shot(t, admin, "login")
+}
+
+// TestBrowserTwoPeopleCloseTheSameRow: both open the page, both close; the second is told
+// who closed it first and nothing changes.
+func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	op := e.notSentUnknown(t, "5150")
+	for _, email := range []string{"alice@example.com", "bob@example.com"} {
+		if _, err := e.db.CreateUser(context.Background(), email, password, ops.RoleOncall); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alloc := browser(t)
+	alice, bob := newSession(t, alloc), newSession(t, alloc)
+	for who, ctx := range map[string]context.Context{"alice@example.com": alice, "bob@example.com": bob} {
+		e.browserLogin(t, ctx, who)
+		do(t, ctx, who+" opens the operation", chromedp.Navigate(e.url+"/ops/"+op.ID), chromedp.WaitVisible(byID("close-form")),
+			chromedp.SendKeys(byID("close-note"), "Checked Stripe by hand: nothing there. ("+who+")"))
+	}
+	do(t, alice, "alice closes", chromedp.Click(byID("close-button")), chromedp.WaitVisible(byID("flash")))
+	if got := textOf(t, alice, "op-status"); got != "failed" {
+		t.Fatalf("after alice's close: %q", got)
+	}
+	do(t, bob, "bob closes", chromedp.Click(byID("close-button")), chromedp.WaitVisible(byID("flash")))
+	got := textOf(t, bob, "flash")
+	if !strings.Contains(got, "Already closed by alice@example.com") {
+		t.Fatalf("bob is told %q, want who closed it first", got)
+	}
+	shot(t, bob, "already-closed")
+	if cur := e.get(t, op.ID); cur.ClosedBy != "alice@example.com" || cur.Version != op.Version+1 {
+		t.Fatalf("the operation is %s by %s at version %d", cur.Status, cur.ClosedBy, cur.Version)
+	}
+}

@@ -1,0 +1,170 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/stripe"
+	"github.com/settle-dev/settle/web"
+)
+
+// The web layer's dashboard dependencies must be satisfied by the real implementations.
+var (
+	_ web.Desk            = (*ops.Desk)(nil)
+	_ web.TimelineReader  = (*pg.DB)(nil)
+	_ web.SupportSearcher = (*pg.DB)(nil)
+	_ web.AuditReader     = (*pg.DB)(nil)
+	_ web.UserAdmin       = (*pg.DB)(nil)
+)
+
+// dashEnv is the dashboard wired for real: Postgres, the ledger, stripe-go and the fake
+// Stripe over loopback, on a manual clock the test moves.
+type dashEnv struct {
+	*env
+	clock   *ops.ManualClock
+	fake    *fake.Stripe
+	adapter *stripe.Adapter
+	ledger  *ops.Ledger
+	// unsure is the ledger with a policy that stops at the first timeout, to leave
+	// operations unknown the way a lost answer does.
+	unsure *ops.Ledger
+	tenant *ops.Tenant
+	server *web.Server
+}
+
+func newDashEnv(t *testing.T) *dashEnv {
+	t.Helper()
+	s := newServer(t)
+	db := s.Accounts.(*pg.DB)
+	clock := s.Clock.(*ops.ManualClock)
+	fk := fake.NewStripe(fake.StripeOptions{WebhookSecret: hookSecret})
+	base, err := fk.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fk.Close() })
+	adapter := stripe.New(stripe.Config{APIKey: "sk_test_dash", BaseURL: base, AttemptTimeout: 2 * time.Second, ReadsPerSecond: 200})
+	ledger := ops.NewLedger(db, clock)
+	unsure := ops.NewLedger(db, clock)
+	unsure.Policies = map[ops.Kind]ops.Policy{ops.KindRefund: {RetryUncertain: false}, ops.KindLLMCall: {RetryUncertain: false}}
+	refunds := &ops.Refunds{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
+	s.Operations = db
+	s.Refunds = refunds
+	s.DashboardDeps = web.DashboardDeps{
+		Desk:      &ops.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db},
+		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db,
+	}
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	tn, err := db.EnsureTenant(context.Background(), "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dashEnv{env: &env{db: db, url: ts.URL}, clock: clock, fake: fk, adapter: adapter, ledger: ledger,
+		unsure: unsure, tenant: tn, server: s}
+}
+
+// open starts a refund of order the way the refund tool does: committed, leased to a
+// worker, first attempt begun.
+func (e *dashEnv) open(t *testing.T, order string, cents int64) (*ops.Operation, *ops.Attempt) {
+	t.Helper()
+	pi := "pi_" + strings.NewReplacer("<", "", ">", "", "/", "", " ", "", "\"", "", "'", "", "(", "", ")", "", "=", "", "&", "").Replace(order)
+	e.fake.AddPaymentIntent(pi, 10000, "usd")
+	o, err := e.ledger.Open(context.Background(), ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindRefund, Provider: "stripe",
+		IntentKey: ops.RefundIntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
+		AmountCents: cents, Currency: "usd", Retention: e.adapter.Retention()}, "req-"+order, "worker-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.Op, o.Attempt
+}
+
+// refundedButUnknown is seed 002's story: Stripe made the refund, the answer was lost, and
+// the operation waits as unknown for someone to look it up.
+func (e *dashEnv) refundedButUnknown(t *testing.T, order string) *ops.Operation {
+	t.Helper()
+	op, a := e.open(t, order, 3800)
+	if res := e.adapter.Send(context.Background(), op, a); res.Outcome != ops.OutcomeOK {
+		t.Fatalf("fake Stripe refused the refund: %+v", res)
+	}
+	return e.lose(t, op, a)
+}
+
+// notSentUnknown is an operation whose only attempt timed out before Stripe ran it.
+func (e *dashEnv) notSentUnknown(t *testing.T, order string) *ops.Operation {
+	t.Helper()
+	op, a := e.open(t, order, 1200)
+	return e.lose(t, op, a)
+}
+
+func (e *dashEnv) lose(t *testing.T, op *ops.Operation, a *ops.Attempt) *ops.Operation {
+	t.Helper()
+	out, _, err := e.unsure.FinishAttempt(context.Background(), op, a, "worker-1",
+		ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != ops.StatusUnknown {
+		t.Fatalf("operation is %s, want unknown", out.Status)
+	}
+	return out
+}
+
+// llmUnknown is an LLM call whose outcome is unknown; nothing can look it up yet.
+func (e *dashEnv) llmUnknown(t *testing.T, chat string) *ops.Operation {
+	t.Helper()
+	ctx := context.Background()
+	op := &ops.Operation{ID: ops.NewOperationID(), TenantID: e.tenant.ID, Kind: ops.KindLLMCall, Provider: "openai",
+		IntentKey: "idem-" + chat, ProviderKey: ops.NewProviderKey(), Fingerprint: "fp", ChatRef: chat}
+	o, err := e.db.Open(ctx, ops.OpenParams{Op: op, Now: e.clock.Now(), Claim: "gw", LeaseUntil: e.clock.Now().Add(time.Second), Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.db.Transition(ctx, ops.TransitionParams{ID: o.Op.ID, Version: o.Op.Version, From: ops.StatusInProgress,
+		To: ops.StatusUnknown, Now: e.clock.Now(), Actor: "gw", Action: "mark_unknown", Reason: "timeout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (e *dashEnv) get(t *testing.T, id string) *ops.Operation {
+	t.Helper()
+	op, err := e.db.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// signIn makes a user with role and returns a client signed in as them.
+func (e *dashEnv) signIn(t *testing.T, email string, role ops.Role) *http.Client {
+	t.Helper()
+	if _, err := e.db.CreateUser(context.Background(), email, password, role); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t)
+	if resp := e.login(t, c, email, password); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login as %s: %d", email, resp.StatusCode)
+	}
+	return c
+}
+
+// post submits a form without following the redirect.
+func (e *dashEnv) post(t *testing.T, c *http.Client, path string, form url.Values) *http.Response {
+	t.Helper()
+	resp, err := c.PostForm(e.url+path, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}

@@ -1,0 +1,243 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// defaultBulkCap bounds one bulk lookup: the provider allows a few reads per second, and a
+// person waits for the answer.
+const defaultBulkCap = 200
+
+func (s *Server) bulkCap() int {
+	if s.BulkCap > 0 {
+		return s.BulkCap
+	}
+	return defaultBulkCap
+}
+
+// handleLookup looks one operation up at its provider, then shows the operation again with
+// what the lookup found.
+func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
+	if s.Desk == nil {
+		s.notConfigured(w, r)
+		return
+	}
+	ctx := r.Context()
+	id := chi.URLParam(r, "id")
+	out, err := s.Desk.Lookup(ctx, id, actor(r))
+	if code := ops.ErrorCode(err); err != nil && (code == ops.ENOTFOUND || out.Op == nil) {
+		s.Error(w, r, err)
+		return
+	} else if err != nil {
+		s.Logger.ErrorContext(ctx, "lookup failed", "operation", id, "err", err)
+	}
+	kind := "warn"
+	if !out.NeedsPerson() {
+		kind = "ok"
+	}
+	s.putFlash(ctx, flashMsg{Kind: kind, Message: out.Message, Outcome: out.Outcome, OpID: out.Op.ID})
+	http.Redirect(w, r, "/ops/"+url.PathEscape(out.Op.ID), http.StatusSeeOther)
+}
+
+// handleClose closes an operation by hand with a note. The version in the form is the one
+// the person saw: a changed operation refuses the close instead of overwriting.
+func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
+	if s.Desk == nil {
+		s.notConfigured(w, r)
+		return
+	}
+	id := chi.URLParam(r, "id")
+	version, err := parseVersion(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	op, err := s.Desk.CloseManually(r.Context(), ops.ManualClose{ID: id, Version: version, To: ops.Status(r.PostForm.Get("to")),
+		ProviderRef: r.PostForm.Get("provider_ref"), Note: r.PostForm.Get("note"), Actor: actor(r)})
+	if err != nil {
+		s.afterCloseError(w, r, id, err)
+		return
+	}
+	s.putFlash(r.Context(), flashMsg{Kind: "ok", Message: fmt.Sprintf("Closed as %s.", op.Status)})
+	http.Redirect(w, r, "/ops/"+url.PathEscape(op.ID), http.StatusSeeOther)
+}
+
+// handleCloseNotExecuted closes a refund the provider never ran, after a fresh lookup.
+func (s *Server) handleCloseNotExecuted(w http.ResponseWriter, r *http.Request) {
+	if s.Desk == nil {
+		s.notConfigured(w, r)
+		return
+	}
+	id := chi.URLParam(r, "id")
+	version, err := parseVersion(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	out, err := s.Desk.CloseNotExecuted(r.Context(), id, version, r.PostForm.Get("note"), actor(r))
+	if err != nil {
+		s.afterCloseError(w, r, id, err)
+		return
+	}
+	kind := "warn"
+	if !out.NeedsPerson() {
+		kind = "ok"
+	}
+	s.putFlash(r.Context(), flashMsg{Kind: kind, Message: out.Message, Outcome: out.Outcome, OpID: id})
+	http.Redirect(w, r, "/ops/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// afterCloseError shows a refused close on the operation's page: a lost race names who
+// closed it first; a note or status that is not acceptable says why. Anything else is an
+// error page.
+func (s *Server) afterCloseError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	var e *ops.Error
+	switch {
+	case errors.As(err, &e) && e.Closed != nil:
+		s.putFlash(r.Context(), flashMsg{Kind: "warn", Message: fmt.Sprintf("Already closed by %s (as %s at %s). Nothing was changed.",
+			orSomeone(e.Closed.ClosedBy), e.Closed.Status, formatTime(e.Closed.ClosedAt))})
+	case ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT || ops.ErrorCode(err) == ops.EUNAVAILABLE:
+		s.putFlash(r.Context(), flashMsg{Kind: "error", Message: ops.ErrorMessage(err) + " Nothing was changed."})
+	default:
+		s.Error(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/ops/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+func orSomeone(s string) string {
+	if s == "" {
+		return "someone else"
+	}
+	return s
+}
+
+// parseVersion reads the form and the version the person saw.
+func parseVersion(r *http.Request) (int64, error) {
+	if err := r.ParseForm(); err != nil {
+		return 0, ops.Errorf(ops.EINVALID, "The form could not be read.")
+	}
+	v, err := strconv.ParseInt(r.PostForm.Get("version"), 10, 64)
+	if err != nil || v <= 0 {
+		return 0, ops.Errorf(ops.EINVALID, "The form lacks the version of the operation; reload the page and try again.")
+	}
+	return v, nil
+}
+
+// bulkLabels say in words why a lookup left operations for a person.
+var bulkLabels = map[string]string{
+	ops.LookupNotFound:    "not found at the provider: check them and close by hand, or as not executed once the key retention has passed",
+	ops.LookupInFlight:    "being sent by a worker right now: look again once the lease has ended",
+	ops.LookupUnsupported: "LLM operations: lookups for them do not exist yet",
+	ops.LookupUnavailable: "the provider could not be asked: try again in a moment",
+	ops.LookupFailed:      "failed with an internal error (see the logs)",
+}
+
+// handleBulkLookup looks up the ticked operations, or everything matching the queue's
+// filter up to the cap, and reports how many closed, how many need a person, and why.
+func (s *Server) handleBulkLookup(w http.ResponseWriter, r *http.Request) {
+	if s.Desk == nil {
+		s.notConfigured(w, r)
+		return
+	}
+	ctx := r.Context()
+	if err := r.ParseForm(); err != nil {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
+		return
+	}
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	now := s.Clock.Now()
+	f, _, err := parseQueueFilter(r.PostForm, tenants, now)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	var ids []string
+	capped := false
+	switch r.PostForm.Get("scope") {
+	case "selected":
+		ids, err = selectedIDs(r.PostForm["ids"], s.bulkCap())
+	case "filter":
+		ids, capped, err = s.matchingIDs(r, f, s.bulkCap())
+	default:
+		err = ops.Errorf(ops.EINVALID, "Choose the selected rows or everything matching the filter.")
+	}
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	m := views.BulkPage{Viewer: viewer(userFrom(ctx)), Capped: capped, BackURL: queueURL(r.PostForm, url.Values{})}
+	if len(ids) > 0 {
+		out := s.Desk.LookupMany(ctx, ids, actor(r))
+		m.Closed, m.AlreadyClosed, m.NeedPerson = out.Closed, out.AlreadyClosed, out.NeedPerson
+		for outcome, n := range out.Reasons {
+			m.Reasons = append(m.Reasons, views.BulkReason{Outcome: outcome, Label: bulkLabels[outcome], Count: n})
+		}
+		sort.Slice(m.Reasons, func(i, j int) bool { return m.Reasons[i].Count > m.Reasons[j].Count })
+		for _, res := range out.Results {
+			row := views.LookupResult{ID: res.OperationID, URL: "/ops/" + url.PathEscape(res.OperationID), Outcome: res.Outcome,
+				Message: res.Message, NeedsPerson: res.NeedsPerson()}
+			if res.Op != nil {
+				row.Order = res.Op.OrderRef
+			}
+			m.Results = append(m.Results, row)
+		}
+	}
+	s.render(w, r, http.StatusOK, views.Bulk(m))
+}
+
+// selectedIDs checks the ticked ids: a forged value is refused, not looked up.
+func selectedIDs(raw []string, limit int) ([]string, error) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, id := range raw {
+		if uuid.Validate(id) != nil {
+			return nil, ops.Errorf(ops.EINVALID, "The selection holds something that is not an operation id.")
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > limit {
+		return nil, ops.Errorf(ops.EINVALID, "Select at most %d operations at once.", limit)
+	}
+	return ids, nil
+}
+
+// matchingIDs pages through the queue with its keyset cursor, oldest first, up to limit.
+func (s *Server) matchingIDs(r *http.Request, f ops.QueueFilter, limit int) ([]string, bool, error) {
+	var ids []string
+	f.After, f.Limit = nil, 100
+	for {
+		page, err := s.Queues.ListQueue(r.Context(), f, s.Clock.Now())
+		if err != nil {
+			return nil, false, err
+		}
+		for _, o := range page.Ops {
+			if len(ids) == limit {
+				return ids, true, nil
+			}
+			ids = append(ids, o.ID)
+		}
+		if page.Next == nil {
+			return ids, false, nil
+		}
+		f.After = page.Next
+	}
+}

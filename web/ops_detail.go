@@ -1,0 +1,264 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// TimelineReader reads one operation with everything recorded about it.
+type TimelineReader interface {
+	Get(ctx context.Context, id string) (*ops.Operation, error)
+	Timeline(ctx context.Context, opID string) (ops.Timeline, error)
+}
+
+// handleOpDetail shows one operation. Support reads it too, without the provider key and
+// without the actions.
+func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
+	if s.Timelines == nil {
+		s.notConfigured(w, r)
+		return
+	}
+	ctx := r.Context()
+	op, err := s.Timelines.Get(ctx, chi.URLParam(r, "id"))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	tl, err := s.Timelines.Timeline(ctx, op.ID)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	now := s.Clock.Now()
+	v := viewer(userFrom(ctx))
+	m := views.OpDetailPage{Viewer: v, Op: opSummary(op, tenantName(tenants, op.TenantID), now, v.CanAct()),
+		Customer: customerLine(op), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
+		Actions: opActions(op, tl.Attempts, now, s.Desk != nil)}
+	if f := s.popFlash(ctx); f.Outcome != "" && f.OpID == op.ID {
+		m.LastLookup = &views.LookupResult{ID: op.ID, Outcome: f.Outcome, Message: f.Message, NeedsPerson: f.Kind != "ok"}
+	} else {
+		m.Flash = f.view()
+	}
+	s.render(w, r, http.StatusOK, views.OpDetail(m))
+}
+
+func tenantName(ts []*ops.Tenant, id int64) string {
+	for _, t := range ts {
+		if t.ID == id {
+			return t.Name
+		}
+	}
+	return strconv.FormatInt(id, 10)
+}
+
+func opSummary(op *ops.Operation, tenant string, now time.Time, showKey bool) views.OpSummary {
+	sum := views.OpSummary{
+		ID: op.ID, URL: "/ops/" + url.PathEscape(op.ID), Tenant: tenant, Kind: string(op.Kind), Provider: op.Provider,
+		Status: string(op.Status), Phase: string(op.Phase), Order: op.OrderRef, Customer: op.CustomerRef, Chat: op.ChatRef,
+		Payment: op.PaymentRef, Attempts: strconv.Itoa(op.Attempts), Created: formatTime(op.CreatedAt),
+		Updated: formatTime(op.UpdatedAt), ProviderRef: op.ProviderRef, ClosedBy: op.ClosedBy,
+		Leased: op.Leased(now), Stalled: op.Stalled(now), Final: op.Status.Final(), Retention: "none",
+	}
+	if op.AmountCents != 0 || op.Currency != "" {
+		sum.Amount = formatAmount(op.AmountCents, op.Currency)
+	}
+	if showKey {
+		sum.ProviderKey = op.ProviderKey
+	}
+	if op.Retention > 0 {
+		sum.Retention = formatAge(op.Retention)
+	}
+	if op.RetryUntil != nil {
+		sum.RetryUntil, sum.RetryUntilISO = formatTime(*op.RetryUntil), op.RetryUntil.UTC().Format(time.RFC3339)
+		sum.NowISO = now.UTC().Format(time.RFC3339)
+		if left := op.RetryUntil.Sub(now); left > 0 {
+			sum.RetentionLeft = formatAge(left) + " left"
+		} else {
+			sum.RetentionPassed, sum.RetentionLeft = true, "passed "+formatAge(-left)+" ago"
+		}
+	}
+	if op.LeaseUntil != nil {
+		sum.LeaseUntil = formatTime(*op.LeaseUntil)
+	}
+	if op.ClosedAt != nil {
+		sum.Closed = formatTime(*op.ClosedAt)
+	}
+	return sum
+}
+
+func customerLine(op *ops.Operation) views.CustomerLine {
+	c := ops.CustomerStatusOf(op)
+	return views.CustomerLine{Headline: c.Headline, Sentence: c.Sentence, Known: c.Known}
+}
+
+// opActions decides what the page offers; every action checks the same again on the server.
+func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, hasDesk bool) views.OpActions {
+	a := views.OpActions{Version: strconv.FormatInt(op.Version, 10)}
+	switch {
+	case op.Status.Final():
+		a.Blocked = fmt.Sprintf("Closed as %s by %s; nothing more to do.", op.Status, op.ClosedBy)
+		return a
+	case !hasDesk:
+		a.Blocked = "Lookups and closing are not configured on this server."
+		return a
+	case op.Leased(now):
+		a.Blocked = fmt.Sprintf("A worker is sending it until %s: it cannot be looked up or closed until the lease ends.", formatTime(*op.LeaseUntil))
+		return a
+	}
+	a.CanClose = true
+	if op.Kind == ops.KindRefund {
+		a.CanLookup = true
+		if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
+			a.NotExecutedWhy = "Close as not executed: " + ops.ErrorMessage(err)
+		} else {
+			a.CanCloseNotExecuted = true
+		}
+	} else {
+		a.LookupNote = "Lookups for LLM operations do not exist yet: this one needs a person, who checks the provider's usage report and closes it by hand."
+	}
+	return a
+}
+
+// timeline merges what was recorded about an operation into one list in time order.
+// Attempts are shown from their own table, so their audit rows are left out.
+func timeline(tl ops.Timeline) []views.TimelineItem {
+	type item struct {
+		at   time.Time
+		rank int
+		n    int
+		v    views.TimelineItem
+	}
+	var items []item
+	// Things recorded in one transaction share a time; rank keeps cause before effect.
+	rank := map[string]int{"Opened": 0, "request": 1, "attempt": 2, "webhook": 3, "lookup": 3, "close": 4}
+	add := func(at time.Time, v views.TimelineItem) {
+		v.At, v.AtISO = formatTime(at), at.UTC().Format(time.RFC3339Nano)
+		r, ok := rank[v.Title]
+		if !ok {
+			if r, ok = rank[v.Kind]; !ok {
+				r = 5
+			}
+		}
+		items = append(items, item{at, r, len(items), v})
+	}
+	for _, c := range tl.Requests {
+		title := "Client request"
+		if c.Duplicate {
+			title = "Duplicate client request"
+		}
+		d := ""
+		if c.RequestRef != "" {
+			d = "ref " + c.RequestRef
+		}
+		if c.Answer != "" {
+			d = joinNonEmpty(d, "answered "+string(c.Answer))
+		}
+		add(c.ReceivedAt, views.TimelineItem{Kind: "request", Title: title, Detail: d})
+	}
+	for _, a := range tl.Attempts {
+		it := views.TimelineItem{Kind: "attempt", Title: "Attempt " + strconv.Itoa(a.N), Actor: a.Owner,
+			Outcome: string(a.Outcome), ProviderRequestID: a.ProviderRequestID, ErrorCode: a.ErrorCode}
+		if a.Outcome == "" {
+			it.Outcome = "no result yet"
+		}
+		if a.HTTPStatus > 0 {
+			it.HTTPStatus = strconv.Itoa(a.HTTPStatus)
+		}
+		if a.FinishedAt != nil {
+			it.Duration = a.Duration.Round(time.Millisecond).String()
+		}
+		add(a.StartedAt, it)
+	}
+	for _, e := range tl.Events {
+		add(e.ReceivedAt, views.TimelineItem{Kind: "webhook", Title: "Webhook " + e.Type,
+			Detail: joinNonEmpty(e.EventID, e.ObjectRef, "outcome "+e.Outcome), Actor: e.Provider})
+	}
+	for _, a := range tl.Audit {
+		kind, title := "change", a.Action
+		switch {
+		case len(a.Action) > 8 && a.Action[:8] == "attempt.", a.Action == "release":
+			continue
+		case a.Action == "lookup":
+			kind, title = "lookup", "Lookup at provider"
+		case a.Action == "close":
+			kind, title = "close", "Closed as "+auditStatus(a.After)
+		case a.Action == "open":
+			title = "Opened"
+		case a.Action == "expire":
+			title = "Expired"
+		case a.Action == "reap":
+			title = "Lease ran out; taken over"
+		case a.Action == "mark_unknown":
+			title = "Marked unknown"
+		}
+		add(a.At, views.TimelineItem{Kind: kind, Title: title, Detail: a.Reason, Actor: a.Actor})
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		if !items[i].at.Equal(items[j].at) {
+			return items[i].at.Before(items[j].at)
+		}
+		if items[i].rank != items[j].rank {
+			return items[i].rank < items[j].rank
+		}
+		return items[i].n < items[j].n
+	})
+	out := make([]views.TimelineItem, len(items))
+	for i, it := range items {
+		out[i] = it.v
+	}
+	return out
+}
+
+func auditStatus(b json.RawMessage) string {
+	var v struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(b, &v)
+	return v.Status
+}
+
+func evidenceItems(es []ops.Evidence) []views.EvidenceItem {
+	out := make([]views.EvidenceItem, 0, len(es))
+	for _, e := range es {
+		it := views.EvidenceItem{Kind: string(e.Kind), ProviderRef: e.ProviderRef, Summary: e.Summary,
+			RecordedBy: e.RecordedBy, RecordedAt: formatTime(e.RecordedAt)}
+		if len(e.Data) > 0 {
+			it.Data = string(e.Data)
+			if len(it.Data) > 4000 {
+				it.Data = truncate(it.Data, 4000) + " …"
+			}
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+func joinNonEmpty(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		if p == "" || p == "outcome " {
+			continue
+		}
+		if out != "" {
+			out += " · "
+		}
+		out += p
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/settle-dev/settle/views"
+)
+
+// requestID gives every request an id, sends it back in X-Request-Id, and puts it where the
+// error page shows it, so a person reporting "Internal error" can quote something an
+// engineer finds in the logs. A client's own id is not trusted: it could collide on purpose.
+func (s *Server) requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := newRequestID()
+		w.Header().Set("X-Request-Id", id)
+		ctx := views.WithRequestID(r.Context(), id)
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r.WithContext(ctx))
+		if ww.Status() >= 500 {
+			s.Logger.ErrorContext(ctx, "request answered with a server error", "request_id", id,
+				"method", r.Method, "path", r.URL.Path, "status", ww.Status())
+		}
+	})
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// WithRequestIDs wraps a log handler so that every record logged with a request's context
+// carries its request_id, the same one the error page shows.
+func WithRequestIDs(h slog.Handler) slog.Handler { return requestIDHandler{h} }
+
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if id := views.RequestID(ctx); id != "" {
+		rec.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, rec)
+}
+
+func (h requestIDHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(as)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}
