@@ -79,9 +79,9 @@ WITH ins AS (
 		@retention, @now::timestamptz, @now::timestamptz
 	WHERE NOT @guarded OR @latest::text = coalesce((SELECT l.id::text FROM operations l
 		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.created_at DESC LIMIT 1), '')
-	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN `+openStatuses+`
+	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN ` + openStatuses + `
 	DO UPDATE SET duplicate_requests = o.duplicate_requests + 1
-	RETURNING `+opCols+`, (o.xmax <> 0) AS existed
+	RETURNING ` + opCols + `, (o.xmax <> 0) AS existed
 ), cr AS (
 	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at, answered_at)
 	SELECT tenant_id, id::uuid, kind, @ref, existed,
@@ -241,7 +241,7 @@ WITH up AS (
 	WHERE id = @id AND version = @version AND status = @from
 		AND (@owner = '' OR lease_owner = @owner)
 		AND (NOT @require_expired OR lease_until IS NULL OR lease_until <= @now)
-	RETURNING `+opCols+`
+	RETURNING ` + opCols + `
 ), fin AS (
 	UPDATE attempts SET finished_at = @fat, outcome = @outcome, http_status = @http_status,
 		provider_request_id = @prid, error_code = @ecode
