@@ -1,9 +1,758 @@
 package web
 
-import "github.com/go-chi/chi/v5"
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
 
-// ReconcileDeps are the dependencies of the reconciliation pages.
-type ReconcileDeps struct{}
+	"github.com/go-chi/chi/v5"
 
-// mountReconcile adds the reconciliation pages; it runs inside the session group.
-func (s *Server) mountReconcile(r chi.Router) {}
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// ReconReader is what the reconciliation pages need from the store.
+type ReconReader interface {
+	ops.MetricsStore
+	ops.ExceptionStore
+	Get(ctx context.Context, id string) (*ops.Operation, error)
+	Leases(ctx context.Context) ([]ops.Lease, error)
+}
+
+// ReconcileDeps are the dependencies of the reconciliation pages. With Recon nil the pages
+// are not mounted.
+type ReconcileDeps struct {
+	Recon ReconReader
+}
+
+// mountReconcile adds the reconciliation pages; it runs inside the session group. The
+// per-window table is for managers; the exception queue for on-call engineers and above.
+func (s *Server) mountReconcile(r chi.Router) {
+	if s.Recon == nil {
+		return
+	}
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireUser, s.requireRole(ops.RoleManager))
+		r.Get("/reconcile", s.handleReconcile)
+		r.Get("/reconcile.csv", s.handleReconcileCSV)
+		r.Get("/reconcile/drill", s.handleReconcileDrill)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireUser, s.requireRole(ops.RoleOncall))
+		r.Get("/reconcile/exceptions", s.handleExceptions)
+		r.Get("/reconcile/exceptions/{id}", s.handleException)
+		r.Post("/reconcile/exceptions/{id}", s.handleExceptionChange)
+	})
+}
+
+// reconRanges are the report's ranges; free ranges would only make bookmarks odd.
+var reconRanges = []struct {
+	value, label string
+	d            time.Duration
+	bucket       string
+}{
+	{"24h", "Last 24 hours", 24 * time.Hour, "hour"},
+	{"7d", "Last 7 days", 7 * 24 * time.Hour, "day"},
+	{"30d", "Last 30 days", 30 * 24 * time.Hour, "day"},
+}
+
+// reconColumns are the table's measures, in order, with their headers.
+var reconColumns = []struct {
+	m      ops.Measure
+	header string
+	value  func(ops.MetricsRow) int64
+	alert  bool
+}{
+	{ops.MeasureClientRequests, "Client requests", func(r ops.MetricsRow) int64 { return r.ClientRequests }, false},
+	{ops.MeasureDuplicates, "Duplicates", func(r ops.MetricsRow) int64 { return r.Duplicates }, false},
+	{ops.MeasureReplays, "Replays", func(r ops.MetricsRow) int64 { return r.Replays }, false},
+	{ops.MeasureOperations, "Operations", func(r ops.MetricsRow) int64 { return r.Operations }, false},
+	{ops.MeasureSucceeded, "Succeeded", func(r ops.MetricsRow) int64 { return r.Succeeded }, false},
+	{ops.MeasureAttempts, "Attempts sent", func(r ops.MetricsRow) int64 { return r.AttemptsSent }, false},
+	{ops.MeasureTimeouts, "Timeouts", func(r ops.MetricsRow) int64 { return r.Timeouts }, false},
+	{ops.MeasureCharges, "Provider charges", func(r ops.MetricsRow) int64 { return r.Charges }, false},
+	{ops.MeasureOrphans, "Orphan charges", func(r ops.MetricsRow) int64 { return r.Orphans }, true},
+	{ops.MeasureDoubleCharges, "Double charges", func(r ops.MetricsRow) int64 { return r.DoubleCharges }, true},
+}
+
+type reconQuery struct {
+	filter  ops.MetricsFilter
+	form    views.ReconcileFilter
+	names   map[int64]string
+	tenants []*ops.Tenant
+}
+
+// parseReconQuery reads the report's filter from the URL. Bad values are refused, not
+// ignored, so a mistyped link does not silently show another report.
+func (s *Server) parseReconQuery(ctx context.Context, q url.Values) (reconQuery, error) {
+	out := reconQuery{names: map[int64]string{}}
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		return out, err
+	}
+	out.tenants = tenants
+	for _, t := range tenants {
+		out.names[t.ID] = t.Name
+	}
+	form := views.ReconcileFilter{Range: q.Get("range"), Bucket: q.Get("bucket"), Tenant: q.Get("tenant"), Kind: q.Get("kind"),
+		Provider: strings.TrimSpace(q.Get("provider"))}
+	if form.Range == "" {
+		form.Range = "24h"
+	}
+	var span time.Duration
+	for _, r := range reconRanges {
+		if r.value == form.Range {
+			span = r.d
+			if form.Bucket == "" {
+				form.Bucket = r.bucket
+			}
+		}
+	}
+	if span == 0 {
+		return out, ops.Errorf(ops.EINVALID, "There is no range %q; choose 24h, 7d or 30d.", form.Range)
+	}
+	var width time.Duration
+	switch form.Bucket {
+	case "hour":
+		width = time.Hour
+	case "day":
+		width = 24 * time.Hour
+	default:
+		return out, ops.Errorf(ops.EINVALID, "Rows are per hour or per day, not %q.", form.Bucket)
+	}
+	if width == time.Hour && span > 7*24*time.Hour {
+		return out, ops.Errorf(ops.EINVALID, "Hourly rows go back 7 days at most; choose daily rows for 30 days.")
+	}
+	// Whole windows, the current one included: the last row fills up as time goes on.
+	now := s.Clock.Now().UTC()
+	f := ops.MetricsFilter{Bucket: width, Kind: ops.Kind(form.Kind), Provider: form.Provider,
+		Window: ops.Window{From: now.Add(-span).Truncate(width), To: now.Truncate(width).Add(width)}}
+	if form.Tenant != "" {
+		for _, t := range tenants {
+			if t.Name == form.Tenant {
+				f.TenantID = t.ID
+			}
+		}
+		if f.TenantID == 0 {
+			return out, ops.Errorf(ops.EINVALID, "There is no tenant %q.", form.Tenant)
+		}
+	}
+	if form.Kind != "" && !f.Kind.Valid() {
+		return out, ops.Errorf(ops.EINVALID, "There is no operation kind %q.", form.Kind)
+	}
+	if len(form.Provider) > 64 {
+		return out, ops.Errorf(ops.EINVALID, "The provider name is too long.")
+	}
+	out.filter, out.form = f, form
+	return out, nil
+}
+
+func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q, err := s.parseReconQuery(ctx, r.URL.Query())
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	rows, err := s.Recon.ReconMetrics(ctx, q.filter)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	leases, err := s.Recon.Leases(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	m := views.ReconcilePage{Viewer: viewer(userFrom(ctx)), Filter: q.form, CSVURL: "/reconcile.csv?" + r.URL.RawQuery}
+	for _, rg := range reconRanges {
+		m.Ranges = append(m.Ranges, views.ReconOption{Value: rg.value, Label: rg.label, Selected: rg.value == q.form.Range})
+	}
+	m.Buckets = []views.ReconOption{{Value: "hour", Label: "hour", Selected: q.form.Bucket == "hour"},
+		{Value: "day", Label: "day", Selected: q.form.Bucket == "day"}}
+	m.Tenants = []views.ReconOption{{Value: "", Label: "All tenants"}}
+	for _, t := range q.tenants {
+		m.Tenants = append(m.Tenants, views.ReconOption{Value: t.Name, Label: t.Name, Selected: t.Name == q.form.Tenant})
+	}
+	m.Kinds = []views.ReconOption{{Value: "", Label: "Any kind"}}
+	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
+		m.Kinds = append(m.Kinds, views.ReconOption{Value: string(k), Label: string(k), Selected: string(k) == q.form.Kind})
+	}
+	for _, c := range reconColumns {
+		m.Headers = append(m.Headers, c.header)
+	}
+	now := s.Clock.Now()
+	for _, l := range leases {
+		run := views.ReconRun{Provider: strings.TrimPrefix(l.Name, "reconcile:"), LastRun: "never", DoneUntil: "—",
+			Running: l.Until != nil && l.Until.After(now)}
+		if l.LastRunAt != nil {
+			run.LastRun = l.LastRunAt.UTC().Format("2006-01-02 15:04") + " (" + now.Sub(*l.LastRunAt).Truncate(time.Second).String() + " ago)"
+		}
+		if l.DoneUntil != nil {
+			run.DoneUntil = l.DoneUntil.UTC().Format("2006-01-02 15:04")
+		}
+		var rep struct {
+			NewCharges    int `json:"new_charges"`
+			NewExceptions int `json:"new_exceptions"`
+		}
+		if json.Unmarshal(l.LastReport, &rep) == nil && len(l.LastReport) > 0 {
+			run.Summary = fmt.Sprintf("Last run: %d new charges, %d new exceptions.", rep.NewCharges, rep.NewExceptions)
+		}
+		m.Runs = append(m.Runs, run)
+	}
+	// Newest window first: the current state of things is what people come for.
+	total := ops.MetricsRow{Saved: ops.Money{}, Lost: ops.Money{}}
+	for i := len(rows) - 1; i >= 0; i-- {
+		m.Rows = append(m.Rows, s.reconRow(rows[i], q, true))
+		addMetrics(&total, rows[i])
+	}
+	m.Total = s.reconRow(total, q, false)
+	m.Total.Window = "Total"
+	s.render(w, r, http.StatusOK, views.Reconcile(m))
+}
+
+func addMetrics(t *ops.MetricsRow, r ops.MetricsRow) {
+	t.ClientRequests += r.ClientRequests
+	t.Duplicates += r.Duplicates
+	t.Replays += r.Replays
+	t.Operations += r.Operations
+	t.Succeeded += r.Succeeded
+	t.AttemptsSent += r.AttemptsSent
+	t.Timeouts += r.Timeouts
+	t.Charges += r.Charges
+	t.Orphans += r.Orphans
+	t.DoubleCharges += r.DoubleCharges
+	for c, v := range r.Saved {
+		t.Saved.Add(c, v)
+	}
+	for c, v := range r.Lost {
+		t.Lost.Add(c, v)
+	}
+}
+
+func (s *Server) reconRow(r ops.MetricsRow, q reconQuery, links bool) views.ReconcileRow {
+	out := views.ReconcileRow{Window: windowLabel(r.Bucket, q.filter.Bucket), Tenant: tenantLabel(r.TenantID, q.names),
+		Kind: string(r.Kind), Provider: r.Provider, Saved: formatMoney(r.Saved), Lost: formatMoney(r.Lost)}
+	if out.Kind == "" {
+		out.Kind = "—"
+	}
+	if out.Provider == "" {
+		out.Provider = "—"
+	}
+	diff := r.Difference()
+	out.Difference, out.DiffZero = fmt.Sprintf("%+d", diff), diff == 0
+	if diff == 0 {
+		out.Difference = "0"
+	}
+	for _, c := range reconColumns {
+		v := c.value(r)
+		cell := views.ReconCell{Measure: string(c.m), Value: strconv.FormatInt(v, 10), Alert: c.alert && v > 0}
+		if links && v > 0 {
+			cell.URL = drillURL(r.MetricsKey, q.filter.Bucket, c.m)
+		}
+		out.Cells = append(out.Cells, cell)
+	}
+	return out
+}
+
+func drillURL(k ops.MetricsKey, width time.Duration, m ops.Measure) string {
+	v := url.Values{"at": {k.Bucket.UTC().Format(time.RFC3339)}, "width": {width.String()}, "tenant": {strconv.FormatInt(k.TenantID, 10)},
+		"kind": {string(k.Kind)}, "provider": {k.Provider}, "measure": {string(m)}}
+	return "/reconcile/drill?" + v.Encode()
+}
+
+func windowLabel(b time.Time, width time.Duration) string {
+	if b.IsZero() {
+		return ""
+	}
+	if width >= 24*time.Hour {
+		return b.UTC().Format("2006-01-02")
+	}
+	return b.UTC().Format("2006-01-02 15:04")
+}
+
+func tenantLabel(id int64, names map[int64]string) string {
+	if id == 0 {
+		return "—"
+	}
+	if n := names[id]; n != "" {
+		return n
+	}
+	return strconv.FormatInt(id, 10)
+}
+
+// formatMoney writes amounts per currency; micro-units below a cent still show, since an
+// LLM call costs fractions of one.
+func formatMoney(m ops.Money) string {
+	if len(m) == 0 {
+		return "—"
+	}
+	cur := make([]string, 0, len(m))
+	for c := range m {
+		cur = append(cur, c)
+	}
+	sort.Strings(cur)
+	parts := make([]string, 0, len(cur))
+	for _, c := range cur {
+		v := m[c]
+		sign := ""
+		if v < 0 {
+			sign, v = "-", -v
+		}
+		unit := strings.ToUpper(c)
+		if unit == "" {
+			unit = "?"
+		}
+		if v > 0 && v < 10_000 {
+			parts = append(parts, fmt.Sprintf("%s%d.%06d %s", sign, v/1_000_000, v%1_000_000, unit))
+			continue
+		}
+		cents := (v + 5_000) / 10_000
+		parts = append(parts, fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, unit))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// handleReconcileCSV exports the same rows as the page, one per window, tenant, kind and
+// provider, with plain numbers for spreadsheets.
+func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q, err := s.parseReconQuery(ctx, r.URL.Query())
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	rows, err := s.Recon.ReconMetrics(ctx, q.filter)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="settle-reconcile-%s-%s.csv"`,
+		q.filter.From.Format("20060102T1504"), q.form.Bucket))
+	w.Header().Set("Cache-Control", "no-store")
+	cw := csv.NewWriter(w)
+	head := []string{"window_start", "tenant", "kind", "provider"}
+	for _, c := range reconColumns {
+		head = append(head, string(c.m))
+	}
+	head = append(head, "difference", "saved", "lost")
+	_ = cw.Write(head)
+	for _, row := range rows {
+		rec := []string{row.Bucket.UTC().Format(time.RFC3339), csvSafe(tenantLabel(row.TenantID, q.names)), string(row.Kind), csvSafe(row.Provider)}
+		for _, c := range reconColumns {
+			rec = append(rec, strconv.FormatInt(c.value(row), 10))
+		}
+		rec = append(rec, strconv.FormatInt(row.Difference(), 10), formatMoney(row.Saved), formatMoney(row.Lost))
+		_ = cw.Write(rec)
+	}
+	cw.Flush()
+}
+
+// csvSafe keeps a spreadsheet from reading a cell as a formula.
+func csvSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+var measureTitles = map[ops.Measure]string{}
+
+func init() {
+	for _, c := range reconColumns {
+		measureTitles[c.m] = c.header
+	}
+}
+
+// handleReconcileDrill lists the recorded rows behind one number.
+func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	at, err := time.Parse(time.RFC3339, q.Get("at"))
+	width, werr := time.ParseDuration(q.Get("width"))
+	tenant, terr := strconv.ParseInt(q.Get("tenant"), 10, 64)
+	if err != nil || werr != nil || terr != nil {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The link is damaged; go back to the reconciliation page."))
+		return
+	}
+	f := ops.DrillFilter{MetricsKey: ops.MetricsKey{Bucket: at, TenantID: tenant, Kind: ops.Kind(q.Get("kind")), Provider: q.Get("provider")},
+		Width: width, Measure: ops.Measure(q.Get("measure"))}
+	rows, err := s.Recon.ReconDrill(ctx, f)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	names := map[int64]string{}
+	for _, t := range tenants {
+		names[t.ID] = t.Name
+	}
+	title := fmt.Sprintf("%s · %s · %s · %s · %s", measureTitles[f.Measure], windowLabel(at, width), tenantLabel(tenant, names),
+		orDash(string(f.Kind)), orDash(f.Provider))
+	m := views.ReconDrillPage{Viewer: viewer(userFrom(ctx)), Title: title, BackURL: "/reconcile", Truncated: len(rows) >= 500}
+	for _, d := range rows {
+		row := views.ReconDrillRow{At: d.At.UTC().Format("2006-01-02 15:04:05"), OperationID: d.OperationID,
+			Tenant: tenantLabel(d.TenantID, names), Kind: orDash(string(d.Kind)), Provider: orDash(d.Provider), Ref: d.Ref, Detail: d.Detail}
+		if d.AmountCents != 0 {
+			row.Amount = amount(d.AmountCents, d.Currency)
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	s.render(w, r, http.StatusOK, views.ReconcileDrill(m))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// amount formats minor units with two decimals, as Settle's currencies use.
+func amount(cents int64, currency string) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, strings.ToUpper(currency))
+}
+
+var exceptionTabs = []struct {
+	status ops.ExceptionStatus
+	label  string
+}{
+	{ops.ExceptionOpen, "Open"},
+	{ops.ExceptionAcknowledged, "Acknowledged"},
+	{ops.ExceptionResolved, "Resolved"},
+}
+
+var exceptionKindLabels = map[ops.ExceptionKind]string{
+	ops.ExceptionDoubleCharge:     "Double charge",
+	ops.ExceptionOrphanCharge:     "Orphan charge",
+	ops.ExceptionMissingCharge:    "Missing charge",
+	ops.ExceptionChargeOnFailed:   "Charged after failing",
+	ops.ExceptionUsageMismatch:    "LLM usage mismatch",
+	ops.ExceptionExplainedUnknown: "Unknown explained",
+}
+
+const exceptionPageSize = 50
+
+func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	form := views.ExceptionsFilter{Status: q.Get("status"), Kind: q.Get("kind"), Severity: q.Get("severity")}
+	if form.Status == "" {
+		form.Status = string(ops.ExceptionOpen)
+	}
+	f := ops.ExceptionFilter{Status: ops.ExceptionStatus(form.Status), Kind: ops.ExceptionKind(form.Kind),
+		Severity: ops.Severity(form.Severity), Limit: exceptionPageSize}
+	switch {
+	case !f.Status.Valid():
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no %q tab; choose open, acknowledged or resolved.", form.Status))
+		return
+	case form.Kind != "" && !f.Kind.Valid():
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no exception kind %q.", form.Kind))
+		return
+	case form.Severity != "" && !f.Severity.Valid():
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no severity %q.", form.Severity))
+		return
+	}
+	if b := q.Get("before"); b != "" {
+		id, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || id <= 0 {
+			s.Error(w, r, ops.Errorf(ops.EINVALID, "The page link is damaged; go back to the first page."))
+			return
+		}
+		f.BeforeID = id
+	}
+	counts, err := s.Recon.CountExceptions(ctx, ops.ExceptionFilter{Kind: f.Kind, Severity: f.Severity})
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	list, err := s.Recon.ListExceptions(ctx, f)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	names := map[int64]string{}
+	for _, t := range tenants {
+		names[t.ID] = t.Name
+	}
+	m := views.ExceptionsPage{Viewer: viewer(userFrom(ctx)), Filter: form}
+	for _, t := range exceptionTabs {
+		v := url.Values{"status": {string(t.status)}}
+		if form.Kind != "" {
+			v.Set("kind", form.Kind)
+		}
+		if form.Severity != "" {
+			v.Set("severity", form.Severity)
+		}
+		m.Tabs = append(m.Tabs, views.ExceptionTab{Status: string(t.status), Label: t.label, Count: strconv.FormatInt(counts[t.status], 10),
+			URL: "/reconcile/exceptions?" + v.Encode(), Active: t.status == f.Status})
+	}
+	m.Kinds = []views.ReconOption{{Value: "", Label: "Any kind"}}
+	for _, k := range ops.ExceptionKinds {
+		m.Kinds = append(m.Kinds, views.ReconOption{Value: string(k), Label: exceptionKindLabels[k], Selected: string(k) == form.Kind})
+	}
+	m.Severities = []views.ReconOption{{Value: "", Label: "Any severity"}}
+	for _, sv := range ops.Severities {
+		m.Severities = append(m.Severities, views.ReconOption{Value: string(sv), Label: string(sv), Selected: string(sv) == form.Severity})
+	}
+	for _, e := range list {
+		m.Rows = append(m.Rows, exceptionRow(e, names))
+	}
+	if len(list) == exceptionPageSize {
+		v := r.URL.Query()
+		v.Set("before", strconv.FormatInt(list[len(list)-1].ID, 10))
+		m.NextURL = "/reconcile/exceptions?" + v.Encode()
+	}
+	s.render(w, r, http.StatusOK, views.Exceptions(m))
+}
+
+func exceptionRow(e *ops.Exception, names map[int64]string) views.ExceptionRow {
+	row := views.ExceptionRow{ID: strconv.FormatInt(e.ID, 10), URL: "/reconcile/exceptions/" + strconv.FormatInt(e.ID, 10),
+		Kind: string(e.Kind), KindLabel: exceptionKindLabels[e.Kind], Severity: string(e.Severity), Status: string(e.Status),
+		Provider: e.Provider, Tenant: tenantLabel(e.TenantID, names), Summary: e.Summary, Assignee: e.Assignee,
+		FirstSeen: e.FirstSeenAt.UTC().Format("2006-01-02 15:04"), LastSeen: e.LastSeenAt.UTC().Format("2006-01-02 15:04"),
+		SeenCount: e.SeenCount}
+	if e.AmountCents != 0 {
+		row.Amount = amount(e.AmountCents, e.Currency)
+	}
+	return row
+}
+
+func (s *Server) exceptionID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, ops.Errorf(ops.ENOTFOUND, "There is no exception %q.", chi.URLParam(r, "id"))
+	}
+	return id, nil
+}
+
+func (s *Server) handleException(w http.ResponseWriter, r *http.Request) {
+	id, err := s.exceptionID(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	s.renderException(w, r, id, http.StatusOK, "")
+}
+
+// renderException shows one exception; status and msg carry the refusal of a form.
+func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int64, status int, msg string) {
+	ctx := r.Context()
+	e, err := s.Recon.GetException(ctx, id)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	var op *ops.Operation
+	if e.OperationID != "" {
+		if op, err = s.Recon.Get(ctx, e.OperationID); err != nil {
+			s.Error(w, r, err)
+			return
+		}
+	}
+	charges, err := s.Recon.ExceptionCharges(ctx, e)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	audit, err := s.Recon.Audit(ctx, "recon_exception", strconv.FormatInt(e.ID, 10))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	names := map[int64]string{}
+	for _, t := range tenants {
+		names[t.ID] = t.Name
+	}
+	m := views.ExceptionPage{Viewer: viewer(userFrom(ctx)), Exception: exceptionRow(e, names), Version: strconv.FormatInt(e.Version, 10),
+		Note: e.Note, OperationID: e.OperationID, Error: msg,
+		CanAcknowledge: e.Status == ops.ExceptionOpen, CanResolve: e.Status != ops.ExceptionResolved, CanReopen: e.Status == ops.ExceptionResolved}
+	for _, sv := range ops.Severities {
+		m.Severities = append(m.Severities, views.ReconOption{Value: string(sv), Label: string(sv), Selected: sv == e.Severity})
+	}
+	if e.Kind == ops.ExceptionUsageMismatch {
+		m.Theirs, m.Compare = usageCompare(e)
+	} else {
+		m.Theirs, m.Compare = compareRecords(e, op, charges)
+	}
+	for _, a := range audit {
+		m.Audit = append(m.Audit, views.ReconAuditRow{At: a.At.UTC().Format("2006-01-02 15:04:05"), Actor: a.Actor, Action: a.Action,
+			Reason: a.Reason, Change: auditChange(a)})
+	}
+	s.render(w, r, status, views.Exception(m))
+}
+
+// compareRecords puts our operation beside each of the provider's records, marking the
+// fields where they disagree.
+func compareRecords(e *ops.Exception, op *ops.Operation, charges []ops.ProviderCharge) ([]string, []views.ReconCompareRow) {
+	var heads []string
+	for _, c := range charges {
+		heads = append(heads, e.Provider+" "+c.Ref)
+	}
+	if len(charges) == 0 {
+		heads = []string{e.Provider + " (nothing found)"}
+	}
+	cols := func(f func(c ops.ProviderCharge) string) []string {
+		if len(charges) == 0 {
+			return []string{"—"}
+		}
+		out := make([]string, len(charges))
+		for i, c := range charges {
+			out[i] = f(c)
+		}
+		return out
+	}
+	anyOf := func(f func(c ops.ProviderCharge) bool) bool {
+		for _, c := range charges {
+			if f(c) {
+				return true
+			}
+		}
+		return false
+	}
+	chargedN := 0
+	for _, c := range charges {
+		if c.Charged() {
+			chargedN++
+		}
+	}
+	ours := func(f func(*ops.Operation) string) string {
+		if op == nil {
+			return "no operation"
+		}
+		return f(op)
+	}
+	want := 0
+	if op != nil && op.Status == ops.StatusSucceeded {
+		want = 1
+	}
+	rows := []views.ReconCompareRow{
+		{Field: "Charges", Ours: fmt.Sprintf("%d expected", want), Theirs: []string{fmt.Sprintf("%d charged of %d records", chargedN, len(charges))},
+			Differs: chargedN != want},
+		{Field: "Operation", Ours: ours(func(o *ops.Operation) string { return o.ID }),
+			Theirs:  cols(func(c ops.ProviderCharge) string { return orDash(c.OperationID) }),
+			Differs: op == nil || anyOf(func(c ops.ProviderCharge) bool { return c.OperationID != op.ID })},
+		{Field: "Record id", Ours: ours(func(o *ops.Operation) string { return orDash(o.ProviderRef) }),
+			Theirs:  cols(func(c ops.ProviderCharge) string { return c.Ref }),
+			Differs: op == nil || len(charges) == 0 || anyOf(func(c ops.ProviderCharge) bool { return c.Ref != op.ProviderRef })},
+		{Field: "Amount", Ours: ours(func(o *ops.Operation) string { return amount(o.AmountCents, o.Currency) }),
+			Theirs: cols(func(c ops.ProviderCharge) string { return amount(c.AmountCents, c.Currency) }),
+			Differs: op != nil && anyOf(func(c ops.ProviderCharge) bool {
+				return c.AmountCents != op.AmountCents || !strings.EqualFold(c.Currency, op.Currency)
+			})},
+		{Field: "Status", Ours: ours(func(o *ops.Operation) string { return string(o.Status) }),
+			Theirs:  cols(func(c ops.ProviderCharge) string { return c.Status }),
+			Differs: op != nil && anyOf(func(c ops.ProviderCharge) bool { return c.Charged() != (op.Status == ops.StatusSucceeded) })},
+		{Field: "When (UTC)", Ours: ours(func(o *ops.Operation) string { return o.CreatedAt.UTC().Format("2006-01-02 15:04:05") }),
+			Theirs: cols(func(c ops.ProviderCharge) string { return c.ChargedAt.UTC().Format("2006-01-02 15:04:05") })},
+		{Field: "Closed by", Ours: ours(func(o *ops.Operation) string { return orDash(o.ClosedBy) }),
+			Theirs: cols(func(ops.ProviderCharge) string { return "" })},
+	}
+	if op != nil {
+		rows = append(rows, views.ReconCompareRow{Field: "Tenant · order", Ours: fmt.Sprintf("%d · %s", op.TenantID, orDash(op.OrderRef)),
+			Theirs: cols(func(ops.ProviderCharge) string { return "" })})
+	}
+	return heads, rows
+}
+
+// usageCompare shows an LLM usage bucket: what we sent against what the provider billed.
+func usageCompare(e *ops.Exception) ([]string, []views.ReconCompareRow) {
+	var b struct {
+		Billed    int64 `json:"billed"`
+		Answered  int64 `json:"answered"`
+		Uncertain int64 `json:"uncertain"`
+		Sent      int64 `json:"sent"`
+	}
+	_ = json.Unmarshal(e.Details, &b)
+	return []string{e.Provider + " usage report"}, []views.ReconCompareRow{
+		{Field: "Billed requests", Ours: fmt.Sprintf("%d answered", b.Answered), Theirs: []string{strconv.FormatInt(b.Billed, 10)},
+			Differs: b.Billed != b.Answered},
+		{Field: "Uncertain attempts", Ours: strconv.FormatInt(b.Uncertain, 10), Theirs: []string{"—"}},
+		{Field: "Attempts sent", Ours: strconv.FormatInt(b.Sent, 10), Theirs: []string{"—"}},
+		{Field: "Bucket", Ours: e.Ref, Theirs: []string{e.Ref}},
+	}
+}
+
+func auditChange(a ops.AuditEntry) string {
+	var before, after map[string]any
+	_ = json.Unmarshal(a.Before, &before)
+	_ = json.Unmarshal(a.After, &after)
+	var parts []string
+	for _, k := range []string{"status", "severity", "assignee"} {
+		b, aft := fmt.Sprint(before[k]), fmt.Sprint(after[k])
+		if after[k] == nil {
+			continue
+		}
+		if before == nil {
+			parts = append(parts, fmt.Sprintf("%s %s", k, aft))
+		} else if b != aft {
+			parts = append(parts, fmt.Sprintf("%s %s → %s", k, b, aft))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// handleExceptionChange applies one form of the workflow and, on success, sends the
+// browser back to the exception (post/redirect/get). A refusal shows the page again with
+// the reason.
+func (s *Server) handleExceptionChange(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id, err := s.exceptionID(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
+		return
+	}
+	version, err := strconv.ParseInt(r.PostForm.Get("version"), 10, 64)
+	if err != nil {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form is damaged; reload the page."))
+		return
+	}
+	u := userFrom(ctx)
+	c := ops.ExceptionChange{ID: id, Version: version, Action: ops.ExceptionAction(r.PostForm.Get("action")),
+		Assignee: r.PostForm.Get("assignee"), Severity: ops.Severity(r.PostForm.Get("severity")), Note: r.PostForm.Get("note"),
+		Actor: u.Email, At: s.Clock.Now()}
+	if _, err := ops.ChangeException(ctx, s.Recon, c); err != nil {
+		switch ops.ErrorCode(err) {
+		case ops.EINVALID:
+			s.renderException(w, r, id, http.StatusUnprocessableEntity, ops.ErrorMessage(err))
+		case ops.ECONFLICT:
+			s.renderException(w, r, id, http.StatusConflict, ops.ErrorMessage(err))
+		default:
+			s.Error(w, r, err)
+		}
+		return
+	}
+	s.Logger.InfoContext(ctx, "exception changed", "exception_id", id, "action", c.Action, "user_id", u.ID)
+	http.Redirect(w, r, "/reconcile/exceptions/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
+}

@@ -37,6 +37,7 @@ type Server struct {
 	Refunds        RefundTool
 	Operations     OperationReader
 	StripeWebhooks WebhookReceiver
+	LLM            ChatGateway
 
 	// Each area of the product declares its own dependencies in its own file.
 	DashboardDeps

@@ -52,6 +52,9 @@ type Config struct {
 	// Fake holds the flags of "fake stripe".
 	Fake FakeConfig
 
+	// Reconcile holds the flags of "reconcile" and the background interval of serve and demo.
+	Reconcile ReconcileConfig
+
 	// MCPStdio selects the stdio transport of "mcp"; MCPToken is the API token it acts
 	// with (SETTLE_MCP_TOKEN), which decides the tenant.
 	MCPStdio bool
@@ -129,6 +132,8 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
 		fs.StringVar(&cfg.DemoDir, "dir", filepath.Join(workDir, ".settle", "demo-pg"), "folder of the demo's Postgres cluster")
 	case "migrate":
+	case "reconcile":
+		addReconcileFlags(fs, &cfg.Reconcile)
 	case "mcp":
 		fs.BoolVar(&cfg.MCPStdio, "stdio", false, "serve the refund tools to one agent on stdin and stdout")
 	case "fake stripe":
@@ -178,7 +183,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 			return cfg, usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
 		}
 	}
-	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" {
+	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" || cfg.Command == "reconcile" {
 		if err := loadServeEnv(&cfg, getenv); err != nil {
 			return cfg, err
 		}
@@ -239,6 +244,11 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 			return usagef("SETTLE_OUTBOX_URL=%q is not an http(s) URL", b)
 		}
 	}
+	if v := getenv("SETTLE_RECONCILE_INTERVAL"); v != "off" {
+		if cfg.Reconcile.Interval, err = durationEnv(getenv, "SETTLE_RECONCILE_INTERVAL", 5*time.Minute); err != nil {
+			return err
+		}
+	}
 	cfg.WorkerID = getenv("SETTLE_WORKER_ID")
 	if cfg.WorkerID == "" {
 		host, _ := os.Hostname()
@@ -277,6 +287,8 @@ Commands:
                           add a dashboard user; the password is read from standard input
   token add --tenant NAME [--name LABEL]
                           create an API token for a tenant (created if missing)
+  reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]
+                          reconcile provider charges with the ledger once (needs DATABASE_URL)
   mcp --stdio             serve the refund tools to a local AI agent on stdin/stdout
                           (needs DATABASE_URL, SETTLE_MCP_TOKEN and STRIPE_API_KEY)
   fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
@@ -294,5 +306,6 @@ Environment:
   SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
   SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
   SETTLE_WORKER_ID        this process's name in leases (default host-pid)
+  SETTLE_RECONCILE_INTERVAL  background reconciliation of serve (default 5m, "off" disables)
   SETTLE_MCP_TOKEN        API token 'settle mcp --stdio' acts with (its tenant's refunds)
 `

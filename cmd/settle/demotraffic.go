@@ -13,8 +13,12 @@ import (
 	"sync"
 	"time"
 
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/client"
+
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/stripe"
 )
 
 // demoFaults is the fault mix of the demo's Stripe: mostly fine, with every failure the
@@ -40,6 +44,8 @@ func startDemoStripe(cfg *Config) (*fake.Stripe, error) {
 		return nil, fmt.Errorf("start the demo's fake Stripe: %w", err)
 	}
 	cfg.Stripe.APIBase = base
+	// Reconcile often, so the pages fill within a minute of starting.
+	cfg.Reconcile.Interval = 30 * time.Second
 	return fk, nil
 }
 
@@ -158,8 +164,24 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 			ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"}); err != nil {
 			return err
 		}
+		if order == "4522" {
+			// An old script refunds the same order again, outside Settle and without its key:
+			// the reconciler reports the double charge.
+			d.outsideRefund(pi, 1000, o.Op.ID)
+		}
 	}
 	return nil
+}
+
+// outsideRefund creates a refund at the fake Stripe the way another system would.
+func (d *demoTraffic) outsideRefund(pi string, cents int64, opID string) {
+	api := client.New("sk_test_outside", &stripego.Backends{API: stripego.GetBackendWithConfig(stripego.APIBackend,
+		&stripego.BackendConfig{URL: stripego.String(d.p.Config.Stripe.APIBase), MaxNetworkRetries: stripego.Int64(0),
+			LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull}})})
+	if _, err := api.Refunds.New(&stripego.RefundParams{PaymentIntent: stripego.String(pi), Amount: stripego.Int64(cents),
+		Metadata: map[string]string{stripe.MetadataKey: opID}}); err != nil {
+		d.log.Warn("demo outside refund", "err", err)
+	}
 }
 
 // customer is one support conversation: a refund, sometimes double-clicked, sometimes asked

@@ -134,6 +134,8 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) {
 		Desk:      &ops.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB},
 		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB,
 	}
+	srv.Recon = p.DB
+	p.startReconciler(ctx, cfg.Reconcile.Interval)
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: 5 * time.Second,
 		Senders: senders, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })

@@ -233,12 +233,13 @@ func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time) ([]ops.Pr
 func (a *Adapter) list(ctx context.Context, p *stripego.RefundListParams) ([]ops.ProviderRecord, error) {
 	p.Context = ctx
 	p.Limit = stripego.Int64(100)
-	it := a.api.Refunds.List(p)
-	var out []ops.ProviderRecord
-	// Each page is one read request; wait for the bucket before each.
+	// Each page is one read request; wait for the bucket before each. List fetches the
+	// first page itself, so the first wait comes before it.
 	if err := a.limiter.Wait(ctx); err != nil {
 		return nil, err
 	}
+	it := a.api.Refunds.List(p)
+	var out []ops.ProviderRecord
 	n := 0
 	for it.Next() {
 		n++

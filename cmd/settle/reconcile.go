@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/recon"
+	"github.com/settle-dev/settle/ops/stripe"
+)
+
+// ReconcileConfig is what 'settle reconcile' reads from its flags, and how often 'settle
+// serve' reconciles in the background.
+type ReconcileConfig struct {
+	// Interval is the time between background runs of serve and demo; 0 turns them off.
+	Interval time.Duration
+	// Provider is the provider to reconcile ("stripe").
+	Provider string
+	// Since makes the window [now-Since, now); From and To (RFC 3339), when given, replace it.
+	Since    time.Duration
+	From, To string
+}
+
+// addReconcileFlags declares the flags of 'settle reconcile'.
+func addReconcileFlags(fs *flag.FlagSet, rc *ReconcileConfig) {
+	fs.StringVar(&rc.Provider, "provider", "stripe", "the provider to reconcile")
+	fs.DurationVar(&rc.Since, "since", 24*time.Hour, "reconcile from this long ago until now, e.g. 24h")
+	fs.StringVar(&rc.From, "from", "", "window start, RFC 3339 (with --to, instead of --since)")
+	fs.StringVar(&rc.To, "to", "", "window end, RFC 3339 (default now)")
+}
+
+// Window is the window the flags describe, checked against now: a reversed window or one
+// reaching into the future is a mistake on the command line.
+func (rc ReconcileConfig) Window(now time.Time) (ops.Window, error) {
+	w := ops.Window{From: now.Add(-rc.Since), To: now}
+	if rc.Since <= 0 && rc.From == "" {
+		return w, usagef("reconcile: --since must be a positive duration such as 24h")
+	}
+	if rc.To != "" && rc.From == "" {
+		return w, usagef("reconcile: --to needs --from")
+	}
+	if rc.From != "" {
+		from, err := time.Parse(time.RFC3339, rc.From)
+		if err != nil {
+			return w, usagef("reconcile: --from %q is not an RFC 3339 time such as 2026-03-01T00:00:00Z", rc.From)
+		}
+		w.From = from
+		if rc.To != "" {
+			to, err := time.Parse(time.RFC3339, rc.To)
+			if err != nil {
+				return w, usagef("reconcile: --to %q is not an RFC 3339 time such as 2026-03-02T00:00:00Z", rc.To)
+			}
+			w.To = to
+		}
+	}
+	if err := ops.CheckWindow(w, now); err != nil {
+		return w, usagef("reconcile: %s", ops.ErrorMessage(err))
+	}
+	return w, nil
+}
+
+// runReconcile is 'settle reconcile': one reconciliation of one provider over one window,
+// under the same lease as the background reconciler, so it never acts alongside it.
+func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout io.Writer, logger *slog.Logger) error {
+	clock := ops.SystemClock{}
+	w, err := rc.Window(clock.Now())
+	if err != nil {
+		return err
+	}
+	db, err := pg.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.CheckSchema(ctx); err != nil {
+		return err
+	}
+	r := newReconciler(cfg, ops.NewLedger(db, clock), db, logger)
+	rep, err := r.Reconcile(ctx, rc.Provider, w)
+	if err != nil {
+		return fmt.Errorf("reconcile %s: %w", rc.Provider, err)
+	}
+	if rep.Skipped {
+		until := "soon"
+		if rep.HeldUntil != nil {
+			until = rep.HeldUntil.UTC().Format(time.RFC3339)
+		}
+		return ops.Errorf(ops.ECONFLICT, "Another reconciler (%s) is running for %s; try again after %s.", rep.Holder, rc.Provider, until)
+	}
+	fmt.Fprintln(stdout, rep.Summary())
+	return nil
+}
+
+// startReconciler runs the background reconciler of serve and demo, when a provider is set
+// up for it and the interval is not zero. Every replica may run it: the lease row lets one
+// act at a time.
+func (p *Program) startReconciler(ctx context.Context, interval time.Duration, usage ...recon.UsageSource) {
+	r := newReconciler(p.Config, p.Ledger, p.DB, p.Logger, usage...)
+	if interval <= 0 || len(r.Providers()) == 0 {
+		return
+	}
+	r.Interval = interval
+	p.goService(func() { r.Start(ctx) })
+}
+
+// newReconciler builds the reconciler the configuration allows: Stripe when a key is set,
+// and any LLM usage reports given.
+func newReconciler(cfg Config, ledger *ops.Ledger, db *pg.DB, logger *slog.Logger, usage ...recon.UsageSource) *recon.Reconciler {
+	r := &recon.Reconciler{Ledger: ledger, Store: db, Owner: "reconciler:" + cfg.WorkerID, Usage: usage, Logger: logger}
+	if cfg.Stripe.APIKey != "" {
+		r.Refunds = append(r.Refunds, stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
+			AttemptTimeout: cfg.Stripe.Timeout}))
+	}
+	return r
+}
+
+// reconcileCmd is 'settle reconcile'.
+func reconcileCmd(ctx context.Context, cfg Config, stdout io.Writer, logger *slog.Logger) error {
+	return runReconcile(ctx, cfg, cfg.Reconcile, stdout, logger)
+}

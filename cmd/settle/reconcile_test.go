@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	stripelib "github.com/stripe/stripe-go/v76"
+	stripeclient "github.com/stripe/stripe-go/v76/client"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+func TestReconcileWindowFlags(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	w, err := ReconcileConfig{Since: 24 * time.Hour}.Window(now)
+	if err != nil || !w.From.Equal(now.Add(-24*time.Hour)) || !w.To.Equal(now) {
+		t.Fatalf("--since 24h: %+v (%v)", w, err)
+	}
+	w, err = ReconcileConfig{From: "2026-03-01T00:00:00Z", To: "2026-03-01T12:00:00Z"}.Window(now)
+	if err != nil || w.To.Sub(w.From) != 12*time.Hour {
+		t.Fatalf("--from --to: %+v (%v)", w, err)
+	}
+	for name, rc := range map[string]ReconcileConfig{
+		"negative since": {Since: -time.Hour},
+		"reversed":       {From: "2026-03-01T12:00:00Z", To: "2026-03-01T00:00:00Z"},
+		"future":         {From: "2026-03-02T00:00:00Z", To: "2026-03-03T00:00:00Z"},
+		"bad from":       {From: "yesterday"},
+		"to alone":       {Since: time.Hour, To: "2026-03-01T00:00:00Z"},
+	} {
+		_, err := rc.Window(now)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+}
+
+func TestReconcileCommandRecordsOrphanOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(pgtest.NewDatabase(t))
+	db, err := pg.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f := fake.NewStripe(fake.StripeOptions{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
+	base, err := f.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.AddPaymentIntent("pi_cmd", 5000, "usd")
+	outside := stripeclient.New("sk_test", &stripelib.Backends{API: stripelib.GetBackendWithConfig(stripelib.APIBackend,
+		&stripelib.BackendConfig{URL: stripelib.String(base), MaxNetworkRetries: stripelib.Int64(0),
+			LeveledLogger: &stripelib.LeveledLogger{Level: stripelib.LevelNull}})})
+	if _, err := outside.Refunds.New(&stripelib.RefundParams{PaymentIntent: stripelib.String("pi_cmd"), Amount: stripelib.Int64(700)}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Command: "reconcile", DatabaseURL: url, WorkerID: "cli-test",
+		Stripe: StripeConfig{APIKey: "sk_test_settle", APIBase: base, Timeout: time.Second}}
+	logger := slog.New(slog.DiscardHandler)
+	for run := range 2 {
+		var out bytes.Buffer
+		if err := runReconcile(ctx, cfg, ReconcileConfig{Provider: "stripe", Since: 24 * time.Hour}, &out, logger); err != nil {
+			t.Fatal(err)
+		}
+		want := "1 orphan"
+		if !strings.Contains(out.String(), want) || (run == 1 && !strings.Contains(out.String(), "0 new exceptions")) {
+			t.Fatalf("run %d printed %q", run, out.String())
+		}
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM recon_exceptions WHERE kind = 'orphan_charge'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d orphan exceptions (%v), want 1", n, err)
+	}
+	err = runReconcile(ctx, cfg, ReconcileConfig{Provider: "paypal", Since: time.Hour}, &bytes.Buffer{}, logger)
+	if ops.ErrorCode(err) != ops.EINVALID {
+		t.Fatalf("unknown provider: %v", err)
+	}
+}

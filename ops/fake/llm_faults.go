@@ -1,0 +1,301 @@
+package fake
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// LLMFaultKind names one way the fake LLM misbehaves.
+type LLMFaultKind string
+
+// The fault kinds of the fake LLM. They differ in whether the request is billed, which is
+// what decides whether a resend may bill twice.
+const (
+	// LLMFaultBillThenTimeout generates and bills the completion, then holds the answer
+	// for Delay (default 90 s, longer than any client's timeout). The client sees a
+	// timeout; the provider's usage report shows the request.
+	LLMFaultBillThenTimeout LLMFaultKind = "bill_then_timeout"
+	// LLMFaultDropStream bills, streams Chunk chunks and closes the connection without
+	// [DONE]. A non-streaming request is billed and its connection closed unanswered.
+	LLMFaultDropStream LLMFaultKind = "drop_stream"
+	// LLMFaultRateLimit answers 429 with Retry-After. Nothing is billed.
+	LLMFaultRateLimit LLMFaultKind = "rate_limit"
+	// LLMFaultServerError answers 500 server_error. Nothing is billed.
+	LLMFaultServerError LLMFaultKind = "server_error"
+	// LLMFaultGarbage answers 200 with a body that is not a completion (an HTML page from
+	// a broken proxy). Nothing is billed.
+	LLMFaultGarbage LLMFaultKind = "garbage"
+	// LLMFaultSlow waits Delay before generating; the request is billed as usual.
+	LLMFaultSlow LLMFaultKind = "slow"
+)
+
+var llmFaultKinds = []LLMFaultKind{LLMFaultBillThenTimeout, LLMFaultDropStream, LLMFaultRateLimit,
+	LLMFaultServerError, LLMFaultGarbage, LLMFaultSlow}
+
+func (k LLMFaultKind) valid() bool {
+	for _, known := range llmFaultKinds {
+		if k == known {
+			return true
+		}
+	}
+	return false
+}
+
+// LLMFault is one fault rule of the fake LLM. It matches requests to Path (default every
+// completion) and fires on the listed call numbers, or with Probability drawn from the
+// seeded source, at most Times times.
+type LLMFault struct {
+	// Path is a request path such as "/v1/chat/completions"; empty or "*" matches any.
+	Path string `json:"path,omitempty"`
+	// Calls lists the 1-based numbers of matching requests the rule hits. Empty means
+	// every matching request, subject to Probability.
+	Calls []int `json:"calls,omitempty"`
+	// Probability (0..1) is the chance the rule fires when Calls is empty; 0 means always.
+	Probability float64      `json:"probability,omitempty"`
+	Kind        LLMFaultKind `json:"kind"`
+	// Delay is how long bill_then_timeout holds the answer and slow waits.
+	Delay time.Duration `json:"-"`
+	// Chunk is how many chunks drop_stream sends before it drops the connection.
+	Chunk int `json:"chunk,omitempty"`
+	// RetryAfter is the Retry-After value, in seconds, of a rate_limit answer.
+	RetryAfter int `json:"retry_after,omitempty"`
+	// Times caps how often the rule fires in total; 0 means no cap.
+	Times int `json:"times,omitempty"`
+}
+
+type llmFaultJSON struct {
+	Path        string       `json:"path,omitempty"`
+	Calls       []int        `json:"calls,omitempty"`
+	Probability float64      `json:"probability,omitempty"`
+	Kind        LLMFaultKind `json:"kind"`
+	Delay       string       `json:"delay,omitempty"`
+	Chunk       int          `json:"chunk,omitempty"`
+	RetryAfter  int          `json:"retry_after,omitempty"`
+	Times       int          `json:"times,omitempty"`
+}
+
+// MarshalJSON writes Delay as a duration string.
+func (f LLMFault) MarshalJSON() ([]byte, error) {
+	j := llmFaultJSON{Path: f.Path, Calls: f.Calls, Probability: f.Probability, Kind: f.Kind, Chunk: f.Chunk,
+		RetryAfter: f.RetryAfter, Times: f.Times}
+	if f.Delay != 0 {
+		j.Delay = f.Delay.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads Delay as a duration string ("3s").
+func (f *LLMFault) UnmarshalJSON(b []byte) error {
+	var j llmFaultJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*f = LLMFault{Path: j.Path, Calls: j.Calls, Probability: j.Probability, Kind: j.Kind, Chunk: j.Chunk,
+		RetryAfter: j.RetryAfter, Times: j.Times}
+	if j.Delay != "" {
+		d, err := time.ParseDuration(j.Delay)
+		if err != nil {
+			return fmt.Errorf("fault delay: %w", err)
+		}
+		f.Delay = d
+	}
+	return nil
+}
+
+// Validate reports whether the rule can be used.
+func (f LLMFault) Validate() error {
+	if !f.Kind.valid() {
+		return fmt.Errorf("unknown fault kind %q (want one of %v)", f.Kind, llmFaultKinds)
+	}
+	if f.Probability < 0 || f.Probability > 1 {
+		return fmt.Errorf("fault probability %v is outside 0..1", f.Probability)
+	}
+	for _, c := range f.Calls {
+		if c < 1 {
+			return fmt.Errorf("fault call number %d: call numbers start at 1", c)
+		}
+	}
+	if f.Delay < 0 || f.RetryAfter < 0 || f.Times < 0 || f.Chunk < 0 {
+		return errors.New("fault delay, chunk, retry_after and times must not be negative")
+	}
+	if f.Path != "" && f.Path != "*" && !strings.HasPrefix(f.Path, "/") {
+		return fmt.Errorf("fault path %q must start with /", f.Path)
+	}
+	return nil
+}
+
+func (f LLMFault) matches(path string) bool {
+	return f.Path == "" || f.Path == "*" || f.Path == path
+}
+
+type llmFaultRule struct {
+	LLMFault
+	seen, fired int
+}
+
+// AddFault appends a fault rule. Rules are checked in the order they were added; when
+// several fire for one request, the first wins, and every matching rule counts the call.
+func (l *LLM) AddFault(f LLMFault) {
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	l.faults = append(l.faults, &llmFaultRule{LLMFault: f})
+}
+
+// ClearFaults removes every fault rule.
+func (l *LLM) ClearFaults() {
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	l.faults = nil
+}
+
+// Faults returns the current rules.
+func (l *LLM) Faults() []LLMFault {
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	out := make([]LLMFault, len(l.faults))
+	for i, r := range l.faults {
+		out[i] = r.LLMFault
+	}
+	return out
+}
+
+func (l *LLM) pickFault(path string) *LLMFault {
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	var picked *LLMFault
+	for _, r := range l.faults {
+		if !r.matches(path) {
+			continue
+		}
+		r.seen++
+		if picked != nil || (r.Times > 0 && r.fired >= r.Times) {
+			continue
+		}
+		hit := false
+		if len(r.Calls) > 0 {
+			for _, c := range r.Calls {
+				hit = hit || c == r.seen
+			}
+		} else {
+			draw := l.rng.Float64()
+			hit = r.Probability == 0 || draw < r.Probability
+		}
+		if hit {
+			r.fired++
+			f := r.LLMFault
+			picked = &f
+		}
+	}
+	return picked
+}
+
+// ParseLLMFaults parses a compact fault specification, as given to `settle fake llm
+// --faults`. Rules are separated by ";" or newlines.
+//
+//	rule    = [ path ] kind { option }
+//	kind    = bill_then_timeout | drop_stream | rate_limit | server_error | garbage | slow
+//	option  = "p=" float | "calls=" list | "delay=" duration | "chunk=" int
+//	        | "retry_after=" int | "times=" int
+//
+// Example:
+//
+//	bill_then_timeout p=0.05 delay=30s; drop_stream p=0.05 chunk=5; rate_limit calls=3 retry_after=1
+func ParseLLMFaults(spec string) ([]LLMFault, error) {
+	var faults []LLMFault
+	for i, raw := range strings.FieldsFunc(spec, func(r rune) bool { return r == ';' || r == '\n' }) {
+		words := strings.Fields(raw)
+		if len(words) == 0 {
+			continue
+		}
+		f, err := parseLLMFault(words)
+		if err != nil {
+			return nil, fmt.Errorf("fault rule %d %q: %w", i+1, strings.TrimSpace(raw), err)
+		}
+		faults = append(faults, f)
+	}
+	return faults, nil
+}
+
+func parseLLMFault(words []string) (LLMFault, error) {
+	var f LLMFault
+	if strings.HasPrefix(words[0], "/") || words[0] == "*" {
+		f.Path, words = words[0], words[1:]
+	}
+	if len(words) == 0 || !LLMFaultKind(words[0]).valid() {
+		return f, fmt.Errorf("no fault kind (one of %v)", llmFaultKinds)
+	}
+	f.Kind = LLMFaultKind(words[0])
+	for _, w := range words[1:] {
+		name, value, ok := strings.Cut(w, "=")
+		if !ok || value == "" {
+			return f, fmt.Errorf("option %q: want name=value", w)
+		}
+		var err error
+		switch strings.ToLower(name) {
+		case "p", "probability":
+			f.Probability, err = strconv.ParseFloat(value, 64)
+		case "calls", "call":
+			f.Calls, err = parseCalls(value)
+		case "delay":
+			f.Delay, err = time.ParseDuration(value)
+		case "chunk":
+			f.Chunk, err = strconv.Atoi(value)
+		case "retry_after", "retry-after":
+			f.RetryAfter, err = strconv.Atoi(value)
+		case "times":
+			f.Times, err = strconv.Atoi(value)
+		default:
+			return f, fmt.Errorf("unknown option %q", name)
+		}
+		if err != nil {
+			return f, fmt.Errorf("option %q: %w", w, err)
+		}
+	}
+	return f, f.Validate()
+}
+
+func (l *LLM) adminListFaults(w http.ResponseWriter, _ *http.Request) {
+	faults := l.Faults()
+	if faults == nil {
+		faults = []LLMFault{}
+	}
+	writeJSON(w, http.StatusOK, faults)
+}
+
+// adminAddFaults appends rules given as a JSON array of LLMFault, or, with Content-Type
+// text/plain, as a ParseLLMFaults spec.
+func (l *LLM) adminAddFaults(w http.ResponseWriter, r *http.Request) {
+	var faults []LLMFault
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "text/plain" {
+		b, err := io.ReadAll(io.LimitReader(r.Body, adminBodyLimit))
+		if err != nil {
+			adminError(w, http.StatusBadRequest, fmt.Errorf("reading body: %w", err))
+			return
+		}
+		if faults, err = ParseLLMFaults(string(b)); err != nil {
+			adminError(w, http.StatusBadRequest, err)
+			return
+		}
+	} else if err := decodeJSON(r, &faults); err != nil {
+		adminError(w, http.StatusBadRequest, err)
+		return
+	}
+	for i, f := range faults {
+		if err := f.Validate(); err != nil {
+			adminError(w, http.StatusBadRequest, fmt.Errorf("fault %d: %w", i+1, err))
+			return
+		}
+	}
+	for _, f := range faults {
+		l.AddFault(f)
+	}
+	l.adminListFaults(w, r)
+}

@@ -1,0 +1,136 @@
+package llm_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/web"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// BenchmarkGatewayOverhead measures what the gateway adds to a call of the fake provider,
+// in the same run: each iteration calls the fake directly and through the gateway (the
+// whole HTTP route on real Postgres, with a new Idempotency-Key), non-streaming and
+// streaming, alternating so both see the same machine. It reports the added p50 and p99
+// latency of non-streaming calls and the added p50 and p99 time to first token of
+// streaming ones, in microseconds, and the ratios. Run it with a fixed count, e.g.
+//
+//	go test ./ops/llm -run '^$' -bench GatewayOverhead -benchtime 2000x
+func BenchmarkGatewayOverhead(b *testing.B) {
+	db := pgtest.New(b)
+	f := fake.NewLLM(fake.LLMOptions{})
+	base, err := f.Start("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "sk-bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Upstream: up, Prices: llm.DefaultPrices()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &web.Server{Accounts: db, Queues: db, DB: db, LLM: gw, Registry: prometheus.NewRegistry(),
+		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false)}
+	ts := httptest.NewServer(s.Handler())
+	b.Cleanup(ts.Close)
+	ctx := context.Background()
+	tenant, err := db.EnsureTenant(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	token, err := db.CreateToken(ctx, tenant.ID, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	client := &http.Client{Transport: tr}
+
+	const body = `{"model":"fake-small","messages":[{"role":"user","content":"summarise the ticket"}],"temperature":0.2,"max_tokens":16`
+	call := func(url, auth, key string, stream bool) (total, firstToken time.Duration) {
+		b := body + "}"
+		if stream {
+			b = body + `,"stream":true}`
+		}
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+auth)
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(resp.Body)
+			panic(fmt.Sprintf("%s answered %d: %s", url, resp.StatusCode, msg))
+		}
+		if !stream {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return time.Since(start), 0
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			if firstToken == 0 && strings.Contains(line, `"content":"`) && !strings.Contains(line, `"content":""`) {
+				firstToken = time.Since(start)
+			}
+		}
+		return time.Since(start), firstToken
+	}
+	direct := base + "/chat/completions"
+	via := ts.URL + "/v1/chat/completions"
+	for i := range 20 { // warm up connections and the pool
+		call(direct, "sk-bench", "", i%2 == 0)
+		call(via, token, fmt.Sprintf("warm-%d", i), i%2 == 0)
+	}
+	var dLat, gLat, dTTFT, gTTFT []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		d, _ := call(direct, "sk-bench", "", false)
+		g, _ := call(via, token, fmt.Sprintf("k-%d", i), false)
+		_, dt := call(direct, "sk-bench", "", true)
+		_, gt := call(via, token, fmt.Sprintf("s-%d", i), true)
+		dLat, gLat, dTTFT, gTTFT = append(dLat, d), append(gLat, g), append(dTTFT, dt), append(gTTFT, gt)
+	}
+	b.StopTimer()
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	p := func(xs []time.Duration, q float64) time.Duration {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return s[min(int(q*float64(len(s))), len(s)-1)]
+	}
+	b.ReportMetric(us(p(dLat, 0.5)), "direct_p50_us")
+	b.ReportMetric(us(p(gLat, 0.5)), "gateway_p50_us")
+	b.ReportMetric(us(p(gLat, 0.5)-p(dLat, 0.5)), "added_p50_us")
+	b.ReportMetric(us(p(gLat, 0.99)-p(dLat, 0.99)), "added_p99_us")
+	b.ReportMetric(float64(p(gLat, 0.99))/float64(p(dLat, 0.99)), "p99_ratio")
+	b.ReportMetric(us(p(gTTFT, 0.5)-p(dTTFT, 0.5)), "added_ttft_p50_us")
+	b.ReportMetric(us(p(gTTFT, 0.99)-p(dTTFT, 0.99)), "added_ttft_p99_us")
+	b.ReportMetric(float64(p(gTTFT, 0.5))/float64(p(dTTFT, 0.5)), "ttft_p50_ratio")
+	if n := len(f.Generations()); n != 4*b.N+40 {
+		b.Fatalf("the provider billed %d generations, want %d", n, 4*b.N+40)
+	}
+}

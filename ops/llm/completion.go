@@ -1,0 +1,353 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// completion is a chat completion in the provider's non-streaming shape: what the gateway
+// stores and replays.
+type completion struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint *string         `json:"system_fingerprint,omitempty"`
+	ServiceTier       *string         `json:"service_tier,omitempty"`
+	Choices           []choice        `json:"choices"`
+	Usage             json.RawMessage `json:"usage,omitempty"`
+}
+
+type choice struct {
+	Index        int             `json:"index"`
+	Message      message         `json:"message"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+type message struct {
+	Role      string          `json:"role"`
+	Content   *string         `json:"content"`
+	Refusal   *string         `json:"refusal,omitempty"`
+	ToolCalls []toolCall      `json:"tool_calls,omitempty"`
+	Audio     json.RawMessage `json:"audio,omitempty"`
+}
+
+type toolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chunk is one event of a streamed completion.
+type chunk struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint *string         `json:"system_fingerprint,omitempty"`
+	ServiceTier       *string         `json:"service_tier,omitempty"`
+	Choices           []chunkChoice   `json:"choices"`
+	Usage             json.RawMessage `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int             `json:"index"`
+	Delta        delta           `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+}
+
+type delta struct {
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	Refusal   *string    `json:"refusal,omitempty"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+// Usage is what one generation cost in tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// parseUsage reads the provider's usage object.
+func parseUsage(raw json.RawMessage) (Usage, bool) {
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return Usage{}, false
+	}
+	var u struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+	if json.Unmarshal(raw, &u) != nil {
+		return Usage{}, false
+	}
+	out := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+	if u.PromptTokensDetails != nil {
+		out.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if out.TotalTokens == 0 {
+		out.TotalTokens = out.PromptTokens + out.CompletionTokens
+	}
+	return out, true
+}
+
+// parseCompletion reads a non-streaming answer; it must at least carry an id and choices.
+func parseCompletion(body []byte) (*completion, error) {
+	var c completion
+	if err := json.Unmarshal(body, &c); err != nil {
+		return nil, fmt.Errorf("decode completion: %w", err)
+	}
+	if c.ID == "" || c.Choices == nil {
+		return nil, fmt.Errorf("completion without id or choices")
+	}
+	return &c, nil
+}
+
+// assembler rebuilds a completion from the chunks of a stream.
+type assembler struct {
+	c       completion
+	choices map[int]*choice
+	tools   map[[2]int]*toolCall
+	chunks  int
+	done    bool
+}
+
+func newAssembler() *assembler {
+	return &assembler{choices: map[int]*choice{}, tools: map[[2]int]*toolCall{}}
+}
+
+// add takes one event's data. It reports whether the event carried output (a token, a
+// tool call piece), which is what first_token means.
+func (a *assembler) add(data []byte) (token bool, err error) {
+	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		a.done = true
+		return false, nil
+	}
+	var ch chunk
+	if err := json.Unmarshal(data, &ch); err != nil {
+		return false, fmt.Errorf("decode chunk %d: %w", a.chunks+1, err)
+	}
+	if ch.ID == "" && a.c.ID == "" {
+		return false, fmt.Errorf("chunk %d has no id", a.chunks+1)
+	}
+	a.chunks++
+	if a.c.ID == "" {
+		a.c.ID, a.c.Created, a.c.Model = ch.ID, ch.Created, ch.Model
+		a.c.SystemFingerprint, a.c.ServiceTier = ch.SystemFingerprint, ch.ServiceTier
+	}
+	if len(ch.Usage) > 0 && !bytes.Equal(ch.Usage, []byte("null")) {
+		a.c.Usage = ch.Usage
+	}
+	for _, cc := range ch.Choices {
+		c := a.choices[cc.Index]
+		if c == nil {
+			c = &choice{Index: cc.Index, Message: message{Role: "assistant"}}
+			a.choices[cc.Index] = c
+		}
+		d := cc.Delta
+		if d.Role != "" {
+			c.Message.Role = d.Role
+		}
+		if d.Content != nil && *d.Content != "" {
+			c.Message.Content = appendPtr(c.Message.Content, *d.Content)
+			token = true
+		}
+		if d.Refusal != nil && *d.Refusal != "" {
+			c.Message.Refusal = appendPtr(c.Message.Refusal, *d.Refusal)
+			token = true
+		}
+		for i, tc := range d.ToolCalls {
+			idx := i
+			if tc.Index != nil {
+				idx = *tc.Index
+			}
+			t := a.tools[[2]int{cc.Index, idx}]
+			if t == nil {
+				t = &toolCall{Type: "function"}
+				a.tools[[2]int{cc.Index, idx}] = t
+			}
+			if tc.ID != "" {
+				t.ID = tc.ID
+			}
+			if tc.Type != "" {
+				t.Type = tc.Type
+			}
+			if tc.Function.Name != "" {
+				t.Function.Name = tc.Function.Name
+			}
+			t.Function.Arguments += tc.Function.Arguments
+			token = true
+		}
+		if len(cc.Logprobs) > 0 && !bytes.Equal(cc.Logprobs, []byte("null")) {
+			c.Logprobs = mergeLogprobs(c.Logprobs, cc.Logprobs)
+		}
+		if cc.FinishReason != nil {
+			c.FinishReason = cc.FinishReason
+		}
+	}
+	return token, nil
+}
+
+func appendPtr(p *string, s string) *string {
+	if p == nil {
+		return &s
+	}
+	v := *p + s
+	return &v
+}
+
+// mergeLogprobs concatenates the content lists of two logprobs objects.
+func mergeLogprobs(have, next json.RawMessage) json.RawMessage {
+	var a, b map[string][]json.RawMessage
+	if json.Unmarshal(have, &a) != nil || a == nil {
+		return next
+	}
+	if json.Unmarshal(next, &b) != nil {
+		return have
+	}
+	for k, v := range b {
+		a[k] = append(a[k], v...)
+	}
+	out, _ := json.Marshal(a)
+	return out
+}
+
+// completion returns what the stream assembled to, in the non-streaming shape.
+func (a *assembler) completion() *completion {
+	c := a.c
+	c.Object = "chat.completion"
+	idx := make([]int, 0, len(a.choices))
+	for i := range a.choices {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	c.Choices = make([]choice, 0, len(idx))
+	for _, i := range idx {
+		ch := *a.choices[i]
+		var keys [][2]int
+		for k := range a.tools {
+			if k[0] == i {
+				keys = append(keys, k)
+			}
+		}
+		sort.Slice(keys, func(x, y int) bool { return keys[x][1] < keys[y][1] })
+		for _, k := range keys {
+			t := *a.tools[k]
+			t.Index = nil
+			ch.Message.ToolCalls = append(ch.Message.ToolCalls, t)
+		}
+		if len(ch.Logprobs) == 0 {
+			ch.Logprobs = json.RawMessage("null")
+		}
+		c.Choices = append(c.Choices, ch)
+	}
+	return &c
+}
+
+// replayEvents turns a stored completion back into the data of SSE events: per choice a
+// role chunk, its content, its tool calls and its finish reason, then the usage chunk if
+// the client asked for it. [DONE] is not included.
+func replayEvents(body []byte, includeUsage bool) ([][]byte, error) {
+	c, err := parseCompletion(body)
+	if err != nil {
+		return nil, err
+	}
+	base := chunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model,
+		SystemFingerprint: c.SystemFingerprint, ServiceTier: c.ServiceTier}
+	if includeUsage {
+		base.Usage = json.RawMessage("null")
+	}
+	var out [][]byte
+	emit := func(cc ...chunkChoice) error {
+		ch := base
+		ch.Choices = cc
+		if cc == nil {
+			ch.Choices = []chunkChoice{}
+			ch.Usage = c.Usage
+		}
+		b, err := json.Marshal(ch)
+		if err != nil {
+			return err
+		}
+		out = append(out, b)
+		return nil
+	}
+	empty := ""
+	for _, ch := range c.Choices {
+		m := ch.Message
+		first := delta{Role: m.Role, Content: &empty}
+		if m.Content == nil {
+			first.Content = nil
+		}
+		if err := emit(chunkChoice{Index: ch.Index, Delta: first, Logprobs: json.RawMessage("null")}); err != nil {
+			return nil, err
+		}
+		if m.Content != nil && *m.Content != "" {
+			if err := emit(chunkChoice{Index: ch.Index, Delta: delta{Content: m.Content}, Logprobs: ch.Logprobs}); err != nil {
+				return nil, err
+			}
+		}
+		if m.Refusal != nil && *m.Refusal != "" {
+			if err := emit(chunkChoice{Index: ch.Index, Delta: delta{Refusal: m.Refusal}, Logprobs: json.RawMessage("null")}); err != nil {
+				return nil, err
+			}
+		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]toolCall, len(m.ToolCalls))
+			for i, t := range m.ToolCalls {
+				t.Index = &i
+				calls[i] = t
+			}
+			if err := emit(chunkChoice{Index: ch.Index, Delta: delta{ToolCalls: calls}, Logprobs: json.RawMessage("null")}); err != nil {
+				return nil, err
+			}
+		}
+		if err := emit(chunkChoice{Index: ch.Index, Delta: delta{}, Logprobs: json.RawMessage("null"), FinishReason: ch.FinishReason}); err != nil {
+			return nil, err
+		}
+	}
+	if includeUsage && len(c.Usage) > 0 {
+		if err := emit(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// isUsageOnly reports whether an event is the final usage chunk (no choices), which only
+// clients that asked for usage receive.
+func isUsageOnly(data []byte) bool {
+	var ch struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   json.RawMessage   `json:"usage"`
+	}
+	if json.Unmarshal(data, &ch) != nil {
+		return false
+	}
+	return len(ch.Choices) == 0 && len(ch.Usage) > 0 && !bytes.Equal(ch.Usage, []byte("null"))
+}
+
+// sse frames one event's data.
+func sse(data []byte) []byte {
+	b := make([]byte, 0, len(data)+8)
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	return append(b, '\n', '\n')
+}
+
+// doneEvent ends every stream.
+var doneEvent = []byte("data: [DONE]\n\n")

@@ -1,0 +1,607 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"mime"
+	"sync/atomic"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Ledger records every client request and attempt; its Clock is the gateway's clock.
+	Ledger   *ops.Ledger
+	Store    Store
+	Upstream Upstream
+	// Prices gives the cost of each generation; nil means every cost is unknown.
+	Prices *PriceTable
+	// KeyTTL is how long an Idempotency-Key stays bound to its operation; default 24 h. It
+	// must be longer than any retry window of a client (SDK retries, a user reopening the
+	// screen). An operation still open when it passes is expired and never sent again.
+	KeyTTL time.Duration
+	// Mode is the default policy; TenantModes overrides it by tenant name, and
+	// TenantModes["tenant /route"] by tenant and route.
+	Mode        Mode
+	TenantModes map[string]Mode
+	// Deadline bounds one client request's attempts and backoff; default 10 min.
+	Deadline time.Duration
+	// MaxWait caps `Prefer: wait=N`; default 60 s.
+	MaxWait time.Duration
+	// RetryAfter is the Retry-After of a 409 while the key is in flight; default 1 s.
+	RetryAfter time.Duration
+	// MaxBody is the largest request body read; default 4 MiB.
+	MaxBody int64
+	// PhaseDelay is how long a phase (sent_to_provider, first_token) lasts before it is
+	// written; calls that end sooner skip the write. Default 100 ms; negative writes at once.
+	PhaseDelay time.Duration
+	// Sleep waits between attempts; default ops.SleepContext.
+	Sleep  ops.Sleeper
+	Logger *slog.Logger
+}
+
+// Gateway is the LLM gateway. Build it with New; it is safe for concurrent use.
+type Gateway struct {
+	cfg     Config
+	clock   ops.Clock
+	ledgers map[Mode]*ops.Ledger
+	flights *hub
+	stats   counters
+}
+
+// New checks cfg, fills in defaults and returns a gateway.
+func New(cfg Config) (*Gateway, error) {
+	switch {
+	case cfg.Ledger == nil || cfg.Store == nil || cfg.Upstream == nil:
+		return nil, ops.Errorf(ops.EINVALID, "The LLM gateway needs a ledger, a store and an upstream.")
+	case cfg.Mode != "" && !cfg.Mode.Valid():
+		return nil, ops.Errorf(ops.EINVALID, "Unknown LLM policy %q: use interactive or batch.", cfg.Mode)
+	}
+	for k, m := range cfg.TenantModes {
+		if !m.Valid() {
+			return nil, ops.Errorf(ops.EINVALID, "Unknown LLM policy %q for %s: use interactive or batch.", m, k)
+		}
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = Interactive
+	}
+	if cfg.KeyTTL <= 0 {
+		cfg.KeyTTL = 24 * time.Hour
+	}
+	if cfg.Deadline <= 0 {
+		cfg.Deadline = 10 * time.Minute
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = time.Minute
+	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 4 << 20
+	}
+	if cfg.PhaseDelay == 0 {
+		cfg.PhaseDelay = 100 * time.Millisecond
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = ops.SleepContext
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if min := cfg.Ledger.Limits.RetentionMargin + cfg.Deadline; cfg.KeyTTL <= min {
+		return nil, ops.Errorf(ops.EINVALID, "The LLM key TTL (%s) must be longer than the retention margin plus the call deadline (%s).", cfg.KeyTTL, min)
+	}
+	g := &Gateway{cfg: cfg, clock: cfg.Ledger.Clock, ledgers: map[Mode]*ops.Ledger{}, flights: newHub()}
+	// One ledger per mode: they differ only in whether an uncertain llm_call may be resent.
+	for m, retry := range map[Mode]bool{Interactive: true, Batch: false} {
+		l := *cfg.Ledger
+		l.Policies = maps.Clone(cfg.Ledger.Policies)
+		if l.Policies == nil {
+			l.Policies = map[ops.Kind]ops.Policy{}
+		}
+		l.Policies[ops.KindLLMCall] = ops.Policy{RetryUncertain: retry}
+		g.ledgers[m] = &l
+	}
+	return g, nil
+}
+
+// ModeFor returns the policy of a tenant's calls on a route.
+func (g *Gateway) ModeFor(tenant string, route string) Mode {
+	if m, ok := g.cfg.TenantModes[tenant+" "+route]; ok {
+		return m
+	}
+	if m, ok := g.cfg.TenantModes[tenant]; ok {
+		return m
+	}
+	return g.cfg.Mode
+}
+
+// stored is what an llm_call operation keeps of its request, so that any process can tell
+// its policy and resend it.
+type stored struct {
+	Mode   Mode            `json:"policy"`
+	Route  string          `json:"route"`
+	Stream bool            `json:"stream"`
+	Body   json.RawMessage `json:"body"`
+}
+
+func modeOf(op *ops.Operation) Mode {
+	var s stored
+	if json.Unmarshal(op.Request, &s) == nil && s.Mode.Valid() {
+		return s.Mode
+	}
+	return Interactive
+}
+
+// exchange is one client request in flight through the gateway.
+type exchange struct {
+	g      *Gateway
+	ctx    context.Context
+	tenant *ops.Tenant
+	req    *chatRequest
+	body   []byte
+	wait   time.Duration
+	ref    string
+	mode   Mode
+	owner  string
+	start  time.Time
+	crID   int64
+	out    Sink
+	began  bool
+	gone   bool // the client stopped reading
+	// possibleDup: the next send follows an attempt whose outcome is uncertain.
+	possibleDup bool
+	dups        int
+}
+
+// Complete answers one chat completion request: from the stored result when its key has
+// one, by waiting for or joining the request in flight, or by calling the provider. Errors
+// returned before the Sink began are for the transport to answer (their Reason says how);
+// once it began, failures are written into the stream and Complete returns nil.
+func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
+	g.stats.requests.Add(1)
+	if r.Tenant == nil || r.Tenant.ID <= 0 {
+		return ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
+	}
+	x := &exchange{g: g, ctx: ctx, tenant: r.Tenant, ref: r.RequestRef, out: out, start: g.clock.Now(),
+		owner: "llm:" + ops.NewProviderKey()[7:19]}
+	route := r.Route
+	if route == "" {
+		route = "/v1/chat/completions"
+	}
+	key, err := x.check(r)
+	if err != nil {
+		g.stats.rejected.Add(1)
+		if rerr := g.cfg.Store.RecordRejected(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, r.RequestRef, g.clock.Now()); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return err
+	}
+	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
+	x.mode = g.ModeFor(r.Tenant.Name, route)
+	request, _ := json.Marshal(stored{Mode: x.mode, Route: route, Stream: x.req.Stream, Body: x.body})
+	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: g.cfg.Upstream.Name(), IntentKey: key,
+		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: truncate(x.req.User, 200),
+		Request: request, Retention: g.cfg.KeyTTL}
+	o, err := x.admit(in)
+	if err != nil {
+		return err
+	}
+	x.crID = o.ClientRequestID
+	if o.Created {
+		g.stats.fresh.Add(1)
+		return x.run(o.Op, o.Attempt)
+	}
+	return x.serve(o.Op)
+}
+
+// check reads and validates the request and returns its intent key.
+func (x *exchange) check(r Request) (string, error) {
+	if mt, _, err := mime.ParseMediaType(r.ContentType); err != nil || mt != "application/json" {
+		return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonUnsupportedType, Message: "Send the body as application/json."}
+	}
+	if r.Body == nil {
+		r.Body = bytes.NewReader(nil)
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, x.g.cfg.MaxBody+1))
+	if err != nil {
+		return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonMalformedJSON, Message: "The body could not be read.", Err: err}
+	}
+	if int64(len(body)) > x.g.cfg.MaxBody {
+		return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonBodyTooLarge, Message: fmt.Sprintf("The body is over %d bytes.", x.g.cfg.MaxBody)}
+	}
+	key, err := ParseKey(r.Key, r.HasKey, r.Tenant.RequireIdempotencyKey)
+	if err != nil {
+		return "", err
+	}
+	if x.req, err = parseRequest(body); err != nil {
+		return "", err
+	}
+	x.body = body
+	if key == "" {
+		// The tenant lets calls go without a key: each request is its own intent.
+		key = "settle-auto-" + ops.NewOperationID()
+	}
+	return key, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// admit opens the key's operation or joins the one it has, as the refund tool does: the
+// newest operation of the key is joined while it is open, or when it completed within the
+// key's TTL (a replay), or when it failed after this request arrived, or with another
+// fingerprint (to be refused). Otherwise the key starts a new operation, guarded by the
+// newest one seen, so a concurrent request's operation is joined instead of repeated.
+func (x *exchange) admit(in ops.Intent) (ops.Opened, error) {
+	g := x.g
+	latest, err := g.cfg.Store.LatestForIntent(x.ctx, in.TenantID, ops.KindLLMCall, in.IntentKey)
+	if err != nil && ops.ErrorCode(err) != ops.ENOTFOUND {
+		return ops.Opened{}, err
+	}
+	if latest != nil && x.joinable(latest, in.Fingerprint) {
+		return x.join(latest.ID, in.Fingerprint)
+	}
+	seen := ""
+	if latest != nil {
+		seen = latest.ID
+	}
+	in.Latest = &seen
+	o, err := g.ledgers[x.mode].Open(x.ctx, in, x.ref, x.owner)
+	if ops.ErrorReason(err) == "superseded" {
+		newer, err := g.cfg.Store.LatestForIntent(x.ctx, in.TenantID, ops.KindLLMCall, in.IntentKey)
+		if err != nil {
+			return ops.Opened{}, err
+		}
+		return x.join(newer.ID, in.Fingerprint)
+	}
+	if err != nil {
+		return o, x.conflict(err)
+	}
+	return o, nil
+}
+
+func (x *exchange) joinable(latest *ops.Operation, fingerprint string) bool {
+	if !latest.Status.Final() {
+		return true
+	}
+	if x.g.clock.Now().Sub(latest.CreatedAt) >= x.g.cfg.KeyTTL {
+		return false // the key is free again
+	}
+	switch {
+	case latest.Status == ops.StatusSucceeded, latest.Fingerprint != fingerprint:
+		return true
+	default:
+		// Failed: nothing was billed. A request that came after the failure may try again.
+		return latest.ClosedAt != nil && !latest.ClosedAt.Before(x.start)
+	}
+}
+
+func (x *exchange) join(opID, fingerprint string) (ops.Opened, error) {
+	o, err := x.g.cfg.Ledger.Join(x.ctx, opID, fingerprint, x.ref)
+	if err != nil {
+		return o, x.conflict(err)
+	}
+	return o, nil
+}
+
+// conflict turns the ledger's refusal of another fingerprint into the IETF draft's 422.
+func (x *exchange) conflict(err error) error {
+	if ops.ErrorCode(err) != ops.EINVALID {
+		return err
+	}
+	x.g.stats.conflicts.Add(1)
+	return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused, Err: err,
+		Message: "This Idempotency-Key was first used with another request (model, messages or parameters differ). Use a new key for a new request."}
+}
+
+// serve answers a request that joined an existing operation.
+func (x *exchange) serve(op *ops.Operation) error {
+	g := x.g
+	now := g.clock.Now()
+	lg := g.ledgers[modeOf(op)]
+	bg := context.WithoutCancel(x.ctx)
+	switch {
+	case op.Status == ops.StatusSucceeded:
+		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerReplayed, now); err != nil {
+			return err
+		}
+		g.stats.replays.Add(1)
+		return x.replay(op, "")
+	case op.Status == ops.StatusFailed:
+		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerReplayed, now); err != nil {
+			return err
+		}
+		return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonGenerationFailed,
+			Message: fmt.Sprintf("The first request with this key failed at the provider (operation %s); nothing was billed. Send it again to try once more.", op.ID)}
+	case op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired:
+		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerChecking, now); err != nil {
+			return err
+		}
+		return unknownError(op)
+	case op.Leased(now):
+		return x.inFlight(op)
+	case op.PastRetention(now):
+		exp, err := lg.Expire(bg, op, x.owner)
+		if err != nil {
+			return err
+		}
+		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerChecking, now); err != nil {
+			return err
+		}
+		return unknownError(exp)
+	}
+	// Received, released by an earlier request, or stalled: go on with the same operation.
+	uncertain, err := x.lastUncertain(lg, op)
+	if err != nil {
+		return err
+	}
+	if uncertain && !lg.Policies[ops.KindLLMCall].RetryUncertain {
+		cur, err := lg.MarkUnknown(bg, op, x.owner, "an attempt's outcome is uncertain and the batch policy forbids a resend")
+		if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
+			return err
+		}
+		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerChecking, now); err != nil {
+			return err
+		}
+		if cur == nil {
+			cur = op
+		}
+		return unknownError(cur)
+	}
+	claimed, err := lg.Claim(bg, op, x.owner)
+	if ops.ErrorCode(err) == ops.ECONFLICT {
+		// Another request claimed it a moment ago.
+		cur, gerr := lg.Store.Get(bg, op.ID)
+		if gerr != nil {
+			return gerr
+		}
+		return x.inFlight(cur)
+	}
+	if err != nil {
+		return err
+	}
+	if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerRetried, now); err != nil {
+		return err
+	}
+	x.possibleDup = uncertain
+	return x.run(claimed, nil)
+}
+
+// lastUncertain reports whether the operation's latest attempt may have been billed
+// without an answer: unfinished (its process died) or finished uncertain.
+func (x *exchange) lastUncertain(lg *ops.Ledger, op *ops.Operation) (bool, error) {
+	if op.Attempts == 0 {
+		return false, nil
+	}
+	atts, err := lg.Store.Attempts(x.ctx, op.ID)
+	if err != nil {
+		return false, err
+	}
+	if len(atts) == 0 {
+		return false, nil
+	}
+	last := atts[len(atts)-1]
+	return last.FinishedAt == nil || last.Outcome == ops.OutcomeTimeout || last.Outcome == ops.OutcomeKeyInUse, nil
+}
+
+func unknownError(op *ops.Operation) error {
+	return &ops.Error{Code: ops.ECONFLICT, Reason: ReasonOutcomeUnknown,
+		Message: fmt.Sprintf("The outcome of the first request with this key is unknown (operation %s is %s): the provider may have billed it. Nothing more is sent until a person or the reconciler settles it.", op.ID, op.Status)}
+}
+
+// inFlight answers a request whose key is being served by another request: 409 with
+// Retry-After, or with Prefer: wait=N, the first request's result once it has one.
+func (x *exchange) inFlight(op *ops.Operation) error {
+	g := x.g
+	bg := context.WithoutCancel(x.ctx)
+	busy := func() error {
+		if err := g.cfg.Ledger.Store.AnswerClientRequest(bg, x.crID, ops.AnswerInProgress, g.clock.Now()); err != nil {
+			return err
+		}
+		g.stats.inFlight.Add(1)
+		return &ops.Error{Code: ops.ECONFLICT, Reason: ReasonKeyInUse, Err: &Problem{RetryAfter: g.cfg.RetryAfter},
+			Message: fmt.Sprintf("A request with this Idempotency-Key is in flight (operation %s). Retry after a moment, or send Prefer: wait=N to wait for its result.", op.ID)}
+	}
+	if x.wait <= 0 {
+		return busy()
+	}
+	timer := time.NewTimer(x.wait)
+	defer timer.Stop()
+	applied := fmt.Sprintf("wait=%d", int(x.wait/time.Second))
+	if f := g.flights.get(op.ID); f != nil {
+		if x.req.Stream && f.stream {
+			return x.follow(f, timer.C, applied, busy)
+		}
+		select {
+		case <-f.done:
+		case <-timer.C:
+			return busy()
+		case <-x.ctx.Done():
+			return x.ctx.Err()
+		}
+	} else {
+		// Another process holds it: watch the row.
+		poll := 20 * time.Millisecond
+		for op.Leased(g.clock.Now()) {
+			select {
+			case <-timer.C:
+				return busy()
+			case <-x.ctx.Done():
+				return x.ctx.Err()
+			case <-time.After(poll):
+			}
+			poll = min(poll*2, 500*time.Millisecond)
+			cur, err := g.cfg.Ledger.Store.Get(x.ctx, op.ID)
+			if err != nil {
+				return err
+			}
+			op = cur
+		}
+	}
+	cur, err := g.cfg.Ledger.Store.Get(x.ctx, op.ID)
+	if err != nil {
+		return err
+	}
+	g.stats.waited.Add(1)
+	if cur.Status == ops.StatusSucceeded {
+		if err := g.cfg.Ledger.Store.AnswerClientRequest(bg, x.crID, ops.AnswerReplayed, g.clock.Now()); err != nil {
+			return err
+		}
+		g.stats.replays.Add(1)
+		return x.replay(cur, applied)
+	}
+	x.wait = 0
+	return x.serve(cur)
+}
+
+// follow streams the in-flight generation to a waiting streaming client from its first
+// chunk, live, then ends it the way the first request's stream ends.
+func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, busy func() error) error {
+	g := x.g
+	next := 0
+	for {
+		evs, done, changed := f.since(next)
+		for _, d := range evs {
+			x.forward(d, Head{Stream: true, Replayed: true, OperationID: f.opID, ProviderRequestID: f.requestID(), PreferenceApplied: applied})
+		}
+		next += len(evs)
+		if done {
+			break
+		}
+		var expired <-chan time.Time
+		if !x.began {
+			expired = timeout // once the stream began, it is followed to its end
+		}
+		select {
+		case <-changed:
+		case <-expired:
+			return busy()
+		case <-x.ctx.Done():
+			return x.ctx.Err()
+		}
+	}
+	cur, err := g.cfg.Ledger.Store.Get(context.WithoutCancel(x.ctx), f.opID)
+	if err != nil {
+		return x.streamFailed(err)
+	}
+	g.stats.waited.Add(1)
+	if cur.Status != ops.StatusSucceeded {
+		if !x.began {
+			x.wait = 0
+			return x.serve(cur)
+		}
+		return x.streamFailed(unknownError(cur))
+	}
+	if err := g.cfg.Ledger.Store.AnswerClientRequest(context.WithoutCancel(x.ctx), x.crID, ops.AnswerReplayed, g.clock.Now()); err != nil {
+		return x.streamFailed(err)
+	}
+	g.stats.replays.Add(1)
+	if !x.began {
+		// The first request did not stream: replay what it stored.
+		return x.replay(cur, applied)
+	}
+	x.write(doneEvent)
+	return nil
+}
+
+// replay answers from the operation's stored completion: as JSON, or as an SSE stream.
+func (x *exchange) replay(op *ops.Operation, applied string) error {
+	h := Head{Stream: x.req.Stream, Replayed: true, OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, PreferenceApplied: applied}
+	if len(op.Result) == 0 {
+		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("operation %s succeeded without a stored completion", op.ID)}
+	}
+	if !x.req.Stream {
+		if err := x.out.Begin(h); err != nil {
+			return nil // the client left
+		}
+		x.began = true
+		x.write(op.Result)
+		return nil
+	}
+	evs, err := replayEvents(op.Result, x.req.IncludeUsage)
+	if err != nil {
+		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("replay operation %s: %w", op.ID, err)}
+	}
+	for _, d := range evs {
+		x.forward(d, h)
+	}
+	x.write(doneEvent)
+	return nil
+}
+
+// forward sends one stream event to the client, beginning the response if needed. The
+// final usage chunk goes only to clients that asked for usage.
+func (x *exchange) forward(data []byte, h Head) {
+	if !x.req.IncludeUsage && isUsageOnly(data) {
+		return
+	}
+	if !x.began {
+		if err := x.out.Begin(h); err != nil {
+			x.gone = true
+		}
+		x.began = true
+	}
+	x.write(sse(data))
+}
+
+func (x *exchange) write(p []byte) {
+	if x.gone {
+		return
+	}
+	if err := x.out.Write(p); err != nil {
+		x.gone = true
+	}
+}
+
+// streamFailed ends a stream that began with an error event, as OpenAI-compatible
+// providers do, and without [DONE].
+func (x *exchange) streamFailed(err error) error {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": ops.ErrorMessage(err),
+		"type": "settle_error", "code": ops.ErrorReason(err)}})
+	x.write(sse(b))
+	x.g.cfg.Logger.Warn("llm stream ended with an error", "err", err)
+	return nil
+}
+
+// counters count what the gateway did since it started; the ledger holds the durable facts.
+type counters struct {
+	requests, rejected, fresh, replays, inFlight, waited, conflicts atomic.Int64
+	upstream, possibleDups, uncertain                               atomic.Int64
+}
+
+// Stats is a snapshot of the gateway's counters.
+type Stats struct {
+	// Requests counts client requests; Rejected those refused before admission (bad key,
+	// bad body); New those that opened an operation.
+	Requests, Rejected, New int64
+	// Replays counts answers served from a stored or in-flight generation.
+	Replays int64
+	// InFlight counts 409 answers while the key was in flight; Waited, answers that
+	// waited with Prefer: wait; Conflicts, 422 answers for another fingerprint.
+	InFlight, Waited, Conflicts int64
+	// UpstreamCalls counts sends to the provider; PossibleDuplicates those that followed
+	// an attempt whose outcome was uncertain; Uncertain the attempts that ended so.
+	UpstreamCalls, PossibleDuplicates, Uncertain int64
+}
+
+// Stats returns the gateway's counters.
+func (g *Gateway) Stats() Stats {
+	c := &g.stats
+	return Stats{Requests: c.requests.Load(), Rejected: c.rejected.Load(), New: c.fresh.Load(), Replays: c.replays.Load(),
+		InFlight: c.inFlight.Load(), Waited: c.waited.Load(), Conflicts: c.conflicts.Load(),
+		UpstreamCalls: c.upstream.Load(), PossibleDuplicates: c.possibleDups.Load(), Uncertain: c.uncertain.Load()}
+}

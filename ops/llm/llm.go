@@ -1,0 +1,186 @@
+// Package llm is Settle's OpenAI-compatible LLM gateway: one generation per user intent.
+//
+// A client sends POST /v1/chat/completions with an Idempotency-Key per intent (one message
+// sent, one summary asked for). The gateway records the request in the ledger before
+// anything reaches the provider, sends it, stores the completion, and answers every later
+// request with the same key from what it stored: no second generation, no second bill.
+//
+// The operation of a call (kind llm_call, intent key = the Idempotency-Key, scoped by
+// tenant) goes through the statuses of seed 003 as ledger statuses and phases:
+//
+//	received          the operation row, committed with its first attempt (status in_progress, phase sending)
+//	sent_to_provider  the request was written to the provider (phase)
+//	first_token       the first token of a stream arrived (phase)
+//	completed         status succeeded, the completion stored on the operation
+//	failed            status failed: the provider refused, nothing was billed
+//	expired           status expired: the key's TTL passed without an answer; never sent again
+//
+// and unknown when an attempt's outcome is uncertain and the policy forbids a resend.
+//
+// LLM providers take no idempotency key, so an attempt that timed out may have been billed;
+// a resend may bill twice. Policy per tenant and route decides: interactive resends within
+// the budget and counts each extra send as a possible duplicate; batch sends nothing more
+// and leaves the operation unknown for reconciliation or a person.
+//
+// The gateway holds no HTTP of its own except in upstream.go, the provider adapter; the
+// web package turns client HTTP into a Request and a Sink.
+package llm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Mode is how a tenant's calls treat an attempt whose outcome is uncertain.
+type Mode string
+
+// The modes.
+const (
+	// Interactive resends within the retry budget; each resend after an uncertain attempt
+	// is counted as a possible duplicate.
+	Interactive Mode = "interactive"
+	// Batch never resends after an uncertain attempt: the operation becomes unknown.
+	Batch Mode = "batch"
+)
+
+// Valid reports whether m is a known mode.
+func (m Mode) Valid() bool { return m == Interactive || m == Batch }
+
+// Store is what the gateway needs from the store beyond the ledger; ops.RefundStore's
+// methods of the same names, which the Postgres store implements.
+type Store interface {
+	// LatestForIntent returns the newest operation of an intent, whatever its status, or
+	// ENOTFOUND.
+	LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error)
+	// RecordRejected records a client request refused before any operation was opened.
+	RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error
+}
+
+// Upstream is an OpenAI-compatible provider. OpenAI (upstream.go) implements it over HTTP.
+type Upstream interface {
+	// Name is the provider's name as stored on operations.
+	Name() string
+	// Send performs one attempt and classifies how it ended. It never touches the store.
+	Send(ctx context.Context, c Call) Reply
+}
+
+// Call is one attempt at the provider.
+type Call struct {
+	Body        []byte
+	Stream      bool
+	OperationID string
+	Attempt     int
+	// Sent is called once the request has been written to the provider.
+	Sent func()
+	// Answered is called with the provider's request id when a 200 answer's headers
+	// arrive, before any event.
+	Answered func(requestID string)
+	// Event is called with each stream event's data, in order, as it arrives. An error
+	// stops the attempt: the event was not a completion chunk.
+	Event func(data []byte) error
+}
+
+// Reply is how one attempt ended.
+type Reply struct {
+	Outcome    ops.Outcome
+	HTTPStatus int
+	// RequestID is the provider's request id (x-request-id).
+	RequestID string
+	// ErrorCode says what went wrong: upstream_timeout, stream_broken, upstream_500,
+	// upstream_bad_response, upstream_rate_limited, upstream_refused...
+	ErrorCode string
+	// Message is the provider's own explanation of a refusal, safe to show the client.
+	Message    string
+	RetryAfter time.Duration
+	// Body is a non-streaming answer as received.
+	Body []byte
+	// Events counts the stream events delivered.
+	Events int
+}
+
+// uncertain reports whether the attempt may have been billed without our knowing.
+func (r Reply) uncertain() bool {
+	return r.Outcome == ops.OutcomeTimeout || r.Outcome == ops.OutcomeKeyInUse
+}
+
+// Request is one client call of the chat completions route.
+type Request struct {
+	Tenant *ops.Tenant
+	// Route names the route for the policy; default /v1/chat/completions.
+	Route string
+	// Key is the Idempotency-Key header; HasKey says whether it was sent at all.
+	Key    string
+	HasKey bool
+	// ContentType is the request's Content-Type header.
+	ContentType string
+	// Body is read up to Config.MaxBody bytes.
+	Body io.Reader
+	// Prefer is the Prefer header (wait=N).
+	Prefer string
+	// RequestRef is the client's id for this request (X-Client-Request-Id), recorded with it.
+	RequestRef string
+	// ChatRef is the client's conversation id (Settle-Chat-Ref), for support searches.
+	ChatRef string
+}
+
+// Head is what a response starts with.
+type Head struct {
+	Stream bool
+	// Replayed marks an answer served from a stored or in-flight generation.
+	Replayed          bool
+	OperationID       string
+	ProviderRequestID string
+	// PreferenceApplied echoes the wait preference when it was honoured.
+	PreferenceApplied string
+}
+
+// Sink is where the gateway writes its answer. Begin is called at most once, before any
+// Write; after Begin, a failure is reported inside the body (an SSE error event).
+type Sink interface {
+	Begin(h Head) error
+	// Write sends part of the body and flushes it to the client at once.
+	Write(p []byte) error
+}
+
+// Problem carries what a transport needs to answer an error beyond its code: how long to
+// wait before trying again, and the provider's own status for a refusal it relays.
+type Problem struct {
+	RetryAfter     time.Duration
+	UpstreamStatus int
+}
+
+func (p *Problem) Error() string { return "llm gateway problem" }
+
+// ProblemOf returns the Problem carried by err, if any.
+func ProblemOf(err error) (Problem, bool) {
+	var p *Problem
+	if errors.As(err, &p) {
+		return *p, true
+	}
+	return Problem{}, false
+}
+
+// The reasons the gateway's errors carry, for the transport to map to statuses.
+const (
+	ReasonMissingKey       = "missing_idempotency_key"
+	ReasonInvalidKey       = "invalid_idempotency_key"
+	ReasonMalformedJSON    = "malformed_json"
+	ReasonInvalidRequest   = "invalid_request"
+	ReasonBodyTooLarge     = "body_too_large"
+	ReasonUnsupportedType  = "unsupported_media_type"
+	ReasonKeyInUse         = "idempotency_key_in_use"
+	ReasonKeyReused        = "idempotency_key_reused"
+	ReasonOutcomeUnknown   = "outcome_unknown"
+	ReasonGenerationFailed = "generation_failed"
+	ReasonRateLimited      = "upstream_rate_limited"
+	ReasonTimeout          = "upstream_timeout"
+	ReasonUpstreamError    = "upstream_error"
+	ReasonBadResponse      = "upstream_bad_response"
+	ReasonUnreachable      = "upstream_unreachable"
+	ReasonUpstreamAuth     = "upstream_auth"
+	ReasonRefused          = "upstream_refused"
+)

@@ -1,0 +1,116 @@
+package llm
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+)
+
+//go:embed prices.json
+var defaultPrices []byte
+
+// Price is what one model costs, in US dollars per million tokens.
+type Price struct {
+	Input       float64 `json:"input"`
+	CachedInput float64 `json:"cached_input"`
+	Output      float64 `json:"output"`
+}
+
+// PriceTable maps model names to prices. A model missing from it has an unknown cost,
+// which is recorded as such and is never an error.
+type PriceTable struct {
+	Currency string           `json:"currency"`
+	Models   map[string]Price `json:"models"`
+}
+
+// DefaultPrices returns the example table built into Settle (prices.json in this package).
+func DefaultPrices() *PriceTable {
+	t, err := ParsePrices(defaultPrices)
+	if err != nil {
+		panic("llm: built-in price table: " + err.Error())
+	}
+	return t
+}
+
+// LoadPrices reads a price table from a JSON file:
+//
+//	{"currency": "usd", "models": {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60}}}
+//
+// Prices are per million tokens; cached_input defaults to input.
+func LoadPrices(path string) (*PriceTable, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read price table: %w", err)
+	}
+	t, err := ParsePrices(b)
+	if err != nil {
+		return nil, fmt.Errorf("price table %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// ParsePrices reads a price table from JSON; unknown fields are refused so a typo is not a
+// silent zero price.
+func ParsePrices(b []byte) (*PriceTable, error) {
+	var raw struct {
+		Currency string           `json:"currency"`
+		Unit     string           `json:"unit"`
+		Note     string           `json:"note"`
+		Models   map[string]Price `json:"models"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	t := &PriceTable{Currency: strings.ToLower(raw.Currency), Models: map[string]Price{}}
+	if t.Currency == "" {
+		t.Currency = "usd"
+	}
+	for name, p := range raw.Models {
+		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 {
+			return nil, fmt.Errorf("model %s: negative price", name)
+		}
+		if p.CachedInput == 0 {
+			p.CachedInput = p.Input
+		}
+		t.Models[name] = p
+	}
+	return t, nil
+}
+
+// lookup finds a model's price: by exact name, else by the longest name that prefixes it
+// followed by "-" (a dated snapshot such as gpt-4o-mini-2024-07-18 costs what gpt-4o-mini
+// does).
+func (t *PriceTable) lookup(model string) (Price, bool) {
+	if t == nil {
+		return Price{}, false
+	}
+	if p, ok := t.Models[model]; ok {
+		return p, true
+	}
+	best, found := "", false
+	for name := range t.Models {
+		if strings.HasPrefix(model, name+"-") && len(name) > len(best) {
+			best, found = name, true
+		}
+	}
+	return t.Models[best], found
+}
+
+// Cost returns what usage of model cost in micro-units of the table's currency, and
+// whether the model's price is known. Cached prompt tokens are charged at the cached rate.
+func (t *PriceTable) Cost(model string, u Usage) (micros int64, known bool) {
+	p, ok := t.lookup(model)
+	if !ok {
+		return 0, false
+	}
+	cached := min(u.CachedTokens, u.PromptTokens)
+	// A price per million tokens is a price per token in micro-units.
+	c := float64(u.PromptTokens-cached)*p.Input + float64(cached)*p.CachedInput + float64(u.CompletionTokens)*p.Output
+	return int64(math.Round(c)), true
+}

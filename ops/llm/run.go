@@ -1,0 +1,437 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// run sends op's request to the provider until the outcome is settled or this request's
+// budget is spent, streaming to the client as the provider streams, and answers. Every
+// attempt is begun in the ledger before it is sent and finished after. The provider call
+// runs without the client's cancellation: a client that leaves does not stop the
+// generation, which is stored for its retry.
+func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
+	g := x.g
+	lg := g.ledgers[modeOf(op)]
+	bg := context.WithoutCancel(x.ctx)
+	deadline := time.Now().Add(g.cfg.Deadline)
+	f := g.flights.open(op.ID, x.req.Stream)
+	defer g.flights.close(f)
+	upBody := x.req.upstreamBody(x.body)
+	a := first
+	var res ops.AttemptResult
+	var reply Reply
+	var body []byte
+	for n := 1; ; n++ {
+		if a == nil {
+			cur, att, err := lg.BeginAttempt(bg, op, x.owner)
+			if err != nil {
+				x.release(lg, op)
+				return x.fail(fmt.Errorf("begin attempt: %w", err))
+			}
+			op, a = cur, att
+		}
+		if x.possibleDup {
+			x.dups++
+			g.stats.possibleDups.Add(1)
+		}
+		g.stats.upstream.Add(1)
+		tr := x.track(lg, op)
+		asm := newAssembler()
+		requestID := ""
+		reply = g.cfg.Upstream.Send(bg, Call{Body: upBody, Stream: x.req.Stream, OperationID: op.ID, Attempt: a.N,
+			Sent: func() { tr.phase(ops.PhaseSentToProvider) },
+			Answered: func(id string) {
+				requestID = id
+				f.setRequestID(id)
+			},
+			Event: func(d []byte) error {
+				token, err := asm.add(d)
+				if err != nil {
+					return err
+				}
+				if token {
+					tr.phase(ops.PhaseFirstToken)
+				}
+				f.add(d)
+				x.forward(d, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID})
+				return nil
+			}})
+		op = tr.stop()
+		res, body = x.result(a, reply, asm)
+		if res.Outcome == ops.OutcomeTimeout || res.Outcome == ops.OutcomeKeyInUse {
+			g.stats.uncertain.Add(1)
+		}
+		cur, retry, err := lg.FinishAttempt(bg, op, a, x.owner, res)
+		if err != nil {
+			return x.fail(fmt.Errorf("finish attempt: %w", err))
+		}
+		op = cur
+		if !retry {
+			break
+		}
+		x.possibleDup = res.Outcome == ops.OutcomeTimeout || res.Outcome == ops.OutcomeKeyInUse
+		wait := ops.Backoff(n, res.RetryAfter, lg.Limits, nil)
+		// A stream that reached the client cannot be restarted under it: the client's
+		// retry continues the operation instead.
+		if x.began || n >= lg.Limits.AttemptsPerCall || time.Until(deadline) < wait {
+			op = x.release(lg, op)
+			break
+		}
+		if err := g.cfg.Sleep(bg, wait); err != nil {
+			op = x.release(lg, op)
+			break
+		}
+		a = nil
+	}
+	f.result(op)
+	return x.answer(op, res, reply, body)
+}
+
+// usageRecord is what an operation stores as its usage: the tokens and cost of the
+// generation that answered, and how many sends may have billed twice.
+type usageRecord struct {
+	Usage
+	Model             string `json:"model"`
+	CostMicros        int64  `json:"cost_micros"`
+	CostKnown         bool   `json:"cost_known"`
+	Currency          string `json:"currency,omitempty"`
+	ProviderRequestID string `json:"provider_request_id,omitempty"`
+	Attempt           int    `json:"attempt"`
+	// PossibleDuplicates counts sends of this operation in this request that followed an
+	// attempt whose outcome was uncertain.
+	PossibleDuplicates int `json:"possible_duplicates"`
+}
+
+// result turns the provider's reply into what the ledger records. An answer that is not a
+// completion is uncertain: the provider may have billed it.
+func (x *exchange) result(a *ops.Attempt, reply Reply, asm *assembler) (ops.AttemptResult, []byte) {
+	r := ops.AttemptResult{Outcome: reply.Outcome, HTTPStatus: reply.HTTPStatus, ProviderRequestID: reply.RequestID,
+		ErrorCode: reply.ErrorCode, RetryAfter: reply.RetryAfter}
+	if reply.Outcome != ops.OutcomeOK {
+		return r, nil
+	}
+	var c *completion
+	var body []byte
+	var err error
+	if x.req.Stream {
+		if asm.c.ID == "" {
+			err = fmt.Errorf("stream without chunks")
+		} else {
+			c = asm.completion()
+			body, err = json.Marshal(c)
+		}
+	} else if c, err = parseCompletion(reply.Body); err == nil {
+		body = reply.Body
+	}
+	if err != nil {
+		r.Outcome, r.ErrorCode = ops.OutcomeTimeout, "upstream_bad_response"
+		return r, nil
+	}
+	u, _ := parseUsage(c.Usage)
+	model := c.Model
+	if model == "" {
+		model = x.req.Model
+	}
+	rec := usageRecord{Usage: u, Model: model, ProviderRequestID: reply.RequestID, Attempt: a.N, PossibleDuplicates: x.dups}
+	rec.CostMicros, rec.CostKnown = x.g.cfg.Prices.Cost(model, u)
+	if rec.CostKnown {
+		rec.Currency = x.g.cfg.Prices.Currency
+	}
+	usage, _ := json.Marshal(rec)
+	r.Result = &ops.Result{ProviderRef: c.ID, ProviderRequestID: reply.RequestID, Body: body, Usage: usage, CostMicros: rec.CostMicros}
+	return r, body
+}
+
+// answer ends the request that ran the operation.
+func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply, body []byte) error {
+	if op.Status == ops.StatusSucceeded {
+		if x.req.Stream {
+			if !x.began {
+				return x.replay(op, "")
+			}
+			x.write(doneEvent)
+			return nil
+		}
+		if err := x.out.Begin(Head{OperationID: op.ID, ProviderRequestID: op.ProviderRequestID}); err != nil {
+			return nil // the client left; the completion is stored for its retry
+		}
+		x.began = true
+		x.write(body)
+		return nil
+	}
+	return x.fail(failure(op, res, reply))
+}
+
+// fail answers an error: returned while nothing was sent, written into the stream after.
+func (x *exchange) fail(err error) error {
+	if x.began {
+		return x.streamFailed(err)
+	}
+	return err
+}
+
+// failure explains to the client why its request ended without a completion.
+func failure(op *ops.Operation, res ops.AttemptResult, reply Reply) error {
+	next := fmt.Sprintf(" Retrying with the same key goes on with operation %s.", op.ID)
+	if op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired {
+		next = fmt.Sprintf(" The provider may have billed it, so nothing more is sent for this key until a person or the reconciler settles operation %s.", op.ID)
+	}
+	p := &Problem{UpstreamStatus: reply.HTTPStatus}
+	e := &ops.Error{Code: ops.EUNAVAILABLE, Err: p}
+	switch {
+	case res.Outcome == ops.OutcomeInvalid && res.ErrorCode == "upstream_auth":
+		e.Reason, e.Message = ReasonUpstreamAuth, "The provider refused the gateway's credentials; nothing was billed."
+	case res.Outcome == ops.OutcomeInvalid:
+		e.Code, e.Reason = ops.EINVALID, ReasonRefused
+		e.Message = "The provider refused the request: " + reply.Message
+	case res.Outcome == ops.OutcomeRateLimited:
+		p.RetryAfter = max(res.RetryAfter, time.Second)
+		e.Reason, e.Message = ReasonRateLimited, "The provider is limiting requests; nothing was billed."+next
+	case res.Outcome == ops.OutcomeNotSent:
+		e.Reason, e.Message = ReasonUnreachable, "The provider could not be reached; nothing was sent."+next
+	case res.ErrorCode == "upstream_bad_response":
+		e.Reason, e.Message = ReasonBadResponse, "The provider's answer was not a chat completion."+next
+	case res.ErrorCode == "upstream_timeout":
+		e.Reason, e.Message = ReasonTimeout, "The provider did not finish its answer in time."+next
+	case res.ErrorCode == "stream_broken":
+		e.Reason, e.Message = ReasonUpstreamError, "The provider's stream broke off before it ended."+next
+	default:
+		e.Reason, e.Message = ReasonUpstreamError, "The provider failed to answer."+next
+	}
+	return e
+}
+
+// release gives up this request's lease so the client's retry may go on at once.
+func (x *exchange) release(lg *ops.Ledger, op *ops.Operation) *ops.Operation {
+	if op.Status != ops.StatusInProgress || op.LeaseOwner != x.owner {
+		return op
+	}
+	out, err := lg.Release(context.WithoutCancel(x.ctx), op, x.owner, 0, "")
+	if err != nil {
+		x.g.cfg.Logger.Warn("llm: release lease", "operation", op.ID, "err", err)
+		return op
+	}
+	return out
+}
+
+// tracker records the phases of one attempt (sent_to_provider, first_token) and keeps its
+// lease alive while a long generation runs. It writes from its own goroutine, so the
+// stream to the client never waits for the database, and it owns the operation's version
+// until stop hands it back. A phase is written once it has lasted Config.PhaseDelay: a
+// call that ends sooner records no intermediate phase, and of two phases reached within
+// the delay only the later is written.
+type tracker struct {
+	lg     *ops.Ledger
+	delay  time.Duration
+	owner  string
+	log    func(msg string, args ...any)
+	phases chan ops.Phase
+	quit   chan struct{}
+	done   chan struct{}
+
+	mu   sync.Mutex
+	op   *ops.Operation
+	sent map[ops.Phase]bool
+}
+
+func (x *exchange) track(lg *ops.Ledger, op *ops.Operation) *tracker {
+	t := &tracker{lg: lg, owner: x.owner, delay: x.g.cfg.PhaseDelay, log: x.g.cfg.Logger.Warn, op: op, phases: make(chan ops.Phase, 4),
+		quit: make(chan struct{}), done: make(chan struct{}), sent: map[ops.Phase]bool{}}
+	go t.loop(context.WithoutCancel(x.ctx))
+	return t
+}
+
+// phase asks for op's phase to move forward; each phase is written once.
+func (t *tracker) phase(p ops.Phase) {
+	t.mu.Lock()
+	seen := t.sent[p]
+	t.sent[p] = true
+	t.mu.Unlock()
+	if !seen {
+		select {
+		case t.phases <- p:
+		default:
+		}
+	}
+}
+
+func (t *tracker) loop(ctx context.Context) {
+	defer close(t.done)
+	every := t.lg.Limits.Lease / 3
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	cur, pending := ops.PhaseSending, ops.PhaseNone
+	rank := map[ops.Phase]int{ops.PhaseSending: 1, ops.PhaseSentToProvider: 2, ops.PhaseFirstToken: 3}
+	var flush <-chan time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	write := func(p ops.Phase, action string) {
+		if t.write(ctx, p, action) {
+			cur = p
+		}
+		pending, flush = ops.PhaseNone, nil
+	}
+	for {
+		select {
+		case <-t.quit:
+			return
+		case p := <-t.phases:
+			if rank[p] <= rank[cur] || rank[p] <= rank[pending] {
+				continue
+			}
+			pending = p
+			switch {
+			case t.delay <= 0:
+				write(p, "phase."+string(p))
+			case flush == nil:
+				timer = time.NewTimer(t.delay)
+				flush = timer.C
+			}
+		case <-flush:
+			write(pending, "phase."+string(pending))
+		case <-tick.C:
+			if pending != ops.PhaseNone {
+				write(pending, "phase."+string(pending))
+			} else {
+				write(cur, "lease.renew")
+			}
+		}
+	}
+}
+
+// write moves the phase and extends the lease in one compare-and-set.
+func (t *tracker) write(ctx context.Context, p ops.Phase, action string) bool {
+	t.mu.Lock()
+	op := t.op
+	t.mu.Unlock()
+	now := t.lg.Clock.Now()
+	until := now.Add(t.lg.Limits.Lease)
+	out, err := t.lg.Store.Transition(ctx, ops.TransitionParams{ID: op.ID, Version: op.Version, From: ops.StatusInProgress,
+		To: ops.StatusInProgress, Phase: p, Now: now, Actor: t.owner, Owner: t.owner, Action: action, LeaseUntil: &until})
+	if err != nil {
+		t.log("llm: record phase", "operation", op.ID, "phase", p, "err", err)
+		return false
+	}
+	t.mu.Lock()
+	t.op = out
+	t.mu.Unlock()
+	return true
+}
+
+// stop ends the tracking and returns the operation as last written.
+func (t *tracker) stop() *ops.Operation {
+	close(t.quit)
+	<-t.done
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.op
+}
+
+// hub holds the generations this process is running, so a request waiting on the same
+// key (Prefer: wait) can follow one live, from its first chunk.
+type hub struct {
+	mu      sync.Mutex
+	flights map[string]*flight
+}
+
+func newHub() *hub { return &hub{flights: map[string]*flight{}} }
+
+// flight is one running generation as its waiters see it.
+type flight struct {
+	opID   string
+	stream bool
+	done   chan struct{}
+
+	mu      sync.Mutex
+	events  [][]byte
+	changed chan struct{}
+	reqID   string
+	op      *ops.Operation
+}
+
+func (h *hub) open(opID string, stream bool) *flight {
+	f := &flight{opID: opID, stream: stream, done: make(chan struct{}), changed: make(chan struct{})}
+	h.mu.Lock()
+	h.flights[opID] = f
+	h.mu.Unlock()
+	return f
+}
+
+func (h *hub) get(opID string) *flight {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.flights[opID]
+}
+
+// close ends a flight: its waiters wake and read the outcome from the store.
+func (h *hub) close(f *flight) {
+	h.mu.Lock()
+	if h.flights[f.opID] == f {
+		delete(h.flights, f.opID)
+	}
+	h.mu.Unlock()
+	f.mu.Lock()
+	select {
+	case <-f.done:
+	default:
+		close(f.done)
+		close(f.changed)
+	}
+	f.mu.Unlock()
+}
+
+func (f *flight) add(data []byte) {
+	f.mu.Lock()
+	f.events = append(f.events, append([]byte(nil), data...))
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *flight) setRequestID(id string) {
+	f.mu.Lock()
+	f.reqID = id
+	f.mu.Unlock()
+}
+
+func (f *flight) requestID() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reqID
+}
+
+func (f *flight) result(op *ops.Operation) {
+	f.mu.Lock()
+	f.op = op
+	f.mu.Unlock()
+}
+
+// since returns the events from index i on, whether the flight ended, and a channel closed
+// at the next change.
+func (f *flight) since(i int) ([][]byte, bool, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var evs [][]byte
+	if i < len(f.events) {
+		evs = f.events[i:len(f.events):len(f.events)]
+	}
+	select {
+	case <-f.done:
+		return evs, true, f.changed
+	default:
+		return evs, false, f.changed
+	}
+}

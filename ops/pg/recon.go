@@ -1,0 +1,479 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var (
+	_ ops.ReconStore     = (*DB)(nil)
+	_ ops.ExceptionStore = (*DB)(nil)
+	_ ops.MetricsStore   = (*DB)(nil)
+)
+
+// chargedStatuses is the SQL list of provider statuses that mean money moved; it must match
+// ops.ProviderRecord.Charged.
+const chargedStatuses = `('succeeded', 'pending', 'requires_action')`
+
+// binOrigin anchors hour and day buckets on UTC midnight.
+const binOrigin = `'2000-01-01 00:00:00+00'::timestamptz`
+
+const exCols = `e.id, e.kind, e.provider, e.ref, coalesce(e.tenant_id, 0), coalesce(e.operation_id::text, ''), e.charge_refs,
+	e.severity, e.status, e.assignee, e.note, e.summary, e.amount_cents, e.currency, e.details, e.version, e.seen_count,
+	e.first_seen_at, e.last_seen_at, e.updated_at, e.resolved_at, e.resolved_by`
+
+func scanException(row pgx.Row) (*ops.Exception, error) {
+	var e ops.Exception
+	var kind, sev, status string
+	err := row.Scan(&e.ID, &kind, &e.Provider, &e.Ref, &e.TenantID, &e.OperationID, &e.ChargeRefs, &sev, &status,
+		&e.Assignee, &e.Note, &e.Summary, &e.AmountCents, &e.Currency, &e.Details, &e.Version, &e.SeenCount,
+		&e.FirstSeenAt, &e.LastSeenAt, &e.UpdatedAt, &e.ResolvedAt, &e.ResolvedBy)
+	if err != nil {
+		return nil, err
+	}
+	e.Kind, e.Severity, e.Status = ops.ExceptionKind(kind), ops.Severity(sev), ops.ExceptionStatus(status)
+	return &e, nil
+}
+
+// exceptionState is what the audit log keeps of an exception before and after a change.
+func exceptionState(e *ops.Exception) []byte {
+	b, _ := json.Marshal(map[string]any{"status": e.Status, "severity": e.Severity, "assignee": e.Assignee,
+		"version": e.Version, "charge_refs": e.ChargeRefs})
+	return b
+}
+
+// KnownCharges implements ops.ReconStore.
+func (db *DB) KnownCharges(ctx context.Context, provider string, refs []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(refs) == 0 {
+		return out, nil
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT charge_ref FROM provider_charges WHERE provider = $1 AND charge_ref = ANY($2)`, provider, refs)
+	if err != nil {
+		return nil, interpret(err, "read known charges")
+	}
+	refsFound, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpret(err, "read known charges")
+	}
+	for _, r := range refsFound {
+		out[r] = true
+	}
+	return out, nil
+}
+
+const chargeCols = `pc.id, coalesce(pc.tenant_id, 0), pc.provider, pc.charge_ref, coalesce(pc.operation_id::text, ''),
+	pc.amount_cents, pc.currency, pc.status, pc.charged_at, pc.seen_at, pc.raw`
+
+func scanCharge(row pgx.CollectableRow) (ops.ProviderCharge, error) {
+	var c ops.ProviderCharge
+	err := row.Scan(&c.ID, &c.TenantID, &c.Provider, &c.Ref, &c.OperationID, &c.AmountCents, &c.Currency, &c.Status,
+		&c.ChargedAt, &c.SeenAt, &c.Raw)
+	return c, err
+}
+
+// MarkReconciled implements ops.ReconStore.
+func (db *DB) MarkReconciled(ctx context.Context, provider string, refs []string, at time.Time) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	_, err := db.Pool.Exec(ctx, `UPDATE provider_charges SET reconciled_at = $3 WHERE provider = $1 AND charge_ref = ANY($2)`,
+		provider, refs, at)
+	return interpret(err, "mark charges reconciled")
+}
+
+// DoubleCharges implements ops.ReconStore.
+func (db *DB) DoubleCharges(ctx context.Context, provider string, refs []string) ([]ops.DoubleCharge, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.Pool.Query(ctx, `
+WITH touched AS (
+	SELECT DISTINCT operation_id FROM provider_charges
+	WHERE provider = @provider AND charge_ref = ANY(@refs) AND operation_id IS NOT NULL
+), doubled AS (
+	SELECT pc.operation_id FROM provider_charges pc JOIN touched t ON t.operation_id = pc.operation_id
+	WHERE pc.status IN `+chargedStatuses+`
+	GROUP BY pc.operation_id HAVING count(*) > 1
+)
+SELECT `+chargeCols+` FROM provider_charges pc JOIN doubled d ON d.operation_id = pc.operation_id
+WHERE pc.status IN `+chargedStatuses+`
+ORDER BY pc.operation_id, pc.charged_at, pc.id`, pgx.NamedArgs{"provider": provider, "refs": refs})
+	if err != nil {
+		return nil, interpret(err, "find double charges")
+	}
+	charges, err := pgx.CollectRows(rows, scanCharge)
+	if err != nil {
+		return nil, interpret(err, "find double charges")
+	}
+	var out []ops.DoubleCharge
+	for _, c := range charges {
+		if len(out) == 0 || out[len(out)-1].OperationID != c.OperationID {
+			out = append(out, ops.DoubleCharge{OperationID: c.OperationID, TenantID: c.TenantID})
+		}
+		out[len(out)-1].Charges = append(out[len(out)-1].Charges, c)
+	}
+	return out, nil
+}
+
+// MissingCandidates implements ops.ReconStore.
+func (db *DB) MissingCandidates(ctx context.Context, provider string, w ops.Window, limit int) ([]*ops.Operation, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
+WHERE o.created_at >= @from AND o.created_at < @to AND o.provider = @provider AND o.status = 'succeeded'
+	AND NOT EXISTS (SELECT 1 FROM provider_charges pc WHERE pc.operation_id = o.id AND pc.status IN `+chargedStatuses+`
+		AND pc.reconciled_at IS NOT NULL)
+	AND NOT EXISTS (SELECT 1 FROM provider_charges pc WHERE o.provider_ref <> '' AND pc.provider = o.provider
+		AND pc.charge_ref = o.provider_ref AND pc.status IN `+chargedStatuses+` AND pc.reconciled_at IS NOT NULL)
+	AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id = o.id AND e.kind = 'missing_charge')
+ORDER BY o.created_at LIMIT @limit`, pgx.NamedArgs{"from": w.From, "to": w.To, "provider": provider, "limit": limit})
+	if err != nil {
+		return nil, interpret(err, "find missing charge candidates")
+	}
+	return collectOps(rows)
+}
+
+// RecordFinding implements ops.ReconStore. It runs in one transaction holding the row, so
+// two runs that see the same finding at once make one exception between them.
+func (db *DB) RecordFinding(ctx context.Context, f ops.Finding) (*ops.Exception, bool, error) {
+	if !f.Kind.Valid() {
+		return nil, false, ops.Errorf(ops.EINVALID, "Unknown exception kind %q.", f.Kind)
+	}
+	refs := slices.Clone(f.ChargeRefs)
+	sort.Strings(refs)
+	refs = slices.Compact(refs)
+	if refs == nil {
+		refs = []string{}
+	}
+	sev := f.Severity
+	if !sev.Valid() {
+		sev = ops.DefaultSeverity(f.Kind)
+	}
+	var out *ops.Exception
+	var created bool
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		args := pgx.NamedArgs{"kind": string(f.Kind), "provider": f.Provider, "ref": f.Ref, "tenant": f.TenantID,
+			"op": f.OperationID, "refs": refs, "severity": string(sev), "resolved": f.Resolved,
+			"note": f.Note, "summary": f.Summary, "amount": f.AmountCents, "currency": f.Currency,
+			"details": jsonOrNil(f.Details), "at": f.At, "actor": f.Actor}
+		cur, err := scanException(tx.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e
+WHERE e.kind = @kind AND e.provider = @provider AND e.ref = @ref FOR UPDATE`, args))
+		if errors.Is(err, pgx.ErrNoRows) {
+			// ON CONFLICT DO NOTHING: a concurrent run may insert first; then take its row.
+			cur, err = scanException(tx.QueryRow(ctx, `
+INSERT INTO recon_exceptions AS e (kind, provider, ref, tenant_id, operation_id, charge_refs, severity, status, note,
+	summary, amount_cents, currency, details, first_seen_at, last_seen_at, updated_at, resolved_at, resolved_by)
+VALUES (@kind, @provider, @ref, nullif(@tenant::bigint, 0), (SELECT id FROM operations WHERE id::text = nullif(@op, '')),
+	@refs, @severity, CASE WHEN @resolved THEN 'resolved' ELSE 'open' END, @note, @summary, @amount, @currency,
+	@details::jsonb, @at, @at, @at, CASE WHEN @resolved THEN @at::timestamptz END, CASE WHEN @resolved THEN @actor ELSE '' END)
+ON CONFLICT (kind, provider, ref) DO NOTHING
+RETURNING `+exCols, args))
+			if err == nil {
+				created = true
+				action := "open"
+				if f.Resolved {
+					action = "resolve"
+				}
+				_, err = tx.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, after, reason)
+VALUES ($1, $2, $3, 'recon_exception', $4, $5, $6)`, f.At, f.Actor, action, fmt.Sprint(cur.ID), exceptionState(cur),
+					strings.TrimSpace(f.Summary+" "+f.Note))
+				out = cur
+				return err
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			cur, err = scanException(tx.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e
+WHERE e.kind = @kind AND e.provider = @provider AND e.ref = @ref FOR UPDATE`, args))
+		}
+		if err != nil {
+			return err
+		}
+		// Seen again. A resolved exception that gained a charge nobody looked at is open again;
+		// anything else only notes the sighting, so a person's version stays valid.
+		merged := slices.Clone(cur.ChargeRefs)
+		merged = append(merged, refs...)
+		sort.Strings(merged)
+		merged = slices.Compact(merged)
+		reopen := cur.Status == ops.ExceptionResolved && len(merged) > len(cur.ChargeRefs)
+		args["merged"], args["reopen"], args["id"] = merged, reopen, cur.ID
+		next, err := scanException(tx.QueryRow(ctx, `
+UPDATE recon_exceptions e SET last_seen_at = greatest(e.last_seen_at, @at), seen_count = e.seen_count + 1,
+	charge_refs = @merged, summary = @summary, details = coalesce(@details::jsonb, e.details),
+	amount_cents = @amount, currency = @currency,
+	status = CASE WHEN @reopen THEN 'open' ELSE e.status END,
+	resolved_at = CASE WHEN @reopen THEN NULL ELSE e.resolved_at END,
+	resolved_by = CASE WHEN @reopen THEN '' ELSE e.resolved_by END,
+	version = e.version + CASE WHEN @reopen THEN 1 ELSE 0 END,
+	updated_at = CASE WHEN @reopen THEN @at::timestamptz ELSE e.updated_at END
+WHERE e.id = @id
+RETURNING `+exCols, args))
+		if err != nil {
+			return err
+		}
+		if reopen {
+			_, err = tx.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
+VALUES ($1, $2, 'reopen', 'recon_exception', $3, $4, $5, $6)`, f.At, f.Actor, fmt.Sprint(cur.ID), exceptionState(cur),
+				exceptionState(next), "The provider shows another record: "+f.Summary)
+		}
+		out = next
+		return err
+	})
+	if err != nil {
+		return nil, false, interpret(err, "record finding")
+	}
+	return out, created, nil
+}
+
+// AcquireLease implements ops.ReconStore: one statement, so two replicas asking at once
+// cannot both win.
+func (db *DB) AcquireLease(ctx context.Context, name, owner string, now, until time.Time) (ops.Lease, bool, error) {
+	const cols = `name, owner, lease_until, done_until, last_run_at, last_report`
+	scan := func(row pgx.Row) (ops.Lease, error) {
+		var l ops.Lease
+		err := row.Scan(&l.Name, &l.Owner, &l.Until, &l.DoneUntil, &l.LastRunAt, &l.LastReport)
+		return l, err
+	}
+	l, err := scan(db.Pool.QueryRow(ctx, `
+INSERT INTO recon_leases AS l (name, owner, lease_until) VALUES (@name, @owner, @until)
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+WHERE l.lease_until IS NULL OR l.lease_until <= @now
+RETURNING `+cols, pgx.NamedArgs{"name": name, "owner": owner, "until": until, "now": now}))
+	if err == nil {
+		return l, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return l, false, interpret(err, "acquire lease")
+	}
+	l, err = scan(db.Pool.QueryRow(ctx, `SELECT `+cols+` FROM recon_leases WHERE name = $1`, name))
+	return l, false, interpret(err, "read lease")
+}
+
+// ReleaseLease implements ops.ReconStore.
+func (db *DB) ReleaseLease(ctx context.Context, name, owner string, now time.Time, doneUntil *time.Time, report json.RawMessage) error {
+	_, err := db.Pool.Exec(ctx, `
+UPDATE recon_leases SET lease_until = NULL, last_run_at = $3, last_report = coalesce($5::jsonb, last_report),
+	done_until = CASE WHEN $4::timestamptz IS NULL THEN done_until ELSE greatest(done_until, $4::timestamptz) END
+WHERE name = $1 AND owner = $2`, name, owner, now, doneUntil, jsonOrNil(report))
+	return interpret(err, "release lease")
+}
+
+// Leases returns every reconciler's lease row, for the pages to say when each last ran.
+func (db *DB) Leases(ctx context.Context) ([]ops.Lease, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT name, owner, lease_until, done_until, last_run_at, last_report FROM recon_leases ORDER BY name`)
+	if err != nil {
+		return nil, interpret(err, "list leases")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Lease, error) {
+		var l ops.Lease
+		err := r.Scan(&l.Name, &l.Owner, &l.Until, &l.DoneUntil, &l.LastRunAt, &l.LastReport)
+		return l, err
+	})
+	return out, interpret(err, "list leases")
+}
+
+// RecordUsage implements ops.ReconStore.
+func (db *DB) RecordUsage(ctx context.Context, provider string, rows []ops.UsageRow, seenAt time.Time) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n := len(rows)
+	starts, secs := make([]time.Time, n), make([]int32, n)
+	keys, models := make([]string, n), make([]string, n)
+	reqs, in, out := make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, r := range rows {
+		starts[i], secs[i], keys[i], models[i] = r.Start, int32(r.Width/time.Second), r.APIKeyID, r.Model
+		reqs[i], in[i], out[i] = r.Requests, r.InputTokens, r.OutputTokens
+	}
+	var created int
+	err := db.Pool.QueryRow(ctx, `
+WITH up AS (
+	INSERT INTO llm_usage AS u (provider, bucket_start, bucket_seconds, api_key_id, model, requests, input_tokens, output_tokens, seen_at)
+	SELECT @provider, s, w, k, m, r, i, o, @seen
+	FROM unnest(@starts::timestamptz[], @secs::int[], @keys::text[], @models::text[], @reqs::bigint[], @in::bigint[], @out::bigint[])
+		AS x(s, w, k, m, r, i, o)
+	ON CONFLICT (provider, bucket_seconds, bucket_start, api_key_id, model) DO UPDATE
+	SET requests = excluded.requests, input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+		seen_at = excluded.seen_at
+	RETURNING (xmax = 0) AS created
+)
+SELECT count(*) FILTER (WHERE created) FROM up`, pgx.NamedArgs{"provider": provider, "seen": seenAt, "starts": starts,
+		"secs": secs, "keys": keys, "models": models, "reqs": reqs, "in": in, "out": out}).Scan(&created)
+	return created, interpret(err, "record usage")
+}
+
+// SentToLLM implements ops.ReconStore. The model is read from the stored request body, as
+// the gateway keeps it.
+func (db *DB) SentToLLM(ctx context.Context, provider string, w ops.Window, width time.Duration) ([]ops.SentRow, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b, coalesce(o.request->>'model', '') AS m,
+	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'),
+	count(*) FILTER (WHERE a.outcome = 'ok'),
+	count(*) FILTER (WHERE a.outcome IS NULL OR a.outcome IN ('timeout', 'server_error', 'key_in_use'))
+FROM attempts a JOIN operations o ON o.id = a.operation_id
+WHERE a.started_at >= @from AND a.started_at < @to AND o.provider = @provider
+GROUP BY 1, 2 ORDER BY 1, 2`, pgx.NamedArgs{"secs": width.Seconds(), "from": w.From, "to": w.To, "provider": provider})
+	if err != nil {
+		return nil, interpret(err, "count attempts sent")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.SentRow, error) {
+		var s ops.SentRow
+		err := r.Scan(&s.Start, &s.Model, &s.Sent, &s.OK, &s.Uncertain)
+		s.Start = s.Start.UTC()
+		return s, err
+	})
+	return out, interpret(err, "count attempts sent")
+}
+
+// ListExceptions implements ops.ExceptionStore.
+func (db *DB) ListExceptions(ctx context.Context, f ops.ExceptionFilter) ([]*ops.Exception, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	where, args := exceptionWhere(f)
+	if f.Status != "" {
+		where += " AND e.status = @status"
+		args["status"] = string(f.Status)
+	}
+	if f.BeforeID > 0 {
+		where += " AND e.id < @before"
+		args["before"] = f.BeforeID
+	}
+	args["limit"] = f.Limit
+	rows, err := db.Pool.Query(ctx, `SELECT `+exCols+` FROM recon_exceptions e WHERE `+where+` ORDER BY e.id DESC LIMIT @limit`, args)
+	if err != nil {
+		return nil, interpret(err, "list exceptions")
+	}
+	defer rows.Close()
+	var out []*ops.Exception
+	for rows.Next() {
+		e, err := scanException(rows)
+		if err != nil {
+			return nil, interpret(err, "list exceptions")
+		}
+		out = append(out, e)
+	}
+	return out, interpret(rows.Err(), "list exceptions")
+}
+
+// CountExceptions implements ops.ExceptionStore.
+func (db *DB) CountExceptions(ctx context.Context, f ops.ExceptionFilter) (map[ops.ExceptionStatus]int64, error) {
+	where, args := exceptionWhere(f)
+	rows, err := db.Pool.Query(ctx, `SELECT e.status, count(*) FROM recon_exceptions e WHERE `+where+` GROUP BY e.status`, args)
+	if err != nil {
+		return nil, interpret(err, "count exceptions")
+	}
+	defer rows.Close()
+	out := map[ops.ExceptionStatus]int64{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, interpret(err, "count exceptions")
+		}
+		out[ops.ExceptionStatus(s)] = n
+	}
+	return out, interpret(rows.Err(), "count exceptions")
+}
+
+func exceptionWhere(f ops.ExceptionFilter) (string, pgx.NamedArgs) {
+	conds := []string{"true"}
+	args := pgx.NamedArgs{}
+	if f.Kind != "" {
+		conds, args["kind"] = append(conds, "e.kind = @kind"), string(f.Kind)
+	}
+	if f.Severity != "" {
+		conds, args["severity"] = append(conds, "e.severity = @severity"), string(f.Severity)
+	}
+	if f.Provider != "" {
+		conds, args["provider"] = append(conds, "e.provider = @provider"), f.Provider
+	}
+	if f.TenantID > 0 {
+		conds, args["tenant"] = append(conds, "e.tenant_id = @tenant"), f.TenantID
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+// GetException implements ops.ExceptionStore.
+func (db *DB) GetException(ctx context.Context, id int64) (*ops.Exception, error) {
+	e, err := scanException(db.Pool.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e WHERE e.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ops.Errorf(ops.ENOTFOUND, "No exception %d.", id)
+	}
+	return e, interpret(err, "get exception")
+}
+
+// UpdateException implements ops.ExceptionStore: the compare-and-set on version with its
+// audit row in the same statement.
+func (db *DB) UpdateException(ctx context.Context, cur, next *ops.Exception, c ops.ExceptionChange) (*ops.Exception, error) {
+	out, err := scanException(db.Pool.QueryRow(ctx, `
+WITH up AS (
+	UPDATE recon_exceptions e SET status = @status, severity = @severity, assignee = @assignee, note = @note,
+		resolved_at = @resolved_at, resolved_by = @resolved_by, version = e.version + 1, updated_at = @now
+	WHERE e.id = @id AND e.version = @version
+	RETURNING `+exCols+`
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
+	SELECT @now, @actor, @action, 'recon_exception', up.id::text, @before::jsonb,
+		jsonb_build_object('status', up.status, 'severity', up.severity, 'assignee', up.assignee, 'version', up.version,
+			'charge_refs', up.charge_refs),
+		@reason
+	FROM up
+)
+SELECT * FROM up`, pgx.NamedArgs{"id": cur.ID, "version": cur.Version, "status": string(next.Status),
+		"severity": string(next.Severity), "assignee": next.Assignee, "note": next.Note, "resolved_at": next.ResolvedAt,
+		"resolved_by": next.ResolvedBy, "now": c.At, "actor": c.Actor, "action": string(c.Action),
+		"before": string(exceptionState(cur)), "reason": strings.TrimSpace(c.Note)}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		now, gerr := db.GetException(ctx, cur.ID)
+		if gerr != nil {
+			return nil, gerr
+		}
+		return nil, ops.Errorf(ops.ECONFLICT, "Exception %d changed since you looked (now %s, version %d). Reload and try again.",
+			cur.ID, now.Status, now.Version)
+	}
+	if err != nil {
+		return nil, interpret(err, "update exception")
+	}
+	return out, nil
+}
+
+// ExceptionCharges implements ops.ExceptionStore.
+func (db *DB) ExceptionCharges(ctx context.Context, ex *ops.Exception) ([]ops.ProviderCharge, error) {
+	refs := ex.ChargeRefs
+	if refs == nil {
+		refs = []string{}
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT `+chargeCols+` FROM provider_charges pc
+WHERE pc.provider = @provider AND (pc.operation_id = nullif(@op, '')::uuid OR pc.charge_ref = ANY(@refs))
+ORDER BY pc.charged_at, pc.id`, pgx.NamedArgs{"provider": ex.Provider, "op": ex.OperationID, "refs": refs})
+	if err != nil {
+		return nil, interpret(err, "list exception charges")
+	}
+	out, err := pgx.CollectRows(rows, scanCharge)
+	return out, interpret(err, "list exception charges")
+}
+
+// Audit implements ops.ExceptionStore.
+func (db *DB) Audit(ctx context.Context, entity, id string) ([]ops.AuditEntry, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT at, actor, action, reason, before, after FROM audit_log
+WHERE entity = $1 AND entity_id = $2 ORDER BY id`, entity, id)
+	if err != nil {
+		return nil, interpret(err, "read audit log")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.AuditEntry, error) {
+		var a ops.AuditEntry
+		err := r.Scan(&a.At, &a.Actor, &a.Action, &a.Reason, &a.Before, &a.After)
+		return a, err
+	})
+	return out, interpret(err, "read audit log")
+}

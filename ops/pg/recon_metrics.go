@@ -1,0 +1,273 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// The money of an operation in micro-units of its currency: refunds are in cents, LLM calls
+// carry their cost in micro-dollars.
+const (
+	opCurrency = `CASE WHEN o.kind = 'refund' THEN o.currency ELSE coalesce(nullif(o.currency, ''), 'usd') END`
+	opMicros   = `CASE WHEN o.kind = 'refund' THEN o.amount_cents * 10000 ELSE o.cost_micros END`
+)
+
+// chargesCTE lists the charged provider records the table counts, each with the time that
+// places it in a window: the creation of its operation, so a charge sits in the same row as
+// the operation it pays for, or its own time for a charge with no operation. n numbers the
+// charges of one operation; n > 1 is a double charge. Both halves are index-served: the
+// first by operations_created_idx and provider_charges_operation_idx, the second by
+// provider_charges_orphan_idx.
+const chargesCTE = `c AS (
+	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, pc.currency, pc.amount_cents, pc.charge_ref,
+		pc.status, pc.operation_id,
+		row_number() OVER (PARTITION BY pc.operation_id ORDER BY pc.charged_at, pc.id) AS n
+	FROM operations o JOIN provider_charges pc ON pc.operation_id = o.id
+	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + chargedStatuses + `
+		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
+	UNION ALL
+	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, pc.currency, pc.amount_cents, pc.charge_ref,
+		pc.status, NULL, 1
+	FROM provider_charges pc
+	WHERE pc.operation_id IS NULL AND pc.charged_at >= @from AND pc.charged_at < @to AND pc.status IN ` + chargedStatuses + `
+		AND (@tenant = 0 OR pc.tenant_id = @tenant) AND @kind = '' AND (@provider = '' OR pc.provider = @provider)
+)`
+
+func metricsArgs(f ops.MetricsFilter) pgx.NamedArgs {
+	return pgx.NamedArgs{"from": f.From, "to": f.To, "secs": f.Bucket.Seconds(), "tenant": f.TenantID,
+		"kind": string(f.Kind), "provider": f.Provider}
+}
+
+func checkMetricsFilter(f ops.MetricsFilter) error {
+	if !f.To.After(f.From) {
+		return ops.Errorf(ops.EINVALID, "The report window is reversed or empty.")
+	}
+	if f.Bucket != time.Hour && f.Bucket != 24*time.Hour {
+		return ops.Errorf(ops.EINVALID, "Rows are per hour or per day.")
+	}
+	if n := f.To.Sub(f.From) / f.Bucket; n > 24*93 {
+		return ops.Errorf(ops.EINVALID, "The report window holds %d rows per group; choose a shorter range or daily rows.", n)
+	}
+	return nil
+}
+
+// ReconMetrics implements ops.MetricsStore: four index-served aggregate queries (client
+// requests, operations, attempts, charges), merged by row. Every number counts recorded
+// rows; nothing is estimated.
+func (db *DB) ReconMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.MetricsRow, error) {
+	if err := checkMetricsFilter(f); err != nil {
+		return nil, err
+	}
+	args := metricsArgs(f)
+	rows := map[ops.MetricsKey]*ops.MetricsRow{}
+	row := func(b time.Time, tenant int64, kind, provider string) *ops.MetricsRow {
+		k := ops.MetricsKey{Bucket: b.UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
+		r := rows[k]
+		if r == nil {
+			r = &ops.MetricsRow{MetricsKey: k, Saved: ops.Money{}, Lost: ops.Money{}}
+			rows[k] = r
+		}
+		return r
+	}
+	bin := func(col string) string {
+		return `date_bin(make_interval(secs => @secs), ` + col + `, ` + binOrigin + `)`
+	}
+	type query struct {
+		what string
+		sql  string
+		scan func(pgx.Rows) error
+	}
+	queries := []query{
+		{"count client requests", `
+SELECT ` + bin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider, ''), coalesce(` + opCurrency + `, ''),
+	count(*), count(*) FILTER (WHERE cr.duplicate), count(*) FILTER (WHERE cr.answer = 'replayed'),
+	coalesce(sum(` + opMicros + `) FILTER (WHERE cr.answer = 'replayed'), 0)
+FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
+WHERE cr.received_at >= @from AND cr.received_at < @to
+	AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider)
+GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
+			var b time.Time
+			var tenant, n, dup, rep, saved int64
+			var kind, provider, currency string
+			if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &dup, &rep, &saved); err != nil {
+				return err
+			}
+			r := row(b, tenant, kind, provider)
+			r.ClientRequests += n
+			r.Duplicates += dup
+			r.Replays += rep
+			r.Saved.Add(currency, saved)
+			return nil
+		}},
+		{"count operations", `
+SELECT ` + bin("o.created_at") + `, o.tenant_id, o.kind, o.provider, count(*), count(*) FILTER (WHERE o.status = 'succeeded')
+FROM operations o
+WHERE o.created_at >= @from AND o.created_at < @to
+	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
+GROUP BY 1, 2, 3, 4`, func(rs pgx.Rows) error {
+			var b time.Time
+			var tenant, n, ok int64
+			var kind, provider string
+			if err := rs.Scan(&b, &tenant, &kind, &provider, &n, &ok); err != nil {
+				return err
+			}
+			r := row(b, tenant, kind, provider)
+			r.Operations += n
+			r.Succeeded += ok
+			return nil
+		}},
+		{"count attempts", `
+SELECT ` + bin("a.started_at") + `, o.tenant_id, o.kind, o.provider,
+	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'), count(*) FILTER (WHERE a.outcome = 'timeout')
+FROM attempts a JOIN operations o ON o.id = a.operation_id
+WHERE a.started_at >= @from AND a.started_at < @to
+	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
+GROUP BY 1, 2, 3, 4`, func(rs pgx.Rows) error {
+			var b time.Time
+			var tenant, sent, timeouts int64
+			var kind, provider string
+			if err := rs.Scan(&b, &tenant, &kind, &provider, &sent, &timeouts); err != nil {
+				return err
+			}
+			r := row(b, tenant, kind, provider)
+			r.AttemptsSent += sent
+			r.Timeouts += timeouts
+			return nil
+		}},
+		{"count charges", `WITH ` + chargesCTE + `
+SELECT ` + bin("c.at") + `, c.tenant_id, c.kind, c.provider, c.currency,
+	count(*), count(*) FILTER (WHERE c.operation_id IS NULL), count(*) FILTER (WHERE c.n > 1),
+	coalesce(sum(c.amount_cents) FILTER (WHERE c.n > 1), 0) * 10000
+FROM c GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
+			var b time.Time
+			var tenant, n, orphans, doubles, lost int64
+			var kind, provider, currency string
+			if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &orphans, &doubles, &lost); err != nil {
+				return err
+			}
+			r := row(b, tenant, kind, provider)
+			r.Charges += n
+			r.Orphans += orphans
+			r.DoubleCharges += doubles
+			r.Lost.Add(currency, lost)
+			return nil
+		}},
+	}
+	for _, q := range queries {
+		rs, err := db.Pool.Query(ctx, q.sql, args)
+		if err != nil {
+			return nil, interpret(err, q.what)
+		}
+		for rs.Next() {
+			if err := q.scan(rs); err != nil {
+				rs.Close()
+				return nil, interpret(err, q.what)
+			}
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, interpret(err, q.what)
+		}
+	}
+	out := make([]ops.MetricsRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		switch {
+		case !a.Bucket.Equal(b.Bucket):
+			return a.Bucket.Before(b.Bucket)
+		case a.TenantID != b.TenantID:
+			return a.TenantID < b.TenantID
+		case a.Kind != b.Kind:
+			return a.Kind < b.Kind
+		default:
+			return a.Provider < b.Provider
+		}
+	})
+	return out, nil
+}
+
+// drillLimit bounds a drill-down page; the table's number says how many there are in all.
+const drillLimit = 500
+
+// ReconDrill implements ops.MetricsStore: the recorded rows behind one number of the table,
+// selected by the same conditions that counted them.
+func (db *DB) ReconDrill(ctx context.Context, f ops.DrillFilter) ([]ops.DrillRow, error) {
+	if !f.Measure.Valid() {
+		return nil, ops.Errorf(ops.EINVALID, "There is no measure %q.", f.Measure)
+	}
+	if f.Width != time.Hour && f.Width != 24*time.Hour {
+		return nil, ops.Errorf(ops.EINVALID, "Rows are per hour or per day.")
+	}
+	if f.Limit <= 0 || f.Limit > drillLimit {
+		f.Limit = drillLimit
+	}
+	args := pgx.NamedArgs{"from": f.Bucket, "to": f.Bucket.Add(f.Width), "tenant": f.TenantID, "kind": string(f.Kind),
+		"provider": f.Provider, "limit": f.Limit}
+	var sql string
+	switch f.Measure {
+	case ops.MeasureClientRequests, ops.MeasureDuplicates, ops.MeasureReplays:
+		cond := map[ops.Measure]string{ops.MeasureClientRequests: "true", ops.MeasureDuplicates: "cr.duplicate",
+			ops.MeasureReplays: "cr.answer = 'replayed'"}[f.Measure]
+		sql = `
+SELECT cr.received_at, coalesce(cr.operation_id::text, ''), cr.tenant_id, cr.kind, coalesce(o.provider, ''), cr.request_ref,
+	coalesce(cr.answer, 'unanswered'), coalesce(o.amount_cents, 0), coalesce(o.currency, '')
+FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
+WHERE cr.received_at >= @from AND cr.received_at < @to AND cr.tenant_id = @tenant AND cr.kind = @kind
+	AND coalesce(o.provider, '') = @provider AND ` + cond + `
+ORDER BY cr.received_at, cr.id LIMIT @limit`
+	case ops.MeasureOperations, ops.MeasureSucceeded:
+		cond := "true"
+		if f.Measure == ops.MeasureSucceeded {
+			cond = "o.status = 'succeeded'"
+		}
+		sql = `
+SELECT o.created_at, o.id::text, o.tenant_id, o.kind, o.provider, coalesce(nullif(o.order_ref, ''), o.provider_ref), o.status,
+	o.amount_cents, o.currency
+FROM operations o
+WHERE o.created_at >= @from AND o.created_at < @to AND o.tenant_id = @tenant AND o.kind = @kind AND o.provider = @provider
+	AND ` + cond + `
+ORDER BY o.created_at, o.id LIMIT @limit`
+	case ops.MeasureAttempts, ops.MeasureTimeouts:
+		cond := "a.outcome IS DISTINCT FROM 'not_sent'"
+		if f.Measure == ops.MeasureTimeouts {
+			cond = "a.outcome = 'timeout'"
+		}
+		sql = `
+SELECT a.started_at, o.id::text, o.tenant_id, o.kind, o.provider, 'attempt ' || a.n,
+	coalesce(a.outcome, 'in flight') || CASE WHEN a.error_code <> '' THEN ' (' || a.error_code || ')' ELSE '' END,
+	o.amount_cents, o.currency
+FROM attempts a JOIN operations o ON o.id = a.operation_id
+WHERE a.started_at >= @from AND a.started_at < @to AND o.tenant_id = @tenant AND o.kind = @kind AND o.provider = @provider
+	AND ` + cond + `
+ORDER BY a.started_at, a.id LIMIT @limit`
+	default:
+		cond := map[ops.Measure]string{ops.MeasureCharges: "true", ops.MeasureOrphans: "c.operation_id IS NULL",
+			ops.MeasureDoubleCharges: "c.n > 1"}[f.Measure]
+		// The CTE's own filters take "any" for zero values; the cell wants exact matches.
+		sql = `WITH ` + chargesCTE + `
+SELECT c.at, coalesce(c.operation_id::text, ''), c.tenant_id, c.kind, c.provider, c.charge_ref, c.status, c.amount_cents, c.currency
+FROM c WHERE c.tenant_id = @tenant AND c.kind = @kind AND c.provider = @provider AND ` + cond + `
+ORDER BY c.at, c.charge_ref LIMIT @limit`
+	}
+	rows, err := db.Pool.Query(ctx, sql, args)
+	if err != nil {
+		return nil, interpret(err, fmt.Sprintf("drill into %s", f.Measure))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.DrillRow, error) {
+		var d ops.DrillRow
+		var kind string
+		err := r.Scan(&d.At, &d.OperationID, &d.TenantID, &kind, &d.Provider, &d.Ref, &d.Detail, &d.AmountCents, &d.Currency)
+		d.Kind = ops.Kind(kind)
+		return d, err
+	})
+	return out, interpret(err, fmt.Sprintf("drill into %s", f.Measure))
+}

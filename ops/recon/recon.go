@@ -1,0 +1,517 @@
+// Package recon reconciles what the providers billed with what Settle recorded: it records
+// every provider charge once, closes operations nobody knew the outcome of when a provider
+// record explains them (through the ledger's compare-and-set close, with the record as
+// evidence), and reports double, orphan and missing charges to the exception queue, each
+// once however many runs see it.
+//
+// One reconciler acts at a time per provider across replicas: each run takes a lease row
+// first and gives up if another replica holds it.
+package recon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// RefundSource is what reconciliation needs from a payment provider; the Stripe adapter is
+// one.
+type RefundSource interface {
+	// Name is the provider's name as stored on operations ("stripe").
+	Name() string
+	// ListRefunds returns every refund created in [from, to), all pages of it.
+	ListRefunds(ctx context.Context, from, to time.Time) ([]ops.ProviderRecord, error)
+	// Lookup returns the provider's refunds that carry the operation's id.
+	Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error)
+}
+
+// UsageSource is what reconciliation needs from an LLM provider: its usage report, billed
+// requests per time bucket, API key and model.
+type UsageSource interface {
+	// Name is the provider's name as stored on operations.
+	Name() string
+	// Usage returns the report for the whole buckets of width in w.
+	Usage(ctx context.Context, w ops.Window, width time.Duration) ([]ops.UsageRow, error)
+}
+
+// Store is what the reconciler needs from the store.
+type Store interface {
+	ops.EventStore
+	ops.ReconStore
+}
+
+// Defaults for a Reconciler's zero fields.
+const (
+	DefaultInterval     = 5 * time.Minute
+	DefaultLookback     = 24 * time.Hour
+	DefaultOverlap      = 15 * time.Minute
+	DefaultLeaseFor     = 10 * time.Minute
+	DefaultUsageWidth   = time.Hour
+	DefaultReportDelay  = 10 * time.Minute
+	DefaultMissingBatch = 200
+	// MaxLookback caps how far back a background run reaches after a long outage; older
+	// windows are for the one-off command.
+	MaxLookback = 31 * 24 * time.Hour
+)
+
+// Reconciler compares provider records with the ledger. Set the fields, then call Start in
+// the background or Reconcile for one window.
+type Reconciler struct {
+	Ledger *ops.Ledger
+	Store  Store
+	// Refunds and Usage are the providers to reconcile, by kind of report.
+	Refunds []RefundSource
+	Usage   []UsageSource
+	// Owner names this process in the lease and as the actor of what it closes.
+	Owner string
+	// Interval is the time between background runs.
+	Interval time.Duration
+	// Lookback is how far back the first background run reaches; Overlap is how much of the
+	// last reconciled window each later run reads again, for records that show up late.
+	Lookback time.Duration
+	Overlap  time.Duration
+	// LeaseFor is how long one run may take; the run is cut off before its lease runs out,
+	// so two replicas never act at once.
+	LeaseFor time.Duration
+	// UsageWidth is the bucket of the LLM usage comparison; ReportDelay is how long after a
+	// bucket ends before its usage report is taken as complete.
+	UsageWidth  time.Duration
+	ReportDelay time.Duration
+	// MissingBatch bounds the lookups one run makes for succeeded operations whose charge it
+	// has not seen.
+	MissingBatch int
+	Logger       *slog.Logger
+}
+
+// Report says what one run did. Counts of new things are what this run added; a second
+// run over the same window reports zeros.
+type Report struct {
+	Provider string    `json:"provider"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
+	// Skipped is set when another reconciler held the lease; Holder names it.
+	Skipped   bool       `json:"skipped,omitempty"`
+	Holder    string     `json:"holder,omitempty"`
+	HeldUntil *time.Time `json:"held_until,omitempty"`
+
+	Listed     int `json:"listed"`
+	NewCharges int `json:"new_charges"`
+	Closed     int `json:"closed"`
+	InFlight   int `json:"in_flight"`
+	Looked     int `json:"looked_up"`
+	Refused    int `json:"refused,omitempty"`
+
+	Orphans       int `json:"orphans"`
+	DoubleCharges int `json:"double_charges"`
+	Missing       int `json:"missing"`
+	ChargedFailed int `json:"charged_failed"`
+
+	UsageRows      int   `json:"usage_rows,omitempty"`
+	NewUsageRows   int   `json:"new_usage_rows,omitempty"`
+	Buckets        int   `json:"buckets,omitempty"`
+	Billed         int64 `json:"billed,omitempty"`
+	Answered       int64 `json:"answered,omitempty"`
+	UsageMismatch  int   `json:"usage_mismatches,omitempty"`
+	NewExceptions  int   `json:"new_exceptions"`
+	SeenExceptions int   `json:"seen_exceptions"`
+}
+
+// Summary is the report in one line, for logs and the command line.
+func (r Report) Summary() string {
+	w := fmt.Sprintf("%s %s..%s", r.Provider, r.From.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339))
+	if r.Skipped {
+		return fmt.Sprintf("%s: skipped, %s holds the reconciler lease", w, r.Holder)
+	}
+	if r.Buckets > 0 || r.UsageRows > 0 {
+		return fmt.Sprintf("%s: %d usage rows (%d new), %d buckets, %d billed vs %d answered, %d mismatches, %d new exceptions",
+			w, r.UsageRows, r.NewUsageRows, r.Buckets, r.Billed, r.Answered, r.UsageMismatch, r.NewExceptions)
+	}
+	return fmt.Sprintf("%s: %d refunds listed, %d new, %d operations closed, %d orphan, %d double-charged, %d missing, %d charged after failing, %d looked up, %d new exceptions (%d seen before)",
+		w, r.Listed, r.NewCharges, r.Closed, r.Orphans, r.DoubleCharges, r.Missing, r.ChargedFailed, r.Looked, r.NewExceptions, r.SeenExceptions)
+}
+
+// Providers lists the names of the providers this reconciler knows.
+func (r *Reconciler) Providers() []string {
+	var out []string
+	for _, s := range r.Refunds {
+		out = append(out, s.Name())
+	}
+	for _, s := range r.Usage {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+// Start runs a background pass every Interval until ctx ends.
+func (r *Reconciler) Start(ctx context.Context) {
+	t := time.NewTicker(orDefault(r.Interval, DefaultInterval))
+	defer t.Stop()
+	for {
+		reports, err := r.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.logger().Error("reconciliation failed", "err", err)
+		}
+		for _, rep := range reports {
+			if !rep.Skipped {
+				r.logger().Info("reconciled", "summary", rep.Summary())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce reconciles every provider from where the last background run got to (less the
+// overlap) until now. A failed run leaves that point where it was, so the next run reads
+// the same window again; recording is idempotent, so nothing is counted twice.
+func (r *Reconciler) RunOnce(ctx context.Context) ([]Report, error) {
+	var reports []Report
+	var errs []error
+	for _, name := range r.Providers() {
+		rep, err := r.run(ctx, name, r.backgroundWindow, true)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reconcile %s: %w", name, err))
+		}
+		reports = append(reports, rep)
+	}
+	return reports, errors.Join(errs...)
+}
+
+// Reconcile reconciles one provider over one window, as 'settle reconcile' does. It takes
+// the same lease as the background runs; Report.Skipped says another reconciler held it.
+func (r *Reconciler) Reconcile(ctx context.Context, provider string, w ops.Window) (Report, error) {
+	if err := ops.CheckWindow(w, r.Ledger.Clock.Now()); err != nil {
+		return Report{Provider: provider, From: w.From, To: w.To}, err
+	}
+	return r.run(ctx, provider, func(time.Time, ops.Lease) ops.Window { return w }, false)
+}
+
+func (r *Reconciler) backgroundWindow(now time.Time, l ops.Lease) ops.Window {
+	from := now.Add(-orDefault(r.Lookback, DefaultLookback))
+	if l.DoneUntil != nil {
+		from = l.DoneUntil.Add(-orDefault(r.Overlap, DefaultOverlap))
+	}
+	if oldest := now.Add(-MaxLookback); from.Before(oldest) {
+		from = oldest
+	}
+	return ops.Window{From: from, To: now}
+}
+
+// LeaseName is the lease row of one provider's reconciler.
+func LeaseName(provider string) string { return "reconcile:" + provider }
+
+func (r *Reconciler) run(ctx context.Context, provider string, window func(time.Time, ops.Lease) ops.Window, advance bool) (Report, error) {
+	rep := Report{Provider: provider}
+	var refunds RefundSource
+	var usage UsageSource
+	for _, s := range r.Refunds {
+		if s.Name() == provider {
+			refunds = s
+		}
+	}
+	for _, s := range r.Usage {
+		if s.Name() == provider {
+			usage = s
+		}
+	}
+	if refunds == nil && usage == nil {
+		known := strings.Join(r.Providers(), ", ")
+		if known == "" {
+			known = "none"
+		}
+		return rep, ops.Errorf(ops.EINVALID, "No provider %q is set up for reconciliation (set up: %s).", provider, known)
+	}
+	now := r.Ledger.Clock.Now()
+	leaseFor := orDefault(r.LeaseFor, DefaultLeaseFor)
+	// A token per run, so two runs in one process exclude each other as two replicas do.
+	owner := r.owner() + "#" + ops.NewOperationID()[28:]
+	lease, ok, err := r.Store.AcquireLease(ctx, LeaseName(provider), owner, now, now.Add(leaseFor))
+	if err != nil {
+		return rep, fmt.Errorf("take the reconciler lease: %w", err)
+	}
+	w := window(now, lease)
+	rep.From, rep.To = w.From, w.To
+	if !ok {
+		rep.Skipped, rep.Holder, rep.HeldUntil = true, lease.Owner, lease.Until
+		return rep, nil
+	}
+	// Stop well before the lease runs out: past it another replica may start.
+	runCtx, cancel := context.WithTimeout(ctx, leaseFor*9/10)
+	defer cancel()
+	if refunds != nil {
+		err = r.reconcileRefunds(runCtx, refunds, w, &rep)
+	} else {
+		err = r.reconcileUsage(runCtx, usage, w, &rep)
+	}
+	var done *time.Time
+	if err == nil && advance {
+		done = &w.To
+	}
+	body, _ := json.Marshal(rep)
+	if rerr := r.Store.ReleaseLease(context.WithoutCancel(ctx), LeaseName(provider), owner, r.Ledger.Clock.Now(), done, body); rerr != nil {
+		err = errors.Join(err, fmt.Errorf("release the reconciler lease: %w", rerr))
+	}
+	return rep, err
+}
+
+func (r *Reconciler) owner() string {
+	if r.Owner != "" {
+		return r.Owner
+	}
+	return "reconciler"
+}
+
+// actor is who the audit log and the evidence name for what the reconciler does.
+func (r *Reconciler) actor(provider string) string {
+	return provider + " reconciliation (" + r.owner() + ")"
+}
+
+// reconcileRefunds records every refund of the window, closes what they explain, and
+// reports double, orphan and missing charges.
+func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w ops.Window, rep *Report) error {
+	provider := src.Name()
+	recs, err := src.ListRefunds(ctx, w.From, w.To)
+	if err != nil {
+		return fmt.Errorf("list %s refunds: %w", provider, err)
+	}
+	rep.Listed = len(recs)
+	refs := make([]string, 0, len(recs))
+	for _, rec := range recs {
+		refs = append(refs, rec.Ref)
+	}
+	known, err := r.Store.KnownCharges(ctx, provider, refs)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if err := r.apply(ctx, rec, known, rep); err != nil {
+			return err
+		}
+	}
+	if err := r.Store.MarkReconciled(ctx, provider, refs, r.Ledger.Clock.Now()); err != nil {
+		return err
+	}
+	// Succeeded operations whose charge the listing did not show: the refund may have been
+	// made outside the window (a resend hours later), so ask about each one before calling
+	// it missing.
+	cands, err := r.Store.MissingCandidates(ctx, provider, w, orDefault(r.MissingBatch, DefaultMissingBatch))
+	if err != nil {
+		return err
+	}
+	for _, op := range cands {
+		res, err := src.Lookup(ctx, op)
+		if err != nil {
+			return fmt.Errorf("look up operation %s at %s: %w", op.ID, provider, err)
+		}
+		rep.Looked++
+		charged := false
+		var found []string
+		for _, rec := range res.Records {
+			found = append(found, rec.Ref)
+		}
+		seen, err := r.Store.KnownCharges(ctx, provider, found)
+		if err != nil {
+			return err
+		}
+		for ref := range seen {
+			known[ref] = true
+		}
+		for _, rec := range res.Records {
+			if err := r.apply(ctx, rec, known, rep); err != nil {
+				return err
+			}
+			charged = charged || rec.Charged()
+		}
+		if err := r.Store.MarkReconciled(ctx, provider, found, r.Ledger.Clock.Now()); err != nil {
+			return err
+		}
+		refs = append(refs, found...)
+		if !charged {
+			if err := r.missing(ctx, op, res, rep); err != nil {
+				return err
+			}
+		}
+	}
+	doubles, err := r.Store.DoubleCharges(ctx, provider, refs)
+	if err != nil {
+		return err
+	}
+	for _, d := range doubles {
+		if err := r.double(ctx, provider, d, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply records one provider record through the ledger, which closes the operation it
+// explains if nobody is sending for it and nobody closed it first.
+func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known map[string]bool, rep *Report) error {
+	ev := ops.Evidence{Kind: ops.EvidenceReconciliation,
+		Summary: fmt.Sprintf("Reconciliation found %s at %s: %s, %s.", rec.Ref, rec.Provider, money(rec.AmountCents, rec.Currency), rec.Status)}
+	applied, err := r.Ledger.ApplyRecord(ctx, r.Store, rec, ev, r.actor(rec.Provider))
+	if err == nil || ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT {
+		// The charge is recorded before the ledger decides about the operation.
+		if !known[rec.Ref] {
+			known[rec.Ref] = true
+			rep.NewCharges++
+		}
+	}
+	if code := ops.ErrorCode(err); code == ops.EINVALID || code == ops.ECONFLICT {
+		// The ledger refused the close (the operation is in no state a record can close, or
+		// it changed under us): the charge is recorded, and one odd row must not stop the
+		// run for every other record. The next run tries again.
+		r.logger().Warn("reconciliation could not apply a provider record", "provider", rec.Provider, "ref", rec.Ref,
+			"operation_id", rec.OperationID, "err", err)
+		rep.Refused++
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("apply %s %s: %w", rec.Provider, rec.Ref, err)
+	}
+	now := r.Ledger.Clock.Now()
+	switch applied.Outcome {
+	case "closed":
+		rep.Closed++
+		op := applied.Op
+		return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionExplainedUnknown, Provider: rec.Provider, Ref: op.ID,
+			TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
+			Summary: fmt.Sprintf("Operation %s had no known outcome; %s shows %s (%s, %s).", op.ID, rec.Provider, rec.Ref,
+				money(rec.AmountCents, rec.Currency), rec.Status),
+			Resolved: true, Note: fmt.Sprintf("Closed as %s by reconciliation with %s as evidence.", op.Status, rec.Ref),
+			Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
+	case "orphan":
+		if !rec.Charged() {
+			return nil // a refund that failed moved no money: recorded, nothing to settle
+		}
+		rep.Orphans++
+		why := "carries no settle_operation_id"
+		if rec.OperationID != "" {
+			why = fmt.Sprintf("names operation %q, which Settle does not have", truncate(rec.OperationID, 80))
+		}
+		return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionOrphanCharge, Provider: rec.Provider, Ref: rec.Ref,
+			ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
+			Summary: fmt.Sprintf("%s %s (%s, %s) %s.", rec.Provider, rec.Ref, money(rec.AmountCents, rec.Currency), rec.Status, why),
+			Details: details(nil, rec), Actor: r.actor(rec.Provider), At: now})
+	case "already_closed":
+		op := applied.Op
+		if op != nil && op.Status == ops.StatusFailed && rec.Charged() {
+			rep.ChargedFailed++
+			return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionChargeOnFailed, Provider: rec.Provider, Ref: op.ID,
+				TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
+				Summary: fmt.Sprintf("Operation %s was closed as failed by %s, but %s shows %s (%s, %s).", op.ID, op.ClosedBy,
+					rec.Provider, rec.Ref, money(rec.AmountCents, rec.Currency), rec.Status),
+				Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
+		}
+	case "in_flight":
+		rep.InFlight++
+	}
+	return nil
+}
+
+func (r *Reconciler) missing(ctx context.Context, op *ops.Operation, res ops.LookupResult, rep *Report) error {
+	rep.Missing++
+	shows := "no refund carrying its id"
+	var refs []string
+	for _, rec := range res.Records {
+		refs = append(refs, rec.Ref)
+	}
+	if len(refs) > 0 {
+		shows = "only refunds that did not go through (" + strings.Join(refs, ", ") + ")"
+	}
+	return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionMissingCharge, Provider: op.Provider, Ref: op.ID,
+		TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: refs, AmountCents: op.AmountCents, Currency: op.Currency,
+		Summary: fmt.Sprintf("Operation %s was closed as succeeded (%s) by %s, but %s shows %s.", op.ID, op.ProviderRef,
+			op.ClosedBy, op.Provider, shows),
+		Details: details(op), Actor: r.actor(op.Provider), At: r.Ledger.Clock.Now()})
+}
+
+func (r *Reconciler) double(ctx context.Context, provider string, d ops.DoubleCharge, rep *Report) error {
+	rep.DoubleCharges++
+	var refs []string
+	var extra int64
+	currency := ""
+	for i, c := range d.Charges {
+		refs = append(refs, c.Ref)
+		if i > 0 {
+			extra += c.AmountCents
+		}
+		currency = c.Currency
+	}
+	b, _ := json.Marshal(map[string]any{"operation_id": d.OperationID, "charges": d.Charges})
+	return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionDoubleCharge, Provider: provider, Ref: d.OperationID,
+		TenantID: d.TenantID, OperationID: d.OperationID, ChargeRefs: refs, AmountCents: extra, Currency: currency,
+		Summary: fmt.Sprintf("Operation %s was charged %d times at %s (%s); %s more than once.", d.OperationID, len(d.Charges),
+			provider, strings.Join(refs, ", "), money(extra, currency)),
+		Details: b, Actor: r.actor(provider), At: r.Ledger.Clock.Now()})
+}
+
+func (r *Reconciler) record(ctx context.Context, rep *Report, f ops.Finding) error {
+	_, created, err := r.Store.RecordFinding(ctx, f)
+	if err != nil {
+		return fmt.Errorf("record %s %s: %w", f.Kind, f.Ref, err)
+	}
+	if created {
+		rep.NewExceptions++
+	} else {
+		rep.SeenExceptions++
+	}
+	return nil
+}
+
+// details is what the exception keeps of what the reconciler saw.
+func details(op *ops.Operation, recs ...ops.ProviderRecord) json.RawMessage {
+	m := map[string]any{}
+	if op != nil {
+		m["operation"] = map[string]any{"id": op.ID, "status": op.Status, "amount_cents": op.AmountCents, "currency": op.Currency,
+			"provider_ref": op.ProviderRef, "closed_by": op.ClosedBy, "version": op.Version}
+	}
+	var rs []map[string]any
+	for _, rec := range recs {
+		rs = append(rs, map[string]any{"ref": rec.Ref, "operation_id": rec.OperationID, "amount_cents": rec.AmountCents,
+			"currency": rec.Currency, "status": rec.Status, "created": rec.Created})
+	}
+	if rs != nil {
+		m["records"] = rs
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// money formats minor units with two decimals, which holds for the currencies Settle refunds in.
+func money(cents int64, currency string) string {
+	sign := ""
+	if cents < 0 {
+		sign, cents = "-", -cents
+	}
+	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, strings.ToUpper(currency))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+func (r *Reconciler) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}

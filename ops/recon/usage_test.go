@@ -1,0 +1,144 @@
+package recon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
+)
+
+// usageReport is an LLM provider's usage report held in memory.
+type usageReport struct {
+	name  string
+	rows  []ops.UsageRow
+	calls int
+}
+
+func (u *usageReport) Name() string { return u.name }
+
+func (u *usageReport) Usage(_ context.Context, w ops.Window, width time.Duration) ([]ops.UsageRow, error) {
+	u.calls++
+	var out []ops.UsageRow
+	for _, r := range u.rows {
+		if !r.Start.Before(w.From) && r.Start.Before(w.To) && r.Width == width {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// llmOp records an LLM call operation with one attempt per outcome, started at at.
+func (w *world) llmOp(t *testing.T, at time.Time, model string, outcomes ...ops.Outcome) {
+	t.Helper()
+	ctx := context.Background()
+	id := ops.NewOperationID()
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
+	request, status, version, attempts, created_at, updated_at, closed_at)
+VALUES ($1::uuid, $2, 'llm_call', 'fakellm', $1::text, $1::text, 'fp', $3, 'succeeded', 3, $4, $5, $5, $5)`,
+		id, w.tenant, fmt.Sprintf(`{"model": %q}`, model), len(outcomes), at); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range outcomes {
+		if _, err := w.db.Pool.Exec(ctx, `INSERT INTO attempts (operation_id, n, provider_key, owner, started_at, finished_at, outcome)
+VALUES ($1::uuid, $2, $1::text, 'gw', $3, $3, $4)`, id, i+1, at.Add(time.Duration(i)*time.Second), string(o)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLLMUsageIsComparedWithAttemptsSent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	// Half past: the last whole hour has been over long enough for its report to be complete.
+	w.clock.Set(w.clock.Now().Truncate(time.Hour).Add(30 * time.Minute))
+	b0 := w.clock.Now().Truncate(time.Hour).Add(-3 * time.Hour)
+	b1, b2 := b0.Add(time.Hour), b0.Add(2*time.Hour)
+	ok, timeout, limited := ops.OutcomeOK, ops.OutcomeTimeout, ops.OutcomeRateLimited
+	// b0: four answered calls, one of them after a timeout that the provider billed too.
+	for i := range 3 {
+		w.llmOp(t, b0.Add(time.Duration(i)*time.Minute), "m1", ok)
+	}
+	w.llmOp(t, b0.Add(10*time.Minute), "m1", timeout, ok)
+	// b1: in order; a 429 is not billed.
+	w.llmOp(t, b1.Add(time.Minute), "m1", ok)
+	w.llmOp(t, b1.Add(2*time.Minute), "m2", limited, ok)
+	// b2: one call, but four billed: someone else spends on our key.
+	w.llmOp(t, b2.Add(time.Minute), "m1", ok)
+	report := &usageReport{name: "fakellm", rows: []ops.UsageRow{
+		{Start: b0, Width: time.Hour, APIKeyID: "key_a", Model: "m1", Requests: 5},
+		{Start: b1, Width: time.Hour, APIKeyID: "key_a", Model: "m1", Requests: 1},
+		{Start: b1, Width: time.Hour, APIKeyID: "key_a", Model: "m2", Requests: 1},
+		{Start: b2, Width: time.Hour, APIKeyID: "key_a", Model: "m1", Requests: 4},
+	}}
+	w.recon.Usage = []recon.UsageSource{report}
+	win := ops.Window{From: b0, To: w.clock.Now()}
+
+	rep, err := w.recon.Reconcile(ctx, "fakellm", win)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Buckets != 3 || rep.Billed != 11 || rep.Answered != 7 || rep.UsageMismatch != 2 || rep.NewExceptions != 2 || rep.NewUsageRows != 4 {
+		t.Fatalf("run: %s", rep.Summary())
+	}
+	sev := map[string]string{}
+	rows, _ := w.db.Pool.Query(ctx, `SELECT ref, severity FROM recon_exceptions WHERE kind = 'usage_mismatch'`)
+	for rows.Next() {
+		var ref, s string
+		_ = rows.Scan(&ref, &s)
+		sev[ref] = s
+	}
+	ref := func(b time.Time) string { return b.Format(time.RFC3339) + "/1h0m0s" }
+	if sev[ref(b0)] != "low" || sev[ref(b2)] != "high" || len(sev) != 2 {
+		t.Fatalf("usage exceptions %v, want b0 low and b2 high", sev)
+	}
+	again, err := w.recon.Reconcile(ctx, "fakellm", win)
+	if err != nil || again.NewExceptions != 0 || again.NewUsageRows != 0 || again.UsageRows != 4 {
+		t.Fatalf("second run: %s (%v)", again.Summary(), err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM llm_usage`); n != 4 {
+		t.Fatalf("%d usage rows stored, want 4", n)
+	}
+}
+
+func TestHTTPUsageReadsEveryPageOfTheReport(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer sk_admin" || r.URL.Path != "/v1/usage" || r.URL.Query().Get("bucket_width") != "1h" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		page := map[string]any{"object": "page", "has_more": true, "next_page": "p2", "data": []any{
+			map[string]any{"start_time": start.Unix(), "end_time": start.Add(time.Hour).Unix(), "results": []any{
+				map[string]any{"api_key_id": "key_a", "model": "m1", "num_model_requests": 3, "input_tokens": 30, "output_tokens": 60},
+				map[string]any{"api_key_id": "key_other", "model": "m1", "num_model_requests": 9},
+			}}}}
+		if r.URL.Query().Get("page") == "p2" {
+			page = map[string]any{"object": "page", "has_more": false, "next_page": nil, "data": []any{
+				map[string]any{"start_time": start.Add(time.Hour).Unix(), "end_time": start.Add(2 * time.Hour).Unix(), "results": []any{
+					map[string]any{"api_key_id": "key_a", "model": "m2", "num_model_requests": 2},
+				}}}}
+		}
+		_ = json.NewEncoder(w).Encode(page)
+	}))
+	defer srv.Close()
+	u := &recon.HTTPUsage{Provider: "fakellm", BaseURL: srv.URL, APIKey: "sk_admin", APIKeyIDs: []string{"key_a"}}
+	rows, err := u.Usage(context.Background(), ops.Window{From: start, To: start.Add(2 * time.Hour)}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Requests != 3 || rows[0].InputTokens != 30 || rows[1].Model != "m2" || !rows[1].Start.Equal(start.Add(time.Hour)) {
+		t.Fatalf("rows %+v", rows)
+	}
+	bad := &recon.HTTPUsage{Provider: "fakellm", BaseURL: srv.URL, APIKey: "wrong"}
+	if _, err := bad.Usage(context.Background(), ops.Window{From: start, To: start.Add(time.Hour)}, time.Hour); ops.ErrorCode(err) != ops.EUNAVAILABLE {
+		t.Fatalf("a refused report: %v, want unavailable", err)
+	}
+}

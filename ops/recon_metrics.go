@@ -1,0 +1,132 @@
+package ops
+
+import (
+	"context"
+	"time"
+)
+
+// MetricsFilter chooses the windows of the reconciliation table.
+type MetricsFilter struct {
+	Window
+	// Bucket is the width of one row's window: an hour or a day.
+	Bucket   time.Duration
+	TenantID int64
+	Kind     Kind
+	Provider string
+}
+
+// MetricsKey is what one row of the reconciliation table is about. TenantID 0 and Kind ""
+// mean "none": a charge with no operation has neither.
+type MetricsKey struct {
+	Bucket   time.Time
+	TenantID int64
+	Kind     Kind
+	Provider string
+}
+
+// Money is amounts per currency, in micro-units of the currency (one cent is 10,000), so
+// refunds in cents and LLM costs in micro-dollars add up without rounding.
+type Money map[string]int64
+
+// Add adds micros of currency to m.
+func (m Money) Add(currency string, micros int64) {
+	if micros != 0 {
+		m[currency] += micros
+	}
+}
+
+// MetricsRow counts, for one window, tenant, kind and provider, what came in, what was
+// sent and what the provider billed. Every number is a count of recorded rows (rule 8).
+type MetricsRow struct {
+	MetricsKey
+	// ClientRequests counts client requests received in the window; Duplicates those mapped
+	// to an existing operation; Replays those answered from a stored result.
+	ClientRequests int64
+	Duplicates     int64
+	Replays        int64
+	// Operations counts operations created in the window; Succeeded those of them closed as
+	// succeeded.
+	Operations int64
+	Succeeded  int64
+	// AttemptsSent counts attempts started in the window that left for the provider;
+	// Timeouts those whose outcome was a timeout.
+	AttemptsSent int64
+	Timeouts     int64
+	// Charges counts the provider's charged records for the operations created in the window,
+	// plus charges with no operation made in the window (Orphans). DoubleCharges counts the
+	// records beyond the first of one operation.
+	Charges       int64
+	Orphans       int64
+	DoubleCharges int64
+	// Saved is what replays saved: each replayed request would otherwise have cost the
+	// operation's amount again. Lost is the amount of the double charges.
+	Saved Money
+	Lost  Money
+}
+
+// Difference is provider charges minus operations that succeeded: zero when every
+// succeeded operation was billed exactly once and nothing else was billed. Positive means
+// double or orphan charges; negative means succeeded operations the provider does not show
+// (yet: only reconciliation records charges).
+func (r MetricsRow) Difference() int64 { return r.Charges - r.Succeeded }
+
+// Measure names one number of the reconciliation table, for the drill-down.
+type Measure string
+
+// The measures that can be drilled into.
+const (
+	MeasureClientRequests Measure = "client_requests"
+	MeasureDuplicates     Measure = "duplicates"
+	MeasureReplays        Measure = "replays"
+	MeasureOperations     Measure = "operations"
+	MeasureSucceeded      Measure = "succeeded"
+	MeasureAttempts       Measure = "attempts"
+	MeasureTimeouts       Measure = "timeouts"
+	MeasureCharges        Measure = "charges"
+	MeasureOrphans        Measure = "orphans"
+	MeasureDoubleCharges  Measure = "double_charges"
+)
+
+// Measures lists the measures in table order.
+var Measures = []Measure{MeasureClientRequests, MeasureDuplicates, MeasureReplays, MeasureOperations, MeasureSucceeded,
+	MeasureAttempts, MeasureTimeouts, MeasureCharges, MeasureOrphans, MeasureDoubleCharges}
+
+// Valid reports whether m is a known measure.
+func (m Measure) Valid() bool {
+	for _, v := range Measures {
+		if v == m {
+			return true
+		}
+	}
+	return false
+}
+
+// DrillFilter names one cell of the reconciliation table.
+type DrillFilter struct {
+	MetricsKey
+	Width   time.Duration
+	Measure Measure
+	Limit   int
+}
+
+// DrillRow is one recorded row behind a number: a client request, an operation, an attempt
+// or a provider charge, with the operation it belongs to.
+type DrillRow struct {
+	At          time.Time
+	OperationID string
+	TenantID    int64
+	Kind        Kind
+	Provider    string
+	// Ref is the row's own reference: a request ref, an attempt number, a charge id.
+	Ref string
+	// Detail is the row's state: an answer, a status, an outcome.
+	Detail      string
+	AmountCents int64
+	Currency    string
+}
+
+// MetricsStore reads the reconciliation table and what is behind each number.
+type MetricsStore interface {
+	ReconMetrics(ctx context.Context, f MetricsFilter) ([]MetricsRow, error)
+	ReconDrill(ctx context.Context, f DrillFilter) ([]DrillRow, error)
+}

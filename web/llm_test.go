@@ -1,0 +1,751 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/web"
+)
+
+// llmWorld is the gateway wired for real: Postgres, web.Server over loopback, the fake LLM
+// behind it, and clients (the official SDK or raw HTTP) in front.
+type llmWorld struct {
+	db     *pg.DB
+	clock  *ops.ManualClock
+	fake   *fake.LLM
+	base   string
+	gw     *llm.Gateway
+	url    string
+	tokens map[string]string
+}
+
+type llmSetup struct {
+	attemptTimeout time.Duration
+	latency        time.Duration
+	chunkDelay     time.Duration
+	modes          map[string]llm.Mode
+	maxBody        int64
+	// lease, when set, runs the ledger on the wall clock with this lease.
+	lease time.Duration
+}
+
+// The tenants: shop and bank are interactive, pipeline is batch (when set up so), and
+// open does not require an Idempotency-Key.
+var llmTenants = []string{"shop", "bank", "pipeline", "open"}
+
+func newLLMWorld(t *testing.T, o llmSetup) *llmWorld {
+	t.Helper()
+	s := newServer(t)
+	db := s.Accounts.(*pg.DB)
+	w := &llmWorld{db: db, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}}
+	w.fake = fake.NewLLM(fake.LLMOptions{Seed: 1, Latency: o.latency, ChunkDelay: o.chunkDelay})
+	var err error
+	if w.base, err = w.fake.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.fake.Close() })
+	w.gw, w.url = w.gateway(t, s, o)
+	ctx := context.Background()
+	for _, name := range llmTenants {
+		tn, err := db.EnsureTenant(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.tokens[name], err = db.CreateToken(ctx, tn.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE tenants SET require_idempotency_key = false WHERE name = 'open'`); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// gateway starts a gateway process on the world's database and provider.
+func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gateway, string) {
+	t.Helper()
+	up, err := llm.NewOpenAI(llm.OpenAIConfig{Name: "fake-llm", BaseURL: w.base, APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock ops.Clock = w.clock
+	if o.lease > 0 {
+		clock = ops.SystemClock{}
+	}
+	ledger := ops.NewLedger(w.db, clock)
+	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	if o.lease > 0 {
+		ledger.Limits.Lease = o.lease
+	}
+	gw, err := llm.New(llm.Config{Ledger: ledger, Store: w.db, Upstream: up, Prices: llm.DefaultPrices(),
+		TenantModes: o.modes, MaxBody: o.maxBody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.LLM = gw
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return gw, ts.URL
+}
+
+// sdk is the official OpenAI client pointed at the gateway, with its default retries.
+func (w *llmWorld) sdk(tenant string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(w.url+"/v1/"), option.WithAPIKey(w.tokens[tenant]))
+}
+
+func ask(q string, temperature float64) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{Model: "fake-small", Temperature: openai.Float(temperature),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(q)}}
+}
+
+func keyed(key string) option.RequestOption { return option.WithHeader("Idempotency-Key", key) }
+
+func chatBody(q string, temperature float64, stream bool) string {
+	b, _ := json.Marshal(map[string]any{"model": "fake-small", "temperature": temperature, "stream": stream,
+		"messages": []map[string]string{{"role": "user", "content": q}}})
+	return string(b)
+}
+
+// post sends a raw request; key "" sends no Idempotency-Key.
+func (w *llmWorld) post(t *testing.T, tenant, key, body string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, w.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+w.tokens[tenant])
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+type problemBody struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// wantProblem checks an answer is a problem+json with that status and code.
+func wantProblem(t *testing.T, resp *http.Response, status int, code string) problemBody {
+	t.Helper()
+	var p problemBody
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &p)
+	if resp.StatusCode != status || p.Code != code || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("got %d %s %s; want %d problem+json with code %s", resp.StatusCode, resp.Header.Get("Content-Type"), b, status, code)
+	}
+	return p
+}
+
+func (w *llmWorld) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := w.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func (w *llmWorld) generations(t *testing.T, want int) []fake.Generation {
+	t.Helper()
+	g := w.fake.Generations()
+	if len(g) != want {
+		t.Fatalf("the provider billed %d generations, want %d", len(g), want)
+	}
+	return g
+}
+
+func (w *llmWorld) op(t *testing.T, key string) *ops.Operation {
+	t.Helper()
+	var id string
+	if err := w.db.Pool.QueryRow(context.Background(), `SELECT id::text FROM operations WHERE intent_key = $1 ORDER BY created_at DESC LIMIT 1`, key).Scan(&id); err != nil {
+		t.Fatalf("operation of key %s: %v", key, err)
+	}
+	op, err := w.db.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// waitStatus polls until the key's operation reaches status (the generation runs on after
+// a client leaves).
+func (w *llmWorld) waitStatus(t *testing.T, key string, status ops.Status) *ops.Operation {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		op := w.op(t, key)
+		if op.Status == status {
+			return op
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operation %s is %s, want %s", op.ID, op.Status, status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sseText reads a raw SSE answer and returns the text of its first choice, the number of
+// chunks and whether [DONE] ended it.
+func sseText(t *testing.T, r io.Reader) (string, int, bool) {
+	t.Helper()
+	var text strings.Builder
+	n := 0
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		d, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if d == "[DONE]" {
+			return text.String(), n, true
+		}
+		n++
+		var ch openai.ChatCompletionChunk
+		if err := json.Unmarshal([]byte(d), &ch); err != nil {
+			t.Fatalf("chunk %q: %v", d, err)
+		}
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	return text.String(), n, false
+}
+
+func TestLLMTwoIdenticalRequestsAtOnceOneGeneration(t *testing.T) {
+	t.Parallel()
+	t.Run("409 then replay, through the SDK's retries", func(t *testing.T) {
+		t.Parallel()
+		w := newLLMWorld(t, llmSetup{latency: 600 * time.Millisecond})
+		c := w.sdk("shop")
+		var wg sync.WaitGroup
+		texts := make([]string, 2)
+		resps := make([]*http.Response, 2)
+		errs := make([]error, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i) * 150 * time.Millisecond)
+				out, err := c.Chat.Completions.New(context.Background(), ask("summarise the call with customer 4417", 0.2),
+					keyed("msg-4417-1"), option.WithResponseInto(&resps[i]))
+				errs[i] = err
+				if err == nil {
+					texts[i] = out.Choices[0].Message.Content
+				}
+			}()
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("errors %v, %v", errs[0], errs[1])
+		}
+		gens := w.generations(t, 1)
+		if texts[0] != gens[0].Content || texts[1] != gens[0].Content {
+			t.Fatalf("clients got %q and %q, the provider generated %q", texts[0], texts[1], gens[0].Content)
+		}
+		if resps[1].Header.Get("Idempotent-Replayed") != "true" || resps[0].Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("Idempotent-Replayed: first %q, second %q", resps[0].Header.Get("Idempotent-Replayed"), resps[1].Header.Get("Idempotent-Replayed"))
+		}
+		op := w.op(t, "msg-4417-1")
+		if op.Status != ops.StatusSucceeded || op.ProviderRef != gens[0].ID || op.ProviderRequestID != gens[0].RequestID {
+			t.Fatalf("operation %+v", op)
+		}
+		// Every client request is recorded with how it was answered: new, 409 at least
+		// once, then the replay.
+		if n := w.count(t, `SELECT count(*) FROM client_requests WHERE operation_id = $1 AND answer = 'in_progress'`, op.ID); n < 1 {
+			t.Fatalf("%d requests answered in_progress", n)
+		}
+		if n := w.count(t, `SELECT count(*) FROM client_requests WHERE operation_id = $1 AND answer = 'replayed'`, op.ID); n != 1 {
+			t.Fatalf("%d requests answered replayed", n)
+		}
+		if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, op.ID); n != 1 {
+			t.Fatalf("%d attempts", n)
+		}
+	})
+	t.Run("both wait with Prefer", func(t *testing.T) {
+		t.Parallel()
+		w := newLLMWorld(t, llmSetup{latency: 400 * time.Millisecond})
+		var wg sync.WaitGroup
+		bodies := make([]string, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp := w.post(t, "shop", "msg-2", chatBody("write the summary", 0.2, false), "Prefer", "wait=10")
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					bodies[i] = fmt.Sprintf("status %d %s", resp.StatusCode, b)
+					return
+				}
+				var c openai.ChatCompletion
+				_ = json.Unmarshal(b, &c)
+				bodies[i] = c.Choices[0].Message.Content
+			}()
+		}
+		wg.Wait()
+		gens := w.generations(t, 1)
+		if bodies[0] != gens[0].Content || bodies[1] != gens[0].Content {
+			t.Fatalf("clients got %q and %q, the provider generated %q", bodies[0], bodies[1], gens[0].Content)
+		}
+		if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'in_progress'`); n != 0 {
+			t.Fatalf("%d requests were told 409", n)
+		}
+	})
+	t.Run("a streaming waiter gets the stream from its start", func(t *testing.T) {
+		t.Parallel()
+		w := newLLMWorld(t, llmSetup{chunkDelay: 25 * time.Millisecond})
+		first := make(chan string, 1)
+		go func() {
+			resp := w.post(t, "shop", "msg-3", chatBody("stream the summary", 0.2, true))
+			text, _, _ := sseText(t, resp.Body)
+			first <- text
+		}()
+		time.Sleep(200 * time.Millisecond) // the first stream is under way
+		resp := w.post(t, "shop", "msg-3", chatBody("stream the summary", 0.2, true), "Prefer", "wait=10")
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != "true" || resp.Header.Get("Preference-Applied") != "wait=10" {
+			t.Fatalf("waiter got %d %v", resp.StatusCode, resp.Header)
+		}
+		text, chunks, done := sseText(t, resp.Body)
+		gens := w.generations(t, 1)
+		if !done || text != gens[0].Content || <-first != text {
+			t.Fatalf("waiter streamed %q (done %v), provider generated %q", text, done, gens[0].Content)
+		}
+		if chunks != 26 { // role, 24 tokens, finish
+			t.Fatalf("waiter got %d chunks, want all 26", chunks)
+		}
+	})
+}
+
+func TestLLMStreamCutByClientAtLastChunkThenRetry(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{latency: 150 * time.Millisecond, chunkDelay: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, w.url+"/v1/chat/completions", strings.NewReader(chatBody("summarise the ticket", 0.2, true)))
+	req.Header.Set("Authorization", "Bearer "+w.tokens["shop"])
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "msg-cut")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"finish_reason":"stop"`) {
+			break // the last chunk: the network breaks before [DONE]
+		}
+	}
+	cancel()
+	resp.Body.Close()
+
+	op := w.waitStatus(t, "msg-cut", ops.StatusSucceeded)
+	c := w.sdk("shop")
+	var raw *http.Response
+	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "fake-small", Temperature: openai.Float(0.2), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("summarise the ticket")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}, keyed("msg-cut"), option.WithResponseInto(&raw))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	gens := w.generations(t, 1)
+	if acc.Choices[0].Message.Content != gens[0].Content || acc.ID != gens[0].ID || raw.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry streamed %q (%s), provider generated %q (%s); replayed %q", acc.Choices[0].Message.Content, acc.ID, gens[0].Content, gens[0].ID, raw.Header.Get("Idempotent-Replayed"))
+	}
+	if acc.Usage.CompletionTokens != int64(gens[0].CompletionTokens) {
+		t.Fatalf("replayed usage %+v, provider billed %d completion tokens", acc.Usage, gens[0].CompletionTokens)
+	}
+	// The same stored completion, as JSON to a non-streaming retry.
+	out, err := c.Chat.Completions.New(context.Background(), ask("summarise the ticket", 0.2), keyed("msg-cut"))
+	if err != nil || out.Choices[0].Message.Content != gens[0].Content {
+		t.Fatalf("non-streaming retry: %v %+v", err, out)
+	}
+	w.generations(t, 1)
+	// The phases of seed 003 are in the operation's history.
+	for _, action := range []string{"phase.sent_to_provider", "phase.first_token", "attempt.ok"} {
+		if n := w.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = $2`, op.ID, action); n != 1 {
+			t.Errorf("%d audit rows %s", n, action)
+		}
+	}
+	var usage struct {
+		CompletionTokens int  `json:"completion_tokens"`
+		CostKnown        bool `json:"cost_known"`
+	}
+	_ = json.Unmarshal(op.Usage, &usage)
+	if usage.CompletionTokens != 24 || !usage.CostKnown || op.CostMicros <= 0 {
+		t.Fatalf("usage %s cost %d", op.Usage, op.CostMicros)
+	}
+}
+
+func TestLLMSameKeyAnotherTemperatureIs422(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{})
+	if resp := w.post(t, "shop", "k-temp", chatBody("hello", 0.2, false)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first: %d", resp.StatusCode)
+	}
+	wantProblem(t, w.post(t, "shop", "k-temp", chatBody("hello", 0.9, false)), http.StatusUnprocessableEntity, llm.ReasonKeyReused)
+	// The SDK does not retry a 422.
+	c := w.sdk("shop")
+	_, err := c.Chat.Completions.New(context.Background(), ask("hello", 0.9), keyed("k-temp"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("SDK got %v", err)
+	}
+	w.generations(t, 1)
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'conflict'`); n != 2 {
+		t.Fatalf("%d conflicts recorded", n)
+	}
+}
+
+func TestLLMSameKeyInTwoTenantsIsTwoGenerations(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{})
+	ids := map[string]bool{}
+	for _, tenant := range []string{"shop", "bank"} {
+		c := w.sdk(tenant)
+		out, err := c.Chat.Completions.New(context.Background(), ask("hello", 0.2), keyed("shared-key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[out.ID] = true
+	}
+	w.generations(t, 2)
+	if len(ids) != 2 || w.count(t, `SELECT count(DISTINCT tenant_id) FROM operations WHERE intent_key = 'shared-key'`) != 2 {
+		t.Fatalf("completions %v", ids)
+	}
+}
+
+func TestLLMUpstreamBillsThenTimesOut(t *testing.T) {
+	t.Parallel()
+	setup := llmSetup{attemptTimeout: 300 * time.Millisecond, modes: map[string]llm.Mode{"pipeline": llm.Batch}}
+	fault := fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Calls: []int{1}, Delay: 3 * time.Second}
+
+	t.Run("batch sends nothing more", func(t *testing.T) {
+		t.Parallel()
+		w := newLLMWorld(t, setup)
+		w.fake.AddFault(fault)
+		wantProblem(t, w.post(t, "pipeline", "doc-1", chatBody("classify document 1", 0, false)), http.StatusGatewayTimeout, llm.ReasonTimeout)
+		op := w.op(t, "doc-1")
+		if op.Status != ops.StatusUnknown {
+			t.Fatalf("operation is %s, want unknown", op.Status)
+		}
+		w.generations(t, 1)
+		// The retry is told the truth and sends nothing.
+		wantProblem(t, w.post(t, "pipeline", "doc-1", chatBody("classify document 1", 0, false)), http.StatusConflict, llm.ReasonOutcomeUnknown)
+		w.generations(t, 1)
+		if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, op.ID); n != 1 {
+			t.Fatalf("%d attempts, want 1", n)
+		}
+		if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND outcome = 'timeout' AND error_code = 'upstream_timeout'`, op.ID); n != 1 {
+			t.Fatal("the timed-out attempt is not recorded as a timeout")
+		}
+	})
+	t.Run("interactive resends and counts a possible duplicate", func(t *testing.T) {
+		t.Parallel()
+		w := newLLMWorld(t, setup)
+		w.fake.AddFault(fault)
+		c := w.sdk("shop")
+		out, err := c.Chat.Completions.New(context.Background(), ask("answer the customer", 0.2), keyed("chat-9"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens := w.generations(t, 2) // the provider billed both sends
+		op := w.op(t, "chat-9")
+		if op.Status != ops.StatusSucceeded || out.ID != gens[1].ID || op.ProviderRef != gens[1].ID {
+			t.Fatalf("operation %s %s, client got %s, provider %s", op.Status, op.ProviderRef, out.ID, gens[1].ID)
+		}
+		// The second send followed an uncertain attempt: a possible duplicate, counted in
+		// the ledger (from the attempts) and on the operation's usage.
+		if n := w.count(t, `SELECT count(*) FROM attempts a JOIN attempts p ON p.operation_id = a.operation_id AND p.n = a.n - 1
+			WHERE a.operation_id = $1 AND p.outcome IN ('timeout', 'key_in_use')`, op.ID); n != 1 {
+			t.Fatalf("%d possible duplicates in the ledger, want 1", n)
+		}
+		var u struct {
+			PossibleDuplicates int `json:"possible_duplicates"`
+			Attempt            int `json:"attempt"`
+		}
+		_ = json.Unmarshal(op.Usage, &u)
+		if u.PossibleDuplicates != 1 || u.Attempt != 2 || w.gw.Stats().PossibleDuplicates != 1 {
+			t.Fatalf("usage %s, stats %+v", op.Usage, w.gw.Stats())
+		}
+		if gens[0].ClientRequestID != op.ID+".1" || gens[1].ClientRequestID != op.ID+".2" {
+			t.Fatalf("the provider saw client request ids %q and %q", gens[0].ClientRequestID, gens[1].ClientRequestID)
+		}
+	})
+}
+
+func TestLLMSDKRetriesAgainstUpstream500(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{})
+	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultServerError, Calls: []int{1}})
+	c := w.sdk("shop")
+	out, err := c.Chat.Completions.New(context.Background(), ask("draft the reply", 0.2), keyed("reply-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens := w.generations(t, 1) // one successful generation billed for the intent
+	op := w.op(t, "reply-1")
+	if out.Choices[0].Message.Content != gens[0].Content || op.Status != ops.StatusSucceeded {
+		t.Fatalf("client got %q, operation %s", out.Choices[0].Message.Content, op.Status)
+	}
+	// The 500 may have billed (providers keep no key), so the resend is counted.
+	if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND error_code = 'upstream_500'`, op.ID); n != 1 {
+		t.Fatalf("%d attempts recorded the 500", n)
+	}
+	if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, op.ID); n != 2 || w.gw.Stats().PossibleDuplicates != 1 {
+		t.Fatalf("%d attempts, stats %+v", n, w.gw.Stats())
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE operation_id = $1`, op.ID); n != 1 {
+		t.Fatalf("%d client requests", n)
+	}
+}
+
+func TestLLMBadInput(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{maxBody: 4096})
+	good := chatBody("hello", 0.2, false)
+	t.Run("malformed JSON", func(t *testing.T) {
+		wantProblem(t, w.post(t, "shop", "k1", `{"model":`), http.StatusBadRequest, llm.ReasonMalformedJSON)
+	})
+	t.Run("no messages", func(t *testing.T) {
+		wantProblem(t, w.post(t, "shop", "k1", `{"model":"fake-small","messages":[]}`), http.StatusBadRequest, llm.ReasonInvalidRequest)
+	})
+	t.Run("body over the limit", func(t *testing.T) {
+		wantProblem(t, w.post(t, "shop", "k1", chatBody(strings.Repeat("word ", 1000), 0.2, false)), http.StatusRequestEntityTooLarge, llm.ReasonBodyTooLarge)
+	})
+	t.Run("not JSON", func(t *testing.T) {
+		wantProblem(t, w.post(t, "shop", "k1", good, "Content-Type", "text/plain"), http.StatusUnsupportedMediaType, llm.ReasonUnsupportedType)
+	})
+	t.Run("missing key", func(t *testing.T) {
+		wantProblem(t, w.post(t, "shop", "", good), http.StatusBadRequest, llm.ReasonMissingKey)
+	})
+	t.Run("bad keys", func(t *testing.T) {
+		wantProblem(t, w.post(t, "shop", strings.Repeat("k", 256), good), http.StatusBadRequest, llm.ReasonInvalidKey)
+		wantProblem(t, w.post(t, "shop", "ключ", good), http.StatusBadRequest, llm.ReasonInvalidKey)
+		req, _ := http.NewRequest(http.MethodPost, w.url+"/v1/chat/completions", strings.NewReader(good))
+		req.Header.Set("Authorization", "Bearer "+w.tokens["shop"])
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Add("Idempotency-Key", "a")
+		req.Header.Add("Idempotency-Key", "b")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		wantProblem(t, resp, http.StatusBadRequest, llm.ReasonInvalidKey)
+	})
+	t.Run("no token", func(t *testing.T) {
+		resp, err := http.Post(w.url+"/v1/chat/completions", "application/json", strings.NewReader(good))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		wantProblem(t, resp, http.StatusUnauthorized, ops.EUNAUTHORIZED)
+	})
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected' AND kind = 'llm_call'`); n != 8 {
+		t.Fatalf("%d rejected requests recorded, want 8", n)
+	}
+	w.generations(t, 0)
+
+	t.Run("a tenant without required keys gets one generation per request", func(t *testing.T) {
+		for range 2 {
+			if resp := w.post(t, "open", "", good); resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+		w.generations(t, 2)
+	})
+	t.Run("a model missing from the price table is accepted with an unknown cost", func(t *testing.T) {
+		resp := w.post(t, "shop", "k-mystery", strings.Replace(good, "fake-small", "mystery-7b", 1))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		op := w.op(t, "k-mystery")
+		var u struct {
+			CostKnown    bool `json:"cost_known"`
+			PromptTokens int  `json:"prompt_tokens"`
+		}
+		_ = json.Unmarshal(op.Usage, &u)
+		if op.Status != ops.StatusSucceeded || u.CostKnown || u.PromptTokens == 0 || op.CostMicros != 0 {
+			t.Fatalf("operation %s usage %s cost %d", op.Status, op.Usage, op.CostMicros)
+		}
+	})
+}
+
+func TestLLMUpstreamGarbageIs502WithAttemptsRecorded(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{modes: map[string]llm.Mode{"pipeline": llm.Batch}})
+	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultGarbage})
+	wantProblem(t, w.post(t, "shop", "g-1", chatBody("hello", 0.2, false)), http.StatusBadGateway, llm.ReasonBadResponse)
+	op := w.op(t, "g-1")
+	if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND error_code = 'upstream_bad_response' AND http_status = 200`, op.ID); n != 3 {
+		t.Fatalf("%d garbage attempts recorded, want the call's 3", n)
+	}
+	if op.Status != ops.StatusInProgress || op.LeaseUntil == nil || op.LeaseUntil.After(w.clock.Now()) {
+		t.Fatalf("operation %s lease %v: want in progress and released for the client's retry", op.Status, op.LeaseUntil)
+	}
+	// Streaming, batch: one attempt, then unknown.
+	wantProblem(t, w.post(t, "pipeline", "g-2", chatBody("hello", 0.2, true)), http.StatusBadGateway, llm.ReasonBadResponse)
+	if op := w.op(t, "g-2"); op.Status != ops.StatusUnknown || op.Attempts != 1 {
+		t.Fatalf("batch operation %s after %d attempts", op.Status, op.Attempts)
+	}
+}
+
+func TestLLMKeyIsFreeAfterItsTTL(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{})
+	if resp := w.post(t, "shop", "k-ttl", chatBody("hello", 0.2, false)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	w.clock.Advance(23 * time.Hour)
+	wantProblem(t, w.post(t, "shop", "k-ttl", chatBody("hello", 0.9, false)), http.StatusUnprocessableEntity, llm.ReasonKeyReused)
+	if resp := w.post(t, "shop", "k-ttl", chatBody("hello", 0.2, false)); resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("within the TTL: %d replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+	w.clock.Advance(2 * time.Hour)
+	if resp := w.post(t, "shop", "k-ttl", chatBody("hello", 0.9, false)); resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("after the TTL: %d replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
+	}
+	w.generations(t, 2)
+}
+
+// Two gateway processes on one database: a request waiting on the other process's key
+// watches the ledger and gets the stored result.
+func TestLLMWaitAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{latency: 400 * time.Millisecond})
+	s2 := newServer(t)
+	s2.Accounts = w.db
+	_, url2 := w.gateway(t, s2, llmSetup{})
+	first := make(chan int, 1)
+	go func() { first <- w.post(t, "shop", "x-proc", chatBody("hello", 0.2, false)).StatusCode }()
+	time.Sleep(150 * time.Millisecond)
+	other := &llmWorld{db: w.db, url: url2, tokens: w.tokens}
+	resp := other.post(t, "shop", "x-proc", chatBody("hello", 0.2, true), "Prefer", "wait=5")
+	text, _, done := sseText(t, resp.Body)
+	gens := w.generations(t, 1)
+	if resp.StatusCode != http.StatusOK || !done || text != gens[0].Content || resp.Header.Get("Idempotent-Replayed") != "true" || <-first != http.StatusOK {
+		t.Fatalf("the other process answered %d %q (done %v); provider generated %q", resp.StatusCode, text, done, gens[0].Content)
+	}
+	// Without Prefer, the other process answers 409 with Retry-After while the key is in flight.
+	go func() { first <- w.post(t, "shop", "x-proc-2", chatBody("hello", 0.3, false)).StatusCode }()
+	time.Sleep(150 * time.Millisecond)
+	busy := other.post(t, "shop", "x-proc-2", chatBody("hello", 0.3, false))
+	if busy.Header.Get("Retry-After") != "1" {
+		t.Fatalf("Retry-After %q", busy.Header.Get("Retry-After"))
+	}
+	wantProblem(t, busy, http.StatusConflict, llm.ReasonKeyInUse)
+	<-first
+	w.generations(t, 2)
+}
+
+// A generation longer than the lease keeps its lease alive, so a retry meanwhile is told
+// the key is in flight instead of taking the operation over and generating again.
+func TestLLMLongGenerationKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{chunkDelay: 40 * time.Millisecond, lease: 300 * time.Millisecond})
+	first := make(chan string, 1)
+	go func() {
+		text, _, _ := sseText(t, w.post(t, "shop", "long-1", chatBody("a long answer", 0.2, true)).Body)
+		first <- text
+	}()
+	time.Sleep(700 * time.Millisecond) // more than two leases into a one-second stream
+	wantProblem(t, w.post(t, "shop", "long-1", chatBody("a long answer", 0.2, true)), http.StatusConflict, llm.ReasonKeyInUse)
+	if text := <-first; text != w.generations(t, 1)[0].Content {
+		t.Fatalf("first stream %q", text)
+	}
+	op := w.waitStatus(t, "long-1", ops.StatusSucceeded)
+	if n := w.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = 'lease.renew'`, op.ID); n < 2 {
+		t.Fatalf("%d lease renewals", n)
+	}
+}
+
+func TestLLMStreamingThroughTheSDK(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{chunkDelay: time.Millisecond})
+	c := w.sdk("shop")
+	var raw *http.Response
+	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "fake-small", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("stream it")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}, keyed("s-1"), option.WithResponseInto(&raw))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	gens := w.generations(t, 1)
+	if acc.Choices[0].Message.Content != gens[0].Content || acc.Usage.PromptTokens != int64(gens[0].PromptTokens) ||
+		raw.Header.Get("Idempotent-Replayed") != "" || raw.Header.Get("X-Request-Id") != gens[0].RequestID {
+		t.Fatalf("streamed %q usage %+v headers %v; provider %+v", acc.Choices[0].Message.Content, acc.Usage, raw.Header, gens[0])
+	}
+	out, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "fake-small", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("stream it")},
+	}, keyed("s-1"))
+	if err != nil || out.Choices[0].Message.Content != gens[0].Content || out.Usage.CompletionTokens != int64(gens[0].CompletionTokens) {
+		t.Fatalf("non-streaming replay: %v %+v", err, out)
+	}
+	w.generations(t, 1)
+}
+
+// The provider's stream breaks in the middle: the client gets what came and an error
+// event, never [DONE]; its retry with the key goes on with the same operation and is
+// counted as a possible duplicate.
+func TestLLMBrokenStreamThenRetry(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{})
+	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultDropStream, Calls: []int{1}, Chunk: 5})
+	resp := w.post(t, "shop", "b-1", chatBody("hello", 0.2, true))
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), "[DONE]") || !strings.Contains(string(b), `"code":"upstream_error"`) {
+		t.Fatalf("got %d %s", resp.StatusCode, b)
+	}
+	if n := strings.Count(string(b), "chat.completion.chunk"); n != 5 {
+		t.Fatalf("%d chunks before the break, want 5", n)
+	}
+	op := w.op(t, "b-1")
+	if op.Status != ops.StatusInProgress || w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND error_code = 'stream_broken'`, op.ID) != 1 {
+		t.Fatalf("operation %s after the break", op.Status)
+	}
+	retry := w.post(t, "shop", "b-1", chatBody("hello", 0.2, true))
+	text, _, done := sseText(t, retry.Body)
+	gens := w.generations(t, 2)
+	if !done || text != gens[1].Content {
+		t.Fatalf("retry streamed %q (done %v), provider %q", text, done, gens[1].Content)
+	}
+	if op := w.op(t, "b-1"); op.Status != ops.StatusSucceeded || op.ProviderRef != gens[1].ID {
+		t.Fatalf("operation %s %s", op.Status, op.ProviderRef)
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'retried'`); n != 1 || w.gw.Stats().PossibleDuplicates != 1 {
+		t.Fatalf("%d retried requests, stats %+v", n, w.gw.Stats())
+	}
+}
