@@ -55,10 +55,37 @@ type Config struct {
 	// Reconcile holds the flags of "reconcile" and the background interval of serve and demo.
 	Reconcile ReconcileConfig
 
+	LLM LLMConfig
+	// FakeLLM holds the flags of "fake llm".
+	FakeLLM FakeLLMConfig
+
 	// MCPStdio selects the stdio transport of "mcp"; MCPToken is the API token it acts
 	// with (SETTLE_MCP_TOKEN), which decides the tenant.
 	MCPStdio bool
 	MCPToken string
+}
+
+// LLMConfig is how the gateway reaches the LLM provider.
+type LLMConfig struct {
+	BaseURL, APIKey, ProviderName string
+	// Prices is the path of a JSON price table; empty uses the built-in one.
+	Prices string
+	// Policy is interactive or batch; TenantPolicies overrides it per tenant.
+	Policy         string
+	TenantPolicies map[string]string
+	KeyTTL         time.Duration
+	AttemptTimeout time.Duration
+	Deadline       time.Duration
+	MaxWait        time.Duration
+}
+
+// FakeLLMConfig is what "fake llm" serves.
+type FakeLLMConfig struct {
+	Addr       string
+	Faults     string
+	Latency    time.Duration
+	ChunkDelay time.Duration
+	Seed       int64
 }
 
 // StripeConfig is how Settle reaches Stripe.
@@ -103,8 +130,8 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	cfg := Config{Command: args[0]}
 	args = args[1:]
 	if cfg.Command == "fake" {
-		if len(args) == 0 || args[0] != "stripe" {
-			return cfg, usagef("unknown command %q; did you mean 'fake stripe'?", strings.Join(append([]string{cfg.Command}, args...), " "))
+		if len(args) == 0 || (args[0] != "stripe" && args[0] != "llm") {
+			return cfg, usagef("unknown command %q; did you mean 'fake stripe' or 'fake llm'?", strings.Join(append([]string{cfg.Command}, args...), " "))
 		}
 		cfg.Command += " " + args[0]
 		args = args[1:]
@@ -143,6 +170,13 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		fs.StringVar(&cfg.Fake.WebhookURL, "webhook-url", "", "where to send signed events")
 		fs.StringVar(&cfg.Fake.WebhookSecret, "webhook-secret", "whsec_fake", "secret that signs the events")
 		fs.DurationVar(&cfg.Fake.Retention, "retention", 24*time.Hour, "how long idempotency keys are kept")
+	case "fake llm":
+		needDB = false
+		fs.StringVar(&cfg.FakeLLM.Addr, "addr", "127.0.0.1:12112", "listen address (loopback only)")
+		fs.StringVar(&cfg.FakeLLM.Faults, "faults", "", "fault rules, e.g. 'bill_then_timeout p=0.1 delay=5s; drop_stream chunk=3 p=0.05'")
+		fs.DurationVar(&cfg.FakeLLM.Latency, "latency", 50*time.Millisecond, "wait before the first byte")
+		fs.DurationVar(&cfg.FakeLLM.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed chunks")
+		fs.Int64Var(&cfg.FakeLLM.Seed, "seed", 1, "seed of the fault probabilities")
 	case "user add":
 		fs.StringVar(&cfg.Email, "email", "", "the user's email")
 		fs.StringVar(&role, "role", "", "support, oncall, manager or admin")
@@ -249,10 +283,57 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 			return err
 		}
 	}
+	if err := loadLLMEnv(cfg, getenv); err != nil {
+		return err
+	}
 	cfg.WorkerID = getenv("SETTLE_WORKER_ID")
 	if cfg.WorkerID == "" {
 		host, _ := os.Hostname()
 		cfg.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return nil
+}
+
+// loadLLMEnv reads the gateway's settings; without SETTLE_LLM_BASE_URL the gateway is off.
+func loadLLMEnv(cfg *Config, getenv func(string) string) error {
+	l := &cfg.LLM
+	l.BaseURL, l.APIKey, l.ProviderName = getenv("SETTLE_LLM_BASE_URL"), getenv("SETTLE_LLM_API_KEY"), getenv("SETTLE_LLM_PROVIDER_NAME")
+	l.Prices = getenv("SETTLE_LLM_PRICES")
+	if b := l.BaseURL; b != "" {
+		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("SETTLE_LLM_BASE_URL=%q is not an http(s) URL", b)
+		}
+	}
+	l.Policy = envOr(getenv, "SETTLE_LLM_POLICY", "interactive")
+	if l.Policy != "interactive" && l.Policy != "batch" {
+		return usagef("SETTLE_LLM_POLICY=%q: use interactive or batch", l.Policy)
+	}
+	if v := getenv("SETTLE_LLM_TENANT_POLICIES"); v != "" {
+		l.TenantPolicies = map[string]string{}
+		for _, pair := range strings.Split(v, ",") {
+			name, pol, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if !ok || name == "" || (pol != "interactive" && pol != "batch") {
+				return usagef("SETTLE_LLM_TENANT_POLICIES: %q is not tenant=interactive or tenant=batch", pair)
+			}
+			l.TenantPolicies[name] = pol
+		}
+	}
+	var err error
+	if l.KeyTTL, err = durationEnv(getenv, "SETTLE_LLM_KEY_TTL", 24*time.Hour); err != nil {
+		return err
+	}
+	if l.AttemptTimeout, err = durationEnv(getenv, "SETTLE_LLM_ATTEMPT_TIMEOUT", 10*time.Minute); err != nil {
+		return err
+	}
+	if l.Deadline, err = durationEnv(getenv, "SETTLE_LLM_DEADLINE", 10*time.Minute); err != nil {
+		return err
+	}
+	if l.MaxWait, err = durationEnv(getenv, "SETTLE_LLM_MAX_WAIT", 60*time.Second); err != nil {
+		return err
+	}
+	// The key must outlive every retry of the intent, or a late retry would run it again.
+	if l.KeyTTL <= l.Deadline+time.Hour {
+		return usagef("SETTLE_LLM_KEY_TTL=%s must be longer than SETTLE_LLM_DEADLINE=%s plus an hour", l.KeyTTL, l.Deadline)
 	}
 	return nil
 }
@@ -293,6 +374,8 @@ Commands:
                           (needs DATABASE_URL, SETTLE_MCP_TOKEN and STRIPE_API_KEY)
   fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
                           run the stateful fake Stripe API
+  fake llm [--addr 127.0.0.1:12112] [--faults SPEC] [--latency D] [--chunk-delay D]
+                          run the stateful fake OpenAI-compatible provider
 
 Environment:
   DATABASE_URL            postgres://user@host:port/db
@@ -306,6 +389,12 @@ Environment:
   SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
   SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
   SETTLE_WORKER_ID        this process's name in leases (default host-pid)
+  SETTLE_LLM_BASE_URL     OpenAI-compatible provider, e.g. https://api.openai.com/v1; the gateway is off without it
+  SETTLE_LLM_API_KEY      the provider's API key
+  SETTLE_LLM_POLICY       interactive (resend within budget) or batch (never resend an uncertain call)
+  SETTLE_LLM_TENANT_POLICIES  per tenant, e.g. acme=batch,shop=interactive
+  SETTLE_LLM_PRICES       JSON price table per model (default: built in)
+  SETTLE_LLM_KEY_TTL      how long an Idempotency-Key replays its answer (default 24h)
   SETTLE_RECONCILE_INTERVAL  background reconciliation of serve (default 5m, "off" disables)
   SETTLE_MCP_TOKEN        API token 'settle mcp --stdio' acts with (its tenant's refunds)
 `

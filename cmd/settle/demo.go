@@ -34,6 +34,11 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer
 		return err
 	}
 	defer fk.Close()
+	fl, err := startDemoLLM(&cfg)
+	if err != nil {
+		return err
+	}
+	defer fl.Close()
 	cluster, err := localpg.Start(ctx, localpg.Options{Dir: cfg.DemoDir, Durable: true})
 	if err != nil {
 		return fmt.Errorf("start the demo database: %w", err)

@@ -44,8 +44,6 @@ func startDemoStripe(cfg *Config) (*fake.Stripe, error) {
 		return nil, fmt.Errorf("start the demo's fake Stripe: %w", err)
 	}
 	cfg.Stripe.APIBase = base
-	// Reconcile often, so the pages fill within a minute of starting.
-	cfg.Reconcile.Interval = 30 * time.Second
 	return fk, nil
 }
 
@@ -70,6 +68,7 @@ func (d *demoTraffic) run(ctx context.Context) {
 		d.log.Warn("demo lost answers", "err", err)
 	}
 	d.fake.SetWebhookURL(d.webhookURL)
+	go d.chat(ctx)
 	if err := d.story(ctx); err != nil {
 		d.log.Warn("demo story", "err", err)
 	}
@@ -151,7 +150,7 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 	provider := d.p.Refunds.Provider
 	for _, order := range []string{"4520", "4521", "4522"} {
 		pi := "pi_" + order
-		d.fake.AddPaymentIntent(pi, 4200, "usd")
+		d.fake.AddPaymentIntent(pi, 8400, "usd")
 		o, err := ledger.Open(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
 			IntentKey: ops.RefundIntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
 			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention()},

@@ -64,6 +64,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = mcpStdio(ctx, cfg, stdin, stdout, logger)
 	case "fake stripe":
 		err = fakeStripe(ctx, cfg, logger, stdout)
+	case "fake llm":
+		err = fakeLLM(ctx, cfg, logger, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "settle:", errorLine(err))

@@ -97,7 +97,9 @@ func (p *Program) Run(ctx context.Context) error {
 		Refunds:    unconfiguredRefunds{},
 		MCPDeps:    web.MCPDeps{RefundStatus: db},
 	}
-	p.wireLedger(bgCtx, srv)
+	if err := p.wireLedger(bgCtx, srv); err != nil {
+		return err
+	}
 	p.server = &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -113,9 +115,10 @@ func (p *Program) Run(ctx context.Context) error {
 	return nil
 }
 
-// wireLedger builds the ledger, the refund tool when Stripe is configured, and the
-// background services: the reaper of stalled and expired operations, and the outbox relay.
-func (p *Program) wireLedger(ctx context.Context, srv *web.Server) {
+// wireLedger builds the ledger, the refund tool when Stripe is configured, the LLM gateway
+// when a provider is, the dashboard's tools, and the background services: the reaper of
+// stalled and expired operations, the reconciler and the outbox relay.
+func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	cfg := p.Config
 	p.Ledger = ops.NewLedger(p.DB, p.Clock)
 	senders := map[ops.Kind]ops.Sender{}
@@ -135,7 +138,15 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) {
 		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB,
 	}
 	srv.Recon = p.DB
-	p.startReconciler(ctx, cfg.Reconcile.Interval)
+	usage, err := p.wireLLM(srv)
+	if err != nil {
+		return err
+	}
+	if usage != nil {
+		p.startReconciler(ctx, cfg.Reconcile.Interval, usage)
+	} else {
+		p.startReconciler(ctx, cfg.Reconcile.Interval)
+	}
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: 5 * time.Second,
 		Senders: senders, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })
@@ -144,6 +155,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) {
 			Interval: time.Second, Logger: p.Logger}
 		p.goService(func() { relay.Start(ctx) })
 	}
+	return nil
 }
 
 func (p *Program) goService(run func()) {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/settle-dev/settle/ops/fake"
+)
+
+// demoLLMFaults is the fault mix of the demo's LLM provider.
+const demoLLMFaults = `bill_then_timeout p=0.05 delay=5s
+drop_stream chunk=3 p=0.05
+rate_limit p=0.04 retry_after=1
+server_error p=0.03
+slow p=0.1 delay=400ms`
+
+// startDemoLLM starts the in-process fake LLM provider and points the gateway at it.
+func startDemoLLM(cfg *Config) (*fake.LLM, error) {
+	f := fake.NewLLM(fake.LLMOptions{Seed: time.Now().UnixNano(), Latency: 80 * time.Millisecond, ChunkDelay: 30 * time.Millisecond})
+	faults, err := fake.ParseLLMFaults(demoLLMFaults)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range faults {
+		f.AddFault(x)
+	}
+	base, err := f.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start the demo's fake LLM: %w", err)
+	}
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.ProviderName = base, "sk-demo", "openai"
+	// Short timeouts so timeouts and retries show within seconds.
+	cfg.LLM.AttemptTimeout, cfg.LLM.Deadline = 3*time.Second, 20*time.Second
+	return f, nil
+}
+
+// chat plays a chat backend: each user message is one intent with its own
+// Idempotency-Key, sometimes double-clicked, sometimes streamed and cut by the browser.
+func (d *demoTraffic) chat(ctx context.Context) {
+	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		key := fmt.Sprintf("msg-%d-%d", time.Now().Unix(), n)
+		body := map[string]any{"model": "gpt-4o-mini", "messages": []map[string]string{
+			{"role": "user", "content": fmt.Sprintf("Summarise order %d for the customer.", 7000+n)}}}
+		chatRef := fmt.Sprintf("chat-%d", 900+n%7)
+		switch roll := rnd.IntN(100); {
+		case roll < 20: // a double click
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() { defer wg.Done(); d.complete(ctx, key, chatRef, body, false, -1, 1) }()
+			}
+			wg.Wait()
+		case roll < 35: // the stream breaks after two chunks; the app retries with the key
+			d.complete(ctx, key, chatRef, body, true, 2, 0)
+			d.complete(ctx, key, chatRef, body, true, -1, 5)
+		case roll < 60:
+			d.complete(ctx, key, chatRef, body, true, -1, 0)
+		default:
+			d.complete(ctx, key, chatRef, body, false, -1, 0)
+		}
+	}
+}
+
+// complete sends one chat completion; cutAfter ≥ 0 reads that many stream lines and hangs
+// up; wait asks the gateway to wait for a request in flight with the same key.
+func (d *demoTraffic) complete(ctx context.Context, key, chatRef string, body map[string]any, stream bool, cutAfter, wait int) {
+	b := map[string]any{"stream": stream}
+	for k, v := range body {
+		b[k] = v
+	}
+	raw, _ := json.Marshal(b)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+"/v1/chat/completions", bytes.NewReader(raw))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Settle-Chat-Ref", chatRef)
+	if wait > 0 {
+		req.Header.Set("Prefer", fmt.Sprintf("wait=%d", wait))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if cutAfter < 0 {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for i := 0; i < cutAfter && sc.Scan(); i++ {
+	}
+}

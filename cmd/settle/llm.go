@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/recon"
+	"github.com/settle-dev/settle/web"
+)
+
+// wireLLM builds the gateway of POST /v1/chat/completions when a provider is configured,
+// and returns the provider's usage report for the reconciler (nil without a provider).
+func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
+	c := p.Config.LLM
+	if c.BaseURL == "" {
+		return nil, nil
+	}
+	up, err := llm.NewOpenAI(llm.OpenAIConfig{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	if err != nil {
+		return nil, err
+	}
+	prices := llm.DefaultPrices()
+	if c.Prices != "" {
+		if prices, err = llm.LoadPrices(c.Prices); err != nil {
+			return nil, err
+		}
+	}
+	modes := map[string]llm.Mode{}
+	for tenant, pol := range c.TenantPolicies {
+		modes[tenant] = llm.Mode(pol)
+	}
+	gw, err := llm.New(llm.Config{Ledger: p.Ledger, Store: p.DB, Upstream: up, Prices: prices, KeyTTL: c.KeyTTL,
+		Mode: llm.Mode(c.Policy), TenantModes: modes, Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger})
+	if err != nil {
+		return nil, err
+	}
+	srv.LLM = gw
+	name := c.ProviderName
+	if name == "" {
+		name = "openai"
+	}
+	// The usage report sits beside the API: {base}/usage for an OpenAI-style ".../v1" base.
+	return &recon.HTTPUsage{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey}, nil
+}
+
+// fakeLLM serves the stateful fake LLM provider until ctx ends.
+func fakeLLM(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) error {
+	faults, err := fake.ParseLLMFaults(cfg.FakeLLM.Faults)
+	if err != nil {
+		return usagef("fake llm: --faults: %v", err)
+	}
+	f := fake.NewLLM(fake.LLMOptions{Seed: cfg.FakeLLM.Seed, Latency: cfg.FakeLLM.Latency, ChunkDelay: cfg.FakeLLM.ChunkDelay, Logger: logger})
+	for _, x := range faults {
+		f.AddFault(x)
+	}
+	base, err := f.Start(cfg.FakeLLM.Addr)
+	if err != nil {
+		return fmt.Errorf("fake llm: %w", err)
+	}
+	defer f.Close()
+	fmt.Fprintf(stdout, "fake LLM at %s (generations: %s/../_fake/llm/generations, usage: %s/usage)\n", base, base, base)
+	<-ctx.Done()
+	return nil
+}
