@@ -165,6 +165,11 @@ type AttemptResult struct {
 	ErrorCode         string
 	// RetryAfter is the provider's Retry-After, honoured by the next backoff.
 	RetryAfter time.Duration
+	// Usage and CostMicros are what this attempt consumed, when known (nil: not known).
+	Usage      []byte
+	CostMicros *int64
+	// PossibleDuplicate marks a send that followed an uncertain send of the same operation.
+	PossibleDuplicate bool
 	// Result is set when the outcome is ok.
 	Result *Result
 	// Answer, with ClientRequestID, records how the client request was answered in the
@@ -188,7 +193,8 @@ func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, o
 		ID: op.ID, Version: op.Version, From: op.Status, To: next, Now: now, Actor: owner, Owner: owner,
 		Action: "attempt." + string(r.Outcome),
 		Finish: &AttemptFinish{AttemptID: a.ID, Outcome: r.Outcome, HTTPStatus: r.HTTPStatus,
-			ProviderRequestID: r.ProviderRequestID, ErrorCode: r.ErrorCode, FinishedAt: now},
+			ProviderRequestID: r.ProviderRequestID, ErrorCode: r.ErrorCode, FinishedAt: now,
+			Usage: r.Usage, CostMicros: r.CostMicros, PossibleDuplicate: r.PossibleDuplicate},
 		AnswerRequest: r.ClientRequestID, Answer: r.Answer,
 	}
 	if next == StatusInProgress {

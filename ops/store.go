@@ -30,6 +30,9 @@ type Store interface {
 	// evidence, audit and outbox rows and answering a client request, all in one transaction.
 	// A lost compare-and-set returns ECONFLICT naming who closed it.
 	Transition(ctx context.Context, p TransitionParams) (*Operation, error)
+	// SetPhase records how far owner's attempt got and extends its lease, without a new
+	// version or an audit row: progress is not a decision.
+	SetPhase(ctx context.Context, id, owner string, phase Phase, leaseUntil, now time.Time) (*Operation, error)
 	// AnswerClientRequest records how a client request was answered.
 	AnswerClientRequest(ctx context.Context, id int64, a Answer, at time.Time) error
 	// ClaimStalled leases up to limit stalled operations to owner (skipping rows others hold)
@@ -117,6 +120,12 @@ type AttemptFinish struct {
 	ProviderRequestID string
 	ErrorCode         string
 	FinishedAt        time.Time
+	// Usage and CostMicros are what the attempt consumed, when the provider said; a nil
+	// CostMicros means the cost is not known.
+	Usage      json.RawMessage
+	CostMicros *int64
+	// PossibleDuplicate marks a send that followed an uncertain one of the same operation.
+	PossibleDuplicate bool
 }
 
 // Result is what the provider returned, stored on the operation so replays need no call.

@@ -64,6 +64,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 			}})
 		op = tr.stop()
 		res, body = x.result(a, reply, asm)
+		res.PossibleDuplicate = x.possibleDup
 		if res.Outcome == ops.OutcomeTimeout || res.Outcome == ops.OutcomeKeyInUse {
 			g.stats.uncertain.Add(1)
 		}
@@ -144,6 +145,11 @@ func (x *exchange) result(a *ops.Attempt, reply Reply, asm *assembler) (ops.Atte
 		rec.Currency = x.g.cfg.Prices.Currency
 	}
 	usage, _ := json.Marshal(rec)
+	r.Usage = usage
+	if rec.CostKnown {
+		cost := rec.CostMicros
+		r.CostMicros = &cost
+	}
 	r.Result = &ops.Result{ProviderRef: c.ID, ProviderRequestID: reply.RequestID, Body: body, Usage: usage, CostMicros: rec.CostMicros}
 	return r, body
 }
@@ -319,8 +325,7 @@ func (t *tracker) write(ctx context.Context, p ops.Phase, action string) bool {
 	t.mu.Unlock()
 	now := t.lg.Clock.Now()
 	until := now.Add(t.lg.Limits.Lease)
-	out, err := t.lg.Store.Transition(ctx, ops.TransitionParams{ID: op.ID, Version: op.Version, From: ops.StatusInProgress,
-		To: ops.StatusInProgress, Phase: p, Now: now, Actor: t.owner, Owner: t.owner, Action: action, LeaseUntil: &until})
+	out, err := t.lg.Store.SetPhase(ctx, op.ID, t.owner, p, until, now)
 	if err != nil {
 		t.log("llm: record phase", "operation", op.ID, "phase", p, "err", err)
 		return false

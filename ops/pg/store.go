@@ -213,12 +213,14 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 		"lease": p.LeaseUntil, "require_expired": p.RequireLeaseExpired, "final": p.To.Final(),
 		"event_id": uuid.Must(uuid.NewV7()).String(), "crid": p.AnswerRequest, "answer": nullStr(string(p.Answer)),
 		"aid": int64(0), "outcome": nil, "http_status": 0, "prid": "", "ecode": "", "fat": nil,
+		"a_usage": nil, "a_cost": nil, "a_dup": false,
 		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
 		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0),
 	}
 	if f := p.Finish; f != nil {
 		args["aid"], args["outcome"], args["http_status"], args["prid"], args["ecode"], args["fat"] =
 			f.AttemptID, string(f.Outcome), f.HTTPStatus, f.ProviderRequestID, f.ErrorCode, f.FinishedAt
+		args["a_usage"], args["a_cost"], args["a_dup"] = jsonOrNil(f.Usage), f.CostMicros, f.PossibleDuplicate
 	}
 	if e := p.Evidence; e != nil {
 		args["ev_kind"], args["ev_ref"], args["ev_summary"], args["ev_data"], args["ev_by"], args["ev_at"] =
@@ -244,7 +246,8 @@ WITH up AS (
 	RETURNING ` + opCols + `
 ), fin AS (
 	UPDATE attempts SET finished_at = @fat, outcome = @outcome, http_status = @http_status,
-		provider_request_id = @prid, error_code = @ecode
+		provider_request_id = @prid, error_code = @ecode, usage = @a_usage::jsonb, cost_micros = @a_cost::bigint,
+		possible_duplicate = @a_dup
 	WHERE id = @aid AND EXISTS (SELECT 1 FROM up)
 ), ev AS (
 	INSERT INTO evidence (operation_id, kind, provider_ref, summary, data, recorded_by, recorded_at)
@@ -284,6 +287,21 @@ SELECT * FROM up`
 	}
 	if err != nil {
 		return nil, interpret(err, "change operation")
+	}
+	return o, nil
+}
+
+// SetPhase implements ops.Store.
+func (db *DB) SetPhase(ctx context.Context, id, owner string, phase ops.Phase, leaseUntil, now time.Time) (*ops.Operation, error) {
+	o, err := scanOp(db.Pool.QueryRow(ctx, `
+UPDATE operations o SET phase = @phase, lease_until = @until, updated_at = @now
+WHERE id = @id AND status = 'in_progress' AND lease_owner = @owner
+RETURNING `+opCols, pgx.NamedArgs{"id": id, "owner": owner, "phase": string(phase), "until": leaseUntil, "now": now}))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, db.lostRace(ctx, id, "set phase")
+	}
+	if err != nil {
+		return nil, interpret(err, "set phase")
 	}
 	return o, nil
 }
