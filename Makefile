@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: demo test bench deps generate check-generated lint build vendor chromium
+.PHONY: demo test bench deps generate check-generated lint build vendor chromium alerting
 
 demo: deps build
 	./bin/settle demo
@@ -34,7 +34,18 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 		for c in /etc/postgresql/*/main; do [ -d "$$c" ] && pg_ctlcluster "$$(basename "$$(dirname "$$c")")" main stop >/dev/null 2>&1; done; true; \
 	fi
-	@$(MAKE) --no-print-directory vendor chromium
+	@$(MAKE) --no-print-directory vendor chromium alerting
+
+# alerting installs the real Alertmanager and promtool the alert tests run against. Their
+# Debian packages start services on install; policy-rc.d keeps them from starting.
+alerting:
+	@if [ ! -x /usr/bin/prometheus-alertmanager ] || [ ! -x /usr/bin/promtool ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages: sudo apt-get install -y prometheus-alertmanager prometheus"; exit 1; fi; \
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager prometheus >/dev/null; \
+		rc=$$?; rm -f /usr/sbin/policy-rc.d; exit $$rc; \
+	fi
 
 # vendor installs htmx from npm (pinned by the lock file) into static/vendor, which the
 # binary embeds; no CDN.

@@ -46,6 +46,8 @@ type Config struct {
 	Stripe StripeConfig
 	// OutboxURL receives the outbox's events as JSON POSTs; empty keeps them in the table.
 	OutboxURL string
+	// Alerts is how alerts are evaluated and delivered.
+	Alerts AlertsConfig
 	// WorkerID names this process in leases and audit rows.
 	WorkerID string
 
@@ -136,6 +138,13 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		cfg.Command += " " + args[0]
 		args = args[1:]
 	}
+	if cfg.Command == "alerts" {
+		if len(args) == 0 || args[0] != "export" {
+			return cfg, usagef("unknown command %q; did you mean 'alerts export'?", strings.Join(append([]string{cfg.Command}, args...), " "))
+		}
+		cfg.Command += " export"
+		args = args[1:]
+	}
 	if cfg.Command == "user" || cfg.Command == "token" {
 		if len(args) == 0 || args[0] != "add" {
 			return cfg, usagef("unknown command %q; did you mean '%s add'?", strings.Join(append([]string{cfg.Command}, args...), " "), cfg.Command)
@@ -170,6 +179,9 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		fs.StringVar(&cfg.Fake.WebhookURL, "webhook-url", "", "where to send signed events")
 		fs.StringVar(&cfg.Fake.WebhookSecret, "webhook-secret", "whsec_fake", "secret that signs the events")
 		fs.DurationVar(&cfg.Fake.Retention, "retention", 24*time.Hour, "how long idempotency keys are kept")
+	case "alerts export":
+		needDB = false
+		alertsExportFlags(fs, &cfg.Alerts)
 	case "fake llm":
 		needDB = false
 		fs.StringVar(&cfg.FakeLLM.Addr, "addr", "127.0.0.1:12112", "listen address (loopback only)")
@@ -219,6 +231,11 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" || cfg.Command == "reconcile" {
 		if err := loadServeEnv(&cfg, getenv); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "alerts export" {
+		if err := loadAlertsEnv(&cfg.Alerts, getenv); err != nil {
 			return cfg, err
 		}
 	}
@@ -370,6 +387,8 @@ Commands:
                           create an API token for a tenant (created if missing)
   reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]
                           reconcile provider charges with the ledger once (needs DATABASE_URL)
+  alerts export [--format prometheus]
+                          write the alert rules as a Prometheus rules file
   mcp --stdio             serve the refund tools to a local AI agent on stdin/stdout
                           (needs DATABASE_URL, SETTLE_MCP_TOKEN and STRIPE_API_KEY)
   fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
@@ -395,6 +414,10 @@ Environment:
   SETTLE_LLM_TENANT_POLICIES  per tenant, e.g. acme=batch,shop=interactive
   SETTLE_LLM_PRICES       JSON price table per model (default: built in)
   SETTLE_LLM_KEY_TTL      how long an Idempotency-Key replays its answer (default 24h)
+  SETTLE_ALERT_RULES      alert rules file (Prometheus-shaped YAML; default: built in)
+  SETTLE_ALERTMANAGER_URL Alertmanager base URL
+  SETTLE_ALERT_WEBHOOK_URLS  comma-separated receivers of the Alertmanager v4 webhook payload
+  SETTLE_EXTERNAL_URL     where people reach Settle; alerts link to /alerts
   SETTLE_RECONCILE_INTERVAL  background reconciliation of serve (default 5m, "off" disables)
   SETTLE_MCP_TOKEN        API token 'settle mcp --stdio' acts with (its tenant's refunds)
 `

@@ -81,6 +81,7 @@ func (d *demoTraffic) run(ctx context.Context) {
 	for _, f := range faults {
 		d.fake.AddFault(f)
 	}
+	go d.timeoutStorm(ctx, faults)
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	tick := time.NewTicker(1500 * time.Millisecond)
 	defer tick.Stop()
@@ -92,6 +93,36 @@ func (d *demoTraffic) run(ctx context.Context) {
 		}
 		go d.customer(ctx, rnd.IntN(100), int64(500+rnd.IntN(40)*100))
 	}
+}
+
+// timeoutStorm makes Stripe time out on half the refunds for three minutes, a minute after
+// the demo starts, so the TimeoutRateHigh alert fires and, some minutes later, resolves.
+func (d *demoTraffic) timeoutStorm(ctx context.Context, normal []fake.Fault) {
+	sleep := func(t time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(t):
+			return true
+		}
+	}
+	if !sleep(time.Minute) {
+		return
+	}
+	storm, _ := fake.ParseFaults("POST /v1/refunds timeout_after_commit p=0.5 delay=3s")
+	d.fake.ClearFaults()
+	for _, f := range append(storm, normal...) {
+		d.fake.AddFault(f)
+	}
+	d.log.Info("demo: Stripe times out on half the refunds for 3 minutes")
+	if !sleep(3 * time.Minute) {
+		return
+	}
+	d.fake.ClearFaults()
+	for _, f := range normal {
+		d.fake.AddFault(f)
+	}
+	d.log.Info("demo: the Stripe timeout storm is over")
 }
 
 // story replays seed 002: order 4417, $38.00; the agent's first tool call times out while

@@ -58,6 +58,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = addUser(ctx, cfg, stdin, stdout)
 	case "token add":
 		err = addToken(ctx, cfg, stdout)
+	case "alerts export":
+		err = alertsExport(ctx, cfg.Alerts, stdout)
 	case "reconcile":
 		err = reconcileCmd(ctx, cfg, stdout, logger)
 	case "mcp":

@@ -100,6 +100,7 @@ func (p *Program) Run(ctx context.Context) error {
 	if err := p.wireLedger(bgCtx, srv); err != nil {
 		return err
 	}
+	p.wireAlerts(bgCtx, p.Config.Alerts, srv, reg)
 	p.server = &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -1,0 +1,179 @@
+package alerts
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// The metrics Settle exports for Prometheus rules. Counters count rows recorded in the
+// database since this process started (so a restart is a counter reset, which increase()
+// handles); every replica exports the same counts, and the exported rules take the max over
+// instances.
+const (
+	MetricClientRequests    = "settle_client_requests_total"
+	MetricAttempts          = "settle_attempts_total"
+	MetricOperationsCreated = "settle_operations_created_total"
+	MetricOperationsClosed  = "settle_operations_closed_total"
+	MetricProviderCharges   = "settle_provider_charges_total"
+	MetricOperationsOpen    = "settle_operations_open"
+	MetricOldestOpenAge     = "settle_oldest_open_operation_age_seconds"
+	MetricSourceUp          = "settle_metrics_source_up"
+)
+
+// Tally is a number of rows recorded in a window for one counter and label set.
+type Tally struct {
+	Metric string
+	Labels map[string]string
+	N      float64
+}
+
+// MetricsSource reads what the collector exports.
+type MetricsSource interface {
+	// Tally counts the rows behind each counter recorded in [from, to).
+	Tally(ctx context.Context, from, to time.Time) ([]Tally, error)
+	// Backlog is Source.Backlog: open operations and the age of the oldest, now.
+	Backlog(ctx context.Context, now time.Time) ([]Row, error)
+}
+
+var counterLabels = map[string][]string{
+	MetricClientRequests:    {"tenant", "kind", "provider", "answer", "duplicate"},
+	MetricAttempts:          {"tenant", "kind", "provider", "outcome"},
+	MetricOperationsCreated: {"tenant", "kind", "provider"},
+	MetricOperationsClosed:  {"tenant", "kind", "provider", "status"},
+	MetricProviderCharges:   {"tenant", "kind", "provider", "orphan", "double"},
+}
+
+var counterHelp = map[string]string{
+	MetricClientRequests:    "Client requests recorded, by how they were answered and whether they repeated an existing intent.",
+	MetricAttempts:          "Attempts sent to providers, by outcome (in_flight: not finished when counted).",
+	MetricOperationsCreated: "Operations created.",
+	MetricOperationsClosed:  "Operations closed, by final status.",
+	MetricProviderCharges:   "Provider charges recorded; orphan: no operation; double: not the first charge of its operation.",
+}
+
+// Collector exports Settle's ledger counters on /metrics. It reads the database at most
+// every MinRefresh however often it is scraped, and counts rows only once they are Lag old,
+// so a row committed a little late is still counted.
+type Collector struct {
+	Source     MetricsSource
+	Clock      ops.Clock
+	Lag        time.Duration
+	MinRefresh time.Duration
+	Timeout    time.Duration
+	Logger     *slog.Logger
+
+	mu          sync.Mutex
+	watermark   time.Time
+	lastRefresh time.Time
+	totals      map[string]*Tally
+	backlog     []Row
+	up          bool
+	descs       map[string]*prometheus.Desc
+}
+
+// NewCollector returns a collector counting from now.
+func NewCollector(src MetricsSource, clock ops.Clock, logger *slog.Logger) *Collector {
+	c := &Collector{Source: src, Clock: clock, Lag: time.Minute, MinRefresh: 10 * time.Second, Timeout: 5 * time.Second,
+		Logger: logger, totals: map[string]*Tally{}, watermark: clock.Now().Add(-time.Minute)}
+	c.descs = map[string]*prometheus.Desc{
+		MetricOperationsOpen: prometheus.NewDesc(MetricOperationsOpen, "Open operations now, by status.",
+			[]string{"tenant", "kind", "provider", "status"}, nil),
+		MetricOldestOpenAge: prometheus.NewDesc(MetricOldestOpenAge, "Age of the oldest open operation, by status.",
+			[]string{"tenant", "kind", "provider", "status"}, nil),
+		MetricSourceUp: prometheus.NewDesc(MetricSourceUp, "1 when the last read of the ledger counters succeeded.", nil, nil),
+	}
+	for m, l := range counterLabels {
+		c.descs[m] = prometheus.NewDesc(m, counterHelp[m], l, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector. A failed read keeps the last numbers and says
+// so in settle_metrics_source_up, rather than failing the whole scrape.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.Clock.Now()
+	if c.lastRefresh.IsZero() || now.Sub(c.lastRefresh) >= c.MinRefresh {
+		c.lastRefresh = now
+		ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+		err := c.refresh(ctx, now)
+		cancel()
+		c.up = err == nil
+		if err != nil {
+			c.logger().Warn("read ledger counters for /metrics", "err", err)
+		}
+	}
+	up := 0.0
+	if c.up {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs[MetricSourceUp], prometheus.GaugeValue, up)
+	for _, k := range sortedKeys(c.totals) {
+		t := c.totals[k]
+		names := counterLabels[t.Metric]
+		vals := make([]string, len(names))
+		for i, n := range names {
+			vals[i] = t.Labels[n]
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs[t.Metric], prometheus.CounterValue, t.N, vals...)
+	}
+	for _, r := range c.backlog {
+		for _, s := range []struct {
+			count, age Signal
+			status     string
+		}{{UnknownOperations, OldestUnknown, "unknown"}, {ExpiredOperations, OldestExpired, "expired"},
+			{ReceivedOperations, OldestReceived, "received"}, {InProgressOperations, OldestInProgress, "in_progress"}} {
+			n, ok := r.Values[s.count]
+			if !ok {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(c.descs[MetricOperationsOpen], prometheus.GaugeValue, n, r.Tenant, r.Kind, r.Provider, s.status)
+			ch <- prometheus.MustNewConstMetric(c.descs[MetricOldestOpenAge], prometheus.GaugeValue, r.Values[s.age], r.Tenant, r.Kind, r.Provider, s.status)
+		}
+	}
+}
+
+func (c *Collector) refresh(ctx context.Context, now time.Time) error {
+	to := now.Add(-c.Lag)
+	if to.After(c.watermark) {
+		tallies, err := c.Source.Tally(ctx, c.watermark, to)
+		if err != nil {
+			return err
+		}
+		for _, t := range tallies {
+			k := t.Metric + labelString(t.Labels)
+			if c.totals[k] == nil {
+				c.totals[k] = &Tally{Metric: t.Metric, Labels: t.Labels}
+			}
+			c.totals[k].N += t.N
+		}
+		c.watermark = to
+	}
+	rows, err := c.Source.Backlog(ctx, now)
+	if err != nil {
+		return err
+	}
+	c.backlog = rows
+	return nil
+}
+
+func (c *Collector) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,674 @@
+package alerts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Row is the numbers of one tenant, kind and provider. Empty strings mean "none": a charge
+// with no operation has no kind.
+type Row struct {
+	Tenant, Kind, Provider string
+	Values                 map[Signal]float64
+}
+
+// Source reads the numbers rules compare. Every call reads recorded rows: nothing is
+// estimated.
+type Source interface {
+	// Counters returns the windowed signals counted over [from, to).
+	Counters(ctx context.Context, from, to time.Time) ([]Row, error)
+	// Backlog returns the open operations in unknown and expired, with the ages in seconds
+	// of the oldest of each, as of now.
+	Backlog(ctx context.Context, now time.Time) ([]Row, error)
+}
+
+// State is where an alert instance is in its life.
+type State string
+
+// The states of an alert instance: inactive → pending (condition true, waiting for 'for')
+// → firing → recovering (condition false, within 'keep_firing_for') → inactive. An inactive
+// instance has no row.
+const (
+	StateInactive   State = "inactive"
+	StatePending    State = "pending"
+	StateFiring     State = "firing"
+	StateRecovering State = "recovering"
+)
+
+// Active reports whether Alertmanager should see the instance as firing.
+func (s State) Active() bool { return s == StateFiring || s == StateRecovering }
+
+// Health says whether the last evaluation of a rule could be trusted.
+type Health string
+
+// A rule's health. No data and errors are never shown as OK.
+const (
+	HealthUnknown Health = "unknown"
+	HealthOK      Health = "ok"
+	HealthNoData  Health = "no_data"
+	HealthError   Health = "error"
+)
+
+// Instance is one alert: one rule and one label set.
+type Instance struct {
+	// Key is a fingerprint of the labels; RuleKey names the rule.
+	Key         string
+	RuleKey     string
+	Alert       string
+	Labels      map[string]string
+	Annotations map[string]string
+	State       State
+	// Value is the rule's value for this label set at the last evaluation.
+	Value float64
+	// ActiveAt is when the condition became true; FiredAt when the instance began to fire;
+	// LastTrueAt the last evaluation where the condition held; Since when the state began.
+	ActiveAt   time.Time
+	FiredAt    time.Time
+	LastTrueAt time.Time
+	Since      time.Time
+}
+
+// RuleStatus is the outcome of a rule's last evaluation, for the alerts page.
+type RuleStatus struct {
+	RuleKey string
+	Group   string
+	Alert   string
+	Health  Health
+	// Message explains no data or an error.
+	Message string
+	// Value is the highest value over the rule's label sets; HasValue is false when no label
+	// set had data.
+	Value       float64
+	HasValue    bool
+	EvaluatedAt time.Time
+}
+
+// Transition is one line of the history: an instance changed state.
+type Transition struct {
+	At          time.Time
+	RuleKey     string
+	Alert       string
+	InstanceKey string
+	Labels      map[string]string
+	From, To    State
+	Value       float64
+}
+
+// Notice is what a receiver is told about one alert, in the terms of Alertmanager.
+type Notice struct {
+	Status       string            `json:"status"` // firing or resolved
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL"`
+	Fingerprint  string            `json:"fingerprint"`
+}
+
+// Notification is one Notice for one receiver. It becomes an outbox row written in the
+// same transaction as the state change it reports (rule 10).
+type Notification struct {
+	Receiver    string
+	InstanceKey string
+	// Resend marks a repeat of an unchanged firing alert; a newer notification for the same
+	// receiver and instance makes an undelivered resend pointless.
+	Resend bool
+	Notice Notice
+}
+
+// Pass is everything one evaluation writes, in one transaction.
+type Pass struct {
+	Now           time.Time
+	Upserts       []Instance
+	Deletes       []string
+	History       []Transition
+	Statuses      []RuleStatus
+	Notifications []Notification
+}
+
+// Store keeps alert state, history and the outbox of notifications.
+type Store interface {
+	// AcquireAlertLease takes or renews the evaluator's lease for owner until until; ok
+	// false names the replica holding it.
+	AcquireAlertLease(ctx context.Context, owner string, now, until time.Time) (holder string, ok bool, err error)
+	// AlertInstances returns every instance that is not inactive.
+	AlertInstances(ctx context.Context) ([]Instance, error)
+	// SaveAlertPass writes a pass atomically: state, history, statuses and outbox rows.
+	SaveAlertPass(ctx context.Context, p Pass) error
+}
+
+// ReceiverInfo is what the evaluator needs to know of a receiver.
+type ReceiverInfo struct {
+	Name string
+	// EveryEvaluation is true for Alertmanager, which expects firing alerts to be re-sent
+	// every evaluation (as Prometheus does) and resolves those it stops hearing about.
+	// Webhooks hear about changes only.
+	EveryEvaluation bool
+}
+
+// Evaluator evaluates the rules on a clock, keeps the state of every alert instance and
+// writes notifications to the outbox. Several replicas may run one; a lease lets only one
+// act at a time.
+type Evaluator struct {
+	Rules     *RuleSet
+	Source    Source
+	Store     Store
+	Clock     ops.Clock
+	Receivers []ReceiverInfo
+	// Owner names this replica in the lease.
+	Owner string
+	// Tick is how often Start looks for due groups and renews the lease; default the
+	// shortest group interval, at most 15 s.
+	Tick time.Duration
+	// ExternalURL is where people reach Settle; alerts link to its /alerts page.
+	ExternalURL string
+	Logger      *slog.Logger
+
+	lastEval  map[string]time.Time
+	lastPrune time.Time
+}
+
+// Pruner is a Store that can forget delivered notifications and old history.
+type Pruner interface {
+	PruneAlerts(ctx context.Context, deliveredBefore, historyBefore time.Time) error
+}
+
+// How long delivered notifications and the history are kept.
+const (
+	keepDelivered = 24 * time.Hour
+	keepHistory   = 90 * 24 * time.Hour
+)
+
+// PassResult says what one RunOnce did.
+type PassResult struct {
+	// Skipped is set when another replica holds the lease; Holder names it.
+	Skipped bool
+	Holder  string
+	// Evaluated counts the rules evaluated; Errors those that failed.
+	Evaluated, Errors int
+	Transitions       int
+	Notifications     int
+}
+
+func (e *Evaluator) tick() time.Duration {
+	if e.Tick > 0 {
+		return e.Tick
+	}
+	t := 15 * time.Second
+	for _, g := range e.Rules.Groups {
+		t = min(t, g.Interval)
+	}
+	return t
+}
+
+// Start evaluates until ctx ends.
+func (e *Evaluator) Start(ctx context.Context) {
+	t := time.NewTicker(e.tick())
+	defer t.Stop()
+	for {
+		if res, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			e.logger().Error("alert evaluation failed", "err", err)
+		} else if res.Errors > 0 {
+			e.logger().Warn("alert rules failed to evaluate", "rules", res.Errors)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// evalCache reads each window once per pass, however many rules use it.
+type evalCache struct {
+	src      Source
+	counters map[[2]time.Time][]Row
+	backlog  []Row
+	backErr  error
+	backRead bool
+}
+
+func (c *evalCache) windowRows(ctx context.Context, from, to time.Time) ([]Row, error) {
+	k := [2]time.Time{from, to}
+	if rows, ok := c.counters[k]; ok {
+		return rows, nil
+	}
+	rows, err := c.src.Counters(ctx, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("count %s to %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+	}
+	c.counters[k] = rows
+	return rows, nil
+}
+
+func (c *evalCache) backlogRows(ctx context.Context, now time.Time) ([]Row, error) {
+	if !c.backRead {
+		c.backlog, c.backErr = c.src.Backlog(ctx, now)
+		c.backRead = true
+		if c.backErr != nil {
+			c.backErr = fmt.Errorf("read the backlog: %w", c.backErr)
+		}
+	}
+	return c.backlog, c.backErr
+}
+
+// RunOnce takes the lease, evaluates the groups that are due and saves the pass.
+func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
+	var res PassResult
+	now := e.Clock.Now()
+	holder, ok, err := e.Store.AcquireAlertLease(ctx, e.Owner, now, now.Add(3*e.tick()))
+	if err != nil {
+		return res, fmt.Errorf("take the evaluator lease: %w", err)
+	}
+	if !ok {
+		// Another replica evaluates; forget our schedule so we start fresh if we take over.
+		e.lastEval = nil
+		return PassResult{Skipped: true, Holder: holder}, nil
+	}
+	current, err := e.Store.AlertInstances(ctx)
+	if err != nil {
+		return res, fmt.Errorf("load alert state: %w", err)
+	}
+	byRule := map[string]map[string]*Instance{}
+	for i := range current {
+		in := current[i]
+		if byRule[in.RuleKey] == nil {
+			byRule[in.RuleKey] = map[string]*Instance{}
+		}
+		byRule[in.RuleKey][in.Key] = &in
+	}
+	if e.lastEval == nil {
+		e.lastEval = map[string]time.Time{}
+	}
+	pass := Pass{Now: now}
+	cache := &evalCache{src: e.Source, counters: map[[2]time.Time][]Row{}}
+	known := map[string]bool{}
+	for _, g := range e.Rules.Groups {
+		for _, r := range g.Rules {
+			known[r.Key()] = true
+		}
+		if last, ok := e.lastEval[g.Name]; ok && now.Sub(last) < g.Interval {
+			continue
+		}
+		e.lastEval[g.Name] = now
+		for _, r := range g.Rules {
+			st := e.evalRule(ctx, cache, g, r, now, byRule[r.Key()], &pass)
+			pass.Statuses = append(pass.Statuses, st)
+			res.Evaluated++
+			if st.Health == HealthError {
+				res.Errors++
+			}
+		}
+	}
+	// Instances of rules that were removed from the file resolve: nobody can judge them.
+	for key, ins := range byRule {
+		if known[key] {
+			continue
+		}
+		for _, in := range ins {
+			e.move(&pass, in, StateInactive, now)
+		}
+	}
+	res.Transitions, res.Notifications = len(pass.History), len(pass.Notifications)
+	if err := e.Store.SaveAlertPass(ctx, pass); err != nil {
+		return res, fmt.Errorf("save alert state: %w", err)
+	}
+	if p, ok := e.Store.(Pruner); ok && now.Sub(e.lastPrune) >= time.Hour {
+		// Pruning is housekeeping: a failure is logged and tried again next hour.
+		e.lastPrune = now
+		if err := p.PruneAlerts(ctx, now.Add(-keepDelivered), now.Add(-keepHistory)); err != nil {
+			e.logger().Warn("prune alert history", "err", err)
+		}
+	}
+	return res, nil
+}
+
+// sample is one label set's value, and whether the rule's condition holds for it.
+type sample struct {
+	labels map[string]string
+	value  float64
+	hit    bool
+}
+
+// evalRule evaluates r and moves its instances; it returns the rule's status.
+func (e *Evaluator) evalRule(ctx context.Context, cache *evalCache, g *Group, r *Rule, now time.Time, ins map[string]*Instance, pass *Pass) RuleStatus {
+	st := RuleStatus{RuleKey: r.Key(), Group: g.Name, Alert: r.Alert, EvaluatedAt: now}
+	samples, health, msg, err := evaluate(ctx, cache, r, now)
+	if err != nil {
+		// An error is not an all-clear: nothing resolves, and firing alerts keep being
+		// re-sent so Alertmanager does not time them out.
+		st.Health, st.Message = HealthError, err.Error()
+		for _, in := range ins {
+			if in.State.Active() {
+				e.notifyResend(pass, in, now)
+			}
+		}
+		return st
+	}
+	st.Health, st.Message = health, msg
+	seen := map[string]bool{}
+	for _, s := range samples {
+		if !st.HasValue || s.value > st.Value {
+			st.Value, st.HasValue = s.value, true
+		}
+		labels := map[string]string{"alertname": r.Alert}
+		for k, v := range r.Labels {
+			labels[k] = v
+		}
+		for k, v := range s.labels {
+			labels[k] = v
+		}
+		key := Fingerprint(labels)
+		in := ins[key]
+		if !s.hit {
+			if in != nil {
+				in.Value = s.value
+			}
+			continue
+		}
+		seen[key] = true
+		if in == nil {
+			in = &Instance{Key: key, RuleKey: r.Key(), Alert: r.Alert, Labels: labels, State: StateInactive, ActiveAt: now, Since: now}
+			if ins == nil {
+				ins = map[string]*Instance{}
+			}
+			ins[key] = in
+		}
+		in.Value, in.LastTrueAt = s.value, now
+		in.Annotations = expandAll(r.Annotations, labels, s.value)
+		switch in.State {
+		case StateInactive:
+			if r.For == 0 {
+				e.move(pass, in, StateFiring, now)
+			} else {
+				e.move(pass, in, StatePending, now)
+			}
+		case StatePending:
+			if now.Sub(in.ActiveAt) >= r.For {
+				e.move(pass, in, StateFiring, now)
+			} else {
+				pass.Upserts = append(pass.Upserts, *in)
+			}
+		case StateRecovering:
+			e.move(pass, in, StateFiring, now)
+		case StateFiring:
+			e.notifyResend(pass, in, now)
+			pass.Upserts = append(pass.Upserts, *in)
+		}
+	}
+	for key, in := range ins {
+		if seen[key] {
+			continue
+		}
+		switch in.State {
+		case StatePending:
+			e.move(pass, in, StateInactive, now)
+		case StateFiring:
+			if r.KeepFiringFor > 0 && now.Sub(in.LastTrueAt) < r.KeepFiringFor {
+				e.move(pass, in, StateRecovering, now)
+			} else {
+				e.move(pass, in, StateInactive, now)
+			}
+		case StateRecovering:
+			if now.Sub(in.LastTrueAt) >= r.KeepFiringFor {
+				e.move(pass, in, StateInactive, now)
+			} else {
+				e.notifyResend(pass, in, now)
+				pass.Upserts = append(pass.Upserts, *in)
+			}
+		}
+	}
+	return st
+}
+
+// move changes in's state, records it in the history and tells the receivers what they
+// need to hear.
+func (e *Evaluator) move(pass *Pass, in *Instance, to State, now time.Time) {
+	from := in.State
+	pass.History = append(pass.History, Transition{At: now, RuleKey: in.RuleKey, Alert: in.Alert, InstanceKey: in.Key,
+		Labels: in.Labels, From: from, To: to, Value: in.Value})
+	in.State, in.Since = to, now
+	switch {
+	case to == StateFiring && from == StateRecovering:
+		// Still firing as far as receivers know: Alertmanager hears it again, webhooks
+		// heard nothing of the recovery.
+		e.notify(pass, in, now, func(r ReceiverInfo) (bool, bool) { return r.EveryEvaluation, true })
+	case to == StateFiring:
+		in.FiredAt = now
+		e.notify(pass, in, now, func(ReceiverInfo) (bool, bool) { return true, false })
+	case to == StateRecovering:
+		e.notify(pass, in, now, func(r ReceiverInfo) (bool, bool) { return r.EveryEvaluation, true })
+	case to == StateInactive && from.Active():
+		e.notify(pass, in, now, func(ReceiverInfo) (bool, bool) { return true, false })
+	}
+	if to == StateInactive {
+		pass.Deletes = append(pass.Deletes, in.Key)
+	} else {
+		pass.Upserts = append(pass.Upserts, *in)
+	}
+}
+
+func (e *Evaluator) notifyResend(pass *Pass, in *Instance, now time.Time) {
+	e.notify(pass, in, now, func(r ReceiverInfo) (bool, bool) { return r.EveryEvaluation, true })
+}
+
+// resendAfter is how far ahead a firing alert's endsAt is set: Prometheus uses four
+// evaluation intervals (at least four resend delays of 1m), so Alertmanager resolves an
+// alert on its own if the evaluator dies, but not because one delivery was late.
+func (e *Evaluator) resendAfter() time.Duration {
+	return 4 * max(e.tick(), time.Minute)
+}
+
+func (e *Evaluator) notify(pass *Pass, in *Instance, now time.Time, want func(ReceiverInfo) (send, resend bool)) {
+	n := e.notice(in, now)
+	for _, r := range e.Receivers {
+		if send, resend := want(r); send {
+			pass.Notifications = append(pass.Notifications, Notification{Receiver: r.Name, InstanceKey: in.Key, Resend: resend, Notice: n})
+		}
+	}
+}
+
+func (e *Evaluator) notice(in *Instance, now time.Time) Notice {
+	n := Notice{Status: "firing", Labels: in.Labels, Annotations: in.Annotations, StartsAt: in.FiredAt,
+		EndsAt: now.Add(e.resendAfter()), GeneratorURL: e.ExternalURL + "/alerts", Fingerprint: in.Key}
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
+	}
+	if in.State == StateInactive {
+		n.Status, n.EndsAt = "resolved", now
+	}
+	if n.StartsAt.IsZero() {
+		n.StartsAt = in.ActiveAt
+	}
+	return n
+}
+
+// TestNotification builds a firing alert that only says the delivery path works; it
+// ends on its own after a few minutes.
+func (e *Evaluator) TestNotification(actor string) Pass {
+	now := e.Clock.Now()
+	labels := map[string]string{"alertname": "SettleTestNotification", "severity": "none", "requested_by": actor}
+	key := Fingerprint(labels)
+	n := Notice{Status: "firing", Labels: labels, StartsAt: now, EndsAt: now.Add(5 * time.Minute),
+		GeneratorURL: e.ExternalURL + "/alerts", Fingerprint: key,
+		Annotations: map[string]string{"summary": "Test notification from Settle, sent by " + actor,
+			"description": "Nothing is wrong: someone checked that alerts reach you. It resolves by itself in 5 minutes."}}
+	p := Pass{Now: now}
+	for _, r := range e.Receivers {
+		p.Notifications = append(p.Notifications, Notification{Receiver: r.Name, InstanceKey: key, Notice: n})
+	}
+	return p
+}
+
+// SendTest writes a test notification to every receiver through the outbox.
+func (e *Evaluator) SendTest(ctx context.Context, actor string) (int, error) {
+	if len(e.Receivers) == 0 {
+		return 0, ops.Errorf(ops.EINVALID, "No receiver is configured: set SETTLE_ALERTMANAGER_URL or SETTLE_ALERT_WEBHOOK_URLS.")
+	}
+	p := e.TestNotification(actor)
+	if err := e.Store.SaveAlertPass(ctx, p); err != nil {
+		return 0, fmt.Errorf("queue test notification: %w", err)
+	}
+	return len(p.Notifications), nil
+}
+
+func (e *Evaluator) logger() *slog.Logger {
+	if e.Logger != nil {
+		return e.Logger
+	}
+	return slog.Default()
+}
+
+func expandAll(ann map[string]string, labels map[string]string, value float64) map[string]string {
+	out := make(map[string]string, len(ann))
+	for k, v := range ann {
+		out[k] = expand(k, v, labels, value)
+	}
+	return out
+}
+
+// Fingerprint identifies a label set: the same labels always give the same key.
+func Fingerprint(labels map[string]string) string {
+	sum := sha256.Sum256([]byte(labelString(labels)))
+	return hex.EncodeToString(sum[:8])
+}
+
+type group struct {
+	labels map[string]string
+	values map[Signal]float64
+}
+
+// aggregate adds rows up by the labels in by: counts are summed, ages take the oldest.
+func aggregate(rows []Row, by []string) map[string]*group {
+	out := map[string]*group{}
+	for _, r := range rows {
+		labels := map[string]string{}
+		for _, l := range by {
+			var v string
+			switch l {
+			case LabelTenant:
+				v = r.Tenant
+			case LabelKind:
+				v = r.Kind
+			case LabelProvider:
+				v = r.Provider
+			}
+			// An empty value is no label at all, as in Prometheus.
+			if v != "" {
+				labels[l] = v
+			}
+		}
+		k := labelString(labels)
+		g := out[k]
+		if g == nil {
+			g = &group{labels: labels, values: map[Signal]float64{}}
+			out[k] = g
+		}
+		for s, v := range r.Values {
+			if ages[s] {
+				g.values[s] = math.Max(g.values[s], v)
+			} else {
+				g.values[s] += v
+			}
+		}
+	}
+	for _, g := range out {
+		g.values[ChargeDifference] = math.Abs(g.values[ProviderCharges] - g.values[Succeeded])
+	}
+	return out
+}
+
+func sortedGroups(m map[string]*group) []*group {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*group, len(keys))
+	for i, k := range keys {
+		out[i] = m[k]
+	}
+	return out
+}
+
+// evaluate computes r's samples at now.
+func evaluate(ctx context.Context, cache *evalCache, r *Rule, now time.Time) ([]sample, Health, string, error) {
+	x := r.Expr
+	end := now.Add(-x.Offset)
+	switch {
+	case x.Form == FormRatio:
+		long, err := cache.windowRows(ctx, end.Add(-x.Window), end)
+		if err != nil {
+			return nil, HealthError, "", err
+		}
+		var short map[string]*group
+		if x.ShortWindow > 0 {
+			rows, err := cache.windowRows(ctx, end.Add(-x.ShortWindow), end)
+			if err != nil {
+				return nil, HealthError, "", err
+			}
+			short = aggregate(rows, x.By)
+		}
+		var out []sample
+		quiet, empty := 0, 0
+		for _, g := range sortedGroups(aggregate(long, x.By)) {
+			den := g.values[x.Denominator]
+			if den == 0 {
+				empty++
+				continue
+			}
+			if den < x.MinRequests {
+				// Too few requests to mean anything: the label set stays quiet.
+				quiet++
+				continue
+			}
+			s := sample{labels: g.labels, value: g.values[x.Numerator] / den}
+			s.hit = s.value > x.Threshold
+			if short != nil {
+				sg := short[labelString(g.labels)]
+				// Both windows must burn: the long one says it matters, the short one says
+				// it is still happening.
+				s.hit = s.hit && sg != nil && sg.values[x.Denominator] > 0 &&
+					sg.values[x.Numerator]/sg.values[x.Denominator] > x.Threshold
+			}
+			out = append(out, s)
+		}
+		switch {
+		case len(out) > 0:
+			return out, HealthOK, "", nil
+		case quiet > 0:
+			return nil, HealthNoData, fmt.Sprintf("fewer than %g %s in %s: quiet", x.MinRequests, x.Denominator, FormatDuration(x.Window)), nil
+		default:
+			return nil, HealthNoData, fmt.Sprintf("no %s in the last %s", x.Denominator, FormatDuration(x.Window)), nil
+		}
+	case windowed[x.Signal]:
+		rows, err := cache.windowRows(ctx, end.Add(-x.Window), end)
+		if err != nil {
+			return nil, HealthError, "", err
+		}
+		return samplesOf(aggregate(rows, x.By), x), HealthOK, "", nil
+	default:
+		rows, err := cache.backlogRows(ctx, now)
+		if err != nil {
+			return nil, HealthError, "", err
+		}
+		return samplesOf(aggregate(rows, x.By), x), HealthOK, "", nil
+	}
+}
+
+func samplesOf(groups map[string]*group, x Expr) []sample {
+	var out []sample
+	for _, g := range sortedGroups(groups) {
+		v := g.values[x.Signal]
+		out = append(out, sample{labels: g.labels, value: v, hit: v > x.Threshold})
+	}
+	return out
+}

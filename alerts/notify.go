@@ -1,0 +1,191 @@
+package alerts
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Notifier delivers one notice to one receiver. It may be called more than once for the
+// same event; eventID lets the receiver drop repeats.
+type Notifier interface {
+	Notify(ctx context.Context, eventID string, n Notice) error
+}
+
+// Receiver is a named destination of notifications.
+type Receiver struct {
+	ReceiverInfo
+	Notifier Notifier
+}
+
+// Receivers builds the receivers of a configuration: Alertmanager when amURL is set, and
+// one webhook per URL. Names are stable for the same URL, so outbox rows written before a
+// restart still find their receiver after it.
+func Receivers(amURL string, webhookURLs []string, client *http.Client, externalURL string) []Receiver {
+	var out []Receiver
+	if amURL != "" {
+		out = append(out, Receiver{ReceiverInfo: ReceiverInfo{Name: "alertmanager", EveryEvaluation: true},
+			Notifier: &Alertmanager{URL: amURL, Client: client}})
+	}
+	for _, u := range webhookURLs {
+		sum := sha256.Sum256([]byte(u))
+		name := "webhook:" + hex.EncodeToString(sum[:6])
+		out = append(out, Receiver{ReceiverInfo: ReceiverInfo{Name: name},
+			Notifier: &Webhook{URL: u, Client: client, Receiver: name, ExternalURL: externalURL}})
+	}
+	return out
+}
+
+// Infos lists what the evaluator needs to know of rs.
+func Infos(rs []Receiver) []ReceiverInfo {
+	out := make([]ReceiverInfo, len(rs))
+	for i, r := range rs {
+		out[i] = r.ReceiverInfo
+	}
+	return out
+}
+
+// Dispatcher is the ops.Publisher of the alert outbox: each event is one notice for the
+// receiver named by its topic. ops.Relay gives it retries with backoff.
+type Dispatcher struct {
+	Receivers []Receiver
+	Logger    *slog.Logger
+}
+
+var _ ops.Publisher = (*Dispatcher)(nil)
+
+// Publish delivers e to its receiver.
+func (d *Dispatcher) Publish(ctx context.Context, e ops.Event) error {
+	var n Notice
+	if err := json.Unmarshal(e.Payload, &n); err != nil {
+		// A row nobody can read will never become readable; retrying it forever would only
+		// hide it. Say so loudly and let it go.
+		d.logger().Error("drop unreadable alert notification", "event", e.EventID, "err", err)
+		return nil
+	}
+	for _, r := range d.Receivers {
+		if r.Name == e.Topic {
+			return r.Notifier.Notify(ctx, e.EventID, n)
+		}
+	}
+	// The receiver was removed from the configuration since the row was written.
+	d.logger().Warn("drop alert notification for a receiver no longer configured", "receiver", e.Topic, "event", e.EventID)
+	return nil
+}
+
+func (d *Dispatcher) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return slog.Default()
+}
+
+// Alertmanager posts alerts to Alertmanager's v2 API.
+type Alertmanager struct {
+	// URL is Alertmanager's base URL, e.g. http://alertmanager:9093.
+	URL    string
+	Client *http.Client
+}
+
+// postableAlert is an alert as POST /api/v2/alerts takes it.
+type postableAlert struct {
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL,omitempty"`
+}
+
+// Notify posts n. A resolved notice carries an endsAt in the past, which is how
+// Alertmanager learns an alert is over.
+func (a *Alertmanager) Notify(ctx context.Context, eventID string, n Notice) error {
+	body, err := json.Marshal([]postableAlert{{Labels: n.Labels, Annotations: n.Annotations, StartsAt: n.StartsAt,
+		EndsAt: n.EndsAt, GeneratorURL: n.GeneratorURL}})
+	if err != nil {
+		return fmt.Errorf("encode alert: %w", err)
+	}
+	return post(ctx, a.Client, strings.TrimRight(a.URL, "/")+"/api/v2/alerts", eventID, body)
+}
+
+// Webhook posts the Alertmanager webhook payload (version 4) to a URL, one alert per
+// notification, for teams without an Alertmanager.
+type Webhook struct {
+	URL         string
+	Client      *http.Client
+	Receiver    string
+	ExternalURL string
+}
+
+// WebhookPayload is Alertmanager's webhook body, version 4.
+type WebhookPayload struct {
+	Version           string            `json:"version"`
+	GroupKey          string            `json:"groupKey"`
+	TruncatedAlerts   int               `json:"truncatedAlerts"`
+	Status            string            `json:"status"`
+	Receiver          string            `json:"receiver"`
+	GroupLabels       map[string]string `json:"groupLabels"`
+	CommonLabels      map[string]string `json:"commonLabels"`
+	CommonAnnotations map[string]string `json:"commonAnnotations"`
+	ExternalURL       string            `json:"externalURL"`
+	Alerts            []Notice          `json:"alerts"`
+}
+
+// Notify posts n with the event id in Settle-Event-Id so the receiver can drop repeats.
+func (w *Webhook) Notify(ctx context.Context, eventID string, n Notice) error {
+	p := WebhookPayload{Version: "4", GroupKey: fmt.Sprintf("{}:{alertname=%q}", n.Labels["alertname"]),
+		Status: n.Status, Receiver: w.Receiver, GroupLabels: map[string]string{"alertname": n.Labels["alertname"]},
+		CommonLabels: n.Labels, CommonAnnotations: n.Annotations, ExternalURL: w.ExternalURL, Alerts: []Notice{n}}
+	body, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode webhook payload: %w", err)
+	}
+	return post(ctx, w.Client, w.URL, eventID, body)
+}
+
+func post(ctx context.Context, c *http.Client, target, eventID string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Settle-Event-Id", eventID)
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		// The URL may carry a token; the error names the host only.
+		return fmt.Errorf("notify %s: %w", hostOf(target), unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("notify %s: answered %s: %s", hostOf(target), resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+func hostOf(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Host
+	}
+	return "receiver"
+}
+
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}

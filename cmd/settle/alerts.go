@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/web"
+)
+
+// AlertsConfig is how alerts are evaluated and where they go.
+type AlertsConfig struct {
+	// RulesPath is SETTLE_ALERT_RULES; empty means the built-in rules. Rules is the parsed
+	// file, read while the configuration loads so a malformed file stops the start.
+	RulesPath string
+	Rules     *alerts.RuleSet
+	// AlertmanagerURL is SETTLE_ALERTMANAGER_URL, Alertmanager's base URL.
+	AlertmanagerURL string
+	// WebhookURLs is SETTLE_ALERT_WEBHOOK_URLS, comma-separated: each gets the
+	// Alertmanager webhook payload (version 4).
+	WebhookURLs []string
+	// ExternalURL is SETTLE_EXTERNAL_URL, where people reach Settle; alerts link to it.
+	ExternalURL string
+	// Format is the --format of 'alerts export'.
+	Format string
+}
+
+// loadAlertsEnv reads the alert settings of serve, demo and 'alerts export'. The rules file
+// is parsed here: a mistake in it is a configuration mistake with its file, line and reason.
+func loadAlertsEnv(ac *AlertsConfig, getenv func(string) string) error {
+	ac.RulesPath = getenv("SETTLE_ALERT_RULES")
+	rules, err := alerts.Load(ac.RulesPath)
+	var pe *alerts.ParseError
+	switch {
+	case errors.As(err, &pe):
+		return usagef("alert rules: %v", pe)
+	case err != nil:
+		return usagef("SETTLE_ALERT_RULES=%q cannot be read: %v", ac.RulesPath, errors.Unwrap(err))
+	}
+	ac.Rules = rules
+	ac.AlertmanagerURL = strings.TrimRight(getenv("SETTLE_ALERTMANAGER_URL"), "/")
+	if err := checkHTTPURL("SETTLE_ALERTMANAGER_URL", ac.AlertmanagerURL); err != nil {
+		return err
+	}
+	ac.WebhookURLs = nil
+	for _, u := range strings.Split(getenv("SETTLE_ALERT_WEBHOOK_URLS"), ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if err := checkHTTPURL("SETTLE_ALERT_WEBHOOK_URLS", u); err != nil {
+			return err
+		}
+		ac.WebhookURLs = append(ac.WebhookURLs, u)
+	}
+	ac.ExternalURL = strings.TrimRight(getenv("SETTLE_EXTERNAL_URL"), "/")
+	return checkHTTPURL("SETTLE_EXTERNAL_URL", ac.ExternalURL)
+}
+
+// alertsExportFlags adds the flags of 'alerts export' to fs.
+func alertsExportFlags(fs *flag.FlagSet, ac *AlertsConfig) {
+	fs.StringVar(&ac.Format, "format", "prometheus", "output format; only prometheus")
+}
+
+func checkHTTPURL(name, s string) error {
+	if s == "" {
+		return nil
+	}
+	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The URL may hold a token; say which setting is wrong, not what it holds.
+		return usagef("%s holds a value that is not an http(s) URL", name)
+	}
+	return nil
+}
+
+// alertsExport writes the alert rules for another system: 'settle alerts export --format
+// prometheus' writes a Prometheus rules file over Settle's /metrics.
+func alertsExport(_ context.Context, ac AlertsConfig, stdout io.Writer) error {
+	if ac.Format != "prometheus" {
+		return usagef("alerts export: unknown --format %q; the only format is prometheus", ac.Format)
+	}
+	rules := ac.Rules
+	if rules == nil {
+		rules = alerts.DefaultRules()
+	}
+	if err := alerts.ExportPrometheus(rules, stdout); err != nil {
+		return fmt.Errorf("export alert rules: %w", err)
+	}
+	return nil
+}
+
+// wireAlerts starts the alert evaluator and the relay of its notifications, registers the
+// ledger counters on /metrics, and gives the alerts page its dependencies. Every replica
+// runs an evaluator; a lease lets one evaluate at a time. Every replica also relays: the
+// outbox hands each notification to one relay at a time.
+func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Server, reg prometheus.Registerer) {
+	rules := ac.Rules
+	if rules == nil {
+		rules = alerts.DefaultRules()
+	}
+	receivers := alerts.Receivers(ac.AlertmanagerURL, ac.WebhookURLs, &http.Client{Timeout: 10 * time.Second}, ac.ExternalURL)
+	ev := &alerts.Evaluator{Rules: rules, Source: p.DB, Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers),
+		Owner: "alerts:" + p.Config.WorkerID, ExternalURL: ac.ExternalURL, Logger: p.Logger}
+	p.goService(func() { ev.Start(ctx) })
+	if len(receivers) > 0 {
+		relay := &ops.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: &alerts.Dispatcher{Receivers: receivers, Logger: p.Logger},
+			Clock: p.Clock, Interval: time.Second, Logger: p.Logger}
+		p.goService(func() { relay.Start(ctx) })
+	}
+	reg.MustRegister(alerts.NewCollector(p.DB, p.Clock, p.Logger))
+	deps := web.AlertsDeps{AlertRules: rules, Alerts: p.DB, AlertTest: ev}
+	for _, r := range receivers {
+		name := r.Name
+		if r.Name != "alertmanager" {
+			name = "a webhook (" + r.Name + ")"
+		}
+		deps.AlertReceivers = append(deps.AlertReceivers, name)
+	}
+	srv.AlertsDeps = deps
+}

@@ -1,0 +1,420 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/ops"
+)
+
+var (
+	_ alerts.Source        = (*DB)(nil)
+	_ alerts.Store         = (*DB)(nil)
+	_ alerts.MetricsSource = (*DB)(nil)
+	_ ops.OutboxStore      = AlertOutbox{}
+)
+
+// alertLease is the lease row of the alert evaluator.
+const alertLease = "evaluator"
+
+// tenantNames maps tenant ids to names; alerts are labelled by name. The table is small.
+func (db *DB) tenantNames(ctx context.Context) (map[int64]string, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT id, name FROM tenants`)
+	if err != nil {
+		return nil, interpret(err, "list tenants")
+	}
+	out := map[int64]string{}
+	var id int64
+	var name string
+	_, err = pgx.ForEachRow(rows, []any{&id, &name}, func() error { out[id] = name; return nil })
+	return out, interpret(err, "list tenants")
+}
+
+// Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics):
+// the same recorded rows the managers see, added up over the window.
+func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
+	names, err := db.tenantNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.ReconMetrics(ctx, ops.MetricsFilter{Window: ops.Window{From: from, To: to}, Bucket: time.Hour})
+	if err != nil {
+		return nil, fmt.Errorf("count the window: %w", err)
+	}
+	type key struct {
+		tenant   int64
+		kind     ops.Kind
+		provider string
+	}
+	sums := map[key]*alerts.Row{}
+	var order []key
+	for _, r := range rows {
+		k := key{r.TenantID, r.Kind, r.Provider}
+		s := sums[k]
+		if s == nil {
+			s = &alerts.Row{Tenant: names[r.TenantID], Kind: string(r.Kind), Provider: r.Provider, Values: map[alerts.Signal]float64{}}
+			sums[k] = s
+			order = append(order, k)
+		}
+		v := s.Values
+		v[alerts.ClientRequests] += float64(r.ClientRequests)
+		v[alerts.DuplicateRequests] += float64(r.Duplicates)
+		v[alerts.Replays] += float64(r.Replays)
+		v[alerts.Operations] += float64(r.Operations)
+		v[alerts.Succeeded] += float64(r.Succeeded)
+		v[alerts.Attempts] += float64(r.AttemptsSent)
+		v[alerts.Timeouts] += float64(r.Timeouts)
+		v[alerts.ProviderCharges] += float64(r.Charges)
+		v[alerts.OrphanCharges] += float64(r.Orphans)
+		v[alerts.DoubleCharges] += float64(r.DoubleCharges)
+	}
+	out := make([]alerts.Row, 0, len(order))
+	for _, k := range order {
+		out = append(out, *sums[k])
+	}
+	return out, nil
+}
+
+// Backlog implements alerts.Source. Unknown and expired are counted from queue_counts (kept
+// by a trigger) and their oldest found by one probe of operations_open_age_idx per group;
+// received and in-progress rows are few and counted from their partial indexes.
+func (db *DB) Backlog(ctx context.Context, now time.Time) ([]alerts.Row, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT q.status, coalesce(t.name, ''), q.kind, q.provider, sum(q.n)::float8,
+	coalesce(extract(epoch FROM @now - (
+		SELECT o.created_at FROM operations o
+		WHERE o.status = q.status AND o.tenant_id = q.tenant_id AND o.kind = q.kind AND o.provider = q.provider
+		ORDER BY o.created_at LIMIT 1)), 0)::float8
+FROM queue_counts q LEFT JOIN tenants t ON t.id = q.tenant_id
+WHERE q.status IN ('unknown', 'expired')
+GROUP BY q.status, t.name, q.tenant_id, q.kind, q.provider
+HAVING sum(q.n) > 0
+UNION ALL
+SELECT o.status, coalesce(t.name, ''), o.kind, o.provider, count(*)::float8,
+	extract(epoch FROM @now - min(o.created_at))::float8
+FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE o.status IN ('received', 'in_progress')
+GROUP BY o.status, t.name, o.kind, o.provider`, pgx.NamedArgs{"now": now})
+	if err != nil {
+		return nil, interpret(err, "read the backlog")
+	}
+	type key struct{ tenant, kind, provider string }
+	sig := map[string][2]alerts.Signal{
+		"unknown":     {alerts.UnknownOperations, alerts.OldestUnknown},
+		"expired":     {alerts.ExpiredOperations, alerts.OldestExpired},
+		"received":    {alerts.ReceivedOperations, alerts.OldestReceived},
+		"in_progress": {alerts.InProgressOperations, alerts.OldestInProgress},
+	}
+	byKey := map[key]*alerts.Row{}
+	var order []key
+	var status, tenant, kind, provider string
+	var n, age float64
+	_, err = pgx.ForEachRow(rows, []any{&status, &tenant, &kind, &provider, &n, &age}, func() error {
+		k := key{tenant, kind, provider}
+		r := byKey[k]
+		if r == nil {
+			r = &alerts.Row{Tenant: tenant, Kind: kind, Provider: provider, Values: map[alerts.Signal]float64{}}
+			byKey[k] = r
+			order = append(order, k)
+		}
+		s := sig[status]
+		r.Values[s[0]] += n
+		r.Values[s[1]] = max(r.Values[s[1]], age)
+		return nil
+	})
+	if err != nil {
+		return nil, interpret(err, "read the backlog")
+	}
+	out := make([]alerts.Row, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byKey[k])
+	}
+	return out, nil
+}
+
+// Tally implements alerts.MetricsSource: rows recorded in [from, to), each count on the
+// index of its time column.
+func (db *DB) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, error) {
+	args := pgx.NamedArgs{"from": from, "to": to}
+	queries := []struct {
+		metric string
+		labels []string
+		sql    string
+	}{
+		{alerts.MetricClientRequests, []string{"answer", "duplicate"}, `
+SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), coalesce(cr.answer, 'unanswered'), cr.duplicate::text, count(*)::float8
+FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
+WHERE cr.received_at >= @from AND cr.received_at < @to
+GROUP BY 1, 2, 3, 4, 5`},
+		{alerts.MetricAttempts, []string{"outcome"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, coalesce(a.outcome, 'in_flight'), count(*)::float8
+FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE a.started_at >= @from AND a.started_at < @to
+GROUP BY 1, 2, 3, 4`},
+		{alerts.MetricOperationsCreated, nil, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, count(*)::float8
+FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE o.created_at >= @from AND o.created_at < @to
+GROUP BY 1, 2, 3`},
+		{alerts.MetricOperationsClosed, []string{"status"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, o.status, count(*)::float8
+FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE o.closed_at >= @from AND o.closed_at < @to
+GROUP BY 1, 2, 3, 4`},
+		{alerts.MetricProviderCharges, []string{"orphan", "double"}, `
+SELECT coalesce(t.name, ''), coalesce(o.kind, ''), pc.provider, (pc.operation_id IS NULL)::text,
+	(pc.operation_id IS NOT NULL AND EXISTS (
+		SELECT 1 FROM provider_charges p2
+		WHERE p2.operation_id = pc.operation_id AND p2.status IN ` + chargedStatuses + `
+			AND (p2.charged_at, p2.id) < (pc.charged_at, pc.id)))::text,
+	count(*)::float8
+FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id
+	LEFT JOIN tenants t ON t.id = coalesce(o.tenant_id, pc.tenant_id)
+WHERE pc.seen_at >= @from AND pc.seen_at < @to AND pc.status IN ` + chargedStatuses + `
+GROUP BY 1, 2, 3, 4, 5`},
+	}
+	var out []alerts.Tally
+	for _, q := range queries {
+		rows, err := db.Pool.Query(ctx, q.sql, args)
+		if err != nil {
+			return nil, interpret(err, "count "+q.metric)
+		}
+		vals := make([]string, 3+len(q.labels))
+		var n float64
+		dest := make([]any, 0, len(vals)+1)
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		dest = append(dest, &n)
+		_, err = pgx.ForEachRow(rows, dest, func() error {
+			l := map[string]string{"tenant": vals[0], "kind": vals[1], "provider": vals[2]}
+			for i, name := range q.labels {
+				l[name] = vals[3+i]
+			}
+			out = append(out, alerts.Tally{Metric: q.metric, Labels: l, N: n})
+			return nil
+		})
+		if err != nil {
+			return nil, interpret(err, "count "+q.metric)
+		}
+	}
+	return out, nil
+}
+
+// AcquireAlertLease implements alerts.Store in one statement, so two replicas asking at
+// once cannot both win; the holder renews its own lease.
+func (db *DB) AcquireAlertLease(ctx context.Context, owner string, now, until time.Time) (string, bool, error) {
+	var holder string
+	err := db.Pool.QueryRow(ctx, `
+INSERT INTO alert_leases AS l (name, owner, lease_until) VALUES (@name, @owner, @until)
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+WHERE l.owner = excluded.owner OR l.lease_until <= @now
+RETURNING owner`, pgx.NamedArgs{"name": alertLease, "owner": owner, "until": until, "now": now}).Scan(&holder)
+	if err == nil {
+		return holder, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", false, interpret(err, "take the alert lease")
+	}
+	err = db.Pool.QueryRow(ctx, `SELECT owner FROM alert_leases WHERE name = $1`, alertLease).Scan(&holder)
+	return holder, false, interpret(err, "read the alert lease")
+}
+
+const instanceCols = `key, rule_key, alert, labels, annotations, state, value, active_at, coalesce(fired_at, 'epoch'::timestamptz), last_true_at, since`
+
+func scanInstance(r pgx.CollectableRow) (alerts.Instance, error) {
+	var in alerts.Instance
+	var state string
+	err := r.Scan(&in.Key, &in.RuleKey, &in.Alert, &in.Labels, &in.Annotations, &state, &in.Value, &in.ActiveAt, &in.FiredAt,
+		&in.LastTrueAt, &in.Since)
+	in.State = alerts.State(state)
+	if in.FiredAt.Equal(time.Unix(0, 0)) {
+		in.FiredAt = time.Time{}
+	}
+	return in, err
+}
+
+// AlertInstances implements alerts.Store.
+func (db *DB) AlertInstances(ctx context.Context) ([]alerts.Instance, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT `+instanceCols+` FROM alert_instances ORDER BY rule_key, key`)
+	if err != nil {
+		return nil, interpret(err, "list alert instances")
+	}
+	out, err := pgx.CollectRows(rows, scanInstance)
+	return out, interpret(err, "list alert instances")
+}
+
+// SaveAlertPass implements alerts.Store: state, history, rule statuses and the outbox
+// rows of the notifications, in one transaction (rule 10).
+func (db *DB) SaveAlertPass(ctx context.Context, p alerts.Pass) error {
+	b := &pgx.Batch{}
+	for _, in := range p.Upserts {
+		b.Queue(`
+INSERT INTO alert_instances (key, rule_key, alert, labels, annotations, state, value, active_at, fired_at, last_true_at, since)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (key) DO UPDATE SET rule_key = excluded.rule_key, alert = excluded.alert, labels = excluded.labels,
+	annotations = excluded.annotations, state = excluded.state, value = excluded.value, active_at = excluded.active_at,
+	fired_at = excluded.fired_at, last_true_at = excluded.last_true_at, since = excluded.since`,
+			in.Key, in.RuleKey, in.Alert, orEmpty(in.Labels), orEmpty(in.Annotations), string(in.State), finite(in.Value), in.ActiveAt,
+			nullTime(!in.FiredAt.IsZero(), in.FiredAt), in.LastTrueAt, in.Since)
+	}
+	if len(p.Deletes) > 0 {
+		b.Queue(`DELETE FROM alert_instances WHERE key = ANY($1)`, p.Deletes)
+	}
+	for _, h := range p.History {
+		b.Queue(`INSERT INTO alert_history (at, rule_key, alert, instance_key, labels, from_state, to_state, value)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, h.At, h.RuleKey, h.Alert, h.InstanceKey, orEmpty(h.Labels), string(h.From), string(h.To), finite(h.Value))
+	}
+	for _, s := range p.Statuses {
+		var v any
+		if s.HasValue {
+			v = finite(s.Value)
+		}
+		b.Queue(`
+INSERT INTO alert_rule_status (rule_key, group_name, alert, health, message, value, evaluated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (rule_key) DO UPDATE SET group_name = excluded.group_name, alert = excluded.alert, health = excluded.health,
+	message = excluded.message, value = excluded.value, evaluated_at = excluded.evaluated_at`,
+			s.RuleKey, s.Group, s.Alert, string(s.Health), s.Message, v, s.EvaluatedAt)
+	}
+	for _, n := range p.Notifications {
+		payload, err := json.Marshal(n.Notice)
+		if err != nil {
+			return fmt.Errorf("encode notification: %w", err)
+		}
+		b.Queue(`INSERT INTO alert_outbox (event_id, receiver, alert_key, resend, payload, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+			uuid.New(), n.Receiver, n.InstanceKey, n.Resend, payload, p.Now)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return interpret(err, "save alert pass")
+}
+
+// AlertRuleStatuses returns the last evaluation of every rule.
+func (db *DB) AlertRuleStatuses(ctx context.Context) ([]alerts.RuleStatus, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT rule_key, group_name, alert, health, message, value, evaluated_at FROM alert_rule_status`)
+	if err != nil {
+		return nil, interpret(err, "list alert rule statuses")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (alerts.RuleStatus, error) {
+		var s alerts.RuleStatus
+		var health string
+		var v *float64
+		err := r.Scan(&s.RuleKey, &s.Group, &s.Alert, &health, &s.Message, &v, &s.EvaluatedAt)
+		s.Health = alerts.Health(health)
+		if v != nil {
+			s.Value, s.HasValue = *v, true
+		}
+		return s, err
+	})
+	return out, interpret(err, "list alert rule statuses")
+}
+
+// AlertHistory returns the newest transitions first, at most limit of them.
+func (db *DB) AlertHistory(ctx context.Context, limit int) ([]alerts.Transition, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT at, rule_key, alert, instance_key, labels, from_state, to_state, value
+FROM alert_history ORDER BY at DESC, id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, interpret(err, "list alert history")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (alerts.Transition, error) {
+		var t alerts.Transition
+		var from, to string
+		err := r.Scan(&t.At, &t.RuleKey, &t.Alert, &t.InstanceKey, &t.Labels, &from, &to, &t.Value)
+		t.From, t.To = alerts.State(from), alerts.State(to)
+		return t, err
+	})
+	return out, interpret(err, "list alert history")
+}
+
+// PruneAlerts deletes delivered notifications and history older than their cut-offs.
+func (db *DB) PruneAlerts(ctx context.Context, deliveredBefore, historyBefore time.Time) error {
+	if _, err := db.Pool.Exec(ctx, `DELETE FROM alert_outbox WHERE published_at < $1`, deliveredBefore); err != nil {
+		return interpret(err, "prune alert outbox")
+	}
+	_, err := db.Pool.Exec(ctx, `DELETE FROM alert_history WHERE at < $1`, historyBefore)
+	return interpret(err, "prune alert history")
+}
+
+// AlertOutbox is the alert notifications' outbox, for an ops.Relay with an
+// alerts.Dispatcher. Rows of one receiver and instance leave in order: a row is claimed
+// only when no older row of the same pair waits, so a resolve never overtakes the firing
+// it ends, and an undelivered resend with a newer row behind it is dropped as pointless.
+type AlertOutbox struct{ DB *DB }
+
+// ClaimEvents implements ops.OutboxStore.
+func (o AlertOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]ops.Event, error) {
+	var evs []ops.Event
+	err := pgx.BeginFunc(ctx, o.DB.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+UPDATE alert_outbox a SET published_at = @now, last_error = 'superseded by a newer notification'
+WHERE a.published_at IS NULL AND a.resend AND (a.locked_until IS NULL OR a.locked_until <= @now)
+	AND EXISTS (SELECT 1 FROM alert_outbox n
+		WHERE n.published_at IS NULL AND n.receiver = a.receiver AND n.alert_key = a.alert_key AND n.id > a.id)`,
+			pgx.NamedArgs{"now": now}); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+WITH s AS (
+	SELECT a.id FROM alert_outbox a
+	WHERE a.published_at IS NULL AND (a.locked_until IS NULL OR a.locked_until <= @now)
+		AND NOT EXISTS (SELECT 1 FROM alert_outbox p
+			WHERE p.published_at IS NULL AND p.receiver = a.receiver AND p.alert_key = a.alert_key AND p.id < a.id)
+	ORDER BY a.id LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE alert_outbox a SET locked_until = @hold, attempts = attempts + 1
+FROM s WHERE a.id = s.id
+RETURNING a.id, a.event_id::text, a.receiver, a.alert_key, a.payload, a.created_at, a.attempts`,
+			pgx.NamedArgs{"now": now, "hold": holdUntil, "limit": limit})
+		if err != nil {
+			return err
+		}
+		evs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Event, error) {
+			var e ops.Event
+			err := r.Scan(&e.ID, &e.EventID, &e.Topic, &e.EntityID, &e.Payload, &e.CreatedAt, &e.Attempts)
+			return e, err
+		})
+		return err
+	})
+	return evs, interpret(err, "claim alert notifications")
+}
+
+// MarkPublished implements ops.OutboxStore.
+func (o AlertOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
+	_, err := o.DB.Pool.Exec(ctx, `UPDATE alert_outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
+	return interpret(err, "mark alert notifications delivered")
+}
+
+// MarkFailed implements ops.OutboxStore.
+func (o AlertOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
+	_, err := o.DB.Pool.Exec(ctx, `UPDATE alert_outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
+	return interpret(err, "mark alert notification failed")
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+// finite keeps NaN and infinities, which JSON and the page cannot show, out of the tables.
+func finite(v float64) float64 {
+	if v != v || v > 1e300 || v < -1e300 {
+		return 0
+	}
+	return v
+}
