@@ -107,7 +107,7 @@ func runDemoAgent(ctx context.Context, mcpURL, token string, logger *slog.Logger
 		return nil
 	}
 	logger.Info("demo agent: the customer writes \"try again\"")
-	if err := sleepCtx(ctx, 2*time.Second); err != nil {
+	if err := ops.SleepContext(ctx, 2*time.Second); err != nil {
 		return nil
 	}
 	ans, err := agentCall(ctx, cs, logger, "issue_refund", args, "toolu_02")
@@ -117,7 +117,7 @@ func runDemoAgent(ctx context.Context, mcpURL, token string, logger *slog.Logger
 	// Later turns of the conversation: the agent checks until a person or the provider
 	// settles the refund.
 	for i := 0; ans.Status != ops.RefundRefunded && ans.Status != ops.RefundFailed && i < 40; i++ {
-		if err := sleepCtx(ctx, 3*time.Second); err != nil {
+		if err := ops.SleepContext(ctx, 3*time.Second); err != nil {
 			return nil
 		}
 		prev := ans.Status
@@ -187,16 +187,6 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // agentStory replays seed 002 through the MCP server, so it can be followed on the
 // dashboard. Stripe makes the refund on the first send but answers only after the call has
@@ -222,7 +212,7 @@ func (d *demoTraffic) agentStory(ctx context.Context) {
 	key := ops.RefundIntentKey(demoAgentOrder, demoAgentCents, "usd")
 	var op *ops.Operation
 	for i := 0; i < 60; i++ {
-		if sleepCtx(ctx, 500*time.Millisecond) != nil {
+		if ops.SleepContext(ctx, 500*time.Millisecond) != nil {
 			return
 		}
 		cur, err := d.p.DB.LatestForIntent(ctx, d.tenant.ID, ops.KindRefund, key)
@@ -243,7 +233,7 @@ func (d *demoTraffic) agentStory(ctx context.Context) {
 func (d *demoTraffic) oncallLookup(ctx context.Context, opID string) {
 	wait := 15 * time.Second
 	for i := 0; i < 30; i, wait = i+1, 5*time.Second {
-		if sleepCtx(ctx, wait) != nil {
+		if ops.SleepContext(ctx, wait) != nil {
 			return
 		}
 		_, applied, err := d.p.Refunds.Lookup(ctx, d.p.DB, opID, "oncall@demo.settle")
