@@ -187,7 +187,6 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-
 // agentStory replays seed 002 through the MCP server, so it can be followed on the
 // dashboard. Stripe makes the refund on the first send but answers only after the call has
 // timed out, and then answers 503 to the next five sends: toolu_01 is answered
