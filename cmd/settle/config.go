@@ -48,6 +48,8 @@ type Config struct {
 	OutboxURL string
 	// Alerts is how alerts are evaluated and delivered.
 	Alerts AlertsConfig
+	// Jobs holds the pipeline jobs' settings of serve, demo and worker.
+	Jobs JobsConfig
 	// WorkerID names this process in leases and audit rows.
 	WorkerID string
 
@@ -168,6 +170,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
 		fs.StringVar(&cfg.DemoDir, "dir", filepath.Join(workDir, ".settle", "demo-pg"), "folder of the demo's Postgres cluster")
 	case "migrate":
+	case "worker":
 	case "reconcile":
 		addReconcileFlags(fs, &cfg.Reconcile)
 	case "mcp":
@@ -229,7 +232,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 			return cfg, usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
 		}
 	}
-	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" || cfg.Command == "reconcile" {
+	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" || cfg.Command == "reconcile" || cfg.Command == "worker" {
 		if err := loadServeEnv(&cfg, getenv); err != nil {
 			return cfg, err
 		}
@@ -301,6 +304,9 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 		}
 	}
 	if err := loadLLMEnv(cfg, getenv); err != nil {
+		return err
+	}
+	if cfg.Jobs, err = loadJobsEnv(getenv); err != nil {
 		return err
 	}
 	cfg.WorkerID = getenv("SETTLE_WORKER_ID")
@@ -385,6 +391,7 @@ Commands:
                           add a dashboard user; the password is read from standard input
   token add --tenant NAME [--name LABEL]
                           create an API token for a tenant (created if missing)
+  worker                  run pipeline job workers without the server (needs DATABASE_URL, SETTLE_LLM_BASE_URL)
   reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]
                           reconcile provider charges with the ledger once (needs DATABASE_URL)
   alerts export [--format prometheus]
@@ -418,6 +425,9 @@ Environment:
   SETTLE_ALERTMANAGER_URL Alertmanager base URL
   SETTLE_ALERT_WEBHOOK_URLS  comma-separated receivers of the Alertmanager v4 webhook payload
   SETTLE_EXTERNAL_URL     where people reach Settle; alerts link to /alerts
+  SETTLE_WORKERS          job workers inside serve and demo (default 2; 0 for separate 'settle worker' processes)
+  SETTLE_JOB_WEBHOOK_URL  comma-separated receivers of job.published events
+  SETTLE_JOB_RETRY_UNCERTAIN  true resends a job whose generation may have been billed (default false: it waits in Unknown)
   SETTLE_RECONCILE_INTERVAL  background reconciliation of serve (default 5m, "off" disables)
   SETTLE_MCP_TOKEN        API token 'settle mcp --stdio' acts with (its tenant's refunds)
 `

@@ -69,6 +69,7 @@ func (d *demoTraffic) run(ctx context.Context) {
 	}
 	d.fake.SetWebhookURL(d.webhookURL)
 	go d.chat(ctx)
+	go d.pipeline(ctx)
 	if err := d.story(ctx); err != nil {
 		d.log.Warn("demo story", "err", err)
 	}

@@ -60,6 +60,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = addToken(ctx, cfg, stdout)
 	case "alerts export":
 		err = alertsExport(ctx, cfg.Alerts, stdout)
+	case "worker":
+		err = workerCmd(ctx, cfg, logger)
 	case "reconcile":
 		err = reconcileCmd(ctx, cfg, stdout, logger)
 	case "mcp":

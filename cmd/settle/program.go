@@ -148,6 +148,8 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	} else {
 		p.startReconciler(ctx, cfg.Reconcile.Interval)
 	}
+	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
+	p.startJobWorkers(ctx, cfg.Jobs.Workers)
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: 5 * time.Second,
 		Senders: senders, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })

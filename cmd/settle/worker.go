@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg"
+)
+
+// JobsConfig is how pipeline jobs run, in serve, demo and 'settle worker'.
+type JobsConfig struct {
+	// Workers is how many job workers serve runs (SETTLE_WORKERS, default 2; 0 runs none,
+	// for when separate 'settle worker' processes do the work).
+	Workers int
+	// WebhookURLs receive job.published (SETTLE_JOB_WEBHOOK_URL, comma-separated); empty
+	// keeps the events in the jobs' outbox.
+	WebhookURLs []string
+	// Lease is a worker's hold on a job and its generation (SETTLE_JOB_LEASE, default 30s).
+	Lease time.Duration
+	// RetryUncertain lets a worker resend after an uncertain attempt, counted as a possible
+	// duplicate (SETTLE_JOB_RETRY_UNCERTAIN, default false: the batch policy).
+	RetryUncertain bool
+	// The retry budget of each job: sends, total deadline and cost.
+	MaxAttempts   int
+	Deadline      time.Duration
+	MaxCostMicros int64
+	// CrashPoint kills the worker process at that point; for tests only (SETTLE_CRASH_POINT).
+	CrashPoint string
+}
+
+// loadJobsEnv reads the jobs' settings from the environment.
+func loadJobsEnv(getenv func(string) string) (JobsConfig, error) {
+	c := JobsConfig{Workers: 2, MaxAttempts: 3}
+	var err error
+	if v := getenv("SETTLE_WORKERS"); v != "" {
+		if c.Workers, err = strconv.Atoi(v); err != nil || c.Workers < 0 || c.Workers > 64 {
+			return c, usagef("SETTLE_WORKERS=%q is not a number of workers from 0 to 64", v)
+		}
+	}
+	for _, u := range strings.Split(getenv("SETTLE_JOB_WEBHOOK_URL"), ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return c, usagef("SETTLE_JOB_WEBHOOK_URL: %q is not an http(s) URL", u)
+		}
+		c.WebhookURLs = append(c.WebhookURLs, u)
+	}
+	if c.Lease, err = durationEnv(getenv, "SETTLE_JOB_LEASE", jobs.DefaultLease); err != nil {
+		return c, err
+	}
+	if v := getenv("SETTLE_JOB_RETRY_UNCERTAIN"); v != "" {
+		if c.RetryUncertain, err = strconv.ParseBool(v); err != nil {
+			return c, usagef("SETTLE_JOB_RETRY_UNCERTAIN=%q is not true or false", v)
+		}
+	}
+	if v := getenv("SETTLE_JOB_MAX_ATTEMPTS"); v != "" {
+		if c.MaxAttempts, err = strconv.Atoi(v); err != nil || c.MaxAttempts < 1 {
+			return c, usagef("SETTLE_JOB_MAX_ATTEMPTS=%q is not a positive number", v)
+		}
+	}
+	if c.Deadline, err = durationEnv(getenv, "SETTLE_JOB_DEADLINE", time.Hour); err != nil {
+		return c, err
+	}
+	if v := getenv("SETTLE_JOB_MAX_COST_MICROS"); v != "" {
+		if c.MaxCostMicros, err = strconv.ParseInt(v, 10, 64); err != nil || c.MaxCostMicros < 0 {
+			return c, usagef("SETTLE_JOB_MAX_COST_MICROS=%q is not a cost in micro-units", v)
+		}
+	}
+	c.CrashPoint = getenv("SETTLE_CRASH_POINT")
+	if c.CrashPoint != "" {
+		known := false
+		for _, p := range jobs.CrashPoints {
+			known = known || p == c.CrashPoint
+		}
+		if !known {
+			return c, usagef("SETTLE_CRASH_POINT=%q: use one of %s (tests only)", c.CrashPoint, strings.Join(jobs.CrashPoints, ", "))
+		}
+	}
+	return c, nil
+}
+
+// jobsConfig returns the jobs' settings of cfg. Until Config carries them (a Jobs field read
+// by loadServeEnv), they are read here from the process environment.
+func jobsConfig(cfg Config) (JobsConfig, error) {
+	return cfg.Jobs, nil
+}
+
+// workerCmd is 'settle worker': job workers and the relay of job events, without the HTTP
+// server, until ctx ends. A job in hand is finished before it returns.
+func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	jc, err := jobsConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.LLM.BaseURL == "" {
+		return usagef("worker: SETTLE_LLM_BASE_URL is not set; the workers call the LLM through it")
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	db, err := pg.Open(openCtx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.CheckSchema(ctx); err != nil {
+		return err
+	}
+	p := NewProgram(cfg, logger)
+	p.DB, p.Ledger = db, ops.NewLedger(db, p.Clock)
+	pool, err := p.jobPool(jc, max(jc.Workers, 1))
+	if err != nil {
+		return err
+	}
+	pool.Start(ctx)
+	logger.Info("job workers running", "workers", len(pool.Workers), "webhooks", len(jc.WebhookURLs), "retry_uncertain", jc.RetryUncertain)
+	<-ctx.Done()
+	pool.Wait()
+	return nil
+}
+
+// startJobWorkers starts n job workers and the relay of job events as services of the
+// program, stopped with it. Without an LLM provider there is nothing to run.
+func (p *Program) startJobWorkers(ctx context.Context, n int) {
+	jc, err := jobsConfig(p.Config)
+	if err != nil {
+		p.Logger.Error("job workers not started", "err", err)
+		return
+	}
+	if n <= 0 || p.Config.LLM.BaseURL == "" {
+		return
+	}
+	pool, err := p.jobPool(jc, n)
+	if err != nil {
+		p.Logger.Error("job workers not started", "err", err)
+		return
+	}
+	p.goService(func() {
+		pool.Start(ctx)
+		<-ctx.Done()
+		pool.Wait()
+	})
+}
+
+// jobService is the jobs API's service. When an LLM provider is configured it answers a
+// job whose computation already succeeded at once.
+func (p *Program) jobService() *jobs.Service {
+	jc, err := jobsConfig(p.Config)
+	if err != nil {
+		p.Logger.Warn("jobs settings", "err", err)
+	}
+	s := &jobs.Service{Store: p.DB, Catalog: jobs.DefaultCatalog(), Clock: p.Clock, MaxAttempts: jc.MaxAttempts,
+		Deadline: jc.Deadline, MaxCostMicros: jc.MaxCostMicros, Logger: p.Logger}
+	if p.Config.LLM.BaseURL != "" {
+		if pool, err := p.jobPool(jc, 1); err == nil {
+			w := pool.Workers[0]
+			w.CrashPoint = ""
+			s.Reuse = w
+		}
+	}
+	return s
+}
+
+// jobPool builds n workers calling the LLM through the same upstream adapter as the
+// gateway, and the relay of job events when webhooks are configured.
+func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
+	c := p.Config.LLM
+	up, err := llm.NewOpenAI(llm.OpenAIConfig{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	if err != nil {
+		return nil, err
+	}
+	prices := llm.DefaultPrices()
+	if c.Prices != "" {
+		if prices, err = llm.LoadPrices(c.Prices); err != nil {
+			return nil, err
+		}
+	}
+	id := p.Config.WorkerID
+	if id == "" {
+		// Leases tell workers apart by owner, so two processes must never share one.
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	pool := &jobs.Pool{}
+	for i := range n {
+		pool.Workers = append(pool.Workers, &jobs.Worker{Store: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
+			Upstream: up, Prices: prices, Catalog: jobs.DefaultCatalog(), Owner: fmt.Sprintf("jobs:%s:%d", id, i),
+			CrashPoint: jc.CrashPoint, Logger: p.Logger})
+	}
+	if len(jc.WebhookURLs) > 0 {
+		pool.Relay = &ops.Relay{Store: pg.JobOutbox{DB: p.DB}, Publisher: jobs.NewWebhooks(jc.WebhookURLs, nil), Clock: p.Clock,
+			Interval: time.Second, Hold: jc.Lease, Logger: p.Logger}
+	}
+	return pool, nil
+}

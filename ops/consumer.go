@@ -1,0 +1,99 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// This file is the receiving half of rule 10: the outbox delivers each event at least once,
+// so a receiver keeps an inbox of the event ids it applied and applies each one once.
+
+// InboxStore records the events a consumer applied.
+type InboxStore interface {
+	// ApplyOnce records e for consumer and runs apply in the same transaction. When the
+	// event was recorded already, apply is not run and applied is false. An error from
+	// apply rolls the record back, so the redelivery applies the event again.
+	ApplyOnce(ctx context.Context, consumer string, e Event, at time.Time, apply func(ctx context.Context) error) (applied bool, err error)
+}
+
+// Consumer applies events once per event id. Use Handle from code, or Handler as the
+// endpoint a WebhookPublisher posts to.
+type Consumer struct {
+	// Name scopes the inbox: two consumers of one event each apply it once.
+	Name  string
+	Store InboxStore
+	Clock Clock
+	// Apply applies one event. It runs inside the inbox's transaction; when it fails the
+	// event is not recorded and its next delivery is applied again.
+	Apply func(ctx context.Context, e Event) error
+	// Applied, when set, is called after the inbox committed a first application: the place
+	// for in-memory effects that must happen once.
+	Applied func(e Event)
+}
+
+// Handle applies e unless this consumer applied it already, and says whether it did now.
+func (c *Consumer) Handle(ctx context.Context, e Event) (bool, error) {
+	if e.EventID == "" {
+		return false, Errorf(EINVALID, "An event needs an id.")
+	}
+	clock := c.Clock
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	applied, err := c.Store.ApplyOnce(ctx, c.Name, e, clock.Now(), func(ctx context.Context) error {
+		if c.Apply == nil {
+			return nil
+		}
+		return c.Apply(ctx, e)
+	})
+	if err != nil {
+		return false, fmt.Errorf("apply event %s: %w", e.EventID, err)
+	}
+	if applied && c.Applied != nil {
+		c.Applied(e)
+	}
+	return applied, nil
+}
+
+// deliveredEvent is the JSON body WebhookPublisher posts.
+type deliveredEvent struct {
+	EventID   string          `json:"event_id"`
+	Topic     string          `json:"topic"`
+	EntityID  string          `json:"entity_id"`
+	CreatedAt time.Time       `json:"created_at"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Handler receives events posted by a WebhookPublisher. It answers 200 for an event applied
+// now or before (so the sender stops), 400 for a body that is not an event, and 500 when
+// applying failed (so the sender delivers it again).
+func (c *Consumer) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var d deliveredEvent
+		err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&d)
+		if err == nil && d.EventID == "" {
+			d.EventID = r.Header.Get("Settle-Event-Id")
+		}
+		if err != nil || d.EventID == "" {
+			http.Error(w, "not an event", http.StatusBadRequest)
+			return
+		}
+		applied, err := c.Handle(r.Context(), Event{EventID: d.EventID, Topic: d.Topic, EntityID: d.EntityID, Payload: d.Data, CreatedAt: d.CreatedAt})
+		var e *Error
+		if errors.As(err, &e) && e.Code == EINVALID {
+			http.Error(w, e.Message, http.StatusBadRequest)
+			return
+		}
+		if err != nil {
+			http.Error(w, "could not apply the event", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, "{\"applied\":%t}\n", applied)
+	})
+}

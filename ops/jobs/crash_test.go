@@ -1,0 +1,282 @@
+package jobs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+var (
+	buildOnce sync.Once
+	workerBin string
+	buildErr  error
+)
+
+// buildWorker compiles the test worker once per test binary.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "jobworker-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		workerBin = filepath.Join(dir, "jobworker")
+		cmd := exec.Command("go", "build", "-o", workerBin, "./ops/jobs/internal/jobworker")
+		cmd.Dir = pgtest.ProjectDir()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build the worker: %v", buildErr)
+	}
+	return workerBin
+}
+
+// proc is a running worker subprocess.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+// syncBuffer is the subprocess's log, written by exec's copier while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startWorker(t *testing.T, bin string, env ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		// Stop what the test started, by its own pid.
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *proc) wait(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(d):
+		t.Fatalf("worker still running after %s; its log:\n%s", d, p.out)
+	}
+}
+
+// TestWorkerKilledAtEachCrashPoint runs the worker as a real process, kills it with SIGKILL
+// at each crash point, starts it again and checks that every job ends published exactly
+// once, each receiver applies each event once, and the fake LLM billed one generation per
+// dedup key except where a resend was allowed (by the policy or by a person), which the
+// ledger counts as a duplicate.
+func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
+	t.Parallel()
+	bin := buildWorker(t)
+	cases := []struct {
+		name  string
+		point string
+		// retry lets the worker resend after the uncertain attempt of the dead worker.
+		retry bool
+		// resends is how many generations beyond one per dedup key are allowed.
+		resends int
+	}{
+		{"after_response/resend_policy", jobs.CrashAfterResponse, true, 1},
+		{"after_response/batch_policy", jobs.CrashAfterResponse, false, 1},
+		{"after_result", jobs.CrashAfterResult, false, 0},
+		{"after_publish", jobs.CrashAfterPublish, false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			name := pgtest.NewDatabase(t)
+			db, err := pg.Open(ctx, pgtest.URL(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(db.Close)
+			fl := fake.NewLLM(fake.LLMOptions{Seed: 3, Latency: 50 * time.Millisecond})
+			base, err := fl.Start("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { fl.Close() })
+			rcv := newReceiver(t, db, 0)
+			ten, err := db.EnsureTenant(ctx, "crash")
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc := &jobs.Service{Store: db, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
+			var all []*jobs.Job
+			for _, s := range []struct{ key, doc string }{{"a-1", docA}, {"a-2", docA}, {"b-1", docB}} {
+				got, err := svc.Submit(ctx, jobs.Submission{TenantID: ten.ID, IdempotencyKey: s.key, Document: jobs.Document{Text: s.doc},
+					Pipeline: "summarise", PromptVersion: "v1", ModelProfile: "fast"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, got.Job)
+			}
+			env := []string{"DATABASE_URL=" + pgtest.URL(name), "SETTLE_LLM_BASE_URL=" + base, "SETTLE_LLM_API_KEY=sk-crash",
+				"SETTLE_JOB_WEBHOOK_URL=" + rcv.url, "SETTLE_JOB_LEASE=1s",
+				"SETTLE_JOB_RETRY_UNCERTAIN=" + map[bool]string{true: "true", false: "false"}[tc.retry]}
+
+			// One worker in the process that dies, so the only send in flight at the kill is the
+			// one at the crash point; two in the process that takes over.
+			crashed := startWorker(t, bin, append(env, "SETTLE_WORKERS=1", "SETTLE_CRASH_POINT="+tc.point)...)
+			crashed.wait(t, 20*time.Second)
+			ws, ok := crashed.cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("worker ended with %v, not SIGKILL at %s; its log:\n%s", crashed.cmd.ProcessState, tc.point, crashed.out)
+			}
+
+			again := startWorker(t, bin, append(env, "SETTLE_WORKERS=2")...)
+			if !tc.retry && tc.point == jobs.CrashAfterResponse {
+				// Batch: the dead worker's generation may have been billed, so nothing is sent
+				// again; its jobs wait in the Unknown queue until a person settles it.
+				op := waitUnknown(t, db, again)
+				if gens := generationsByDedup(t, db, fl.Generations()); gens[strings.TrimPrefix(op.IntentKey, "job:")] != 1 {
+					t.Fatalf("batch resent an uncertain generation: %v", gens)
+				}
+				ledger := jobs.NewLedger(db, ops.SystemClock{}, time.Second, false)
+				if _, err := ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Actor: "oncall@test",
+					Evidence: ops.Evidence{Kind: ops.EvidenceNote, Summary: "no usable answer reached us; run it again"}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitPublished(t, db, rcv, all, again)
+
+			for _, j := range all {
+				got, err := db.GetJob(ctx, 0, j.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Status != jobs.StatusPublished {
+					t.Fatalf("job %s is %s (%s)", j.IdempotencyKey, got.Status, got.ErrorCode)
+				}
+				if n := count(t, db, `SELECT count(*) FROM job_outbox WHERE entity_id = $1 AND published_at IS NOT NULL`, j.ID); n != 1 {
+					t.Fatalf("job %s published %d times", j.IdempotencyKey, n)
+				}
+				if _, applied := rcv.counts(j.ID); applied != 1 {
+					t.Fatalf("job %s applied %d times by the receiver", j.IdempotencyKey, applied)
+				}
+			}
+			gens := generationsByDedup(t, db, fl.Generations())
+			extra := 0
+			for dedup, n := range gens {
+				// Every generation the provider billed is explained by an attempt the ledger
+				// recorded as billed or possibly billed.
+				billed := count(t, db, `SELECT count(*) FROM attempts a JOIN operations o ON o.id = a.operation_id
+WHERE o.intent_key = $1 AND a.outcome IN ('ok', 'timeout')`, jobs.IntentKey(dedup))
+				if billed != n {
+					t.Fatalf("dedup key %s: %d generations, %d billed attempts in the ledger", dedup[:8], n, billed)
+				}
+				extra += n - 1
+			}
+			if len(gens) != 2 || extra != tc.resends {
+				t.Fatalf("generations per dedup key %v, want one each plus %d allowed resend(s)", gens, tc.resends)
+			}
+			if tc.retry {
+				// The policy's resend is counted as a possible duplicate on the job and the operation.
+				if n := count(t, db, `SELECT coalesce(sum(possible_duplicates), 0)::int FROM jobs`); n != 1 {
+					t.Fatalf("%d possible duplicates counted, want 1", n)
+				}
+			}
+			if n := count(t, db, `SELECT count(*) FROM operations WHERE kind = 'llm_job' AND status = 'succeeded'`); n != 2 {
+				t.Fatalf("%d succeeded generations, want one per dedup key", n)
+			}
+		})
+	}
+}
+
+func count(t *testing.T, db *pg.DB, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitUnknown waits for the generation that the dead worker left to become unknown.
+func waitUnknown(t *testing.T, db *pg.DB, p *proc) *ops.Operation {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		page, err := db.ListQueue(context.Background(), ops.QueueFilter{Status: ops.StatusUnknown, Kind: ops.KindLLMJob}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Ops) == 1 && count(t, db, `SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')`) == 0 {
+			return page.Ops[0]
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("no unknown generation; worker log:\n%s", p.out)
+	return nil
+}
+
+// waitPublished waits until every job is published and every event delivered.
+func waitPublished(t *testing.T, db *pg.DB, rcv *receiver, all []*jobs.Job, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		done := count(t, db, `SELECT count(*) FROM jobs WHERE status = 'published'`) == len(all) &&
+			count(t, db, `SELECT count(*) FROM job_outbox WHERE published_at IS NULL`) == 0
+		if done {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var states []string
+	rows, _ := db.Pool.Query(context.Background(), `SELECT idempotency_key || ':' || status || ':' || error_code FROM jobs`)
+	for rows.Next() {
+		var s string
+		_ = rows.Scan(&s)
+		states = append(states, s)
+	}
+	rows.Close()
+	t.Fatalf("jobs not all published and delivered: %v; worker log:\n%s", states, p.out)
+}

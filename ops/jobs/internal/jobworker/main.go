@@ -1,0 +1,88 @@
+// Command jobworker is a job worker process for the crash tests of package jobs: the same
+// wiring as 'settle worker', read from the environment, so a test can run it as a real
+// subprocess, kill it with SIGKILL at a crash point and start it again.
+//
+//	DATABASE_URL                 the database
+//	SETTLE_LLM_BASE_URL          the OpenAI-compatible provider (the fake LLM in tests)
+//	SETTLE_LLM_API_KEY           its key
+//	SETTLE_JOB_WEBHOOK_URL       receivers of job.published, comma-separated
+//	SETTLE_WORKERS               workers in the process (default 2)
+//	SETTLE_JOB_LEASE             the job and generation lease (default 30s)
+//	SETTLE_JOB_RETRY_UNCERTAIN   true lets a worker resend after an uncertain attempt
+//	SETTLE_CRASH_POINT           after_response, after_result or after_publish
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "jobworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	db, err := pg.Open(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	lease, err := time.ParseDuration(envOr("SETTLE_JOB_LEASE", "30s"))
+	if err != nil {
+		return fmt.Errorf("SETTLE_JOB_LEASE: %w", err)
+	}
+	n, err := strconv.Atoi(envOr("SETTLE_WORKERS", "2"))
+	if err != nil {
+		return fmt.Errorf("SETTLE_WORKERS: %w", err)
+	}
+	retry, _ := strconv.ParseBool(envOr("SETTLE_JOB_RETRY_UNCERTAIN", "false"))
+	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: os.Getenv("SETTLE_LLM_BASE_URL"), APIKey: os.Getenv("SETTLE_LLM_API_KEY"),
+		AttemptTimeout: lease / 2})
+	if err != nil {
+		return err
+	}
+	clock := ops.SystemClock{}
+	pool := &jobs.Pool{}
+	for i := range n {
+		pool.Workers = append(pool.Workers, &jobs.Worker{Store: db, Ledger: jobs.NewLedger(db, clock, lease, retry),
+			Upstream: up, Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(),
+			Owner: fmt.Sprintf("jobworker-%d-%d", os.Getpid(), i), CrashPoint: os.Getenv("SETTLE_CRASH_POINT"),
+			Poll: 100 * time.Millisecond, Logger: logger})
+	}
+	// The relay's hold on an event it delivers ends with the lease, so an event a killed
+	// process held is delivered again as soon as its jobs are taken over.
+	if urls := os.Getenv("SETTLE_JOB_WEBHOOK_URL"); urls != "" {
+		pool.Relay = &ops.Relay{Store: pg.JobOutbox{DB: db}, Publisher: jobs.NewWebhooks(strings.Split(urls, ","), nil),
+			Clock: clock, Interval: 100 * time.Millisecond, Hold: lease, Logger: logger}
+	}
+	pool.Start(ctx)
+	logger.Info("job workers started", "workers", n, "crash_point", os.Getenv("SETTLE_CRASH_POINT"))
+	<-ctx.Done()
+	pool.Wait()
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,72 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Webhooks delivers each event to every URL. An event fails when any receiver fails, and is
+// then delivered to all of them again: receivers apply events once by their id.
+type Webhooks []*ops.WebhookPublisher
+
+// NewWebhooks returns a publisher to the given URLs.
+func NewWebhooks(urls []string, client *http.Client) Webhooks {
+	var w Webhooks
+	for _, u := range urls {
+		w = append(w, &ops.WebhookPublisher{URL: u, Client: client})
+	}
+	return w
+}
+
+// Publish implements ops.Publisher.
+func (w Webhooks) Publish(ctx context.Context, e ops.Event) error {
+	var errs []error
+	for _, p := range w {
+		if err := p.Publish(ctx, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("publish %s: %w", e.Topic, err)
+	}
+	return nil
+}
+
+// Pool runs job workers and the relay of job events together until ctx ends.
+type Pool struct {
+	Workers []*Worker
+	// Relay delivers job.published events; nil keeps them in the jobs' outbox.
+	Relay *ops.Relay
+	wg    sync.WaitGroup
+}
+
+// Start starts everything in the background; Wait waits for it after ctx ended.
+func (p *Pool) Start(ctx context.Context) {
+	for _, w := range p.Workers {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			w.Start(ctx)
+		}()
+	}
+	if p.Relay != nil {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.Relay.Start(ctx)
+		}()
+	}
+}
+
+// Wait blocks until every worker finished its job in hand and the relay stopped.
+func (p *Pool) Wait() { p.wg.Wait() }
+
+// DefaultLease is the job lease when none is configured: long enough for a database hiccup,
+// short enough that a dead worker's job moves on within a minute.
+const DefaultLease = 30 * time.Second

@@ -1,0 +1,195 @@
+package jobs
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Document is what a client sends to be summarised: the text, or its hash and a reference
+// a DocumentSource can fetch.
+type Document struct {
+	Text string
+	// Hash is the hex SHA-256 of the document's bytes ("sha256:" prefix allowed).
+	Hash string
+	Ref  string
+}
+
+// Submission is one client request to run a job.
+type Submission struct {
+	TenantID       int64
+	IdempotencyKey string
+	// RequestRef ties the logs of one run; it is not part of the intent.
+	RequestRef    string
+	Document      Document
+	Pipeline      string
+	PromptVersion string
+	ModelProfile  string
+}
+
+// Submitted is what a submission became.
+type Submitted struct {
+	Job *Job
+	// Created is false when the key named a job submitted before.
+	Created bool
+}
+
+// Reasons carried by the errors of Submit, for the transport to map.
+const (
+	ReasonMissingKey   = "missing_idempotency_key"
+	ReasonInvalidKey   = "invalid_idempotency_key"
+	ReasonKeyReused    = "idempotency_key_reused"
+	ReasonBadDocument  = "invalid_document"
+	ReasonHashMismatch = "document_hash_mismatch"
+)
+
+// maxText is the largest document text a submission may carry.
+const maxText = 512 << 10
+
+// Service accepts jobs and answers what they became.
+type Service struct {
+	Store   Store
+	Catalog *Catalog
+	Clock   ops.Clock
+	// MaxAttempts, Deadline and MaxCostMicros are the retry budget of new jobs; defaults
+	// 3 sends, 1 hour, no cost cap.
+	MaxAttempts   int
+	Deadline      time.Duration
+	MaxCostMicros int64
+	// Reuse, when set, publishes at once a new job whose dedup key already has a succeeded
+	// generation, without waiting for a worker and without a new generation.
+	Reuse  *Worker
+	Logger *slog.Logger
+}
+
+// Submit records a job for the intent, or returns the job its key already names. The same
+// key with another document, pipeline, prompt version or profile is refused.
+func (s *Service) Submit(ctx context.Context, in Submission) (Submitted, error) {
+	if err := checkKey(in.IdempotencyKey); err != nil {
+		return Submitted{}, err
+	}
+	cat := s.Catalog
+	if cat == nil {
+		cat = DefaultCatalog()
+	}
+	if err := cat.check(in.Pipeline, in.PromptVersion, in.ModelProfile); err != nil {
+		return Submitted{}, err
+	}
+	hash, err := documentHash(in.Document)
+	if err != nil {
+		return Submitted{}, err
+	}
+	now := s.Clock.Now()
+	j := &Job{
+		ID: ops.NewOperationID(), TenantID: in.TenantID, IdempotencyKey: in.IdempotencyKey, RequestRef: in.RequestRef,
+		DocumentHash: hash, DocumentRef: in.Document.Ref, DocumentText: in.Document.Text,
+		Pipeline: in.Pipeline, PromptVersion: in.PromptVersion, ModelProfile: in.ModelProfile,
+		MaxAttempts: s.MaxAttempts, MaxCostMicros: s.MaxCostMicros, CreatedAt: now,
+	}
+	if j.MaxAttempts <= 0 {
+		j.MaxAttempts = 3
+	}
+	deadline := s.Deadline
+	if deadline <= 0 {
+		deadline = time.Hour
+	}
+	j.Deadline = now.Add(deadline)
+	// The intent: what the client asked for. The text is covered by its hash; the request
+	// ref is transport and left out.
+	j.RequestFingerprint = ops.Fingerprint(map[string]any{"document_hash": hash, "document_ref": in.Document.Ref,
+		"pipeline": in.Pipeline, "prompt_version": in.PromptVersion, "model_profile": in.ModelProfile})
+	j.DedupKey = DedupKey(in.TenantID, hash, in.Pipeline, in.PromptVersion, in.ModelProfile)
+	up := Checkpoint{Stage: StageUploaded, InputHash: hash, CodeVersion: uploadVersion, Status: CheckpointOK,
+		Result: mustJSON(map[string]any{"document_hash": hash, "document_ref": in.Document.Ref, "bytes": len(in.Document.Text)})}
+	got, created, err := s.Store.InsertJob(ctx, j, up)
+	if err != nil {
+		return Submitted{}, err
+	}
+	if !created && got.RequestFingerprint != j.RequestFingerprint {
+		return Submitted{Job: got}, &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused,
+			Message: "This Idempotency-Key was used for job " + got.ID + " with another document, pipeline, prompt version or model profile."}
+	}
+	if created && s.Reuse != nil {
+		if done, err := s.Reuse.TryReuse(ctx, got); err != nil {
+			s.logger().WarnContext(ctx, "answer job from an existing generation", "job", got.ID, "err", err)
+		} else {
+			got = done
+		}
+	}
+	return Submitted{Job: got, Created: created}, nil
+}
+
+// Get returns a job of the tenant with its checkpoints.
+func (s *Service) Get(ctx context.Context, tenantID int64, id string) (*Job, []Checkpoint, error) {
+	j, err := s.Store.GetJob(ctx, tenantID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	cps, err := s.Store.Checkpoints(ctx, j)
+	if err != nil {
+		return nil, nil, err
+	}
+	return j, cps, nil
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+// checkKey follows the Idempotency-Key draft: required, short, printable.
+func checkKey(k string) error {
+	if k == "" {
+		return &ops.Error{Code: ops.EINVALID, Reason: ReasonMissingKey, Message: "Send an Idempotency-Key header: one key per job you mean to run."}
+	}
+	if len(k) > 255 {
+		return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidKey, Message: "The Idempotency-Key is longer than 255 characters."}
+	}
+	for _, r := range k {
+		if r < 0x21 || r > 0x7e {
+			return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidKey, Message: "The Idempotency-Key must be printable ASCII without spaces."}
+		}
+	}
+	return nil
+}
+
+// documentHash returns the document's hash: computed from the text when there is one (and
+// checked against a hash sent with it), else the hash sent with a reference.
+func documentHash(d Document) (string, error) {
+	given := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(d.Hash), "sha256:"))
+	if given != "" {
+		if b, err := hex.DecodeString(given); err != nil || len(b) != 32 {
+			return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonBadDocument, Message: "document.hash must be a hex SHA-256 (64 characters, optional sha256: prefix)."}
+		}
+	}
+	switch {
+	case d.Text != "":
+		if len(d.Text) > maxText {
+			return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonBadDocument, Message: "document.text is over 512 KiB; send its hash and a reference instead."}
+		}
+		h := hashBytes([]byte(d.Text))
+		if given != "" && given != h {
+			return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonHashMismatch, Message: "document.hash is not the SHA-256 of document.text."}
+		}
+		return h, nil
+	case given != "" && strings.TrimSpace(d.Ref) != "":
+		return given, nil
+	default:
+		return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonBadDocument, Message: "Send document.text, or document.hash with document.ref."}
+	}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("jobs: encode: " + err.Error())
+	}
+	return b
+}

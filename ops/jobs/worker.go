@@ -1,0 +1,780 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
+)
+
+// Crash points, for tests only: the worker kills its own process with SIGKILL there.
+const (
+	// CrashAfterResponse is right after the model's answer arrived, before it is written.
+	CrashAfterResponse = "after_response"
+	// CrashAfterResult is right after the generation is written to the ledger, before the
+	// later stages.
+	CrashAfterResult = "after_result"
+	// CrashAfterPublish is right after the publish transaction committed, before the job's
+	// lease is given back and before the event is delivered.
+	CrashAfterPublish = "after_publish"
+)
+
+// CrashPoints lists the crash points.
+var CrashPoints = []string{CrashAfterResponse, CrashAfterResult, CrashAfterPublish}
+
+// DocumentSource fetches a document sent by hash and reference.
+type DocumentSource interface {
+	Fetch(ctx context.Context, ref string) ([]byte, error)
+}
+
+// NewLedger returns the ledger job workers use: leases of the given length (they are the
+// job's lease too), backoff shorter than half a lease so a retry never outlives its lease,
+// and the jobs' policy for an uncertain attempt: batch (no resend, unknown) unless
+// retryUncertain allows a resend, which is then counted as a possible duplicate.
+func NewLedger(store ops.Store, clock ops.Clock, lease time.Duration, retryUncertain bool) *ops.Ledger {
+	l := ops.NewLedger(store, clock)
+	if lease > 0 {
+		l.Limits.Lease = lease
+	}
+	l.Limits.MaxBackoff = min(l.Limits.MaxBackoff, l.Limits.Lease/2)
+	l.Limits.BaseBackoff = min(l.Limits.BaseBackoff, l.Limits.MaxBackoff)
+	l.Policies = map[ops.Kind]ops.Policy{}
+	for k, p := range ops.DefaultPolicies {
+		l.Policies[k] = p
+	}
+	l.Policies[ops.KindLLMJob] = ops.Policy{RetryUncertain: retryUncertain}
+	return l
+}
+
+// Worker claims jobs and runs their stages. Several workers, in one process or many, may
+// run at once: claims skip rows others hold, and every write is guarded by the lease.
+type Worker struct {
+	Store Store
+	// Ledger records the generations; build it with NewLedger. Its lease is the job's.
+	Ledger *ops.Ledger
+	// Upstream is the LLM provider adapter, the same one the gateway uses.
+	Upstream llm.Upstream
+	Prices   *llm.PriceTable
+	Catalog  *Catalog
+	// Owner names this worker in leases and audit rows; unique per worker.
+	Owner     string
+	Documents DocumentSource
+	// ValidatorVersion is the validator's code version; a new one validates again.
+	ValidatorVersion string
+	MaxSummaryChars  int
+	// Poll is the pause when no job is due; default 500 ms.
+	Poll time.Duration
+	// CrashPoint, for tests only, kills the process at that point (see CrashPoints).
+	CrashPoint string
+	// Crash replaces the SIGKILL of a crash point (in-process tests).
+	Crash  func(point string)
+	Sleep  ops.Sleeper
+	Logger *slog.Logger
+}
+
+// Start processes jobs until ctx ends. A job in hand is finished first: its generation is
+// paid for whether or not anyone waits for it.
+func (w *Worker) Start(ctx context.Context) {
+	poll := w.Poll
+	if poll <= 0 {
+		poll = 500 * time.Millisecond
+	}
+	for ctx.Err() == nil {
+		n, err := w.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.logger().Error("job worker pass failed", "worker", w.Owner, "err", err)
+		}
+		if n > 0 {
+			continue
+		}
+		if ops.SleepContext(ctx, poll) != nil {
+			return
+		}
+	}
+}
+
+// RunOnce claims one due job and processes it, and says how many it processed.
+func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	now := w.Ledger.Clock.Now()
+	js, err := w.Store.ClaimJobs(ctx, w.Owner, now, now.Add(w.Ledger.Limits.Lease), 1)
+	if err != nil {
+		return 0, fmt.Errorf("claim jobs: %w", err)
+	}
+	for _, j := range js {
+		if err := w.Process(ctx, j); err != nil {
+			w.logger().Warn("job stopped", "job", j.ID, "worker", w.Owner, "err", err)
+		}
+	}
+	return len(js), nil
+}
+
+// TryReuse publishes a just-submitted job at once when its dedup key already has a
+// succeeded generation, and returns the job as it is then. Otherwise it leaves the job to
+// the workers.
+func (w *Worker) TryReuse(ctx context.Context, j *Job) (*Job, error) {
+	op, err := w.Store.LatestForIntent(ctx, j.TenantID, ops.KindLLMJob, IntentKey(j.DedupKey))
+	if ops.ErrorCode(err) == ops.ENOTFOUND || (err == nil && op.Status != ops.StatusSucceeded) {
+		return j, nil
+	}
+	if err != nil {
+		return j, err
+	}
+	now := w.Ledger.Clock.Now()
+	owner := "api:" + j.ID
+	claimed, err := w.Store.ClaimJob(ctx, j.ID, owner, now, now.Add(w.Ledger.Limits.Lease))
+	if ops.ErrorCode(err) == ops.ECONFLICT {
+		return j, nil
+	}
+	if err != nil {
+		return j, err
+	}
+	r := &run{w: w, j: claimed, owner: owner, noSend: true}
+	if err := r.do(ctx); err != nil {
+		return j, err
+	}
+	return w.Store.GetJob(ctx, 0, j.ID)
+}
+
+// Process runs a claimed job's stages from the first one without a checkpoint.
+func (w *Worker) Process(ctx context.Context, j *Job) error {
+	r := &run{w: w, j: j, owner: w.Owner}
+	return r.do(ctx)
+}
+
+func (w *Worker) logger() *slog.Logger {
+	if w.Logger != nil {
+		return w.Logger
+	}
+	return slog.Default()
+}
+
+func (w *Worker) crash(point string) {
+	if w.CrashPoint != point {
+		return
+	}
+	if w.Crash != nil {
+		w.Crash(point)
+		return
+	}
+	w.logger().Warn("crash point reached; killing the process", "point", point)
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = p.Kill() // SIGKILL: no deferred function, no cleanup, like a machine that died
+	}
+	select {}
+}
+
+// errParked ends a run after the job was moved out of running (queued, unknown, failed).
+var errParked = errors.New("job parked")
+
+// run is one worker's pass over one claimed job.
+type run struct {
+	w     *Worker
+	j     *Job
+	owner string
+	// noSend is set for the API's reuse path, which never calls the provider.
+	noSend bool
+	// spentReason says which budget ended the sends, when one did.
+	spentReason string
+}
+
+func (r *run) now() time.Time { return r.w.Ledger.Clock.Now() }
+
+func (r *run) do(ctx context.Context) error {
+	// The job's stages go on after a shutdown signal: a generation in flight is paid for.
+	bg := context.WithoutCancel(ctx)
+	stop := r.holdJob(bg)
+	defer stop()
+	err := r.stages(ctx, bg)
+	if errors.Is(err, errParked) {
+		return nil
+	}
+	return err
+}
+
+func (r *run) stages(ctx, bg context.Context) error {
+	text, err := r.extract(bg)
+	if err != nil {
+		return err
+	}
+	chunks, err := r.chunk(bg, text)
+	if err != nil {
+		return err
+	}
+	gen, attempt, err := r.generate(ctx, bg, chunks)
+	if err != nil {
+		return err
+	}
+	v, err := r.validate(bg, gen, attempt)
+	if err != nil {
+		return err
+	}
+	return r.publish(bg, gen, v, attempt)
+}
+
+// extract is text_extracted: the document's normalised text.
+func (r *run) extract(ctx context.Context) (string, error) {
+	j := r.j
+	var out struct {
+		Text string `json:"text"`
+	}
+	if ok, err := r.reuse(ctx, StageTextExtracted, j.DocumentHash, extractVersion, &out); err != nil || ok {
+		return out.Text, err
+	}
+	raw := j.DocumentText
+	if raw == "" {
+		if r.w.Documents == nil {
+			return "", r.fail(ctx, "document_unavailable", "The document was sent by reference and no document source is configured.")
+		}
+		b, err := r.w.Documents.Fetch(ctx, j.DocumentRef)
+		if err != nil {
+			return "", r.requeue(ctx, r.w.Ledger.Limits.Lease, "document_unavailable", "Fetching the document failed: "+err.Error())
+		}
+		if hashBytes(b) != j.DocumentHash {
+			return "", r.fail(ctx, ReasonHashMismatch, "The document at the reference does not have the hash sent with it.")
+		}
+		raw = string(b)
+	}
+	out.Text = extractText(raw)
+	return out.Text, r.save(ctx, StageTextExtracted, j.DocumentHash, extractVersion, CheckpointOK, 0,
+		map[string]any{"text": out.Text, "chars": len(out.Text)})
+}
+
+// chunk is chunks_ready: the text split for the prompt.
+func (r *run) chunk(ctx context.Context, text string) ([]string, error) {
+	size := r.catalog().ChunkSize
+	version := fmt.Sprintf("%s/%d", chunkVersion, size)
+	in := hashBytes([]byte(text))
+	var out struct {
+		Chunks []string `json:"chunks"`
+	}
+	if ok, err := r.reuse(ctx, StageChunksReady, in, version, &out); err != nil || ok {
+		return out.Chunks, err
+	}
+	out.Chunks = chunkText(text, size)
+	return out.Chunks, r.save(ctx, StageChunksReady, in, version, CheckpointOK, 0, map[string]any{"chunks": out.Chunks, "count": len(out.Chunks)})
+}
+
+// generate is llm_done: the generation of the job's dedup key, made once and shared.
+func (r *run) generate(ctx, bg context.Context, chunks []string) (*generation, int, error) {
+	j, cat := r.j, r.catalog()
+	prof := cat.Profiles[j.ModelProfile]
+	body := chatBody(cat.Prompts[j.Pipeline][j.PromptVersion], prof, chunks)
+	in := hashBytes(body)
+	var gen generation
+	if ok, err := r.reuse(bg, StageLLMDone, in, llmVersion, &gen); err != nil || ok {
+		if ok && j.OperationID != gen.OperationID {
+			// Another job's generation answers this one: record it as its duplicate request.
+			op, err := r.w.Ledger.Store.Get(bg, gen.OperationID)
+			if err != nil {
+				return nil, 0, fmt.Errorf("read generation %s: %w", gen.OperationID, err)
+			}
+			if err := r.join(bg, op); err != nil {
+				return nil, 0, err
+			}
+		}
+		return &gen, 0, err
+	}
+	op, err := r.computation(ctx, bg, body)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch op.Status {
+	case ops.StatusSucceeded:
+		if len(op.Result) == 0 {
+			return nil, 0, r.fail(bg, "result_unavailable", fmt.Sprintf("Operation %s was closed as succeeded without the generation's text; submit the job again with another key to generate anew.", op.ID))
+		}
+		c, err := parseCompletion(op.Result)
+		if err != nil {
+			return nil, 0, r.fail(bg, "result_unavailable", "The stored generation could not be read.")
+		}
+		gen = generation{Summary: *c.Choices[0].Message.Content, CompletionID: c.ID, ProviderRequestID: op.ProviderRequestID,
+			Model: c.Model, OperationID: op.ID, CostMicros: op.CostMicros}
+		if err := r.save(bg, StageLLMDone, in, llmVersion, CheckpointOK, op.Attempts, gen); err != nil {
+			return nil, 0, err
+		}
+		return &gen, op.Attempts, nil
+	case ops.StatusFailed:
+		_ = r.save(bg, StageLLMDone, in, llmVersion, CheckpointFailed, op.Attempts, map[string]any{"operation_id": op.ID})
+		if r.spentReason != "" {
+			return nil, 0, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+r.spentReason+"); every attempt was refused before it was billed.")
+		}
+		return nil, 0, r.fail(bg, "generation_failed", fmt.Sprintf("The provider refused the generation (operation %s).", op.ID))
+	case ops.StatusUnknown, ops.StatusExpired:
+		_ = r.save(bg, StageLLMDone, in, llmVersion, CheckpointUnknown, op.Attempts, map[string]any{"operation_id": op.ID})
+		_, err := r.change(bg, JobChange{Status: StatusUnknown, OperationID: op.ID, ErrorCode: "outcome_unknown",
+			ErrorMessage: fmt.Sprintf("The generation's outcome is unknown: the provider may have billed it. Nothing more is sent until the reconciler or a person settles operation %s.", op.ID)})
+		if err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, errParked
+	default:
+		// Another worker is generating this dedup key right now: look again shortly.
+		return nil, 0, r.requeue(bg, r.w.Ledger.Limits.Lease/4, "", "")
+	}
+}
+
+// computation finds or makes the generation of the job's dedup key. It checks for a
+// succeeded one first, every time, so that two jobs with one input share one generation.
+// It returns the operation as it stands after this worker is done with it.
+func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation, error) {
+	j, l := r.j, r.w.Ledger
+	intent := IntentKey(j.DedupKey)
+	for range 4 {
+		latest, err := r.w.Store.LatestForIntent(bg, j.TenantID, ops.KindLLMJob, intent)
+		latestID := ""
+		switch {
+		case ops.ErrorCode(err) == ops.ENOTFOUND:
+		case err != nil:
+			return nil, err
+		case latest.Status == ops.StatusSucceeded:
+			return latest, r.join(bg, latest)
+		case latest.Status == ops.StatusFailed:
+			// A definite failure, or a person closing it as not executed: a new
+			// computation may run within the job's budget.
+			latestID = latest.ID
+		case latest.Status == ops.StatusUnknown || latest.Status == ops.StatusExpired:
+			return latest, nil
+		case r.noSend:
+			return latest, nil
+		case latest.Leased(r.now()) && latest.LeaseOwner != r.owner:
+			return latest, nil
+		default:
+			// Received, or in progress under a lease that ran out: its worker died.
+			op, err := l.Claim(bg, latest, r.owner)
+			if ops.ErrorCode(err) == ops.ECONFLICT {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("take over operation %s: %w", latest.ID, err)
+			}
+			return r.send(ctx, bg, op, nil, body, true)
+		}
+		if r.noSend {
+			return nil, r.requeue(bg, 0, "", "")
+		}
+		if reason := r.spent(r.now(), r.estimate(body)); reason != "" {
+			return nil, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+reason+") before a generation could be sent.")
+		}
+		// A worker that lost the job's lease (it stalled, another took over) must not open a
+		// generation it will not send.
+		if err := r.w.Store.ExtendJob(bg, j.ID, r.owner, r.now(), r.now().Add(l.Limits.Lease)); err != nil {
+			return nil, fmt.Errorf("confirm the job's lease: %w", err)
+		}
+		o, err := l.Open(bg, ops.Intent{TenantID: j.TenantID, Kind: ops.KindLLMJob, Provider: r.w.Upstream.Name(),
+			IntentKey: intent, Fingerprint: j.DedupKey, ChatRef: "job:" + j.ID, Request: r.request(body), Latest: &latestID},
+			"job:"+j.ID, r.owner)
+		if ops.ErrorCode(err) == ops.ECONFLICT {
+			continue // superseded: another worker opened it first
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open generation: %w", err)
+		}
+		if !o.Created {
+			continue // opened meanwhile by another worker: look at it again
+		}
+		return r.send(ctx, bg, o.Op, o.Attempt, body, false)
+	}
+	return nil, fmt.Errorf("the generation of %s kept changing under this worker", intent)
+}
+
+// join records this job as a duplicate request of a generation that succeeded: it is
+// answered from it and nothing is sent.
+func (r *run) join(ctx context.Context, op *ops.Operation) error {
+	if r.j.OperationID == op.ID {
+		return nil
+	}
+	o, err := r.w.Ledger.Join(ctx, op.ID, op.Fingerprint, "job:"+r.j.ID)
+	if err != nil {
+		return fmt.Errorf("join generation %s: %w", op.ID, err)
+	}
+	if err := r.w.Ledger.Store.AnswerClientRequest(ctx, o.ClientRequestID, ops.AnswerReplayed, r.now()); err != nil {
+		return err
+	}
+	_, err = r.change(ctx, JobChange{Status: StatusRunning, OperationID: op.ID})
+	return err
+}
+
+// send sends op's generation until its outcome is settled or the job's budget is spent.
+// takeover says op was claimed from a worker that died, whose last attempt may have been
+// billed.
+func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, body []byte, takeover bool) (*ops.Operation, error) {
+	l := r.w.Ledger
+	if _, err := r.change(bg, JobChange{Status: StatusRunning, OperationID: op.ID}); err != nil {
+		return nil, err
+	}
+	possibleDup := false
+	if takeover {
+		var retry bool
+		var err error
+		if op, retry, possibleDup, err = r.finishDangling(bg, op); err != nil || !retry {
+			return op, err
+		}
+	}
+	estimate := r.estimate(body)
+	for n := 1; ; n++ {
+		if a == nil {
+			if reason := r.spent(r.now(), estimate); reason != "" {
+				return r.giveUp(bg, op, reason)
+			}
+			cur, att, err := l.BeginAttempt(bg, op, r.owner)
+			if err != nil {
+				return nil, fmt.Errorf("begin attempt: %w", err)
+			}
+			op, a = cur, att
+		}
+		dup := 0
+		if possibleDup {
+			dup = 1
+		}
+		if _, err := r.change(bg, JobChange{Status: StatusRunning, AddAttempts: 1, AddDuplicates: dup}); err != nil {
+			// The job is no longer ours: nothing was sent, so say so and let the next worker
+			// send with this operation.
+			if cur, _, ferr := l.FinishAttempt(bg, op, a, r.owner, ops.AttemptResult{Outcome: ops.OutcomeNotSent, ErrorCode: "job_lease_lost"}); ferr == nil && cur.Status == ops.StatusInProgress {
+				_, _ = l.Release(bg, cur, r.owner, 0, "")
+			}
+			return nil, err
+		}
+		hold := r.holdOp(bg, op)
+		reply := r.w.Upstream.Send(bg, llm.Call{Body: body, OperationID: op.ID, Attempt: a.N})
+		op = hold()
+		if reply.Outcome == ops.OutcomeOK {
+			r.w.crash(CrashAfterResponse)
+		}
+		res, cost := r.result(a, reply, estimate, r.j.PossibleDuplicates+dup)
+		cur, retry, err := l.FinishAttempt(bg, op, a, r.owner, res)
+		if err != nil {
+			return nil, fmt.Errorf("finish attempt: %w", err)
+		}
+		op = cur
+		if cost > 0 {
+			if _, err := r.change(bg, JobChange{Status: StatusRunning, AddCost: cost}); err != nil {
+				return nil, err
+			}
+		}
+		if op.Status == ops.StatusSucceeded {
+			r.w.crash(CrashAfterResult)
+		}
+		if !retry {
+			return op, nil
+		}
+		possibleDup = res.Outcome == ops.OutcomeTimeout || res.Outcome == ops.OutcomeKeyInUse
+		sleep := r.w.Sleep
+		if sleep == nil {
+			sleep = ops.SleepContext
+		}
+		if err := sleep(ctx, ops.Backoff(n, res.RetryAfter, l.Limits, nil)); err != nil {
+			// Shutting down between attempts: the next worker goes on with the same operation.
+			if _, rerr := l.Release(bg, op, r.owner, 0, ""); rerr != nil {
+				return nil, fmt.Errorf("release generation: %w", rerr)
+			}
+			return nil, r.requeue(bg, 0, "", "")
+		}
+		a = nil
+	}
+}
+
+// finishDangling records the unfinished attempt of a dead worker as a timeout: it may have
+// reached the provider and been billed. The policy then decides: batch makes the operation
+// unknown, a resend policy lets this worker send again. uncertain says whether the last
+// attempt may have been billed, so that a resend counts as a possible duplicate.
+func (r *run) finishDangling(ctx context.Context, op *ops.Operation) (_ *ops.Operation, retry, uncertain bool, _ error) {
+	atts, err := r.w.Ledger.Store.Attempts(ctx, op.ID)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("list attempts: %w", err)
+	}
+	if len(atts) == 0 {
+		return op, true, false, nil
+	}
+	last := atts[len(atts)-1]
+	if last.FinishedAt != nil {
+		// No attempt was in flight: the dead worker stopped between two attempts.
+		return op, true, last.Outcome == ops.OutcomeTimeout || last.Outcome == ops.OutcomeKeyInUse, nil
+	}
+	cur, retry, err := r.w.Ledger.FinishAttempt(ctx, op, &last, r.owner, ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "lease_expired"})
+	if err != nil {
+		return nil, false, false, fmt.Errorf("finish the dead worker's attempt: %w", err)
+	}
+	if _, err := r.change(ctx, JobChange{Status: StatusRunning, AddCost: r.estimate(nil)}); err != nil {
+		return nil, false, false, err
+	}
+	return cur, retry, true, nil
+}
+
+// giveUp settles a generation whose job has no budget left: unknown if any send may have
+// been billed, failed if every send was refused at the door.
+func (r *run) giveUp(ctx context.Context, op *ops.Operation, reason string) (*ops.Operation, error) {
+	r.spentReason = reason
+	atts, err := r.w.Ledger.Store.Attempts(ctx, op.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	uncertain := false
+	for _, a := range atts {
+		uncertain = uncertain || a.Outcome == ops.OutcomeTimeout || a.Outcome == ops.OutcomeKeyInUse || a.Outcome == ops.OutcomeServerError
+	}
+	if uncertain {
+		return r.w.Ledger.MarkUnknown(ctx, op, r.owner, "job budget spent ("+reason+") after an uncertain attempt")
+	}
+	return r.w.Ledger.Store.Transition(ctx, ops.TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: ops.StatusFailed,
+		Now: r.now(), Actor: r.owner, Owner: r.owner, Action: "budget_exhausted",
+		Reason: "job budget spent (" + reason + "); every attempt was refused before it was billed"})
+}
+
+// spent says which part of the job's budget a send costing estimate would overrun, or "".
+func (r *run) spent(now time.Time, estimate int64) string {
+	j := r.j
+	switch {
+	case j.LLMAttempts >= j.MaxAttempts:
+		return fmt.Sprintf("%d attempts", j.MaxAttempts)
+	case !now.Before(j.Deadline):
+		return "deadline " + j.Deadline.UTC().Format(time.RFC3339)
+	case j.MaxCostMicros > 0 && j.CostMicros+estimate > j.MaxCostMicros:
+		return fmt.Sprintf("cost %d of %d micros", j.CostMicros+estimate, j.MaxCostMicros)
+	}
+	return ""
+}
+
+// estimate is what one send of body may cost at most: its prompt (about four characters a
+// token) and the profile's full completion.
+func (r *run) estimate(body []byte) int64 {
+	prof := r.catalog().Profiles[r.j.ModelProfile]
+	if body == nil {
+		body = make([]byte, 4*prof.MaxTokens)
+	}
+	c, _ := r.w.Prices.Cost(prof.Model, llm.Usage{PromptTokens: len(body) / 4, CompletionTokens: prof.MaxTokens})
+	return c
+}
+
+// result turns the provider's reply into what the ledger records, and says what the send
+// cost the job's budget: the real cost of a completion, the estimate of an uncertain send.
+func (r *run) result(a *ops.Attempt, reply llm.Reply, estimate int64, dups int) (ops.AttemptResult, int64) {
+	res := ops.AttemptResult{Outcome: reply.Outcome, HTTPStatus: reply.HTTPStatus, ProviderRequestID: reply.RequestID,
+		ErrorCode: reply.ErrorCode, RetryAfter: reply.RetryAfter}
+	switch reply.Outcome {
+	case ops.OutcomeOK:
+	case ops.OutcomeTimeout, ops.OutcomeKeyInUse, ops.OutcomeServerError:
+		return res, estimate
+	default:
+		return res, 0
+	}
+	c, err := parseCompletion(reply.Body)
+	if err != nil {
+		// Not a completion, yet answered 200: the provider may have billed it.
+		res.Outcome, res.ErrorCode = ops.OutcomeTimeout, "upstream_bad_response"
+		return res, estimate
+	}
+	u := llm.Usage{}
+	if c.Usage != nil {
+		u.PromptTokens, u.CompletionTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+		if c.Usage.PromptTokensDetails != nil {
+			u.CachedTokens = c.Usage.PromptTokensDetails.CachedTokens
+		}
+	}
+	cost, known := r.w.Prices.Cost(c.Model, u)
+	usage := mustJSON(map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
+		"cached_tokens": u.CachedTokens, "model": c.Model, "cost_micros": cost, "cost_known": known,
+		"provider_request_id": reply.RequestID, "attempt": a.N, "possible_duplicates": dups})
+	res.Result = &ops.Result{ProviderRef: c.ID, ProviderRequestID: reply.RequestID, Body: reply.Body, Usage: usage, CostMicros: cost}
+	return res, cost
+}
+
+// request is what the operation shows of the job in the dashboard.
+func (r *run) request(body []byte) json.RawMessage {
+	j := r.j
+	return mustJSON(map[string]any{"job_id": j.ID, "dedup_key": j.DedupKey, "pipeline": j.Pipeline,
+		"prompt_version": j.PromptVersion, "model_profile": j.ModelProfile, "document_hash": j.DocumentHash,
+		"document_ref": j.DocumentRef, "body": json.RawMessage(body)})
+}
+
+// validate is validated: the generation checked by the current validator version.
+func (r *run) validate(ctx context.Context, gen *generation, attempt int) (*validation, error) {
+	version := r.w.ValidatorVersion
+	if version == "" {
+		version = DefaultValidatorVersion
+	}
+	in := hashBytes([]byte(gen.Summary))
+	var v validation
+	if ok, err := r.reuse(ctx, StageValidated, in, version, &v); err != nil || ok {
+		if ok && !v.Valid {
+			return nil, r.fail(ctx, "validation_failed", "The generation did not pass validation.")
+		}
+		return &v, err
+	}
+	maxChars := r.w.MaxSummaryChars
+	if maxChars == 0 {
+		maxChars = 4000
+	}
+	v = validate(gen.Summary, maxChars)
+	status := CheckpointOK
+	if !v.Valid {
+		status = CheckpointFailed
+	}
+	if err := r.save(ctx, StageValidated, in, version, status, attempt, v); err != nil {
+		return nil, err
+	}
+	if !v.Valid {
+		return nil, r.fail(ctx, "validation_failed", "The generation did not pass validation.")
+	}
+	return &v, nil
+}
+
+// publish is published: the job's result, its checkpoint and its event in one transaction.
+func (r *run) publish(ctx context.Context, gen *generation, v *validation, attempt int) error {
+	j := r.j
+	now := r.now()
+	version := r.w.ValidatorVersion
+	if version == "" {
+		version = DefaultValidatorVersion
+	}
+	result := mustJSON(map[string]any{"summary": v.Summary, "words": v.Words, "model": gen.Model,
+		"operation_id": gen.OperationID, "completion_id": gen.CompletionID, "validator": version})
+	eventID := uuid.Must(uuid.NewV7()).String()
+	payload := mustJSON(map[string]any{"event_id": eventID, "job_id": j.ID, "tenant_id": j.TenantID,
+		"idempotency_key": j.IdempotencyKey, "dedup_key": j.DedupKey, "status": StatusPublished,
+		"pipeline": j.Pipeline, "prompt_version": j.PromptVersion, "model_profile": j.ModelProfile,
+		"operation_id": gen.OperationID, "result": result, "published_at": now})
+	cp := Checkpoint{InputHash: hashJSON([]string{j.ID, hashBytes(result)}), CodeVersion: publishVersion, Attempt: attempt,
+		Result: mustJSON(map[string]any{"event_id": eventID, "topic": TopicPublished})}
+	_, published, err := r.w.Store.PublishJob(ctx, PublishParams{Job: j, Owner: r.owner, Now: now, Result: result,
+		Checkpoint: cp, EventID: eventID, Payload: payload})
+	if err != nil {
+		return fmt.Errorf("publish job %s: %w", j.ID, err)
+	}
+	if published {
+		r.w.crash(CrashAfterPublish)
+	}
+	return nil
+}
+
+// reuse loads the ok checkpoint of a stage for this input and code version into out.
+func (r *run) reuse(ctx context.Context, stage Stage, in, version string, out any) (bool, error) {
+	cp, err := r.w.Store.FindCheckpoint(ctx, r.j.DedupKey, stage, in, version)
+	if ops.ErrorCode(err) == ops.ENOTFOUND || (err == nil && cp.Status != CheckpointOK && stage != StageValidated) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("find %s checkpoint: %w", stage, err)
+	}
+	if err := json.Unmarshal(cp.Result, out); err != nil {
+		return false, nil // an unreadable checkpoint is done again
+	}
+	return true, nil
+}
+
+func (r *run) save(ctx context.Context, stage Stage, in, version, status string, attempt int, result any) error {
+	now := r.now()
+	err := r.w.Store.SaveCheckpoint(ctx, Checkpoint{TenantID: r.j.TenantID, DedupKey: r.j.DedupKey, JobID: r.j.ID, Stage: stage,
+		InputHash: in, CodeVersion: version, Status: status, Attempt: attempt, Result: mustJSON(result), CreatedAt: now, UpdatedAt: now})
+	if err != nil {
+		return fmt.Errorf("save %s checkpoint: %w", stage, err)
+	}
+	return nil
+}
+
+// change applies a guarded change to the job and keeps the run's copy current.
+func (r *run) change(ctx context.Context, c JobChange) (*Job, error) {
+	c.ID, c.Owner, c.Now = r.j.ID, r.owner, r.now()
+	if c.Status == StatusRunning && c.ErrorCode == "" {
+		c.ErrorCode, c.ErrorMessage = r.j.ErrorCode, r.j.ErrorMessage
+	}
+	j, err := r.w.Store.ChangeJob(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("change job %s: %w", r.j.ID, err)
+	}
+	r.j = j
+	return j, nil
+}
+
+func (r *run) fail(ctx context.Context, code, msg string) error {
+	if _, err := r.change(ctx, JobChange{Status: StatusFailed, ErrorCode: code, ErrorMessage: msg}); err != nil {
+		return err
+	}
+	r.w.logger().Info("job failed", "job", r.j.ID, "code", code)
+	return errParked
+}
+
+func (r *run) requeue(ctx context.Context, after time.Duration, code, msg string) error {
+	at := r.now().Add(after)
+	if _, err := r.change(ctx, JobChange{Status: StatusQueued, RunAfter: &at, ErrorCode: code, ErrorMessage: msg}); err != nil {
+		return err
+	}
+	return errParked
+}
+
+func (r *run) catalog() *Catalog {
+	if r.w.Catalog != nil {
+		return r.w.Catalog
+	}
+	return DefaultCatalog()
+}
+
+// holdJob extends the job's lease every third of it until the returned stop is called, so
+// a long generation does not look like a dead worker.
+func (r *run) holdJob(ctx context.Context) (stop func()) {
+	lease := r.w.Ledger.Limits.Lease
+	quit, done := make(chan struct{}), make(chan struct{})
+	id := r.j.ID
+	go func() {
+		defer close(done)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				now := r.now()
+				if err := r.w.Store.ExtendJob(ctx, id, r.owner, now, now.Add(lease)); err != nil {
+					// Published, parked, or taken over: nothing left to hold.
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); <-done }) }
+}
+
+// holdOp extends op's lease during a send, and returns the operation as it is after.
+func (r *run) holdOp(ctx context.Context, op *ops.Operation) (stop func() *ops.Operation) {
+	l := r.w.Ledger
+	quit, done := make(chan struct{}), make(chan struct{})
+	cur := op
+	go func() {
+		defer close(done)
+		t := time.NewTicker(l.Limits.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				now := l.Clock.Now()
+				next, err := l.Store.Transition(ctx, ops.TransitionParams{ID: cur.ID, Version: cur.Version, From: ops.StatusInProgress,
+					To: ops.StatusInProgress, Phase: cur.Phase, Now: now, Actor: r.owner, Owner: r.owner, Action: "lease.extend",
+					LeaseUntil: ptr(now.Add(l.Limits.Lease))})
+				if err != nil {
+					r.w.logger().Warn("extend generation lease", "operation", cur.ID, "err", err)
+					return
+				}
+				cur = next
+			}
+		}
+	}()
+	return func() *ops.Operation {
+		close(quit)
+		<-done
+		return cur
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
