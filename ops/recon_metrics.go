@@ -44,12 +44,23 @@ type MetricsRow struct {
 	ClientRequests int64
 	Duplicates     int64
 	Replays        int64
-	// Operations counts operations created in the window; Succeeded those of them closed as
-	// succeeded.
+	// InProgress, Conflicts, Checking and Rejected count the requests answered 409 (the
+	// same key in flight), 422 (another fingerprint), "checking" (the outcome is unknown)
+	// and refused as bad input.
+	InProgress int64
+	Conflicts  int64
+	Checking   int64
+	Rejected   int64
+	// Operations counts operations created in the window; Succeeded, Failed, Unknown and
+	// Expired those of them whose status is that now.
 	Operations int64
 	Succeeded  int64
-	// AttemptsSent counts attempts started in the window that left for the provider;
-	// Timeouts those whose outcome was a timeout.
+	Failed     int64
+	Unknown    int64
+	Expired    int64
+	// Attempts counts attempts started in the window; AttemptsSent those that left for the
+	// provider; Timeouts those whose outcome was a timeout.
+	Attempts     int64
 	AttemptsSent int64
 	Timeouts     int64
 	// Charges counts the provider's charged records for the operations created in the window,
@@ -127,6 +138,13 @@ type DrillRow struct {
 
 // MetricsStore reads the reconciliation table and what is behind each number.
 type MetricsStore interface {
+	// ReconMetrics counts the raw rows of the window, through their time indexes: exact as
+	// of now, and meant for short windows (alert rules). Pages read RollupMetrics.
 	ReconMetrics(ctx context.Context, f MetricsFilter) ([]MetricsRow, error)
+	// RollupMetrics reads the same table from the per-minute rollups, as of the rollup
+	// job's last run: a few thousand rows whatever the size of the raw tables.
+	RollupMetrics(ctx context.Context, f MetricsFilter) ([]MetricsRow, error)
+	// RollupStatus says how far the rollup job has got.
+	RollupStatus(ctx context.Context) (RollupState, error)
 	ReconDrill(ctx context.Context, f DrillFilter) ([]DrillRow, error)
 }

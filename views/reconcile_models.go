@@ -24,6 +24,10 @@ type ReconcilePage struct {
 	// Runs says when each provider was last reconciled; the charges columns are only as
 	// fresh as that.
 	Runs []ReconRun
+	// Freshness says up to when the rollups behind the table are counted; Stale marks it
+	// as late.
+	Freshness string
+	Stale     bool
 }
 
 // ReconcileFilter echoes the submitted filter back into the form.

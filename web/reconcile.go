@@ -18,7 +18,9 @@ import (
 	"github.com/settle-dev/settle/views"
 )
 
-// ReconReader is what the reconciliation pages need from the store.
+// ReconReader is what the reconciliation pages need from the store. The per-window table
+// reads the rollups (RollupMetrics); the drill-down reads the raw rows behind one cell,
+// a page at a time.
 type ReconReader interface {
 	ops.MetricsStore
 	ops.ExceptionStore
@@ -161,7 +163,12 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	rows, err := s.Recon.ReconMetrics(ctx, q.filter)
+	rows, err := s.Recon.RollupMetrics(ctx, q.filter)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	state, err := s.Recon.RollupStatus(ctx)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -172,6 +179,7 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := views.ReconcilePage{Viewer: viewer(userFrom(ctx)), Filter: q.form, CSVURL: "/reconcile.csv?" + r.URL.RawQuery}
+	m.Freshness, m.Stale = freshness(state, s.Clock.Now())
 	for _, rg := range reconRanges {
 		m.Ranges = append(m.Ranges, views.ReconOption{Value: rg.value, Label: rg.label, Selected: rg.value == q.form.Range})
 	}
@@ -329,7 +337,7 @@ func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	rows, err := s.Recon.ReconMetrics(ctx, q.filter)
+	rows, err := s.Recon.RollupMetrics(ctx, q.filter)
 	if err != nil {
 		s.Error(w, r, err)
 		return

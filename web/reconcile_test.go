@@ -59,7 +59,17 @@ VALUES ($1, $2, 'refund', $3, $4, nullif($5, ''), $6)`, tenant, opID, "toolu_0"+
 	e.exec(t, `INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at, seen_at)
 VALUES ($1, 'stripe', 're_first', $2, 3800, 'usd', 'succeeded', $3, $3), ($1, 'stripe', 're_second', $2, 3800, 'usd', 'succeeded', $4, $4),
 	(NULL, 'stripe', 're_orphan', NULL, 1200, 'usd', 'succeeded', $4, $4)`, tenant, opID, at.Add(time.Second), at.Add(time.Minute))
+	rollUp(t, e)
 	return opID, tenant
+}
+
+// rollUp runs the rollup job at t0, as 'settle serve' does in the background: the pages
+// read its rollups.
+func rollUp(t *testing.T, e *env) {
+	t.Helper()
+	if _, err := (&ops.Rollups{Store: e.db, Clock: ops.NewManualClock(t0)}).CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func signIn(t *testing.T, e *env, email string, role ops.Role) *http.Client {

@@ -45,6 +45,7 @@ type Server struct {
 	JobsDeps
 	ReconcileDeps
 	AlertsDeps
+	InsightsDeps
 }
 
 // Handler returns the whole HTTP interface. Call it once per Server: it registers the HTTP
@@ -110,6 +111,7 @@ func (s *Server) router() *chi.Mux {
 		s.mountDashboard(r)
 		s.mountReconcile(r)
 		s.mountAlerts(r)
+		s.mountInsights(r)
 	})
 	s.mountMCP(r)
 	s.mountJobs(r)

@@ -139,6 +139,8 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB,
 	}
 	srv.Recon = p.DB
+	srv.InsightsDeps = web.InsightsDeps{Insights: p.DB}
+	p.startRollups(ctx)
 	usage, err := p.wireLLM(srv)
 	if err != nil {
 		return err

@@ -57,6 +57,11 @@ func checkMetricsFilter(f ops.MetricsFilter) error {
 	return nil
 }
 
+// querier is what the counting queries run on: the pool, or the rollup job's transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // ReconMetrics implements ops.MetricsStore: four index-served aggregate queries (client
 // requests, operations, attempts, charges), merged by row. Every number counts recorded
 // rows; nothing is estimated.
@@ -64,6 +69,13 @@ func (db *DB) ReconMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.Metr
 	if err := checkMetricsFilter(f); err != nil {
 		return nil, err
 	}
+	return countRaw(ctx, db.Pool, f)
+}
+
+// countRaw counts the raw rows of f's window in buckets of f.Bucket, which may be any whole
+// number of seconds: the rollup job counts per minute with it. It is the one definition of
+// every number; the rollups store what it returned.
+func countRaw(ctx context.Context, q querier, f ops.MetricsFilter) ([]ops.MetricsRow, error) {
 	args := metricsArgs(f)
 	rows := map[ops.MetricsKey]*ops.MetricsRow{}
 	row := func(b time.Time, tenant int64, kind, provider string) *ops.MetricsRow {
@@ -87,55 +99,66 @@ func (db *DB) ReconMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.Metr
 		{"count client requests", `
 SELECT ` + bin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider, ''), coalesce(` + opCurrency + `, ''),
 	count(*), count(*) FILTER (WHERE cr.duplicate), count(*) FILTER (WHERE cr.answer = 'replayed'),
-	coalesce(sum(` + opMicros + `) FILTER (WHERE cr.answer = 'replayed'), 0)
+	coalesce(sum(` + opMicros + `) FILTER (WHERE cr.answer = 'replayed'), 0),
+	count(*) FILTER (WHERE cr.answer = 'in_progress'), count(*) FILTER (WHERE cr.answer = 'conflict'),
+	count(*) FILTER (WHERE cr.answer = 'checking'), count(*) FILTER (WHERE cr.answer = 'rejected')
 FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
 WHERE cr.received_at >= @from AND cr.received_at < @to
 	AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider)
 GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
 			var b time.Time
-			var tenant, n, dup, rep, saved int64
+			var tenant, n, dup, rep, saved, inProgress, conflicts, checking, rejected int64
 			var kind, provider, currency string
-			if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &dup, &rep, &saved); err != nil {
+			if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &dup, &rep, &saved, &inProgress, &conflicts, &checking, &rejected); err != nil {
 				return err
 			}
 			r := row(b, tenant, kind, provider)
 			r.ClientRequests += n
 			r.Duplicates += dup
 			r.Replays += rep
+			r.InProgress += inProgress
+			r.Conflicts += conflicts
+			r.Checking += checking
+			r.Rejected += rejected
 			r.Saved.Add(currency, saved)
 			return nil
 		}},
 		{"count operations", `
-SELECT ` + bin("o.created_at") + `, o.tenant_id, o.kind, o.provider, count(*), count(*) FILTER (WHERE o.status = 'succeeded')
+SELECT ` + bin("o.created_at") + `, o.tenant_id, o.kind, o.provider, count(*), count(*) FILTER (WHERE o.status = 'succeeded'),
+	count(*) FILTER (WHERE o.status = 'failed'), count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'expired')
 FROM operations o
 WHERE o.created_at >= @from AND o.created_at < @to
 	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
 GROUP BY 1, 2, 3, 4`, func(rs pgx.Rows) error {
 			var b time.Time
-			var tenant, n, ok int64
+			var tenant, n, ok, failed, unknown, expired int64
 			var kind, provider string
-			if err := rs.Scan(&b, &tenant, &kind, &provider, &n, &ok); err != nil {
+			if err := rs.Scan(&b, &tenant, &kind, &provider, &n, &ok, &failed, &unknown, &expired); err != nil {
 				return err
 			}
 			r := row(b, tenant, kind, provider)
 			r.Operations += n
 			r.Succeeded += ok
+			r.Failed += failed
+			r.Unknown += unknown
+			r.Expired += expired
 			return nil
 		}},
 		{"count attempts", `
-SELECT ` + bin("a.started_at") + `, o.tenant_id, o.kind, o.provider,
+SELECT ` + bin("a.started_at") + `, o.tenant_id, o.kind, o.provider, count(*),
 	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'), count(*) FILTER (WHERE a.outcome = 'timeout')
 FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.started_at >= @from AND a.started_at < @to
 	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
 GROUP BY 1, 2, 3, 4`, func(rs pgx.Rows) error {
 			var b time.Time
-			var tenant, sent, timeouts int64
+			var tenant, started, sent, timeouts int64
 			var kind, provider string
-			if err := rs.Scan(&b, &tenant, &kind, &provider, &sent, &timeouts); err != nil {
+			if err := rs.Scan(&b, &tenant, &kind, &provider, &started, &sent, &timeouts); err != nil {
 				return err
 			}
 			r := row(b, tenant, kind, provider)
+			r.Attempts += started
 			r.AttemptsSent += sent
 			r.Timeouts += timeouts
 			return nil
@@ -159,22 +182,27 @@ FROM c GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
 			return nil
 		}},
 	}
-	for _, q := range queries {
-		rs, err := db.Pool.Query(ctx, q.sql, args)
+	for _, qu := range queries {
+		rs, err := q.Query(ctx, qu.sql, args)
 		if err != nil {
-			return nil, interpret(err, q.what)
+			return nil, interpret(err, qu.what)
 		}
 		for rs.Next() {
-			if err := q.scan(rs); err != nil {
+			if err := qu.scan(rs); err != nil {
 				rs.Close()
-				return nil, interpret(err, q.what)
+				return nil, interpret(err, qu.what)
 			}
 		}
 		rs.Close()
 		if err := rs.Err(); err != nil {
-			return nil, interpret(err, q.what)
+			return nil, interpret(err, qu.what)
 		}
 	}
+	return sortedRows(rows), nil
+}
+
+// sortedRows returns the rows by window, tenant, kind and provider.
+func sortedRows(rows map[ops.MetricsKey]*ops.MetricsRow) []ops.MetricsRow {
 	out := make([]ops.MetricsRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
@@ -192,7 +220,7 @@ FROM c GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
 			return a.Provider < b.Provider
 		}
 	})
-	return out, nil
+	return out
 }
 
 // drillLimit bounds a drill-down page; the table's number says how many there are in all.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
@@ -100,7 +101,7 @@ VALUES ($1, $2, $3, $4, $5, $6, 'fp', $7, $8, $9, $10, $11, $11, $12)`, o.id, o.
 			r := seedRequest{tenant: o.tenant, kind: o.kind, op: i, duplicate: n > 0, at: o.created.Add(time.Duration(n*rnd.IntN(7200)) * time.Second)}
 			r.answer = "new"
 			if r.duplicate {
-				r.answer = pick("replayed", "replayed", "in_progress", "checking", "retried", "")
+				r.answer = pick("replayed", "replayed", "in_progress", "checking", "conflict", "retried", "")
 			}
 			s.requests = append(s.requests, r)
 		}
@@ -179,6 +180,16 @@ func (s *seeded) expected(f ops.MetricsFilter) []ops.MetricsRow {
 		if r.duplicate {
 			m.Duplicates++
 		}
+		switch r.answer {
+		case "in_progress":
+			m.InProgress++
+		case "conflict":
+			m.Conflicts++
+		case "checking":
+			m.Checking++
+		case "rejected":
+			m.Rejected++
+		}
 		if r.answer == "replayed" {
 			m.Replays++
 			m.Saved.Add(money(s.ops[r.op]))
@@ -190,8 +201,15 @@ func (s *seeded) expected(f ops.MetricsFilter) []ops.MetricsRow {
 		}
 		m := row(o.created, o.tenant, o.kind, o.provider)
 		m.Operations++
-		if o.status == "succeeded" {
+		switch o.status {
+		case "succeeded":
 			m.Succeeded++
+		case "failed":
+			m.Failed++
+		case "unknown":
+			m.Unknown++
+		case "expired":
+			m.Expired++
 		}
 	}
 	for _, a := range s.attempts {
@@ -200,6 +218,7 @@ func (s *seeded) expected(f ops.MetricsFilter) []ops.MetricsRow {
 			continue
 		}
 		m := row(a.at, o.tenant, o.kind, o.provider)
+		m.Attempts++
 		if a.outcome != "not_sent" {
 			m.AttemptsSent++
 		}
@@ -261,63 +280,198 @@ func (s *seeded) expected(f ops.MetricsFilter) []ops.MetricsRow {
 }
 
 // The per-window numbers equal counts computed directly from the recorded rows, for random
-// mixed workloads, per hour and per day, with and without filters.
+// mixed workloads, per hour and per day, with and without filters: both the raw counts
+// (ReconMetrics) and the rollups the pages read (RollupMetrics), after the rollup job ran.
+// Then rows arrive late and old operations change (closed, charged again); one more run of
+// the job brings the rollups level with the raw rows again, and a repeated run changes
+// nothing.
 func TestReconMetricsEqualCountsOfTheRawRows(t *testing.T) {
 	t.Parallel()
 	end := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	for seedN := range uint64(5) {
 		t.Run(fmt.Sprint("seed", seedN), func(t *testing.T) {
 			t.Parallel()
+			ctx := context.Background()
 			db := pgtest.New(t)
 			rnd := rand.New(rand.NewPCG(seedN, 42))
 			s := seed(t, db, rnd, end)
 			var tenant int64
-			_ = db.Pool.QueryRow(context.Background(), `SELECT id FROM tenants WHERE name = 'globex'`).Scan(&tenant)
+			_ = db.Pool.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'globex'`).Scan(&tenant)
 			filters := []ops.MetricsFilter{
 				{Window: ops.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour},
 				{Window: ops.Window{From: end.Add(-96 * time.Hour), To: end.Add(24 * time.Hour)}, Bucket: 24 * time.Hour},
 				{Window: ops.Window{From: end.Add(-30 * time.Hour), To: end.Add(-5 * time.Hour)}, Bucket: time.Hour, TenantID: tenant},
 				{Window: ops.Window{From: end.Add(-48 * time.Hour), To: end}, Bucket: 24 * time.Hour, Kind: ops.KindRefund, Provider: "stripe"},
 			}
-			for i, f := range filters {
-				got, err := db.ReconMetrics(context.Background(), f)
-				if err != nil {
+			// Rollup-only shapes: quarter hours, and hourly rows over a window that starts
+			// and ends inside hours (minute rows fill the edges).
+			rollupOnly := []ops.MetricsFilter{
+				{Window: ops.Window{From: end.Add(-24 * time.Hour), To: end}, Bucket: 15 * time.Minute},
+				{Window: ops.Window{From: end.Add(-50*time.Hour - 17*time.Minute), To: end.Add(-3*time.Hour - 41*time.Minute)}, Bucket: time.Hour},
+				{Window: ops.Window{From: end, To: end.Add(8 * time.Hour)}, Bucket: 15 * time.Minute},
+			}
+			// Requests and attempts of the last operations come up to 6 hours after them.
+			clock := ops.NewManualClock(end.Add(7 * time.Hour))
+			// A small span makes the first run over three days take several passes.
+			roll := &ops.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour}
+			rep, err := roll.CatchUp(ctx)
+			if err != nil || !rep.CaughtUp {
+				t.Fatalf("catch up: %+v %v", rep, err)
+			}
+			checkMetrics(t, db, s, filters, rollupOnly, true)
+
+			// Later: rows committed late, operations closed, charges found by reconciliation.
+			lastRun := clock.Now()
+			clock.Advance(10 * time.Minute)
+			mutate(t, db, rnd, s, end, lastRun, clock.Now())
+			if _, err := roll.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			checkMetrics(t, db, s, filters, rollupOnly, false)
+
+			// Running again, now or a minute later, replaces rows with the same rows.
+			before := dumpRollups(t, db)
+			for range 2 {
+				if _, err := roll.RunOnce(ctx); err != nil {
 					t.Fatal(err)
 				}
-				want := s.expected(f)
-				if i == 0 {
-					var tot ops.MetricsRow
-					for _, r := range want {
-						tot.Replays, tot.Timeouts, tot.DoubleCharges, tot.Orphans = tot.Replays+r.Replays, tot.Timeouts+r.Timeouts,
-							tot.DoubleCharges+r.DoubleCharges, tot.Orphans+r.Orphans
-					}
-					if tot.Replays == 0 || tot.Timeouts == 0 || tot.DoubleCharges == 0 || tot.Orphans == 0 {
-						t.Fatalf("the workload lacks a case: %+v", tot)
-					}
+				if after := dumpRollups(t, db); !reflect.DeepEqual(before, after) {
+					t.Fatalf("a repeated run changed the rollups:\n%v\n%v", before, after)
 				}
-				if !reflect.DeepEqual(normal(got), normal(want)) {
-					t.Fatalf("filter %d: got %d rows, want %d\n got %+v\nwant %+v", i, len(got), len(want), got, want)
-				}
-				// The drill-down lists the rows behind a number: as many as the number says.
-				for _, r := range got {
-					for m, n := range map[ops.Measure]int64{ops.MeasureClientRequests: r.ClientRequests, ops.MeasureReplays: r.Replays,
-						ops.MeasureSucceeded: r.Succeeded, ops.MeasureTimeouts: r.Timeouts, ops.MeasureCharges: r.Charges,
-						ops.MeasureDoubleCharges: r.DoubleCharges, ops.MeasureOrphans: r.Orphans} {
-						if f.TenantID != 0 || f.Kind != "" {
-							continue // the drill cell is exact; filters only narrow the table
-						}
-						d, err := db.ReconDrill(context.Background(), ops.DrillFilter{MetricsKey: r.MetricsKey, Width: f.Bucket, Measure: m})
-						if err != nil {
-							t.Fatal(err)
-						}
-						if int64(len(d)) != n {
-							t.Fatalf("drill %s of %+v: %d rows, the table says %d", m, r.MetricsKey, len(d), n)
-						}
-					}
-				}
+				clock.Advance(time.Minute)
 			}
 		})
 	}
+}
+
+// checkMetrics compares both readings with the expected table; drills checks the drill-down
+// too (it reads raw rows, so once is enough).
+func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []ops.MetricsFilter, drills bool) {
+	t.Helper()
+	ctx := context.Background()
+	for i, f := range append(append([]ops.MetricsFilter{}, filters...), rollupOnly...) {
+		want := s.expected(f)
+		if i == 0 {
+			var tot ops.MetricsRow
+			for _, r := range want {
+				tot.Replays, tot.Timeouts, tot.DoubleCharges, tot.Orphans = tot.Replays+r.Replays, tot.Timeouts+r.Timeouts,
+					tot.DoubleCharges+r.DoubleCharges, tot.Orphans+r.Orphans
+			}
+			if tot.Replays == 0 || tot.Timeouts == 0 || tot.DoubleCharges == 0 || tot.Orphans == 0 {
+				t.Fatalf("the workload lacks a case: %+v", tot)
+			}
+		}
+		rolled, err := db.RollupMetrics(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(normal(rolled), normal(want)) {
+			t.Fatalf("rollups, filter %d: got %d rows, want %d\n got %+v\nwant %+v", i, len(rolled), len(want), rolled, want)
+		}
+		if i >= len(filters) {
+			continue
+		}
+		got, err := db.ReconMetrics(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(normal(got), normal(want)) {
+			t.Fatalf("raw, filter %d: got %d rows, want %d\n got %+v\nwant %+v", i, len(got), len(want), got, want)
+		}
+		if !drills || f.TenantID != 0 || f.Kind != "" {
+			continue // the drill cell is exact; filters only narrow the table
+		}
+		// The drill-down lists the rows behind a number: as many as the number says.
+		for _, r := range rolled {
+			for m, n := range map[ops.Measure]int64{ops.MeasureClientRequests: r.ClientRequests, ops.MeasureReplays: r.Replays,
+				ops.MeasureSucceeded: r.Succeeded, ops.MeasureTimeouts: r.Timeouts, ops.MeasureCharges: r.Charges,
+				ops.MeasureDoubleCharges: r.DoubleCharges, ops.MeasureOrphans: r.Orphans} {
+				d, err := db.ReconDrill(ctx, ops.DrillFilter{MetricsKey: r.MetricsKey, Width: f.Bucket, Measure: m})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if int64(len(d)) != n {
+					t.Fatalf("drill %s of %+v: %d rows, the table says %d", m, r.MetricsKey, len(d), n)
+				}
+			}
+		}
+	}
+}
+
+// mutate changes the seeded workload the way the ledger and the reconciler would after the
+// rollup job ran: open operations closed (each status change writes an audit row), charges
+// recorded for old operations (a second one makes a double charge), orphans found, and
+// client requests and attempts stamped a few minutes ago but committed only now.
+func mutate(t *testing.T, db *pg.DB, rnd *rand.Rand, s *seeded, end, lastRun, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	closed := 0
+	for i := range s.ops {
+		o := &s.ops[i]
+		if o.status != "unknown" && o.status != "expired" && o.status != "in_progress" || rnd.IntN(2) == 0 {
+			continue
+		}
+		to := []string{"succeeded", "failed"}[rnd.IntN(2)]
+		exec(`UPDATE operations SET status = $2, closed_at = $3, updated_at = $3 WHERE id = $1`, o.id, to, now)
+		exec(`INSERT INTO audit_log (at, actor, action, entity, entity_id) VALUES ($1, 'test', 'close', 'operation', $2)`, now, o.id)
+		o.status = to
+		closed++
+	}
+	if closed == 0 {
+		t.Fatal("nothing to close")
+	}
+	addCharge := func(c seedCharge) {
+		c.ref = fmt.Sprintf("re_late_%d", len(s.charges))
+		var op, tenant any
+		if c.op >= 0 {
+			op, tenant = s.ops[c.op].id, s.ops[c.op].tenant
+		}
+		if err := db.Pool.QueryRow(ctx, `INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency,
+	status, charged_at, seen_at) VALUES ($1, $2, $3, $4, $5, 'usd', 'succeeded', $6, $7) RETURNING id`,
+			tenant, c.provider, c.ref, op, c.cents, c.at, now).Scan(&c.id); err != nil {
+			t.Fatal(err)
+		}
+		s.charges = append(s.charges, c)
+	}
+	for range 6 {
+		i := rnd.IntN(len(s.ops))
+		addCharge(seedCharge{op: i, provider: s.ops[i].provider, cents: 100 + rnd.Int64N(900), currency: "usd", status: "succeeded",
+			at: s.ops[i].created.Add(time.Hour)})
+	}
+	addCharge(seedCharge{op: -1, provider: "stripe", cents: 500, currency: "usd", status: "succeeded", at: end.Add(-40 * time.Hour)})
+	// Stamped before the last run ended, within its overlap, and committed after it.
+	late := lastRun.Add(-2 * time.Minute)
+	i := rnd.IntN(len(s.ops))
+	o := s.ops[i]
+	exec(`INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
+VALUES ($1, $2, $3, 'late', true, 'replayed', $4)`, o.tenant, o.id, o.kind, late)
+	s.requests = append(s.requests, seedRequest{tenant: o.tenant, kind: o.kind, op: i, duplicate: true, answer: "replayed", at: late})
+	exec(`INSERT INTO attempts (operation_id, n, provider_key, owner, started_at, outcome) VALUES ($1, 99, 'k', 'w', $2, 'timeout')`, o.id, late)
+	s.attempts = append(s.attempts, seedAttempt{op: i, outcome: "timeout", at: late})
+}
+
+// dumpRollups returns every rollup and money row, without when it was computed.
+func dumpRollups(t *testing.T, db *pg.DB) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `
+SELECT (r.*)::text FROM (SELECT width_seconds, start, tenant_id, kind, provider, client_requests, duplicates, replays,
+	answered_in_progress, answered_conflict, answered_checking, answered_rejected, operations, succeeded, failed, unknown, expired,
+	attempts, attempts_sent, timeouts, charges, orphans, double_charges FROM rollups) r
+UNION ALL SELECT (m.*)::text FROM rollup_money m ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // normal makes rows comparable: empty money maps and nil ones are the same.

@@ -1,0 +1,434 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+var (
+	_ ops.RollupStore  = (*DB)(nil)
+	_ ops.BacklogStore = (*DB)(nil)
+)
+
+// rollupLockKey is the advisory lock that lets one replica run the rollup job at a time
+// ("settle rollups" in ASCII, cut to 63 bits).
+const rollupLockKey int64 = 0x736574746c65726f
+
+// rollupStateName names the job's row in rollup_state.
+const rollupStateName = "rollups"
+
+// changedRunGap is how far apart two changed minutes may be and still be recomputed by one
+// query (with the minutes between them).
+const changedRunGap = 30 * time.Minute
+
+// rollupCols are the counters of a rollup row, in the order rollupValues writes them.
+var rollupCols = []string{"client_requests", "duplicates", "replays", "answered_in_progress", "answered_conflict",
+	"answered_checking", "answered_rejected", "operations", "succeeded", "failed", "unknown", "expired", "attempts",
+	"attempts_sent", "timeouts", "charges", "orphans", "double_charges"}
+
+func rollupValues(r *ops.MetricsRow) []any {
+	return []any{r.ClientRequests, r.Duplicates, r.Replays, r.InProgress, r.Conflicts, r.Checking, r.Rejected,
+		r.Operations, r.Succeeded, r.Failed, r.Unknown, r.Expired, r.Attempts, r.AttemptsSent, r.Timeouts,
+		r.Charges, r.Orphans, r.DoubleCharges}
+}
+
+func rollupTargets(r *ops.MetricsRow) []any {
+	return []any{&r.ClientRequests, &r.Duplicates, &r.Replays, &r.InProgress, &r.Conflicts, &r.Checking, &r.Rejected,
+		&r.Operations, &r.Succeeded, &r.Failed, &r.Unknown, &r.Expired, &r.Attempts, &r.AttemptsSent, &r.Timeouts,
+		&r.Charges, &r.Orphans, &r.DoubleCharges}
+}
+
+// RollupStatus implements ops.RollupStore.
+func (db *DB) RollupStatus(ctx context.Context) (ops.RollupState, error) {
+	return readRollupState(ctx, db.Pool)
+}
+
+func readRollupState(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (ops.RollupState, error) {
+	var st ops.RollupState
+	err := q.QueryRow(ctx, `SELECT minutes_until, changes_until, last_run_at FROM rollup_state WHERE name = $1`, rollupStateName).
+		Scan(&st.MinutesUntil, &st.ChangesUntil, &st.LastRunAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ops.RollupState{}, nil
+	}
+	if err != nil {
+		return st, interpret(err, "read the rollup state")
+	}
+	st.MinutesUntil, st.ChangesUntil, st.LastRunAt = st.MinutesUntil.UTC(), st.ChangesUntil.UTC(), st.LastRunAt.UTC()
+	return st, nil
+}
+
+// RunRollups implements ops.RollupStore, in one transaction under an advisory lock: readers
+// see a minute's old rows or its new ones, never none, and a second replica skips its turn.
+func (db *DB) RunRollups(ctx context.Context, p ops.RollupParams) (ops.RollupReport, error) {
+	var rep ops.RollupReport
+	now := p.Now.UTC()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		return rep, interpret(err, "begin the rollup")
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var locked bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, rollupLockKey).Scan(&locked); err != nil {
+		return rep, interpret(err, "lock the rollup")
+	}
+	if !locked {
+		rep.Skipped = true
+		return rep, nil
+	}
+	st, err := readRollupState(ctx, tx)
+	if err != nil {
+		return rep, err
+	}
+
+	// The range computed for the first time (or again, within the overlap) starts where the
+	// last run ended; the very first run starts at the oldest recorded row.
+	base := st.MinutesUntil
+	from := base.Add(-p.Overlap)
+	if !st.Ran() {
+		var earliest *time.Time
+		err := tx.QueryRow(ctx, `SELECT least(
+	(SELECT min(created_at) FROM operations), (SELECT min(received_at) FROM client_requests),
+	(SELECT min(started_at) FROM attempts), (SELECT min(charged_at) FROM provider_charges WHERE operation_id IS NULL))`).Scan(&earliest)
+		if err != nil {
+			return rep, interpret(err, "find the oldest row")
+		}
+		base = now
+		if earliest != nil && earliest.Before(now) {
+			base = *earliest
+		}
+		from = base
+	}
+	from = from.UTC().Truncate(time.Minute)
+	until, end := now, now.Truncate(time.Minute).Add(time.Minute)
+	rep.CaughtUp = true
+	if limit := base.Add(p.MaxSpan).Truncate(time.Minute); p.MaxSpan > 0 && limit.Before(now) {
+		until, end, rep.CaughtUp = limit, limit, false
+	}
+	if from.After(end) {
+		from = end.Add(-time.Minute)
+	}
+	rep.From, rep.To = from, end
+	windows := []ops.Window{{From: from, To: end}}
+
+	// Older minutes whose rows changed since the last run: an operation closed or went
+	// unknown (every status change writes an audit row), or a charge was recorded.
+	if st.Ran() {
+		rows, err := tx.Query(ctx, `
+WITH changed AS (
+	SELECT DISTINCT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
+), times AS (
+	SELECT o.created_at AS at FROM changed c JOIN operations o ON o.id = c.id
+	UNION ALL SELECT a.started_at FROM changed c JOIN attempts a ON a.operation_id = c.id
+	UNION ALL SELECT cr.received_at FROM changed c JOIN client_requests cr ON cr.operation_id = c.id
+	UNION ALL SELECT coalesce(o.created_at, pc.charged_at)
+		FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id WHERE pc.seen_at >= @since
+)
+SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @from`,
+			pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from})
+		if err != nil {
+			return rep, interpret(err, "find changed minutes")
+		}
+		changed, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		if err != nil {
+			return rep, interpret(err, "find changed minutes")
+		}
+		rep.Changed = len(changed)
+		for _, w := range ops.MinuteRuns(changed, changedRunGap) {
+			if w.To.After(from) {
+				w.To = from
+			}
+			windows = append(windows, w)
+		}
+	}
+
+	for _, w := range windows {
+		n, err := rollupWindow(ctx, tx, w, now)
+		if err != nil {
+			return rep, err
+		}
+		rep.Rows += n
+		rep.Minutes += int(w.To.Sub(w.From) / time.Minute)
+	}
+	if rep.CaughtUp {
+		if rep.Snapshot, err = snapshotBacklog(ctx, tx, now); err != nil {
+			return rep, err
+		}
+	}
+	report, _ := json.Marshal(rep)
+	if _, err := tx.Exec(ctx, `
+INSERT INTO rollup_state (name, minutes_until, changes_until, last_run_at, last_report) VALUES ($1, $2, $3, $3, $4)
+ON CONFLICT (name) DO UPDATE SET minutes_until = excluded.minutes_until, changes_until = excluded.changes_until,
+	last_run_at = excluded.last_run_at, last_report = excluded.last_report`, rollupStateName, until, now, report); err != nil {
+		return rep, interpret(err, "record the rollup state")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return rep, interpret(err, "commit the rollup")
+	}
+	return rep, nil
+}
+
+// rollupWindow recomputes the minutes of w from the raw rows, replaces their rollup rows,
+// and recomputes the hours holding them from their minute rows. It returns the minute rows
+// written.
+func rollupWindow(ctx context.Context, tx pgx.Tx, w ops.Window, now time.Time) (int, error) {
+	rows, err := countRaw(ctx, tx, ops.MetricsFilter{Window: w, Bucket: time.Minute})
+	if err != nil {
+		return 0, fmt.Errorf("count %s..%s: %w", w.From.Format(time.RFC3339), w.To.Format(time.RFC3339), err)
+	}
+	args := pgx.NamedArgs{"from": w.From, "to": w.To, "hfrom": w.From.Truncate(time.Hour),
+		"hto": w.To.Add(-time.Nanosecond).Truncate(time.Hour).Add(time.Hour), "now": now}
+	for _, table := range []string{"rollups", "rollup_money"} {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE width_seconds = 60 AND start >= @from AND start < @to`, args); err != nil {
+			return 0, interpret(err, "clear minute rollups")
+		}
+	}
+	var vals, money [][]any
+	for i := range rows {
+		r := &rows[i]
+		key := []any{60, r.Bucket, r.TenantID, string(r.Kind), r.Provider}
+		vals = append(vals, append(append(append([]any{}, key...), rollupValues(r)...), now))
+		for measure, m := range map[string]ops.Money{"saved": r.Saved, "lost": r.Lost} {
+			for cur, v := range m {
+				if v != 0 {
+					money = append(money, append(append([]any{}, key...), measure, cur, v))
+				}
+			}
+		}
+	}
+	keyCols := []string{"width_seconds", "start", "tenant_id", "kind", "provider"}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rollups"}, append(append(append([]string{}, keyCols...), rollupCols...), "computed_at"),
+		pgx.CopyFromRows(vals)); err != nil {
+		return 0, interpret(err, "write minute rollups")
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rollup_money"}, append(append([]string{}, keyCols...), "measure", "currency", "micros"),
+		pgx.CopyFromRows(money)); err != nil {
+		return 0, interpret(err, "write minute money")
+	}
+	sums := ""
+	for _, c := range rollupCols {
+		sums += ", sum(" + c + ")"
+	}
+	cols := ""
+	for _, c := range rollupCols {
+		cols += ", " + c
+	}
+	hour := `date_bin('1 hour', start, ` + binOrigin + `)`
+	for _, sql := range []string{
+		`DELETE FROM rollups WHERE width_seconds = 3600 AND start >= @hfrom AND start < @hto`,
+		`DELETE FROM rollup_money WHERE width_seconds = 3600 AND start >= @hfrom AND start < @hto`,
+		`INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider` + cols + `, computed_at)
+SELECT 3600, ` + hour + `, tenant_id, kind, provider` + sums + `, @now
+FROM rollups WHERE width_seconds = 60 AND start >= @hfrom AND start < @hto
+GROUP BY 2, 3, 4, 5`,
+		`INSERT INTO rollup_money (width_seconds, start, tenant_id, kind, provider, measure, currency, micros)
+SELECT 3600, ` + hour + `, tenant_id, kind, provider, measure, currency, sum(micros)
+FROM rollup_money WHERE width_seconds = 60 AND start >= @hfrom AND start < @hto
+GROUP BY 2, 3, 4, 5, 6, 7`,
+	} {
+		if _, err := tx.Exec(ctx, sql, args); err != nil {
+			return 0, interpret(err, "recompute hour rollups")
+		}
+	}
+	return len(vals), nil
+}
+
+// snapshotBacklog records the unknown and expired backlog now, as the minute's snapshot and
+// as the hour's latest. Counts come from queue_counts (kept by a trigger) and each group's
+// oldest from one probe of operations_open_age_idx.
+func snapshotBacklog(ctx context.Context, tx pgx.Tx, now time.Time) (int, error) {
+	args := pgx.NamedArgs{"now": now, "minute": now.Truncate(time.Minute), "hour": now.Truncate(time.Hour)}
+	if _, err := tx.Exec(ctx, `
+DELETE FROM backlog_snapshots WHERE (width_seconds = 60 AND at = @minute) OR (width_seconds = 3600 AND at = @hour)`, args); err != nil {
+		return 0, interpret(err, "clear the backlog snapshot")
+	}
+	tag, err := tx.Exec(ctx, `
+WITH g AS (
+	SELECT q.status, q.tenant_id, q.kind, q.provider, sum(q.n) AS n,
+		(SELECT o.created_at FROM operations o
+		 WHERE o.status = q.status AND o.tenant_id = q.tenant_id AND o.kind = q.kind AND o.provider = q.provider
+		 ORDER BY o.created_at LIMIT 1) AS oldest
+	FROM queue_counts q WHERE q.status IN ('unknown', 'expired')
+	GROUP BY 1, 2, 3, 4 HAVING sum(q.n) > 0
+	UNION ALL
+	SELECT 'unknown', 0, '', '', 0, NULL
+)
+INSERT INTO backlog_snapshots (width_seconds, at, tenant_id, kind, provider, status, n, oldest_at, taken_at)
+SELECT w.width, CASE w.width WHEN 60 THEN @minute::timestamptz ELSE @hour::timestamptz END, g.tenant_id, g.kind, g.provider, g.status, g.n, g.oldest, @now
+FROM g CROSS JOIN (VALUES (60), (3600)) w(width)`, args)
+	if err != nil {
+		return 0, interpret(err, "snapshot the backlog")
+	}
+	return int(tag.RowsAffected())/2 - 1, nil // less the marker row
+}
+
+// rollupBuckets are the widths the rollups can be read in: whole minutes up to an hour
+// that divide it, an hour, a day.
+var rollupBuckets = map[time.Duration]bool{time.Minute: true, 5 * time.Minute: true, 10 * time.Minute: true,
+	15 * time.Minute: true, 30 * time.Minute: true, time.Hour: true, 24 * time.Hour: true}
+
+func checkRollupFilter(w ops.Window, bucket time.Duration) error {
+	switch {
+	case !w.To.After(w.From):
+		return ops.Errorf(ops.EINVALID, "The report window is reversed or empty.")
+	case !w.From.Equal(w.From.Truncate(time.Minute)) || !w.To.Equal(w.To.Truncate(time.Minute)):
+		return ops.Errorf(ops.EINVALID, "The report window starts and ends on whole minutes.")
+	case !rollupBuckets[bucket]:
+		return ops.Errorf(ops.EINVALID, "Rows are per 1, 5, 10, 15 or 30 minutes, per hour or per day.")
+	}
+	if n := w.To.Sub(w.From) / bucket; n > 24*93 {
+		return ops.Errorf(ops.EINVALID, "The report window holds %d rows per group; choose a shorter range or wider rows.", n)
+	}
+	return nil
+}
+
+// rollupRange is the rollup rows a window reads: hour rows for the whole hours inside it
+// when the bucket is an hour or wider, minute rows for the rest. It is a subquery with the
+// row's start and key columns plus cols, filtered by @tenant, @kind and @provider.
+func rollupRange(table, cols string) string {
+	filter := ` AND (@tenant = 0 OR tenant_id = @tenant) AND (@kind = '' OR kind = @kind) AND (@provider = '' OR provider = @provider)`
+	return `(SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
+	WHERE width_seconds = 3600 AND start >= @hfrom AND start < @hto` + filter + `
+	UNION ALL
+	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
+	WHERE width_seconds = 60 AND start >= @from AND start < @hfrom` + filter + `
+	UNION ALL
+	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
+	WHERE width_seconds = 60 AND start >= @hto AND start < @to` + filter + `) r`
+}
+
+func rollupArgs(f ops.MetricsFilter) pgx.NamedArgs {
+	args := metricsArgs(f)
+	// Hour rows serve the whole hours of the window; below an hour they would not fit.
+	hfrom, hto := f.To, f.To
+	if f.Bucket >= time.Hour {
+		hfrom, hto = f.From.Add(time.Hour-time.Nanosecond).Truncate(time.Hour), f.To.Truncate(time.Hour)
+		if !hto.After(hfrom) {
+			hfrom, hto = f.To, f.To
+		}
+	}
+	args["hfrom"], args["hto"] = hfrom, hto
+	return args
+}
+
+// RollupMetrics implements ops.MetricsStore from the rollups: one index range scan of hour
+// (or minute) rows and one of their money, grouped by bucket.
+func (db *DB) RollupMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.MetricsRow, error) {
+	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
+		return nil, err
+	}
+	args := rollupArgs(f)
+	cols, sums := "", ""
+	for _, c := range rollupCols {
+		cols += ", " + c
+		sums += ", sum(" + c + ")::bigint"
+	}
+	bucket := `date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `)`
+	out := map[ops.MetricsKey]*ops.MetricsRow{}
+	// One snapshot for both reads, so a rollup run committing between them cannot leave
+	// money beside counts it replaced.
+	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, interpret(err, "read rollups")
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider`+sums+`
+FROM `+rollupRange("rollups", cols)+` GROUP BY 1, 2, 3, 4`, args)
+	if err != nil {
+		return nil, interpret(err, "read rollups")
+	}
+	var r ops.MetricsRow
+	var kind string
+	_, err = pgx.ForEachRow(rows, append([]any{&r.Bucket, &r.TenantID, &kind, &r.Provider}, rollupTargets(&r)...), func() error {
+		row := r
+		row.Bucket, row.Kind, row.Saved, row.Lost = r.Bucket.UTC(), ops.Kind(kind), ops.Money{}, ops.Money{}
+		out[row.MetricsKey] = &row
+		return nil
+	})
+	if err != nil {
+		return nil, interpret(err, "read rollups")
+	}
+	rows, err = tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider, measure, currency, sum(micros)::bigint
+FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 2, 3, 4, 5, 6`, args)
+	if err != nil {
+		return nil, interpret(err, "read rollup money")
+	}
+	var k ops.MetricsKey
+	var measure, currency string
+	var micros int64
+	_, err = pgx.ForEachRow(rows, []any{&k.Bucket, &k.TenantID, &kind, &k.Provider, &measure, &currency, &micros}, func() error {
+		k.Bucket, k.Kind = k.Bucket.UTC(), ops.Kind(kind)
+		row := out[k]
+		if row == nil {
+			// Money is only ever written beside its counts; a lone money row means the
+			// tables disagree, which a page must not hide.
+			return fmt.Errorf("money without counts at %s", k.Bucket.Format(time.RFC3339))
+		}
+		if measure == "saved" {
+			row.Saved.Add(currency, micros)
+		} else {
+			row.Lost.Add(currency, micros)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, interpret(err, "read rollup money")
+	}
+	return sortedRows(out), nil
+}
+
+// BacklogSeries implements ops.BacklogStore: per bucket, the last snapshot taken in it,
+// summed over the groups the filter keeps. Buckets of an hour or more read the hourly
+// snapshots, so a month is 720 snapshots rather than 43,200.
+func (db *DB) BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.BacklogPoint, error) {
+	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
+		return nil, err
+	}
+	width := 60
+	if f.Bucket >= time.Hour {
+		width = 3600
+	}
+	rows, err := db.Pool.Query(ctx, `
+WITH last AS (
+	SELECT date_bin(make_interval(secs => @secs), at, `+binOrigin+`) AS b, max(at) AS at
+	FROM backlog_snapshots WHERE width_seconds = @width AND at >= @from AND at < @to GROUP BY 1
+)
+SELECT l.b, g.taken_at, g.unknown, g.expired, g.oldest_unknown, g.oldest_expired
+FROM last l CROSS JOIN LATERAL (
+	-- One index probe per bucket: the snapshot's rows, never a scan of the table.
+	SELECT max(s.taken_at) AS taken_at,
+		coalesce(sum(s.n) FILTER (WHERE s.status = 'unknown' AND k), 0)::bigint AS unknown,
+		coalesce(sum(s.n) FILTER (WHERE s.status = 'expired' AND k), 0)::bigint AS expired,
+		min(s.oldest_at) FILTER (WHERE s.status = 'unknown' AND k) AS oldest_unknown,
+		min(s.oldest_at) FILTER (WHERE s.status = 'expired' AND k) AS oldest_expired
+	FROM backlog_snapshots s CROSS JOIN LATERAL (SELECT (@tenant = 0 OR s.tenant_id = @tenant) AND (@kind = '' OR s.kind = @kind) AND (@provider = '' OR s.provider = @provider) AS k) keep
+	WHERE s.width_seconds = @width AND s.at = l.at
+) g
+ORDER BY l.b`, pgx.NamedArgs{"secs": f.Bucket.Seconds(), "width": width, "from": f.From, "to": f.To,
+		"tenant": f.TenantID, "kind": string(f.Kind), "provider": f.Provider})
+	if err != nil {
+		return nil, interpret(err, "read the backlog snapshots")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.BacklogPoint, error) {
+		var p ops.BacklogPoint
+		var ou, oe *time.Time
+		err := r.Scan(&p.Bucket, &p.TakenAt, &p.Unknown, &p.Expired, &ou, &oe)
+		p.Bucket, p.TakenAt = p.Bucket.UTC(), p.TakenAt.UTC()
+		if ou != nil {
+			p.OldestUnknown = ou.UTC()
+		}
+		if oe != nil {
+			p.OldestExpired = oe.UTC()
+		}
+		return p, err
+	})
+	return out, interpret(err, "read the backlog snapshots")
+}

@@ -1,0 +1,103 @@
+package pg_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+// The backlog snapshots record the unknown and expired operations as the job saw them; an
+// hour's point is its last snapshot, and a snapshot with no backlog reads as zero, not as
+// missing.
+func TestBacklogSnapshots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	var tenant int64
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('acme') RETURNING id`).Scan(&tenant); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	insert := func(id, status string, created time.Time) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
+	status, created_at, updated_at) VALUES ($1::uuid, $2, 'refund', 'stripe', $1::text, $1::text, 'fp', $3, $4, $4)`, id, tenant, status, created); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := ops.NewOperationID(), ops.NewOperationID()
+	insert(a, "unknown", t0.Add(-5*time.Hour))
+	insert(b, "expired", t0.Add(-30*time.Hour))
+	clock := ops.NewManualClock(t0.Add(10 * time.Minute))
+	roll := &ops.Rollups{Store: db, Clock: clock}
+	if rep, err := roll.CatchUp(ctx); err != nil || rep.Snapshot != 2 {
+		t.Fatalf("first run: %+v %v", rep, err)
+	}
+	// Later in the same hour the unknown one is closed; the hour's point follows.
+	clock.Advance(20 * time.Minute)
+	if _, err := db.Pool.Exec(ctx, `UPDATE operations SET status = 'failed', closed_at = $2 WHERE id = $1`, a, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := roll.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := ops.Window{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}
+	hourly, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: w, Bucket: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hourly) != 1 || hourly[0].Unknown != 0 || hourly[0].Expired != 1 || !hourly[0].OldestExpired.Equal(t0.Add(-30*time.Hour)) ||
+		!hourly[0].OldestUnknown.IsZero() || !hourly[0].TakenAt.Equal(clock.Now()) {
+		t.Fatalf("hourly %+v", hourly)
+	}
+	minutes, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: w, Bucket: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(minutes) != 2 || minutes[0].Unknown != 1 || !minutes[0].OldestUnknown.Equal(t0.Add(-5*time.Hour)) || minutes[1].Unknown != 0 {
+		t.Fatalf("per 5 minutes %+v", minutes)
+	}
+	// Filters narrow the groups, not the snapshots.
+	other, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: w, Bucket: time.Hour, Kind: ops.KindLLMCall})
+	if err != nil || len(other) != 1 || other[0].Expired != 0 {
+		t.Fatalf("llm only: %+v %v", other, err)
+	}
+	if _, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: ops.Window{From: t0, To: t0.Add(30 * time.Second)}, Bucket: time.Hour}); ops.ErrorCode(err) != ops.EINVALID {
+		t.Fatalf("a window off whole minutes: %v", err)
+	}
+}
+
+// While one replica runs the job, another skips its turn and changes nothing.
+func TestRollupsRunOnOneReplicaAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(0x736574746c65726f)); err != nil {
+		t.Fatal(err)
+	}
+	roll := &ops.Rollups{Store: db, Clock: ops.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
+	rep, err := roll.RunOnce(ctx)
+	if err != nil || !rep.Skipped {
+		t.Fatalf("%+v %v, want skipped", rep, err)
+	}
+	if st, err := db.RollupStatus(ctx); err != nil || st.Ran() {
+		t.Fatalf("state %+v %v after a skipped run", st, err)
+	}
+	_ = tx.Rollback(ctx)
+	if rep, err := roll.RunOnce(ctx); err != nil || rep.Skipped || !rep.CaughtUp {
+		t.Fatalf("%+v %v after the lock was released", rep, err)
+	}
+}

@@ -1,0 +1,192 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// RollupState is how far the rollup job has got.
+type RollupState struct {
+	// MinutesUntil: every minute before it has been computed at least once. Zero when the
+	// job never ran.
+	MinutesUntil time.Time
+	// ChangesUntil: changes to older rows (an operation closed, a charge recorded late)
+	// recorded before it are in the rollups.
+	ChangesUntil time.Time
+	LastRunAt    time.Time
+}
+
+// Ran reports whether the job ever ran.
+func (s RollupState) Ran() bool { return !s.MinutesUntil.IsZero() }
+
+// RollupParams is what one run of the rollup job does.
+type RollupParams struct {
+	Now time.Time
+	// Overlap is how far before the last run's end this run starts again, for minutes and for
+	// changes: rows committed after the last run but stamped before its end (a slow commit,
+	// another replica's clock, a request answered after its minute) are counted.
+	Overlap time.Duration
+	// MaxSpan bounds the minutes one run computes for the first time, so catching up with a
+	// large history takes many short transactions rather than one long one.
+	MaxSpan time.Duration
+}
+
+// RollupReport says what one run of the rollup job did.
+type RollupReport struct {
+	// Skipped: another replica was running the job; nothing was done.
+	Skipped bool
+	// From and To are the contiguous range of minutes recomputed (To exclusive).
+	From, To time.Time
+	// Changed counts minutes before From recomputed because rows of theirs changed.
+	Changed int
+	// Minutes counts every minute recomputed; Rows the minute rows written.
+	Minutes int
+	Rows    int
+	// Snapshot counts the backlog rows recorded; none while catching up.
+	Snapshot int
+	// CaughtUp: the run reached Now. Otherwise another run should follow at once.
+	CaughtUp bool
+}
+
+// RollupStore computes and stores the rollups.
+type RollupStore interface {
+	// RunRollups recomputes, under a lock that lets one replica act at a time, every minute
+	// from the last run's end (less the overlap) up to Now or MaxSpan further, every older
+	// minute whose rows changed since the last run, the hours holding them, and, once
+	// caught up, a snapshot of the unknown and expired backlog.
+	RunRollups(ctx context.Context, p RollupParams) (RollupReport, error)
+	RollupStatus(ctx context.Context) (RollupState, error)
+}
+
+// The rollup job's defaults.
+const (
+	DefaultRollupInterval = 15 * time.Second
+	DefaultRollupOverlap  = 5 * time.Minute
+	DefaultRollupMaxSpan  = 6 * time.Hour
+)
+
+// Rollups is the background service that keeps the per-minute rollups exact: each pass
+// recomputes whole minutes from the raw rows and replaces them, so a late row is counted by
+// the next pass and a repeated pass changes nothing.
+type Rollups struct {
+	Store    RollupStore
+	Clock    Clock
+	Interval time.Duration
+	Overlap  time.Duration
+	MaxSpan  time.Duration
+	Logger   *slog.Logger
+}
+
+// Start runs a pass every Interval until ctx ends; while a pass has not caught up with the
+// present (the first run over a large history) the next one follows at once.
+func (r *Rollups) Start(ctx context.Context) {
+	interval := r.Interval
+	if interval <= 0 {
+		interval = DefaultRollupInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		rep, err := r.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.logger().Error("rollup pass failed", "err", err)
+		}
+		if err == nil && !rep.CaughtUp && !rep.Skipped {
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce does one pass and reports what it did.
+func (r *Rollups) RunOnce(ctx context.Context) (RollupReport, error) {
+	p := RollupParams{Now: r.Clock.Now().UTC(), Overlap: r.Overlap, MaxSpan: r.MaxSpan}
+	if p.Overlap <= 0 {
+		p.Overlap = DefaultRollupOverlap
+	}
+	if p.MaxSpan <= 0 {
+		p.MaxSpan = DefaultRollupMaxSpan
+	}
+	rep, err := r.Store.RunRollups(ctx, p)
+	if err != nil {
+		return rep, fmt.Errorf("roll up: %w", err)
+	}
+	return rep, nil
+}
+
+// CatchUp runs passes until one reaches the present: what a test or a benchmark calls
+// after loading rows, and what the first run over a large history amounts to.
+func (r *Rollups) CatchUp(ctx context.Context) (RollupReport, error) {
+	for {
+		rep, err := r.RunOnce(ctx)
+		if err != nil || rep.CaughtUp || rep.Skipped {
+			return rep, err
+		}
+	}
+}
+
+func (r *Rollups) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.Default()
+}
+
+// MinuteRuns merges minutes (each the start of [m, m+1min)) into as few windows as possible,
+// joining two when the gap between them is at most gap: recomputing a minute that did not
+// change is harmless, and one query per window beats one per minute.
+func MinuteRuns(minutes []time.Time, gap time.Duration) []Window {
+	ms := make([]time.Time, 0, len(minutes))
+	for _, m := range minutes {
+		ms = append(ms, m.UTC().Truncate(time.Minute))
+	}
+	slices.SortFunc(ms, func(a, b time.Time) int { return a.Compare(b) })
+	var out []Window
+	for _, m := range ms {
+		if n := len(out); n > 0 && !m.After(out[n-1].To.Add(gap)) {
+			if end := m.Add(time.Minute); end.After(out[n-1].To) {
+				out[n-1].To = end
+			}
+			continue
+		}
+		out = append(out, Window{From: m, To: m.Add(time.Minute)})
+	}
+	return out
+}
+
+// BacklogFilter chooses the backlog series of the insights page.
+type BacklogFilter struct {
+	Window
+	// Bucket is the width of one point; each point is the last snapshot taken in it.
+	Bucket   time.Duration
+	TenantID int64
+	Kind     Kind
+	Provider string
+}
+
+// BacklogPoint is the unknown and expired backlog as the last snapshot in one bucket saw it.
+type BacklogPoint struct {
+	Bucket  time.Time
+	TakenAt time.Time
+	Unknown int64
+	Expired int64
+	// OldestUnknown and OldestExpired are when the oldest such operation was created; zero
+	// when there was none.
+	OldestUnknown time.Time
+	OldestExpired time.Time
+}
+
+// BacklogStore reads the backlog snapshots.
+type BacklogStore interface {
+	BacklogSeries(ctx context.Context, f BacklogFilter) ([]BacklogPoint, error)
+}

@@ -1,0 +1,346 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// InsightsReader is what the insights page needs from the store: the rollups and the
+// backlog snapshots the rollup job keeps, never the raw tables.
+type InsightsReader interface {
+	RollupMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.MetricsRow, error)
+	RollupStatus(ctx context.Context) (ops.RollupState, error)
+	BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.BacklogPoint, error)
+}
+
+// InsightsDeps are the dependencies of the insights page. With Insights nil the page is
+// not mounted.
+type InsightsDeps struct {
+	Insights InsightsReader
+}
+
+// mountInsights adds the insights page for managers; it runs inside the session group.
+func (s *Server) mountInsights(r chi.Router) {
+	if s.Insights == nil {
+		return
+	}
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireUser, s.requireRole(ops.RoleManager))
+		r.Get("/insights", s.handleInsights)
+	})
+}
+
+// insightsRanges are the page's ranges and the width of one point in each: about a hundred
+// points at most, so a line still reads as a line.
+var insightsRanges = []struct {
+	value, label string
+	span, bucket time.Duration
+	bucketLabel  string
+	format       string
+}{
+	{"24h", "Last 24 hours", 24 * time.Hour, 15 * time.Minute, "15 minutes", "01-02 15:04"},
+	{"7d", "Last 7 days", 7 * 24 * time.Hour, time.Hour, "hour", "01-02 15:00"},
+	{"30d", "Last 30 days", 30 * 24 * time.Hour, 24 * time.Hour, "day", "2006-01-02"},
+}
+
+// staleAfter is how far behind the rollups may be before the page says so: the job runs
+// every few seconds, so minutes behind means it is not running.
+const staleAfter = 5 * time.Minute
+
+// The colours of the series; SVG attributes, since the page's policy refuses inline styles.
+const (
+	colorBlue   = "#2563eb"
+	colorOrange = "#ea580c"
+	colorGreen  = "#16a34a"
+	colorRed    = "#dc2626"
+	colorPurple = "#7c3aed"
+)
+
+func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	form := views.InsightsFilter{Range: q.Get("range"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Provider: strings.TrimSpace(q.Get("provider"))}
+	if form.Range == "" {
+		form.Range = "24h"
+	}
+	rg := -1
+	for i, x := range insightsRanges {
+		if x.value == form.Range {
+			rg = i
+		}
+	}
+	if rg < 0 {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no range %q; choose 24h, 7d or 30d.", form.Range))
+		return
+	}
+	spec := insightsRanges[rg]
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	// Whole buckets, the current one included: the last point fills up as time goes on.
+	now := s.Clock.Now().UTC()
+	to := now.Truncate(spec.bucket).Add(spec.bucket)
+	f := ops.MetricsFilter{Window: ops.Window{From: to.Add(-spec.span), To: to}, Bucket: spec.bucket,
+		Kind: ops.Kind(form.Kind), Provider: form.Provider}
+	if form.Tenant != "" {
+		for _, t := range tenants {
+			if t.Name == form.Tenant {
+				f.TenantID = t.ID
+			}
+		}
+		if f.TenantID == 0 {
+			s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no tenant %q.", form.Tenant))
+			return
+		}
+	}
+	if form.Kind != "" && !f.Kind.Valid() {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no operation kind %q.", form.Kind))
+		return
+	}
+	if len(form.Provider) > 64 {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The provider name is too long."))
+		return
+	}
+	rows, err := s.Insights.RollupMetrics(ctx, f)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	backlog, err := s.Insights.BacklogSeries(ctx, ops.BacklogFilter{Window: f.Window, Bucket: f.Bucket, TenantID: f.TenantID,
+		Kind: f.Kind, Provider: f.Provider})
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	state, err := s.Insights.RollupStatus(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+
+	m := views.InsightsPage{Viewer: viewer(userFrom(ctx)), Filter: form, BucketLabel: spec.bucketLabel}
+	m.Freshness, m.Stale = freshness(state, now)
+	for _, x := range insightsRanges {
+		m.Ranges = append(m.Ranges, views.ReconOption{Value: x.value, Label: x.label, Selected: x.value == form.Range})
+	}
+	m.Tenants = []views.ReconOption{{Value: "", Label: "All tenants"}}
+	for _, t := range tenants {
+		m.Tenants = append(m.Tenants, views.ReconOption{Value: t.Name, Label: t.Name, Selected: t.Name == form.Tenant})
+	}
+	m.Kinds = []views.ReconOption{{Value: "", Label: "Any kind"}}
+	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
+		m.Kinds = append(m.Kinds, views.ReconOption{Value: string(k), Label: string(k), Selected: string(k) == form.Kind})
+	}
+	m.Charts = insightCharts(f, spec.format, rows, backlog)
+	s.render(w, r, http.StatusOK, views.Insights(m))
+}
+
+// freshness says up to when the rollups count, and whether that is late.
+func freshness(st ops.RollupState, now time.Time) (string, bool) {
+	if !st.Ran() {
+		return "The rollup job has not run yet: nothing is counted so far.", true
+	}
+	lag := now.Sub(st.MinutesUntil).Truncate(time.Second)
+	msg := fmt.Sprintf("Counted up to %s UTC (%s ago).", st.MinutesUntil.UTC().Format("2006-01-02 15:04:05"), max(lag, 0))
+	if lag > staleAfter {
+		return msg + " The rollup job is behind: newer rows are not shown yet.", true
+	}
+	return msg, false
+}
+
+// insightCharts turns the rollup rows (per bucket and group) and the backlog snapshots into
+// the page's charts, one point per bucket of the window.
+func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, backlog []ops.BacklogPoint) []views.Chart {
+	var buckets []time.Time
+	var labels []string
+	index := map[time.Time]int{}
+	for b := f.From; b.Before(f.To); b = b.Add(f.Bucket) {
+		index[b] = len(buckets)
+		buckets = append(buckets, b)
+		labels = append(labels, b.Format(format))
+	}
+	n := len(buckets)
+	sums := make([]ops.MetricsRow, n)
+	for i := range sums {
+		sums[i].Saved, sums[i].Lost = ops.Money{}, ops.Money{}
+	}
+	saved, lost := map[string][]float64{}, map[string][]float64{}
+	for _, r := range rows {
+		i, ok := index[r.Bucket]
+		if !ok {
+			continue
+		}
+		addMetrics(&sums[i], r)
+		for c, v := range r.Saved {
+			if saved[c] == nil {
+				saved[c], lost[c] = make([]float64, n), make([]float64, n)
+			}
+			saved[c][i] += float64(v) / 1e6
+		}
+		for c, v := range r.Lost {
+			if saved[c] == nil {
+				saved[c], lost[c] = make([]float64, n), make([]float64, n)
+			}
+			lost[c][i] += float64(v) / 1e6
+		}
+	}
+	total := ops.MetricsRow{Saved: ops.Money{}, Lost: ops.Money{}}
+	for _, r := range sums {
+		addMetrics(&total, r)
+	}
+	rate := func(num, den func(ops.MetricsRow) int64) []*float64 {
+		out := make([]*float64, n)
+		for i, r := range sums {
+			if d := den(r); d > 0 {
+				v := 100 * float64(num(r)) / float64(d)
+				out[i] = &v
+			}
+		}
+		return out
+	}
+	count := func(v func(ops.MetricsRow) int64) []*float64 {
+		out := make([]*float64, n)
+		for i, r := range sums {
+			x := float64(v(r))
+			out[i] = &x
+		}
+		return out
+	}
+	pct := func(num, den int64, what string) string {
+		if den == 0 {
+			return "No " + what + " in this range."
+		}
+		return fmt.Sprintf("%s %% over the range (%d of %d %s).", views.FormatValue(roundTo(100*float64(num)/float64(den), 2)), num, den, what)
+	}
+	requests := func(r ops.MetricsRow) int64 { return r.ClientRequests }
+	charts := []views.Chart{
+		{ID: "duplicate-rate", Title: "Duplicate request rate", Unit: "%", Buckets: labels,
+			Note:    "Client requests mapped to an operation that already existed, of all client requests.",
+			Summary: pct(total.Duplicates, total.ClientRequests, "client requests"),
+			Series: []views.ChartSeries{{Name: "Duplicates", Color: colorBlue,
+				Values: rate(func(r ops.MetricsRow) int64 { return r.Duplicates }, requests)}}},
+		{ID: "replay-rate", Title: "Replay rate", Unit: "%", Buckets: labels,
+			Note:    "Client requests answered from a stored result instead of a new call to the provider.",
+			Summary: pct(total.Replays, total.ClientRequests, "client requests"),
+			Series: []views.ChartSeries{{Name: "Replays", Color: colorGreen,
+				Values: rate(func(r ops.MetricsRow) int64 { return r.Replays }, requests)}}},
+		{ID: "timeout-rate", Title: "Timeout rate", Unit: "%", Buckets: labels,
+			Note:    "Attempts whose outcome is unknown because the provider did not answer in time, of all attempts sent.",
+			Summary: pct(total.Timeouts, total.AttemptsSent, "attempts sent"),
+			Series: []views.ChartSeries{{Name: "Timeouts", Color: colorOrange,
+				Values: rate(func(r ops.MetricsRow) int64 { return r.Timeouts }, func(r ops.MetricsRow) int64 { return r.AttemptsSent })}}},
+		{ID: "double-charges", Title: "Double and orphan charges", Bars: true, Buckets: labels,
+			Note: "Provider charges beyond the first for one operation (by when the operation was created), and charges naming no operation. Both should be zero.",
+			Summary: fmt.Sprintf("%d double %s, %d orphan %s in this range.", total.DoubleCharges, plural(total.DoubleCharges, "charge", "charges"),
+				total.Orphans, plural(total.Orphans, "charge", "charges")),
+			Series: []views.ChartSeries{
+				{Name: "Double charges", Color: colorRed, Values: count(func(r ops.MetricsRow) int64 { return r.DoubleCharges })},
+				{Name: "Orphan charges", Color: colorPurple, Values: count(func(r ops.MetricsRow) int64 { return r.Orphans })}}},
+	}
+	charts = append(charts, backlogCharts(buckets, labels, index, backlog)...)
+	currencies := make([]string, 0, len(saved))
+	for c := range saved {
+		currencies = append(currencies, c)
+	}
+	sort.Strings(currencies)
+	if len(currencies) == 0 {
+		charts = append(charts, views.Chart{ID: "money", Title: "Money saved and lost", Buckets: labels,
+			Series: []views.ChartSeries{{Name: "Saved by replays", Color: colorGreen, Values: make([]*float64, n)},
+				{Name: "Lost to double charges", Color: colorRed, Values: make([]*float64, n)}}})
+	}
+	for _, c := range currencies {
+		unit := strings.ToUpper(c)
+		if unit == "" {
+			unit = "?"
+		}
+		var s, l float64
+		for i := range n {
+			s, l = s+saved[c][i], l+lost[c][i]
+		}
+		charts = append(charts, views.Chart{ID: "money-" + url.PathEscape(c), Title: "Money saved and lost (" + unit + ")", Unit: unit, Bars: true,
+			Buckets: labels,
+			Note:    "Saved: what each replayed request would have cost again. Lost: the amounts of double charges.",
+			Summary: fmt.Sprintf("Saved %s, lost %s in this range.", formatMoney(ops.Money{c: int64(s * 1e6)}), formatMoney(ops.Money{c: int64(l * 1e6)})),
+			Series: []views.ChartSeries{{Name: "Saved by replays", Color: colorGreen, Values: ptrs(saved[c])},
+				{Name: "Lost to double charges", Color: colorRed, Values: ptrs(lost[c])}}})
+	}
+	return charts
+}
+
+// backlogCharts draws the unknown and expired backlog from the last snapshot of each
+// bucket; a bucket without a snapshot (the job was not running) is a gap, not a zero.
+func backlogCharts(buckets []time.Time, labels []string, index map[time.Time]int, points []ops.BacklogPoint) []views.Chart {
+	n := len(buckets)
+	unknown, expired := make([]*float64, n), make([]*float64, n)
+	ageU, ageE := make([]*float64, n), make([]*float64, n)
+	var last *ops.BacklogPoint
+	for _, p := range points {
+		i, ok := index[p.Bucket]
+		if !ok {
+			continue
+		}
+		u, e := float64(p.Unknown), float64(p.Expired)
+		unknown[i], expired[i] = &u, &e
+		hours := func(oldest time.Time) *float64 {
+			h := 0.0
+			if !oldest.IsZero() {
+				h = roundTo(p.TakenAt.Sub(oldest).Hours(), 2)
+			}
+			return &h
+		}
+		ageU[i], ageE[i] = hours(p.OldestUnknown), hours(p.OldestExpired)
+		last = &p
+	}
+	summary, ageSummary := "No snapshot in this range.", "No snapshot in this range."
+	if last != nil {
+		summary = fmt.Sprintf("%d unknown and %d expired at %s UTC.", last.Unknown, last.Expired, last.TakenAt.Format("2006-01-02 15:04"))
+		ageSummary = "No unknown operation at the last snapshot."
+		if !last.OldestUnknown.IsZero() {
+			ageSummary = fmt.Sprintf("The oldest unknown operation was %s old at the last snapshot.", last.TakenAt.Sub(last.OldestUnknown).Truncate(time.Minute))
+		}
+	}
+	return []views.Chart{
+		{ID: "backlog", Title: "Unknown backlog", Buckets: labels, Summary: summary,
+			Note: "Operations waiting for a person or the reconciler: unknown (nothing more is sent) and expired (past the provider's key retention).",
+			Series: []views.ChartSeries{{Name: "Unknown", Color: colorOrange, Values: unknown},
+				{Name: "Expired", Color: colorRed, Values: expired}}},
+		{ID: "backlog-age", Title: "Age of the oldest unknown operation", Unit: "h", Buckets: labels, Summary: ageSummary,
+			Series: []views.ChartSeries{{Name: "Oldest unknown", Color: colorOrange, Values: ageU},
+				{Name: "Oldest expired", Color: colorRed, Values: ageE}}},
+	}
+}
+
+func ptrs(vs []float64) []*float64 {
+	out := make([]*float64, len(vs))
+	for i := range vs {
+		out[i] = &vs[i]
+	}
+	return out
+}
+
+func roundTo(v float64, places int) float64 {
+	p := 1.0
+	for range places {
+		p *= 10
+	}
+	return float64(int64(v*p+0.5)) / p
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
