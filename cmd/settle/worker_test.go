@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,7 +76,11 @@ func TestWorkerCommandPublishesJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Command: "worker", DatabaseURL: url, WorkerID: "test",
+	jc, err := loadJobsEnv(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Command: "worker", DatabaseURL: url, WorkerID: "test", Jobs: jc,
 		LLM: LLMConfig{BaseURL: base, APIKey: "sk-cli", AttemptTimeout: time.Second}}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
