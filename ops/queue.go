@@ -33,6 +33,17 @@ type QueuePage struct {
 	Next *QueueCursor
 }
 
+// QueueCountCap is where counts that need a scan stop: a count above it means "more than
+// QueueCountCap". Unknown and expired counts are exact without an age or search filter.
+const QueueCountCap = 1000
+
+// CountIsCapped reports whether a queue count for status under f may stop at QueueCountCap.
+// Received and in-progress rows are few in a healthy system and are counted from their
+// indexes, so the hot path of an operation fires no counting trigger.
+func CountIsCapped(s Status, f QueueFilter) bool {
+	return f.OlderThan > 0 || f.Search != "" || s == StatusInProgress || s == StatusReceived
+}
+
 // Queues reads the operator queues. Counts come from a maintained source, never a scan.
 type Queues interface {
 	QueueCounts(ctx context.Context, f QueueFilter) (map[Status]int64, error)

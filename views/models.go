@@ -86,7 +86,7 @@ type Refresh struct {
 type QueueTab struct {
 	Status string
 	Label  string
-	// Count is already formatted; a capped count reads "10000+".
+	// Count is already formatted; a capped count reads "1000+".
 	Count  string
 	URL    string
 	Active bool
@@ -146,6 +146,8 @@ type OpDetailPage struct {
 	Actions  OpActions
 	// LastLookup is what the latest lookup by this person found, shown once.
 	LastLookup *LookupResult
+	// Jobs are the pipeline jobs that use an llm_job operation; nil for other kinds.
+	Jobs *OpJobs
 }
 
 // OpSummary is the operation's fields, already formatted.

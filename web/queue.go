@@ -47,9 +47,6 @@ var queueRefreshes = []struct{ value, label string }{
 // defaultRefresh keeps the counts live without reloading under someone's hands too often.
 const defaultRefresh = 30
 
-// queueCountCap mirrors the store: counts that need a scan stop there.
-const queueCountCap = 10000
-
 const queuePageSize = 50
 
 // handleQueue shows one queue tab. It reads only the URL, so every view is a link that can
@@ -104,12 +101,11 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	for _, a := range queueAges {
 		m.Ages = append(m.Ages, views.Option{Value: a.value, Label: a.label, Selected: a.value == form.Age})
 	}
-	scanned := f.OlderThan > 0 || f.Search != ""
 	for _, t := range queueTabs {
 		n := counts[t.status]
 		label := strconv.FormatInt(n, 10)
-		if scanned && n > queueCountCap {
-			label = strconv.Itoa(queueCountCap) + "+"
+		if ops.CountIsCapped(t.status, f) && n > ops.QueueCountCap {
+			label = strconv.Itoa(ops.QueueCountCap) + "+"
 		}
 		m.Tabs = append(m.Tabs, views.QueueTab{
 			Status: string(t.status), Label: t.label, Count: label,

@@ -14,9 +14,9 @@ import (
 
 var _ ops.Queues = (*DB)(nil)
 
-// countCap bounds the counts that need a scan (age or search filters): past it the page
-// says "10000+" rather than count millions of rows.
-const countCap = 10000
+// countCap bounds the counts that need a scan: past it the page says "1000+" rather than
+// count millions of rows.
+const countCap = ops.QueueCountCap
 
 // QueueCounts implements ops.Queues. Without an age or search filter the unknown and
 // expired counts come from queue_counts, which a trigger keeps, so they cost the same at
@@ -30,18 +30,19 @@ func (db *DB) QueueCounts(ctx context.Context, f ops.QueueFilter) (map[ops.Statu
 	if f.OlderThan <= 0 && f.Search == "" {
 		// Unknown and expired from the maintained counts; received and in-progress rows are
 		// few and counted from their partial indexes, capped like the scanned counts.
+		// Only the filters given go into the live counts, so they run as index-only scans.
+		where, args := queueWhere(f, f.Now)
+		args["cap"] = countCap + 1
 		rows, err = db.Pool.Query(ctx, `
 SELECT status, sum(n)::bigint FROM queue_counts
-WHERE (@tenant = 0 OR tenant_id = @tenant) AND (@kind = '' OR kind = @kind) AND (@provider = '' OR provider = @provider)
+WHERE (@tenant::bigint = 0 OR tenant_id = @tenant::bigint) AND (@kind::text = '' OR kind = @kind::text)
+	AND (@provider::text = '' OR provider = @provider::text)
 GROUP BY status
 UNION ALL
-SELECT 'in_progress', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'in_progress'
-	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-	LIMIT @cap) x
+SELECT 'in_progress', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'in_progress' AND `+where+` LIMIT @cap) x
 UNION ALL
-SELECT 'received', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'received'
-	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-	LIMIT @cap) x`, pgx.NamedArgs{"tenant": f.TenantID, "kind": string(f.Kind), "provider": f.Provider, "cap": countCap + 1})
+SELECT 'received', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'received' AND `+where+` LIMIT @cap) x`,
+			withArgs(withArgs(withArgs(args, "tenant", f.TenantID), "kind", string(f.Kind)), "provider", f.Provider))
 	} else {
 		where, args := queueWhere(f, f.Now)
 		rows, err = db.Pool.Query(ctx, `
