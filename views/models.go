@@ -146,6 +146,8 @@ type OpDetailPage struct {
 	Actions  OpActions
 	// LastLookup is what the latest lookup by this person found, shown once.
 	LastLookup *LookupResult
+	// Jobs are the pipeline jobs that use an llm_job operation; nil for other kinds.
+	Jobs *OpJobs
 }
 
 // OpSummary is the operation's fields, already formatted.

@@ -25,6 +25,8 @@ type DashboardDeps struct {
 	AuditLog AuditReader
 	// UserAdmin lists and changes dashboard users.
 	UserAdmin UserAdmin
+	// Jobs lists the pipeline jobs that use an llm_job operation, for its detail page.
+	JobViews JobViewer
 	// BulkCap bounds how many operations one bulk lookup handles (default 200).
 	BulkCap int
 }

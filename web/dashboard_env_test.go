@@ -23,6 +23,7 @@ var (
 	_ web.SupportSearcher = (*pg.DB)(nil)
 	_ web.AuditReader     = (*pg.DB)(nil)
 	_ web.UserAdmin       = (*pg.DB)(nil)
+	_ web.JobViewer       = (*pg.DB)(nil)
 )
 
 // dashEnv is the dashboard wired for real: Postgres, the ledger, stripe-go and the fake
@@ -60,7 +61,7 @@ func newDashEnv(t *testing.T) *dashEnv {
 	s.Refunds = refunds
 	s.DashboardDeps = web.DashboardDeps{
 		Desk:      &ops.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db},
-		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db,
+		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db, JobViews: db,
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

@@ -50,6 +50,9 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 	m := views.OpDetailPage{Viewer: v, Op: opSummary(op, tenantName(tenants, op.TenantID), now, v.CanAct()),
 		Customer: customerLine(op), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
 		Actions: opActions(op, tl.Attempts, now, s.Desk != nil)}
+	if op.Kind == ops.KindLLMJob {
+		m.Jobs = s.opJobs(r, op, tenants)
+	}
 	if f := s.popFlash(ctx); f.Outcome != "" && f.OpID == op.ID {
 		m.LastLookup = &views.LookupResult{ID: op.ID, Outcome: f.Outcome, Message: f.Message, NeedsPerson: f.Kind != "ok"}
 	} else {

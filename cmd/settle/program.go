@@ -137,6 +137,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	srv.DashboardDeps = web.DashboardDeps{
 		Desk:      &ops.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB},
 		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB,
+		JobViews: p.DB,
 	}
 	srv.Recon = p.DB
 	srv.InsightsDeps = web.InsightsDeps{Insights: p.DB}

@@ -1,0 +1,35 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops/jobs"
+)
+
+// JobsForOperationPlans returns the plans of JobsForOperation's two reads, for the test
+// that checks indexes serve them.
+func (db *DB) JobsForOperationPlans(ctx context.Context, opID, dedupKey string, jobIDs []string) (map[string]string, error) {
+	plans := map[string]string{}
+	for name, q := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"jobs":        {operationJobsQuery, []any{opID, jobs.IntentKey(""), jobs.MaxOperationJobs + 1}},
+		"checkpoints": {operationCheckpointsQuery, []any{dedupKey, jobIDs, maxOperationCheckpoints}},
+	} {
+		rows, err := db.Pool.Query(ctx, "EXPLAIN "+q.sql, q.args...)
+		if err != nil {
+			return nil, fmt.Errorf("explain %s: %w", name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("explain %s: %w", name, err)
+		}
+		plans[name] = strings.Join(lines, "\n")
+	}
+	return plans, nil
+}
