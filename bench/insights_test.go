@@ -76,9 +76,10 @@ func BenchmarkInsights(b *testing.B) {
 			}
 		}
 		fmt.Printf("first rollup over the month: %d passes in %s\n", passes, time.Since(start).Round(time.Second))
-		var minutes, hours int64
-		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE width_seconds = 60), count(*) FILTER (WHERE width_seconds = 3600) FROM rollups`).Scan(&minutes, &hours)
-		fmt.Printf("rollup rows: %d per minute, %d per hour\n", minutes, hours)
+		var minutes, quarters, hours int64
+		_ = db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE width_seconds = 60), count(*) FILTER (WHERE width_seconds = 900),
+	count(*) FILTER (WHERE width_seconds = 3600) FROM rollups`).Scan(&minutes, &quarters, &hours)
+		fmt.Printf("rollup rows: %d per minute, %d per quarter hour, %d per hour\n", minutes, quarters, hours)
 		if _, err := db.Pool.Exec(ctx, `VACUUM (ANALYZE) rollups, rollup_money, backlog_snapshots`); err != nil {
 			b.Fatal(err)
 		}

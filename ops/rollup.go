@@ -55,8 +55,8 @@ type RollupReport struct {
 type RollupStore interface {
 	// RunRollups recomputes, under a lock that lets one replica act at a time, every minute
 	// from the last run's end (less the overlap) up to Now or MaxSpan further, every older
-	// minute whose rows changed since the last run, the hours holding them, and, once
-	// caught up, a snapshot of the unknown and expired backlog.
+	// minute whose rows changed since the last run, the quarter hours and hours holding
+	// them, and, once caught up, a snapshot of the unknown and expired backlog.
 	RunRollups(ctx context.Context, p RollupParams) (RollupReport, error)
 	RollupStatus(ctx context.Context) (RollupState, error)
 }

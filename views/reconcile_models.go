@@ -21,6 +21,9 @@ type ReconcilePage struct {
 	Rows    []ReconcileRow
 	Total   ReconcileRow
 	CSVURL  string
+	// Paging is set when the table is split into pages (hourly rows, a day per page): Rows
+	// hold one page, Total still the whole range.
+	Paging *ReconPaging
 	// Runs says when each provider was last reconciled; the charges columns are only as
 	// fresh as that.
 	Runs []ReconRun
@@ -28,6 +31,16 @@ type ReconcilePage struct {
 	// as late.
 	Freshness string
 	Stale     bool
+}
+
+// ReconPaging says which page of the table is shown and links to its neighbours; a link
+// is empty where there is no such page.
+type ReconPaging struct {
+	// Label says which windows the page holds, e.g. "Page 1 of 8: 2027-01-01 00:00 to
+	// 2027-01-01 23:00".
+	Label    string
+	NewerURL string
+	OlderURL string
 }
 
 // ReconcileFilter echoes the submitted filter back into the form.

@@ -184,6 +184,45 @@ func TestReconcilePageShowsTheWindowAndDrillsDown(t *testing.T) {
 	}
 }
 
+// A week of hourly rows is shown a day per page, newest first: rendering 2,520 rows was
+// most of that page's time. The total still covers the whole week and the export the whole
+// range; the 24-hour table (25 windows) stays one page.
+func TestReconcileHourlyWeekIsPaged(t *testing.T) {
+	t.Parallel()
+	e := newReconEnv(t)
+	seedRecon(t, e)
+	c := signIn(t, e, "manager@example.com", ops.RoleManager)
+	total := regexp.MustCompile(`data-testid="recon-total"[\s\S]*?data-testid="recon-client_requests"[^>]*>\s*([^<\s]+)`)
+	r, body := e.get(t, c, "/reconcile?range=7d&bucket=hour")
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("GET page 1 = %d\n%s", r.StatusCode, body)
+	}
+	if !strings.Contains(body, "Page 1 of 7: windows") || strings.Contains(body, `data-testid="recon-newer"`) ||
+		!strings.Contains(body, `page=2`) || strings.Count(body, `data-testid="recon-row"`) != 2 {
+		t.Fatalf("page 1: want the pager, a link to page 2 and the seeded hour's two rows\n%s", body)
+	}
+	if !strings.Contains(body, `href="/reconcile.csv?bucket=hour&amp;range=7d"`) {
+		t.Errorf("the export link should hold the whole range\n%s", body)
+	}
+	r, body = e.get(t, c, "/reconcile?range=7d&bucket=hour&page=7")
+	if r.StatusCode != http.StatusOK || !strings.Contains(body, "Page 7 of 7: windows") || strings.Contains(body, `data-testid="recon-older"`) ||
+		!strings.Contains(body, `page=6`) || strings.Count(body, `data-testid="recon-row"`) != 0 {
+		t.Fatalf("page 7 = %d: want the oldest day, empty, with a link to page 6\n%s", r.StatusCode, body)
+	}
+	if m := total.FindStringSubmatch(body); m == nil || m[1] != "3" {
+		t.Fatalf("page 7: the total should still count the week's 3 client requests: %v\n%s", m, body)
+	}
+	if _, body = e.get(t, c, "/reconcile?range=24h&bucket=hour"); strings.Contains(body, `data-testid="recon-pager"`) {
+		t.Errorf("the 24-hour table should be one page\n%s", body)
+	}
+	for _, bad := range []string{"/reconcile?range=7d&bucket=hour&page=8", "/reconcile?range=7d&bucket=hour&page=0",
+		"/reconcile?range=7d&bucket=hour&page=x", "/reconcile?range=30d&bucket=day&page=2"} {
+		if r, _ := e.get(t, c, bad); r.StatusCode != http.StatusUnprocessableEntity {
+			t.Errorf("GET %s = %d, want 422", bad, r.StatusCode)
+		}
+	}
+}
+
 func TestExceptionWorkflowOverHTTP(t *testing.T) {
 	t.Parallel()
 	e := newReconEnv(t)

@@ -24,6 +24,11 @@ const rollupLockKey int64 = 0x736574746c65726f
 // rollupStateName names the job's row in rollup_state.
 const rollupStateName = "rollups"
 
+// coarseLevels are the rollup levels above the minute, each a sum of its minute rows: the
+// quarter hour serves the insights page's 24 hours (96 points), the hour everything wider.
+// Both divide an hour and a day, so their rows never straddle a bucket a page reads.
+var coarseLevels = []time.Duration{15 * time.Minute, time.Hour}
+
 // changedRunGap is how far apart two changed minutes may be and still be recomputed by one
 // query (with the minutes between them).
 const changedRunGap = 30 * time.Minute
@@ -177,15 +182,14 @@ ON CONFLICT (name) DO UPDATE SET minutes_until = excluded.minutes_until, changes
 }
 
 // rollupWindow recomputes the minutes of w from the raw rows, replaces their rollup rows,
-// and recomputes the hours holding them from their minute rows. It returns the minute rows
-// written.
+// and recomputes the quarter hours and hours holding them from their minute rows. It
+// returns the minute rows written.
 func rollupWindow(ctx context.Context, tx pgx.Tx, w ops.Window, now time.Time) (int, error) {
 	rows, err := countRaw(ctx, tx, ops.MetricsFilter{Window: w, Bucket: time.Minute})
 	if err != nil {
 		return 0, fmt.Errorf("count %s..%s: %w", w.From.Format(time.RFC3339), w.To.Format(time.RFC3339), err)
 	}
-	args := pgx.NamedArgs{"from": w.From, "to": w.To, "hfrom": w.From.Truncate(time.Hour),
-		"hto": w.To.Add(-time.Nanosecond).Truncate(time.Hour).Add(time.Hour), "now": now}
+	args := pgx.NamedArgs{"from": w.From, "to": w.To, "now": now}
 	for _, table := range []string{"rollups", "rollup_money"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE width_seconds = 60 AND start >= @from AND start < @to`, args); err != nil {
 			return 0, interpret(err, "clear minute rollups")
@@ -221,21 +225,28 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w ops.Window, now time.Time) (
 	for _, c := range rollupCols {
 		cols += ", " + c
 	}
-	hour := `date_bin('1 hour', start, ` + binOrigin + `)`
-	for _, sql := range []string{
-		`DELETE FROM rollups WHERE width_seconds = 3600 AND start >= @hfrom AND start < @hto`,
-		`DELETE FROM rollup_money WHERE width_seconds = 3600 AND start >= @hfrom AND start < @hto`,
-		`INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider` + cols + `, computed_at)
-SELECT 3600, ` + hour + `, tenant_id, kind, provider` + sums + `, @now
-FROM rollups WHERE width_seconds = 60 AND start >= @hfrom AND start < @hto
+	// Both coarser levels are summed from the minute rows, not one from the other, so each
+	// is exact on its own whatever state the other is in.
+	for _, lv := range coarseLevels {
+		width := int(lv / time.Second)
+		args["lwidth"], args["lfrom"] = width, w.From.Truncate(lv)
+		args["lto"] = w.To.Add(-time.Nanosecond).Truncate(lv).Add(lv)
+		start := fmt.Sprintf(`date_bin('%d seconds', start, `+binOrigin+`)`, width)
+		for _, sql := range []string{
+			`DELETE FROM rollups WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto`,
+			`DELETE FROM rollup_money WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto`,
+			`INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider` + cols + `, computed_at)
+SELECT @lwidth, ` + start + `, tenant_id, kind, provider` + sums + `, @now
+FROM rollups WHERE width_seconds = 60 AND start >= @lfrom AND start < @lto
 GROUP BY 2, 3, 4, 5`,
-		`INSERT INTO rollup_money (width_seconds, start, tenant_id, kind, provider, measure, currency, micros)
-SELECT 3600, ` + hour + `, tenant_id, kind, provider, measure, currency, sum(micros)
-FROM rollup_money WHERE width_seconds = 60 AND start >= @hfrom AND start < @hto
+			`INSERT INTO rollup_money (width_seconds, start, tenant_id, kind, provider, measure, currency, micros)
+SELECT @lwidth, ` + start + `, tenant_id, kind, provider, measure, currency, sum(micros)
+FROM rollup_money WHERE width_seconds = 60 AND start >= @lfrom AND start < @lto
 GROUP BY 2, 3, 4, 5, 6, 7`,
-	} {
-		if _, err := tx.Exec(ctx, sql, args); err != nil {
-			return 0, interpret(err, "recompute hour rollups")
+		} {
+			if _, err := tx.Exec(ctx, sql, args); err != nil {
+				return 0, interpret(err, fmt.Sprintf("recompute %s rollups", lv))
+			}
 		}
 	}
 	return len(vals), nil
@@ -290,32 +301,40 @@ func checkRollupFilter(w ops.Window, bucket time.Duration) error {
 	return nil
 }
 
-// rollupRange is the rollup rows a window reads: hour rows for the whole hours inside it
-// when the bucket is an hour or wider, minute rows for the rest. It is a subquery with the
-// row's start and key columns plus cols, filtered by @tenant, @kind and @provider.
+// rollupRange is the rollup rows a window reads: rows of the coarsest level that fits the
+// bucket (@lwidth: hours, or quarter hours) for the whole units of that level inside the
+// window, from @lfrom to @lto, and minute rows for the rest. It is a subquery with the row's
+// start and key columns plus cols, filtered by @tenant, @kind and @provider.
 func rollupRange(table, cols string) string {
 	filter := ` AND (@tenant = 0 OR tenant_id = @tenant) AND (@kind = '' OR kind = @kind) AND (@provider = '' OR provider = @provider)`
 	return `(SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
-	WHERE width_seconds = 3600 AND start >= @hfrom AND start < @hto` + filter + `
+	WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto` + filter + `
 	UNION ALL
 	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
-	WHERE width_seconds = 60 AND start >= @from AND start < @hfrom` + filter + `
+	WHERE width_seconds = 60 AND start >= @from AND start < @lfrom` + filter + `
 	UNION ALL
 	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
-	WHERE width_seconds = 60 AND start >= @hto AND start < @to` + filter + `) r`
+	WHERE width_seconds = 60 AND start >= @lto AND start < @to` + filter + `) r`
 }
 
 func rollupArgs(f ops.MetricsFilter) pgx.NamedArgs {
 	args := metricsArgs(f)
-	// Hour rows serve the whole hours of the window; below an hour they would not fit.
-	hfrom, hto := f.To, f.To
-	if f.Bucket >= time.Hour {
-		hfrom, hto = f.From.Add(time.Hour-time.Nanosecond).Truncate(time.Hour), f.To.Truncate(time.Hour)
-		if !hto.After(hfrom) {
-			hfrom, hto = f.To, f.To
+	// A level serves the buckets it divides: hours for hours and days, quarter hours for 15
+	// and 30 minutes (and for a window too short to hold a whole hour). Narrower buckets
+	// (1, 5, 10 minutes) read minute rows only, which the empty range @lfrom = @lto = @to
+	// gives.
+	args["lwidth"], args["lfrom"], args["lto"] = 60, f.To, f.To
+	for i := len(coarseLevels) - 1; i >= 0; i-- {
+		lv := coarseLevels[i]
+		if f.Bucket%lv != 0 {
+			continue
+		}
+		lfrom, lto := f.From.Add(lv-time.Nanosecond).Truncate(lv), f.To.Truncate(lv)
+		if lto.After(lfrom) {
+			args["lwidth"], args["lfrom"], args["lto"] = int(lv/time.Second), lfrom, lto
+			break
 		}
 	}
-	args["hfrom"], args["hto"] = hfrom, hto
 	return args
 }
 
@@ -398,8 +417,13 @@ func (db *DB) BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.Bac
 	}
 	rows, err := db.Pool.Query(ctx, `
 WITH last AS (
+	-- Every snapshot writes one marker row; reading the markers alone (a partial index,
+	-- 00011) finds each bucket's last snapshot from one index entry per snapshot.
 	SELECT date_bin(make_interval(secs => @secs), at, `+binOrigin+`) AS b, max(at) AS at
-	FROM backlog_snapshots WHERE width_seconds = @width AND at >= @from AND at < @to GROUP BY 1
+	FROM backlog_snapshots
+	WHERE width_seconds = @width AND at >= @from AND at < @to
+		AND tenant_id = 0 AND kind = '' AND provider = '' AND status = 'unknown'
+	GROUP BY 1
 )
 SELECT l.b, g.taken_at, g.unknown, g.expired, g.oldest_unknown, g.oldest_expired
 FROM last l CROSS JOIN LATERAL (
