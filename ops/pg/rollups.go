@@ -418,7 +418,7 @@ func (db *DB) BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.Bac
 	rows, err := db.Pool.Query(ctx, `
 WITH last AS (
 	-- Every snapshot writes one marker row; reading the markers alone (a partial index,
-	-- 00011) finds each bucket's last snapshot from one index entry per snapshot.
+	-- 00010) finds each bucket's last snapshot from one index entry per snapshot.
 	SELECT date_bin(make_interval(secs => @secs), at, `+binOrigin+`) AS b, max(at) AS at
 	FROM backlog_snapshots
 	WHERE width_seconds = @width AND at >= @from AND at < @to
