@@ -85,7 +85,8 @@ func (p *Program) Run(ctx context.Context) error {
 	p.stopSweep, p.swept = stop, make(chan struct{})
 	go p.sweepSessions(bgCtx)
 	srv := &web.Server{
-		Accounts: db,
+		// API calls read their token from a 5-second cache; revocation takes up to 5 s.
+		Accounts: &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: p.Clock},
 		Queues:   db,
 		DB:       db,
 		Clock:    p.Clock,

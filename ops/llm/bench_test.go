@@ -48,7 +48,8 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &web.Server{Accounts: db, Queues: db, DB: db, LLM: gw, Registry: prometheus.NewRegistry(),
+	// The token cache as serve wires it.
+	s := &web.Server{Accounts: &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: ops.SystemClock{}}, Queues: db, DB: db, LLM: gw, Registry: prometheus.NewRegistry(),
 		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false)}
 	ts := httptest.NewServer(s.Handler())
 	b.Cleanup(ts.Close)
