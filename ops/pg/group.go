@@ -51,14 +51,42 @@ func (g *group) queryRow(sql string, args pgx.NamedArgs, scan func(pgx.Row) erro
 	g.mu.Lock()
 	g.queue = append(g.queue, j)
 	if g.active < g.flushers {
+		// Lead: send the batch from this goroutine, so a lone writer pays no hand-off.
 		g.active++
-		go g.flush()
+		g.mu.Unlock()
+		g.lead(j)
+		return j.err
 	}
 	g.mu.Unlock()
 	// The caller waits even if its context ends: the write may already be at the server,
 	// and its outcome must be known, not guessed.
 	<-j.done
 	return j.err
+}
+
+// lead sends batches until mine is done, then leaves what queued meanwhile to a
+// background flusher, which takes over this leader's slot.
+func (g *group) lead(mine *groupJob) {
+	for {
+		g.mu.Lock()
+		n := min(len(g.queue), maxBatch)
+		jobs := g.queue[:n:n]
+		g.queue = append([]*groupJob(nil), g.queue[n:]...)
+		g.mu.Unlock()
+		g.exec(jobs)
+		select {
+		case <-mine.done:
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if len(g.queue) > 0 {
+				go g.flush()
+				return
+			}
+			g.active--
+			return
+		default:
+		}
+	}
 }
 
 func (g *group) flush() {
