@@ -248,6 +248,19 @@ func truncate(s string, n int) string {
 // newest one seen, so a concurrent request's operation is joined instead of repeated.
 func (x *exchange) admit(in ops.Intent) (ops.Opened, error) {
 	g := x.g
+	// Most keys are new: try the insert first, guarded by "no operation of this key yet",
+	// which saves the lookup's round trip. A key with an open operation joins it in the same
+	// statement; a key with only closed ones is decided below.
+	none := ""
+	first := in
+	first.Latest = &none
+	o, err := g.ledgers[x.mode].Open(x.ctx, first, x.ref, x.owner)
+	if ops.ErrorReason(err) != "superseded" {
+		if err != nil {
+			return o, x.conflict(err)
+		}
+		return o, nil
+	}
 	latest, err := g.cfg.Store.LatestForIntent(x.ctx, in.TenantID, ops.KindLLMCall, in.IntentKey)
 	if err != nil && ops.ErrorCode(err) != ops.ENOTFOUND {
 		return ops.Opened{}, err
@@ -260,7 +273,7 @@ func (x *exchange) admit(in ops.Intent) (ops.Opened, error) {
 		seen = latest.ID
 	}
 	in.Latest = &seen
-	o, err := g.ledgers[x.mode].Open(x.ctx, in, x.ref, x.owner)
+	o, err = g.ledgers[x.mode].Open(x.ctx, in, x.ref, x.owner)
 	if ops.ErrorReason(err) == "superseded" {
 		newer, err := g.cfg.Store.LatestForIntent(x.ctx, in.TenantID, ops.KindLLMCall, in.IntentKey)
 		if err != nil {
