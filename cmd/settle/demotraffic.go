@@ -23,6 +23,7 @@ import (
 
 // demoFaults is the fault mix of the demo's Stripe: mostly fine, with every failure the
 // refund tool must survive.
+//
 // Outside the timeout storm, timeouts stay under the 14.4 % that pages, so the alert fires
 // for the storm and then resolves.
 const demoFaults = `POST /v1/refunds timeout_after_commit p=0.03 delay=5s
