@@ -468,14 +468,10 @@ func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	tenants, err := s.Accounts.Tenants(ctx)
+	names, err := s.tenantNames(ctx)
 	if err != nil {
 		s.Error(w, r, err)
 		return
-	}
-	names := map[int64]string{}
-	for _, t := range tenants {
-		names[t.ID] = t.Name
 	}
 	title := fmt.Sprintf("%s · %s · %s · %s · %s", measureTitles[f.Measure], windowLabel(at, width), tenantLabel(tenant, names),
 		orDash(string(f.Kind)), orDash(f.Provider))
@@ -565,14 +561,10 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	tenants, err := s.Accounts.Tenants(ctx)
+	names, err := s.tenantNames(ctx)
 	if err != nil {
 		s.Error(w, r, err)
 		return
-	}
-	names := map[int64]string{}
-	for _, t := range tenants {
-		names[t.ID] = t.Name
 	}
 	m := views.ExceptionsPage{Viewer: viewer(userFrom(ctx)), Filter: form}
 	for _, t := range exceptionTabs {
@@ -659,14 +651,10 @@ func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int6
 		s.Error(w, r, err)
 		return
 	}
-	tenants, err := s.Accounts.Tenants(ctx)
+	names, err := s.tenantNames(ctx)
 	if err != nil {
 		s.Error(w, r, err)
 		return
-	}
-	names := map[int64]string{}
-	for _, t := range tenants {
-		names[t.ID] = t.Name
 	}
 	m := views.ExceptionPage{Viewer: viewer(userFrom(ctx)), Exception: exceptionRow(e, names), Version: strconv.FormatInt(e.Version, 10),
 		Note: e.Note, OperationID: e.OperationID, Error: msg,
@@ -833,4 +821,17 @@ func (s *Server) handleExceptionChange(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Logger.InfoContext(ctx, "exception changed", "exception_id", id, "action", c.Action, "user_id", u.ID)
 	http.Redirect(w, r, "/reconcile/exceptions/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
+}
+
+// tenantNames maps tenant ids to names for the pages that show rows of every tenant.
+func (s *Server) tenantNames(ctx context.Context) (map[int64]string, error) {
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[int64]string, len(tenants))
+	for _, t := range tenants {
+		names[t.ID] = t.Name
+	}
+	return names, nil
 }
