@@ -29,7 +29,7 @@ type group struct {
 
 type groupJob struct {
 	sql  string
-	args pgx.NamedArgs
+	args []any
 	scan func(pgx.Row) error
 	err  error
 	done chan struct{}
@@ -41,11 +41,15 @@ const maxBatch = 32
 func newGroup(pool *pgxpool.Pool) *group { return &group{pool: pool, flushers: 2} }
 
 // queryRow runs sql with args in the next batch and scans its one row with scan.
-func (g *group) queryRow(sql string, args pgx.NamedArgs, scan func(pgx.Row) error) error {
+func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) error) error {
+	sql, args, err := positional(sql, named)
+	if err != nil {
+		return err
+	}
 	if g.flushers <= 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return scan(g.pool.QueryRow(ctx, sql, args))
+		return scan(g.pool.QueryRow(ctx, sql, args...))
 	}
 	j := &groupJob{sql: sql, args: args, scan: scan, done: make(chan struct{})}
 	g.mu.Lock()
@@ -116,7 +120,7 @@ func (g *group) exec(jobs []*groupJob) {
 	if len(jobs) > 1 {
 		b := &pgx.Batch{}
 		for _, j := range jobs {
-			b.Queue(j.sql, j.args).QueryRow(func(r pgx.Row) error {
+			b.Queue(j.sql, j.args...).QueryRow(func(r pgx.Row) error {
 				j.err = j.scan(r)
 				return nil
 			})
@@ -133,6 +137,6 @@ func (g *group) exec(jobs []*groupJob) {
 	}
 	// One at a time: the lone job, or every job of a batch that rolled back.
 	for _, j := range jobs {
-		j.err = j.scan(g.pool.QueryRow(ctx, j.sql, j.args))
+		j.err = j.scan(g.pool.QueryRow(ctx, j.sql, j.args...))
 	}
 }
