@@ -82,15 +82,17 @@ func (s *Server) llmError(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeError(w, r, status, reason, ops.ErrorMessage(err))
 }
 
-// httpSink writes the gateway's answer: JSON, or an SSE stream flushed event by event.
+// httpSink writes the gateway's answer: JSON with its length, sent when the handler
+// returns, or an SSE stream flushed event by event.
 type httpSink struct {
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	began bool
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	began  bool
+	stream bool
 }
 
 func (k *httpSink) Begin(h llm.Head) error {
-	k.began = true
+	k.began, k.stream = true, h.Stream
 	hd := k.w.Header()
 	if h.Stream {
 		hd.Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -111,13 +113,22 @@ func (k *httpSink) Begin(h llm.Head) error {
 	if h.PreferenceApplied != "" {
 		hd.Set("Preference-Applied", h.PreferenceApplied)
 	}
+	if !h.Stream && h.Length > 0 {
+		hd.Set("Content-Length", strconv.Itoa(h.Length))
+	}
 	k.w.WriteHeader(http.StatusOK)
+	if !h.Stream {
+		return nil
+	}
 	return k.rc.Flush()
 }
 
 func (k *httpSink) Write(p []byte) error {
 	if _, err := k.w.Write(p); err != nil {
 		return err
+	}
+	if !k.stream {
+		return nil
 	}
 	return k.rc.Flush()
 }

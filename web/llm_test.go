@@ -270,6 +270,12 @@ func TestLLMTwoIdenticalRequestsAtOnceOneGeneration(t *testing.T) {
 		if resps[1].Header.Get("Idempotent-Replayed") != "true" || resps[0].Header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("Idempotent-Replayed: first %q, second %q", resps[0].Header.Get("Idempotent-Replayed"), resps[1].Header.Get("Idempotent-Replayed"))
 		}
+		// A JSON answer, fresh or replayed, says its length: no chunked framing to read.
+		for i, r := range resps {
+			if r.ContentLength <= 0 || len(r.TransferEncoding) > 0 {
+				t.Fatalf("answer %d: Content-Length %d, Transfer-Encoding %v", i, r.ContentLength, r.TransferEncoding)
+			}
+		}
 		op := w.op(t, "msg-4417-1")
 		if op.Status != ops.StatusSucceeded || op.ProviderRef != gens[0].ID || op.ProviderRequestID != gens[0].RequestID {
 			t.Fatalf("operation %+v", op)

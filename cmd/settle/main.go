@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -18,10 +19,24 @@ import (
 )
 
 func main() {
+	tuneGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Main(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// gcPercent is the garbage collector's target when GOGC is not set. settle's live heap is
+// a few MB, so at Go's default of 100 it collects every few requests, and each cycle takes
+// a share of the CPU for about a millisecond: that was the largest part of the LLM
+// gateway's p99 overhead (BENCHMARKS.md). At 400 the heap still stays within tens of MB.
+const gcPercent = 400
+
+// tuneGC sets the garbage collector's target unless the operator chose one with GOGC.
+func tuneGC(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 // Main runs one command line and returns the process exit status: 0 on success, 1 when the

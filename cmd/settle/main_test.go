@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -299,5 +300,23 @@ func TestStripeTimeoutsMustFitTheCallersRequest(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", c.vars, code, stderr)
 		}
+	}
+}
+
+func TestTuneGCLeavesAnOperatorsChoice(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	tuneGC(func(k string) string {
+		if k == "GOGC" {
+			return "100"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("with GOGC set, the GC target became %d, want it left at 100", got)
+	}
+	tuneGC(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Fatalf("without GOGC, the GC target is %d, want %d", got, gcPercent)
 	}
 }

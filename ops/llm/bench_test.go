@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -33,6 +35,12 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 //
 //	go test ./ops/llm -run '^$' -bench GatewayOverhead -benchtime 2000x
 func BenchmarkGatewayOverhead(b *testing.B) {
+	// The garbage collector's target as settle runs (cmd/settle: gcPercent), unless GOGC
+	// chooses another; the client and the fake share it, so both paths see the same.
+	if os.Getenv("GOGC") == "" {
+		prev := debug.SetGCPercent(400)
+		b.Cleanup(func() { debug.SetGCPercent(prev) })
+	}
 	db := pgtest.New(b)
 	f := fake.NewLLM(fake.LLMOptions{})
 	base, err := f.Start("")

@@ -538,6 +538,7 @@ func (x *exchange) replay(op *ops.Operation, applied string) error {
 		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("operation %s succeeded without a stored completion", op.ID)}
 	}
 	if !x.req.Stream {
+		h.Length = len(op.Result)
 		if err := x.out.Begin(h); err != nil {
 			return nil // the client left
 		}

@@ -136,13 +136,15 @@ type Head struct {
 	ProviderRequestID string
 	// PreferenceApplied echoes the wait preference when it was honoured.
 	PreferenceApplied string
+	// Length is the size of a JSON answer, written whole by one Write; 0 for a stream.
+	Length int
 }
 
 // Sink is where the gateway writes its answer. Begin is called at most once, before any
 // Write; after Begin, a failure is reported inside the body (an SSE error event).
 type Sink interface {
 	Begin(h Head) error
-	// Write sends part of the body and flushes it to the client at once.
+	// Write sends part of the body; a stream's part goes to the client at once.
 	Write(p []byte) error
 }
 

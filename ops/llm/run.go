@@ -164,7 +164,7 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 			x.write(doneEvent)
 			return nil
 		}
-		if err := x.out.Begin(Head{OperationID: op.ID, ProviderRequestID: op.ProviderRequestID}); err != nil {
+		if err := x.out.Begin(Head{OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, Length: len(body)}); err != nil {
 			return nil // the client left; the completion is stored for its retry
 		}
 		x.began = true
