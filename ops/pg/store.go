@@ -31,14 +31,18 @@ func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 	var o ops.Operation
 	var kind, status, phase string
 	var retention int64
+	// The jsonb columns are read as bytes: into a json.RawMessage pgx would run them through
+	// json.Unmarshal, validating what Postgres already validated.
+	var request, result, usage []byte
 	dest := []any{&o.ID, &o.TenantID, &kind, &o.Provider, &o.IntentKey, &o.ProviderKey, &o.Fingerprint,
-		&o.OrderRef, &o.CustomerRef, &o.ChatRef, &o.PaymentRef, &o.AmountCents, &o.Currency, &o.Request,
+		&o.OrderRef, &o.CustomerRef, &o.ChatRef, &o.PaymentRef, &o.AmountCents, &o.Currency, &request,
 		&status, &phase, &o.Version, &o.Attempts, &o.LeaseOwner, &o.LeaseUntil, &o.FirstSentAt, &o.RetryUntil,
-		&retention, &o.ProviderRef, &o.ProviderRequestID, &o.Result, &o.Usage, &o.CostMicros,
+		&retention, &o.ProviderRef, &o.ProviderRequestID, &result, &usage, &o.CostMicros,
 		&o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.ClosedBy}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
+	o.Request, o.Result, o.Usage = request, result, usage
 	o.Kind, o.Status, o.Phase = ops.Kind(kind), ops.Status(status), ops.Phase(phase)
 	o.Retention = time.Duration(retention) * time.Second
 	return &o, nil
