@@ -142,7 +142,8 @@ func (o *OpenAI) Send(ctx context.Context, c Call) Reply {
 // readStream passes each event's data to c.Event as it arrives. A stream that ends without
 // [DONE] broke: the provider may have billed it all.
 func (o *OpenAI) readStream(r Reply, body io.Reader, c Call, idle *time.Timer) Reply {
-	br := bufio.NewReaderSize(body, 64<<10)
+	// Most events fit the default 4 KiB; a longer one is gathered below.
+	br := bufio.NewReader(body)
 	var data []byte
 	for {
 		line, err := br.ReadSlice('\n')
@@ -194,6 +195,9 @@ func (o *OpenAI) readStream(r Reply, body io.Reader, c Call, idle *time.Timer) R
 }
 
 func hasError(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return false // most events: no need to decode them
+	}
 	var e struct {
 		Error json.RawMessage `json:"error"`
 	}

@@ -1,0 +1,63 @@
+package llm
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// readAll runs readStream over an SSE body and returns the events it passed on.
+func readAll(t *testing.T, sse string) (Reply, []string) {
+	t.Helper()
+	o := &OpenAI{cfg: OpenAIConfig{IdleTimeout: time.Minute}}
+	idle := time.NewTimer(time.Minute)
+	defer idle.Stop()
+	var got []string
+	r := o.readStream(Reply{}, strings.NewReader(sse), Call{Event: func(d []byte) error {
+		got = append(got, string(d))
+		return nil
+	}}, idle)
+	return r, got
+}
+
+func TestReadStreamPassesEventsLongerThanItsBuffer(t *testing.T) {
+	long := `{"choices":[{"delta":{"content":"` + strings.Repeat("ж", 40_000) + `"}}]}`
+	r, got := readAll(t, "data: {\"a\":1}\n\ndata: "+long+"\r\n\r\ndata: [DONE]\n\n")
+	if r.Outcome != ops.OutcomeOK || len(got) != 2 || got[0] != `{"a":1}` || got[1] != long {
+		t.Fatalf("outcome %s, %d events, lengths %v", r.Outcome, len(got), lengths(got))
+	}
+}
+
+func TestReadStreamErrorEventIsUncertain(t *testing.T) {
+	for _, sse := range []string{
+		"data: {\"a\":1}\n\ndata: {\"error\":{\"message\":\"overloaded\"}}\n\n",
+		"data: {\"error\": {\"message\": \"" + strings.Repeat("x", 10_000) + "\"}}\n\ndata: [DONE]\n\n",
+	} {
+		r, _ := readAll(t, sse)
+		if r.Outcome != ops.OutcomeTimeout || r.ErrorCode != "upstream_stream_error" {
+			t.Fatalf("outcome %s %s, want timeout upstream_stream_error", r.Outcome, r.ErrorCode)
+		}
+	}
+	// A content that mentions "error" is not an error event; a null error neither.
+	r, got := readAll(t, "data: {\"choices\":[{\"delta\":{\"content\":\"\\\"error\\\" is a word\"}}],\"error\":null}\n\ndata: [DONE]\n\n")
+	if r.Outcome != ops.OutcomeOK || len(got) != 1 {
+		t.Fatalf("outcome %s %s, %d events", r.Outcome, r.ErrorCode, len(got))
+	}
+}
+
+func TestReadStreamWithoutDoneBroke(t *testing.T) {
+	r, got := readAll(t, "data: {\"a\":1}\n\ndata: {\"a\":2}\n\n")
+	if r.Outcome != ops.OutcomeTimeout || r.ErrorCode != "stream_broken" || len(got) != 2 {
+		t.Fatalf("outcome %s %s, %d events", r.Outcome, r.ErrorCode, len(got))
+	}
+}
+
+func lengths(s []string) []int {
+	var n []int
+	for _, x := range s {
+		n = append(n, len(x))
+	}
+	return n
+}
