@@ -199,7 +199,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	x.crID = o.ClientRequestID
 	if o.Created {
 		g.stats.fresh.Add(1)
-		return x.run(o.Op, o.Attempt)
+		return x.run(g.ledgers[x.mode], o.Op, o.Attempt)
 	}
 	return x.serve(o.Op)
 }
@@ -391,7 +391,7 @@ func (x *exchange) serve(op *ops.Operation) error {
 		return err
 	}
 	x.possibleDup = uncertain
-	return x.run(claimed, nil)
+	return x.run(lg, claimed, nil)
 }
 
 // lastUncertain reports whether the operation's latest attempt may have been billed

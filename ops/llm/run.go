@@ -11,13 +11,12 @@ import (
 )
 
 // run sends op's request to the provider until the outcome is settled or this request's
-// budget is spent, streaming to the client as the provider streams, and answers. Every
-// attempt is begun in the ledger before it is sent and finished after. The provider call
-// runs without the client's cancellation: a client that leaves does not stop the
-// generation, which is stored for its retry.
-func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
+// budget is spent, streaming to the client as the provider streams, and answers; lg is the
+// ledger of op's policy. Every attempt is begun in the ledger before it is sent and
+// finished after. The provider call runs without the client's cancellation: a client that
+// leaves does not stop the generation, which is stored for its retry.
+func (x *exchange) run(lg *ops.Ledger, op *ops.Operation, first *ops.Attempt) error {
 	g := x.g
-	lg := g.ledgers[modeOf(op)]
 	bg := context.WithoutCancel(x.ctx)
 	deadline := time.Now().Add(g.cfg.Deadline)
 	f := g.flights.open(op.ID, x.req.Stream)
@@ -227,119 +226,121 @@ func (x *exchange) release(lg *ops.Ledger, op *ops.Operation) *ops.Operation {
 }
 
 // tracker records the phases of one attempt (sent_to_provider, first_token) and keeps its
-// lease alive while a long generation runs. It writes from its own goroutine, so the
-// stream to the client never waits for the database, and it owns the operation's version
-// until stop hands it back. A phase is written once it has lasted Config.PhaseDelay: a
-// call that ends sooner records no intermediate phase, and of two phases reached within
-// the delay only the later is written.
+// lease alive while a long generation runs. It writes from timers, so the stream to the
+// client never waits for the database and a short call starts no goroutine; it owns the
+// operation's version until stop hands it back. A phase is written once it has lasted
+// Config.PhaseDelay: a call that ends sooner records no intermediate phase, and of two
+// phases reached within the delay only the later is written.
 type tracker struct {
-	lg     *ops.Ledger
-	delay  time.Duration
-	owner  string
-	log    func(msg string, args ...any)
-	phases chan ops.Phase
-	quit   chan struct{}
-	done   chan struct{}
+	lg    *ops.Ledger
+	ctx   context.Context
+	delay time.Duration
+	every time.Duration
+	owner string
+	log   func(msg string, args ...any)
 
-	mu   sync.Mutex
-	op   *ops.Operation
-	sent map[ops.Phase]bool
+	writing sync.Mutex // held by a write, so writes land in order and stop waits for one
+
+	mu           sync.Mutex
+	op           *ops.Operation
+	cur, pending ops.Phase
+	flush, renew *time.Timer
+	stopped      bool
 }
 
+var phaseRank = map[ops.Phase]int{ops.PhaseSending: 1, ops.PhaseSentToProvider: 2, ops.PhaseFirstToken: 3}
+
 func (x *exchange) track(lg *ops.Ledger, op *ops.Operation) *tracker {
-	t := &tracker{lg: lg, owner: x.owner, delay: x.g.cfg.PhaseDelay, log: x.g.cfg.Logger.Warn, op: op, phases: make(chan ops.Phase, 4),
-		quit: make(chan struct{}), done: make(chan struct{}), sent: map[ops.Phase]bool{}}
-	go t.loop(context.WithoutCancel(x.ctx))
+	t := &tracker{lg: lg, ctx: context.WithoutCancel(x.ctx), owner: x.owner, delay: max(x.g.cfg.PhaseDelay, 0),
+		every: lg.Limits.Lease / 3, log: x.g.cfg.Logger.Warn, op: op, cur: ops.PhaseSending}
+	if t.every <= 0 {
+		t.every = 10 * time.Second
+	}
+	t.renew = time.AfterFunc(t.every, t.renewLease)
 	return t
 }
 
 // phase asks for op's phase to move forward; each phase is written once.
 func (t *tracker) phase(p ops.Phase) {
 	t.mu.Lock()
-	seen := t.sent[p]
-	t.sent[p] = true
+	defer t.mu.Unlock()
+	if t.stopped || phaseRank[p] <= phaseRank[t.cur] || phaseRank[p] <= phaseRank[t.pending] {
+		return
+	}
+	t.pending = p
+	if t.flush == nil {
+		t.flush = time.AfterFunc(t.delay, t.flushPhase)
+	}
+}
+
+// flushPhase writes the phase that has lasted the delay.
+func (t *tracker) flushPhase() {
+	t.writing.Lock()
+	defer t.writing.Unlock()
+	t.mu.Lock()
+	p, stopped := t.pending, t.stopped
+	t.pending, t.flush = ops.PhaseNone, nil
 	t.mu.Unlock()
-	if !seen {
-		select {
-		case t.phases <- p:
-		default:
-		}
+	if !stopped && p != ops.PhaseNone {
+		t.write(p)
 	}
 }
 
-func (t *tracker) loop(ctx context.Context) {
-	defer close(t.done)
-	every := t.lg.Limits.Lease / 3
-	if every <= 0 {
-		every = 10 * time.Second
+// renewLease extends the lease, writing a pending phase with it, and comes back later.
+func (t *tracker) renewLease() {
+	t.writing.Lock()
+	defer t.writing.Unlock()
+	t.mu.Lock()
+	if t.stopped {
+		t.mu.Unlock()
+		return
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	cur, pending := ops.PhaseSending, ops.PhaseNone
-	rank := map[ops.Phase]int{ops.PhaseSending: 1, ops.PhaseSentToProvider: 2, ops.PhaseFirstToken: 3}
-	var flush <-chan time.Time
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	write := func(p ops.Phase, action string) {
-		if t.write(ctx, p, action) {
-			cur = p
-		}
-		pending, flush = ops.PhaseNone, nil
-	}
-	for {
-		select {
-		case <-t.quit:
-			return
-		case p := <-t.phases:
-			if rank[p] <= rank[cur] || rank[p] <= rank[pending] {
-				continue
-			}
-			pending = p
-			switch {
-			case t.delay <= 0:
-				write(p, "phase."+string(p))
-			case flush == nil:
-				timer = time.NewTimer(t.delay)
-				flush = timer.C
-			}
-		case <-flush:
-			write(pending, "phase."+string(pending))
-		case <-tick.C:
-			if pending != ops.PhaseNone {
-				write(pending, "phase."+string(pending))
-			} else {
-				write(cur, "lease.renew")
-			}
+	p := t.cur
+	if t.pending != ops.PhaseNone {
+		p, t.pending = t.pending, ops.PhaseNone
+		if t.flush != nil {
+			t.flush.Stop()
+			t.flush = nil
 		}
 	}
+	t.mu.Unlock()
+	t.write(p)
+	t.mu.Lock()
+	if !t.stopped {
+		t.renew.Reset(t.every)
+	}
+	t.mu.Unlock()
 }
 
-// write moves the phase and extends the lease in one compare-and-set.
-func (t *tracker) write(ctx context.Context, p ops.Phase, action string) bool {
+// write moves the phase and extends the lease in one compare-and-set; the caller holds
+// t.writing.
+func (t *tracker) write(p ops.Phase) {
 	t.mu.Lock()
 	op := t.op
 	t.mu.Unlock()
 	now := t.lg.Clock.Now()
-	until := now.Add(t.lg.Limits.Lease)
-	out, err := t.lg.Store.SetPhase(ctx, op.ID, t.owner, p, until, now)
+	out, err := t.lg.Store.SetPhase(t.ctx, op.ID, t.owner, p, now.Add(t.lg.Limits.Lease), now)
 	if err != nil {
 		t.log("llm: record phase", "operation", op.ID, "phase", p, "err", err)
-		return false
+		return
 	}
 	t.mu.Lock()
-	t.op = out
+	t.op, t.cur = out, p
 	t.mu.Unlock()
-	return true
 }
 
-// stop ends the tracking and returns the operation as last written.
+// stop ends the tracking, waits for a write under way, and returns the operation as last
+// written.
 func (t *tracker) stop() *ops.Operation {
-	close(t.quit)
-	<-t.done
+	t.mu.Lock()
+	t.stopped = true
+	if t.flush != nil {
+		t.flush.Stop()
+	}
+	t.renew.Stop()
+	t.mu.Unlock()
+	t.writing.Lock()
+	defer t.writing.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.op
