@@ -18,6 +18,7 @@ test: deps check-generated lint
 
 bench: deps
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime=5s -timeout 60m .
+	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime=3000x ./ops/llm/
 
 # deps installs what the two commands need on a fresh Debian machine: as root with apt-get,
 # otherwise it names the missing packages and stops.
