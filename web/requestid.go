@@ -22,9 +22,15 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 		ctx := views.WithRequestID(r.Context(), id)
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r.WithContext(ctx))
-		if ww.Status() >= 500 {
+		switch st := ww.Status(); {
+		case st == http.StatusBadGateway || st == http.StatusServiceUnavailable || st == http.StatusGatewayTimeout:
+			// A provider that failed or timed out, or a part not configured: expected in
+			// operation and counted elsewhere, so not an error of Settle's own.
+			s.Logger.WarnContext(ctx, "request answered with a provider or dependency failure", "request_id", id,
+				"method", r.Method, "path", r.URL.Path, "status", st)
+		case st >= 500:
 			s.Logger.ErrorContext(ctx, "request answered with a server error", "request_id", id,
-				"method", r.Method, "path", r.URL.Path, "status", ww.Status())
+				"method", r.Method, "path", r.URL.Path, "status", st)
 		}
 	})
 }
