@@ -415,6 +415,17 @@ type UserAccount struct {
 	DisabledAt *time.Time
 }
 
+// APIToken is an API token as an admin sees it: its tenant, label and first characters,
+// never the token, which only its holder has.
+type APIToken struct {
+	ID        int64
+	Tenant    string
+	Name      string
+	Prefix    string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
 // CustomerStatus is what support may tell a customer about an operation, in plain words.
 type CustomerStatus struct {
 	// Headline is the status for the support agent.

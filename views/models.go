@@ -303,3 +303,25 @@ type UserRow struct {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TokensPage is the admin's list of API tokens, with the form to issue one.
+type TokensPage struct {
+	Viewer  Viewer
+	Flash   Flash
+	Tokens  []TokenRow
+	Tenants []string
+	// Form echoes the new-token form after a refusal.
+	FormTenant, FormName string
+	// Issued is a token just issued, shown on this page only: it is not stored.
+	Issued *IssuedToken
+}
+
+// TokenRow is one API token as listed: never the token itself.
+type TokenRow struct {
+	ID, Tenant, Name, Prefix, Created, Revoked string
+}
+
+// IssuedToken is a new token with its tenant, shown once.
+type IssuedToken struct {
+	Tenant, Name, Token string
+}

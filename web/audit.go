@@ -24,7 +24,7 @@ type AuditReader interface {
 // auditActions are the actions people filter by; the log holds a few more machine ones.
 var auditActions = []string{"open", "close", "lookup", "expire", "mark_unknown", "reap",
 	"attempt.ok", "attempt.timeout", "attempt.server_error", "attempt.invalid",
-	"user.add", "user.role", "user.disable", "user.enable"}
+	"user.add", "user.role", "user.disable", "user.enable", "token.add", "token.revoke"}
 
 const auditPageSize = 50
 

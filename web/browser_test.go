@@ -259,6 +259,19 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 	e.browserLogin(t, admin, "admin@example.com")
 	do(t, admin, "users page", chromedp.Navigate(e.url+"/admin/users"), chromedp.WaitVisible(byID("users-table")))
 	shot(t, admin, "users")
+	do(t, admin, "issue a token", chromedp.Navigate(e.url+"/admin/tokens"), chromedp.WaitVisible(byID("token-add-form")),
+		chromedp.SendKeys(byID("token-add-tenant"), "browser-shop"), chromedp.SendKeys(byID("token-add-name"), "support agent"),
+		chromedp.Click(byID("token-add-submit")), chromedp.WaitVisible(byID("token-issued")))
+	tctx, cancel := context.WithTimeout(admin, 20*time.Second)
+	got, err := chromedp.Run(tctx, chromedp.Value(byID("token-value")))
+	cancel()
+	if err != nil || !strings.HasPrefix(got, "stl_") || len(got) != 68 {
+		t.Errorf("the issued token reads %q (%v)", got, err)
+	}
+	if n := count(t, admin, `[data-testid="token-row"][data-name="support agent"]`); n != 1 {
+		t.Errorf("%d rows for the new token", n)
+	}
+	shot(t, admin, "tokens")
 	do(t, admin, "sign out", chromedp.Navigate(e.url+"/login"), chromedp.WaitVisible(byID("nav")))
 	do(t, admin, "login page", chromedp.Click(chromedp.CSS(`[data-testid="logout-form"] button`)), chromedp.WaitVisible(byID("login-form")))
 	shot(t, admin, "login")

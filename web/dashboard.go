@@ -25,6 +25,8 @@ type DashboardDeps struct {
 	AuditLog AuditReader
 	// UserAdmin lists and changes dashboard users.
 	UserAdmin UserAdmin
+	// TokenAdmin lists, issues and revokes API tokens.
+	TokenAdmin TokenAdmin
 	// Jobs lists the pipeline jobs that use an llm_job operation, for its detail page.
 	JobViews JobViewer
 	// BulkCap bounds how many operations one bulk lookup handles (default 200).
@@ -62,6 +64,9 @@ func (s *Server) mountDashboard(r chi.Router) {
 		r.Post("/admin/users/{id}/role", s.handleUserRole)
 		r.Post("/admin/users/{id}/disable", s.handleUserDisable)
 		r.Post("/admin/users/{id}/enable", s.handleUserEnable)
+		r.Get("/admin/tokens", s.handleTokens)
+		r.Post("/admin/tokens", s.handleIssueToken)
+		r.Post("/admin/tokens/{id}/revoke", s.handleRevokeToken)
 	})
 }
 

@@ -23,6 +23,7 @@ var (
 	_ web.SupportSearcher = (*pg.DB)(nil)
 	_ web.AuditReader     = (*pg.DB)(nil)
 	_ web.UserAdmin       = (*pg.DB)(nil)
+	_ web.TokenAdmin      = (*pg.DB)(nil)
 	_ web.JobViewer       = (*pg.DB)(nil)
 )
 
@@ -59,9 +60,12 @@ func newDashEnv(t *testing.T) *dashEnv {
 	refunds := &ops.Refunds{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
 	s.Operations = db
 	s.Refunds = refunds
+	// Tokens are read through the cache, as serve does; its TTL outlasts any test, so a
+	// revocation is seen at once only because the revoking handler clears it.
+	s.Accounts = &web.TokenCache{Accounts: db, TTL: time.Hour, Clock: clock}
 	s.DashboardDeps = web.DashboardDeps{
 		Desk:      &ops.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db},
-		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db, JobViews: db,
+		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: db,
 	}
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)

@@ -50,6 +50,14 @@ func TestDashboardRoutesByRole(t *testing.T) {
 		clients[r] = e.signIn(t, string(r)+"@example.com", r)
 	}
 	uid := func() string { return itoa(other.ID) }
+	if _, err := e.db.CreateToken(context.Background(), e.tenant.ID, "route check"); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := e.db.Tokens(context.Background())
+	if err != nil || len(tokens) != 1 {
+		t.Fatalf("tokens %v, %v", tokens, err)
+	}
+	tokenID := func() string { return itoa(tokens[0].ID) }
 	routes := []struct {
 		method, path string
 		form         url.Values
@@ -69,6 +77,9 @@ func TestDashboardRoutesByRole(t *testing.T) {
 		{"POST", "/admin/users/" + uid() + "/role", url.Values{"role": {"support"}}, ops.RoleAdmin, 303},
 		{"POST", "/admin/users/" + uid() + "/disable", url.Values{}, ops.RoleAdmin, 303},
 		{"POST", "/admin/users/" + uid() + "/enable", url.Values{}, ops.RoleAdmin, 303},
+		{"GET", "/admin/tokens", nil, ops.RoleAdmin, 200},
+		{"POST", "/admin/tokens", url.Values{"tenant": {"Not A Name"}}, ops.RoleAdmin, 422},
+		{"POST", "/admin/tokens/" + tokenID() + "/revoke", url.Values{}, ops.RoleAdmin, 303},
 	}
 	for _, rt := range routes {
 		do := func(c *http.Client) *http.Response {

@@ -53,3 +53,10 @@ func (c *TokenCache) TenantByToken(ctx context.Context, token string) (*ops.Tena
 	c.mu.Unlock()
 	return t, nil
 }
+
+// Forget drops every cached token, so a token revoked in this process is refused at once.
+func (c *TokenCache) Forget() {
+	c.mu.Lock()
+	c.tenants = nil
+	c.mu.Unlock()
+}

@@ -137,7 +137,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	// Without Stripe, Desk.Refunds stays nil and lookups answer "unavailable".
 	srv.DashboardDeps = web.DashboardDeps{
 		Desk:      &ops.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB},
-		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB,
+		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB,
 		JobViews: p.DB,
 	}
 	srv.Recon = p.DB

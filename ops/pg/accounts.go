@@ -2,9 +2,7 @@ package pg
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -155,13 +153,11 @@ func (db *DB) EnsureTenant(ctx context.Context, name string) (*ops.Tenant, error
 // CreateToken makes a new API token for a tenant. Only its SHA-256 is stored, so the token
 // is shown once, here.
 func (db *DB) CreateToken(ctx context.Context, tenantID int64, name string) (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate token: %w", err)
+	token, sum, err := newToken()
+	if err != nil {
+		return "", err
 	}
-	token := TokenPrefix + hex.EncodeToString(b)
-	sum := sha256.Sum256([]byte(token))
-	_, err := db.Pool.Exec(ctx,
+	_, err = db.Pool.Exec(ctx,
 		`INSERT INTO api_tokens (tenant_id, name, token_hash, prefix) VALUES ($1, $2, $3, $4)`,
 		tenantID, name, sum[:], token[:8])
 	if sqlState(err) == "23503" {

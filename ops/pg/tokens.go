@@ -1,0 +1,99 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// newToken returns a new API token and its SHA-256, which is all that is stored.
+func newToken() (string, [32]byte, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", [32]byte{}, fmt.Errorf("generate token: %w", err)
+	}
+	token := TokenPrefix + hex.EncodeToString(b)
+	return token, sha256.Sum256([]byte(token)), nil
+}
+
+// Tokens lists the API tokens, live ones first, newest first.
+func (db *DB) Tokens(ctx context.Context) ([]ops.APIToken, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT k.id, t.name, k.name, k.prefix, k.created_at, k.revoked_at
+FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
+ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC LIMIT 1000`)
+	if err != nil {
+		return nil, interpret(err, "list tokens")
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.APIToken, error) {
+		var k ops.APIToken
+		err := r.Scan(&k.ID, &k.Tenant, &k.Name, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
+		return k, err
+	})
+}
+
+// IssueToken makes a new API token for a tenant and records who did it, in one statement.
+// Only the token's SHA-256 is stored: it is returned once, here.
+func (db *DB) IssueToken(ctx context.Context, tenantID int64, name, actor string, now time.Time) (string, error) {
+	if len(name) > 100 {
+		return "", ops.Errorf(ops.EINVALID, "A token's name is at most 100 characters.")
+	}
+	token, sum, err := newToken()
+	if err != nil {
+		return "", err
+	}
+	var id int64
+	err = db.Pool.QueryRow(ctx, `
+WITH k AS (
+	INSERT INTO api_tokens (tenant_id, name, token_hash, prefix, created_at)
+	VALUES (@tenant, @name, @hash, @prefix, @now)
+	RETURNING id, tenant_id, name, prefix
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
+	SELECT @now, @actor, 'token.add', 'api_token', k.id::text,
+		jsonb_build_object('tenant_id', k.tenant_id, 'name', k.name, 'prefix', k.prefix)
+	FROM k
+)
+SELECT id FROM k`, pgx.NamedArgs{"tenant": tenantID, "name": name, "hash": sum[:], "prefix": token[:8],
+		"now": now, "actor": actor}).Scan(&id)
+	if sqlState(err) == "23503" {
+		return "", &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("No tenant with id %d.", tenantID), Err: err}
+	} else if err != nil {
+		return "", interpret(err, "issue token")
+	}
+	return token, nil
+}
+
+// RevokeToken revokes a token and records who did it, in one statement. Revoking a revoked
+// token changes nothing and records nothing.
+func (db *DB) RevokeToken(ctx context.Context, id int64, actor string, now time.Time) (ops.APIToken, error) {
+	var k ops.APIToken
+	err := db.Pool.QueryRow(ctx, `
+WITH old AS (SELECT id, revoked_at FROM api_tokens WHERE id = @id FOR UPDATE),
+up AS (
+	UPDATE api_tokens k SET revoked_at = coalesce(k.revoked_at, @now::timestamptz)
+	FROM old WHERE k.id = old.id
+	RETURNING k.id, k.tenant_id, k.name, k.prefix, k.created_at, k.revoked_at, old.revoked_at IS NULL AS changed
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after)
+	SELECT @now, @actor, 'token.revoke', 'api_token', up.id::text,
+		jsonb_build_object('revoked', false), jsonb_build_object('revoked', true, 'prefix', up.prefix)
+	FROM up WHERE up.changed
+)
+SELECT up.id, t.name, up.name, up.prefix, up.created_at, up.revoked_at FROM up JOIN tenants t ON t.id = up.tenant_id`,
+		pgx.NamedArgs{"id": id, "actor": actor, "now": now}).Scan(&k.ID, &k.Tenant, &k.Name, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, ops.Errorf(ops.ENOTFOUND, "No API token with id %d.", id)
+	} else if err != nil {
+		return k, interpret(err, "revoke token")
+	}
+	return k, nil
+}
