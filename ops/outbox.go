@@ -49,8 +49,23 @@ type Relay struct {
 	Interval  time.Duration
 	Hold      time.Duration
 	Batch     int
-	Logger    *slog.Logger
+	// Keep is how long a delivered event stays, when Store is an OutboxPruner; default
+	// DefaultOutboxKeep. Pruning runs at most once an hour.
+	Keep   time.Duration
+	Logger *slog.Logger
+
+	lastPrune time.Time
 }
+
+// OutboxPruner is an OutboxStore that can delete the events it delivered long ago.
+type OutboxPruner interface {
+	PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error)
+}
+
+// DefaultOutboxKeep keeps delivered events for a week: long enough to answer "was it
+// sent, and when?" about last week's incident; receivers drop repeats by event id, so
+// nothing depends on the rows after that.
+const DefaultOutboxKeep = 7 * 24 * time.Hour
 
 // Start delivers events every Interval until ctx ends.
 func (r *Relay) Start(ctx context.Context) {
@@ -98,7 +113,30 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("mark published: %w", err)
 		}
 	}
+	r.prune(ctx, now)
 	return len(done), nil
+}
+
+// prune deletes long-delivered events once an hour. It is housekeeping: a failure is
+// logged and tried again an hour later.
+func (r *Relay) prune(ctx context.Context, now time.Time) {
+	p, ok := r.Store.(OutboxPruner)
+	if !ok || now.Sub(r.lastPrune) < time.Hour {
+		return
+	}
+	r.lastPrune = now
+	keep := r.Keep
+	if keep <= 0 {
+		keep = DefaultOutboxKeep
+	}
+	n, err := p.PruneEvents(ctx, now.Add(-keep))
+	if err != nil {
+		r.logger().Warn("prune the outbox", "err", err)
+		return
+	}
+	if n > 0 {
+		r.logger().Info("pruned delivered events", "deleted", n, "delivered_before", now.Add(-keep))
+	}
 }
 
 func (r *Relay) logger() *slog.Logger {

@@ -46,6 +46,8 @@ type Config struct {
 	Stripe StripeConfig
 	// OutboxURL receives the outbox's events as JSON POSTs; empty keeps them in the table.
 	OutboxURL string
+	// OutboxKeep is how long a delivered event stays in the outbox.
+	OutboxKeep time.Duration
 	// Alerts is how alerts are evaluated and delivered.
 	Alerts AlertsConfig
 	// Jobs holds the pipeline jobs' settings of serve, demo and worker.
@@ -298,6 +300,9 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 			return usagef("SETTLE_OUTBOX_URL=%q is not an http(s) URL", b)
 		}
 	}
+	if cfg.OutboxKeep, err = durationEnv(getenv, "SETTLE_OUTBOX_KEEP", ops.DefaultOutboxKeep); err != nil {
+		return err
+	}
 	if v := getenv("SETTLE_RECONCILE_INTERVAL"); v != "off" {
 		if cfg.Reconcile.Interval, err = durationEnv(getenv, "SETTLE_RECONCILE_INTERVAL", 5*time.Minute); err != nil {
 			return err
@@ -414,6 +419,7 @@ Environment:
   SETTLE_STRIPE_TIMEOUT   one attempt at Stripe (default 8s)
   SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
   SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
+  SETTLE_OUTBOX_KEEP      how long a delivered event stays in the outbox (default 168h)
   SETTLE_WORKER_ID        this process's name in leases (default host-pid)
   SETTLE_LLM_BASE_URL     OpenAI-compatible provider, e.g. https://api.openai.com/v1; the gateway is off without it
   SETTLE_LLM_API_KEY      the provider's API key

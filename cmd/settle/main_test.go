@@ -294,6 +294,8 @@ func TestStripeTimeoutsMustFitTheCallersRequest(t *testing.T) {
 		{map[string]string{"SETTLE_STRIPE_TIMEOUT": "45s", "SETTLE_REFUND_DEADLINE": "30s"}, "SETTLE_STRIPE_TIMEOUT=45s is longer than"},
 		{map[string]string{"SETTLE_STRIPE_TIMEOUT": "soon"}, "not a positive Go duration"},
 		{map[string]string{"STRIPE_API_BASE": "ftp://x"}, "STRIPE_API_BASE"},
+		{map[string]string{"SETTLE_OUTBOX_KEEP": "a week"}, `SETTLE_OUTBOX_KEEP="a week" is not a positive Go duration`},
+		{map[string]string{"SETTLE_OUTBOX_KEEP": "-1h"}, "SETTLE_OUTBOX_KEEP"},
 	} {
 		c.vars["DATABASE_URL"] = db
 		code, _, stderr := run(t, []string{"serve"}, c.vars, "")

@@ -159,7 +159,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	p.goService(func() { reaper.Start(ctx) })
 	if cfg.OutboxURL != "" {
 		relay := &ops.Relay{Store: p.DB, Publisher: &ops.WebhookPublisher{URL: cfg.OutboxURL}, Clock: p.Clock,
-			Interval: time.Second, Logger: p.Logger}
+			Interval: time.Second, Keep: cfg.OutboxKeep, Logger: p.Logger}
 		p.goService(func() { relay.Start(ctx) })
 	}
 	return nil

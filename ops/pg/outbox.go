@@ -9,7 +9,10 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-var _ ops.OutboxStore = (*DB)(nil)
+var (
+	_ ops.OutboxStore  = (*DB)(nil)
+	_ ops.OutboxPruner = (*DB)(nil)
+)
 
 // ClaimEvents implements ops.OutboxStore.
 func (db *DB) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]ops.Event, error) {
@@ -45,4 +48,25 @@ func (db *DB) MarkPublished(ctx context.Context, ids []int64, at time.Time) erro
 func (db *DB) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
 	_, err := db.Pool.Exec(ctx, `UPDATE outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
 	return interpret(err, "mark event failed")
+}
+
+// pruneBatch bounds one delete, so pruning a large backlog holds no long lock.
+const pruneBatch = 5000
+
+// PruneEvents implements ops.OutboxPruner: it deletes events delivered before the cut-off,
+// a batch at a time. Undelivered events stay, however old.
+func (db *DB) PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error) {
+	var total int64
+	for {
+		tag, err := db.Pool.Exec(ctx, `
+DELETE FROM outbox WHERE id IN (
+	SELECT id FROM outbox WHERE published_at IS NOT NULL AND published_at < $1 LIMIT $2)`, publishedBefore, pruneBatch)
+		if err != nil {
+			return total, interpret(err, "prune outbox")
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatch || ctx.Err() != nil {
+			return total, nil
+		}
+	}
 }

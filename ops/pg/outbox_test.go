@@ -153,3 +153,81 @@ func TestNoTransactionIsOpenDuringTheProviderCall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Delivered events leave the outbox after Keep, at most once an hour; an undelivered one
+// stays however old it is.
+func TestOutboxPrunesOldDeliveriesOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	up := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !up {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	relay := &ops.Relay{Store: f.db, Publisher: &ops.WebhookPublisher{URL: srv.URL}, Clock: f.clock, Keep: 24 * time.Hour}
+	f.toUnknown(t, "delivered-1")
+	f.toUnknown(t, "delivered-2")
+	if n, err := relay.RunOnce(ctx); err != nil || n != 2 {
+		t.Fatalf("published %d (%v), want 2", n, err)
+	}
+	up = false
+	f.toUnknown(t, "never-delivered")
+	if n, _ := relay.RunOnce(ctx); n != 0 {
+		t.Fatal("a receiver that is down took an event")
+	}
+	rows := func() (delivered, waiting int) {
+		delivered = f.count(t, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL`)
+		waiting = f.count(t, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+		return
+	}
+	// Half an hour later nothing is old enough; a day later the delivered ones go.
+	f.clock.Advance(30 * time.Minute)
+	relay.RunOnce(ctx)
+	if d, w := rows(); d != 2 || w != 1 {
+		t.Fatalf("after 30 min: %d delivered, %d waiting", d, w)
+	}
+	f.clock.Advance(24 * time.Hour)
+	relay.RunOnce(ctx)
+	if d, w := rows(); d != 0 || w != 1 {
+		t.Fatalf("after a day: %d delivered, %d waiting; want 0 and the undelivered one", d, w)
+	}
+	// The receiver comes back: the old event is delivered, and kept for a day from its
+	// delivery, not from its creation.
+	up = true
+	f.clock.Advance(time.Hour)
+	if n, err := relay.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("published %d (%v), want the waiting event", n, err)
+	}
+	f.clock.Advance(2 * time.Hour)
+	relay.RunOnce(ctx)
+	if d, w := rows(); d != 1 || w != 0 {
+		t.Fatalf("2 h after its delivery: %d delivered, %d waiting", d, w)
+	}
+}
+
+// Pruning is hourly: a pass within the hour deletes nothing, even what is old enough.
+func TestOutboxPrunesAtMostHourly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer srv.Close()
+	relay := &ops.Relay{Store: f.db, Publisher: &ops.WebhookPublisher{URL: srv.URL}, Clock: f.clock, Keep: time.Minute}
+	f.toUnknown(t, "a")
+	relay.RunOnce(ctx) // delivers it, and prunes (nothing yet): the hour starts
+	f.clock.Advance(10 * time.Minute)
+	relay.RunOnce(ctx)
+	if n := f.count(t, `SELECT count(*) FROM outbox`); n != 1 {
+		t.Fatalf("%d events 10 min after the last prune, want the delivered one kept", n)
+	}
+	f.clock.Advance(time.Hour)
+	relay.RunOnce(ctx)
+	if n := f.count(t, `SELECT count(*) FROM outbox`); n != 0 {
+		t.Fatalf("%d events an hour later, want 0", n)
+	}
+}
