@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
@@ -79,4 +81,43 @@ func ensureToken(ctx context.Context, accounts ops.Accounts, tenant, name string
 		return "", err
 	}
 	return accounts.CreateToken(ctx, t.ID, name)
+}
+
+// listTokens prints every API token, never the token itself: its first characters say
+// which one it is.
+func listTokens(ctx context.Context, cfg Config, stdout io.Writer) error {
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tokens, err := db.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTENANT\tNAME\tSTARTS WITH\tISSUED\tSTATE")
+	for _, k := range tokens {
+		state := "active"
+		if k.RevokedAt != nil {
+			state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s…\t%s\t%s\n", k.ID, k.Tenant, k.Name, k.Prefix, k.CreatedAt.UTC().Format(time.RFC3339), state)
+	}
+	return w.Flush()
+}
+
+// revokeToken revokes one token; the audit log names the command line as the actor.
+func revokeToken(ctx context.Context, cfg Config, stdout io.Writer) error {
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	k, err := db.RevokeToken(ctx, cfg.TokenID, "cli", time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "revoked %s… of tenant %s (%s); servers refuse it within 5 s\n", k.Prefix, k.Tenant, k.Name)
+	return nil
 }

@@ -22,7 +22,7 @@ import (
 // Config is everything a settle command reads from its flags and the environment, read in
 // one place and validated before anything starts.
 type Config struct {
-	// Command is the subcommand: serve, migrate, demo, "user add" or "token add".
+	// Command is the subcommand: serve, migrate, demo, "user add", "token add"...
 	Command string
 
 	DatabaseURL string
@@ -42,6 +42,8 @@ type Config struct {
 	// Tenant and TokenName are the tenant and the label of "token add".
 	Tenant    string
 	TokenName string
+	// TokenID is the token "token revoke" revokes.
+	TokenID int64
 
 	Stripe StripeConfig
 	// OutboxURL receives the outbox's events as JSON POSTs; empty keeps them in the table.
@@ -150,10 +152,11 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		args = args[1:]
 	}
 	if cfg.Command == "user" || cfg.Command == "token" {
-		if len(args) == 0 || args[0] != "add" {
+		sub := map[string]bool{"add": true, "list": cfg.Command == "token", "revoke": cfg.Command == "token"}
+		if len(args) == 0 || !sub[args[0]] {
 			return cfg, usagef("unknown command %q; did you mean '%s add'?", strings.Join(append([]string{cfg.Command}, args...), " "), cfg.Command)
 		}
-		cfg.Command += " add"
+		cfg.Command += " " + args[0]
 		args = args[1:]
 	}
 
@@ -200,6 +203,9 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	case "token add":
 		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant name; created if missing")
 		fs.StringVar(&cfg.TokenName, "name", "cli", "a label for the token")
+	case "token list":
+	case "token revoke":
+		fs.Int64Var(&cfg.TokenID, "id", 0, "the token's id, as 'token list' shows it")
 	default:
 		return cfg, usagef("unknown command %q; run 'settle help'", cfg.Command)
 	}
@@ -260,6 +266,10 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	case "token add":
 		if cfg.Tenant == "" {
 			return cfg, usagef("token add: --tenant is required")
+		}
+	case "token revoke":
+		if cfg.TokenID <= 0 {
+			return cfg, usagef("token revoke: --id is required: the token's id, as 'settle token list' shows it")
 		}
 	case "mcp":
 		if !cfg.MCPStdio {
@@ -396,6 +406,8 @@ Commands:
                           add a dashboard user; the password is read from standard input
   token add --tenant NAME [--name LABEL]
                           create an API token for a tenant (created if missing)
+  token list              list API tokens: id, tenant, name, first characters, state
+  token revoke --id N     revoke a token; servers refuse it within 5 s
   worker                  run pipeline job workers without the server (needs DATABASE_URL, SETTLE_LLM_BASE_URL)
   reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]
                           reconcile provider charges with the ledger once (needs DATABASE_URL)

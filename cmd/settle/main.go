@@ -73,6 +73,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = addUser(ctx, cfg, stdin, stdout)
 	case "token add":
 		err = addToken(ctx, cfg, stdout)
+	case "token list":
+		err = listTokens(ctx, cfg, stdout)
+	case "token revoke":
+		err = revokeToken(ctx, cfg, stdout)
 	case "alerts export":
 		err = alertsExport(ctx, cfg.Alerts, stdout)
 	case "worker":

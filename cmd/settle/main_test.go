@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,10 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"user", "add", "--email", "a@b.example"}, url, "--role"},
 		{[]string{"user", "add", "--email", "a@b.example", "--role", "root"}, url, "--role"},
 		{[]string{"token", "add"}, url, "--tenant"},
+		{[]string{"token", "revoke"}, url, "--id is required"},
+		{[]string{"token", "revoke", "--id", "x"}, url, "invalid value"},
+		{[]string{"token", "remove"}, url, "unknown command"},
+		{[]string{"user", "list"}, url, "unknown command"},
 	} {
 		code, stdout, stderr := run(t, tc.args, tc.vars, "")
 		if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "settle: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {
@@ -207,6 +212,31 @@ func TestTokenAdd(t *testing.T) {
 	code, _, stderr = run(t, []string{"token", "add", "--tenant", "Not Valid"}, map[string]string{"DATABASE_URL": url}, "")
 	if code != 1 || !strings.HasPrefix(stderr, "settle: Tenant name") || strings.Count(stderr, "\n") != 1 {
 		t.Errorf("bad tenant name: exit %d, stderr %q", code, stderr)
+	}
+
+	// list shows the token by its first characters only; revoke stops it.
+	code, stdout, stderr = run(t, []string{"token", "list"}, map[string]string{"DATABASE_URL": url}, "")
+	if code != 0 || !strings.Contains(stdout, token[:8]+"…") || !strings.Contains(stdout, "active") || strings.Contains(stdout, token[8:]) {
+		t.Fatalf("token list: exit %d: %s%s", code, stdout, stderr)
+	}
+	tokens, err := db.Tokens(ctx)
+	if err != nil || len(tokens) != 1 {
+		t.Fatalf("tokens %v, %v", tokens, err)
+	}
+	id := strconv.FormatInt(tokens[0].ID, 10)
+	code, stdout, stderr = run(t, []string{"token", "revoke", "--id", id}, map[string]string{"DATABASE_URL": url}, "")
+	if code != 0 || !strings.Contains(stdout, "revoked "+token[:8]) {
+		t.Fatalf("token revoke: exit %d: %s%s", code, stdout, stderr)
+	}
+	if _, err := db.TenantByToken(ctx, token); ops.ErrorCode(err) != ops.EUNAUTHORIZED {
+		t.Fatalf("a revoked token still resolves: %v", err)
+	}
+	if _, stdout, _ = run(t, []string{"token", "list"}, map[string]string{"DATABASE_URL": url}, ""); !strings.Contains(stdout, "revoked 20") {
+		t.Errorf("token list after the revocation:\n%s", stdout)
+	}
+	code, _, stderr = run(t, []string{"token", "revoke", "--id", "999999"}, map[string]string{"DATABASE_URL": url}, "")
+	if code != 1 || stderr != "settle: No API token with id 999999.\n" {
+		t.Errorf("revoke an unknown id: exit %d, stderr %q", code, stderr)
 	}
 }
 
