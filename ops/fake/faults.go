@@ -185,13 +185,6 @@ func (f Fault) matches(method, path string) bool {
 	}
 }
 
-// faultRule is a Fault with the counters that decide when it fires.
-type faultRule struct {
-	Fault
-	seen  int // matching requests so far
-	fired int
-}
-
 // ParseFaults parses a compact fault specification, as given to `settle fake stripe
 // --faults`. Rules are separated by ";" or newlines; blank rules are ignored.
 //

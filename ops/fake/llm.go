@@ -82,9 +82,7 @@ type LLM struct {
 	generations []Generation
 	prompts     map[string]bool // prompt hashes seen, per key: the second time they are cached
 
-	faultMu sync.Mutex
-	faults  []*llmFaultRule
-	rng     *rand.Rand
+	faults *ruleSet[LLMFault]
 }
 
 // NewLLM returns a fake LLM provider with no faults.
@@ -102,7 +100,7 @@ func NewLLM(opts LLMOptions) *LLM {
 		clock: opts.Clock, latency: opts.Latency, chunkDelay: opts.ChunkDelay, words: opts.Words, log: opts.Logger,
 		done:    make(chan struct{}),
 		prompts: map[string]bool{},
-		rng:     rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x11a)),
+		faults:  newRuleSet[LLMFault](rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x11a))),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", l.chatCompletions)

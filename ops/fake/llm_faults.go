@@ -135,65 +135,19 @@ func (f LLMFault) matches(path string) bool {
 	return f.Path == "" || f.Path == "*" || f.Path == path
 }
 
-type llmFaultRule struct {
-	LLMFault
-	seen, fired int
-}
-
 // AddFault appends a fault rule. Rules are checked in the order they were added; when
 // several fire for one request, the first wins, and every matching rule counts the call.
-func (l *LLM) AddFault(f LLMFault) {
-	l.faultMu.Lock()
-	defer l.faultMu.Unlock()
-	l.faults = append(l.faults, &llmFaultRule{LLMFault: f})
-}
+func (l *LLM) AddFault(f LLMFault) { l.faults.add(f) }
 
 // ClearFaults removes every fault rule.
-func (l *LLM) ClearFaults() {
-	l.faultMu.Lock()
-	defer l.faultMu.Unlock()
-	l.faults = nil
-}
+func (l *LLM) ClearFaults() { l.faults.clear() }
 
 // Faults returns the current rules.
-func (l *LLM) Faults() []LLMFault {
-	l.faultMu.Lock()
-	defer l.faultMu.Unlock()
-	out := make([]LLMFault, len(l.faults))
-	for i, r := range l.faults {
-		out[i] = r.LLMFault
-	}
-	return out
-}
+func (l *LLM) Faults() []LLMFault { return l.faults.list() }
 
 func (l *LLM) pickFault(path string) *LLMFault {
-	l.faultMu.Lock()
-	defer l.faultMu.Unlock()
-	var picked *LLMFault
-	for _, r := range l.faults {
-		if !r.matches(path) {
-			continue
-		}
-		r.seen++
-		if picked != nil || (r.Times > 0 && r.fired >= r.Times) {
-			continue
-		}
-		hit := false
-		if len(r.Calls) > 0 {
-			for _, c := range r.Calls {
-				hit = hit || c == r.seen
-			}
-		} else {
-			draw := l.rng.Float64()
-			hit = r.Probability == 0 || draw < r.Probability
-		}
-		if hit {
-			r.fired++
-			f := r.LLMFault
-			picked = &f
-		}
-	}
-	return picked
+	return l.faults.pick(func(f LLMFault) bool { return f.matches(path) },
+		func(f LLMFault) when { return when{calls: f.Calls, probability: f.Probability, times: f.Times} })
 }
 
 // ParseLLMFaults parses a compact fault specification, as given to `settle fake llm

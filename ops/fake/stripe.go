@@ -113,9 +113,7 @@ type Stripe struct {
 	events   []*eventRecord
 	eventBy  map[string]*eventRecord
 
-	faultMu sync.Mutex
-	faults  []*faultRule
-	rng     *rand.Rand
+	faults *ruleSet[Fault]
 }
 
 // NewStripe returns a fake Stripe with no payment intents and no faults.
@@ -144,7 +142,7 @@ func NewStripe(opts StripeOptions) *Stripe {
 		refundBy:      map[string]*Refund{},
 		keys:          map[string]*keyEntry{},
 		eventBy:       map[string]*eventRecord{},
-		rng:           rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x5eed)),
+		faults:        newRuleSet[Fault](rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x5eed))),
 	}
 	s.webhookURL.Store(opts.WebhookURL)
 	s.handler = s.routes()
@@ -272,62 +270,19 @@ func (s *Stripe) addPaymentIntent(id string, amount int64, currency string) (*pa
 }
 
 // AddFault appends a fault rule. Rules are checked in the order they were added.
-func (s *Stripe) AddFault(f Fault) {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	s.faults = append(s.faults, &faultRule{Fault: f})
-}
+func (s *Stripe) AddFault(f Fault) { s.faults.add(f) }
 
 // ClearFaults removes every fault rule.
-func (s *Stripe) ClearFaults() {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	s.faults = nil
-}
+func (s *Stripe) ClearFaults() { s.faults.clear() }
 
 // Faults returns the current rules.
-func (s *Stripe) Faults() []Fault {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	out := make([]Fault, len(s.faults))
-	for i, r := range s.faults {
-		out[i] = r.Fault
-	}
-	return out
-}
+func (s *Stripe) Faults() []Fault { return s.faults.list() }
 
 // pickFault counts the request against every matching rule and returns the first rule that
 // fires, or nil.
 func (s *Stripe) pickFault(method, path string) *Fault {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	var picked *Fault
-	for _, r := range s.faults {
-		if !r.matches(method, path) {
-			continue
-		}
-		r.seen++
-		if picked != nil || (r.Times > 0 && r.fired >= r.Times) {
-			continue
-		}
-		hit := false
-		if len(r.Calls) > 0 {
-			for _, c := range r.Calls {
-				hit = hit || c == r.seen
-			}
-		} else {
-			// Draw even when p is 0 or 1 so one rule's presence does not shift the
-			// sequence another rule sees depending on its probability.
-			draw := s.rng.Float64()
-			hit = r.Probability == 0 || draw < r.Probability
-		}
-		if hit {
-			r.fired++
-			f := r.Fault
-			picked = &f
-		}
-	}
-	return picked
+	return s.faults.pick(func(f Fault) bool { return f.matches(method, path) },
+		func(f Fault) when { return when{calls: f.Calls, probability: f.Probability, times: f.Times} })
 }
 
 // Refunds returns every refund ever created, in creation order.
