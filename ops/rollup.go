@@ -17,6 +17,8 @@ type RollupState struct {
 	// recorded before it are in the rollups.
 	ChangesUntil time.Time
 	LastRunAt    time.Time
+	// MinutesFrom is the first minute whose minute rows are kept; zero when none was pruned.
+	MinutesFrom time.Time
 }
 
 // Ran reports whether the job ever ran.
@@ -32,6 +34,9 @@ type RollupParams struct {
 	// MaxSpan bounds the minutes one run computes for the first time, so catching up with a
 	// large history takes many short transactions rather than one long one.
 	MaxSpan time.Duration
+	// MinuteKeep is how long minute rows (rollups and backlog snapshots) are kept; quarter
+	// hours, hours and hourly snapshots are kept for good. 0 keeps everything.
+	MinuteKeep time.Duration
 }
 
 // RollupReport says what one run of the rollup job did.
@@ -47,6 +52,8 @@ type RollupReport struct {
 	Rows    int
 	// Snapshot counts the backlog rows recorded; none while catching up.
 	Snapshot int
+	// Pruned counts the minute rows deleted as older than MinuteKeep.
+	Pruned int
 	// CaughtUp: the run reached Now. Otherwise another run should follow at once.
 	CaughtUp bool
 }
@@ -56,7 +63,8 @@ type RollupStore interface {
 	// RunRollups recomputes, under a lock that lets one replica act at a time, every minute
 	// from the last run's end (less the overlap) up to Now or MaxSpan further, every older
 	// minute whose rows changed since the last run, the quarter hours and hours holding
-	// them, and, once caught up, a snapshot of the unknown and expired backlog.
+	// them, and, once caught up, a snapshot of the unknown and expired backlog; then it
+	// deletes the minute rows older than MinuteKeep.
 	RunRollups(ctx context.Context, p RollupParams) (RollupReport, error)
 	RollupStatus(ctx context.Context) (RollupState, error)
 }
@@ -66,6 +74,12 @@ const (
 	DefaultRollupInterval = 15 * time.Second
 	DefaultRollupOverlap  = 5 * time.Minute
 	DefaultRollupMaxSpan  = 6 * time.Hour
+	// DefaultRollupMinuteKeep keeps minute rows five weeks: the pages read minutes only
+	// for the last day, and a month of minutes is still there to look into an incident.
+	DefaultRollupMinuteKeep = 35 * 24 * time.Hour
+	// MinRollupMinuteKeep is the shortest keep: the insights page reads minute snapshots
+	// for its last 24 hours.
+	MinRollupMinuteKeep = 48 * time.Hour
 )
 
 // Rollups is the background service that keeps the per-minute rollups exact: each pass
@@ -77,7 +91,10 @@ type Rollups struct {
 	Interval time.Duration
 	Overlap  time.Duration
 	MaxSpan  time.Duration
-	Logger   *slog.Logger
+	// MinuteKeep is RollupParams.MinuteKeep; 0 means DefaultRollupMinuteKeep, a negative
+	// value keeps every minute.
+	MinuteKeep time.Duration
+	Logger     *slog.Logger
 }
 
 // Start runs a pass every Interval until ctx ends; while a pass has not caught up with the
@@ -110,7 +127,10 @@ func (r *Rollups) Start(ctx context.Context) {
 
 // RunOnce does one pass and reports what it did.
 func (r *Rollups) RunOnce(ctx context.Context) (RollupReport, error) {
-	p := RollupParams{Now: r.Clock.Now().UTC(), Overlap: r.Overlap, MaxSpan: r.MaxSpan}
+	p := RollupParams{Now: r.Clock.Now().UTC(), Overlap: r.Overlap, MaxSpan: r.MaxSpan, MinuteKeep: max(r.MinuteKeep, 0)}
+	if r.MinuteKeep == 0 {
+		p.MinuteKeep = DefaultRollupMinuteKeep
+	}
 	if p.Overlap <= 0 {
 		p.Overlap = DefaultRollupOverlap
 	}

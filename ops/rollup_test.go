@@ -51,9 +51,15 @@ func TestRollupsCatchUpAndDefaults(t *testing.T) {
 	if err != nil || !rep.CaughtUp || len(store.params) != 3 {
 		t.Fatalf("catch up: %+v %v after %d passes", rep, err, len(store.params))
 	}
-	want := ops.RollupParams{Now: now, Overlap: ops.DefaultRollupOverlap, MaxSpan: ops.DefaultRollupMaxSpan}
+	want := ops.RollupParams{Now: now, Overlap: ops.DefaultRollupOverlap, MaxSpan: ops.DefaultRollupMaxSpan, MinuteKeep: ops.DefaultRollupMinuteKeep}
 	if store.params[0] != want {
 		t.Fatalf("params %+v, want %+v", store.params[0], want)
+	}
+	// A negative keep keeps every minute.
+	store = &fakeRollups{}
+	r = &ops.Rollups{Store: store, Clock: ops.NewManualClock(now), MinuteKeep: -1}
+	if _, err := r.RunOnce(context.Background()); err != nil || store.params[0].MinuteKeep != 0 {
+		t.Fatalf("keep everything: %+v %v", store.params, err)
 	}
 	// Start keeps passing without waiting while behind, then stops with its context.
 	store = &fakeRollups{third: make(chan struct{})}

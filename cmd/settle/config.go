@@ -50,6 +50,8 @@ type Config struct {
 	OutboxURL string
 	// OutboxKeep is how long a delivered event stays in the outbox.
 	OutboxKeep time.Duration
+	// RollupMinuteKeep is how long minute rollups and minute backlog snapshots are kept.
+	RollupMinuteKeep time.Duration
 	// Alerts is how alerts are evaluated and delivered.
 	Alerts AlertsConfig
 	// Jobs holds the pipeline jobs' settings of serve, demo and worker.
@@ -313,6 +315,12 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 	if cfg.OutboxKeep, err = durationEnv(getenv, "SETTLE_OUTBOX_KEEP", ops.DefaultOutboxKeep); err != nil {
 		return err
 	}
+	if cfg.RollupMinuteKeep, err = durationEnv(getenv, "SETTLE_ROLLUP_MINUTES_KEEP", ops.DefaultRollupMinuteKeep); err != nil {
+		return err
+	}
+	if cfg.RollupMinuteKeep < ops.MinRollupMinuteKeep {
+		return usagef("SETTLE_ROLLUP_MINUTES_KEEP=%s is shorter than %s: the insights page reads the last day's minutes", cfg.RollupMinuteKeep, ops.MinRollupMinuteKeep)
+	}
 	if v := getenv("SETTLE_RECONCILE_INTERVAL"); v != "off" {
 		if cfg.Reconcile.Interval, err = durationEnv(getenv, "SETTLE_RECONCILE_INTERVAL", 5*time.Minute); err != nil {
 			return err
@@ -432,6 +440,7 @@ Environment:
   SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
   SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
   SETTLE_OUTBOX_KEEP      how long a delivered event stays in the outbox (default 168h)
+  SETTLE_ROLLUP_MINUTES_KEEP  how long minute rollups are kept (default 840h, at least 48h)
   SETTLE_WORKER_ID        this process's name in leases (default host-pid)
   SETTLE_LLM_BASE_URL     OpenAI-compatible provider, e.g. https://api.openai.com/v1; the gateway is off without it
   SETTLE_LLM_API_KEY      the provider's API key

@@ -326,6 +326,7 @@ func TestStripeTimeoutsMustFitTheCallersRequest(t *testing.T) {
 		{map[string]string{"STRIPE_API_BASE": "ftp://x"}, "STRIPE_API_BASE"},
 		{map[string]string{"SETTLE_OUTBOX_KEEP": "a week"}, `SETTLE_OUTBOX_KEEP="a week" is not a positive Go duration`},
 		{map[string]string{"SETTLE_OUTBOX_KEEP": "-1h"}, "SETTLE_OUTBOX_KEEP"},
+		{map[string]string{"SETTLE_ROLLUP_MINUTES_KEEP": "24h"}, "SETTLE_ROLLUP_MINUTES_KEEP=24h0m0s is shorter than 48h0m0s"},
 	} {
 		c.vars["DATABASE_URL"] = db
 		code, _, stderr := run(t, []string{"serve"}, c.vars, "")

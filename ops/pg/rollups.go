@@ -55,12 +55,16 @@ func (db *DB) RollupStatus(ctx context.Context) (ops.RollupState, error) {
 	return readRollupState(ctx, db.Pool)
 }
 
-func readRollupState(ctx context.Context, q interface {
+// rowQuerier is a pool or a transaction.
+type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) (ops.RollupState, error) {
+}
+
+func readRollupState(ctx context.Context, q rowQuerier) (ops.RollupState, error) {
 	var st ops.RollupState
-	err := q.QueryRow(ctx, `SELECT minutes_until, changes_until, last_run_at FROM rollup_state WHERE name = $1`, rollupStateName).
-		Scan(&st.MinutesUntil, &st.ChangesUntil, &st.LastRunAt)
+	var minutesFrom *time.Time
+	err := q.QueryRow(ctx, `SELECT minutes_until, changes_until, last_run_at, minutes_from FROM rollup_state WHERE name = $1`, rollupStateName).
+		Scan(&st.MinutesUntil, &st.ChangesUntil, &st.LastRunAt, &minutesFrom)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ops.RollupState{}, nil
 	}
@@ -68,6 +72,9 @@ func readRollupState(ctx context.Context, q interface {
 		return st, interpret(err, "read the rollup state")
 	}
 	st.MinutesUntil, st.ChangesUntil, st.LastRunAt = st.MinutesUntil.UTC(), st.ChangesUntil.UTC(), st.LastRunAt.UTC()
+	if minutesFrom != nil {
+		st.MinutesFrom = minutesFrom.UTC()
+	}
 	return st, nil
 }
 
@@ -148,6 +155,11 @@ SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @f
 		}
 		rep.Changed = len(changed)
 		for _, w := range ops.MinuteRuns(changed, changedRunGap) {
+			if !st.MinutesFrom.IsZero() && w.From.Truncate(time.Hour).Before(st.MinutesFrom) {
+				// Its hour's other minutes may be pruned: recompute the whole hours from
+				// the raw rows, so the quarter hours and hours summed from them stay exact.
+				w.From, w.To = w.From.Truncate(time.Hour), w.To.Add(-time.Nanosecond).Truncate(time.Hour).Add(time.Hour)
+			}
 			if w.To.After(from) {
 				w.To = from
 			}
@@ -163,16 +175,30 @@ SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @f
 		rep.Rows += n
 		rep.Minutes += int(w.To.Sub(w.From) / time.Minute)
 	}
+	minutesFrom := st.MinutesFrom
 	if rep.CaughtUp {
 		if rep.Snapshot, err = snapshotBacklog(ctx, tx, now); err != nil {
 			return rep, err
 		}
+		// Pruning waits for the present: while catching up, an hour's levels are summed
+		// from minutes the next pass still needs.
+		if h := now.Add(-p.MinuteKeep).Truncate(time.Hour); p.MinuteKeep > 0 && h.After(minutesFrom) {
+			if rep.Pruned, err = pruneMinutes(ctx, tx, h); err != nil {
+				return rep, err
+			}
+			minutesFrom = h
+		}
+	}
+	var keptFrom *time.Time
+	if !minutesFrom.IsZero() {
+		keptFrom = &minutesFrom
 	}
 	report, _ := json.Marshal(rep)
 	if _, err := tx.Exec(ctx, `
-INSERT INTO rollup_state (name, minutes_until, changes_until, last_run_at, last_report) VALUES ($1, $2, $3, $3, $4)
+INSERT INTO rollup_state (name, minutes_until, changes_until, last_run_at, last_report, minutes_from) VALUES ($1, $2, $3, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE SET minutes_until = excluded.minutes_until, changes_until = excluded.changes_until,
-	last_run_at = excluded.last_run_at, last_report = excluded.last_report`, rollupStateName, until, now, report); err != nil {
+	last_run_at = excluded.last_run_at, last_report = excluded.last_report, minutes_from = excluded.minutes_from`,
+		rollupStateName, until, now, report, keptFrom); err != nil {
 		return rep, interpret(err, "record the rollup state")
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -250,6 +276,38 @@ GROUP BY 2, 3, 4, 5, 6, 7`,
 		}
 	}
 	return len(vals), nil
+}
+
+// pruneMinutes deletes the minute rollups, their money and the minute backlog snapshots
+// before h, and returns how many rows went. The levels above the minute stay: every page
+// reading further back than a day reads quarter hours, hours or hourly snapshots.
+func pruneMinutes(ctx context.Context, tx pgx.Tx, h time.Time) (int, error) {
+	n := 0
+	for _, sql := range []string{
+		`DELETE FROM rollups WHERE width_seconds = 60 AND start < $1`,
+		`DELETE FROM rollup_money WHERE width_seconds = 60 AND start < $1`,
+		`DELETE FROM backlog_snapshots WHERE width_seconds = 60 AND at < $1`,
+	} {
+		tag, err := tx.Exec(ctx, sql, h)
+		if err != nil {
+			return n, interpret(err, "prune minute rollups")
+		}
+		n += int(tag.RowsAffected())
+	}
+	return n, nil
+}
+
+// minutesKept refuses a read that needs minute rows from before the first one kept.
+func minutesKept(ctx context.Context, q rowQuerier, needFrom time.Time) error {
+	st, err := readRollupState(ctx, q)
+	if err != nil {
+		return err
+	}
+	if !st.MinutesFrom.IsZero() && needFrom.Before(st.MinutesFrom) {
+		return ops.Errorf(ops.EINVALID, "Minute detail is kept from %s UTC on; for earlier times choose wider rows on whole hours.",
+			st.MinutesFrom.Format("2006-01-02 15:04"))
+	}
+	return nil
 }
 
 // snapshotBacklog records the unknown and expired backlog now, as the minute's snapshot and
@@ -359,6 +417,17 @@ func (db *DB) RollupMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.Met
 		return nil, interpret(err, "read rollups")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// Minute rows are read for the edges outside the level's whole units, or for the whole
+	// window when no level fits the bucket.
+	if lfrom, lto := args["lfrom"].(time.Time), args["lto"].(time.Time); lfrom.After(f.From) || lto.Before(f.To) {
+		need := f.From
+		if !lfrom.After(f.From) {
+			need = lto
+		}
+		if err := minutesKept(ctx, tx, need); err != nil {
+			return nil, err
+		}
+	}
 	rows, err := tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider`+sums+`
 FROM `+rollupRange("rollups", cols)+` GROUP BY 1, 2, 3, 4`, args)
 	if err != nil {
@@ -414,6 +483,8 @@ func (db *DB) BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.Bac
 	width := 60
 	if f.Bucket >= time.Hour {
 		width = 3600
+	} else if err := minutesKept(ctx, db.Pool, f.From); err != nil {
+		return nil, err
 	}
 	rows, err := db.Pool.Query(ctx, `
 WITH last AS (

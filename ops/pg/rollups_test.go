@@ -2,6 +2,8 @@ package pg_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -100,4 +102,103 @@ func TestRollupsRunOnOneReplicaAtATime(t *testing.T) {
 	if rep, err := roll.RunOnce(ctx); err != nil || rep.Skipped || !rep.CaughtUp {
 		t.Fatalf("%+v %v after the lock was released", rep, err)
 	}
+}
+
+// Minute rows older than the keep are deleted once the job is caught up; the quarter hours
+// and hours stay exact, also when operations of pruned hours change later (their hours are
+// recomputed whole from the raw rows), and a read that would need pruned minutes is
+// refused rather than answered short.
+func TestRollupRetentionKeepsTheLevelsExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	end := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	db := pgtest.New(t)
+	rnd := rand.New(rand.NewPCG(7, 42))
+	s := seed(t, db, rnd, end)
+	clock := ops.NewManualClock(end.Add(7 * time.Hour))
+	roll := &ops.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour, MinuteKeep: 24 * time.Hour}
+	rep, err := roll.CatchUp(ctx)
+	if err != nil || !rep.CaughtUp || rep.Pruned == 0 {
+		t.Fatalf("catch up: %+v %v", rep, err)
+	}
+	horizon := clock.Now().Add(-24 * time.Hour).Truncate(time.Hour)
+	st, err := db.RollupStatus(ctx)
+	if err != nil || !st.MinutesFrom.Equal(horizon) {
+		t.Fatalf("state %+v (%v), want minutes kept from %s", st, err, horizon)
+	}
+	minutesBefore := func(h time.Time) int {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM rollups WHERE width_seconds = 60 AND start < $1)
+	+ (SELECT count(*) FROM rollup_money WHERE width_seconds = 60 AND start < $1)
+	+ (SELECT count(*) FROM backlog_snapshots WHERE width_seconds = 60 AND at < $1)`, h).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := minutesBefore(horizon); n != 0 {
+		t.Fatalf("%d minute rows older than the keep", n)
+	}
+	var hours int
+	_ = db.Pool.QueryRow(ctx, `SELECT count(*) FROM rollups WHERE width_seconds = 3600 AND start < $1`, horizon).Scan(&hours)
+	if hours == 0 {
+		t.Fatal("the hours before the keep went too")
+	}
+	var tenant int64
+	_ = db.Pool.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'globex'`).Scan(&tenant)
+	filters := []ops.MetricsFilter{
+		{Window: ops.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour},
+		{Window: ops.Window{From: end.Add(-96 * time.Hour), To: end.Add(24 * time.Hour)}, Bucket: 24 * time.Hour},
+		{Window: ops.Window{From: end.Add(-30 * time.Hour), To: end.Add(-5 * time.Hour)}, Bucket: time.Hour, TenantID: tenant},
+	}
+	rollupOnly := []ops.MetricsFilter{
+		{Window: ops.Window{From: end.Add(-24 * time.Hour), To: end}, Bucket: 15 * time.Minute},
+		{Window: ops.Window{From: end, To: end.Add(8 * time.Hour)}, Bucket: 15 * time.Minute},
+		// Minute edges inside the keep are still there.
+		{Window: ops.Window{From: end.Add(-2*time.Hour - 17*time.Minute), To: end.Add(-41 * time.Minute)}, Bucket: time.Hour},
+	}
+	checkMetrics(t, db, s, filters, rollupOnly, false)
+
+	// Operations of pruned hours change: their hours are recomputed whole.
+	lastRun := clock.Now()
+	clock.Advance(10 * time.Minute)
+	mutate(t, db, rnd, s, end, lastRun, clock.Now())
+	if _, err := roll.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkMetrics(t, db, s, filters, rollupOnly, false)
+	before := dumpRollups(t, db)
+	if _, err := roll.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := dumpRollups(t, db); !reflect.DeepEqual(before, after) {
+		t.Fatal("a repeated run changed the rollups")
+	}
+
+	// Reads that need pruned minutes are refused.
+	for _, f := range []ops.MetricsFilter{
+		{Window: ops.Window{From: end.Add(-50*time.Hour - 17*time.Minute), To: end.Add(-3 * time.Hour)}, Bucket: time.Hour},
+		{Window: ops.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 5 * time.Minute},
+	} {
+		if _, err := db.RollupMetrics(ctx, f); ops.ErrorCode(err) != ops.EINVALID {
+			t.Errorf("rollups %+v: %v, want a refusal", f.Window, err)
+		}
+	}
+	if _, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: ops.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 15 * time.Minute}); ops.ErrorCode(err) != ops.EINVALID {
+		t.Errorf("minute snapshots before the keep: %v, want a refusal", err)
+	}
+	if _, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: ops.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour}); err != nil {
+		t.Errorf("hourly snapshots before the keep: %v", err)
+	}
+
+	// An hour on, the keep moves by an hour, and the minutes recomputed for old changes go.
+	clock.Advance(time.Hour)
+	rep, err = roll.RunOnce(ctx)
+	if err != nil || rep.Pruned == 0 {
+		t.Fatalf("an hour on: %+v %v", rep, err)
+	}
+	next := clock.Now().Add(-24 * time.Hour).Truncate(time.Hour)
+	if n := minutesBefore(next); n != 0 || !next.After(horizon) {
+		t.Fatalf("%d minute rows before %s", n, next)
+	}
+	checkMetrics(t, db, s, filters[:2], rollupOnly[:1], false)
 }
