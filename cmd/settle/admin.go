@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -75,12 +74,14 @@ func addToken(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return nil
 }
 
-func ensureToken(ctx context.Context, accounts ops.Accounts, tenant, name string) (string, error) {
-	t, err := accounts.EnsureTenant(ctx, tenant)
+// ensureToken issues a token for tenant, creating the tenant if needed; the audit log
+// names the command line as its issuer, as /admin/tokens names the admin.
+func ensureToken(ctx context.Context, db *pg.DB, tenant, name string) (string, error) {
+	t, err := db.EnsureTenant(ctx, tenant)
 	if err != nil {
 		return "", err
 	}
-	return accounts.CreateToken(ctx, t.ID, name)
+	return db.IssueToken(ctx, t.ID, name, "cli", time.Now())
 }
 
 // listTokens prints every API token, never the token itself: its first characters say

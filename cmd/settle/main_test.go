@@ -208,6 +208,10 @@ func TestTokenAdd(t *testing.T) {
 	if err != nil || tn.Name != "acme" {
 		t.Fatalf("TenantByToken(last line %q) = %v, %v", token, tn, err)
 	}
+	var audited int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = 'token.add' AND actor = 'cli'`).Scan(&audited); err != nil || audited != 1 {
+		t.Fatalf("%d token.add audit rows by cli (%v)", audited, err)
+	}
 
 	code, _, stderr = run(t, []string{"token", "add", "--tenant", "Not Valid"}, map[string]string{"DATABASE_URL": url}, "")
 	if code != 1 || !strings.HasPrefix(stderr, "settle: Tenant name") || strings.Count(stderr, "\n") != 1 {
