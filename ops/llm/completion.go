@@ -131,19 +131,21 @@ func newAssembler() *assembler {
 }
 
 // add takes one event's data. It reports whether the event carried output (a token, a
-// tool call piece), which is what first_token means.
-func (a *assembler) add(data []byte) (token bool, err error) {
+// tool call piece), which is what first_token means, and whether it is the final usage
+// chunk (see isUsageOnly), so the event is decoded once.
+func (a *assembler) add(data []byte) (token, usageOnly bool, err error) {
 	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
 		a.done = true
-		return false, nil
+		return false, false, nil
 	}
 	var ch chunk
 	if err := json.Unmarshal(data, &ch); err != nil {
-		return false, fmt.Errorf("decode chunk %d: %w", a.chunks+1, err)
+		return false, false, fmt.Errorf("decode chunk %d: %w", a.chunks+1, err)
 	}
 	if ch.ID == "" && a.c.ID == "" {
-		return false, fmt.Errorf("chunk %d has no id", a.chunks+1)
+		return false, false, fmt.Errorf("chunk %d has no id", a.chunks+1)
 	}
+	usageOnly = len(ch.Choices) == 0 && len(ch.Usage) > 0 && !bytes.Equal(ch.Usage, []byte("null"))
 	a.chunks++
 	if a.c.ID == "" {
 		a.c.ID, a.c.Created, a.c.Model = ch.ID, ch.Created, ch.Model
@@ -199,7 +201,7 @@ func (a *assembler) add(data []byte) (token bool, err error) {
 			c.FinishReason = cc.FinishReason
 		}
 	}
-	return token, nil
+	return token, usageOnly, nil
 }
 
 func appendPtr(p *string, s string) *string {

@@ -489,7 +489,7 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 	for {
 		evs, done, changed := f.since(next)
 		for _, d := range evs {
-			x.forward(d, Head{Stream: true, Replayed: true, OperationID: f.opID, ProviderRequestID: f.requestID(), PreferenceApplied: applied})
+			x.forward(d, !x.req.IncludeUsage && isUsageOnly(d), Head{Stream: true, Replayed: true, OperationID: f.opID, ProviderRequestID: f.requestID(), PreferenceApplied: applied})
 		}
 		next += len(evs)
 		if done {
@@ -551,16 +551,16 @@ func (x *exchange) replay(op *ops.Operation, applied string) error {
 		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("replay operation %s: %w", op.ID, err)}
 	}
 	for _, d := range evs {
-		x.forward(d, h)
+		x.forward(d, !x.req.IncludeUsage && isUsageOnly(d), h)
 	}
 	x.write(doneEvent)
 	return nil
 }
 
 // forward sends one stream event to the client, beginning the response if needed. The
-// final usage chunk goes only to clients that asked for usage.
-func (x *exchange) forward(data []byte, h Head) {
-	if !x.req.IncludeUsage && isUsageOnly(data) {
+// final usage chunk (usageOnly) goes only to clients that asked for usage.
+func (x *exchange) forward(data []byte, usageOnly bool, h Head) {
+	if usageOnly && !x.req.IncludeUsage {
 		return
 	}
 	if !x.began {

@@ -132,13 +132,17 @@ func TestStreamAssemblesAndReplays(t *testing.T) {
 	}
 	a := newAssembler()
 	tokens := 0
-	for _, c := range chunks {
-		tok, err := a.add([]byte(c))
+	for i, c := range chunks {
+		tok, usageOnly, err := a.add([]byte(c))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if tok {
 			tokens++
+		}
+		// The assembler and isUsageOnly agree on which chunk is the usage chunk.
+		if usageOnly != (i == len(chunks)-1) || usageOnly != isUsageOnly([]byte(c)) {
+			t.Fatalf("chunk %d: usage only %v", i, usageOnly)
 		}
 	}
 	if tokens != 4 {
@@ -157,7 +161,7 @@ func TestStreamAssemblesAndReplays(t *testing.T) {
 	}
 	again := newAssembler()
 	for _, e := range evs {
-		if _, err := again.add(e); err != nil {
+		if _, _, err := again.add(e); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -50,7 +50,7 @@ func (x *exchange) run(lg *ops.Ledger, op *ops.Operation, first *ops.Attempt) er
 				f.setRequestID(id)
 			},
 			Event: func(d []byte) error {
-				token, err := asm.add(d)
+				token, usageOnly, err := asm.add(d)
 				if err != nil {
 					return err
 				}
@@ -58,7 +58,7 @@ func (x *exchange) run(lg *ops.Ledger, op *ops.Operation, first *ops.Attempt) er
 					tr.phase(ops.PhaseFirstToken)
 				}
 				f.add(d)
-				x.forward(d, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID})
+				x.forward(d, usageOnly, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID})
 				return nil
 			}})
 		op = tr.stop()
