@@ -423,7 +423,9 @@ type APIToken struct {
 	Name      string
 	Prefix    string
 	CreatedAt time.Time
-	RevokedAt *time.Time
+	// LastUsedAt is when the token last authenticated a call, to the minute; nil if never.
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
 }
 
 // CustomerStatus is what support may tell a customer about an operation, in plain words.

@@ -319,6 +319,8 @@ type TokensPage struct {
 // TokenRow is one API token as listed: never the token itself.
 type TokenRow struct {
 	ID, Tenant, Name, Prefix, Created, Revoked string
+	// LastUsed is when it last authenticated a call, to the minute; "never" if it did not.
+	LastUsed string
 }
 
 // IssuedToken is a new token with its tenant, shown once.

@@ -50,6 +50,10 @@ func (s *Server) renderTokens(w http.ResponseWriter, r *http.Request, status int
 		if k.RevokedAt != nil {
 			row.Revoked = formatTime(*k.RevokedAt)
 		}
+		row.LastUsed = "never"
+		if k.LastUsedAt != nil {
+			row.LastUsed = formatTime(*k.LastUsedAt)
+		}
 		m.Tokens = append(m.Tokens, row)
 	}
 	s.render(w, r, status, views.Tokens(m))

@@ -76,6 +76,9 @@ func TestAdminIssuesAndRevokesTokens(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM audit_log WHERE after::text LIKE '%' || $1 || '%'`, token[8:]); n != 0 {
 		t.Fatal("the token's secret part reached the audit log")
 	}
+	if !regexp.MustCompile(`data-testid="token-last-used">never<`).MatchString(body) {
+		t.Error("a token not used yet does not say never")
+	}
 	if code := e.whoami(t, token); code != http.StatusOK {
 		t.Fatalf("the new token on /api/v1/whoami = %d", code)
 	}
@@ -86,8 +89,8 @@ func TestAdminIssuesAndRevokesTokens(t *testing.T) {
 		t.Fatal("the token is shown again")
 	}
 	tokens, err := e.db.Tokens(context.Background())
-	if err != nil || len(tokens) != 1 {
-		t.Fatalf("tokens %v, %v", tokens, err)
+	if err != nil || len(tokens) != 1 || tokens[0].LastUsedAt == nil {
+		t.Fatalf("tokens %+v, %v; want one, used", tokens, err)
 	}
 	id := itoa(tokens[0].ID)
 	if r := e.post(t, admin, "/admin/tokens/"+id+"/revoke", nil); r.StatusCode != http.StatusSeeOther {

@@ -97,13 +97,16 @@ func listTokens(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTENANT\tNAME\tSTARTS WITH\tISSUED\tSTATE")
+	fmt.Fprintln(w, "ID\tTENANT\tNAME\tSTARTS WITH\tISSUED\tLAST USED\tSTATE")
 	for _, k := range tokens {
-		state := "active"
+		state, used := "active", "never"
 		if k.RevokedAt != nil {
 			state = "revoked " + k.RevokedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s…\t%s\t%s\n", k.ID, k.Tenant, k.Name, k.Prefix, k.CreatedAt.UTC().Format(time.RFC3339), state)
+		if k.LastUsedAt != nil {
+			used = k.LastUsedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s…\t%s\t%s\t%s\n", k.ID, k.Tenant, k.Name, k.Prefix, k.CreatedAt.UTC().Format(time.RFC3339), used, state)
 	}
 	return w.Flush()
 }

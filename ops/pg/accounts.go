@@ -168,16 +168,22 @@ func (db *DB) CreateToken(ctx context.Context, tenantID int64, name string) (str
 	return token, nil
 }
 
-// TenantByToken returns the tenant a live token belongs to, or EUNAUTHORIZED.
+// TenantByToken returns the tenant a live token belongs to, or EUNAUTHORIZED. It notes
+// when the token was used, to the minute, so an admin can tell a token still in use from a
+// forgotten one; within the minute it writes nothing.
 func (db *DB) TenantByToken(ctx context.Context, token string) (*ops.Tenant, error) {
 	bad := ops.Errorf(ops.EUNAUTHORIZED, "The API token is unknown or revoked.")
 	if !strings.HasPrefix(token, TokenPrefix) || len(token) != len(TokenPrefix)+64 {
 		return nil, bad
 	}
 	sum := sha256.Sum256([]byte(token))
-	t, err := scanAccountTenant(db.Pool.QueryRow(ctx,
-		`SELECT `+accountTenantCols+` FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
-		 WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, sum[:]))
+	t, err := scanAccountTenant(db.Pool.QueryRow(ctx, `
+WITH used AS (
+	UPDATE api_tokens SET last_used_at = now()
+	WHERE token_hash = $1 AND revoked_at IS NULL AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')
+)
+SELECT `+accountTenantCols+` FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
+WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, sum[:]))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, bad
 	} else if err != nil {

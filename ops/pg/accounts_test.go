@@ -164,3 +164,46 @@ func TestDeleteExpiredSessions(t *testing.T) {
 		t.Fatalf("sessions left: %q, %v", left, err)
 	}
 }
+
+// A token's use is noted to the minute: an older note is moved on, a recent one left, so
+// the hot path writes at most once a minute per token.
+func TestTokenUseIsNotedOnceAMinute(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	tn, err := db.EnsureTenant(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := db.CreateToken(ctx, tn.ID, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastUsed := func() *time.Time {
+		ks, err := db.Tokens(ctx)
+		if err != nil || len(ks) != 1 {
+			t.Fatalf("tokens %v, %v", ks, err)
+		}
+		return ks[0].LastUsedAt
+	}
+	if lastUsed() != nil {
+		t.Fatal("a new token has been used")
+	}
+	old := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	if _, err := db.Pool.Exec(ctx, `UPDATE api_tokens SET last_used_at = $1`, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.TenantByToken(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	first := lastUsed()
+	if first == nil || !first.After(old.Add(59*time.Minute)) {
+		t.Fatalf("after a use an hour later: %v", first)
+	}
+	if _, err := db.TenantByToken(ctx, token); err != nil {
+		t.Fatal(err)
+	}
+	if again := lastUsed(); !again.Equal(*first) {
+		t.Fatalf("a second use within the minute moved it from %v to %v", first, again)
+	}
+}

@@ -27,7 +27,7 @@ func newToken() (string, [32]byte, error) {
 // Tokens lists the API tokens, live ones first, newest first.
 func (db *DB) Tokens(ctx context.Context) ([]ops.APIToken, error) {
 	rows, err := db.Pool.Query(ctx, `
-SELECT k.id, t.name, k.name, k.prefix, k.created_at, k.revoked_at
+SELECT k.id, t.name, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at
 FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
 ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC LIMIT 1000`)
 	if err != nil {
@@ -35,7 +35,7 @@ ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC LIMIT 1000`)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.APIToken, error) {
 		var k ops.APIToken
-		err := r.Scan(&k.ID, &k.Tenant, &k.Name, &k.Prefix, &k.CreatedAt, &k.RevokedAt)
+		err := r.Scan(&k.ID, &k.Tenant, &k.Name, &k.Prefix, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
 		return k, err
 	})
 }
