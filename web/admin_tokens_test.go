@@ -134,7 +134,7 @@ func TestTokenAdminBadInputChangesNothing(t *testing.T) {
 		}
 		mustContain(t, string(b), "Tenant name", `value="`+html.EscapeString(form.Get("tenant"))+`"`)
 	}
-	long := url.Values{"tenant": {"shop"}, "name": {strings.Repeat("n", 101)}}
+	long := url.Values{"tenant": {"brand-new"}, "name": {strings.Repeat("n", 101)}}
 	if resp, _ := admin.PostForm(e.url+"/admin/tokens", long); resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Errorf("a 101-character name = %d, want 422", resp.StatusCode)
 	}

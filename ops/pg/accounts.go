@@ -30,6 +30,13 @@ const TokenPrefix = "stl_"
 // of a constraint violation.
 var tenantNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
+func checkTenantName(name string) error {
+	if !tenantNameRe.MatchString(name) {
+		return ops.Errorf(ops.EINVALID, "Tenant name %q must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or digit.", name)
+	}
+	return nil
+}
+
 // dummyPasswordHash is compared against when no user has the email, so a failed login takes
 // as long whether or not the account exists.
 var dummyPasswordHash, _ = bcrypt.GenerateFromPassword([]byte("settle-no-such-user"), bcrypt.DefaultCost)
@@ -135,8 +142,8 @@ func (db *DB) UserByID(ctx context.Context, id int64) (*ops.User, error) {
 
 // EnsureTenant returns the tenant with that name, creating it if needed.
 func (db *DB) EnsureTenant(ctx context.Context, name string) (*ops.Tenant, error) {
-	if !tenantNameRe.MatchString(name) {
-		return nil, ops.Errorf(ops.EINVALID, "Tenant name %q must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or digit.", name)
+	if err := checkTenantName(name); err != nil {
+		return nil, err
 	}
 	// The no-op update makes RETURNING give the existing row too, in one statement and
 	// without a race between a select and an insert.

@@ -40,9 +40,13 @@ ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC LIMIT 1000`)
 	})
 }
 
-// IssueToken makes a new API token for a tenant and records who did it, in one statement.
-// Only the token's SHA-256 is stored: it is returned once, here.
-func (db *DB) IssueToken(ctx context.Context, tenantID int64, name, actor string, now time.Time) (string, error) {
+// IssueToken makes a new API token for the tenant named tenant, creating the tenant if it
+// is new, and records who did it, in one statement: a refusal changes nothing. Only the
+// token's SHA-256 is stored: it is returned once, here.
+func (db *DB) IssueToken(ctx context.Context, tenant, name, actor string, now time.Time) (string, error) {
+	if err := checkTenantName(tenant); err != nil {
+		return "", err
+	}
 	if len(name) > 100 {
 		return "", ops.Errorf(ops.EINVALID, "A token's name is at most 100 characters.")
 	}
@@ -52,21 +56,24 @@ func (db *DB) IssueToken(ctx context.Context, tenantID int64, name, actor string
 	}
 	var id int64
 	err = db.Pool.QueryRow(ctx, `
-WITH k AS (
+WITH t AS (
+	-- The no-op update makes RETURNING give an existing tenant too.
+	INSERT INTO tenants AS t (name) VALUES (@tenant)
+	ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+	RETURNING id
+), k AS (
 	INSERT INTO api_tokens (tenant_id, name, token_hash, prefix, created_at)
-	VALUES (@tenant, @name, @hash, @prefix, @now)
+	SELECT t.id, @name, @hash, @prefix, @now FROM t
 	RETURNING id, tenant_id, name, prefix
 ), aud AS (
 	INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
 	SELECT @now, @actor, 'token.add', 'api_token', k.id::text,
-		jsonb_build_object('tenant_id', k.tenant_id, 'name', k.name, 'prefix', k.prefix)
+		jsonb_build_object('tenant', @tenant::text, 'tenant_id', k.tenant_id, 'name', k.name, 'prefix', k.prefix)
 	FROM k
 )
-SELECT id FROM k`, pgx.NamedArgs{"tenant": tenantID, "name": name, "hash": sum[:], "prefix": token[:8],
+SELECT id FROM k`, pgx.NamedArgs{"tenant": tenant, "name": name, "hash": sum[:], "prefix": token[:8],
 		"now": now, "actor": actor}).Scan(&id)
-	if sqlState(err) == "23503" {
-		return "", &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("No tenant with id %d.", tenantID), Err: err}
-	} else if err != nil {
+	if err != nil {
 		return "", interpret(err, "issue token")
 	}
 	return token, nil
