@@ -198,7 +198,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	}
 	if len(jc.WebhookURLs) > 0 {
 		pool.Relay = &ops.Relay{Store: pg.JobOutbox{DB: p.DB}, Publisher: jobs.NewWebhooks(jc.WebhookURLs, nil), Clock: p.Clock,
-			Interval: time.Second, Hold: jc.Lease, Logger: p.Logger}
+			Interval: time.Second, Hold: jc.Lease, Keep: p.Config.OutboxKeep, Logger: p.Logger}
 	}
 	return pool, nil
 }

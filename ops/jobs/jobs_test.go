@@ -3,6 +3,8 @@ package jobs_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -482,5 +484,38 @@ func TestEventDeliveredAtLeastOnceAppliedOnce(t *testing.T) {
 	}
 	if n := e.count(t, `SELECT count(*) FROM consumed_events WHERE consumer = 'sample' AND entity_id = $1`, j.ID); n != 1 {
 		t.Fatalf("%d inbox rows", n)
+	}
+}
+
+// A delivered job event leaves the job outbox after the keep; the job stays published
+// once: running it again after the prune publishes nothing new.
+func TestDeliveredJobEventsArePrunedAndTheJobStaysPublishedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	j := e.submit(t, e.tenant, "prune", docA, "v1")
+	e.drain(t, e.worker("w1", false))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer srv.Close()
+	clock := ops.NewManualClock(time.Now())
+	relay := &ops.Relay{Store: pg.JobOutbox{DB: e.db}, Publisher: jobs.NewWebhooks([]string{srv.URL}, nil), Clock: clock, Keep: time.Hour}
+	ctx := context.Background()
+	if n, err := relay.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("delivery: %d %v", n, err)
+	}
+	clock.Advance(2 * time.Hour)
+	if _, err := relay.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.count(t, `SELECT count(*) FROM job_outbox WHERE entity_id = $1`, j.ID); n != 0 {
+		t.Fatalf("%d job events left after the keep", n)
+	}
+	// The same submission again, and a worker pass: the job is already published.
+	again := e.submit(t, e.tenant, "prune", docA, "v1")
+	e.drain(t, e.worker("w2", false))
+	if again.ID != j.ID {
+		t.Fatalf("resubmission made job %s, want %s", again.ID, j.ID)
+	}
+	if n := e.count(t, `SELECT count(*) FROM job_outbox WHERE entity_id = $1`, j.ID); n != 0 {
+		t.Fatalf("the published job was published again: %d events", n)
 	}
 }

@@ -14,9 +14,10 @@ import (
 )
 
 var (
-	_ jobs.Store      = (*DB)(nil)
-	_ ops.InboxStore  = (*DB)(nil)
-	_ ops.OutboxStore = JobOutbox{}
+	_ jobs.Store       = (*DB)(nil)
+	_ ops.InboxStore   = (*DB)(nil)
+	_ ops.OutboxStore  = JobOutbox{}
+	_ ops.OutboxPruner = JobOutbox{}
 )
 
 // jobCols are the job columns every query returns, in scanJob's order.
@@ -336,6 +337,12 @@ RETURNING o.id, o.event_id::text, o.topic, o.entity_id, o.payload, o.created_at,
 func (o JobOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	_, err := o.DB.Pool.Exec(ctx, `UPDATE job_outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
 	return interpret(err, "mark job events published")
+}
+
+// PruneEvents implements ops.OutboxPruner. A job is published once by its status, not by
+// its event row, so pruning delivered rows leaves that guarantee whole.
+func (o JobOutbox) PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error) {
+	return o.DB.pruneDelivered(ctx, "job_outbox", publishedBefore)
 }
 
 // MarkFailed implements ops.OutboxStore.

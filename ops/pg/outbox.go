@@ -56,13 +56,18 @@ const pruneBatch = 5000
 // PruneEvents implements ops.OutboxPruner: it deletes events delivered before the cut-off,
 // a batch at a time. Undelivered events stay, however old.
 func (db *DB) PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error) {
+	return db.pruneDelivered(ctx, "outbox", publishedBefore)
+}
+
+// pruneDelivered deletes the rows of an outbox table delivered before the cut-off.
+func (db *DB) pruneDelivered(ctx context.Context, table string, publishedBefore time.Time) (int64, error) {
 	var total int64
 	for {
 		tag, err := db.Pool.Exec(ctx, `
-DELETE FROM outbox WHERE id IN (
-	SELECT id FROM outbox WHERE published_at IS NOT NULL AND published_at < $1 LIMIT $2)`, publishedBefore, pruneBatch)
+DELETE FROM `+table+` WHERE id IN (
+	SELECT id FROM `+table+` WHERE published_at IS NOT NULL AND published_at < $1 LIMIT $2)`, publishedBefore, pruneBatch)
 		if err != nil {
-			return total, interpret(err, "prune outbox")
+			return total, interpret(err, "prune "+table)
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < pruneBatch || ctx.Err() != nil {
