@@ -73,17 +73,13 @@ func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenantName, name := strings.TrimSpace(r.PostForm.Get("tenant")), strings.TrimSpace(r.PostForm.Get("name"))
-	refuse := func(err error) {
-		if code := ops.ErrorCode(err); code != ops.EINVALID && code != ops.ENOTFOUND {
-			s.Error(w, r, err)
-			return
-		}
+	token, err := s.TokenAdmin.IssueToken(ctx, tenantName, name, actor(r), s.Clock.Now())
+	if ops.ErrorCode(err) == ops.EINVALID {
 		s.renderTokens(w, r, http.StatusUnprocessableEntity, views.TokensPage{
 			Flash: views.Flash{Kind: "error", Message: ops.ErrorMessage(err)}, FormTenant: tenantName, FormName: name})
-	}
-	token, err := s.TokenAdmin.IssueToken(ctx, tenantName, name, actor(r), s.Clock.Now())
-	if err != nil {
-		refuse(err)
+		return
+	} else if err != nil {
+		s.Error(w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
