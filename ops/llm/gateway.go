@@ -134,6 +134,15 @@ type stored struct {
 	Body   json.RawMessage `json:"body"`
 }
 
+// storedRequest is s with body, which parseRequest validated, spliced in as it is: a
+// second encoding would only check and compact the request's bytes again.
+func storedRequest(s stored, body []byte) []byte {
+	head, _ := json.Marshal(s) // {"policy":…,"body":null}
+	head = bytes.TrimSuffix(head, []byte(`null}`))
+	out := make([]byte, 0, len(head)+len(body)+1)
+	return append(append(append(out, head...), body...), '}')
+}
+
 func modeOf(op *ops.Operation) Mode {
 	var s stored
 	if json.Unmarshal(op.Request, &s) == nil && s.Mode.Valid() {
@@ -188,7 +197,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	}
 	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
 	x.mode = g.ModeFor(r.Tenant.Name, route)
-	request, _ := json.Marshal(stored{Mode: x.mode, Route: route, Stream: x.req.Stream, Body: x.body})
+	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream}, x.body)
 	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: g.cfg.Upstream.Name(), IntentKey: key,
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: truncate(x.req.User, 200),
 		Request: request, Retention: g.cfg.KeyTTL}

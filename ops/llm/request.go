@@ -119,8 +119,7 @@ func parseRequest(body []byte) (*chatRequest, error) {
 	if err := unmarshalField(fields, "model", &req.Model); err != nil || strings.TrimSpace(req.Model) == "" {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "model must be a non-empty string."}
 	}
-	var msgs []json.RawMessage
-	if err := unmarshalField(fields, "messages", &msgs); err != nil || len(msgs) == 0 {
+	if !nonEmptyArray(fields["messages"]) {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "messages must be a non-empty array."}
 	}
 	if err := unmarshalField(fields, "stream", &req.Stream); err != nil {
@@ -148,6 +147,16 @@ func parseRequest(body []byte) (*chatRequest, error) {
 	}
 	req.fingerprinted = fp
 	return req, nil
+}
+
+// nonEmptyArray reports whether raw, valid JSON, is an array with at least one element,
+// without decoding the elements: the messages are most of a request's bytes.
+func nonEmptyArray(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '[' {
+		return false
+	}
+	return len(bytes.TrimSpace(raw[1:len(raw)-1])) > 0
 }
 
 func unmarshalField(fields map[string]json.RawMessage, name string, v any) error {

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,31 @@ func TestUpstreamBodyAsksForUsage(t *testing.T) {
 	}
 	if r.IncludeUsage {
 		t.Fatal("the client did not ask for usage")
+	}
+}
+
+func TestStoredRequestSplicesTheBody(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"a \"quoted\" <b> é"}]}`)
+	s := stored{Mode: Batch, Route: "/v1/chat/completions", Stream: true}
+	got := storedRequest(s, body)
+	s.Body = body
+	want, _ := json.Marshal(s)
+	// The same JSON value as encoding it (which would also escape < and > as \u003c…).
+	var a, b any
+	if json.Unmarshal(got, &a) != nil || json.Unmarshal(want, &b) != nil || !reflect.DeepEqual(a, b) {
+		t.Fatalf("spliced\n%s\nencoded\n%s", got, want)
+	}
+	var back stored
+	if err := json.Unmarshal(got, &back); err != nil || back.Mode != Batch || !back.Stream || string(back.Body) != string(body) {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+}
+
+func TestMessagesMustBeANonEmptyArray(t *testing.T) {
+	for raw, want := range map[string]bool{`[{"role":"user"}]`: true, ` [ 1 ] `: true, `[]`: false, `[ ]`: false,
+		`{}`: false, `"x"`: false, `null`: false, ``: false} {
+		if got := nonEmptyArray(json.RawMessage(raw)); got != want {
+			t.Errorf("nonEmptyArray(%q) = %v", raw, got)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,6 +23,11 @@ const opCols = `o.id::text, o.tenant_id, o.kind, o.provider, o.intent_key, o.pro
 	o.status, o.phase, o.version, o.attempts, o.lease_owner, o.lease_until, o.first_sent_at, o.retry_until,
 	o.retention_seconds, o.provider_ref, o.provider_request_id, o.result, o.usage, o.cost_micros,
 	o.created_at, o.updated_at, o.closed_at, o.closed_by`
+
+// openReturns is opCols for Open: an operation it creates comes back without its request,
+// which the caller has just sent (a long prompt would cross the wire twice); an existing
+// one comes back whole.
+var openReturns = strings.Replace(opCols, "o.request,", "CASE WHEN o.xmax <> 0 THEN o.request END,", 1)
 
 // openStatuses is the SQL list of non-final statuses; it must match ops.OpenStatuses and
 // the predicate of operations_open_intent_idx.
@@ -48,25 +54,8 @@ func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 	return &o, nil
 }
 
-// Open implements ops.Store: one statement inserts the operation (or finds the open one for
-// the intent, even one committed a moment ago by a concurrent request), records the client
-// request, and for a new claimed operation begins its first attempt and writes the audit row.
-func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
-	op := p.Op
-	claimed := p.Claim != ""
-	args := pgx.NamedArgs{
-		"id": op.ID, "tenant": op.TenantID, "kind": string(op.Kind), "provider": op.Provider,
-		"intent": op.IntentKey, "pkey": op.ProviderKey, "fp": op.Fingerprint,
-		"order": op.OrderRef, "customer": op.CustomerRef, "chat": op.ChatRef, "payment": op.PaymentRef,
-		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
-		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
-		"retention": int64(op.Retention / time.Second), "now": p.Now, "ref": p.RequestRef, "actor": p.Actor,
-		"guarded": p.Latest != nil, "latest": "",
-	}
-	if p.Latest != nil {
-		args["latest"] = *p.Latest
-	}
-	const q = `
+// openQuery is the one statement of Open.
+var openQuery = `
 WITH ins AS (
 	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
 		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
@@ -85,7 +74,7 @@ WITH ins AS (
 		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.created_at DESC LIMIT 1), '')
 	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN ` + openStatuses + `
 	DO UPDATE SET duplicate_requests = o.duplicate_requests + 1
-	RETURNING ` + opCols + `, (o.xmax <> 0) AS existed
+	RETURNING ` + openReturns + `, (o.xmax <> 0) AS existed
 ), cr AS (
 	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at, answered_at)
 	SELECT tenant_id, id::uuid, kind, @ref, existed,
@@ -102,11 +91,30 @@ WITH ins AS (
 	FROM ins WHERE NOT existed
 )
 SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON true`
+
+// Open implements ops.Store: one statement inserts the operation (or finds the open one for
+// the intent, even one committed a moment ago by a concurrent request), records the client
+// request, and for a new claimed operation begins its first attempt and writes the audit row.
+func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
+	op := p.Op
+	claimed := p.Claim != ""
+	args := pgx.NamedArgs{
+		"id": op.ID, "tenant": op.TenantID, "kind": string(op.Kind), "provider": op.Provider,
+		"intent": op.IntentKey, "pkey": op.ProviderKey, "fp": op.Fingerprint,
+		"order": op.OrderRef, "customer": op.CustomerRef, "chat": op.ChatRef, "payment": op.PaymentRef,
+		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
+		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
+		"retention": int64(op.Retention / time.Second), "now": p.Now, "ref": p.RequestRef, "actor": p.Actor,
+		"guarded": p.Latest != nil, "latest": "",
+	}
+	if p.Latest != nil {
+		args["latest"] = *p.Latest
+	}
 	var out ops.Opened
 	var existed bool
 	var attemptID int64
 	var o *ops.Operation
-	err := db.group.queryRow(q, args, func(row pgx.Row) (err error) {
+	err := db.group.queryRow(openQuery, args, func(row pgx.Row) (err error) {
 		o, err = scanOp(row, &existed, &out.ClientRequestID, &attemptID)
 		return err
 	})
@@ -115,6 +123,9 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 	}
 	if err != nil {
 		return out, interpret(err, "open operation")
+	}
+	if !existed {
+		o.Request = op.Request
 	}
 	out.Op, out.Created = o, !existed
 	if attemptID > 0 {
