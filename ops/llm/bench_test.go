@@ -32,10 +32,19 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // whole HTTP route on real Postgres, with a new Idempotency-Key), non-streaming and
 // streaming, alternating so both see the same machine. It reports the added p50 and p99
 // latency of non-streaming calls and the added p50 and p99 time to first token of
-// streaming ones, in microseconds, and the ratios. Run it with a fixed count, e.g.
+// streaming ones, in microseconds, and the ratios; then the bytes allocated per call. It
+// runs with a one-line prompt, and with an 8 KB one (a chat with some history), since
+// the gateway reads, fingerprints and stores every request. Run it with a fixed count, e.g.
 //
 //	go test ./ops/llm -run '^$' -bench GatewayOverhead -benchtime 2000x
 func BenchmarkGatewayOverhead(b *testing.B) {
+	b.Run("prompt=short", func(b *testing.B) { gatewayOverhead(b, "summarise the ticket") })
+	b.Run("prompt=8KB", func(b *testing.B) {
+		gatewayOverhead(b, "summarise the ticket"+strings.Repeat(" and the long history of this chat", 250))
+	})
+}
+
+func gatewayOverhead(b *testing.B, prompt string) {
 	// The garbage collector's target as settle runs (cmd/settle: gcPercent), unless GOGC
 	// chooses another; the client and the fake share it, so both paths see the same.
 	if os.Getenv("GOGC") == "" {
@@ -75,7 +84,7 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 	tr.MaxIdleConnsPerHost = 16
 	client := &http.Client{Transport: tr}
 
-	const body = `{"model":"fake-small","messages":[{"role":"user","content":"summarise the ticket"}],"temperature":0.2,"max_tokens":16`
+	body := `{"model":"fake-small","messages":[{"role":"user","content":"` + prompt + `"}],"temperature":0.2,"max_tokens":16`
 	call := func(url, auth, key string, stream bool) (total, firstToken time.Duration) {
 		b := body + "}"
 		if stream {
