@@ -183,10 +183,12 @@ SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @f
 		// Pruning waits for the present: while catching up, an hour's levels are summed
 		// from minutes the next pass still needs.
 		if h := now.Add(-p.MinuteKeep).Truncate(time.Hour); p.MinuteKeep > 0 && h.After(minutesFrom) {
-			if rep.Pruned, err = pruneMinutes(ctx, tx, h); err != nil {
+			if minutesFrom, err = nextPruneStep(ctx, tx, minutesFrom, h); err != nil {
 				return rep, err
 			}
-			minutesFrom = h
+			if rep.Pruned, err = pruneMinutes(ctx, tx, minutesFrom); err != nil {
+				return rep, err
+			}
 		}
 	}
 	var keptFrom *time.Time
@@ -276,6 +278,32 @@ GROUP BY 2, 3, 4, 5, 6, 7`,
 		}
 	}
 	return len(vals), nil
+}
+
+// pruneSpan bounds the minutes one pass prunes, so the first prune of a long history (an
+// upgrade, a shorter keep) is many short deletes, a pass every few seconds, rather than
+// one transaction holding the job's lock for minutes.
+const pruneSpan = 24 * time.Hour
+
+// nextPruneStep returns how far this pass prunes towards h: a day past the last step, or,
+// the first time, past the oldest minute row.
+func nextPruneStep(ctx context.Context, tx pgx.Tx, last, h time.Time) (time.Time, error) {
+	from := last
+	if from.IsZero() {
+		var oldest *time.Time
+		if err := tx.QueryRow(ctx, `SELECT least((SELECT min(start) FROM rollups WHERE width_seconds = 60),
+	(SELECT min(at) FROM backlog_snapshots WHERE width_seconds = 60))`).Scan(&oldest); err != nil {
+			return last, interpret(err, "find the oldest minute rollup")
+		}
+		if oldest == nil {
+			return h, nil
+		}
+		from = oldest.UTC().Truncate(time.Hour)
+	}
+	if step := from.Add(pruneSpan); step.Before(h) {
+		return step, nil
+	}
+	return h, nil
 }
 
 // pruneMinutes deletes the minute rollups, their money and the minute backlog snapshots
