@@ -89,7 +89,6 @@ func (x *exchange) run(lg *ops.Ledger, op *ops.Operation, first *ops.Attempt) er
 		}
 		a = nil
 	}
-	f.result(op)
 	return x.answer(op, res, reply, body)
 }
 
@@ -365,7 +364,6 @@ type flight struct {
 	events  [][]byte
 	changed chan struct{}
 	reqID   string
-	op      *ops.Operation
 }
 
 func (h *hub) open(opID string, stream bool) *flight {
@@ -417,12 +415,6 @@ func (f *flight) requestID() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.reqID
-}
-
-func (f *flight) result(op *ops.Operation) {
-	f.mu.Lock()
-	f.op = op
-	f.mu.Unlock()
 }
 
 // since returns the events from index i on, whether the flight ended, and a channel closed
