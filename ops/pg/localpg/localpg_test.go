@@ -35,6 +35,9 @@ func TestClusterStartsStopsAndKeepsItsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As root the cluster may live outside dir (the postgres user cannot reach it): remove
+	// the folder it really used.
+	t.Cleanup(func() { os.RemoveAll(c.Dir) })
 	if !strings.HasPrefix(c.URL("postgres"), "postgres://postgres@127.0.0.1:") {
 		t.Fatalf("URL %s is not on loopback", c.URL("postgres"))
 	}
