@@ -71,6 +71,9 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium leaves its singleton socket folder in TMPDIR when it is killed, as
+		// chromedp does at the end: keep it in the test's own folder.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -35,6 +35,7 @@ func buildWorker(t *testing.T) string {
 			buildErr = err
 			return
 		}
+		pgtest.AtExit(func() { os.RemoveAll(dir) })
 		workerBin = filepath.Join(dir, "jobworker")
 		cmd := exec.Command("go", "build", "-o", workerBin, "./ops/jobs/internal/jobworker")
 		cmd.Dir = pgtest.ProjectDir()

@@ -28,10 +28,14 @@ var (
 	seq     atomic.Int64
 )
 
-// Main runs the package's tests and stops the cluster afterwards. Call it from TestMain.
+// Main runs the package's tests, then what AtExit was given, and stops the cluster. Call it
+// from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	mu.Lock()
+	for _, f := range atExit {
+		f()
+	}
 	if cluster != nil {
 		if err := cluster.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest:", err)
@@ -40,6 +44,17 @@ func Main(m *testing.M) {
 	}
 	mu.Unlock()
 	os.Exit(code)
+}
+
+// atExit are what Main runs after the tests, before it stops the server.
+var atExit []func()
+
+// AtExit has Main run f after every test of the binary has run: for what the binary's tests
+// share, such as a program built once for all of them.
+func AtExit(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	atExit = append(atExit, f)
 }
 
 // URL returns the connection string of a database on the test server.
