@@ -33,8 +33,6 @@ type JobsConfig struct {
 	MaxAttempts   int
 	Deadline      time.Duration
 	MaxCostMicros int64
-	// CrashPoint kills the worker process at that point; for tests only (SETTLE_CRASH_POINT).
-	CrashPoint string
 }
 
 // loadJobsEnv reads the jobs' settings from the environment.
@@ -74,16 +72,6 @@ func loadJobsEnv(getenv func(string) string) (JobsConfig, error) {
 	if v := getenv("SETTLE_JOB_MAX_COST_MICROS"); v != "" {
 		if c.MaxCostMicros, err = strconv.ParseInt(v, 10, 64); err != nil || c.MaxCostMicros < 0 {
 			return c, usagef("SETTLE_JOB_MAX_COST_MICROS=%q is not a cost in micro-units", v)
-		}
-	}
-	c.CrashPoint = getenv("SETTLE_CRASH_POINT")
-	if c.CrashPoint != "" {
-		known := false
-		for _, p := range jobs.CrashPoints {
-			known = known || p == c.CrashPoint
-		}
-		if !known {
-			return c, usagef("SETTLE_CRASH_POINT=%q: use one of %s (tests only)", c.CrashPoint, strings.Join(jobs.CrashPoints, ", "))
 		}
 	}
 	return c, nil
@@ -162,9 +150,7 @@ func (p *Program) jobService() *jobs.Service {
 		Deadline: jc.Deadline, MaxCostMicros: jc.MaxCostMicros, Logger: p.Logger}
 	if p.Config.LLM.BaseURL != "" {
 		if pool, err := p.jobPool(jc, 1); err == nil {
-			w := pool.Workers[0]
-			w.CrashPoint = ""
-			s.Reuse = w
+			s.Reuse = pool.Workers[0]
 		}
 	}
 	return s
@@ -194,7 +180,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
 			Upstream: up, Prices: prices, Catalog: jobs.DefaultCatalog(), Owner: fmt.Sprintf("jobs:%s:%d", id, i),
-			CrashPoint: jc.CrashPoint, Logger: p.Logger})
+			Logger: p.Logger})
 	}
 	if len(jc.WebhookURLs) > 0 {
 		pool.Relay = &ops.Relay{Store: pg.JobOutbox{DB: p.DB}, Publisher: jobs.NewWebhooks(jc.WebhookURLs, nil), Clock: p.Clock,

@@ -25,7 +25,6 @@ func TestJobsSettingsAreChecked(t *testing.T) {
 		{"SETTLE_JOB_WEBHOOK_URL": "ftp://x"},
 		{"SETTLE_JOB_LEASE": "soon"},
 		{"SETTLE_JOB_RETRY_UNCERTAIN": "maybe"},
-		{"SETTLE_CRASH_POINT": "before_lunch"},
 		{"SETTLE_JOB_MAX_COST_MICROS": "-5"},
 	} {
 		if _, err := loadJobsEnv(func(k string) string { return bad[k] }); err == nil {
@@ -33,9 +32,9 @@ func TestJobsSettingsAreChecked(t *testing.T) {
 		}
 	}
 	c, err := loadJobsEnv(func(k string) string {
-		return map[string]string{"SETTLE_JOB_WEBHOOK_URL": "http://127.0.0.1:1/a, http://127.0.0.1:1/b", "SETTLE_CRASH_POINT": "after_result"}[k]
+		return map[string]string{"SETTLE_JOB_WEBHOOK_URL": "http://127.0.0.1:1/a, http://127.0.0.1:1/b"}[k]
 	})
-	if err != nil || c.Workers != 2 || len(c.WebhookURLs) != 2 || c.Lease != jobs.DefaultLease || c.RetryUncertain || c.CrashPoint != jobs.CrashAfterResult {
+	if err != nil || c.Workers != 2 || len(c.WebhookURLs) != 2 || c.Lease != jobs.DefaultLease || c.RetryUncertain {
 		t.Fatalf("%+v %v", c, err)
 	}
 }

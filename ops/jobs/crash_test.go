@@ -166,7 +166,7 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 
 			// One worker in the process that dies, so the only send in flight at the kill is the
 			// one at the crash point; two in the process that takes over.
-			crashed := startWorker(t, bin, append(env, "SETTLE_WORKERS=1", "SETTLE_CRASH_POINT="+tc.point)...)
+			crashed := startWorker(t, bin, append(env, "SETTLE_WORKERS=1", "JOBWORKER_CRASH_POINT="+tc.point)...)
 			crashed.wait(t, 20*time.Second)
 			ws, ok := crashed.cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
@@ -229,6 +229,17 @@ WHERE o.intent_key = $1 AND a.outcome IN ('ok', 'timeout')`, jobs.IntentKey(dedu
 				t.Fatalf("%d succeeded generations, want one per dedup key", n)
 			}
 		})
+	}
+}
+
+// TestWorkerRefusesUnknownCrashPoint checks the test worker's own setting: a point the
+// worker does not have is refused before anything runs, not silently never reached.
+func TestWorkerRefusesUnknownCrashPoint(t *testing.T) {
+	t.Parallel()
+	p := startWorker(t, buildWorker(t), "JOBWORKER_CRASH_POINT=before_lunch", "DATABASE_URL=postgres://127.0.0.1:1/none")
+	p.wait(t, 10*time.Second)
+	if p.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(p.out.String(), "before_lunch") {
+		t.Fatalf("worker ended with %v; its log:\n%s", p.cmd.ProcessState, p.out)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -16,7 +15,9 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 )
 
-// Crash points, for tests only: the worker kills its own process with SIGKILL there.
+// Named points of a job's run where Hooks.AtPoint is called. Tests use them to kill a
+// worker there and check that another one takes over without a second generation or
+// publication.
 const (
 	// CrashAfterResponse is right after the model's answer arrived, before it is written.
 	CrashAfterResponse = "after_response"
@@ -28,7 +29,7 @@ const (
 	CrashAfterPublish = "after_publish"
 )
 
-// CrashPoints lists the crash points.
+// CrashPoints lists the named points of a job's run.
 var CrashPoints = []string{CrashAfterResponse, CrashAfterResult, CrashAfterPublish}
 
 // DocumentSource fetches a document sent by hash and reference.
@@ -73,12 +74,17 @@ type Worker struct {
 	MaxSummaryChars  int
 	// Poll is the pause when no job is due; default 500 ms.
 	Poll time.Duration
-	// CrashPoint, for tests only, kills the process at that point (see CrashPoints).
-	CrashPoint string
-	// Crash replaces the SIGKILL of a crash point (in-process tests).
-	Crash  func(point string)
+	// Hooks are set by tests only; nil in production.
+	Hooks  WorkerHooks
 	Sleep  ops.Sleeper
 	Logger *slog.Logger
+}
+
+// WorkerHooks are calls a test binary installs into a worker. Production leaves them nil.
+type WorkerHooks struct {
+	// AtPoint is called at each named point of a job's run (see CrashPoints), e.g. to kill
+	// the process there with SIGKILL.
+	AtPoint func(point string)
 }
 
 // Start processes jobs until ctx ends. A job in hand is finished first: its generation is
@@ -157,19 +163,11 @@ func (w *Worker) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func (w *Worker) crash(point string) {
-	if w.CrashPoint != point {
-		return
+// atPoint calls the test hook of a named point, if one is set.
+func (w *Worker) atPoint(point string) {
+	if w.Hooks.AtPoint != nil {
+		w.Hooks.AtPoint(point)
 	}
-	if w.Crash != nil {
-		w.Crash(point)
-		return
-	}
-	w.logger().Warn("crash point reached; killing the process", "point", point)
-	if p, err := os.FindProcess(os.Getpid()); err == nil {
-		_ = p.Kill() // SIGKILL: no deferred function, no cleanup, like a machine that died
-	}
-	select {}
 }
 
 // errParked ends a run after the job was moved out of running (queued, unknown, failed).
@@ -447,7 +445,7 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 		reply := r.w.Upstream.Send(bg, llm.Call{Body: body, OperationID: op.ID, Attempt: a.N})
 		op = hold()
 		if reply.Outcome == ops.OutcomeOK {
-			r.w.crash(CrashAfterResponse)
+			r.w.atPoint(CrashAfterResponse)
 		}
 		res, cost := r.result(a, reply, estimate, r.j.PossibleDuplicates+dup)
 		cur, retry, err := l.FinishAttempt(bg, op, a, r.owner, res)
@@ -461,7 +459,7 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 			}
 		}
 		if op.Status == ops.StatusSucceeded {
-			r.w.crash(CrashAfterResult)
+			r.w.atPoint(CrashAfterResult)
 		}
 		if !retry {
 			return op, nil
@@ -650,7 +648,7 @@ func (r *run) publish(ctx context.Context, gen *generation, v *validation, attem
 		return fmt.Errorf("publish job %s: %w", j.ID, err)
 	}
 	if published {
-		r.w.crash(CrashAfterPublish)
+		r.w.atPoint(CrashAfterPublish)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 // Command jobworker is a job worker process for the crash tests of package jobs: the same
 // wiring as 'settle worker', read from the environment, so a test can run it as a real
-// subprocess, kill it with SIGKILL at a crash point and start it again.
+// subprocess, kill it with SIGKILL at a crash point and start it again. The crash point is
+// this test binary's own setting: it installs a Worker hook that kills the process there;
+// the settle binary has no such setting.
 //
 //	DATABASE_URL                 the database
 //	SETTLE_LLM_BASE_URL          the OpenAI-compatible provider (the fake LLM in tests)
@@ -9,7 +11,7 @@
 //	SETTLE_WORKERS               workers in the process (default 2)
 //	SETTLE_JOB_LEASE             the job and generation lease (default 30s)
 //	SETTLE_JOB_RETRY_UNCERTAIN   true lets a worker resend after an uncertain attempt
-//	SETTLE_CRASH_POINT           after_response, after_result or after_publish
+//	JOBWORKER_CRASH_POINT        after_response, after_result or after_publish: SIGKILL there
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +43,10 @@ func main() {
 
 func run(ctx context.Context) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	point := os.Getenv("JOBWORKER_CRASH_POINT")
+	if point != "" && !slices.Contains(jobs.CrashPoints, point) {
+		return fmt.Errorf("JOBWORKER_CRASH_POINT=%q: use one of %s", point, strings.Join(jobs.CrashPoints, ", "))
+	}
 	db, err := pg.Open(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		return err
@@ -64,7 +71,7 @@ func run(ctx context.Context) error {
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: db, Ledger: jobs.NewLedger(db, clock, lease, retry),
 			Upstream: up, Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(),
-			Owner: fmt.Sprintf("jobworker-%d-%d", os.Getpid(), i), CrashPoint: os.Getenv("SETTLE_CRASH_POINT"),
+			Owner: fmt.Sprintf("jobworker-%d-%d", os.Getpid(), i), Hooks: jobs.WorkerHooks{AtPoint: crashAt(point, logger)},
 			Poll: 100 * time.Millisecond, Logger: logger})
 	}
 	// The relay's hold on an event it delivers ends with the lease, so an event a killed
@@ -74,10 +81,26 @@ func run(ctx context.Context) error {
 			Clock: clock, Interval: 100 * time.Millisecond, Hold: lease, Logger: logger}
 	}
 	pool.Start(ctx)
-	logger.Info("job workers started", "workers", n, "crash_point", os.Getenv("SETTLE_CRASH_POINT"))
+	logger.Info("job workers started", "workers", n, "crash_point", point)
 	<-ctx.Done()
 	pool.Wait()
 	return nil
+}
+
+// crashAt returns the hook that kills the process with SIGKILL at the named point, or nil
+// when no point is named.
+func crashAt(point string, logger *slog.Logger) func(string) {
+	if point == "" {
+		return nil
+	}
+	return func(at string) {
+		if at != point {
+			return
+		}
+		logger.Warn("crash point reached; killing the process", "point", at)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // no deferred function, no cleanup, like a machine that died
+		select {}
+	}
 }
 
 func envOr(key, def string) string {
