@@ -114,7 +114,7 @@ type Notice struct {
 }
 
 // Notification is one Notice for one receiver. It becomes an outbox row written in the
-// same transaction as the state change it reports (rule 10).
+// same transaction as the state change it reports (ops rule 10).
 type Notification struct {
 	Receiver    string
 	InstanceKey string

@@ -16,7 +16,7 @@ import (
 )
 
 // Signal names one number the evaluator reads from the ledger. Windowed signals count
-// recorded rows in a time window (rule 8: facts, not estimates); the others describe the
+// recorded rows in a time window (ops rule 8: facts, not estimates); the others describe the
 // backlog as it is now.
 type Signal string
 

@@ -73,7 +73,7 @@ CREATE TABLE operations (
     closed_by           text NOT NULL DEFAULT '',
     CHECK ((status IN ('succeeded', 'failed')) = (closed_at IS NOT NULL))
 );
--- Rule 2: at most one open operation per intent.
+-- Ops rule 2: at most one open operation per intent.
 CREATE UNIQUE INDEX operations_open_intent_idx ON operations (tenant_id, kind, intent_key)
     WHERE status IN ('received', 'in_progress', 'unknown', 'expired');
 -- The queues: open operations, oldest first, with keyset pagination.
@@ -159,7 +159,7 @@ CREATE TABLE audit_log (
 );
 CREATE INDEX audit_log_entity_idx ON audit_log (entity, entity_id, id);
 
--- Rule 10: events leave through this table, at least once, each with its own id.
+-- Ops rule 10: events leave through this table, at least once, each with its own id.
 CREATE TABLE outbox (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     event_id     uuid NOT NULL UNIQUE,

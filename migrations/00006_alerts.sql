@@ -49,7 +49,7 @@ CREATE TABLE alert_history (
 );
 CREATE INDEX alert_history_at_idx ON alert_history (at, id);
 
--- Rule 10 for alerts: a notification row per receiver, written in the same transaction as
+-- Ops rule 10 for alerts: a notification row per receiver, written in the same transaction as
 -- the state change. It has its own table because the ledger's outbox has one relay that
 -- sends every row to SETTLE_OUTBOX_URL; sharing it would let either relay take the other's
 -- events. Rows of one receiver and instance are delivered in order.

@@ -1,5 +1,5 @@
 -- +goose Up
--- Pipeline jobs (seed 000). A job is one client intent (tenant + Idempotency-Key); its
+-- Pipeline jobs. A job is one client intent (tenant + Idempotency-Key); its
 -- expensive generation is a ledger operation of kind llm_job whose intent key is the job's
 -- dedup key, so jobs with one computational input share one operation and one generation.
 CREATE TABLE jobs (
@@ -70,7 +70,7 @@ CREATE TABLE job_checkpoints (
 );
 CREATE INDEX job_checkpoints_job_idx ON job_checkpoints (job_id);
 
--- The jobs' own transactional outbox (rule 10), delivered to the job webhooks by a relay of
+-- The jobs' own transactional outbox (ops rule 10), delivered to the job webhooks by a relay of
 -- its own so that it never races the operations' relay for the same rows.
 CREATE TABLE job_outbox (
     id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

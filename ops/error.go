@@ -1,6 +1,3 @@
-// Package ops is Settle's domain: operations, their statuses and the rules that keep one
-// user intent equal to one paid side effect. It holds no HTTP and no SQL; adapters in its
-// subpackages implement the interfaces declared here.
 package ops
 
 import (

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Ledger applies the rules of DESIGN.md on top of a Store. Adapters (the refund tool, the
+// Ledger applies the rules in the package documentation on top of a Store. Adapters (the refund tool, the
 // LLM gateway, the job workers, the dashboard) go through it, never around it.
 type Ledger struct {
 	Store    Store

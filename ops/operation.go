@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Status is where an operation stands. See DESIGN.md for the diagram.
+// Status is where an operation stands. The package documentation has the diagram.
 type Status string
 
 // The operation statuses.
@@ -150,7 +150,7 @@ type ClientRequest struct {
 // Outcome is what one attempt at the provider came to.
 type Outcome string
 
-// The attempt outcomes of DESIGN.md.
+// The attempt outcomes, as the package documentation describes them.
 const (
 	OutcomeOK          Outcome = "ok"
 	OutcomeTimeout     Outcome = "timeout"

@@ -11,9 +11,9 @@ import (
 // ExceptionKind says what reconciliation found wrong.
 type ExceptionKind string
 
-// The kinds of exception. The first four are the ones DESIGN.md names; charge_on_failed and
-// usage_mismatch are the same facts seen from a closed-as-failed operation and from an LLM
-// usage report.
+// The kinds of exception. The first four compare the ledger with the provider's records
+// directly; charge_on_failed and usage_mismatch are the same facts seen from a
+// closed-as-failed operation and from an LLM usage report.
 const (
 	// ExceptionDoubleCharge: two or more provider charges for one operation (rule 3).
 	ExceptionDoubleCharge ExceptionKind = "double_charge"

@@ -45,7 +45,7 @@ type Limits struct {
 	MaxBackoff      time.Duration
 }
 
-// DefaultLimits are the limits of DESIGN.md.
+// DefaultLimits are the limits of rule 4.
 var DefaultLimits = Limits{
 	AttemptsPerCall:      3,
 	AttemptsPerOperation: 6,

@@ -92,8 +92,8 @@ func (e *dashEnv) open(t *testing.T, order string, cents int64) (*ops.Operation,
 	return o.Op, o.Attempt
 }
 
-// refundedButUnknown is seed 002's story: Stripe made the refund, the answer was lost, and
-// the operation waits as unknown for someone to look it up.
+// refundedButUnknown is the refund agent's timeout: Stripe made the refund, the answer was
+// lost, and the operation waits as unknown for someone to look it up.
 func (e *dashEnv) refundedButUnknown(t *testing.T, order string) *ops.Operation {
 	t.Helper()
 	op, a := e.open(t, order, 3800)

@@ -688,7 +688,7 @@ func TestLLMLongGenerationKeepsItsLease(t *testing.T) {
 		first <- text
 	}()
 	time.Sleep(700 * time.Millisecond) // more than two leases into a one-second stream
-	// Mid-stream the operation shows seed 003's phase and a lease renewed past its first end.
+	// Mid-stream the operation shows phase first_token and a lease renewed past its first end.
 	live := w.op(t, "long-1")
 	if live.Phase != ops.PhaseFirstToken || live.LeaseUntil == nil || !live.LeaseUntil.After(live.CreatedAt.Add(500*time.Millisecond)) {
 		t.Fatalf("mid-stream: phase %q, lease until %v (opened %v)", live.Phase, live.LeaseUntil, live.CreatedAt)

@@ -129,8 +129,9 @@ func storyArgs() map[string]any {
 		"reason": "requested_by_customer"}
 }
 
-// Seed 002 over MCP: toolu_01 times out while Stripe commits the refund; the customer says
-// "try again"; toolu_02 reuses the operation's key and gets the refund the first one made.
+// The refund agent's timeout then try again, over MCP: toolu_01 times out while Stripe
+// commits the refund; the customer says "try again"; toolu_02 reuses the operation's key and
+// gets the refund the first one made.
 func TestMCPIssueRefundTwiceAcrossTimeoutRefundsOnce(t *testing.T) {
 	t.Parallel()
 	// The call's deadline is one attempt long, as when the agent's own tool call times out.

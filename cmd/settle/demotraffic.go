@@ -129,8 +129,9 @@ func (d *demoTraffic) timeoutStorm(ctx context.Context, normal []fake.Fault) {
 	d.log.Info("demo: the Stripe timeout storm is over")
 }
 
-// story replays seed 002: order 4417, $38.00; the agent's first tool call times out while
-// Stripe commits the refund; the customer says "try again"; the second call reuses the key.
+// story replays the refund agent's timeout then try again: order 4417, $38.00; the agent's
+// first tool call times out while Stripe commits the refund; the customer says "try again";
+// the second call reuses the key.
 func (d *demoTraffic) story(ctx context.Context) error {
 	d.fake.AddPaymentIntent("pi_4417", 3800, "usd")
 	d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 8 * time.Second, Times: 1})

@@ -76,18 +76,18 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// The demo agent's order: seed 002's refund of $38.00, on an order of its own so that it
-// does not meet the HTTP story's refund of order 4417.
+// The demo agent's order: the support agent's refund of $38.00, on an order of its own so
+// that it does not meet the HTTP story's refund of order 4417.
 const (
 	demoAgentOrder  = "4417-agent"
 	demoAgentIntent = "pi_4417_agent"
 	demoAgentCents  = 3800
 )
 
-// runDemoAgent plays the support agent of seed 002 against the MCP server at mcpURL: it
-// asks for the refund (toolu_01), the customer says "try again" (toolu_02), and it then
-// checks the refund's status until someone settles it, logging every answer as the model
-// would see it.
+// runDemoAgent plays the support agent of the refund story against the MCP server at
+// mcpURL: it asks for the refund (toolu_01), the customer says "try again" (toolu_02), and it
+// then checks the refund's status until someone settles it, logging every answer as the
+// model would see it.
 func runDemoAgent(ctx context.Context, mcpURL, token string, logger *slog.Logger) error {
 	client := mcp.NewClient(&mcp.Implementation{Name: "demo-support-agent", Version: "1"}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: mcpURL,
@@ -187,8 +187,8 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// agentStory replays seed 002 through the MCP server, so it can be followed on the
-// dashboard. Stripe makes the refund on the first send but answers only after the call has
+// agentStory replays the refund agent's timeout then try again through the MCP server, so
+// it can be followed on the dashboard. Stripe makes the refund on the first send but answers only after the call has
 // timed out, and then answers 503 to the next five sends: toolu_01 is answered
 // "unconfirmed"; toolu_02, after "try again", resends with the same key, spends the
 // operation's last attempts and is answered "checking"; the on-call's lookup then finds the

@@ -1,4 +1,4 @@
-// Package jobs runs LLM pipeline jobs (seed 000): "summarise this document with pipeline P,
+// Package jobs runs LLM pipeline jobs: "summarise this document with pipeline P,
 // prompt version V, model profile M", once per client intent and one generation per
 // distinct input, surviving any worker crash.
 //

@@ -6,7 +6,8 @@
 // request with the same key from what it stored: no second generation, no second bill.
 //
 // The operation of a call (kind llm_call, intent key = the Idempotency-Key, scoped by
-// tenant) goes through the statuses of seed 003 as ledger statuses and phases:
+// tenant) goes through the statuses of the LLM idempotency scenario as ledger statuses and
+// phases:
 //
 //	received          the operation row, committed with its first attempt (status in_progress, phase sending)
 //	sent_to_provider  the request was written to the provider (phase)

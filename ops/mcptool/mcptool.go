@@ -22,7 +22,7 @@ import (
 type Refunder interface {
 	Refund(ctx context.Context, req ops.RefundRequest) (ops.RefundAnswer, error)
 	// Reject records a call refused before its arguments could be read, so every client
-	// request is counted (rule 8).
+	// request is counted (ops rule 8).
 	Reject(ctx context.Context, tenantID int64, requestRef string) error
 }
 

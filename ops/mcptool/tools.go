@@ -28,7 +28,8 @@ const (
 
 var operationRe = regexp.MustCompile(operationPattern)
 
-// CustomerChecking is the sentence for the customer while an outcome is unknown (seed 002).
+// CustomerChecking is the sentence for the customer while an outcome is unknown, as in the
+// refund agent's timeout then try again.
 const CustomerChecking = "We can't confirm your refund yet. A colleague is checking it and will reply in this chat."
 
 // The other customer sentences, one per answer.

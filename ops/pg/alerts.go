@@ -252,7 +252,7 @@ func (db *DB) AlertInstances(ctx context.Context) ([]alerts.Instance, error) {
 }
 
 // SaveAlertPass implements alerts.Store: state, history, rule statuses and the outbox
-// rows of the notifications, in one transaction (rule 10).
+// rows of the notifications, in one transaction (ops rule 10).
 func (db *DB) SaveAlertPass(ctx context.Context, p alerts.Pass) error {
 	b := &pgx.Batch{}
 	for _, in := range p.Upserts {

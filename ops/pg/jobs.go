@@ -250,7 +250,7 @@ ORDER BY k.stage, k.updated_at DESC, k.id DESC`, j.DedupKey, j.ID)
 }
 
 // PublishJob implements jobs.Store: the job's status, its published checkpoint and its
-// event commit together or not at all (rule 10), and only once per job.
+// event commit together or not at all (ops rule 10), and only once per job.
 func (db *DB) PublishJob(ctx context.Context, p jobs.PublishParams) (*jobs.Job, bool, error) {
 	c := p.Checkpoint
 	row := db.Pool.QueryRow(ctx, `

@@ -407,7 +407,7 @@ func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1`, op.ID); n != 2 {
 		t.Fatalf("%d audit rows, want open and attempt.ok", n)
 	}
-	// Rule 9: the ledger refuses a success without the provider's record.
+	// Ops rule 9: the ledger refuses a success without the provider's record.
 	o2, _ := f.ledger.Open(ctx, f.refund("ok2", 100), "r2", "w")
 	if _, _, err := f.ledger.FinishAttempt(ctx, o2.Op, o2.Attempt, "w", ops.AttemptResult{Outcome: ops.OutcomeOK}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Fatalf("success without provider record: %v", err)

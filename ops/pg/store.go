@@ -219,7 +219,7 @@ SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Versio
 	return o, &ops.Attempt{ID: attemptID, OperationID: o.ID, N: o.Attempts, ProviderKey: o.ProviderKey, Owner: p.Owner, StartedAt: p.Now}, nil
 }
 
-// Transition implements ops.Store: the compare-and-set of rule 6 with its attempt, evidence,
+// Transition implements ops.Store: the compare-and-set of ops rule 6 with its attempt, evidence,
 // audit, outbox and client-request rows, in one statement and so one transaction.
 func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Operation, error) {
 	args := pgx.NamedArgs{

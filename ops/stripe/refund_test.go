@@ -71,8 +71,9 @@ func (w *world) count(t *testing.T, q string, args ...any) int {
 	return n
 }
 
-// The story of seed 002: the first call times out while Stripe commits the refund; the
-// customer says "try again"; the second call reuses the key and gets the stored refund.
+// The refund agent's timeout then try again: the first call times out while Stripe commits
+// the refund; the customer says "try again"; the second call reuses the key and gets the
+// stored refund.
 func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
 	t.Parallel()
 	// The caller's deadline is one attempt long, as when the agent's own tool call times out.

@@ -126,8 +126,8 @@ func (a *Adapter) Send(ctx context.Context, op *ops.Operation, at *ops.Attempt) 
 	return res
 }
 
-// Classify turns a stripe-go error into an attempt outcome (DESIGN.md), with the error code
-// to record and how long Stripe asked us to wait.
+// Classify turns a stripe-go error into an attempt outcome (see package ops), with the error
+// code to record and how long Stripe asked us to wait.
 func Classify(err error, h http.Header) ops.AttemptResult {
 	var se *stripego.Error
 	if errors.As(err, &se) {

@@ -1,0 +1,150 @@
+// Package ops is Settle's domain: operations, their statuses and the rules that keep one
+// user intent equal to one paid side effect. It holds no HTTP and no SQL; adapters in its
+// subpackages implement the interfaces declared here.
+//
+// Settle stands between the people and programs that ask for paid side effects (a support
+// agent issuing a Stripe refund, an application calling an LLM, a pipeline summarising a
+// document) and the providers that perform them. Clients repeat themselves: a tool call
+// times out and the agent tries again, a person clicks twice, a worker dies half-way and
+// another takes its work over. Settle records each intent as an operation before anything
+// is sent, sends it with one idempotency key however often it must be tried, and answers
+// every repeat from what it recorded, so one user intent costs at most one paid side effect.
+// When Settle cannot know what a provider did, it says so, stops sending, and hands the
+// operation to the reconciler or to a person on the dashboard (on-call, support, managers),
+// who close it from the provider's own records.
+//
+// This comment is where Settle's guarantees are written down. Code comments cite its
+// numbered rules as "rule N" inside package ops and as "ops rule N" outside it.
+//
+// # Vocabulary
+//
+//   - Tenant: one customer account of Settle, with its own API tokens. Every operation,
+//     client request, job and key belongs to exactly one tenant; nothing is shared or
+//     deduplicated across tenants.
+//   - Operation: one user intent that causes a paid or side-effecting call at a provider,
+//     of kind refund, llm_call or llm_job. Everything else (client requests, attempts,
+//     evidence, audit rows, outbox events) hangs from it.
+//   - Intent key: what makes two client requests the same intent. For a refund it is
+//     order, amount and currency; for an LLM call, the client's Idempotency-Key; for a
+//     pipeline job's generation, its dedup key.
+//   - Ownership: the lease of an in-progress operation. Only the process that holds a live
+//     lease sends attempts for it; the lease ends when the owner finishes or releases it, or
+//     runs out, and a lease that ran out may be taken over by another process.
+//   - Provider key: the idempotency key sent to the provider, random and never derived
+//     from anything a client sends. One per operation, for all its attempts.
+//   - Fingerprint: the SHA-256 of the canonical JSON of every field that changes the result
+//     or the price. A repeat of an open intent with another fingerprint is refused, never
+//     sent.
+//   - Dedup key: the key of a pipeline job's computation (tenant, document hash, pipeline,
+//     prompt version, model profile). Jobs with one dedup key share one generation.
+//   - Client request: one time a client asked (an HTTP request, a tool call, a click),
+//     recorded with how it was answered: new, replayed, in_progress, conflict, checking,
+//     retried or rejected.
+//   - Attempt: one send to the provider, recorded before it leaves. Its outcome is one of:
+//     ok (the provider did it and gave its record id), timeout (no answer: unknown whether
+//     it ran), rate_limited (refused before running, may be retried after Retry-After),
+//     key_in_use (the provider is still running this key for another request),
+//     server_error (a provider 500), invalid (the provider refused it: nothing ran) or
+//     not_sent (it never left Settle).
+//   - Provider charge: a side effect as the provider records it (a Stripe refund, a billed
+//     LLM request). An orphan is a provider charge that names no operation of ours; a double
+//     charge is two or more provider charges for one operation.
+//   - Evidence: what justifies closing an operation: the provider's response, a lookup at the
+//     provider, a webhook, a reconciliation record, or a person's note. Only the first four
+//     are the provider's own word.
+//
+// # Statuses
+//
+// An operation moves through these statuses:
+//
+//	received ──► in_progress ──► succeeded | failed | unknown
+//	unknown ──(evidence)──► succeeded | failed
+//	received | in_progress | unknown ──(past the provider's key retention)──► expired
+//	expired ──(evidence)──► succeeded | failed
+//
+// Succeeded and failed are final: nothing changes them. The others are open, and an intent
+// has at most one open operation.
+//
+//   - An in_progress operation carries a lease (its owner and an end time) and a phase that
+//     says how far the current attempt got: sending, sent_to_provider or first_token.
+//   - Stalled is not a status: it is an in_progress operation whose lease ran out. The
+//     reaper takes it over and sends again with the same key where the kind allows a resend
+//     of an uncertain attempt; otherwise it becomes unknown, or expired when it is past the
+//     key retention.
+//   - Unknown means nobody knows what the provider did. Nothing more is sent for it, by
+//     anyone, until a person or the reconciler closes it.
+//   - Expired means the provider may have forgotten the key, so a resend could run the side
+//     effect again. It is never sent again; only a lookup at the provider or a person closes
+//     it.
+//
+// # The rules
+//
+//  1. The provider key is created and committed together with the operation before the
+//     first attempt, and every attempt of that operation, from any process, uses it.
+//  2. An intent has at most one open operation, enforced by a partial unique index; the
+//     insert that loses the race reads the winner's row.
+//  3. An operation causes at most one provider charge. Reconciliation reports any breach.
+//  4. Retries are bounded by the attempts per call (3), the attempts per operation (6), a
+//     total deadline, and the provider's key retention. Backoff has jitter and honours
+//     Retry-After.
+//  5. A timeout is an unknown outcome, never a failure. A provider 500 saved under the key
+//     replays itself on every resend, so it makes the operation unknown at once.
+//  6. Closing is a compare-and-set on status and version, and it writes the audit row and
+//     the outbox event in the same transaction. When two people close at once, one wins and
+//     the other is told who did.
+//  7. A long provider call never runs inside a transaction that holds row locks.
+//  8. Every client request and every attempt is recorded, so duplicate and timeout rates
+//     are counted facts, not estimates.
+//  9. An operation is never shown as succeeded without evidence from the provider.
+//  10. Events leave through the transactional outbox, at least once, each with an event
+//     id, so every receiver can apply each event once.
+//  11. Nothing frees an intent while the provider may still run its key. An operation with
+//     an uncertain attempt becomes failed only with evidence that nothing was executed: past
+//     the key retention, no attempt in flight, and a fresh lookup that finds nothing. Until
+//     then a person may close it as succeeded with the provider's record, or leave it open.
+//  12. No answer says more than Settle knows. "This call sent nothing" and "nothing was
+//     refunded" are different sentences, and the second needs evidence.
+//
+// # Providers
+//
+// Stripe keeps idempotency keys for at least 24 hours; after that a reused key runs as a new
+// request. Settle therefore stops resending well before the retention ends (with a margin)
+// and expires the operation instead.
+//
+// LLM providers take no idempotency key, so a retry after an uncertain send may bill twice.
+// Interactive calls may retry within their budget, and every such resend is counted as a
+// possible duplicate; batch jobs never resend an uncertain attempt and wait for
+// reconciliation or a person.
+//
+// # Keys
+//
+// Three keys are kept apart:
+//
+//   - The intent key says which client requests are one intent. It is unique among open
+//     operations per tenant and kind: the same key in two tenants is two intents.
+//   - The provider key says which attempts are one request to the provider. It is random
+//     and unique across all tenants, so it needs no tenant scope and no two intents, of one
+//     tenant or of two, can ever share one.
+//   - The dedup key says which pipeline jobs are one computation. The tenant is one of the
+//     fields it hashes, so a tenant never shares a generation with another.
+//
+// # Layout
+//
+// Package ops is the kernel: the types (Operation, Attempt, Evidence, statuses, outcomes),
+// the rules as code (transitions, CheckSend, CheckClose, NextStatus, Backoff, the limits and
+// policies), the Ledger that applies them over the Store interface, the refund tool shared
+// by the API and the MCP server, the reaper, the outbox event and the receivers' inbox, the
+// dashboard's actions and queues, and the reconciliation and rollup types. Its subpackages
+// are adapters around it:
+//
+//   - ops/pg: the Postgres store, the only place with SQL. ops/pg/localpg runs a private
+//     PostgreSQL cluster for the demo, tests and benchmarks; ops/pg/pgtest gives each test
+//     its own migrated database.
+//   - ops/stripe: the Stripe adapter on stripe-go: sends refunds with the provider key,
+//     classifies errors into attempt outcomes, looks refunds up, verifies webhooks.
+//   - ops/llm: the OpenAI-compatible LLM gateway.
+//   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
+//   - ops/recon: reconciliation of provider charges and LLM usage against the ledger.
+//   - ops/mcptool: the refund tools of Settle's MCP server.
+//   - ops/fake: stateful fake Stripe and LLM providers with fault injection.
+package ops
