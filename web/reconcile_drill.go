@@ -1,0 +1,58 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/views"
+)
+
+// measureTitles names each measure as its column header does, so a drill-down's title
+// matches the number that was clicked.
+var measureTitles = map[ops.Measure]string{}
+
+func init() {
+	for _, c := range reconColumns {
+		measureTitles[c.m] = c.header
+	}
+}
+
+// handleReconcileDrill lists the recorded rows behind one number.
+func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	at, err := time.Parse(time.RFC3339, q.Get("at"))
+	width, werr := time.ParseDuration(q.Get("width"))
+	tenant, terr := strconv.ParseInt(q.Get("tenant"), 10, 64)
+	if err != nil || werr != nil || terr != nil {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The link is damaged; go back to the reconciliation page."))
+		return
+	}
+	f := ops.DrillFilter{MetricsKey: ops.MetricsKey{Bucket: at, TenantID: tenant, Kind: ops.Kind(q.Get("kind")), Provider: q.Get("provider")},
+		Width: width, Measure: ops.Measure(q.Get("measure"))}
+	rows, err := s.Recon.ReconDrill(ctx, f)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	names, err := s.tenantNames(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	title := fmt.Sprintf("%s · %s · %s · %s · %s", measureTitles[f.Measure], windowLabel(at, width), tenantLabel(tenant, names),
+		orDash(string(f.Kind)), orDash(f.Provider))
+	m := views.ReconDrillPage{Viewer: viewer(userFrom(ctx)), Title: title, BackURL: "/reconcile", Truncated: len(rows) >= 500}
+	for _, d := range rows {
+		row := views.ReconDrillRow{At: d.At.UTC().Format("2006-01-02 15:04:05"), OperationID: d.OperationID,
+			Tenant: tenantLabel(d.TenantID, names), Kind: orDash(string(d.Kind)), Provider: orDash(d.Provider), Ref: d.Ref, Detail: d.Detail}
+		if d.AmountCents != 0 {
+			row.Amount = amount(d.AmountCents, d.Currency)
+		}
+		m.Rows = append(m.Rows, row)
+	}
+	s.render(w, r, http.StatusOK, views.ReconcileDrill(m))
+}
