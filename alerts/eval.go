@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"math"
-	"sort"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -227,39 +225,6 @@ func (e *Evaluator) Start(ctx context.Context) {
 	}
 }
 
-// evalCache reads each window once per pass, however many rules use it.
-type evalCache struct {
-	src      Source
-	counters map[[2]time.Time][]Row
-	backlog  []Row
-	backErr  error
-	backRead bool
-}
-
-func (c *evalCache) windowRows(ctx context.Context, from, to time.Time) ([]Row, error) {
-	k := [2]time.Time{from, to}
-	if rows, ok := c.counters[k]; ok {
-		return rows, nil
-	}
-	rows, err := c.src.Counters(ctx, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("count %s to %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
-	}
-	c.counters[k] = rows
-	return rows, nil
-}
-
-func (c *evalCache) backlogRows(ctx context.Context, now time.Time) ([]Row, error) {
-	if !c.backRead {
-		c.backlog, c.backErr = c.src.Backlog(ctx, now)
-		c.backRead = true
-		if c.backErr != nil {
-			c.backErr = fmt.Errorf("read the backlog: %w", c.backErr)
-		}
-	}
-	return c.backlog, c.backErr
-}
-
 // RunOnce takes the lease, evaluates the groups that are due and saves the pass.
 func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
 	var res PassResult
@@ -331,13 +296,6 @@ func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
 	return res, nil
 }
 
-// sample is one label set's value, and whether the rule's condition holds for it.
-type sample struct {
-	labels map[string]string
-	value  float64
-	hit    bool
-}
-
 // evalRule evaluates r and moves its instances; it returns the rule's status.
 func (e *Evaluator) evalRule(ctx context.Context, cache *evalCache, g *Group, r *Rule, now time.Time, ins map[string]*Instance, pass *Pass) RuleStatus {
 	st := RuleStatus{RuleKey: r.Key(), Group: g.Name, Alert: r.Alert, EvaluatedAt: now}
@@ -384,111 +342,10 @@ func (e *Evaluator) evalRule(ctx context.Context, cache *evalCache, g *Group, r 
 		}
 		in.Value, in.LastTrueAt = s.value, now
 		in.Annotations = expandAll(r.Annotations, labels, s.value)
-		switch in.State {
-		case StateInactive:
-			if r.For == 0 {
-				e.move(pass, in, StateFiring, now)
-			} else {
-				e.move(pass, in, StatePending, now)
-			}
-		case StatePending:
-			if now.Sub(in.ActiveAt) >= r.For {
-				e.move(pass, in, StateFiring, now)
-			} else {
-				pass.Upserts = append(pass.Upserts, *in)
-			}
-		case StateRecovering:
-			e.move(pass, in, StateFiring, now)
-		case StateFiring:
-			e.notifyResend(pass, in, now)
-			pass.Upserts = append(pass.Upserts, *in)
-		}
+		e.holds(pass, r, in, now)
 	}
-	for key, in := range ins {
-		if seen[key] {
-			continue
-		}
-		switch in.State {
-		case StatePending:
-			e.move(pass, in, StateInactive, now)
-		case StateFiring:
-			if r.KeepFiringFor > 0 && now.Sub(in.LastTrueAt) < r.KeepFiringFor {
-				e.move(pass, in, StateRecovering, now)
-			} else {
-				e.move(pass, in, StateInactive, now)
-			}
-		case StateRecovering:
-			if now.Sub(in.LastTrueAt) >= r.KeepFiringFor {
-				e.move(pass, in, StateInactive, now)
-			} else {
-				e.notifyResend(pass, in, now)
-				pass.Upserts = append(pass.Upserts, *in)
-			}
-		}
-	}
+	e.stoppedHolding(pass, r, ins, seen, now)
 	return st
-}
-
-// move changes in's state, records it in the history and tells the receivers what they
-// need to hear.
-func (e *Evaluator) move(pass *Pass, in *Instance, to State, now time.Time) {
-	from := in.State
-	pass.History = append(pass.History, Transition{At: now, RuleKey: in.RuleKey, Alert: in.Alert, InstanceKey: in.Key,
-		Labels: in.Labels, From: from, To: to, Value: in.Value})
-	in.State, in.Since = to, now
-	switch {
-	case to == StateFiring && from == StateRecovering:
-		// Still firing as far as receivers know: Alertmanager hears it again, webhooks
-		// heard nothing of the recovery.
-		e.notify(pass, in, now, func(r ReceiverInfo) (bool, bool) { return r.EveryEvaluation, true })
-	case to == StateFiring:
-		in.FiredAt = now
-		e.notify(pass, in, now, func(ReceiverInfo) (bool, bool) { return true, false })
-	case to == StateRecovering:
-		e.notify(pass, in, now, func(r ReceiverInfo) (bool, bool) { return r.EveryEvaluation, true })
-	case to == StateInactive && from.Active():
-		e.notify(pass, in, now, func(ReceiverInfo) (bool, bool) { return true, false })
-	}
-	if to == StateInactive {
-		pass.Deletes = append(pass.Deletes, in.Key)
-	} else {
-		pass.Upserts = append(pass.Upserts, *in)
-	}
-}
-
-func (e *Evaluator) notifyResend(pass *Pass, in *Instance, now time.Time) {
-	e.notify(pass, in, now, func(r ReceiverInfo) (bool, bool) { return r.EveryEvaluation, true })
-}
-
-// resendAfter is how far ahead a firing alert's endsAt is set: Prometheus uses four
-// evaluation intervals (at least four resend delays of 1m), so Alertmanager resolves an
-// alert on its own if the evaluator dies, but not because one delivery was late.
-func (e *Evaluator) resendAfter() time.Duration {
-	return 4 * max(e.tick(), time.Minute)
-}
-
-func (e *Evaluator) notify(pass *Pass, in *Instance, now time.Time, want func(ReceiverInfo) (send, resend bool)) {
-	n := e.notice(in, now)
-	for _, r := range e.Receivers {
-		if send, resend := want(r); send {
-			pass.Notifications = append(pass.Notifications, Notification{Receiver: r.Name, InstanceKey: in.Key, Resend: resend, Notice: n})
-		}
-	}
-}
-
-func (e *Evaluator) notice(in *Instance, now time.Time) Notice {
-	n := Notice{Status: "firing", Labels: in.Labels, Annotations: in.Annotations, StartsAt: in.FiredAt,
-		EndsAt: now.Add(e.resendAfter()), GeneratorURL: e.ExternalURL + "/alerts", Fingerprint: in.Key}
-	if n.Annotations == nil {
-		n.Annotations = map[string]string{}
-	}
-	if in.State == StateInactive {
-		n.Status, n.EndsAt = "resolved", now
-	}
-	if n.StartsAt.IsZero() {
-		n.StartsAt = in.ActiveAt
-	}
-	return n
 }
 
 // TestNotification builds a firing alert that only says the delivery path works; it
@@ -539,136 +396,4 @@ func expandAll(ann map[string]string, labels map[string]string, value float64) m
 func Fingerprint(labels map[string]string) string {
 	sum := sha256.Sum256([]byte(labelString(labels)))
 	return hex.EncodeToString(sum[:8])
-}
-
-type group struct {
-	labels map[string]string
-	values map[Signal]float64
-}
-
-// aggregate adds rows up by the labels in by: counts are summed, ages take the oldest.
-func aggregate(rows []Row, by []string) map[string]*group {
-	out := map[string]*group{}
-	for _, r := range rows {
-		labels := map[string]string{}
-		for _, l := range by {
-			var v string
-			switch l {
-			case LabelTenant:
-				v = r.Tenant
-			case LabelKind:
-				v = r.Kind
-			case LabelProvider:
-				v = r.Provider
-			}
-			// An empty value is no label at all, as in Prometheus.
-			if v != "" {
-				labels[l] = v
-			}
-		}
-		k := labelString(labels)
-		g := out[k]
-		if g == nil {
-			g = &group{labels: labels, values: map[Signal]float64{}}
-			out[k] = g
-		}
-		for s, v := range r.Values {
-			if ages[s] {
-				g.values[s] = math.Max(g.values[s], v)
-			} else {
-				g.values[s] += v
-			}
-		}
-	}
-	for _, g := range out {
-		g.values[ChargeDifference] = math.Abs(g.values[ProviderCharges] - g.values[Succeeded])
-	}
-	return out
-}
-
-func sortedGroups(m map[string]*group) []*group {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]*group, len(keys))
-	for i, k := range keys {
-		out[i] = m[k]
-	}
-	return out
-}
-
-// evaluate computes r's samples at now.
-func evaluate(ctx context.Context, cache *evalCache, r *Rule, now time.Time) ([]sample, Health, string, error) {
-	x := r.Expr
-	end := now.Add(-x.Offset)
-	switch {
-	case x.Form == FormRatio:
-		long, err := cache.windowRows(ctx, end.Add(-x.Window), end)
-		if err != nil {
-			return nil, HealthError, "", err
-		}
-		var short map[string]*group
-		if x.ShortWindow > 0 {
-			rows, err := cache.windowRows(ctx, end.Add(-x.ShortWindow), end)
-			if err != nil {
-				return nil, HealthError, "", err
-			}
-			short = aggregate(rows, x.By)
-		}
-		var out []sample
-		quiet, empty := 0, 0
-		for _, g := range sortedGroups(aggregate(long, x.By)) {
-			den := g.values[x.Denominator]
-			if den == 0 {
-				empty++
-				continue
-			}
-			if den < x.MinRequests {
-				// Too few requests to mean anything: the label set stays quiet.
-				quiet++
-				continue
-			}
-			s := sample{labels: g.labels, value: g.values[x.Numerator] / den}
-			s.hit = s.value > x.Threshold
-			if short != nil {
-				sg := short[labelString(g.labels)]
-				// Both windows must burn: the long one says it matters, the short one says
-				// it is still happening.
-				s.hit = s.hit && sg != nil && sg.values[x.Denominator] > 0 &&
-					sg.values[x.Numerator]/sg.values[x.Denominator] > x.Threshold
-			}
-			out = append(out, s)
-		}
-		switch {
-		case len(out) > 0:
-			return out, HealthOK, "", nil
-		case quiet > 0:
-			return nil, HealthNoData, fmt.Sprintf("fewer than %g %s in %s: quiet", x.MinRequests, x.Denominator, FormatDuration(x.Window)), nil
-		default:
-			return nil, HealthNoData, fmt.Sprintf("no %s in the last %s", x.Denominator, FormatDuration(x.Window)), nil
-		}
-	case windowed[x.Signal]:
-		rows, err := cache.windowRows(ctx, end.Add(-x.Window), end)
-		if err != nil {
-			return nil, HealthError, "", err
-		}
-		return samplesOf(aggregate(rows, x.By), x), HealthOK, "", nil
-	default:
-		rows, err := cache.backlogRows(ctx, now)
-		if err != nil {
-			return nil, HealthError, "", err
-		}
-		return samplesOf(aggregate(rows, x.By), x), HealthOK, "", nil
-	}
-}
-
-func samplesOf(groups map[string]*group, x Expr) []sample {
-	var out []sample
-	for _, g := range sortedGroups(groups) {
-		v := g.values[x.Signal]
-		out = append(out, sample{labels: g.labels, value: v, hit: v > x.Threshold})
-	}
-	return out
 }
