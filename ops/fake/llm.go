@@ -3,7 +3,6 @@ package fake
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -206,15 +204,8 @@ type chatRequest struct {
 	ToolChoice json.RawMessage `json:"tool_choice"`
 }
 
-// choice is one generated answer.
-type choice struct {
-	content  string
-	tokens   []string
-	toolName string
-	toolArgs string
-	toolID   string
-}
-
+// chatCompletions answers POST /v1/chat/completions as OpenAI does, with the faults set on
+// the fake striking before, during or after generation.
 func (l *LLM) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	reqID := newID("req_")
@@ -229,32 +220,9 @@ func (l *LLM) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		l.log.Info("fake llm request", attrs...)
 	}()
-	key, ok := bearer(r)
-	if !ok {
-		outcome = "unauthorized"
-		openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "You didn't provide an API key. Send it as 'Authorization: Bearer ...'.")
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
-	if err != nil {
-		outcome = "unreadable"
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "Could not read the request body.")
-		return
-	}
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		outcome = "bad_json"
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "We could not parse the JSON body of your request.")
-		return
-	}
-	switch {
-	case req.Model == "":
-		outcome = "invalid"
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "you must provide a model parameter")
-		return
-	case len(req.Messages) == 0:
-		outcome = "invalid"
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "[] is too short - 'messages'")
+	key, body, req, refused := readChatRequest(w, r)
+	if refused != "" {
+		outcome = refused
 		return
 	}
 
@@ -264,35 +232,104 @@ func (l *LLM) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fault != nil {
-		switch fault.Kind {
-		case LLMFaultRateLimit:
-			outcome = "fault"
-			retry := fault.RetryAfter
-			if retry <= 0 {
-				retry = 1
-			}
-			h.Set("Retry-After", strconv.Itoa(retry))
-			openAIError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again later.")
+		if o := l.failBeforeGenerating(w, r, fault); o != "" {
+			outcome = o
 			return
-		case LLMFaultServerError:
-			outcome = "fault"
-			openAIError(w, http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request. Sorry about that!")
-			return
-		case LLMFaultGarbage:
-			outcome = "fault"
-			h.Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
-			return
-		case LLMFaultSlow:
-			if !l.sleep(r.Context(), fault.Delay) {
-				outcome = "gone"
-				return
-			}
 		}
 	}
 
 	// Generation: from here on the request is billed.
+	g, choices := l.generateChat(r, req, body, reqID, key, fault)
+	h.Set("openai-processing-ms", strconv.FormatInt(time.Since(start).Milliseconds(), 10))
+	h.Set("openai-model", req.Model)
+
+	if fault != nil && fault.Kind == LLMFaultBillThenTimeout {
+		// Billed; the answer comes only after the client has given up.
+		outcome = "fault"
+		d := fault.Delay
+		if d <= 0 {
+			d = 90 * time.Second
+		}
+		if !l.sleep(r.Context(), d) {
+			dropConnection(w)
+			return
+		}
+	}
+	usage := usageObject(g)
+	if !req.Stream {
+		if fault != nil && fault.Kind == LLMFaultDropStream {
+			outcome = "fault"
+			dropConnection(w)
+			return
+		}
+		writeCompletion(w, g, choices, usage)
+		return
+	}
+	l.stream(w, r, g, req, choices, usage, fault, &outcome)
+}
+
+// readChatRequest reads and checks a chat completion request the way OpenAI refuses bad
+// ones: before anything is billed. On a refusal it has answered, and it returns the outcome
+// to log; "" means the request goes on.
+func readChatRequest(w http.ResponseWriter, r *http.Request) (key string, body []byte, req chatRequest, refused string) {
+	key, ok := bearer(r)
+	if !ok {
+		openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "You didn't provide an API key. Send it as 'Authorization: Bearer ...'.")
+		return key, nil, req, "unauthorized"
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "Could not read the request body.")
+		return key, body, req, "unreadable"
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "We could not parse the JSON body of your request.")
+		return key, body, req, "bad_json"
+	}
+	switch {
+	case req.Model == "":
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "you must provide a model parameter")
+		return key, body, req, "invalid"
+	case len(req.Messages) == 0:
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "[] is too short - 'messages'")
+		return key, body, req, "invalid"
+	}
+	return key, body, req, ""
+}
+
+// failBeforeGenerating plays the faults that strike before generation, so nothing is
+// billed: it answers and returns the outcome to log, or returns "" for the request to go on
+// (after the delay of a slow fault).
+func (l *LLM) failBeforeGenerating(w http.ResponseWriter, r *http.Request, fault *LLMFault) string {
+	h := w.Header()
+	switch fault.Kind {
+	case LLMFaultRateLimit:
+		retry := fault.RetryAfter
+		if retry <= 0 {
+			retry = 1
+		}
+		h.Set("Retry-After", strconv.Itoa(retry))
+		openAIError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded", "Rate limit reached for requests. Please try again later.")
+		return "fault"
+	case LLMFaultServerError:
+		openAIError(w, http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request. Sorry about that!")
+		return "fault"
+	case LLMFaultGarbage:
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "<html><body>502 Bad Gateway</body></html>")
+		return "fault"
+	case LLMFaultSlow:
+		if !l.sleep(r.Context(), fault.Delay) {
+			return "gone"
+		}
+	}
+	return ""
+}
+
+// generateChat generates the request's choices and records the billed generation in the
+// fake's ledger; a prompt the same key sent before counts as cached.
+func (l *LLM) generateChat(r *http.Request, req chatRequest, body []byte, reqID, key string, fault *LLMFault) (Generation, []choice) {
 	now := l.clock()
 	seed := contentSeed(body)
 	n := 1
@@ -329,248 +366,7 @@ func (l *LLM) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	l.prompts[promptHash] = true
 	l.generations = append(l.generations, g)
 	l.mu.Unlock()
-	h.Set("openai-processing-ms", strconv.FormatInt(time.Since(start).Milliseconds(), 10))
-	h.Set("openai-model", req.Model)
-
-	if fault != nil && fault.Kind == LLMFaultBillThenTimeout {
-		// Billed; the answer comes only after the client has given up.
-		outcome = "fault"
-		d := fault.Delay
-		if d <= 0 {
-			d = 90 * time.Second
-		}
-		if !l.sleep(r.Context(), d) {
-			dropConnection(w)
-			return
-		}
-	}
-	usage := usageObject(g)
-	if !req.Stream {
-		if fault != nil && fault.Kind == LLMFaultDropStream {
-			outcome = "fault"
-			dropConnection(w)
-			return
-		}
-		msgs := make([]obj, n)
-		for i, c := range choices {
-			msgs[i] = obj{"index": i, "message": messageObject(c), "logprobs": nil, "finish_reason": finishReason(c)}
-		}
-		writeJSON(w, http.StatusOK, obj{
-			"id": g.ID, "object": "chat.completion", "created": now.Unix(), "model": req.Model,
-			"system_fingerprint": "fp_settle_fake", "service_tier": "default", "choices": msgs, "usage": usage,
-		})
-		return
-	}
-	l.stream(w, r, g, req, choices, usage, fault, &outcome)
-}
-
-// stream writes the completion as server-sent events, one token per chunk.
-func (l *LLM) stream(w http.ResponseWriter, r *http.Request, g Generation, req chatRequest, choices []choice, usage obj, fault *LLMFault, outcome *string) {
-	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	sent := 0
-	dropAt := -1
-	if fault != nil && fault.Kind == LLMFaultDropStream {
-		dropAt = max(fault.Chunk, 0)
-	}
-	emit := func(chunkChoices []obj, u any) bool {
-		if sent == dropAt {
-			*outcome = "fault"
-			dropConnection(w)
-			return false
-		}
-		c := obj{"id": g.ID, "object": "chat.completion.chunk", "created": g.Created.Unix(), "model": g.Model,
-			"system_fingerprint": "fp_settle_fake", "choices": chunkChoices}
-		if includeUsage {
-			c["usage"] = u
-		}
-		b, _ := json.Marshal(c)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			*outcome = "client_gone"
-			return false
-		}
-		_ = rc.Flush()
-		sent++
-		return true
-	}
-	pause := func() bool {
-		if l.chunkDelay > 0 && !l.sleep(r.Context(), l.chunkDelay) {
-			*outcome = "client_gone"
-			return false
-		}
-		return true
-	}
-	for i, c := range choices {
-		first := obj{"role": "assistant", "content": ""}
-		if c.toolName != "" {
-			first = obj{"role": "assistant", "content": nil, "tool_calls": []obj{{"index": 0, "id": c.toolID, "type": "function",
-				"function": obj{"name": c.toolName, "arguments": ""}}}}
-		}
-		if !emit([]obj{{"index": i, "delta": first, "logprobs": nil, "finish_reason": nil}}, nil) {
-			return
-		}
-		for _, tok := range c.tokens {
-			if !pause() {
-				return
-			}
-			delta := obj{"content": tok}
-			if c.toolName != "" {
-				delta = obj{"tool_calls": []obj{{"index": 0, "function": obj{"arguments": tok}}}}
-			}
-			if !emit([]obj{{"index": i, "delta": delta, "logprobs": nil, "finish_reason": nil}}, nil) {
-				return
-			}
-		}
-		if !emit([]obj{{"index": i, "delta": obj{}, "logprobs": nil, "finish_reason": finishReason(c)}}, nil) {
-			return
-		}
-	}
-	if includeUsage && !emit([]obj{}, usage) {
-		return
-	}
-	if sent == dropAt {
-		*outcome = "fault"
-		dropConnection(w)
-		return
-	}
-	_, _ = io.WriteString(w, "data: [DONE]\n\n")
-	_ = rc.Flush()
-}
-
-func messageObject(c choice) obj {
-	if c.toolName != "" {
-		return obj{"role": "assistant", "content": nil, "refusal": nil, "tool_calls": []obj{{"id": c.toolID, "type": "function",
-			"function": obj{"name": c.toolName, "arguments": c.toolArgs}}}}
-	}
-	return obj{"role": "assistant", "content": c.content, "refusal": nil}
-}
-
-func finishReason(c choice) string {
-	if c.toolName != "" {
-		return "tool_calls"
-	}
-	return "stop"
-}
-
-func usageObject(g Generation) obj {
-	return obj{"prompt_tokens": g.PromptTokens, "completion_tokens": g.CompletionTokens,
-		"total_tokens":              g.PromptTokens + g.CompletionTokens,
-		"prompt_tokens_details":     obj{"cached_tokens": g.CachedTokens, "audio_tokens": 0},
-		"completion_tokens_details": obj{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
-}
-
-// forcedTool returns the function the request forces a call of: the named one, or the
-// first tool when tool_choice is "required". "" means the model answers in text.
-func forcedTool(req chatRequest) string {
-	if len(req.Tools) == 0 || len(req.ToolChoice) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(req.ToolChoice, &s) == nil {
-		if s == "required" {
-			return req.Tools[0].Function.Name
-		}
-		return ""
-	}
-	var named struct {
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	if json.Unmarshal(req.ToolChoice, &named) == nil {
-		return named.Function.Name
-	}
-	return ""
-}
-
-// vocabulary is what the fake says: plain words, one token each.
-var vocabulary = strings.Fields(`the order was refunded and your request is being checked by our team today we
-will send an update once the payment provider confirms it please keep this message for your records thank you for
-waiting summary customer asked about delivery status agent explained next steps ticket closed`)
-
-// generate makes a deterministic answer of n tokens from seed.
-func generate(seed uint64, n int, tool string) choice {
-	r := rand.New(rand.NewPCG(seed, seed^0xfa4e))
-	var c choice
-	if tool != "" {
-		c.toolName, c.toolID = tool, fmt.Sprintf("call_%016x", r.Uint64())
-		args := fmt.Sprintf(`{"note":"%s"}`, vocabulary[r.IntN(len(vocabulary))])
-		// Arguments arrive in three pieces, as real streams split them.
-		third := len(args) / 3
-		c.tokens = []string{args[:third], args[third : 2*third], args[2*third:]}
-		c.toolArgs = args
-		return c
-	}
-	c.tokens = make([]string, n)
-	var b strings.Builder
-	for i := range n {
-		w := vocabulary[r.IntN(len(vocabulary))]
-		if i > 0 {
-			w = " " + w
-		} else {
-			w = strings.ToUpper(w[:1]) + w[1:]
-		}
-		if i == n-1 {
-			w += "."
-		}
-		c.tokens[i] = w
-		b.WriteString(w)
-	}
-	c.content = b.String()
-	return c
-}
-
-// contentSeed hashes the request without its transport fields, so the same question gets
-// the same answer streamed or not.
-func contentSeed(body []byte) uint64 {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(body, &m)
-	delete(m, "stream")
-	delete(m, "stream_options")
-	delete(m, "user")
-	b, _ := json.Marshal(m) // sorted keys
-	sum := sha256.Sum256(b)
-	return binary.BigEndian.Uint64(sum[:8])
-}
-
-func hashMessages(model string, msgs []json.RawMessage) string {
-	h := sha256.New()
-	h.Write([]byte(model))
-	for _, m := range msgs {
-		h.Write(m)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:12])
-}
-
-// countPromptTokens counts words of message contents plus a few tokens per message, the
-// way providers add framing tokens.
-func countPromptTokens(msgs []json.RawMessage) int {
-	n := 3
-	for _, raw := range msgs {
-		var m struct {
-			Content json.RawMessage `json:"content"`
-		}
-		_ = json.Unmarshal(raw, &m)
-		n += 4
-		var s string
-		if json.Unmarshal(m.Content, &s) == nil {
-			n += len(strings.Fields(s))
-			continue
-		}
-		var parts []struct {
-			Text string `json:"text"`
-		}
-		if json.Unmarshal(m.Content, &parts) == nil {
-			for _, p := range parts {
-				n += len(strings.Fields(p.Text))
-			}
-		}
-	}
-	return n
+	return g, choices
 }
 
 func bearer(r *http.Request) (string, bool) {
@@ -599,104 +395,4 @@ func (l *LLM) sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// usage answers GET /v1/usage (and the OpenAI path /v1/organization/usage/completions):
-// billed requests per time bucket, grouped by API key and model. Parameters: bucket (or
-// bucket_width) 1m, 1h or 1d; start and end (or start_time, end_time) in Unix seconds; an
-// optional api_key_id to see one key. Every bucket from start to end is listed, empty or
-// not.
-func (l *LLM) usage(w http.ResponseWriter, r *http.Request) {
-	if _, ok := bearer(r); !ok {
-		openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "You didn't provide an API key.")
-		return
-	}
-	q := r.URL.Query()
-	width := map[string]time.Duration{"1m": time.Minute, "1h": time.Hour, "1d": 24 * time.Hour}[firstOf(q.Get("bucket"), q.Get("bucket_width"), "1d")]
-	if width == 0 {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "bucket must be 1m, 1h or 1d.")
-		return
-	}
-	gens := l.Generations()
-	now := l.clock()
-	start, err1 := unixParam(firstOf(q.Get("start"), q.Get("start_time")), time.Time{})
-	end, err2 := unixParam(firstOf(q.Get("end"), q.Get("end_time")), now.Add(width))
-	if err := errors.Join(err1, err2); err != nil {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
-		return
-	}
-	if start.IsZero() {
-		start = now
-		for _, g := range gens {
-			if g.Created.Before(start) {
-				start = g.Created
-			}
-		}
-	}
-	start = start.Truncate(width)
-	if !end.After(start) {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "end must be after start.")
-		return
-	}
-	if end.Sub(start)/width > 1440 {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "At most 1440 buckets per page.")
-		return
-	}
-	keyFilter := q.Get("api_key_id")
-	type group struct{ key, model string }
-	type totals struct{ in, out, cached, n int }
-	var data []obj
-	for b := start; b.Before(end); b = b.Add(width) {
-		sums := map[group]*totals{}
-		for _, g := range gens {
-			if g.Created.Before(b) || !g.Created.Before(b.Add(width)) || (keyFilter != "" && g.APIKeyID != keyFilter) {
-				continue
-			}
-			k := group{g.APIKeyID, g.Model}
-			if sums[k] == nil {
-				sums[k] = &totals{}
-			}
-			t := sums[k]
-			t.in, t.out, t.cached, t.n = t.in+g.PromptTokens, t.out+g.CompletionTokens, t.cached+g.CachedTokens, t.n+1
-		}
-		keys := make([]group, 0, len(sums))
-		for k := range sums {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			return keys[i].key < keys[j].key || keys[i].key == keys[j].key && keys[i].model < keys[j].model
-		})
-		results := make([]obj, 0, len(keys))
-		for _, k := range keys {
-			t := sums[k]
-			results = append(results, obj{"object": "organization.usage.completions.result", "input_tokens": t.in,
-				"output_tokens": t.out, "input_cached_tokens": t.cached, "num_model_requests": t.n,
-				"api_key_id": k.key, "model": k.model, "project_id": nil, "user_id": nil, "batch": nil})
-		}
-		data = append(data, obj{"object": "bucket", "start_time": b.Unix(), "end_time": b.Add(width).Unix(), "results": results})
-	}
-	if data == nil {
-		data = []obj{}
-	}
-	writeJSON(w, http.StatusOK, obj{"object": "page", "data": data, "has_more": false, "next_page": nil})
-}
-
-func firstOf(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func unixParam(v string, def time.Time) (time.Time, error) {
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not a Unix time in seconds", v)
-	}
-	return time.Unix(n, 0).UTC(), nil
 }
