@@ -100,7 +100,46 @@ func (db *DB) RunRollups(ctx context.Context, p ops.RollupParams) (ops.RollupRep
 	if err != nil {
 		return rep, err
 	}
+	fresh, until, err := newMinutes(ctx, tx, st, p, now, &rep)
+	if err != nil {
+		return rep, err
+	}
+	windows := []ops.Window{fresh}
+	if st.Ran() {
+		changed, err := changedMinutes(ctx, tx, st, p, fresh.From, &rep)
+		if err != nil {
+			return rep, err
+		}
+		windows = append(windows, changed...)
+	}
 
+	for _, w := range windows {
+		n, err := rollupWindow(ctx, tx, w, now)
+		if err != nil {
+			return rep, err
+		}
+		rep.Rows += n
+		rep.Minutes += int(w.To.Sub(w.From) / time.Minute)
+	}
+	minutesFrom := st.MinutesFrom
+	if rep.CaughtUp {
+		if minutesFrom, err = snapshotAndPrune(ctx, tx, p, now, minutesFrom, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if err := saveRollupState(ctx, tx, rep, until, now, minutesFrom); err != nil {
+		return rep, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return rep, interpret(err, "commit the rollup")
+	}
+	return rep, nil
+}
+
+// newMinutes returns the window of minutes this run computes for the first time, and how
+// far the state may then say the minutes are done; it sets the report's range and whether
+// the run caught up with now.
+func newMinutes(ctx context.Context, tx pgx.Tx, st ops.RollupState, p ops.RollupParams, now time.Time, rep *ops.RollupReport) (ops.Window, time.Time, error) {
 	// The range computed for the first time (or again, within the overlap) starts where the
 	// last run ended; the very first run starts at the oldest recorded row.
 	base := st.MinutesUntil
@@ -111,7 +150,7 @@ func (db *DB) RunRollups(ctx context.Context, p ops.RollupParams) (ops.RollupRep
 	(SELECT min(created_at) FROM operations), (SELECT min(received_at) FROM client_requests),
 	(SELECT min(started_at) FROM attempts), (SELECT min(charged_at) FROM provider_charges WHERE operation_id IS NULL))`).Scan(&earliest)
 		if err != nil {
-			return rep, interpret(err, "find the oldest row")
+			return ops.Window{}, time.Time{}, interpret(err, "find the oldest row")
 		}
 		base = now
 		if earliest != nil && earliest.Before(now) {
@@ -129,12 +168,14 @@ func (db *DB) RunRollups(ctx context.Context, p ops.RollupParams) (ops.RollupRep
 		from = end.Add(-time.Minute)
 	}
 	rep.From, rep.To = from, end
-	windows := []ops.Window{{From: from, To: end}}
+	return ops.Window{From: from, To: end}, until, nil
+}
 
-	// Older minutes whose rows changed since the last run: an operation closed or went
-	// unknown (every status change writes an audit row), or a charge was recorded.
-	if st.Ran() {
-		rows, err := tx.Query(ctx, `
+// changedMinutes returns, as windows to recompute, the older minutes (before from) whose
+// rows changed since the last run: an operation closed or went unknown (every status change
+// writes an audit row), or a charge was recorded.
+func changedMinutes(ctx context.Context, tx pgx.Tx, st ops.RollupState, p ops.RollupParams, from time.Time, rep *ops.RollupReport) ([]ops.Window, error) {
+	rows, err := tx.Query(ctx, `
 WITH changed AS (
 	SELECT DISTINCT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
 ), times AS (
@@ -145,52 +186,54 @@ WITH changed AS (
 		FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id WHERE pc.seen_at >= @since
 )
 SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @from`,
-			pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from})
-		if err != nil {
-			return rep, interpret(err, "find changed minutes")
-		}
-		changed, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
-		if err != nil {
-			return rep, interpret(err, "find changed minutes")
-		}
-		rep.Changed = len(changed)
-		for _, w := range ops.MinuteRuns(changed, changedRunGap) {
-			if !st.MinutesFrom.IsZero() && w.From.Truncate(time.Hour).Before(st.MinutesFrom) {
-				// Its hour's other minutes may be pruned: recompute the whole hours from
-				// the raw rows, so the quarter hours and hours summed from them stay exact.
-				w.From, w.To = w.From.Truncate(time.Hour), w.To.Add(-time.Nanosecond).Truncate(time.Hour).Add(time.Hour)
-			}
-			if w.To.After(from) {
-				w.To = from
-			}
-			windows = append(windows, w)
-		}
+		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from})
+	if err != nil {
+		return nil, interpret(err, "find changed minutes")
 	}
+	changed, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		return nil, interpret(err, "find changed minutes")
+	}
+	rep.Changed = len(changed)
+	var windows []ops.Window
+	for _, w := range ops.MinuteRuns(changed, changedRunGap) {
+		if !st.MinutesFrom.IsZero() && w.From.Truncate(time.Hour).Before(st.MinutesFrom) {
+			// Its hour's other minutes may be pruned: recompute the whole hours from
+			// the raw rows, so the quarter hours and hours summed from them stay exact.
+			w.From, w.To = w.From.Truncate(time.Hour), w.To.Add(-time.Nanosecond).Truncate(time.Hour).Add(time.Hour)
+		}
+		if w.To.After(from) {
+			w.To = from
+		}
+		windows = append(windows, w)
+	}
+	return windows, nil
+}
 
-	for _, w := range windows {
-		n, err := rollupWindow(ctx, tx, w, now)
-		if err != nil {
-			return rep, err
-		}
-		rep.Rows += n
-		rep.Minutes += int(w.To.Sub(w.From) / time.Minute)
+// snapshotAndPrune runs when the rollups have caught up with now: it snapshots the backlog
+// and prunes the minute rows older than p.MinuteKeep. It returns where the kept minute rows
+// start.
+func snapshotAndPrune(ctx context.Context, tx pgx.Tx, p ops.RollupParams, now, minutesFrom time.Time, rep *ops.RollupReport) (time.Time, error) {
+	var err error
+	if rep.Snapshot, err = snapshotBacklog(ctx, tx, now); err != nil {
+		return minutesFrom, err
 	}
-	minutesFrom := st.MinutesFrom
-	if rep.CaughtUp {
-		if rep.Snapshot, err = snapshotBacklog(ctx, tx, now); err != nil {
-			return rep, err
+	// Pruning waits for the present: while catching up, an hour's levels are summed
+	// from minutes the next pass still needs.
+	if h := now.Add(-p.MinuteKeep).Truncate(time.Hour); p.MinuteKeep > 0 && h.After(minutesFrom) {
+		if minutesFrom, err = nextPruneStep(ctx, tx, minutesFrom, h); err != nil {
+			return minutesFrom, err
 		}
-		// Pruning waits for the present: while catching up, an hour's levels are summed
-		// from minutes the next pass still needs.
-		if h := now.Add(-p.MinuteKeep).Truncate(time.Hour); p.MinuteKeep > 0 && h.After(minutesFrom) {
-			if minutesFrom, err = nextPruneStep(ctx, tx, minutesFrom, h); err != nil {
-				return rep, err
-			}
-			if rep.Pruned, err = pruneMinutes(ctx, tx, minutesFrom); err != nil {
-				return rep, err
-			}
+		if rep.Pruned, err = pruneMinutes(ctx, tx, minutesFrom); err != nil {
+			return minutesFrom, err
 		}
 	}
+	return minutesFrom, nil
+}
+
+// saveRollupState records the run: how far the minutes are done (until), when changes were
+// last looked for (now), the report, and where the kept minute rows start.
+func saveRollupState(ctx context.Context, tx pgx.Tx, rep ops.RollupReport, until, now, minutesFrom time.Time) error {
 	var keptFrom *time.Time
 	if !minutesFrom.IsZero() {
 		keptFrom = &minutesFrom
@@ -201,12 +244,9 @@ INSERT INTO rollup_state (name, minutes_until, changes_until, last_run_at, last_
 ON CONFLICT (name) DO UPDATE SET minutes_until = excluded.minutes_until, changes_until = excluded.changes_until,
 	last_run_at = excluded.last_run_at, last_report = excluded.last_report, minutes_from = excluded.minutes_from`,
 		rollupStateName, until, now, report, keptFrom); err != nil {
-		return rep, interpret(err, "record the rollup state")
+		return interpret(err, "record the rollup state")
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return rep, interpret(err, "commit the rollup")
-	}
-	return rep, nil
+	return nil
 }
 
 // rollupWindow recomputes the minutes of w from the raw rows, replaces their rollup rows,
@@ -325,19 +365,6 @@ func pruneMinutes(ctx context.Context, tx pgx.Tx, h time.Time) (int, error) {
 	return n, nil
 }
 
-// minutesKept refuses a read that needs minute rows from before the first one kept.
-func minutesKept(ctx context.Context, q rowQuerier, needFrom time.Time) error {
-	st, err := readRollupState(ctx, q)
-	if err != nil {
-		return err
-	}
-	if !st.MinutesFrom.IsZero() && needFrom.Before(st.MinutesFrom) {
-		return ops.Errorf(ops.EINVALID, "Minute detail is kept from %s UTC on; for earlier times choose wider rows on whole hours.",
-			st.MinutesFrom.Format("2006-01-02 15:04"))
-	}
-	return nil
-}
-
 // snapshotBacklog records the unknown and expired backlog now, as the minute's snapshot and
 // as the hour's latest. Counts come from queue_counts (kept by a trigger) and each group's
 // oldest from one probe of operations_open_age_idx.
@@ -365,193 +392,4 @@ FROM g CROSS JOIN (VALUES (60), (3600)) w(width)`, args)
 		return 0, interpret(err, "snapshot the backlog")
 	}
 	return int(tag.RowsAffected())/2 - 1, nil // less the marker row
-}
-
-// rollupBuckets are the widths the rollups can be read in: whole minutes up to an hour
-// that divide it, an hour, a day.
-var rollupBuckets = map[time.Duration]bool{time.Minute: true, 5 * time.Minute: true, 10 * time.Minute: true,
-	15 * time.Minute: true, 30 * time.Minute: true, time.Hour: true, 24 * time.Hour: true}
-
-func checkRollupFilter(w ops.Window, bucket time.Duration) error {
-	switch {
-	case !w.To.After(w.From):
-		return ops.Errorf(ops.EINVALID, "The report window is reversed or empty.")
-	case !w.From.Equal(w.From.Truncate(time.Minute)) || !w.To.Equal(w.To.Truncate(time.Minute)):
-		return ops.Errorf(ops.EINVALID, "The report window starts and ends on whole minutes.")
-	case !rollupBuckets[bucket]:
-		return ops.Errorf(ops.EINVALID, "Rows are per 1, 5, 10, 15 or 30 minutes, per hour or per day.")
-	}
-	if n := w.To.Sub(w.From) / bucket; n > 24*93 {
-		return ops.Errorf(ops.EINVALID, "The report window holds %d rows per group; choose a shorter range or wider rows.", n)
-	}
-	return nil
-}
-
-// rollupRange is the rollup rows a window reads: rows of the coarsest level that fits the
-// bucket (@lwidth: hours, or quarter hours) for the whole units of that level inside the
-// window, from @lfrom to @lto, and minute rows for the rest. It is a subquery with the row's
-// start and key columns plus cols, filtered by @tenant, @kind and @provider.
-func rollupRange(table, cols string) string {
-	filter := ` AND (@tenant = 0 OR tenant_id = @tenant) AND (@kind = '' OR kind = @kind) AND (@provider = '' OR provider = @provider)`
-	return `(SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
-	WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto` + filter + `
-	UNION ALL
-	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
-	WHERE width_seconds = 60 AND start >= @from AND start < @lfrom` + filter + `
-	UNION ALL
-	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
-	WHERE width_seconds = 60 AND start >= @lto AND start < @to` + filter + `) r`
-}
-
-func rollupArgs(f ops.MetricsFilter) pgx.NamedArgs {
-	args := metricsArgs(f)
-	// A level serves the buckets it divides: hours for hours and days, quarter hours for 15
-	// and 30 minutes (and for a window too short to hold a whole hour). Narrower buckets
-	// (1, 5, 10 minutes) read minute rows only, which the empty range @lfrom = @lto = @to
-	// gives.
-	args["lwidth"], args["lfrom"], args["lto"] = 60, f.To, f.To
-	for i := len(coarseLevels) - 1; i >= 0; i-- {
-		lv := coarseLevels[i]
-		if f.Bucket%lv != 0 {
-			continue
-		}
-		lfrom, lto := f.From.Add(lv-time.Nanosecond).Truncate(lv), f.To.Truncate(lv)
-		if lto.After(lfrom) {
-			args["lwidth"], args["lfrom"], args["lto"] = int(lv/time.Second), lfrom, lto
-			break
-		}
-	}
-	return args
-}
-
-// RollupMetrics implements ops.MetricsStore from the rollups: one index range scan of hour
-// (or minute) rows and one of their money, grouped by bucket.
-func (db *DB) RollupMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.MetricsRow, error) {
-	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
-		return nil, err
-	}
-	args := rollupArgs(f)
-	cols, sums := "", ""
-	for _, c := range rollupCols {
-		cols += ", " + c
-		sums += ", sum(" + c + ")::bigint"
-	}
-	bucket := `date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `)`
-	out := map[ops.MetricsKey]*ops.MetricsRow{}
-	// One snapshot for both reads, so a rollup run committing between them cannot leave
-	// money beside counts it replaced.
-	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, interpret(err, "read rollups")
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	// Minute rows are read for the edges outside the level's whole units, or for the whole
-	// window when no level fits the bucket.
-	if lfrom, lto := args["lfrom"].(time.Time), args["lto"].(time.Time); lfrom.After(f.From) || lto.Before(f.To) {
-		need := f.From
-		if !lfrom.After(f.From) {
-			need = lto
-		}
-		if err := minutesKept(ctx, tx, need); err != nil {
-			return nil, err
-		}
-	}
-	rows, err := tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider`+sums+`
-FROM `+rollupRange("rollups", cols)+` GROUP BY 1, 2, 3, 4`, args)
-	if err != nil {
-		return nil, interpret(err, "read rollups")
-	}
-	var r ops.MetricsRow
-	var kind string
-	_, err = pgx.ForEachRow(rows, append([]any{&r.Bucket, &r.TenantID, &kind, &r.Provider}, rollupTargets(&r)...), func() error {
-		row := r
-		row.Bucket, row.Kind, row.Saved, row.Lost = r.Bucket.UTC(), ops.Kind(kind), ops.Money{}, ops.Money{}
-		out[row.MetricsKey] = &row
-		return nil
-	})
-	if err != nil {
-		return nil, interpret(err, "read rollups")
-	}
-	rows, err = tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider, measure, currency, sum(micros)::bigint
-FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 2, 3, 4, 5, 6`, args)
-	if err != nil {
-		return nil, interpret(err, "read rollup money")
-	}
-	var k ops.MetricsKey
-	var measure, currency string
-	var micros int64
-	_, err = pgx.ForEachRow(rows, []any{&k.Bucket, &k.TenantID, &kind, &k.Provider, &measure, &currency, &micros}, func() error {
-		k.Bucket, k.Kind = k.Bucket.UTC(), ops.Kind(kind)
-		row := out[k]
-		if row == nil {
-			// Money is only ever written beside its counts; a lone money row means the
-			// tables disagree, which a page must not hide.
-			return fmt.Errorf("money without counts at %s", k.Bucket.Format(time.RFC3339))
-		}
-		if measure == "saved" {
-			row.Saved.Add(currency, micros)
-		} else {
-			row.Lost.Add(currency, micros)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, interpret(err, "read rollup money")
-	}
-	return sortedRows(out), nil
-}
-
-// BacklogSeries implements ops.BacklogStore: per bucket, the last snapshot taken in it,
-// summed over the groups the filter keeps. Buckets of an hour or more read the hourly
-// snapshots, so a month is 720 snapshots rather than 43,200.
-func (db *DB) BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.BacklogPoint, error) {
-	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
-		return nil, err
-	}
-	width := 60
-	if f.Bucket >= time.Hour {
-		width = 3600
-	} else if err := minutesKept(ctx, db.Pool, f.From); err != nil {
-		return nil, err
-	}
-	rows, err := db.Pool.Query(ctx, `
-WITH last AS (
-	-- Every snapshot writes one marker row; reading the markers alone (a partial index,
-	-- 00010) finds each bucket's last snapshot from one index entry per snapshot.
-	SELECT date_bin(make_interval(secs => @secs), at, `+binOrigin+`) AS b, max(at) AS at
-	FROM backlog_snapshots
-	WHERE width_seconds = @width AND at >= @from AND at < @to
-		AND tenant_id = 0 AND kind = '' AND provider = '' AND status = 'unknown'
-	GROUP BY 1
-)
-SELECT l.b, g.taken_at, g.unknown, g.expired, g.oldest_unknown, g.oldest_expired
-FROM last l CROSS JOIN LATERAL (
-	-- One index probe per bucket: the snapshot's rows, never a scan of the table.
-	SELECT max(s.taken_at) AS taken_at,
-		coalesce(sum(s.n) FILTER (WHERE s.status = 'unknown' AND k), 0)::bigint AS unknown,
-		coalesce(sum(s.n) FILTER (WHERE s.status = 'expired' AND k), 0)::bigint AS expired,
-		min(s.oldest_at) FILTER (WHERE s.status = 'unknown' AND k) AS oldest_unknown,
-		min(s.oldest_at) FILTER (WHERE s.status = 'expired' AND k) AS oldest_expired
-	FROM backlog_snapshots s CROSS JOIN LATERAL (SELECT (@tenant = 0 OR s.tenant_id = @tenant) AND (@kind = '' OR s.kind = @kind) AND (@provider = '' OR s.provider = @provider) AS k) keep
-	WHERE s.width_seconds = @width AND s.at = l.at
-) g
-ORDER BY l.b`, pgx.NamedArgs{"secs": f.Bucket.Seconds(), "width": width, "from": f.From, "to": f.To,
-		"tenant": f.TenantID, "kind": string(f.Kind), "provider": f.Provider})
-	if err != nil {
-		return nil, interpret(err, "read the backlog snapshots")
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.BacklogPoint, error) {
-		var p ops.BacklogPoint
-		var ou, oe *time.Time
-		err := r.Scan(&p.Bucket, &p.TakenAt, &p.Unknown, &p.Expired, &ou, &oe)
-		p.Bucket, p.TakenAt = p.Bucket.UTC(), p.TakenAt.UTC()
-		if ou != nil {
-			p.OldestUnknown = ou.UTC()
-		}
-		if oe != nil {
-			p.OldestExpired = oe.UTC()
-		}
-		return p, err
-	})
-	return out, interpret(err, "read the backlog snapshots")
 }
