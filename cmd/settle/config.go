@@ -134,21 +134,58 @@ const defaultAddr = "127.0.0.1:8080"
 // LoadConfig reads args (without the program name) and the environment through getenv.
 // Flags win over the environment, which wins over defaults.
 func LoadConfig(args []string, getenv func(string) string, workDir string) (Config, error) {
+	cfg, args, err := readCommand(args)
+	if err != nil {
+		return cfg, err
+	}
+	var role string
+	fs, needDB, needAddr, err := commandFlags(&cfg, &role, getenv, workDir)
+	if err != nil {
+		return cfg, err
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, usagef("%s: %v", cfg.Command, err)
+	}
+	cfg.Role = ops.Role(role)
+	if fs.NArg() > 0 {
+		return cfg, usagef("%s: unexpected argument %q", cfg.Command, fs.Arg(0))
+	}
+
+	if err := loadCommonEnv(&cfg, getenv, needDB); err != nil {
+		return cfg, err
+	}
+	if needAddr {
+		if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
+			return cfg, usagef("%s: address %q is not host:port, e.g. 127.0.0.1:8080", cfg.Command, cfg.Addr)
+		}
+	}
+	if err := checkCommandFlags(&cfg, getenv); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// readCommand reads the command from the front of args, two words for the commands that
+// have subcommands ("fake stripe", "token add"), and returns the arguments after it.
+func readCommand(args []string) (Config, []string, error) {
 	if len(args) == 0 {
-		return Config{}, usagef("no command given; run 'settle help'")
+		return Config{}, args, usagef("no command given; run 'settle help'")
 	}
 	cfg := Config{Command: args[0]}
 	args = args[1:]
 	if cfg.Command == "fake" {
 		if len(args) == 0 || (args[0] != "stripe" && args[0] != "llm") {
-			return cfg, usagef("unknown command %q; did you mean 'fake stripe' or 'fake llm'?", strings.Join(append([]string{cfg.Command}, args...), " "))
+			return cfg, args, usagef("unknown command %q; did you mean 'fake stripe' or 'fake llm'?", strings.Join(append([]string{cfg.Command}, args...), " "))
 		}
 		cfg.Command += " " + args[0]
 		args = args[1:]
 	}
 	if cfg.Command == "alerts" {
 		if len(args) == 0 || args[0] != "export" {
-			return cfg, usagef("unknown command %q; did you mean 'alerts export'?", strings.Join(append([]string{cfg.Command}, args...), " "))
+			return cfg, args, usagef("unknown command %q; did you mean 'alerts export'?", strings.Join(append([]string{cfg.Command}, args...), " "))
 		}
 		cfg.Command += " export"
 		args = args[1:]
@@ -156,16 +193,20 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	if cfg.Command == "user" || cfg.Command == "token" {
 		sub := map[string]bool{"add": true, "list": cfg.Command == "token", "revoke": cfg.Command == "token"}
 		if len(args) == 0 || !sub[args[0]] {
-			return cfg, usagef("unknown command %q; did you mean '%s add'?", strings.Join(append([]string{cfg.Command}, args...), " "), cfg.Command)
+			return cfg, args, usagef("unknown command %q; did you mean '%s add'?", strings.Join(append([]string{cfg.Command}, args...), " "), cfg.Command)
 		}
 		cfg.Command += " " + args[0]
 		args = args[1:]
 	}
+	return cfg, args, nil
+}
 
-	fs := flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
+// commandFlags defines the flags of cfg's command, writing into cfg (and role, for 'user
+// add'), and says whether the command needs a database and a listen address.
+func commandFlags(cfg *Config, role *string, getenv func(string) string, workDir string) (fs *flag.FlagSet, needDB, needAddr bool, err error) {
+	fs = flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	needDB, needAddr := true, false
-	var role string
+	needDB, needAddr = true, false
 	switch cfg.Command {
 	case "serve":
 		needAddr = true
@@ -201,7 +242,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		fs.Int64Var(&cfg.FakeLLM.Seed, "seed", 1, "seed of the fault probabilities")
 	case "user add":
 		fs.StringVar(&cfg.Email, "email", "", "the user's email")
-		fs.StringVar(&role, "role", "", "support, oncall, manager or admin")
+		fs.StringVar(role, "role", "", "support, oncall, manager or admin")
 	case "token add":
 		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant name; created if missing")
 		fs.StringVar(&cfg.TokenName, "name", "cli", "a label for the token")
@@ -209,79 +250,75 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	case "token revoke":
 		fs.Int64Var(&cfg.TokenID, "id", 0, "the token's id, as 'token list' shows it")
 	default:
-		return cfg, usagef("unknown command %q; run 'settle help'", cfg.Command)
+		return nil, false, false, usagef("unknown command %q; run 'settle help'", cfg.Command)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, usagef("%s: %v", cfg.Command, err)
-	}
-	cfg.Role = ops.Role(role)
-	if fs.NArg() > 0 {
-		return cfg, usagef("%s: unexpected argument %q", cfg.Command, fs.Arg(0))
-	}
+	return fs, needDB, needAddr, nil
+}
 
+// loadCommonEnv reads the environment the commands share: the log level, secure cookies,
+// the database URL when the command needs one, and the settings of the commands that serve
+// or send alerts.
+func loadCommonEnv(cfg *Config, getenv func(string) string, needDB bool) error {
 	if err := cfg.LogLevel.UnmarshalText([]byte(envOr(getenv, "SETTLE_LOG_LEVEL", "info"))); err != nil {
-		return cfg, usagef("SETTLE_LOG_LEVEL=%q is not a level; use debug, info, warn or error", getenv("SETTLE_LOG_LEVEL"))
+		return usagef("SETTLE_LOG_LEVEL=%q is not a level; use debug, info, warn or error", getenv("SETTLE_LOG_LEVEL"))
 	}
 	if v := getenv("SETTLE_SECURE_COOKIES"); v != "" && !cfg.SecureCookies {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return cfg, usagef("SETTLE_SECURE_COOKIES=%q is not true or false", v)
+			return usagef("SETTLE_SECURE_COOKIES=%q is not true or false", v)
 		}
 		cfg.SecureCookies = b
 	}
 	if needDB {
 		cfg.DatabaseURL = getenv("DATABASE_URL")
 		if cfg.DatabaseURL == "" {
-			return cfg, usagef("DATABASE_URL is not set; set it to postgres://user@host:port/db, or run 'settle demo' for a private database")
+			return usagef("DATABASE_URL is not set; set it to postgres://user@host:port/db, or run 'settle demo' for a private database")
 		}
 		// The URL may hold a password, so the message never repeats it.
 		if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
-			return cfg, usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
+			return usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
 		}
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" || cfg.Command == "reconcile" || cfg.Command == "worker" {
-		if err := loadServeEnv(&cfg, getenv); err != nil {
-			return cfg, err
+		if err := loadServeEnv(cfg, getenv); err != nil {
+			return err
 		}
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "alerts export" {
 		if err := loadAlertsEnv(&cfg.Alerts, getenv); err != nil {
-			return cfg, err
+			return err
 		}
 	}
-	if needAddr {
-		if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
-			return cfg, usagef("%s: address %q is not host:port, e.g. 127.0.0.1:8080", cfg.Command, cfg.Addr)
-		}
-	}
+	return nil
+}
+
+// checkCommandFlags refuses a command whose required flags or variables are missing.
+func checkCommandFlags(cfg *Config, getenv func(string) string) error {
 	switch cfg.Command {
 	case "user add":
 		if cfg.Email == "" {
-			return cfg, usagef("user add: --email is required")
+			return usagef("user add: --email is required")
 		}
 		if !cfg.Role.Valid() {
-			return cfg, usagef("user add: --role must be one of support, oncall, manager, admin")
+			return usagef("user add: --role must be one of support, oncall, manager, admin")
 		}
 	case "token add":
 		if cfg.Tenant == "" {
-			return cfg, usagef("token add: --tenant is required")
+			return usagef("token add: --tenant is required")
 		}
 	case "token revoke":
 		if cfg.TokenID <= 0 {
-			return cfg, usagef("token revoke: --id is required: the token's id, as 'settle token list' shows it")
+			return usagef("token revoke: --id is required: the token's id, as 'settle token list' shows it")
 		}
 	case "mcp":
 		if !cfg.MCPStdio {
-			return cfg, usagef("mcp: pass --stdio; agents connecting over HTTP use /mcp of 'settle serve'")
+			return usagef("mcp: pass --stdio; agents connecting over HTTP use /mcp of 'settle serve'")
 		}
 		if cfg.MCPToken = getenv("SETTLE_MCP_TOKEN"); cfg.MCPToken == "" {
-			return cfg, usagef("mcp --stdio: set SETTLE_MCP_TOKEN to an API token made with 'settle token add'")
+			return usagef("mcp --stdio: set SETTLE_MCP_TOKEN to an API token made with 'settle token add'")
 		}
 	}
-	return cfg, nil
+	return nil
 }
 
 // loadServeEnv reads what serve and demo share: Stripe, the outbox and the worker name.
@@ -402,59 +439,3 @@ func envOr(getenv func(string) string, key, def string) string {
 	}
 	return def
 }
-
-const usage = `Usage: settle <command> [flags]
-
-Commands:
-  serve [--addr 127.0.0.1:8080] [--migrate] [--secure-cookies]
-                          serve the dashboard and the API (needs DATABASE_URL)
-  migrate                 bring the database schema up to date (needs DATABASE_URL)
-  demo [--addr ADDR]      run everything on a private Postgres in ./.settle/demo-pg
-  user add --email E --role R
-                          add a dashboard user; the password is read from standard input
-  token add --tenant NAME [--name LABEL]
-                          create an API token for a tenant (created if missing)
-  token list              list API tokens: id, tenant, name, first characters, state
-  token revoke --id N     revoke a token; servers refuse it within 5 s
-  worker                  run pipeline job workers without the server (needs DATABASE_URL, SETTLE_LLM_BASE_URL)
-  reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]
-                          reconcile provider charges with the ledger once (needs DATABASE_URL)
-  alerts export [--format prometheus]
-                          write the alert rules as a Prometheus rules file
-  mcp --stdio             serve the refund tools to a local AI agent on stdin/stdout
-                          (needs DATABASE_URL, SETTLE_MCP_TOKEN and STRIPE_API_KEY)
-  fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
-                          run the stateful fake Stripe API
-  fake llm [--addr 127.0.0.1:12112] [--faults SPEC] [--latency D] [--chunk-delay D]
-                          run the stateful fake OpenAI-compatible provider
-
-Environment:
-  DATABASE_URL            postgres://user@host:port/db
-  SETTLE_ADDR             listen address, overridden by --addr
-  SETTLE_LOG_LEVEL        debug, info, warn or error (default info)
-  SETTLE_SECURE_COOKIES   true behind HTTPS
-  STRIPE_API_KEY          Stripe secret key; refunds are off without it
-  STRIPE_API_BASE         Stripe API base URL (default https://api.stripe.com)
-  STRIPE_WEBHOOK_SECRET   signing secret of the Stripe webhook endpoint
-  SETTLE_STRIPE_TIMEOUT   one attempt at Stripe (default 8s)
-  SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
-  SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
-  SETTLE_OUTBOX_KEEP      how long a delivered event stays in the outbox (default 168h)
-  SETTLE_ROLLUP_MINUTES_KEEP  how long minute rollups are kept (default 840h, at least 48h)
-  SETTLE_WORKER_ID        this process's name in leases (default host-pid)
-  SETTLE_LLM_BASE_URL     OpenAI-compatible provider, e.g. https://api.openai.com/v1; the gateway is off without it
-  SETTLE_LLM_API_KEY      the provider's API key
-  SETTLE_LLM_POLICY       interactive (resend within budget) or batch (never resend an uncertain call)
-  SETTLE_LLM_TENANT_POLICIES  per tenant, e.g. acme=batch,shop=interactive
-  SETTLE_LLM_PRICES       JSON price table per model (default: built in)
-  SETTLE_LLM_KEY_TTL      how long an Idempotency-Key replays its answer (default 24h)
-  SETTLE_ALERT_RULES      alert rules file (Prometheus-shaped YAML; default: built in)
-  SETTLE_ALERTMANAGER_URL Alertmanager base URL
-  SETTLE_ALERT_WEBHOOK_URLS  comma-separated receivers of the Alertmanager v4 webhook payload
-  SETTLE_EXTERNAL_URL     where people reach Settle; alerts link to /alerts
-  SETTLE_WORKERS          job workers inside serve and demo (default 2; 0 for separate 'settle worker' processes)
-  SETTLE_JOB_WEBHOOK_URL  comma-separated receivers of job.published events
-  SETTLE_JOB_RETRY_UNCERTAIN  true resends a job whose generation may have been billed (default false: it waits in Unknown)
-  SETTLE_RECONCILE_INTERVAL  background reconciliation of serve (default 5m, "off" disables)
-  SETTLE_MCP_TOKEN        API token 'settle mcp --stdio' acts with (its tenant's refunds)
-`

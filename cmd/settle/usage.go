@@ -1,0 +1,58 @@
+package main
+
+// usage is what 'settle help' prints; LoadConfig's messages point people to it.
+const usage = `Usage: settle <command> [flags]
+
+Commands:
+  serve [--addr 127.0.0.1:8080] [--migrate] [--secure-cookies]
+                          serve the dashboard and the API (needs DATABASE_URL)
+  migrate                 bring the database schema up to date (needs DATABASE_URL)
+  demo [--addr ADDR]      run everything on a private Postgres in ./.settle/demo-pg
+  user add --email E --role R
+                          add a dashboard user; the password is read from standard input
+  token add --tenant NAME [--name LABEL]
+                          create an API token for a tenant (created if missing)
+  token list              list API tokens: id, tenant, name, first characters, state
+  token revoke --id N     revoke a token; servers refuse it within 5 s
+  worker                  run pipeline job workers without the server (needs DATABASE_URL, SETTLE_LLM_BASE_URL)
+  reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]
+                          reconcile provider charges with the ledger once (needs DATABASE_URL)
+  alerts export [--format prometheus]
+                          write the alert rules as a Prometheus rules file
+  mcp --stdio             serve the refund tools to a local AI agent on stdin/stdout
+                          (needs DATABASE_URL, SETTLE_MCP_TOKEN and STRIPE_API_KEY)
+  fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
+                          run the stateful fake Stripe API
+  fake llm [--addr 127.0.0.1:12112] [--faults SPEC] [--latency D] [--chunk-delay D]
+                          run the stateful fake OpenAI-compatible provider
+
+Environment:
+  DATABASE_URL            postgres://user@host:port/db
+  SETTLE_ADDR             listen address, overridden by --addr
+  SETTLE_LOG_LEVEL        debug, info, warn or error (default info)
+  SETTLE_SECURE_COOKIES   true behind HTTPS
+  STRIPE_API_KEY          Stripe secret key; refunds are off without it
+  STRIPE_API_BASE         Stripe API base URL (default https://api.stripe.com)
+  STRIPE_WEBHOOK_SECRET   signing secret of the Stripe webhook endpoint
+  SETTLE_STRIPE_TIMEOUT   one attempt at Stripe (default 8s)
+  SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
+  SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
+  SETTLE_OUTBOX_KEEP      how long a delivered event stays in the outbox (default 168h)
+  SETTLE_ROLLUP_MINUTES_KEEP  how long minute rollups are kept (default 840h, at least 48h)
+  SETTLE_WORKER_ID        this process's name in leases (default host-pid)
+  SETTLE_LLM_BASE_URL     OpenAI-compatible provider, e.g. https://api.openai.com/v1; the gateway is off without it
+  SETTLE_LLM_API_KEY      the provider's API key
+  SETTLE_LLM_POLICY       interactive (resend within budget) or batch (never resend an uncertain call)
+  SETTLE_LLM_TENANT_POLICIES  per tenant, e.g. acme=batch,shop=interactive
+  SETTLE_LLM_PRICES       JSON price table per model (default: built in)
+  SETTLE_LLM_KEY_TTL      how long an Idempotency-Key replays its answer (default 24h)
+  SETTLE_ALERT_RULES      alert rules file (Prometheus-shaped YAML; default: built in)
+  SETTLE_ALERTMANAGER_URL Alertmanager base URL
+  SETTLE_ALERT_WEBHOOK_URLS  comma-separated receivers of the Alertmanager v4 webhook payload
+  SETTLE_EXTERNAL_URL     where people reach Settle; alerts link to /alerts
+  SETTLE_WORKERS          job workers inside serve and demo (default 2; 0 for separate 'settle worker' processes)
+  SETTLE_JOB_WEBHOOK_URL  comma-separated receivers of job.published events
+  SETTLE_JOB_RETRY_UNCERTAIN  true resends a job whose generation may have been billed (default false: it waits in Unknown)
+  SETTLE_RECONCILE_INTERVAL  background reconciliation of serve (default 5m, "off" disables)
+  SETTLE_MCP_TOKEN        API token 'settle mcp --stdio' acts with (its tenant's refunds)
+`
