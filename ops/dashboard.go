@@ -98,7 +98,7 @@ type Desk struct {
 // Lookup asks the provider about one operation and closes it when the provider has a
 // record of it. An operation that stays open comes back with the reason in plain words.
 func (d *Desk) Lookup(ctx context.Context, opID, actor string) (LookupOutcome, error) {
-	op, err := d.Ledger.Store.Get(ctx, opID)
+	op, err := d.Ledger.Get(ctx, opID)
 	if err != nil {
 		return LookupOutcome{OperationID: opID, Outcome: LookupFailed, Message: ErrorMessage(err)}, err
 	}
@@ -289,7 +289,7 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 	if err != nil {
 		return LookupOutcome{}, err
 	}
-	op, err := d.Ledger.Store.Get(ctx, id)
+	op, err := d.Ledger.Get(ctx, id)
 	if err != nil {
 		return LookupOutcome{}, err
 	}
@@ -303,7 +303,7 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 		return LookupOutcome{}, Errorf(EUNAVAILABLE, "No refund provider is configured on this server.")
 	}
 	now := d.Ledger.Clock.Now()
-	attempts, err := d.Ledger.Store.Attempts(ctx, op.ID)
+	attempts, err := d.Ledger.Attempts(ctx, op.ID)
 	if err != nil {
 		return LookupOutcome{}, err
 	}

@@ -5,24 +5,74 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 )
 
-// Ledger applies the rules in the package documentation on top of a Store. Adapters (the refund tool, the
-// LLM gateway, the job workers, the dashboard) go through it, never around it.
+// Ledger applies the rules of this package on top of a Store. Every flow (the refund tool,
+// the LLM gateway, the job workers, the desk, the reconciler, the webhook, the reaper)
+// changes operations through it; its store is not reachable from outside, so no flow can
+// skip a check.
 type Ledger struct {
-	Store    Store
-	Clock    Clock
-	Limits   Limits
+	store  Store
+	Clock  Clock
+	Limits Limits
+	// Policies are the default policies per kind; an Intent or a RunSpec may carry its own.
 	Policies map[Kind]Policy
+	Logger   *slog.Logger
 }
 
 // NewLedger returns a ledger with the default limits and policies.
 func NewLedger(s Store, c Clock) *Ledger {
-	return &Ledger{Store: s, Clock: c, Limits: DefaultLimits, Policies: DefaultPolicies}
+	return &Ledger{store: s, Clock: c, Limits: DefaultLimits, Policies: DefaultPolicies}
+}
+
+// ReasonSuperseded is the reason of the ECONFLICT Open answers when a newer operation of the
+// intent appeared after the one the caller saw: the caller's request is that one's duplicate.
+const ReasonSuperseded = "superseded"
+
+func (l *Ledger) logger() *slog.Logger {
+	if l.Logger != nil {
+		return l.Logger
+	}
+	return slog.Default()
+}
+
+// policy is the policy for kind: the caller's own when it has one.
+func (l *Ledger) policy(k Kind, own *Policy) Policy {
+	if own != nil {
+		return *own
+	}
+	return l.Policies[k]
+}
+
+// Get returns one operation or an ENOTFOUND error.
+func (l *Ledger) Get(ctx context.Context, id string) (*Operation, error) { return l.store.Get(ctx, id) }
+
+// Attempts lists an operation's attempts in order.
+func (l *Ledger) Attempts(ctx context.Context, opID string) ([]Attempt, error) {
+	return l.store.Attempts(ctx, opID)
+}
+
+// Answer records how a client request was answered (rule 8).
+func (l *Ledger) Answer(ctx context.Context, clientRequestID int64, a Answer) error {
+	return l.store.AnswerClientRequest(ctx, clientRequestID, a, l.Clock.Now())
+}
+
+// LastUncertain reports whether the operation's latest attempt may have been executed
+// without an answer: unfinished (its process died) or finished uncertain.
+func (l *Ledger) LastUncertain(ctx context.Context, op *Operation) (bool, error) {
+	if op.Attempts == 0 {
+		return false, nil
+	}
+	atts, err := l.store.Attempts(ctx, op.ID)
+	if err != nil || len(atts) == 0 {
+		return false, err
+	}
+	return atts[len(atts)-1].Uncertain(), nil
 }
 
 // Intent is what a client asks for: the fields that make it one intent and what to send.
@@ -43,9 +93,27 @@ type Intent struct {
 	Retention time.Duration
 	// Latest, when set, is the id of the newest operation of this intent the caller saw
 	// ("" for none). Open then creates nothing if a newer one appeared meanwhile, and
-	// answers ECONFLICT with reason "superseded": the caller's request is that one's
-	// duplicate.
+	// answers ECONFLICT with reason ReasonSuperseded: the caller's request is that
+	// one's duplicate.
 	Latest *string
+
+	// What Admit needs beyond Open.
+
+	// RequestRef is the client's own reference for this request (a tool call id).
+	RequestRef string
+	// Owner leases a new or resumed operation for the caller's sends.
+	Owner string
+	// Start is when the request arrived (default: now). An operation of the intent that
+	// closed after it answers it: the request came while it was open.
+	Start time.Time
+	// ReplayFor is how long a succeeded operation of the intent answers new requests (an
+	// Idempotency-Key's TTL); 0: only requests that arrived while it was open.
+	ReplayFor time.Duration
+	// Check, when set, is asked before a new operation is opened (a refund must fit in
+	// what is left of its payment); its error refuses the request.
+	Check func(ctx context.Context) error
+	// Policy overrides the ledger's policy for the intent's kind (a tenant's own).
+	Policy *Policy
 }
 
 func (in Intent) validate() error {
@@ -100,12 +168,12 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 			op.RetryUntil = ptr(now.Add(in.Retention - l.Limits.RetentionMargin))
 		}
 	}
-	o, err := l.Store.Open(ctx, p)
+	o, err := l.store.Open(ctx, p)
 	if err != nil {
 		return Opened{}, fmt.Errorf("open operation: %w", err)
 	}
 	if !o.Created && o.Op.Fingerprint != in.Fingerprint {
-		if err := l.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerConflict, now); err != nil {
+		if err := l.store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerConflict, now); err != nil {
 			return o, fmt.Errorf("answer client request: %w", err)
 		}
 		return o, Errorf(EINVALID, "This intent is already open as operation %s with other parameters.", o.Op.ID)
@@ -118,12 +186,12 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 // fingerprint is refused as in Open.
 func (l *Ledger) Join(ctx context.Context, opID, fingerprint, requestRef string) (Opened, error) {
 	now := l.Clock.Now()
-	o, err := l.Store.Join(ctx, opID, requestRef, now)
+	o, err := l.store.Join(ctx, opID, requestRef, now)
 	if err != nil {
 		return Opened{}, fmt.Errorf("join operation: %w", err)
 	}
 	if o.Op.Fingerprint != fingerprint {
-		if err := l.Store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerConflict, now); err != nil {
+		if err := l.store.AnswerClientRequest(ctx, o.ClientRequestID, AnswerConflict, now); err != nil {
 			return o, fmt.Errorf("answer client request: %w", err)
 		}
 		return o, Errorf(EINVALID, "This intent is already open as operation %s with other parameters.", o.Op.ID)
@@ -141,7 +209,7 @@ func (l *Ledger) Claim(ctx context.Context, op *Operation, owner string) (*Opera
 	default:
 		return nil, Errorf(ECONFLICT, "Operation %s is %s and cannot be claimed.", op.ID, op.Status)
 	}
-	return l.Store.Claim(ctx, ClaimParams{ID: op.ID, Version: op.Version, Owner: owner, Now: now, LeaseUntil: now.Add(l.Limits.Lease)})
+	return l.store.Claim(ctx, ClaimParams{ID: op.ID, Version: op.Version, Owner: owner, Now: now, LeaseUntil: now.Add(l.Limits.Lease)})
 }
 
 // BeginAttempt checks that owner may send op now and records the attempt before the send.
@@ -154,7 +222,7 @@ func (l *Ledger) BeginAttempt(ctx context.Context, op *Operation, owner string) 
 	if op.RetryUntil == nil && op.Retention > 0 {
 		until = ptr(now.Add(op.Retention - l.Limits.RetentionMargin))
 	}
-	return l.Store.BeginAttempt(ctx, BeginParams{ID: op.ID, Version: op.Version, Owner: owner, Now: now, MaxAttempts: l.Limits.AttemptsPerOperation, RetryUntil: until})
+	return l.store.BeginAttempt(ctx, BeginParams{ID: op.ID, Version: op.Version, Owner: owner, Now: now, MaxAttempts: l.Limits.AttemptsPerOperation, RetryUntil: until})
 }
 
 // AttemptResult is what the adapter learned from one send.
@@ -181,6 +249,10 @@ type AttemptResult struct {
 // FinishAttempt records how attempt a of op ended and moves op where the rules say. The
 // returned bool says whether the caller may send again in this call.
 func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult) (*Operation, bool, error) {
+	return l.finish(ctx, op, a, owner, r, l.Policies[op.Kind])
+}
+
+func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult, pol Policy) (*Operation, bool, error) {
 	if !r.Outcome.Valid() {
 		return nil, false, Errorf(EINVALID, "Unknown attempt outcome %q.", r.Outcome)
 	}
@@ -188,7 +260,7 @@ func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, o
 		return nil, false, Errorf(EINVALID, "A successful attempt needs the provider's record id.")
 	}
 	now := l.Clock.Now()
-	next, retry := NextStatus(op, r.Outcome, l.Policies[op.Kind], now, l.Limits)
+	next, retry := NextStatus(op, r.Outcome, pol, now, l.Limits)
 	p := TransitionParams{
 		ID: op.ID, Version: op.Version, From: op.Status, To: next, Now: now, Actor: owner, Owner: owner,
 		Action: "attempt." + string(r.Outcome),
@@ -209,7 +281,7 @@ func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, o
 	if next.Final() || next == StatusUnknown || next == StatusExpired {
 		p.Reason = "attempt " + string(r.Outcome)
 	}
-	out, err := l.Store.Transition(ctx, p)
+	out, err := l.store.Transition(ctx, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("finish attempt: %w", err)
 	}
@@ -220,7 +292,7 @@ func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, o
 // so a later call may claim it at once. Used when a call's attempt budget is spent.
 func (l *Ledger) Release(ctx context.Context, op *Operation, owner string, clientRequestID int64, a Answer) (*Operation, error) {
 	now := l.Clock.Now()
-	return l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
+	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
 		Now: now, Actor: owner, Owner: owner, Action: "release", AnswerRequest: clientRequestID, Answer: a})
 }
 
@@ -229,13 +301,19 @@ func (l *Ledger) MarkUnknown(ctx context.Context, op *Operation, actor, reason s
 	if err := CheckTransition(op.Status, StatusUnknown); err != nil {
 		return nil, err
 	}
-	return l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
+	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
 		Now: l.Clock.Now(), Actor: actor, Action: "mark_unknown", Reason: reason})
 }
 
 // Expire marks one operation past the provider's key retention as expired: from now on it
 // is never sent again, and only a lookup or a person closes it.
 func (l *Ledger) Expire(ctx context.Context, op *Operation, actor string) (*Operation, error) {
+	return l.expire(ctx, op, actor, "", "past the provider's key retention")
+}
+
+// expire moves op to expired; owner, when set, is the lease holder giving it up (the
+// reaper), else nobody may hold one.
+func (l *Ledger) expire(ctx context.Context, op *Operation, actor, owner, reason string) (*Operation, error) {
 	now := l.Clock.Now()
 	if !op.PastRetention(now) {
 		return nil, Errorf(EINVALID, "Operation %s is still within the provider's key retention.", op.ID)
@@ -243,8 +321,8 @@ func (l *Ledger) Expire(ctx context.Context, op *Operation, actor string) (*Oper
 	if err := CheckTransition(op.Status, StatusExpired); err != nil {
 		return nil, err
 	}
-	return l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
-		Now: now, Actor: actor, Action: "expire", Reason: "past the provider's key retention", RequireLeaseExpired: true})
+	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
+		Now: now, Actor: actor, Owner: owner, Action: "expire", Reason: reason, RequireLeaseExpired: owner == ""})
 }
 
 // CloseParams is what a person or process gives to close an operation.
@@ -262,7 +340,7 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	if strings.TrimSpace(p.Actor) == "" {
 		return nil, Errorf(EINVALID, "Closing needs an actor.")
 	}
-	op, err := l.Store.Get(ctx, p.ID)
+	op, err := l.store.Get(ctx, p.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +353,7 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	}
 	ev := p.Evidence
 	ev.RecordedBy, ev.RecordedAt = p.Actor, now
-	return l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: p.To,
+	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: p.To,
 		Now: now, Actor: p.Actor, Action: "close", Reason: ev.Summary, Evidence: &ev, RequireLeaseExpired: true,
 		Result: resultFromEvidence(p.To, ev)})
 }
@@ -291,7 +369,7 @@ func resultFromEvidence(to Status, ev Evidence) *Result {
 func (l *Ledger) ExpireDue(ctx context.Context, actor string) (int, error) {
 	total := 0
 	for {
-		n, err := l.Store.ExpireDue(ctx, actor, l.Clock.Now(), 500)
+		n, err := l.store.ExpireDue(ctx, actor, l.Clock.Now(), 500)
 		total += n
 		if err != nil || n < 500 {
 			return total, err
@@ -300,3 +378,54 @@ func (l *Ledger) ExpireDue(ctx context.Context, actor string) (int, error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// GiveUp settles an in-progress operation whose caller has no budget left (a job's
+// attempts, deadline or cost): unknown if any attempt may have been executed, failed only
+// when every attempt was refused before it could be (rule 11).
+func (l *Ledger) GiveUp(ctx context.Context, op *Operation, owner, reason string) (*Operation, error) {
+	atts, err := l.store.Attempts(ctx, op.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	for _, a := range atts {
+		if a.Uncertain() {
+			return l.MarkUnknown(ctx, op, owner, "budget spent ("+reason+") after an uncertain attempt")
+		}
+	}
+	if err := CheckTransition(op.Status, StatusFailed); err != nil {
+		return nil, err
+	}
+	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusFailed,
+		Now: l.Clock.Now(), Actor: owner, Owner: owner, Action: "budget_exhausted",
+		Reason: "budget spent (" + reason + "); every attempt was refused before it was executed"})
+}
+
+// FinishDangling takes over an operation claimed from a worker that died: its unfinished
+// attempt, which may have reached the provider, is recorded as a timeout and the policy
+// decides (rule 5). retry says this owner may send again; uncertain that the last attempt
+// may have been executed, so a resend to a provider without keys is a possible duplicate.
+func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string, pol *Policy) (_ *Operation, retry, uncertain bool, _ error) {
+	atts, err := l.store.Attempts(ctx, op.ID)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("list attempts: %w", err)
+	}
+	if len(atts) == 0 {
+		return op, true, false, nil
+	}
+	last := atts[len(atts)-1]
+	if last.FinishedAt != nil {
+		// No attempt was in flight: the dead worker stopped between two attempts.
+		return op, true, last.Outcome.Uncertain(), nil
+	}
+	cur, retry, err := l.finish(ctx, op, &last, owner, AttemptResult{Outcome: OutcomeTimeout, ErrorCode: "lease_expired"}, l.policy(op.Kind, pol))
+	if err != nil {
+		return nil, false, false, fmt.Errorf("finish the dead worker's attempt: %w", err)
+	}
+	return cur, retry, true, nil
+}
+
+// Reject records a client request refused before any operation was opened (malformed,
+// not allowed), so every client request is counted (rule 8).
+func (l *Ledger) Reject(ctx context.Context, tenantID int64, kind Kind, requestRef string) error {
+	return l.store.RecordRejected(ctx, tenantID, kind, requestRef, l.Clock.Now())
+}

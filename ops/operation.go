@@ -170,6 +170,14 @@ func (o Outcome) Valid() bool {
 	return false
 }
 
+// Uncertain reports whether an attempt that ended so may have been executed by the
+// provider although Settle does not know its result: a timeout, a key the provider was
+// still running (409), or a saved 500 whose request may have gone through (rule 5). An
+// unfinished attempt (its process died) is uncertain too; see Attempt.Uncertain.
+func (o Outcome) Uncertain() bool {
+	return o == OutcomeTimeout || o == OutcomeKeyInUse || o == OutcomeServerError
+}
+
 // Attempt is one send to a provider.
 type Attempt struct {
 	ID                int64
@@ -185,6 +193,10 @@ type Attempt struct {
 	ErrorCode         string
 	Duration          time.Duration
 }
+
+// Uncertain reports whether the provider may have executed this attempt without Settle
+// knowing: it never finished (its process died mid-send) or it ended uncertain.
+func (a *Attempt) Uncertain() bool { return a.FinishedAt == nil || a.Outcome.Uncertain() }
 
 // EvidenceKind says where evidence came from.
 type EvidenceKind string

@@ -74,7 +74,7 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 	var op *Operation
 	if rec.OperationID != "" {
 		var err error
-		op, err = l.Store.Get(ctx, rec.OperationID)
+		op, err = l.Get(ctx, rec.OperationID)
 		if err != nil && ErrorCode(err) != ENOTFOUND {
 			return Applied{}, err
 		}
@@ -106,7 +106,7 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 	out, err := l.Close(ctx, CloseParams{ID: op.ID, Version: op.Version, To: to, Evidence: ev, Actor: actor})
 	var e *Error
 	if errors.As(err, &e) && e.Closed != nil {
-		cur, _ := l.Store.Get(ctx, op.ID)
+		cur, _ := l.Get(ctx, op.ID)
 		return Applied{Op: cur, Outcome: "already_closed"}, nil
 	}
 	if err != nil {

@@ -57,7 +57,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 	if batch <= 0 {
 		batch = 100
 	}
-	stalled, err := l.Store.ClaimStalled(ctx, r.Owner, now, now.Add(l.Limits.Lease), batch)
+	stalled, err := l.store.ClaimStalled(ctx, r.Owner, now, now.Add(l.Limits.Lease), batch)
 	if err != nil {
 		return out, fmt.Errorf("claim stalled: %w", err)
 	}
@@ -66,13 +66,12 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 		s := r.Senders[op.Kind]
 		switch {
 		case next == StatusInProgress && s != nil:
-			if _, err := l.Run(ctx, op, nil, r.Owner, s, r.Sleep); err != nil {
+			if _, err := l.Run(ctx, op, s, RunSpec{Owner: r.Owner, Sleep: r.Sleep}); err != nil {
 				return out, fmt.Errorf("resend %s: %w", op.ID, err)
 			}
 			out.Resent++
 		case next == StatusExpired:
-			if _, err := l.Store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
-				Now: now, Actor: r.Owner, Owner: r.Owner, Action: "expire", Reason: "lease ran out past the provider's key retention"}); err != nil {
+			if _, err := l.expire(ctx, op, r.Owner, r.Owner, "lease ran out past the provider's key retention"); err != nil {
 				return out, fmt.Errorf("expire %s: %w", op.ID, err)
 			}
 			out.Expired++

@@ -35,11 +35,6 @@ type Payment struct {
 type RefundStore interface {
 	// OpenForPayment lists a tenant's open operations on one payment.
 	OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*Operation, error)
-	// RecordRejected records a client request refused before any operation was opened.
-	RecordRejected(ctx context.Context, tenantID int64, kind Kind, requestRef string, at time.Time) error
-	// LatestForIntent returns the newest operation of an intent, whatever its status, or
-	// ENOTFOUND.
-	LatestForIntent(ctx context.Context, tenantID int64, kind Kind, intentKey string) (*Operation, error)
 	// LastAttemptError returns the error code of an operation's latest finished attempt.
 	LastAttemptError(ctx context.Context, opID string) (string, error)
 }
@@ -151,63 +146,34 @@ func RefundReason(op *Operation) string {
 func (s *Refunds) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error) {
 	if err := req.Validate(); err != nil {
 		if req.TenantID > 0 {
-			_ = s.Store.RecordRejected(ctx, req.TenantID, KindRefund, req.RequestRef, s.Ledger.Clock.Now())
+			_ = s.Ledger.Reject(ctx, req.TenantID, KindRefund, req.RequestRef)
 		}
 		return RefundAnswer{}, err
 	}
+	owner := "refund:" + NewProviderKey()[7:19]
 	in := Intent{
 		TenantID: req.TenantID, Kind: KindRefund, Provider: s.Provider.Name(),
 		IntentKey: RefundIntentKey(req.OrderID, req.AmountCents, req.Currency),
 		Fingerprint: Fingerprint(map[string]any{"order_id": req.OrderID, "amount": req.AmountCents, "currency": req.Currency,
 			"payment_intent": req.PaymentIntent, "reason": req.Reason}),
 		OrderRef: req.OrderID, PaymentRef: req.PaymentIntent, AmountCents: req.AmountCents, Currency: req.Currency,
-		Retention: s.Provider.Retention(),
+		Retention: s.Provider.Retention(), RequestRef: req.RequestRef, Owner: owner,
+		// A new refund must fit in what is left of the payment.
+		Check: func(ctx context.Context) error { return s.checkRemainder(ctx, req) },
 	}
 	in.Request, _ = json.Marshal(refundBody{Reason: req.Reason})
-	start := s.Ledger.Clock.Now()
-	owner := "refund:" + NewProviderKey()[7:19]
-	o, err := s.admit(ctx, req, in, owner, start)
-	if err != nil || o.Op == nil {
-		return o.answer, err
+	adm, err := s.Ledger.Admit(ctx, in)
+	if err != nil {
+		return RefundAnswer{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.deadline())
 	defer cancel()
-	op := o.Op.Op
-	switch {
-	case o.Op.Created:
-		op, err = s.Ledger.Run(ctx, op, o.Op.Attempt, owner, s.Provider, s.Sleep)
-	case op.Status.Final():
-		err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerReplayed, s.Ledger.Clock.Now())
-	case op.Status == StatusUnknown || op.Status == StatusExpired:
-		err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerChecking, s.Ledger.Clock.Now())
-	case op.Leased(s.Ledger.Clock.Now()):
-		err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerInProgress, s.Ledger.Clock.Now())
-	case op.PastRetention(s.Ledger.Clock.Now()):
-		// The provider may have forgotten the key: a resend could refund twice.
-		if op, err = s.Ledger.Expire(ctx, op, owner); err == nil {
-			err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerChecking, s.Ledger.Clock.Now())
-		}
-	default:
-		// Stalled or released by an earlier call: go on with the same key.
-		if err = s.Ledger.Store.AnswerClientRequest(ctx, o.Op.ClientRequestID, AnswerRetried, s.Ledger.Clock.Now()); err != nil {
-			break
-		}
-		var claimed *Operation
-		if claimed, err = s.Ledger.Claim(ctx, op, owner); ErrorCode(err) == ECONFLICT {
-			// Another call claimed it a moment ago: it is in flight.
-			cur, gerr := s.Ledger.Store.Get(ctx, op.ID)
-			if gerr != nil {
-				return RefundAnswer{}, gerr
-			}
-			op, err = cur, nil
-			break
-		} else if err != nil {
-			break
-		}
-		op, err = s.Ledger.Run(ctx, claimed, nil, owner, s.Provider, s.Sleep)
-	}
-	if err != nil && op == nil {
-		return RefundAnswer{}, err
+	op := adm.Op
+	switch adm.Verdict {
+	case VerdictSend:
+		op, err = s.Ledger.Run(ctx, op, s.Provider, RunSpec{Owner: owner, First: adm.Attempt, Sleep: s.Sleep})
+	case VerdictInFlight:
+		err = s.Ledger.Answer(ctx, adm.ClientRequestID, AnswerInProgress)
 	}
 	if err != nil && ErrorCode(err) != ECONFLICT {
 		return RefundAnswer{}, err
@@ -215,69 +181,10 @@ func (s *Refunds) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, 
 	return s.answer(context.WithoutCancel(ctx), op)
 }
 
-// admitted is an intent admitted to the ledger, or the answer given instead.
-type admitted struct {
-	Op     *Opened
-	answer RefundAnswer
-}
-
-// admit opens the intent's operation or joins the one already there. A request joins the
-// intent's newest operation if that one is open, or closed since this request arrived (it
-// was open when we came: we are its duplicate). Otherwise the intent is new: it must fit in
-// what is left of the payment, and the insert is guarded by the newest operation we saw, so
-// one created meanwhile by a concurrent call is joined instead of repeated.
-func (s *Refunds) admit(ctx context.Context, req RefundRequest, in Intent, owner string, start time.Time) (admitted, error) {
-	latest, err := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey)
-	if err != nil && ErrorCode(err) != ENOTFOUND {
-		return admitted{}, err
-	}
-	if err == nil && (!latest.Status.Final() || (latest.ClosedAt != nil && !latest.ClosedAt.Before(start))) {
-		return s.join(ctx, latest.ID, in, req)
-	}
-	seen := ""
-	if latest != nil {
-		seen = latest.ID
-	}
-	if err := s.checkRemainder(ctx, req); err != nil {
-		// The remainder may have gone to a concurrent call of this very intent, or to this
-		// intent's own earlier refund ("try again" after it went through): then the answer
-		// is that refund, not a refusal.
-		if newer, lerr := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey); lerr == nil &&
-			(newer.ID != seen || (newer.Status == StatusSucceeded && newer.Fingerprint == in.Fingerprint)) {
-			return s.join(ctx, newer.ID, in, req)
-		}
-		if rerr := s.Store.RecordRejected(ctx, req.TenantID, KindRefund, req.RequestRef, s.Ledger.Clock.Now()); rerr != nil {
-			return admitted{}, rerr
-		}
-		return admitted{}, err
-	}
-	in.Latest = &seen
-	o, err := s.Ledger.Open(ctx, in, req.RequestRef, owner)
-	if ErrorReason(err) == "superseded" {
-		newer, err := s.Store.LatestForIntent(ctx, req.TenantID, KindRefund, in.IntentKey)
-		if err != nil {
-			return admitted{}, err
-		}
-		return s.join(ctx, newer.ID, in, req)
-	}
-	if err != nil {
-		return admitted{}, err
-	}
-	return admitted{Op: &o}, nil
-}
-
-func (s *Refunds) join(ctx context.Context, opID string, in Intent, req RefundRequest) (admitted, error) {
-	o, err := s.Ledger.Join(ctx, opID, in.Fingerprint, req.RequestRef)
-	if err != nil {
-		return admitted{}, err
-	}
-	return admitted{Op: &o}, nil
-}
-
 // Reject records a refund request that could not even be read (malformed, too large), so
 // every client request is counted (rule 8).
 func (s *Refunds) Reject(ctx context.Context, tenantID int64, requestRef string) error {
-	return s.Store.RecordRejected(ctx, tenantID, KindRefund, requestRef, s.Ledger.Clock.Now())
+	return s.Ledger.Reject(ctx, tenantID, KindRefund, requestRef)
 }
 
 func (s *Refunds) deadline() time.Duration {
@@ -359,7 +266,7 @@ func (s *Refunds) checkRemainder(ctx context.Context, req RefundRequest) error {
 // Lookup asks the provider about one operation and, when a record explains an operation
 // nobody is sending for, closes it with the record as evidence. None found closes nothing.
 func (s *Refunds) Lookup(ctx context.Context, es EventStore, opID, actor string) (LookupResult, Applied, error) {
-	op, err := s.Ledger.Store.Get(ctx, opID)
+	op, err := s.Ledger.Get(ctx, opID)
 	if err != nil {
 		return LookupResult{}, Applied{}, err
 	}

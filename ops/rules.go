@@ -155,13 +155,16 @@ type Policy struct {
 	// idempotency key (Stripe) or where a possible duplicate is accepted (interactive LLM
 	// calls, counted); false for batch jobs, which wait for reconciliation.
 	RetryUncertain bool
+	// NoProviderKey says the provider takes no idempotency key (LLM APIs): a resend after an
+	// uncertain attempt may execute twice, so it is recorded as a possible duplicate.
+	NoProviderKey bool
 }
 
 // DefaultPolicies are the policies per kind.
 var DefaultPolicies = map[Kind]Policy{
 	KindRefund:  {RetryUncertain: true},
-	KindLLMCall: {RetryUncertain: true},
-	KindLLMJob:  {RetryUncertain: false},
+	KindLLMCall: {RetryUncertain: true, NoProviderKey: true},
+	KindLLMJob:  {RetryUncertain: false, NoProviderKey: true},
 }
 
 // NextStatus decides where an operation goes after an attempt ended with outcome. retry
@@ -177,8 +180,7 @@ func NextStatus(op *Operation, outcome Outcome, pol Policy, now time.Time, lim L
 		// A saved 500 replays itself for this key: resending can only repeat it (rule 5).
 		return StatusUnknown, false
 	}
-	uncertain := outcome == OutcomeTimeout || outcome == OutcomeKeyInUse
-	if uncertain && !pol.RetryUncertain {
+	if outcome.Uncertain() && !pol.RetryUncertain {
 		return StatusUnknown, false
 	}
 	if op.PastRetention(now) {

@@ -2,13 +2,15 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 )
 
 // Sender performs one attempt at a provider with the operation's provider key. It must not
-// touch the store: the ledger records the attempt before and after.
+// touch the store: the ledger records the attempt before and after. While it runs it may
+// report how far the attempt got with ReportPhase(ctx, …).
 type Sender interface {
 	Send(ctx context.Context, op *Operation, a *Attempt) AttemptResult
 }
@@ -36,50 +38,168 @@ func SleepContext(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Run sends op through s until the outcome is settled or this call's budget is spent:
-// at most Limits.AttemptsPerCall attempts, backoff with jitter between them, never past ctx's
-// deadline. first is an attempt already begun (by Open), or nil. When the call's budget
+// Hooks let a flow take part in Run without a loop of its own. Every hook is optional.
+type Hooks struct {
+	// Spent, asked before each new attempt, names the caller's own budget that another send
+	// would overrun (a job's attempts, deadline or cost), or "". A spent budget ends the run
+	// with Ledger.GiveUp.
+	Spent func(now time.Time) string
+	// BeforeSend runs once the attempt is recorded and before it is sent; possibleDup says
+	// the send follows an uncertain attempt of a provider that takes no key. An error ends
+	// the run: the attempt is recorded as not sent and the lease released.
+	BeforeSend func(ctx context.Context, op *Operation, a *Attempt, possibleDup bool) error
+	// AfterAttempt runs once the attempt's end is recorded, with the operation as it now is.
+	AfterAttempt func(ctx context.Context, op *Operation, res AttemptResult) error
+	// MayRetry, when set, is asked before another attempt of this call: false ends the call
+	// (a stream that reached its client cannot be restarted under it).
+	MayRetry func() bool
+}
+
+// RunSpec says how Run sends one operation.
+type RunSpec struct {
+	// Owner holds the operation's lease for the run.
+	Owner string
+	// First is an attempt already begun (by Open), or nil.
+	First *Attempt
+	// Policy overrides the ledger's policy for the operation's kind (a tenant's own).
+	Policy *Policy
+	// Deadline, when set, bounds the run's attempts and backoff instead of ctx's deadline;
+	// a flow whose sends outlive its client's request sets it with a context that is never
+	// cancelled.
+	Deadline time.Time
+	// PossibleDuplicate says the operation's last attempt, before this run, was uncertain.
+	PossibleDuplicate bool
+	// PhaseDelay is how long a phase lasts before it is written; a shorter attempt writes
+	// none. Zero or less writes at once.
+	PhaseDelay time.Duration
+	Sleep      Sleeper
+	Hooks      Hooks
+}
+
+// Run sends op until its outcome is settled or this call's budget is spent: at most
+// Limits.AttemptsPerCall attempts, backoff with jitter between them honouring Retry-After,
+// never past the deadline (rule 4). Every attempt is recorded before it is sent and after it
+// ends; while it runs the lease is renewed and its phases written. When the call's budget
 // runs out with the operation still open, the lease is released so the next call or the
-// reaper may go on with the same key.
-func (l *Ledger) Run(ctx context.Context, op *Operation, first *Attempt, owner string, s Sender, sleep Sleeper) (*Operation, error) {
-	if sleep == nil {
-		sleep = SleepContext
+// reaper may go on with the same key (rule 1).
+func (l *Ledger) Run(ctx context.Context, op *Operation, s Sender, spec RunSpec) (*Operation, error) {
+	r := &runner{l: l, ctx: ctx, sender: s, bg: context.WithoutCancel(ctx), spec: spec,
+		pol: l.policy(op.Kind, spec.Policy), possibleDup: spec.PossibleDuplicate,
+		rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
+	if r.spec.Sleep == nil {
+		r.spec.Sleep = SleepContext
 	}
-	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	a := first
+	return r.run(op)
+}
+
+// runner is one call of Run.
+type runner struct {
+	l           *Ledger
+	ctx, bg     context.Context
+	sender      Sender
+	spec        RunSpec
+	pol         Policy
+	possibleDup bool
+	rnd         *rand.Rand
+}
+
+func (r *runner) run(op *Operation) (*Operation, error) {
+	a := r.spec.First
 	for n := 1; ; n++ {
 		var err error
 		if a == nil {
-			if ctx.Err() != nil {
-				// The caller's deadline passed: an attempt now could not even be sent.
-				return l.release(ctx, op, owner)
-			}
-			if op, a, err = l.BeginAttempt(ctx, op, owner); err != nil {
+			if op, a, err = r.begin(op); err != nil || a == nil {
 				return op, err
 			}
 		}
-		res := s.Send(ctx, op, a)
-		var retry bool
-		if op, retry, err = l.FinishAttempt(context.WithoutCancel(ctx), op, a, owner, res); err != nil {
+		var res AttemptResult
+		if op, res, err = r.attempt(op, a); err != nil {
 			return op, err
 		}
-		if !retry {
+		if op.Status != StatusInProgress {
 			return op, nil
 		}
-		wait := Backoff(n, res.RetryAfter, l.Limits, rnd)
-		dl, hasDeadline := ctx.Deadline()
-		if n >= l.Limits.AttemptsPerCall || (hasDeadline && time.Until(dl) < wait) {
-			return l.release(ctx, op, owner)
+		r.possibleDup = r.pol.NoProviderKey && res.Outcome.Uncertain()
+		wait := Backoff(n, res.RetryAfter, r.l.Limits, r.rnd)
+		if n >= r.l.Limits.AttemptsPerCall || r.left() < wait || (r.spec.Hooks.MayRetry != nil && !r.spec.Hooks.MayRetry()) {
+			return r.release(op)
 		}
-		if err := sleep(ctx, wait); err != nil {
-			return l.release(ctx, op, owner)
+		if err := r.spec.Sleep(r.ctx, wait); err != nil {
+			return r.release(op)
 		}
 		a = nil
 	}
 }
 
-func (l *Ledger) release(ctx context.Context, op *Operation, owner string) (*Operation, error) {
-	out, err := l.Release(context.WithoutCancel(ctx), op, owner, 0, "")
+// begin records a new attempt, unless the caller's deadline passed (an attempt now could
+// not even be sent) or its budget is spent. A nil attempt ends the run.
+func (r *runner) begin(op *Operation) (*Operation, *Attempt, error) {
+	if r.ctx.Err() != nil || (!r.spec.Deadline.IsZero() && r.left() <= 0) {
+		out, err := r.release(op)
+		return out, nil, err
+	}
+	if r.spec.Hooks.Spent != nil {
+		if reason := r.spec.Hooks.Spent(r.l.Clock.Now()); reason != "" {
+			out, err := r.l.GiveUp(r.bg, op, r.spec.Owner, reason)
+			return out, nil, err
+		}
+	}
+	cur, a, err := r.l.BeginAttempt(r.bg, op, r.spec.Owner)
+	if err != nil {
+		if _, rerr := r.release(op); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return op, nil, fmt.Errorf("begin attempt: %w", err)
+	}
+	return cur, a, nil
+}
+
+// attempt sends a, already recorded, and records how it ended.
+func (r *runner) attempt(op *Operation, a *Attempt) (*Operation, AttemptResult, error) {
+	h := r.spec.Hooks
+	if h.BeforeSend != nil {
+		if err := h.BeforeSend(r.bg, op, a, r.possibleDup); err != nil {
+			res := AttemptResult{Outcome: OutcomeNotSent, ErrorCode: ErrorReason(err)}
+			if cur, _, ferr := r.l.finish(r.bg, op, a, r.spec.Owner, res, r.pol); ferr == nil && cur.Status == StatusInProgress {
+				_, _ = r.release(cur)
+			}
+			return op, res, err
+		}
+	}
+	t := r.l.track(r.bg, op, r.spec.Owner, r.spec.PhaseDelay)
+	res := r.sender.Send(withTracker(r.ctx, t), op, a)
+	op = t.stop()
+	if r.pol.NoProviderKey {
+		res.PossibleDuplicate = r.possibleDup
+	}
+	cur, _, err := r.l.finish(r.bg, op, a, r.spec.Owner, res, r.pol)
+	if err != nil {
+		return op, res, fmt.Errorf("finish attempt: %w", err)
+	}
+	if h.AfterAttempt != nil {
+		if err := h.AfterAttempt(r.bg, cur, res); err != nil {
+			return cur, res, err
+		}
+	}
+	return cur, res, nil
+}
+
+// left is the time the run has before its deadline; a run without one has plenty.
+func (r *runner) left() time.Duration {
+	if !r.spec.Deadline.IsZero() {
+		return time.Until(r.spec.Deadline)
+	}
+	if dl, ok := r.ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return time.Duration(1<<63 - 1)
+}
+
+func (r *runner) release(op *Operation) (*Operation, error) {
+	if op.Status != StatusInProgress || op.LeaseOwner != r.spec.Owner {
+		return op, nil
+	}
+	out, err := r.l.Release(r.bg, op, r.spec.Owner, 0, "")
 	if err != nil {
 		return op, fmt.Errorf("release lease: %w", err)
 	}

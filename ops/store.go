@@ -42,6 +42,11 @@ type Store interface {
 	ExpireDue(ctx context.Context, actor string, now time.Time, limit int) (int, error)
 	// Attempts lists an operation's attempts in order.
 	Attempts(ctx context.Context, opID string) ([]Attempt, error)
+	// LatestForIntent returns the newest operation of an intent, whatever its status, or
+	// ENOTFOUND.
+	LatestForIntent(ctx context.Context, tenantID int64, kind Kind, intentKey string) (*Operation, error)
+	// RecordRejected records a client request refused before any operation was opened.
+	RecordRejected(ctx context.Context, tenantID int64, kind Kind, requestRef string, at time.Time) error
 }
 
 // OpenParams is what Store.Open needs.

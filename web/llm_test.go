@@ -94,7 +94,7 @@ func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gatewa
 	if o.lease > 0 {
 		ledger.Limits.Lease = o.lease
 	}
-	gw, err := llm.New(llm.Config{Ledger: ledger, Store: w.db, Upstream: up, Prices: llm.DefaultPrices(),
+	gw, err := llm.New(llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
 		TenantModes: o.modes, MaxBody: o.maxBody})
 	if err != nil {
 		t.Fatal(err)

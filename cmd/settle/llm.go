@@ -34,7 +34,7 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	for tenant, pol := range c.TenantPolicies {
 		modes[tenant] = llm.Mode(pol)
 	}
-	gw, err := llm.New(llm.Config{Ledger: p.Ledger, Store: p.DB, Upstream: up, Prices: prices, KeyTTL: c.KeyTTL,
+	gw, err := llm.New(llm.Config{Ledger: p.Ledger, Upstream: up, Prices: prices, KeyTTL: c.KeyTTL,
 		Mode: llm.Mode(c.Policy), TenantModes: modes, Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger})
 	if err != nil {
 		return nil, err

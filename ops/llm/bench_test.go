@@ -62,7 +62,7 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Upstream: up, Prices: llm.DefaultPrices()})
+	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(db, ops.SystemClock{}), Upstream: up, Prices: llm.DefaultPrices()})
 	if err != nil {
 		b.Fatal(err)
 	}

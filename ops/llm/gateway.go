@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"mime"
 	"sync/atomic"
 	"time"
@@ -20,7 +19,6 @@ import (
 type Config struct {
 	// Ledger records every client request and attempt; its Clock is the gateway's clock.
 	Ledger   *ops.Ledger
-	Store    Store
 	Upstream Upstream
 	// Prices gives the cost of each generation; nil means every cost is unknown.
 	Prices *PriceTable
@@ -52,7 +50,6 @@ type Config struct {
 type Gateway struct {
 	cfg     Config
 	clock   ops.Clock
-	ledgers map[Mode]*ops.Ledger
 	flights *hub
 	stats   counters
 }
@@ -60,8 +57,8 @@ type Gateway struct {
 // New checks cfg, fills in defaults and returns a gateway.
 func New(cfg Config) (*Gateway, error) {
 	switch {
-	case cfg.Ledger == nil || cfg.Store == nil || cfg.Upstream == nil:
-		return nil, ops.Errorf(ops.EINVALID, "The LLM gateway needs a ledger, a store and an upstream.")
+	case cfg.Ledger == nil || cfg.Upstream == nil:
+		return nil, ops.Errorf(ops.EINVALID, "The LLM gateway needs a ledger and an upstream.")
 	case cfg.Mode != "" && !cfg.Mode.Valid():
 		return nil, ops.Errorf(ops.EINVALID, "Unknown LLM policy %q: use interactive or batch.", cfg.Mode)
 	}
@@ -100,18 +97,14 @@ func New(cfg Config) (*Gateway, error) {
 	if min := cfg.Ledger.Limits.RetentionMargin + cfg.Deadline; cfg.KeyTTL <= min {
 		return nil, ops.Errorf(ops.EINVALID, "The LLM key TTL (%s) must be longer than the retention margin plus the call deadline (%s).", cfg.KeyTTL, min)
 	}
-	g := &Gateway{cfg: cfg, clock: cfg.Ledger.Clock, ledgers: map[Mode]*ops.Ledger{}, flights: newHub()}
-	// One ledger per mode: they differ only in whether an uncertain llm_call may be resent.
-	for m, retry := range map[Mode]bool{Interactive: true, Batch: false} {
-		l := *cfg.Ledger
-		l.Policies = maps.Clone(cfg.Ledger.Policies)
-		if l.Policies == nil {
-			l.Policies = map[ops.Kind]ops.Policy{}
-		}
-		l.Policies[ops.KindLLMCall] = ops.Policy{RetryUncertain: retry}
-		g.ledgers[m] = &l
-	}
+	g := &Gateway{cfg: cfg, clock: cfg.Ledger.Clock, flights: newHub()}
 	return g, nil
+}
+
+// policy is the ledger policy of a mode: they differ only in whether an uncertain call may
+// be resent. A provider of chat completions takes no idempotency key either way.
+func (g *Gateway) policy(m Mode) ops.Policy {
+	return ops.Policy{RetryUncertain: m != Batch, NoProviderKey: true}
 }
 
 // ModeFor returns the policy of a tenant's calls on a route.
@@ -143,14 +136,6 @@ func storedRequest(s stored, body []byte) []byte {
 	return append(append(append(out, head...), body...), '}')
 }
 
-func modeOf(op *ops.Operation) Mode {
-	var s stored
-	if json.Unmarshal(op.Request, &s) == nil && s.Mode.Valid() {
-		return s.Mode
-	}
-	return Interactive
-}
-
 // exchange is one client request in flight through the gateway.
 type exchange struct {
 	g      *Gateway
@@ -170,6 +155,8 @@ type exchange struct {
 	// possibleDup: the next send follows an attempt whose outcome is uncertain.
 	possibleDup bool
 	dups        int
+	// in is the request's intent, kept to admit it again after a wait.
+	in ops.Intent
 }
 
 // Complete answers one chat completion request: from the stored result when its key has
@@ -190,7 +177,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	key, err := x.check(r)
 	if err != nil {
 		g.stats.rejected.Add(1)
-		if rerr := g.cfg.Store.RecordRejected(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, r.RequestRef, g.clock.Now()); rerr != nil {
+		if rerr := g.cfg.Ledger.Reject(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, r.RequestRef); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return err
@@ -201,16 +188,20 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: g.cfg.Upstream.Name(), IntentKey: key,
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: truncate(x.req.User, 200),
 		Request: request, Retention: g.cfg.KeyTTL}
-	o, err := x.admit(in)
+	pol := g.policy(x.mode)
+	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.Policy = x.ref, x.owner, x.start, g.cfg.KeyTTL, &pol
+	x.in = in
+	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
+	if adm.Verdict == ops.VerdictConflict {
+		x.g.stats.conflicts.Add(1)
+		return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused, Err: err,
+			Message: "This Idempotency-Key was first used with another request (model, messages or parameters differ). Use a new key for a new request."}
+	}
 	if err != nil {
 		return err
 	}
-	x.crID = o.ClientRequestID
-	if o.Created {
-		g.stats.fresh.Add(1)
-		return x.run(g.ledgers[x.mode], o.Op, o.Attempt)
-	}
-	return x.serve(o.Op)
+	x.crID = adm.ClientRequestID
+	return x.serve(adm)
 }
 
 // check reads and validates the request and returns its intent key.
@@ -250,174 +241,27 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// admit opens the key's operation or joins the one it has, as the refund tool does: the
-// newest operation of the key is joined while it is open, or when it completed within the
-// key's TTL (a replay), or when it failed after this request arrived, or with another
-// fingerprint (to be refused). Otherwise the key starts a new operation, guarded by the
-// newest one seen, so a concurrent request's operation is joined instead of repeated.
-func (x *exchange) admit(in ops.Intent) (ops.Opened, error) {
-	g := x.g
-	// Most keys are new: try the insert first, guarded by "no operation of this key yet",
-	// which saves the lookup's round trip. A key with an open operation joins it in the same
-	// statement; a key with only closed ones is decided below.
-	none := ""
-	first := in
-	first.Latest = &none
-	o, err := g.ledgers[x.mode].Open(x.ctx, first, x.ref, x.owner)
-	if ops.ErrorReason(err) != "superseded" {
-		if err != nil {
-			return o, x.conflict(err)
+// serve answers a request as its admission decided.
+func (x *exchange) serve(adm ops.Admission) error {
+	g, op := x.g, adm.Op
+	switch adm.Verdict {
+	case ops.VerdictSend:
+		if adm.Created {
+			g.stats.fresh.Add(1)
 		}
-		return o, nil
+		x.possibleDup = adm.PossibleDuplicate
+		return x.run(op, adm.Attempt)
+	case ops.VerdictInFlight:
+		return x.inFlight(op)
+	case ops.VerdictChecking:
+		return unknownError(op)
 	}
-	latest, err := g.cfg.Store.LatestForIntent(x.ctx, in.TenantID, ops.KindLLMCall, in.IntentKey)
-	if err != nil && ops.ErrorCode(err) != ops.ENOTFOUND {
-		return ops.Opened{}, err
-	}
-	if latest != nil && x.joinable(latest, in.Fingerprint) {
-		return x.join(latest.ID, in.Fingerprint)
-	}
-	seen := ""
-	if latest != nil {
-		seen = latest.ID
-	}
-	in.Latest = &seen
-	o, err = g.ledgers[x.mode].Open(x.ctx, in, x.ref, x.owner)
-	if ops.ErrorReason(err) == "superseded" {
-		newer, err := g.cfg.Store.LatestForIntent(x.ctx, in.TenantID, ops.KindLLMCall, in.IntentKey)
-		if err != nil {
-			return ops.Opened{}, err
-		}
-		return x.join(newer.ID, in.Fingerprint)
-	}
-	if err != nil {
-		return o, x.conflict(err)
-	}
-	return o, nil
-}
-
-func (x *exchange) joinable(latest *ops.Operation, fingerprint string) bool {
-	if !latest.Status.Final() {
-		return true
-	}
-	if x.g.clock.Now().Sub(latest.CreatedAt) >= x.g.cfg.KeyTTL {
-		return false // the key is free again
-	}
-	switch {
-	case latest.Status == ops.StatusSucceeded, latest.Fingerprint != fingerprint:
-		return true
-	default:
-		// Failed: nothing was billed. A request that came after the failure may try again.
-		return latest.ClosedAt != nil && !latest.ClosedAt.Before(x.start)
-	}
-}
-
-func (x *exchange) join(opID, fingerprint string) (ops.Opened, error) {
-	o, err := x.g.cfg.Ledger.Join(x.ctx, opID, fingerprint, x.ref)
-	if err != nil {
-		return o, x.conflict(err)
-	}
-	return o, nil
-}
-
-// conflict turns the ledger's refusal of another fingerprint into the IETF draft's 422.
-func (x *exchange) conflict(err error) error {
-	if ops.ErrorCode(err) != ops.EINVALID {
-		return err
-	}
-	x.g.stats.conflicts.Add(1)
-	return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused, Err: err,
-		Message: "This Idempotency-Key was first used with another request (model, messages or parameters differ). Use a new key for a new request."}
-}
-
-// serve answers a request that joined an existing operation.
-func (x *exchange) serve(op *ops.Operation) error {
-	g := x.g
-	now := g.clock.Now()
-	lg := g.ledgers[modeOf(op)]
-	bg := context.WithoutCancel(x.ctx)
-	switch {
-	case op.Status == ops.StatusSucceeded:
-		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerReplayed, now); err != nil {
-			return err
-		}
+	if op.Status == ops.StatusSucceeded {
 		g.stats.replays.Add(1)
 		return x.replay(op, "")
-	case op.Status == ops.StatusFailed:
-		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerReplayed, now); err != nil {
-			return err
-		}
-		return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonGenerationFailed,
-			Message: fmt.Sprintf("The first request with this key failed at the provider (operation %s); nothing was billed. Send it again to try once more.", op.ID)}
-	case op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired:
-		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerChecking, now); err != nil {
-			return err
-		}
-		return unknownError(op)
-	case op.Leased(now):
-		return x.inFlight(op)
-	case op.PastRetention(now):
-		exp, err := lg.Expire(bg, op, x.owner)
-		if err != nil {
-			return err
-		}
-		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerChecking, now); err != nil {
-			return err
-		}
-		return unknownError(exp)
 	}
-	// Received, released by an earlier request, or stalled: go on with the same operation.
-	uncertain, err := x.lastUncertain(lg, op)
-	if err != nil {
-		return err
-	}
-	if uncertain && !lg.Policies[ops.KindLLMCall].RetryUncertain {
-		cur, err := lg.MarkUnknown(bg, op, x.owner, "an attempt's outcome is uncertain and the batch policy forbids a resend")
-		if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
-			return err
-		}
-		if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerChecking, now); err != nil {
-			return err
-		}
-		if cur == nil {
-			cur = op
-		}
-		return unknownError(cur)
-	}
-	claimed, err := lg.Claim(bg, op, x.owner)
-	if ops.ErrorCode(err) == ops.ECONFLICT {
-		// Another request claimed it a moment ago.
-		cur, gerr := lg.Store.Get(bg, op.ID)
-		if gerr != nil {
-			return gerr
-		}
-		return x.inFlight(cur)
-	}
-	if err != nil {
-		return err
-	}
-	if err := lg.Store.AnswerClientRequest(bg, x.crID, ops.AnswerRetried, now); err != nil {
-		return err
-	}
-	x.possibleDup = uncertain
-	return x.run(lg, claimed, nil)
-}
-
-// lastUncertain reports whether the operation's latest attempt may have been billed
-// without an answer: unfinished (its process died) or finished uncertain.
-func (x *exchange) lastUncertain(lg *ops.Ledger, op *ops.Operation) (bool, error) {
-	if op.Attempts == 0 {
-		return false, nil
-	}
-	atts, err := lg.Store.Attempts(x.ctx, op.ID)
-	if err != nil {
-		return false, err
-	}
-	if len(atts) == 0 {
-		return false, nil
-	}
-	last := atts[len(atts)-1]
-	return last.FinishedAt == nil || last.Outcome == ops.OutcomeTimeout || last.Outcome == ops.OutcomeKeyInUse, nil
+	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonGenerationFailed,
+		Message: fmt.Sprintf("The first request with this key failed at the provider (operation %s); nothing was billed. Send it again to try once more.", op.ID)}
 }
 
 func unknownError(op *ops.Operation) error {
@@ -431,7 +275,7 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 	g := x.g
 	bg := context.WithoutCancel(x.ctx)
 	busy := func() error {
-		if err := g.cfg.Ledger.Store.AnswerClientRequest(bg, x.crID, ops.AnswerInProgress, g.clock.Now()); err != nil {
+		if err := g.cfg.Ledger.Answer(bg, x.crID, ops.AnswerInProgress); err != nil {
 			return err
 		}
 		g.stats.inFlight.Add(1)
@@ -467,27 +311,37 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 			case <-time.After(poll):
 			}
 			poll = min(poll*2, 500*time.Millisecond)
-			cur, err := g.cfg.Ledger.Store.Get(x.ctx, op.ID)
+			cur, err := g.cfg.Ledger.Get(x.ctx, op.ID)
 			if err != nil {
 				return err
 			}
 			op = cur
 		}
 	}
-	cur, err := g.cfg.Ledger.Store.Get(x.ctx, op.ID)
+	cur, err := g.cfg.Ledger.Get(x.ctx, op.ID)
 	if err != nil {
 		return err
 	}
 	g.stats.waited.Add(1)
 	if cur.Status == ops.StatusSucceeded {
-		if err := g.cfg.Ledger.Store.AnswerClientRequest(bg, x.crID, ops.AnswerReplayed, g.clock.Now()); err != nil {
+		if err := g.cfg.Ledger.Answer(bg, x.crID, ops.AnswerReplayed); err != nil {
 			return err
 		}
 		g.stats.replays.Add(1)
 		return x.replay(cur, applied)
 	}
 	x.wait = 0
-	return x.serve(cur)
+	return x.readmit(cur)
+}
+
+// readmit decides again for a request that waited on another one's operation, which ended
+// without a completion (or is still held).
+func (x *exchange) readmit(op *ops.Operation) error {
+	adm, err := x.g.cfg.Ledger.Readmit(context.WithoutCancel(x.ctx), x.in, ops.Admission{Op: op, ClientRequestID: x.crID})
+	if err != nil {
+		return err
+	}
+	return x.serve(adm)
 }
 
 // follow streams the in-flight generation to a waiting streaming client from its first
@@ -516,7 +370,7 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 			return x.ctx.Err()
 		}
 	}
-	cur, err := g.cfg.Ledger.Store.Get(context.WithoutCancel(x.ctx), f.opID)
+	cur, err := g.cfg.Ledger.Get(context.WithoutCancel(x.ctx), f.opID)
 	if err != nil {
 		return x.streamFailed(err)
 	}
@@ -524,11 +378,11 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 	if cur.Status != ops.StatusSucceeded {
 		if !x.began {
 			x.wait = 0
-			return x.serve(cur)
+			return x.readmit(cur)
 		}
 		return x.streamFailed(unknownError(cur))
 	}
-	if err := g.cfg.Ledger.Store.AnswerClientRequest(context.WithoutCancel(x.ctx), x.crID, ops.AnswerReplayed, g.clock.Now()); err != nil {
+	if err := g.cfg.Ledger.Answer(context.WithoutCancel(x.ctx), x.crID, ops.AnswerReplayed); err != nil {
 		return x.streamFailed(err)
 	}
 	g.stats.replays.Add(1)

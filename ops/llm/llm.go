@@ -51,16 +51,6 @@ const (
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool { return m == Interactive || m == Batch }
 
-// Store is what the gateway needs from the store beyond the ledger; ops.RefundStore's
-// methods of the same names, which the Postgres store implements.
-type Store interface {
-	// LatestForIntent returns the newest operation of an intent, whatever its status, or
-	// ENOTFOUND.
-	LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error)
-	// RecordRejected records a client request refused before any operation was opened.
-	RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error
-}
-
 // Upstream is an OpenAI-compatible provider. OpenAI (upstream.go) implements it over HTTP.
 type Upstream interface {
 	// Name is the provider's name as stored on operations.

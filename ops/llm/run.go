@@ -10,41 +10,24 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// run sends op's request to the provider until the outcome is settled or this request's
-// budget is spent, streaming to the client as the provider streams, and answers; lg is the
-// ledger of op's policy. Every attempt is begun in the ledger before it is sent and
-// finished after. The provider call runs without the client's cancellation: a client that
-// leaves does not stop the generation, which is stored for its retry.
-func (x *exchange) run(lg *ops.Ledger, op *ops.Operation, first *ops.Attempt) error {
+// run sends op's request to the provider through the ledger's attempt loop until the
+// outcome is settled or this request's budget is spent, streaming to the client as the
+// provider streams, and answers. The provider call runs without the client's
+// cancellation: a client that leaves does not stop the generation, which is stored for its
+// retry.
+func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	g := x.g
-	bg := context.WithoutCancel(x.ctx)
-	deadline := time.Now().Add(g.cfg.Deadline)
 	f := g.flights.open(op.ID, x.req.Stream)
 	defer g.flights.close(f)
 	upBody := x.req.upstreamBody(x.body)
-	a := first
 	var res ops.AttemptResult
 	var reply Reply
 	var body []byte
-	for n := 1; ; n++ {
-		if a == nil {
-			cur, att, err := lg.BeginAttempt(bg, op, x.owner)
-			if err != nil {
-				x.release(lg, op)
-				return x.fail(fmt.Errorf("begin attempt: %w", err))
-			}
-			op, a = cur, att
-		}
-		if x.possibleDup {
-			x.dups++
-			g.stats.possibleDups.Add(1)
-		}
-		g.stats.upstream.Add(1)
-		tr := x.track(lg, op)
+	send := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
 		asm := newAssembler()
 		requestID := ""
-		reply = g.cfg.Upstream.Send(bg, Call{Body: upBody, Stream: x.req.Stream, OperationID: op.ID, Attempt: a.N,
-			Sent: func() { tr.phase(ops.PhaseSentToProvider) },
+		reply = g.cfg.Upstream.Send(ctx, Call{Body: upBody, Stream: x.req.Stream, OperationID: op.ID, Attempt: a.N,
+			Sent: func() { ops.ReportPhase(ctx, ops.PhaseSentToProvider) },
 			Answered: func(id string) {
 				requestID = id
 				f.setRequestID(id)
@@ -55,39 +38,40 @@ func (x *exchange) run(lg *ops.Ledger, op *ops.Operation, first *ops.Attempt) er
 					return err
 				}
 				if token {
-					tr.phase(ops.PhaseFirstToken)
+					ops.ReportPhase(ctx, ops.PhaseFirstToken)
 				}
 				f.add(d)
 				x.forward(d, usageOnly, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID})
 				return nil
 			}})
-		op = tr.stop()
 		res, body = x.result(a, reply, asm)
-		res.PossibleDuplicate = x.possibleDup
-		if res.Outcome == ops.OutcomeTimeout || res.Outcome == ops.OutcomeKeyInUse {
-			g.stats.uncertain.Add(1)
-		}
-		cur, retry, err := lg.FinishAttempt(bg, op, a, x.owner, res)
-		if err != nil {
-			return x.fail(fmt.Errorf("finish attempt: %w", err))
-		}
-		op = cur
-		if !retry {
-			break
-		}
-		x.possibleDup = res.Outcome == ops.OutcomeTimeout || res.Outcome == ops.OutcomeKeyInUse
-		wait := ops.Backoff(n, res.RetryAfter, lg.Limits, nil)
-		// A stream that reached the client cannot be restarted under it: the client's
-		// retry continues the operation instead.
-		if x.began || n >= lg.Limits.AttemptsPerCall || time.Until(deadline) < wait {
-			op = x.release(lg, op)
-			break
-		}
-		if err := g.cfg.Sleep(bg, wait); err != nil {
-			op = x.release(lg, op)
-			break
-		}
-		a = nil
+		return res
+	})
+	pol := g.policy(x.mode)
+	op, err := g.cfg.Ledger.Run(context.WithoutCancel(x.ctx), op, send, ops.RunSpec{
+		Owner: x.owner, First: first, Policy: &pol, Deadline: time.Now().Add(g.cfg.Deadline),
+		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
+		Hooks: ops.Hooks{
+			BeforeSend: func(_ context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {
+				if possibleDup {
+					x.dups++
+					g.stats.possibleDups.Add(1)
+				}
+				g.stats.upstream.Add(1)
+				return nil
+			},
+			AfterAttempt: func(_ context.Context, _ *ops.Operation, r ops.AttemptResult) error {
+				if r.Outcome.Uncertain() {
+					g.stats.uncertain.Add(1)
+				}
+				return nil
+			},
+			// A stream that reached the client cannot be restarted under it: the client's
+			// retry continues the operation instead.
+			MayRetry: func() bool { return !x.began },
+		}})
+	if err != nil {
+		return x.fail(err)
 	}
 	return x.answer(op, res, reply, body)
 }
@@ -209,140 +193,6 @@ func failure(op *ops.Operation, res ops.AttemptResult, reply Reply) error {
 		e.Reason, e.Message = ReasonUpstreamError, "The provider failed to answer."+next
 	}
 	return e
-}
-
-// release gives up this request's lease so the client's retry may go on at once.
-func (x *exchange) release(lg *ops.Ledger, op *ops.Operation) *ops.Operation {
-	if op.Status != ops.StatusInProgress || op.LeaseOwner != x.owner {
-		return op
-	}
-	out, err := lg.Release(context.WithoutCancel(x.ctx), op, x.owner, 0, "")
-	if err != nil {
-		x.g.cfg.Logger.Warn("llm: release lease", "operation", op.ID, "err", err)
-		return op
-	}
-	return out
-}
-
-// tracker records the phases of one attempt (sent_to_provider, first_token) and keeps its
-// lease alive while a long generation runs. It writes from timers, so the stream to the
-// client never waits for the database and a short call starts no goroutine; it owns the
-// operation's version until stop hands it back. A phase is written once it has lasted
-// Config.PhaseDelay: a call that ends sooner records no intermediate phase, and of two
-// phases reached within the delay only the later is written.
-type tracker struct {
-	lg    *ops.Ledger
-	ctx   context.Context
-	delay time.Duration
-	every time.Duration
-	owner string
-	log   func(msg string, args ...any)
-
-	writing sync.Mutex // held by a write, so writes land in order and stop waits for one
-
-	mu           sync.Mutex
-	op           *ops.Operation
-	cur, pending ops.Phase
-	flush, renew *time.Timer
-	stopped      bool
-}
-
-var phaseRank = map[ops.Phase]int{ops.PhaseSending: 1, ops.PhaseSentToProvider: 2, ops.PhaseFirstToken: 3}
-
-func (x *exchange) track(lg *ops.Ledger, op *ops.Operation) *tracker {
-	t := &tracker{lg: lg, ctx: context.WithoutCancel(x.ctx), owner: x.owner, delay: max(x.g.cfg.PhaseDelay, 0),
-		every: lg.Limits.Lease / 3, log: x.g.cfg.Logger.Warn, op: op, cur: ops.PhaseSending}
-	if t.every <= 0 {
-		t.every = 10 * time.Second
-	}
-	t.renew = time.AfterFunc(t.every, t.renewLease)
-	return t
-}
-
-// phase asks for op's phase to move forward; each phase is written once.
-func (t *tracker) phase(p ops.Phase) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.stopped || phaseRank[p] <= phaseRank[t.cur] || phaseRank[p] <= phaseRank[t.pending] {
-		return
-	}
-	t.pending = p
-	if t.flush == nil {
-		t.flush = time.AfterFunc(t.delay, t.flushPhase)
-	}
-}
-
-// flushPhase writes the phase that has lasted the delay.
-func (t *tracker) flushPhase() {
-	t.writing.Lock()
-	defer t.writing.Unlock()
-	t.mu.Lock()
-	p, stopped := t.pending, t.stopped
-	t.pending, t.flush = ops.PhaseNone, nil
-	t.mu.Unlock()
-	if !stopped && p != ops.PhaseNone {
-		t.write(p)
-	}
-}
-
-// renewLease extends the lease, writing a pending phase with it, and comes back later.
-func (t *tracker) renewLease() {
-	t.writing.Lock()
-	defer t.writing.Unlock()
-	t.mu.Lock()
-	if t.stopped {
-		t.mu.Unlock()
-		return
-	}
-	p := t.cur
-	if t.pending != ops.PhaseNone {
-		p, t.pending = t.pending, ops.PhaseNone
-		if t.flush != nil {
-			t.flush.Stop()
-			t.flush = nil
-		}
-	}
-	t.mu.Unlock()
-	t.write(p)
-	t.mu.Lock()
-	if !t.stopped {
-		t.renew.Reset(t.every)
-	}
-	t.mu.Unlock()
-}
-
-// write moves the phase and extends the lease in one compare-and-set; the caller holds
-// t.writing.
-func (t *tracker) write(p ops.Phase) {
-	t.mu.Lock()
-	op := t.op
-	t.mu.Unlock()
-	now := t.lg.Clock.Now()
-	out, err := t.lg.Store.SetPhase(t.ctx, op.ID, t.owner, p, now.Add(t.lg.Limits.Lease), now)
-	if err != nil {
-		t.log("llm: record phase", "operation", op.ID, "phase", p, "err", err)
-		return
-	}
-	t.mu.Lock()
-	t.op, t.cur = out, p
-	t.mu.Unlock()
-}
-
-// stop ends the tracking, waits for a write under way, and returns the operation as last
-// written.
-func (t *tracker) stop() *ops.Operation {
-	t.mu.Lock()
-	t.stopped = true
-	if t.flush != nil {
-		t.flush.Stop()
-	}
-	t.renew.Stop()
-	t.mu.Unlock()
-	t.writing.Lock()
-	defer t.writing.Unlock()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.op
 }
 
 // hub holds the generations this process is running, so a request waiting on the same

@@ -351,7 +351,7 @@ func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := f.ledger.Run(ctx, o.Op, o.Attempt, "call-1", timeouts, noSleep)
+	op, err := f.ledger.Run(ctx, o.Op, timeouts, ops.RunSpec{Owner: "call-1", First: o.Attempt, Sleep: noSleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err = f.ledger.Run(ctx, op, nil, "call-2", timeouts, noSleep)
+	op, err = f.ledger.Run(ctx, op, timeouts, ops.RunSpec{Owner: "call-2", Sleep: noSleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 		return ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200, ProviderRequestID: "req_1",
 			Result: &ops.Result{ProviderRef: "re_123", Body: []byte(`{"id":"re_123"}`)}}
 	})
-	op, err := f.ledger.Run(ctx, o.Op, o.Attempt, "w", ok, nil)
+	op, err := f.ledger.Run(ctx, o.Op, ok, ops.RunSpec{Owner: "w", First: o.Attempt})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func TestNoTransactionIsOpenDuringTheProviderCall(t *testing.T) {
 		}
 		return ops.AttemptResult{Outcome: ops.OutcomeOK, Result: &ops.Result{ProviderRef: "re_long"}}
 	})
-	if _, err := f.ledger.Run(ctx, o.Op, o.Attempt, "w", sender, nil); err != nil {
+	if _, err := f.ledger.Run(ctx, o.Op, sender, ops.RunSpec{Owner: "w", First: o.Attempt}); err != nil {
 		t.Fatal(err)
 	}
 }

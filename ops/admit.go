@@ -1,0 +1,218 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+)
+
+// Verdict is what admission decided a client request gets.
+type Verdict string
+
+// The verdicts of Admit.
+const (
+	// VerdictSend: the caller holds the operation's lease and sends it with Run, either a
+	// new operation (Admission.Attempt is its first attempt, begun) or one resumed with the
+	// same key.
+	VerdictSend Verdict = "send"
+	// VerdictReplay: the operation is closed; its stored result (or failure) answers.
+	VerdictReplay Verdict = "replay"
+	// VerdictChecking: the outcome is unknown or the key expired; nothing is sent until a
+	// lookup or a person closes it.
+	VerdictChecking Verdict = "checking"
+	// VerdictInFlight: another request holds the lease. The caller answers 409 or waits,
+	// and records its answer.
+	VerdictInFlight Verdict = "in_flight"
+	// VerdictConflict: the intent is open with another fingerprint.
+	VerdictConflict Verdict = "conflict"
+)
+
+// Admission is what Admit decided, with the operation it concerns.
+type Admission struct {
+	Verdict         Verdict
+	Op              *Operation
+	Created         bool
+	ClientRequestID int64
+	// Attempt is the first attempt of a new operation, begun already (rule 1).
+	Attempt *Attempt
+	// PossibleDuplicate says the resumed operation's last attempt may have been executed
+	// by a provider that takes no key: a resend may execute twice.
+	PossibleDuplicate bool
+}
+
+// Admit decides, in one place for every flow, what a client request for an intent gets:
+// a new operation to send, an open one to resume with its key, a replay of a closed one,
+// "checking" while nobody knows, 409 while another request sends, or a conflict when the
+// same intent comes with other parameters. It records the client request and, except for
+// VerdictInFlight, how it was answered (rule 8). A new operation is committed leased to
+// in.Owner with its first attempt begun, guarded by the newest operation seen, so two
+// concurrent requests make one operation (rule 2).
+func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
+	if err := in.validate(); err != nil {
+		return Admission{}, err
+	}
+	if in.Start.IsZero() {
+		in.Start = l.Clock.Now()
+	}
+	if in.Check == nil {
+		// Most intents are new: try the insert first, guarded by "no operation yet", which
+		// saves the lookup's round trip; an open one is joined in the same statement.
+		none := ""
+		first := in
+		first.Latest = &none
+		o, err := l.Open(ctx, first, in.RequestRef, in.Owner)
+		if ErrorReason(err) != ReasonSuperseded {
+			return l.admitted(ctx, in, o, err)
+		}
+	}
+	for range 4 {
+		latest, err := l.store.LatestForIntent(ctx, in.TenantID, in.Kind, in.IntentKey)
+		if err != nil && ErrorCode(err) != ENOTFOUND {
+			return Admission{}, err
+		}
+		if latest != nil && l.joinable(in, latest) {
+			return l.join(ctx, in, latest.ID)
+		}
+		seen := ""
+		if latest != nil {
+			seen = latest.ID
+		}
+		if in.Check != nil {
+			if err := in.Check(ctx); err != nil {
+				return l.refused(ctx, in, seen, err)
+			}
+		}
+		in.Latest = &seen
+		o, err := l.Open(ctx, in, in.RequestRef, in.Owner)
+		if ErrorReason(err) == ReasonSuperseded {
+			continue // a concurrent request opened it first: look again
+		}
+		return l.admitted(ctx, in, o, err)
+	}
+	return Admission{}, fmt.Errorf("the intent %q kept changing during admission", in.IntentKey)
+}
+
+// joinable says whether a request for in is answered by latest, the intent's newest
+// operation, rather than by a new one: while latest is open; when it closed after the
+// request arrived (the request came while it was open: it is its duplicate); and, within
+// the intent's replay window, when it succeeded or carries other parameters (to refuse).
+func (l *Ledger) joinable(in Intent, latest *Operation) bool {
+	switch {
+	case !latest.Status.Final():
+		return true
+	case latest.ClosedAt != nil && !latest.ClosedAt.Before(in.Start):
+		return true
+	case in.ReplayFor <= 0 || l.Clock.Now().Sub(latest.CreatedAt) >= in.ReplayFor:
+		return false
+	}
+	return latest.Status == StatusSucceeded || latest.Fingerprint != in.Fingerprint
+}
+
+// refused answers a request whose Check refused a new operation. The refusal may be the
+// intent's own doing: a concurrent request of it took what the check counts, or its
+// earlier operation succeeded ("try again" after it went through). Then the answer is that
+// operation, not the refusal.
+func (l *Ledger) refused(ctx context.Context, in Intent, seen string, cause error) (Admission, error) {
+	newer, err := l.store.LatestForIntent(ctx, in.TenantID, in.Kind, in.IntentKey)
+	if err == nil && (newer.ID != seen || (newer.Status == StatusSucceeded && newer.Fingerprint == in.Fingerprint)) {
+		return l.join(ctx, in, newer.ID)
+	}
+	if rerr := l.store.RecordRejected(ctx, in.TenantID, in.Kind, in.RequestRef, l.Clock.Now()); rerr != nil {
+		return Admission{}, rerr
+	}
+	return Admission{}, cause
+}
+
+func (l *Ledger) join(ctx context.Context, in Intent, opID string) (Admission, error) {
+	o, err := l.Join(ctx, opID, in.Fingerprint, in.RequestRef)
+	return l.admitted(ctx, in, o, err)
+}
+
+// admitted turns what Open or Join found into a verdict.
+func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (Admission, error) {
+	a := Admission{Op: o.Op, Created: o.Created, ClientRequestID: o.ClientRequestID, Attempt: o.Attempt}
+	switch {
+	case err != nil && ErrorCode(err) == EINVALID && o.Op != nil:
+		a.Verdict = VerdictConflict
+		return a, err
+	case err != nil:
+		return a, err
+	case o.Created:
+		a.Verdict = VerdictSend
+		return a, nil
+	}
+	return l.dispatch(context.WithoutCancel(ctx), in, a)
+}
+
+// dispatch decides what a request that joined an existing operation gets, by its status.
+func (l *Ledger) dispatch(ctx context.Context, in Intent, a Admission) (Admission, error) {
+	op, now := a.Op, l.Clock.Now()
+	switch {
+	case op.Status.Final():
+		return l.answered(ctx, a, VerdictReplay, AnswerReplayed)
+	case op.Status == StatusUnknown || op.Status == StatusExpired:
+		return l.answered(ctx, a, VerdictChecking, AnswerChecking)
+	case op.Leased(now):
+		a.Verdict = VerdictInFlight
+		return a, nil
+	case op.PastRetention(now):
+		// The provider may have forgotten the key: a resend could execute twice.
+		exp, err := l.Expire(ctx, op, in.Owner)
+		if err != nil {
+			return a, err
+		}
+		a.Op = exp
+		return l.answered(ctx, a, VerdictChecking, AnswerChecking)
+	}
+	return l.resume(ctx, in, a)
+}
+
+// resume takes over an open operation nobody holds (received, released by an earlier
+// call, or stalled) to send it again with its key. A dead worker's unfinished attempt is
+// recorded as a timeout first; a policy that forbids resending after an uncertain attempt
+// makes the operation unknown instead.
+func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission, error) {
+	claimed, err := l.Claim(ctx, a.Op, in.Owner)
+	if ErrorCode(err) == ECONFLICT {
+		// Another request claimed it a moment ago: it is in flight.
+		cur, gerr := l.store.Get(ctx, a.Op.ID)
+		if gerr != nil {
+			return a, gerr
+		}
+		a.Op, a.Verdict = cur, VerdictInFlight
+		return a, nil
+	}
+	if err != nil {
+		return a, err
+	}
+	pol := l.policy(claimed.Kind, in.Policy)
+	op, retry, uncertain, err := l.FinishDangling(ctx, claimed, in.Owner, &pol)
+	if err != nil {
+		return a, err
+	}
+	if uncertain && !pol.RetryUncertain && op.Status == StatusInProgress {
+		if op, err = l.MarkUnknown(ctx, op, in.Owner, "an attempt's outcome is uncertain and the policy forbids a resend"); err != nil {
+			return a, err
+		}
+	}
+	a.Op = op
+	if op.Status != StatusInProgress {
+		return l.dispatch(ctx, in, a)
+	}
+	_ = retry // in progress means another attempt may be sent
+	a.PossibleDuplicate = uncertain && pol.NoProviderKey
+	return l.answered(ctx, a, VerdictSend, AnswerRetried)
+}
+
+func (l *Ledger) answered(ctx context.Context, a Admission, v Verdict, ans Answer) (Admission, error) {
+	a.Verdict = v
+	if err := l.Answer(ctx, a.ClientRequestID, ans); err != nil {
+		return a, fmt.Errorf("answer client request: %w", err)
+	}
+	return a, nil
+}
+
+// Readmit decides again, for a request already admitted, once its operation moved on: a
+// request that waited on another one's send gets what the operation's status allows now.
+func (l *Ledger) Readmit(ctx context.Context, in Intent, a Admission) (Admission, error) {
+	return l.dispatch(ctx, in, a)
+}
