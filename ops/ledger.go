@@ -281,7 +281,7 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 	if next.Final() || next == StatusUnknown || next == StatusExpired {
 		p.Reason = "attempt " + string(r.Outcome)
 	}
-	out, err := l.store.Transition(ctx, p)
+	out, err := l.transition(ctx, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("finish attempt: %w", err)
 	}
@@ -292,16 +292,13 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 // so a later call may claim it at once. Used when a call's attempt budget is spent.
 func (l *Ledger) Release(ctx context.Context, op *Operation, owner string, clientRequestID int64, a Answer) (*Operation, error) {
 	now := l.Clock.Now()
-	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
+	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
 		Now: now, Actor: owner, Owner: owner, Action: "release", AnswerRequest: clientRequestID, Answer: a})
 }
 
 // MarkUnknown stops all sending for op until someone closes it.
 func (l *Ledger) MarkUnknown(ctx context.Context, op *Operation, actor, reason string) (*Operation, error) {
-	if err := CheckTransition(op.Status, StatusUnknown); err != nil {
-		return nil, err
-	}
-	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
+	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
 		Now: l.Clock.Now(), Actor: actor, Action: "mark_unknown", Reason: reason})
 }
 
@@ -318,10 +315,7 @@ func (l *Ledger) expire(ctx context.Context, op *Operation, actor, owner, reason
 	if !op.PastRetention(now) {
 		return nil, Errorf(EINVALID, "Operation %s is still within the provider's key retention.", op.ID)
 	}
-	if err := CheckTransition(op.Status, StatusExpired); err != nil {
-		return nil, err
-	}
-	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
+	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
 		Now: now, Actor: actor, Owner: owner, Action: "expire", Reason: reason, RequireLeaseExpired: owner == ""})
 }
 
@@ -353,7 +347,7 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	}
 	ev := p.Evidence
 	ev.RecordedBy, ev.RecordedAt = p.Actor, now
-	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: p.To,
+	return l.transition(ctx, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: p.To,
 		Now: now, Actor: p.Actor, Action: "close", Reason: ev.Summary, Evidence: &ev, RequireLeaseExpired: true,
 		Result: resultFromEvidence(p.To, ev)})
 }
@@ -392,10 +386,7 @@ func (l *Ledger) GiveUp(ctx context.Context, op *Operation, owner, reason string
 			return l.MarkUnknown(ctx, op, owner, "budget spent ("+reason+") after an uncertain attempt")
 		}
 	}
-	if err := CheckTransition(op.Status, StatusFailed); err != nil {
-		return nil, err
-	}
-	return l.store.Transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusFailed,
+	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusFailed,
 		Now: l.Clock.Now(), Actor: owner, Owner: owner, Action: "budget_exhausted",
 		Reason: "budget spent (" + reason + "); every attempt was refused before it was executed"})
 }
@@ -428,4 +419,14 @@ func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string
 // not allowed), so every client request is counted (rule 8).
 func (l *Ledger) Reject(ctx context.Context, tenantID int64, kind Kind, requestRef string) error {
 	return l.store.RecordRejected(ctx, tenantID, kind, requestRef, l.Clock.Now())
+}
+
+// transition is the one way an operation changes: the move must be allowed by the status
+// rules, and the store applies it as a compare-and-set on status and version, with its
+// attempt, evidence, audit and outbox rows in the same transaction (rule 6).
+func (l *Ledger) transition(ctx context.Context, p TransitionParams) (*Operation, error) {
+	if err := CheckTransition(p.From, p.To); err != nil {
+		return nil, err
+	}
+	return l.store.Transition(ctx, p)
 }
