@@ -448,7 +448,7 @@ func CustomerStatusOf(op *Operation) CustomerStatus {
 	if op.Kind == KindRefund {
 		what = "refund"
 		if op.AmountCents > 0 {
-			of = " of " + FormatAmount(op.AmountCents, op.Currency)
+			of = " of " + FormatMoney(op.AmountCents, op.Currency)
 		}
 	}
 	switch op.Status {
@@ -475,20 +475,4 @@ func CustomerStatusOf(op *Operation) CustomerStatus {
 		return CustomerStatus{Headline: "In progress",
 			Sentence: "Your " + what + of + " is being processed. We'll confirm in this chat as soon as it's done."}
 	}
-}
-
-// zeroDecimal are the currencies Settle refunds in whose minor unit is the unit itself.
-var zeroDecimal = map[string]bool{"jpy": true, "krw": true}
-
-// FormatAmount writes an amount in minor units with its currency, as people read it.
-func FormatAmount(cents int64, currency string) string {
-	sign := ""
-	if cents < 0 {
-		sign, cents = "-", -cents
-	}
-	cur := strings.ToUpper(currency)
-	if zeroDecimal[strings.ToLower(currency)] {
-		return strings.TrimSpace(fmt.Sprintf("%s%d %s", sign, cents, cur))
-	}
-	return strings.TrimSpace(fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, cur))
 }

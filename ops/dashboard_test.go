@@ -56,11 +56,3 @@ func TestCheckNotExecuted(t *testing.T) {
 		}
 	}
 }
-
-func TestFormatAmount(t *testing.T) {
-	for in, want := range map[[2]any]string{{int64(3800), "usd"}: "38.00 USD", {int64(-5), "eur"}: "-0.05 EUR", {int64(500), "jpy"}: "500 JPY"} {
-		if got := ops.FormatAmount(in[0].(int64), in[1].(string)); got != want {
-			t.Errorf("FormatAmount(%v) = %q, want %q", in, got, want)
-		}
-	}
-}

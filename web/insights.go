@@ -187,13 +187,13 @@ func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, ba
 			if saved[c] == nil {
 				saved[c], lost[c] = make([]float64, n), make([]float64, n)
 			}
-			saved[c][i] += float64(v) / 1e6
+			saved[c][i] += ops.MajorUnits(v, c)
 		}
 		for c, v := range r.Lost {
 			if saved[c] == nil {
 				saved[c], lost[c] = make([]float64, n), make([]float64, n)
 			}
-			lost[c][i] += float64(v) / 1e6
+			lost[c][i] += ops.MajorUnits(v, c)
 		}
 	}
 	total := ops.MetricsRow{Saved: ops.Money{}, Lost: ops.Money{}}
@@ -265,14 +265,10 @@ func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, ba
 		if unit == "" {
 			unit = "?"
 		}
-		var s, l float64
-		for i := range n {
-			s, l = s+saved[c][i], l+lost[c][i]
-		}
 		charts = append(charts, views.Chart{ID: "money-" + url.PathEscape(c), Title: "Money saved and lost (" + unit + ")", Unit: unit, Bars: true,
 			Buckets: labels,
 			Note:    "Saved: what each replayed request would have cost again. Lost: the amounts of double charges.",
-			Summary: fmt.Sprintf("Saved %s, lost %s in this range.", formatMoney(ops.Money{c: int64(s * 1e6)}), formatMoney(ops.Money{c: int64(l * 1e6)})),
+			Summary: fmt.Sprintf("Saved %s, lost %s in this range.", ops.FormatMicros(total.Saved[c], c), ops.FormatMicros(total.Lost[c], c)),
 			Series: []views.ChartSeries{{Name: "Saved by replays", Color: colorGreen, Values: ptrs(saved[c])},
 				{Name: "Lost to double charges", Color: colorRed, Values: ptrs(lost[c])}}})
 	}

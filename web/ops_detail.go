@@ -79,7 +79,7 @@ func opSummary(op *ops.Operation, tenant string, now time.Time, showKey bool) vi
 		Leased: op.Leased(now), Stalled: op.Stalled(now), Final: op.Status.Final(), Retention: "none",
 	}
 	if op.AmountCents != 0 || op.Currency != "" {
-		sum.Amount = formatAmount(op.AmountCents, op.Currency)
+		sum.Amount = ops.FormatMoney(op.AmountCents, op.Currency)
 	}
 	if showKey {
 		sum.ProviderKey = op.ProviderKey

@@ -224,13 +224,10 @@ func queueRow(o *ops.Operation, tenant string, now time.Time) views.QueueRow {
 		Attempts: o.Attempts, Age: formatAge(now.Sub(o.CreatedAt)), Stalled: o.Stalled(now),
 	}
 	if o.AmountCents != 0 || o.Currency != "" {
-		row.Amount = formatAmount(o.AmountCents, o.Currency)
+		row.Amount = ops.FormatMoney(o.AmountCents, o.Currency)
 	}
 	return row
 }
-
-// formatAmount writes an amount in its currency's minor unit as people read it.
-func formatAmount(cents int64, currency string) string { return ops.FormatAmount(cents, currency) }
 
 // formatAge keeps two units at most: on-call people compare ages, they do not add them.
 func formatAge(d time.Duration) string {

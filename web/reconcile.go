@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -366,36 +365,12 @@ func tenantLabel(id int64, names map[int64]string) string {
 	return strconv.FormatInt(id, 10)
 }
 
-// formatMoney writes amounts per currency; micro-units below a cent still show, since an
-// LLM call costs fractions of one.
+// formatMoney writes amounts per currency with ops' one money formatter, a dash for none.
 func formatMoney(m ops.Money) string {
 	if len(m) == 0 {
 		return "—"
 	}
-	cur := make([]string, 0, len(m))
-	for c := range m {
-		cur = append(cur, c)
-	}
-	sort.Strings(cur)
-	parts := make([]string, 0, len(cur))
-	for _, c := range cur {
-		v := m[c]
-		sign := ""
-		if v < 0 {
-			sign, v = "-", -v
-		}
-		unit := strings.ToUpper(c)
-		if unit == "" {
-			unit = "?"
-		}
-		if v > 0 && v < 10_000 {
-			parts = append(parts, fmt.Sprintf("%s%d.%06d %s", sign, v/1_000_000, v%1_000_000, unit))
-			continue
-		}
-		cents := (v + 5_000) / 10_000
-		parts = append(parts, fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, unit))
-	}
-	return strings.Join(parts, ", ")
+	return m.String()
 }
 
 // handleReconcileCSV exports the same rows as the page, one per window, tenant, kind and
@@ -447,15 +422,6 @@ func orDash(s string) string {
 		return "—"
 	}
 	return s
-}
-
-// amount formats minor units with two decimals, as Settle's currencies use.
-func amount(cents int64, currency string) string {
-	sign := ""
-	if cents < 0 {
-		sign, cents = "-", -cents
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, strings.ToUpper(currency))
 }
 
 // tenantNames maps tenant ids to names for the pages that show rows of every tenant.

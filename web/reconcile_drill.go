@@ -50,7 +50,7 @@ func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
 		row := views.ReconDrillRow{At: d.At.UTC().Format("2006-01-02 15:04:05"), OperationID: d.OperationID,
 			Tenant: tenantLabel(d.TenantID, names), Kind: orDash(string(d.Kind)), Provider: orDash(d.Provider), Ref: d.Ref, Detail: d.Detail}
 		if d.AmountCents != 0 {
-			row.Amount = amount(d.AmountCents, d.Currency)
+			row.Amount = ops.FormatMoney(d.AmountCents, d.Currency)
 		}
 		m.Rows = append(m.Rows, row)
 	}

@@ -117,7 +117,7 @@ func exceptionRow(e *ops.Exception, names map[int64]string) views.ExceptionRow {
 		FirstSeen: e.FirstSeenAt.UTC().Format("2006-01-02 15:04"), LastSeen: e.LastSeenAt.UTC().Format("2006-01-02 15:04"),
 		SeenCount: e.SeenCount}
 	if e.AmountCents != 0 {
-		row.Amount = amount(e.AmountCents, e.Currency)
+		row.Amount = ops.FormatMoney(e.AmountCents, e.Currency)
 	}
 	return row
 }
@@ -240,8 +240,8 @@ func compareRecords(e *ops.Exception, op *ops.Operation, charges []ops.ProviderC
 		{Field: "Record id", Ours: ours(func(o *ops.Operation) string { return orDash(o.ProviderRef) }),
 			Theirs:  cols(func(c ops.ProviderCharge) string { return c.Ref }),
 			Differs: op == nil || len(charges) == 0 || anyOf(func(c ops.ProviderCharge) bool { return c.Ref != op.ProviderRef })},
-		{Field: "Amount", Ours: ours(func(o *ops.Operation) string { return amount(o.AmountCents, o.Currency) }),
-			Theirs: cols(func(c ops.ProviderCharge) string { return amount(c.AmountCents, c.Currency) }),
+		{Field: "Amount", Ours: ours(func(o *ops.Operation) string { return ops.FormatMoney(o.AmountCents, o.Currency) }),
+			Theirs: cols(func(c ops.ProviderCharge) string { return ops.FormatMoney(c.AmountCents, c.Currency) }),
 			Differs: op != nil && anyOf(func(c ops.ProviderCharge) bool {
 				return c.AmountCents != op.AmountCents || !strings.EqualFold(c.Currency, op.Currency)
 			})},

@@ -80,7 +80,7 @@ func supportResult(op *ops.Operation, canAct bool) views.SupportResult {
 	case ops.KindRefund:
 		res.What = "Refund"
 		if op.AmountCents != 0 {
-			res.Amount = formatAmount(op.AmountCents, op.Currency)
+			res.Amount = ops.FormatMoney(op.AmountCents, op.Currency)
 		}
 	default:
 		res.What = "AI request"

@@ -357,7 +357,7 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w o
 // explains if nobody is sending for it and nobody closed it first.
 func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known map[string]bool, rep *Report) error {
 	ev := ops.Evidence{Kind: ops.EvidenceReconciliation,
-		Summary: fmt.Sprintf("Reconciliation found %s at %s: %s, %s.", rec.Ref, rec.Provider, money(rec.AmountCents, rec.Currency), rec.Status)}
+		Summary: fmt.Sprintf("Reconciliation found %s at %s: %s, %s.", rec.Ref, rec.Provider, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status)}
 	applied, err := r.Ledger.ApplyRecord(ctx, r.Store, rec, ev, r.actor(rec.Provider))
 	if err == nil || ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT {
 		// The charge is recorded before the ledger decides about the operation.
@@ -385,7 +385,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 		return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionExplainedUnknown, Provider: rec.Provider, Ref: op.ID,
 			TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
 			Summary: fmt.Sprintf("Operation %s had no known outcome; %s shows %s (%s, %s).", op.ID, rec.Provider, rec.Ref,
-				money(rec.AmountCents, rec.Currency), rec.Status),
+				ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
 			Resolved: true, Note: fmt.Sprintf("Closed as %s by reconciliation with %s as evidence.", op.Status, rec.Ref),
 			Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
 	case "orphan":
@@ -399,7 +399,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 		}
 		return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionOrphanCharge, Provider: rec.Provider, Ref: rec.Ref,
 			ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
-			Summary: fmt.Sprintf("%s %s (%s, %s) %s.", rec.Provider, rec.Ref, money(rec.AmountCents, rec.Currency), rec.Status, why),
+			Summary: fmt.Sprintf("%s %s (%s, %s) %s.", rec.Provider, rec.Ref, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status, why),
 			Details: details(nil, rec), Actor: r.actor(rec.Provider), At: now})
 	case "already_closed":
 		op := applied.Op
@@ -408,7 +408,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 			return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionChargeOnFailed, Provider: rec.Provider, Ref: op.ID,
 				TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
 				Summary: fmt.Sprintf("Operation %s was closed as failed by %s, but %s shows %s (%s, %s).", op.ID, op.ClosedBy,
-					rec.Provider, rec.Ref, money(rec.AmountCents, rec.Currency), rec.Status),
+					rec.Provider, rec.Ref, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
 				Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
 		}
 	case "in_flight":
@@ -450,7 +450,7 @@ func (r *Reconciler) double(ctx context.Context, provider string, d ops.DoubleCh
 	return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionDoubleCharge, Provider: provider, Ref: d.OperationID,
 		TenantID: d.TenantID, OperationID: d.OperationID, ChargeRefs: refs, AmountCents: extra, Currency: currency,
 		Summary: fmt.Sprintf("Operation %s was charged %d times at %s (%s); %s more than once.", d.OperationID, len(d.Charges),
-			provider, strings.Join(refs, ", "), money(extra, currency)),
+			provider, strings.Join(refs, ", "), ops.FormatMoney(extra, currency)),
 		Details: b, Actor: r.actor(provider), At: r.Ledger.Clock.Now()})
 }
 
@@ -484,15 +484,6 @@ func details(op *ops.Operation, recs ...ops.ProviderRecord) json.RawMessage {
 	}
 	b, _ := json.Marshal(m)
 	return b
-}
-
-// money formats minor units with two decimals, which holds for the currencies Settle refunds in.
-func money(cents int64, currency string) string {
-	sign := ""
-	if cents < 0 {
-		sign, cents = "-", -cents
-	}
-	return fmt.Sprintf("%s%d.%02d %s", sign, cents/100, cents%100, strings.ToUpper(currency))
 }
 
 func truncate(s string, n int) string {
