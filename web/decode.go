@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -49,3 +50,11 @@ const (
 	EUNSUPPORTED = "unsupported_media_type"
 	ETOOLARGE    = "too_large"
 )
+
+// idempotencyKey returns the Idempotency-Key header as llm.ParseKey, the one parser of it
+// that every route uses, takes it: the value and whether the header was sent at all. Two
+// header fields are joined by a newline, which ParseKey refuses.
+func idempotencyKey(r *http.Request) (raw string, present bool) {
+	vs := r.Header.Values("Idempotency-Key")
+	return strings.Join(vs, "\n"), len(vs) > 0
+}

@@ -5,51 +5,89 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/views"
 )
 
-// Error answers a failed request: the ops error code picks the HTTP status, API clients
-// get application/problem+json and people get the error page. Internal errors are logged
-// and their text never leaves the server.
-func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
-	code := ops.ErrorCode(err)
-	var status int
-	switch code {
-	case ops.ENOTFOUND:
-		status = http.StatusNotFound
-	case ops.ECONFLICT:
-		status = http.StatusConflict
-	case ops.EINVALID:
-		status = http.StatusUnprocessableEntity
-	case ops.EFORBIDDEN:
-		status = http.StatusForbidden
-	case ops.EUNAUTHORIZED:
-		status = http.StatusUnauthorized
-	case ops.EUNAVAILABLE:
-		status = http.StatusServiceUnavailable
-		w.Header().Set("Retry-After", "5")
-	case EMALFORMED:
-		status = http.StatusBadRequest
-	case EUNSUPPORTED:
-		status = http.StatusUnsupportedMediaType
-	case ETOOLARGE:
-		status = http.StatusRequestEntityTooLarge
-	default:
-		code, status = ops.EINTERNAL, http.StatusInternalServerError
-		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+// httpStatus is Settle's one table from an error to its HTTP status, used by every route:
+// the JSON API, the LLM gateway, pipeline jobs, the MCP endpoint and the dashboard's pages.
+// An error's precise reason (ops.Error.Reason) is looked up first, then its code; anything
+// else is 500. Reasons are listed only where their status is not their code's. The jobs
+// service uses the gateway's reasons for keys (jobs.ReasonMissingKey is
+// llm.ReasonMissingKey), so a key is refused alike on both routes.
+var httpStatus = map[string]int{
+	// Codes of ops.Error.
+	ops.ENOTFOUND:     http.StatusNotFound,
+	ops.ECONFLICT:     http.StatusConflict,
+	ops.EINVALID:      http.StatusUnprocessableEntity,
+	ops.EFORBIDDEN:    http.StatusForbidden,
+	ops.EUNAUTHORIZED: http.StatusUnauthorized,
+	ops.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	// Codes only the transport produces (EUNSUPPORTED is also llm.ReasonUnsupportedType).
+	EMALFORMED:   http.StatusBadRequest,
+	EUNSUPPORTED: http.StatusUnsupportedMediaType,
+	ETOOLARGE:    http.StatusRequestEntityTooLarge,
+	// Reasons: the request is malformed rather than refused.
+	llm.ReasonMissingKey:     http.StatusBadRequest,
+	llm.ReasonInvalidKey:     http.StatusBadRequest,
+	llm.ReasonMalformedJSON:  http.StatusBadRequest,
+	llm.ReasonInvalidRequest: http.StatusBadRequest,
+	llm.ReasonRefused:        http.StatusBadRequest,
+	llm.ReasonBodyTooLarge:   http.StatusRequestEntityTooLarge,
+	// Reasons: the provider behind the gateway failed.
+	llm.ReasonRateLimited:      http.StatusTooManyRequests,
+	llm.ReasonTimeout:          http.StatusGatewayTimeout,
+	llm.ReasonUpstreamError:    http.StatusBadGateway,
+	llm.ReasonBadResponse:      http.StatusBadGateway,
+	llm.ReasonUnreachable:      http.StatusBadGateway,
+	llm.ReasonUpstreamAuth:     http.StatusBadGateway,
+	llm.ReasonGenerationFailed: http.StatusBadGateway,
+}
+
+// statusOf returns the HTTP status of err and the stable code a problem carries for it
+// (its reason, or internal for an error that is not Settle's on purpose).
+func statusOf(err error) (status int, code string) {
+	reason := ops.ErrorReason(err)
+	if st, ok := httpStatus[reason]; ok {
+		return st, reason
 	}
-	if code != ops.EINTERNAL {
-		code = ops.ErrorReason(err)
+	if st, ok := httpStatus[ops.ErrorCode(err)]; ok {
+		return st, reason
+	}
+	return http.StatusInternalServerError, ops.EINTERNAL
+}
+
+// Error answers a failed request with the status statusOf gives: API clients get
+// application/problem+json, people get the error page. Retry-After comes from the error
+// when it carries one (the gateway's), else 5 s for a 503. A provider's refusal relayed by
+// the gateway keeps the provider's 4xx status. Internal errors are logged and their text
+// never leaves the server.
+func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := statusOf(err)
+	p, _ := llm.ProblemOf(err)
+	if code == llm.ReasonRefused && p.UpstreamStatus >= 400 && p.UpstreamStatus < 500 {
+		status = p.UpstreamStatus
+	}
+	switch {
+	case p.RetryAfter > 0:
+		w.Header().Set("Retry-After", strconv.Itoa(int((p.RetryAfter+time.Second-1)/time.Second)))
+	case status == http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "5")
+	}
+	if ops.ErrorCode(err) == ops.EINTERNAL {
+		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	s.writeError(w, r, status, code, ops.ErrorMessage(err))
 }
 
 // isAPI reports whether the client is a program, which wants problem+json, not HTML.
 func isAPI(r *http.Request) bool {
-	return strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/v1/")
+	return strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/mcp"
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, code, detail string) {

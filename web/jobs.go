@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // JobService is what the jobs API needs: the job service of ops/jobs.
@@ -51,12 +51,6 @@ type jobAccepted struct {
 	DedupKey string `json:"dedup_key"`
 }
 
-// jobStatus maps the job service's reasons to statuses s.Error has no code for.
-var jobStatus = map[string]int{
-	jobs.ReasonMissingKey: http.StatusBadRequest,
-	jobs.ReasonInvalidKey: http.StatusBadRequest,
-}
-
 // handleSubmitJob runs a job once per Idempotency-Key: the first request answers 202 with a
 // new job, a repeat answers 200 with the same job and Idempotent-Replayed, the same key with
 // another body answers 422.
@@ -70,20 +64,19 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	keys := r.Header.Values("Idempotency-Key")
+	raw, present := idempotencyKey(r)
+	key, err := llm.ParseKey(raw, present, true)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
 	res, err := s.Jobs.Submit(r.Context(), jobs.Submission{
-		TenantID: tenantFrom(r.Context()).ID,
-		// Two Idempotency-Key headers are malformed: joined by a newline, they fail validation.
-		IdempotencyKey: strings.Join(keys, "\n"),
-		RequestRef:     firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"), r.Header.Get("X-Request-Id")),
-		Document:       jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
-		Pipeline:       b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
+		TenantID: tenantFrom(r.Context()).ID, IdempotencyKey: key,
+		RequestRef: firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"), r.Header.Get("X-Request-Id")),
+		Document:   jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
+		Pipeline:   b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
 	})
 	if err != nil {
-		if status, ok := jobStatus[ops.ErrorReason(err)]; ok {
-			s.writeError(w, r, status, ops.ErrorReason(err), ops.ErrorMessage(err))
-			return
-		}
 		s.Error(w, r, err)
 		return
 	}

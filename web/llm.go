@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
@@ -23,12 +22,12 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "The LLM gateway is not configured."))
 		return
 	}
-	keys := r.Header.Values("Idempotency-Key")
+	key, hasKey := idempotencyKey(r)
 	sink := &httpSink{w: w, rc: http.NewResponseController(w)}
 	err := s.LLM.Complete(r.Context(), llm.Request{
 		Tenant: tenantFrom(r.Context()), Route: "/v1/chat/completions",
-		// Two Idempotency-Key headers are malformed: joined by a newline, they fail validation.
-		Key: strings.Join(keys, "\n"), HasKey: len(keys) > 0,
+		// The gateway parses the key with llm.ParseKey, as the jobs route does.
+		Key: key, HasKey: hasKey,
 		ContentType: r.Header.Get("Content-Type"), Body: r.Body, Prefer: r.Header.Get("Prefer"),
 		RequestRef: firstNonEmpty(r.Header.Get("X-Client-Request-Id"), r.Header.Get("X-Request-Ref")),
 		ChatRef:    r.Header.Get("Settle-Chat-Ref"),
@@ -38,48 +37,8 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	case sink.began:
 		s.Logger.WarnContext(r.Context(), "chat completion failed after the answer began", "err", err)
 	default:
-		s.llmError(w, r, err)
-	}
-}
-
-// llmStatus maps the gateway's reasons to statuses s.Error has no code for.
-var llmStatus = map[string]int{
-	llm.ReasonMissingKey:       http.StatusBadRequest,
-	llm.ReasonInvalidKey:       http.StatusBadRequest,
-	llm.ReasonMalformedJSON:    http.StatusBadRequest,
-	llm.ReasonInvalidRequest:   http.StatusBadRequest,
-	llm.ReasonBodyTooLarge:     http.StatusRequestEntityTooLarge,
-	llm.ReasonUnsupportedType:  http.StatusUnsupportedMediaType,
-	llm.ReasonKeyInUse:         http.StatusConflict,
-	llm.ReasonOutcomeUnknown:   http.StatusConflict,
-	llm.ReasonKeyReused:        http.StatusUnprocessableEntity,
-	llm.ReasonRateLimited:      http.StatusTooManyRequests,
-	llm.ReasonTimeout:          http.StatusGatewayTimeout,
-	llm.ReasonUpstreamError:    http.StatusBadGateway,
-	llm.ReasonBadResponse:      http.StatusBadGateway,
-	llm.ReasonUnreachable:      http.StatusBadGateway,
-	llm.ReasonUpstreamAuth:     http.StatusBadGateway,
-	llm.ReasonGenerationFailed: http.StatusBadGateway,
-	llm.ReasonRefused:          http.StatusBadRequest,
-}
-
-// llmError answers a gateway error as problem+json, with Retry-After when the gateway gives
-// one. A provider's refusal keeps the provider's 4xx status.
-func (s *Server) llmError(w http.ResponseWriter, r *http.Request, err error) {
-	reason := ops.ErrorReason(err)
-	status, ok := llmStatus[reason]
-	if !ok {
 		s.Error(w, r, err)
-		return
 	}
-	p, _ := llm.ProblemOf(err)
-	if reason == llm.ReasonRefused && p.UpstreamStatus >= 400 && p.UpstreamStatus < 500 {
-		status = p.UpstreamStatus
-	}
-	if p.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((p.RetryAfter+999_999_999)/1_000_000_000)))
-	}
-	s.writeError(w, r, status, reason, ops.ErrorMessage(err))
 }
 
 // httpSink writes the gateway's answer: JSON with its length, sent when the handler

@@ -54,8 +54,7 @@ func (s *Server) mountMCP(r chi.Router) {
 }
 
 // mcpToken is requireToken for /mcp: the same tokens resolved by Accounts.TenantByToken,
-// refused as problem+json. (s.Error answers HTML outside /api and /v1, and MCP clients
-// are programs.)
+// refused by s.Error as problem+json (isAPI counts /mcp) with the statuses of every route.
 func (s *Server) mcpToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -64,16 +63,11 @@ func (s *Server) mcpToken(next http.Handler) http.Handler {
 		if ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(token) != "" {
 			t, err = s.Accounts.TenantByToken(r.Context(), strings.TrimSpace(token))
 		}
-		switch code := ops.ErrorCode(err); code {
-		case "":
-			next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
-		case ops.EUNAUTHORIZED:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
-			writeProblem(w, http.StatusUnauthorized, ops.ErrorReason(err), ops.ErrorMessage(err))
-		default:
-			s.Logger.ErrorContext(r.Context(), "resolve MCP token", "err", err)
-			writeProblem(w, http.StatusInternalServerError, ops.EINTERNAL, ops.ErrorMessage(err))
+		if err != nil {
+			s.Error(w, r, err)
+			return
 		}
+		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
 	})
 }
 

@@ -322,14 +322,14 @@ func (s *Server) handleExceptionChange(w http.ResponseWriter, r *http.Request) {
 		Assignee: r.PostForm.Get("assignee"), Severity: ops.Severity(r.PostForm.Get("severity")), Note: r.PostForm.Get("note"),
 		Actor: u.Email, At: s.Clock.Now()}
 	if _, err := ops.ChangeException(ctx, s.Recon, c); err != nil {
-		switch ops.ErrorCode(err) {
-		case ops.EINVALID:
-			s.renderException(w, r, id, http.StatusUnprocessableEntity, ops.ErrorMessage(err))
-		case ops.ECONFLICT:
-			s.renderException(w, r, id, http.StatusConflict, ops.ErrorMessage(err))
-		default:
-			s.Error(w, r, err)
+		// A change refused as invalid or as a lost race is shown on the exception's page,
+		// with the status of the one table (statusOf); anything else is the error page.
+		if code := ops.ErrorCode(err); code == ops.EINVALID || code == ops.ECONFLICT {
+			status, _ := statusOf(err)
+			s.renderException(w, r, id, status, ops.ErrorMessage(err))
+			return
 		}
+		s.Error(w, r, err)
 		return
 	}
 	s.Logger.InfoContext(ctx, "exception changed", "exception_id", id, "action", c.Action, "user_id", u.ID)

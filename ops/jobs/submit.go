@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // Document is what a client sends to be summarised: the text, or its hash and a reference
@@ -22,7 +23,10 @@ type Document struct {
 
 // Submission is one client request to run a job.
 type Submission struct {
-	TenantID       int64
+	TenantID int64
+	// IdempotencyKey is the key itself, out of its header: the web route parses the header
+	// with llm.ParseKey, the one Idempotency-Key parser, and Submit checks the key with
+	// llm.CheckKey.
 	IdempotencyKey string
 	// RequestRef ties the logs of one run; it is not part of the intent.
 	RequestRef    string
@@ -41,8 +45,8 @@ type Submitted struct {
 
 // Reasons carried by the errors of Submit, for the transport to map.
 const (
-	ReasonMissingKey   = "missing_idempotency_key"
-	ReasonInvalidKey   = "invalid_idempotency_key"
+	ReasonMissingKey   = llm.ReasonMissingKey
+	ReasonInvalidKey   = llm.ReasonInvalidKey
 	ReasonKeyReused    = "idempotency_key_reused"
 	ReasonBadDocument  = "invalid_document"
 	ReasonHashMismatch = "document_hash_mismatch"
@@ -70,7 +74,10 @@ type Service struct {
 // Submit records a job for the intent, or returns the job its key already names. The same
 // key with another document, pipeline, prompt version or profile is refused.
 func (s *Service) Submit(ctx context.Context, in Submission) (Submitted, error) {
-	if err := checkKey(in.IdempotencyKey); err != nil {
+	if in.IdempotencyKey == "" {
+		return Submitted{}, &ops.Error{Code: ops.EINVALID, Reason: ReasonMissingKey, Message: "Send an Idempotency-Key header: one key per job you mean to run."}
+	}
+	if err := llm.CheckKey(in.IdempotencyKey); err != nil {
 		return Submitted{}, err
 	}
 	cat := s.Catalog
@@ -142,22 +149,6 @@ func (s *Service) logger() *slog.Logger {
 		return s.Logger
 	}
 	return slog.Default()
-}
-
-// checkKey follows the Idempotency-Key draft: required, short, printable.
-func checkKey(k string) error {
-	if k == "" {
-		return &ops.Error{Code: ops.EINVALID, Reason: ReasonMissingKey, Message: "Send an Idempotency-Key header: one key per job you mean to run."}
-	}
-	if len(k) > 255 {
-		return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidKey, Message: "The Idempotency-Key is longer than 255 characters."}
-	}
-	for _, r := range k {
-		if r < 0x21 || r > 0x7e {
-			return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidKey, Message: "The Idempotency-Key must be printable ASCII without spaces."}
-		}
-	}
-	return nil
 }
 
 // documentHash returns the document's hash: computed from the text when there is one (and

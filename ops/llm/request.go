@@ -12,45 +12,96 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// MaxKeyLength is the longest Idempotency-Key accepted.
+// MaxKeyLength is the longest Idempotency-Key accepted, in bytes of the key itself.
 const MaxKeyLength = 255
 
-// ParseKey validates an Idempotency-Key header value as the IETF draft describes it: a
-// structured-field string, quoted or not, of 1 to 255 printable ASCII characters. present
-// says whether the header was sent at all; a missing key is an error only when required.
+// ParseKey is Settle's one parser of the Idempotency-Key header, for every route that takes
+// one (the chat completions gateway here, pipeline jobs in ops/jobs). raw is the header's
+// value as received; present says whether the header was sent at all, and a missing key
+// is an error only when required. Two header fields are sent joined by a newline and are
+// refused.
+//
+// The IETF draft "The Idempotency-Key HTTP Header Field" makes the value a Structured
+// Field sf-string (RFC 8941): a double-quoted string whose only escapes are \" and \\. For
+// compatibility with clients that send the key bare (the OpenAI SDKs' examples, curl), an
+// unquoted value is accepted too and taken verbatim; `"abc"` and `abc` are the same key.
+// Either way:
+//   - surrounding spaces and tabs (OWS) are trimmed; inside the quotes every space counts;
+//   - the key is 1 to 255 printable ASCII characters (space included), not only spaces;
+//   - a quoted value must be one whole sf-string: no other escape, nothing after the
+//     closing quote (parameters such as `"abc";x=1` are refused).
+//
+// A refusal is EINVALID with reason invalid_idempotency_key (missing_idempotency_key when
+// absent) and a message naming the header; the web layer answers it 400.
 func ParseKey(raw string, present, required bool) (string, error) {
 	if !present {
 		if required {
-			return "", &ops.Error{Code: ops.EINVALID, Reason: "missing_idempotency_key",
+			return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonMissingKey,
 				Message: "This route needs an Idempotency-Key header: one value per user intent (a message sent, a summary asked for), reused on every retry."}
 		}
 		return "", nil
 	}
-	key := strings.TrimSpace(raw)
-	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
-		unq, err := strconv.Unquote(key)
-		if err != nil {
-			return "", badKey("is a quoted string that does not parse")
+	if strings.ContainsAny(raw, "\r\n") {
+		return "", badKey("was sent more than once")
+	}
+	key := strings.Trim(raw, " \t")
+	if strings.HasPrefix(key, `"`) {
+		unq, ok := unquoteSFString(key)
+		if !ok {
+			return "", badKey(`is a quoted string that does not parse (escape only \" and \\, nothing after the closing quote)`)
 		}
 		key = unq
 	}
+	return key, CheckKey(key)
+}
+
+// CheckKey checks a key already taken out of its header (by ParseKey) or given by a
+// program: 1 to 255 printable ASCII characters, not only spaces. Services that take a key
+// from callers other than the web routes check it with this.
+func CheckKey(key string) error {
 	switch {
-	case key == "" || strings.TrimSpace(key) == "":
-		return "", badKey("is empty")
+	case strings.Trim(key, " ") == "":
+		return badKey("is empty")
 	case len(key) > MaxKeyLength:
-		return "", badKey(fmt.Sprintf("is longer than %d characters", MaxKeyLength))
+		return badKey(fmt.Sprintf("is longer than %d characters", MaxKeyLength))
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", badKey("holds a character that is not printable ASCII")
+			return badKey("holds a character that is not printable ASCII")
 		}
 	}
-	return key, nil
+	return nil
+}
+
+// unquoteSFString returns the content of s if s is exactly one RFC 8941 sf-string.
+func unquoteSFString(s string) (string, bool) {
+	if len(s) < 2 || s[0] != '"' {
+		return "", false
+	}
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\':
+			i++
+			if i >= len(s) || (s[i] != '"' && s[i] != '\\') {
+				return "", false
+			}
+			b.WriteByte(s[i])
+		case c == '"':
+			return b.String(), i == len(s)-1
+		case c < 0x20 || c > 0x7e:
+			return "", false
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", false
 }
 
 func badKey(why string) error {
-	return &ops.Error{Code: ops.EINVALID, Reason: "invalid_idempotency_key",
-		Message: "The Idempotency-Key header " + why + "; send 1-255 printable ASCII characters."}
+	return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidKey,
+		Message: "The Idempotency-Key header " + why + "; send 1-255 printable ASCII characters, as \"key\" or bare."}
 }
 
 // ParsePrefer returns the wait the client asks for with `Prefer: wait=N` (RFC 7240), capped

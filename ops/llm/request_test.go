@@ -73,13 +73,16 @@ func TestParseRequestRefusesBadBodies(t *testing.T) {
 }
 
 func TestParseKey(t *testing.T) {
-	for raw, want := range map[string]string{"abc": "abc", `"8e03978e-40d5"`: "8e03978e-40d5", " k 1 ": "k 1", strings.Repeat("a", 255): strings.Repeat("a", 255)} {
+	for raw, want := range map[string]string{"abc": "abc", `"8e03978e-40d5"`: "8e03978e-40d5", " k 1 ": "k 1", strings.Repeat("a", 255): strings.Repeat("a", 255),
+		`"abc"`: "abc", " \t\"abc\" ": "abc", `" a b "`: " a b ", `"a\"b\\c"`: `a"b\c`, `abc"`: `abc"`,
+		`"` + strings.Repeat("a", 255) + `"`: strings.Repeat("a", 255)} {
 		got, err := ParseKey(raw, true, true)
 		if err != nil || got != want {
 			t.Errorf("%q: got %q, %v; want %q", raw, got, err, want)
 		}
 	}
-	for _, raw := range []string{"", "  ", `""`, strings.Repeat("a", 256), "ключ", "a\tb", "a\nb"} {
+	for _, raw := range []string{"", "  ", `""`, `"  "`, strings.Repeat("a", 256), `"` + strings.Repeat("a", 256) + `"`, "ключ", `"ключ"`,
+		"a\tb", "a\nb", "a\rb", `"abc`, `"abc"x`, `"abc";p=1`, `"a\nb"`, `"\u0041"`, `"a"b"`, "\"a\tb\""} {
 		if _, err := ParseKey(raw, true, true); ops.ErrorReason(err) != ReasonInvalidKey {
 			t.Errorf("%q: got %v, want %s", raw, err, ReasonInvalidKey)
 		}
