@@ -58,3 +58,12 @@ func idempotencyKey(r *http.Request) (raw string, present bool) {
 	vs := r.Header.Values("Idempotency-Key")
 	return strings.Join(vs, "\n"), len(vs) > 0
 }
+
+// requestRef returns the client's own id for a request, recorded as its request_ref: the
+// body's request_ref when the route has one, else the X-Request-Ref header. X-Client-Request-Id
+// (the name OpenAI's clients use) is read too, since honouring it costs nothing.
+// X-Request-Id is never read: it is Settle's own id of the request, made by Settle and sent
+// back on every response (see requestID).
+func requestRef(r *http.Request, fromBody string) string {
+	return firstNonEmpty(fromBody, r.Header.Get("X-Request-Ref"), r.Header.Get("X-Client-Request-Id"))
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,6 +166,49 @@ func TestOneErrorStatusOnEveryRoute(t *testing.T) {
 }
 
 func toString(v any) string { s, _ := v.(string); return s }
+
+// X-Request-Id means one thing: Settle's own id of the request, on every answer. The
+// provider's id travels in Settle-Provider-Request-Id and the client's own id is its
+// request ref (X-Request-Ref, or request_ref in a body).
+func TestXRequestIDIsSettlesOwn(t *testing.T) {
+	t.Parallel()
+	gw := &stubGateway{head: llm.Head{OperationID: "op-1", ProviderRequestID: "req_provider_1", Length: 28}}
+	js := &stubJobs{}
+	url := stubServer(t, stubAccounts{}, gw, js)
+	own := regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+	a := edgePost(t, url+"/v1/chat/completions", `{}`, "Idempotency-Key", "k1", "X-Request-Id", "client-id", "X-Request-Ref", "ref-1")
+	if a.status != http.StatusOK || !own.MatchString(a.header.Get("X-Request-Id")) {
+		t.Errorf("chat completion: %d, X-Request-Id %q; want Settle's own id", a.status, a.header.Get("X-Request-Id"))
+	}
+	if got := a.header.Get("Settle-Provider-Request-Id"); got != "req_provider_1" {
+		t.Errorf("Settle-Provider-Request-Id = %q, want the provider's id", got)
+	}
+	if gw.got.RequestRef != "ref-1" {
+		t.Errorf("chat completion recorded request ref %q, want X-Request-Ref", gw.got.RequestRef)
+	}
+	edgePost(t, url+"/v1/chat/completions", `{}`, "Idempotency-Key", "k1", "X-Client-Request-Id", "oai-1")
+	if gw.got.RequestRef != "oai-1" {
+		t.Errorf("chat completion recorded request ref %q, want X-Client-Request-Id (kept for OpenAI clients)", gw.got.RequestRef)
+	}
+	edgePost(t, url+"/v1/chat/completions", `{}`, "Idempotency-Key", "k1", "X-Request-Id", "client-id")
+	if gw.got.RequestRef != "" {
+		t.Errorf("chat completion took X-Request-Id %q as the client's ref", gw.got.RequestRef)
+	}
+
+	a = edgePost(t, url+"/api/v1/jobs", edgeJob, "Idempotency-Key", "k1", "X-Request-Id", "client-id")
+	if a.status != http.StatusAccepted || !own.MatchString(a.header.Get("X-Request-Id")) || js.got.RequestRef != "" {
+		t.Errorf("job: %d, X-Request-Id %q, request ref %q; want Settle's own id and no ref", a.status, a.header.Get("X-Request-Id"), js.got.RequestRef)
+	}
+	edgePost(t, url+"/api/v1/jobs", edgeJob, "Idempotency-Key", "k1", "X-Request-Ref", "ref-2")
+	if js.got.RequestRef != "ref-2" {
+		t.Errorf("job request ref %q, want X-Request-Ref", js.got.RequestRef)
+	}
+	edgePost(t, url+"/api/v1/jobs", strings.Replace(edgeJob, `"fast"`, `"fast","request_ref":"ref-3"`, 1), "Idempotency-Key", "k1", "X-Request-Ref", "ref-2")
+	if js.got.RequestRef != "ref-3" {
+		t.Errorf("job request ref %q, want the body's request_ref", js.got.RequestRef)
+	}
+}
 
 // The jobs route hands the service the key as the one parser reads it.
 func TestJobsRouteParsesTheKeyLikeTheGateway(t *testing.T) {

@@ -71,10 +71,9 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.Jobs.Submit(r.Context(), jobs.Submission{
-		TenantID: tenantFrom(r.Context()).ID, IdempotencyKey: key,
-		RequestRef: firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"), r.Header.Get("X-Request-Id")),
-		Document:   jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
-		Pipeline:   b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
+		TenantID: tenantFrom(r.Context()).ID, IdempotencyKey: key, RequestRef: requestRef(r, b.RequestRef),
+		Document: jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
+		Pipeline: b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
 	})
 	if err != nil {
 		s.Error(w, r, err)

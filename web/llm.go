@@ -29,7 +29,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		// The gateway parses the key with llm.ParseKey, as the jobs route does.
 		Key: key, HasKey: hasKey,
 		ContentType: r.Header.Get("Content-Type"), Body: r.Body, Prefer: r.Header.Get("Prefer"),
-		RequestRef: firstNonEmpty(r.Header.Get("X-Client-Request-Id"), r.Header.Get("X-Request-Ref")),
+		RequestRef: requestRef(r, ""),
 		ChatRef:    r.Header.Get("Settle-Chat-Ref"),
 	}, sink)
 	switch {
@@ -67,7 +67,8 @@ func (k *httpSink) Begin(h llm.Head) error {
 		hd.Set("Settle-Operation-Id", h.OperationID)
 	}
 	if h.ProviderRequestID != "" {
-		hd.Set("X-Request-Id", h.ProviderRequestID)
+		// The provider's id of its request; X-Request-Id stays Settle's own (requestID).
+		hd.Set("Settle-Provider-Request-Id", h.ProviderRequestID)
 	}
 	if h.PreferenceApplied != "" {
 		hd.Set("Preference-Applied", h.PreferenceApplied)

@@ -718,7 +718,7 @@ func TestLLMStreamingThroughTheSDK(t *testing.T) {
 	}
 	gens := w.generations(t, 1)
 	if acc.Choices[0].Message.Content != gens[0].Content || acc.Usage.PromptTokens != int64(gens[0].PromptTokens) ||
-		raw.Header.Get("Idempotent-Replayed") != "" || raw.Header.Get("X-Request-Id") != gens[0].RequestID {
+		raw.Header.Get("Idempotent-Replayed") != "" || raw.Header.Get("Settle-Provider-Request-Id") != gens[0].RequestID {
 		t.Fatalf("streamed %q usage %+v headers %v; provider %+v", acc.Choices[0].Message.Content, acc.Usage, raw.Header, gens[0])
 	}
 	out, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{

@@ -14,7 +14,9 @@ import (
 
 // requestID gives every request an id, sends it back in X-Request-Id, and puts it where the
 // error page shows it, so a person reporting "Internal error" can quote something an
-// engineer finds in the logs. A client's own id is not trusted: it could collide on purpose.
+// engineer finds in the logs. X-Request-Id means only this id: a client's own id is not
+// trusted (it could collide on purpose) and travels as its request ref (X-Request-Ref, see
+// requestRef), and a provider's id of its request goes out as Settle-Provider-Request-Id.
 func (s *Server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := newRequestID()

@@ -112,7 +112,8 @@ type Request struct {
 	Body io.Reader
 	// Prefer is the Prefer header (wait=N).
 	Prefer string
-	// RequestRef is the client's id for this request (X-Client-Request-Id), recorded with it.
+	// RequestRef is the client's own id for this request (X-Request-Ref, or
+	// X-Client-Request-Id as OpenAI clients send it), recorded with it.
 	RequestRef string
 	// ChatRef is the client's conversation id (Settle-Chat-Ref), for support searches.
 	ChatRef string
