@@ -10,7 +10,6 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -22,8 +21,8 @@ type alertsEnv struct {
 
 func newAlertsEnv(t *testing.T, receivers []alerts.Receiver) *alertsEnv {
 	t.Helper()
-	s := newServer(t)
-	db := s.Accounts.(*pg.DB)
+	s, tw := newServer(t)
+	db := tw.DB
 	clock := s.Clock.(*ops.ManualClock)
 	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock, Owner: "test",
 		Receivers: alerts.Infos(receivers)}
@@ -31,7 +30,7 @@ func newAlertsEnv(t *testing.T, receivers []alerts.Receiver) *alertsEnv {
 	for _, r := range receivers {
 		s.AlertReceivers = append(s.AlertReceivers, r.Name)
 	}
-	return &alertsEnv{env: start(t, s, s.Handler()), ev: ev, clock: clock}
+	return &alertsEnv{env: start(t, tw, s.Handler()), ev: ev, clock: clock}
 }
 
 // unknownOps records n refunds whose outcome is unknown, created at 'at'.

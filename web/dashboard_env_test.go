@@ -3,12 +3,12 @@ package web_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
@@ -40,20 +40,16 @@ type dashEnv struct {
 	unsure *ops.Ledger
 	tenant *ops.Tenant
 	server *web.Server
+	world  *testworld.World
 }
 
 func newDashEnv(t *testing.T) *dashEnv {
 	t.Helper()
-	s := newServer(t)
-	db := s.Accounts.(*pg.DB)
+	s, tw := newServer(t)
+	db := tw.DB
 	clock := s.Clock.(*ops.ManualClock)
-	fk := fake.NewStripe(fake.StripeOptions{WebhookSecret: hookSecret})
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fk.Close() })
-	adapter := stripe.New(stripe.Config{APIKey: "sk_test_dash", BaseURL: base, AttemptTimeout: 2 * time.Second, ReadsPerSecond: 200})
+	fk, base := tw.Stripe(fake.StripeOptions{WebhookSecret: hookSecret})
+	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_dash", AttemptTimeout: 2 * time.Second, ReadsPerSecond: 200})
 	ledger := ops.NewLedger(db, clock)
 	unsure := ops.NewLedger(db, clock)
 	unsure.Policies = map[ops.Kind]ops.Policy{ops.KindRefund: {RetryUncertain: false}, ops.KindLLMCall: {RetryUncertain: false}}
@@ -67,14 +63,8 @@ func newDashEnv(t *testing.T) *dashEnv {
 		Desk:      &ops.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db},
 		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: db,
 	}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	tn, err := db.EnsureTenant(context.Background(), "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &dashEnv{env: &env{db: db, url: ts.URL}, clock: clock, fake: fk, adapter: adapter, ledger: ledger,
-		unsure: unsure, tenant: tn, server: s}
+	return &dashEnv{env: start(t, tw, s.Handler()), clock: clock, fake: fk, adapter: adapter, ledger: ledger,
+		unsure: unsure, tenant: tw.Tenant("shop"), server: s, world: tw}
 }
 
 // open starts a refund of order the way the refund tool does: committed, leased to a

@@ -8,16 +8,14 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg"
 )
 
 // newInsightsEnv serves the insights and reconciliation pages on a fresh database.
 func newInsightsEnv(t *testing.T) *env {
 	t.Helper()
-	s := newServer(t)
-	db := s.Accounts.(*pg.DB)
-	s.Recon, s.Insights = db, db
-	return start(t, s, s.Handler())
+	s, tw := newServer(t)
+	s.Recon, s.Insights = tw.DB, tw.DB
+	return start(t, tw, s.Handler())
 }
 
 func TestInsightsPageNeedsManager(t *testing.T) {

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
@@ -31,32 +28,14 @@ type jobsEnv struct {
 
 func newJobsEnv(t *testing.T) *jobsEnv {
 	t.Helper()
-	s := newServer(t)
-	db := s.Accounts.(*pg.DB)
-	fl := fake.NewLLM(fake.LLMOptions{Seed: 2})
-	base, err := fl.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fl.Close() })
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "sk-web", AttemptTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &jobs.Worker{Store: db, Ledger: jobs.NewLedger(db, ops.SystemClock{}, 2*time.Second, false), Upstream: up,
-		Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(), Owner: "web-test", Logger: slog.New(slog.DiscardHandler)}
-	s.JobsDeps = web.JobsDeps{Jobs: &jobs.Service{Store: db, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}, Reuse: w}}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	ten, err := db.EnsureTenant(context.Background(), "docs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := db.CreateToken(context.Background(), ten.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &jobsEnv{db: db, url: ts.URL, token: tok, worker: w, fake: fl}
+	s, tw := newServer(t)
+	fl, base := tw.LLM(fake.LLMOptions{Seed: 2})
+	up := tw.Upstream(base, llm.OpenAIConfig{APIKey: "sk-web", AttemptTimeout: 2 * time.Second})
+	w := tw.JobWorker(up, "web-test", 2*time.Second, false)
+	svc := tw.Jobs()
+	svc.Reuse = w
+	s.JobsDeps = web.JobsDeps{Jobs: svc}
+	return &jobsEnv{db: tw.DB, url: tw.Serve(s.Handler()), token: tw.Token(tw.Tenant("docs"), "test"), worker: w, fake: fl}
 }
 
 func (e *jobsEnv) do(t *testing.T, method, path, token, key, body string) (int, map[string]any, http.Header) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
@@ -27,6 +27,7 @@ import (
 // llmWorld is the gateway wired for real: Postgres, web.Server over loopback, the fake LLM
 // behind it, and clients (the official SDK or raw HTTP) in front.
 type llmWorld struct {
+	world  *testworld.World
 	db     *pg.DB
 	clock  *ops.ManualClock
 	fake   *fake.LLM
@@ -52,25 +53,14 @@ var llmTenants = []string{"shop", "bank", "pipeline", "open"}
 
 func newLLMWorld(t *testing.T, o llmSetup) *llmWorld {
 	t.Helper()
-	s := newServer(t)
-	db := s.Accounts.(*pg.DB)
-	w := &llmWorld{db: db, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}}
-	w.fake = fake.NewLLM(fake.LLMOptions{Seed: 1, Latency: o.latency, ChunkDelay: o.chunkDelay})
-	var err error
-	if w.base, err = w.fake.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.fake.Close() })
+	s, tw := newServer(t)
+	db := tw.DB
+	w := &llmWorld{world: tw, db: db, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}}
+	w.fake, w.base = tw.LLM(fake.LLMOptions{Seed: 1, Latency: o.latency, ChunkDelay: o.chunkDelay})
 	w.gw, w.url = w.gateway(t, s, o)
 	ctx := context.Background()
 	for _, name := range llmTenants {
-		tn, err := db.EnsureTenant(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if w.tokens[name], err = db.CreateToken(ctx, tn.ID, "test"); err != nil {
-			t.Fatal(err)
-		}
+		w.tokens[name] = tw.Token(tw.Tenant(name), "test")
 	}
 	if _, err := db.Pool.Exec(ctx, `UPDATE tenants SET require_idempotency_key = false WHERE name = 'open'`); err != nil {
 		t.Fatal(err)
@@ -81,10 +71,7 @@ func newLLMWorld(t *testing.T, o llmSetup) *llmWorld {
 // gateway starts a gateway process on the world's database and provider.
 func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gateway, string) {
 	t.Helper()
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{Name: "fake-llm", BaseURL: w.base, APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	up := w.world.Upstream(w.base, llm.OpenAIConfig{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout})
 	var clock ops.Clock = w.clock
 	if o.lease > 0 {
 		clock = ops.SystemClock{}
@@ -100,9 +87,7 @@ func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gatewa
 		t.Fatal(err)
 	}
 	s.LLM = gw
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	return gw, ts.URL
+	return gw, w.world.Serve(s.Handler())
 }
 
 // sdk is the official OpenAI client pointed at the gateway, with its default retries.
@@ -652,9 +637,8 @@ func TestLLMKeyIsFreeAfterItsTTL(t *testing.T) {
 func TestLLMWaitAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	w := newLLMWorld(t, llmSetup{latency: 400 * time.Millisecond})
-	s2 := newServer(t)
-	s2.Accounts = w.db
-	_, url2 := w.gateway(t, s2, llmSetup{})
+	// The second process's server on the same database.
+	_, url2 := w.gateway(t, w.world.Server(ops.NewManualClock(t0)), llmSetup{})
 	first := make(chan int, 1)
 	go func() { first <- w.post(t, "shop", "x-proc", chatBody("hello", 0.2, false)).StatusCode }()
 	time.Sleep(150 * time.Millisecond)

@@ -3,7 +3,7 @@ package web_test
 import (
 	"testing"
 
-	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/internal/testworld"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testworld.Main(m) }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -32,33 +31,19 @@ type mcpEnv struct {
 
 func newMCPEnv(t *testing.T, attemptTimeout, deadline time.Duration) *mcpEnv {
 	t.Helper()
-	s := newServer(t)
-	db := s.Accounts.(*pg.DB)
-	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fk.Close() })
+	s, tw := newServer(t)
+	db := tw.DB
+	fk, base := tw.Stripe(fake.StripeOptions{Seed: 1})
 	fk.AddPaymentIntent("pi_4417", 3800, "usd")
-	adapter := stripe.New(stripe.Config{APIKey: "sk_test_mcp", BaseURL: base, AttemptTimeout: attemptTimeout})
+	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_mcp", AttemptTimeout: attemptTimeout})
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
 	s.Clock = ops.SystemClock{}
 	s.Refunds = &ops.Refunds{Ledger: ledger, Store: db, Provider: adapter, Deadline: deadline}
 	s.Operations = db
 	s.RefundStatus = db
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	tenant, err := db.EnsureTenant(context.Background(), "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := db.CreateToken(context.Background(), tenant.ID, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &mcpEnv{db: db, url: ts.URL, token: token, fake: fk, tenant: tenant}
+	tenant := tw.Tenant("shop")
+	return &mcpEnv{db: db, url: tw.Serve(s.Handler()), token: tw.Token(tenant, "agent"), fake: fk, tenant: tenant}
 }
 
 // bearer adds the tenant token to every request of the MCP client.

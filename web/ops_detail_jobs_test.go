@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"html"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -20,21 +19,14 @@ import (
 func (e *dashEnv) runJobs(t *testing.T, keys ...string) []*jobs.Job {
 	t.Helper()
 	ctx := context.Background()
-	fl := fake.NewLLM(fake.LLMOptions{Seed: 3})
-	base, err := fl.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fl.Close() })
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "sk-dash", AttemptTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The system clock: the worker's leases must run on real time, not the page's clock.
-	w := &jobs.Worker{Store: e.db, Ledger: jobs.NewLedger(e.db, ops.SystemClock{}, 2*time.Second, false), Upstream: up,
-		Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(), Owner: "dash-test", Logger: slog.New(slog.DiscardHandler)}
-	svc := &jobs.Service{Store: e.db, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
+	_, base := e.world.LLM(fake.LLMOptions{Seed: 3})
+	up := e.world.Upstream(base, llm.OpenAIConfig{APIKey: "sk-dash", AttemptTimeout: 2 * time.Second})
+	// The world's worker and service run on the system clock: the worker's leases must run
+	// on real time, not the page's clock.
+	w := e.world.JobWorker(up, "dash-test", 2*time.Second, false)
+	svc := e.world.Jobs()
 	var ids []string
+	var err error
 	for _, k := range keys {
 		sub, err := svc.Submit(ctx, jobs.Submission{TenantID: e.tenant.ID, IdempotencyKey: k, Pipeline: "summarise",
 			PromptVersion: "v1", ModelProfile: "fast", Document: jobs.Document{Text: "The parcel for order 5120 arrived damaged."}})

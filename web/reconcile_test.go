@@ -13,15 +13,14 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg"
 )
 
 // newReconEnv serves the reconciliation pages on a fresh database.
 func newReconEnv(t *testing.T) *env {
 	t.Helper()
-	s := newServer(t)
-	s.Recon = s.Accounts.(*pg.DB)
-	return start(t, s, s.Handler())
+	s, tw := newServer(t)
+	s.Recon = tw.DB
+	return start(t, tw, s.Handler())
 }
 
 func (e *env) exec(t *testing.T, q string, args ...any) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -32,32 +31,17 @@ type refundEnv struct {
 
 func newRefundEnv(t *testing.T) *refundEnv {
 	t.Helper()
-	s := newServer(t)
-	db := s.Accounts.(*pg.DB)
-	fk := fake.NewStripe(fake.StripeOptions{WebhookSecret: hookSecret})
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fk.Close() })
+	s, tw := newServer(t)
+	db := tw.DB
+	fk, base := tw.Stripe(fake.StripeOptions{WebhookSecret: hookSecret})
 	fk.AddPaymentIntent("pi_4417", 3800, "usd")
-	adapter := stripe.New(stripe.Config{APIKey: "sk_test_web", BaseURL: base, AttemptTimeout: time.Second, WebhookSecret: hookSecret})
+	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_web", AttemptTimeout: time.Second, WebhookSecret: hookSecret})
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	s.Clock = ops.SystemClock{}
 	s.Refunds = &ops.Refunds{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
 	s.Operations = db
 	s.StripeWebhooks = &stripe.Webhooks{Adapter: adapter, Ledger: ledger, Events: db}
-	ts := httptest.NewServer(s.Handler())
-	t.Cleanup(ts.Close)
-	tenant, err := db.EnsureTenant(context.Background(), "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := db.CreateToken(context.Background(), tenant.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &refundEnv{db: db, url: ts.URL, token: token, fake: fk, ledger: ledger}
+	return &refundEnv{db: db, url: tw.Serve(s.Handler()), token: tw.Token(tw.Tenant("shop"), "test"), fake: fk, ledger: ledger}
 }
 
 func (e *refundEnv) post(t *testing.T, path, contentType, body string) (int, map[string]any, http.Header) {

@@ -11,11 +11,11 @@ import (
 
 func TestInternalErrorShowsRequestIDAndNoDetail(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
+	s, tw := newServer(t)
 	h := s.HandlerWithPage("/boom", ops.RoleSupport, func(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, errors.New("pq: relation secret_table does not exist"))
 	})
-	e := start(t, s, s.WithRequestIDMiddleware(h))
+	e := start(t, tw, s.WithRequestIDMiddleware(h))
 	e.user(t, "a@example.com", ops.RoleSupport)
 	c := client(t)
 	e.login(t, c, "a@example.com", password)

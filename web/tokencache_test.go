@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/web"
 )
 
 func TestTokenCacheHonoursRevocationWithinItsTTL(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := testworld.New(t).DB
 	ctx := context.Background()
 	clock := ops.NewManualClock(t0)
 	cache := &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: clock}

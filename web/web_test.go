@@ -4,21 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alexedwards/scs/pgxstore"
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -31,30 +26,24 @@ type env struct {
 	url string
 }
 
-func newServer(t *testing.T) *web.Server {
+// newServer returns a fresh world (its own database, the fakes on demand) and the web
+// server on its database, on a manual clock at t0.
+func newServer(t *testing.T) (*web.Server, *testworld.World) {
 	t.Helper()
-	db := pgtest.New(t)
-	// No cleanup goroutine: it would outlive the test's database.
-	return &web.Server{
-		Accounts: db, Queues: db, DB: db,
-		Clock:    ops.NewManualClock(t0),
-		Logger:   slog.New(slog.DiscardHandler),
-		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false),
-		Registry: prometheus.NewRegistry(),
-	}
+	tw := testworld.New(t)
+	return tw.Server(ops.NewManualClock(t0)), tw
 }
 
-func start(t *testing.T, s *web.Server, h http.Handler) *env {
+// start serves h on loopback; the env reaches the world's database.
+func start(t *testing.T, tw *testworld.World, h http.Handler) *env {
 	t.Helper()
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	return &env{db: s.Accounts.(*pg.DB), url: ts.URL}
+	return &env{db: tw.DB, url: tw.Serve(h)}
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	s := newServer(t)
-	return start(t, s, s.Handler())
+	s, tw := newServer(t)
+	return start(t, tw, s.Handler())
 }
 
 // client is a browser without redirects, so tests see each answer.
@@ -244,11 +233,11 @@ func TestSessionRenewedOnLoginAndLogout(t *testing.T) {
 
 func TestRoleRefused(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
+	s, tw := newServer(t)
 	h := s.HandlerWithPage("/admin-only", ops.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "admin page")
 	})
-	e := start(t, s, h)
+	e := start(t, tw, h)
 	e.user(t, "manager@example.com", ops.RoleManager)
 	e.user(t, "admin@example.com", ops.RoleAdmin)
 
@@ -388,9 +377,9 @@ func TestReady(t *testing.T) {
 		t.Errorf("/healthz = %d %q", r.StatusCode, body)
 	}
 
-	s := newServer(t)
+	s, tw := newServer(t)
 	s.DB = downDB{}
-	down := start(t, s, s.Handler())
+	down := start(t, tw, s.Handler())
 	r, body := down.get(t, client(t), "/readyz")
 	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("/readyz with the database down = %d %s", r.StatusCode, r.Header.Get("Content-Type"))
