@@ -11,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
-	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 func TestJobsSettingsAreChecked(t *testing.T) {
@@ -44,18 +42,9 @@ func TestJobsSettingsAreChecked(t *testing.T) {
 // the command returns when its context ends.
 func TestWorkerCommandPublishesJobs(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	fl := fake.NewLLM(fake.LLMOptions{Seed: 5})
-	base, err := fl.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fl.Close()
+	w := testworld.New(t)
+	db := w.DB
+	_, base := w.LLM(fake.LLMOptions{Seed: 5})
 	var delivered atomic.Int32
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -65,12 +54,8 @@ func TestWorkerCommandPublishesJobs(t *testing.T) {
 	t.Setenv("SETTLE_JOB_WEBHOOK_URL", hook.URL)
 	t.Setenv("SETTLE_JOB_LEASE", "2s")
 
-	ten, err := db.EnsureTenant(ctx, "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := &jobs.Service{Store: db, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
-	s, err := svc.Submit(ctx, jobs.Submission{TenantID: ten.ID, IdempotencyKey: "cli-1", Document: jobs.Document{Text: "A short note."},
+	ten := w.Tenant("cli")
+	s, err := w.Jobs().Submit(ctx, jobs.Submission{TenantID: ten.ID, IdempotencyKey: "cli-1", Document: jobs.Document{Text: "A short note."},
 		Pipeline: "summarise", PromptVersion: "v1", ModelProfile: "fast"})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +64,7 @@ func TestWorkerCommandPublishesJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Command: "worker", DatabaseURL: url, WorkerID: "test", Jobs: jc,
+	cfg := Config{Command: "worker", DatabaseURL: w.DatabaseURL, WorkerID: "test", Jobs: jc,
 		LLM: LLMConfig{BaseURL: base, APIKey: "sk-cli", AttemptTimeout: time.Second}}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -103,14 +88,10 @@ func TestWorkerCommandPublishesJobs(t *testing.T) {
 // workers.
 func TestJobWorkersInsideServe(t *testing.T) {
 	t.Parallel()
-	fl := fake.NewLLM(fake.LLMOptions{Seed: 6})
-	base, err := fl.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fl.Close()
+	w := testworld.New(t)
+	fl, base := w.LLM(fake.LLMOptions{Seed: 6})
 	cfg, err := LoadConfig([]string{"serve", "--addr", "127.0.0.1:0"}, env(map[string]string{
-		"DATABASE_URL": pgtest.URL(pgtest.NewDatabase(t)), "SETTLE_LLM_BASE_URL": base, "SETTLE_LLM_API_KEY": "sk-serve",
+		"DATABASE_URL": w.DatabaseURL, "SETTLE_LLM_BASE_URL": base, "SETTLE_LLM_API_KEY": "sk-serve",
 		"SETTLE_RECONCILE_INTERVAL": "off"}), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

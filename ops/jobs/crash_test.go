@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
@@ -133,24 +134,12 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			name := pgtest.NewDatabase(t)
-			db, err := pg.Open(ctx, pgtest.URL(name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(db.Close)
-			fl := fake.NewLLM(fake.LLMOptions{Seed: 3, Latency: 50 * time.Millisecond})
-			base, err := fl.Start("127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { fl.Close() })
+			w := testworld.New(t)
+			db := w.DB
+			fl, base := w.LLM(fake.LLMOptions{Seed: 3, Latency: 50 * time.Millisecond})
 			rcv := newReceiver(t, db, 0)
-			ten, err := db.EnsureTenant(ctx, "crash")
-			if err != nil {
-				t.Fatal(err)
-			}
-			svc := &jobs.Service{Store: db, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
+			ten := w.Tenant("crash")
+			svc := w.Jobs()
 			var all []*jobs.Job
 			for _, s := range []struct{ key, doc string }{{"a-1", docA}, {"a-2", docA}, {"b-1", docB}} {
 				got, err := svc.Submit(ctx, jobs.Submission{TenantID: ten.ID, IdempotencyKey: s.key, Document: jobs.Document{Text: s.doc},
@@ -160,7 +149,7 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 				}
 				all = append(all, got.Job)
 			}
-			env := []string{"DATABASE_URL=" + pgtest.URL(name), "SETTLE_LLM_BASE_URL=" + base, "SETTLE_LLM_API_KEY=sk-crash",
+			env := []string{"DATABASE_URL=" + w.DatabaseURL, "SETTLE_LLM_BASE_URL=" + base, "SETTLE_LLM_API_KEY=sk-crash",
 				"SETTLE_JOB_WEBHOOK_URL=" + rcv.url, "SETTLE_JOB_LEASE=1s",
 				"SETTLE_JOB_RETRY_UNCERTAIN=" + map[bool]string{true: "true", false: "false"}[tc.retry]}
 

@@ -2,7 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,15 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testworld.Main(m) }
 
 const (
 	docA = "Order 4417 was refunded twice.\n\nThe customer asked for one refund of $38.00 and the agent clicked twice."
@@ -27,6 +26,7 @@ const (
 
 // env is the job pipeline wired for real: Postgres, the OpenAI adapter, the fake LLM.
 type env struct {
+	world  *testworld.World
 	db     *pg.DB
 	fake   *fake.LLM
 	up     llm.Upstream
@@ -38,30 +38,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	db := pgtest.New(t)
-	fl := fake.NewLLM(fake.LLMOptions{Seed: 1})
-	base, err := fl.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fl.Close() })
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "sk-test", AttemptTimeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ten, err := db.EnsureTenant(context.Background(), "pipeline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{db: db, fake: fl, up: up, base: base, tenant: ten.ID, lease: 2 * time.Second,
-		svc: &jobs.Service{Store: db, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}}
+	w := testworld.New(t)
+	fl, base := w.LLM(fake.LLMOptions{Seed: 1})
+	up := w.Upstream(base, llm.OpenAIConfig{APIKey: "sk-test", AttemptTimeout: 2 * time.Second})
+	return &env{world: w, db: w.DB, fake: fl, up: up, base: base, tenant: w.Tenant("pipeline").ID, lease: 2 * time.Second,
+		svc: w.Jobs()}
 }
 
+// worker is a worker of the world that retries without pausing.
 func (e *env) worker(name string, retryUncertain bool) *jobs.Worker {
-	return &jobs.Worker{Store: e.db, Ledger: jobs.NewLedger(e.db, ops.SystemClock{}, e.lease, retryUncertain),
-		Upstream: e.up, Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(), Owner: name,
-		Sleep:  func(context.Context, time.Duration) error { return nil },
-		Logger: slog.New(slog.DiscardHandler)}
+	w := e.world.JobWorker(e.up, name, e.lease, retryUncertain)
+	w.Sleep = func(context.Context, time.Duration) error { return nil }
+	return w
 }
 
 func (e *env) submit(t *testing.T, tenant int64, key, text, version string) *jobs.Job {
@@ -291,12 +279,8 @@ func TestTimeoutIsRecordedAsUnknownOutcome(t *testing.T) {
 	e := newEnv(t)
 	// The provider bills the generation and answers only after the adapter gave up.
 	e.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: 10 * time.Second, Times: 1})
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: e.base, APIKey: "sk-test", AttemptTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := e.worker("w1", false)
-	w.Upstream = up
+	w.Upstream = e.world.Upstream(e.base, llm.OpenAIConfig{APIKey: "sk-test", AttemptTimeout: 300 * time.Millisecond})
 	j := e.submit(t, e.tenant, "timeout", docA, "v1")
 	e.drain(t, w)
 

@@ -2,11 +2,9 @@ package llm_test
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
@@ -15,17 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alexedwards/scs/pgxstore"
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/web"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { testworld.Main(m) }
 
 // BenchmarkGatewayOverhead measures what the gateway adds to a call of the fake provider,
 // in the same run: each iteration calls the fake directly and through the gateway (the
@@ -51,35 +46,20 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		prev := debug.SetGCPercent(400)
 		b.Cleanup(func() { debug.SetGCPercent(prev) })
 	}
-	db := pgtest.New(b)
-	f := fake.NewLLM(fake.LLMOptions{})
-	base, err := f.Start("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { f.Close() })
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "sk-bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	w := testworld.New(b)
+	db := w.DB
+	f, base := w.LLM(fake.LLMOptions{})
+	up := w.Upstream(base, llm.OpenAIConfig{APIKey: "sk-bench"})
 	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(db, ops.SystemClock{}), Upstream: up, Prices: llm.DefaultPrices()})
 	if err != nil {
 		b.Fatal(err)
 	}
+	s := w.Server(ops.SystemClock{})
 	// The token cache as serve wires it.
-	s := &web.Server{Accounts: &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: ops.SystemClock{}}, Queues: db, DB: db, LLM: gw, Registry: prometheus.NewRegistry(),
-		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false)}
-	ts := httptest.NewServer(s.Handler())
-	b.Cleanup(ts.Close)
-	ctx := context.Background()
-	tenant, err := db.EnsureTenant(ctx, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	token, err := db.CreateToken(ctx, tenant.ID, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
+	s.Accounts = &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: ops.SystemClock{}}
+	s.LLM = gw
+	gateway := w.Serve(s.Handler())
+	token := w.Token(w.Tenant("bench"), "bench")
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 16
 	client := &http.Client{Transport: tr}
@@ -120,7 +100,7 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		return time.Since(start), firstToken
 	}
 	direct := base + "/chat/completions"
-	via := ts.URL + "/v1/chat/completions"
+	via := gateway + "/v1/chat/completions"
 	// Warm up: connections, the pool, prepared statements and their plans (Postgres plans the
 	// first five runs of each on every connection), caches. The first hundred or so calls
 	// through a fresh process are slower and would otherwise fill the p99.
