@@ -169,7 +169,7 @@ func benchSettle(b *testing.B, variant string, flushers int) {
 		if err != nil {
 			return err
 		}
-		op, err := ledger.Run(ctx, o.Op, o.Attempt, owner, okSender, nil)
+		op, err := ledger.Run(ctx, o.Op, okSender, ops.RunSpec{Owner: owner, First: o.Attempt})
 		if err != nil {
 			return err
 		}

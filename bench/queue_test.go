@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -68,7 +69,7 @@ func BenchmarkQueuePage(b *testing.B) {
 		if err := db.Pool.QueryRow(ctx, `SELECT sum(n) FROM queue_counts WHERE status = 'unknown'`).Scan(&unknown); err != nil {
 			b.Fatal(err)
 		}
-		deep := &ops.QueueCursor{}
+		deep := &desk.QueueCursor{}
 		if err := db.Pool.QueryRow(ctx, `
 SELECT created_at, id::text FROM operations WHERE status = 'unknown' ORDER BY created_at, id OFFSET $1 LIMIT 1`,
 			unknown/2).Scan(&deep.CreatedAt, &deep.ID); err != nil {
@@ -79,24 +80,24 @@ SELECT created_at, id::text FROM operations WHERE status = 'unknown' ORDER BY cr
 			run  func(ctx context.Context) error
 		}{
 			{"counts", func(ctx context.Context) error {
-				c, err := db.QueueCounts(ctx, ops.QueueFilter{})
+				c, err := db.QueueCounts(ctx, desk.QueueFilter{})
 				if err == nil && c[ops.StatusUnknown] != unknown {
 					err = fmt.Errorf("unknown count %d, want %d", c[ops.StatusUnknown], unknown)
 				}
 				return err
 			}},
 			{"counts_older_than_1h", func(ctx context.Context) error {
-				_, err := db.QueueCounts(ctx, ops.QueueFilter{OlderThan: time.Hour, Now: now})
+				_, err := db.QueueCounts(ctx, desk.QueueFilter{OlderThan: time.Hour, Now: now})
 				return err
 			}},
 			{"list_unknown_first", func(ctx context.Context) error {
-				return wantPage(db.ListQueue(ctx, ops.QueueFilter{Status: ops.StatusUnknown, Limit: 50}, now))
+				return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50}, now))
 			}},
 			{"list_unknown_deep", func(ctx context.Context) error {
-				return wantPage(db.ListQueue(ctx, ops.QueueFilter{Status: ops.StatusUnknown, Limit: 50, After: deep}, now))
+				return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50, After: deep}, now))
 			}},
 			{"list_unknown_tenant", func(ctx context.Context) error {
-				return wantPage(db.ListQueue(ctx, ops.QueueFilter{Status: ops.StatusUnknown, TenantID: tenants[len(tenants)-1], Limit: 50}, now))
+				return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, TenantID: tenants[len(tenants)-1], Limit: 50}, now))
 			}},
 			{"proposal_counts_older_than_1h", func(ctx context.Context) error {
 				rows, err := db.Pool.Query(ctx, proposedAgedCounts, now.Add(-time.Hour))
@@ -131,7 +132,7 @@ SELECT created_at, id::text FROM operations WHERE status = 'unknown' ORDER BY cr
 	}
 }
 
-func wantPage(p ops.QueuePage, err error) error {
+func wantPage(p desk.QueuePage, err error) error {
 	if err == nil && len(p.Ops) != 50 {
 		err = fmt.Errorf("page of %d operations, want 50", len(p.Ops))
 	}
@@ -249,7 +250,7 @@ FROM unnest(ARRAY['received', 'in_progress', 'unknown', 'expired']) AS s(status)
 
 // explain writes the plans of the page's queries at size n to results/explain-<n>.txt, so a
 // slow figure comes with its reason.
-func explain(b *testing.B, db *pg.DB, n int, deep *ops.QueueCursor, now time.Time, tenant int64) {
+func explain(b *testing.B, db *pg.DB, n int, deep *desk.QueueCursor, now time.Time, tenant int64) {
 	b.Helper()
 	ctx := context.Background()
 	queries := []struct {

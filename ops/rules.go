@@ -88,7 +88,7 @@ func CheckClose(op *Operation, to Status, ev Evidence, now time.Time) error {
 		return Errorf(EINVALID, "Close to succeeded or failed, not %s.", to)
 	}
 	if op.Status.Final() {
-		return &Error{Code: ECONFLICT, Message: closedMessage(op), Closed: closureOf(op)}
+		return AlreadyClosed(op)
 	}
 	if op.Leased(now) {
 		return Errorf(ECONFLICT, "A worker is sending operation %s until %s; it cannot be closed now.", op.ID, op.LeaseUntil.Format(time.RFC3339))
@@ -106,6 +106,12 @@ func CheckClose(op *Operation, to Status, ev Evidence, now time.Time) error {
 		return Errorf(EINVALID, "Succeeded needs the provider's record: give its id (for a refund, re_...).")
 	}
 	return nil
+}
+
+// AlreadyClosed is the error a change to a closed operation gets: ECONFLICT naming who
+// closed it and when, so a person who lost a race is told who won (rule 6).
+func AlreadyClosed(op *Operation) *Error {
+	return &Error{Code: ECONFLICT, Message: closedMessage(op), Closed: closureOf(op)}
 }
 
 func closureOf(op *Operation) *Closure {

@@ -11,14 +11,15 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
 // TokenAdmin lists, issues and revokes API tokens; every change is in the audit log.
 type TokenAdmin interface {
-	Tokens(ctx context.Context) ([]ops.APIToken, error)
+	Tokens(ctx context.Context) ([]desk.APIToken, error)
 	IssueToken(ctx context.Context, tenant, name, actor string, now time.Time) (string, error)
-	RevokeToken(ctx context.Context, id int64, actor string, now time.Time) (ops.APIToken, error)
+	RevokeToken(ctx context.Context, id int64, actor string, now time.Time) (desk.APIToken, error)
 }
 
 func (s *Server) handleTokens(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 var issuedToken = regexp.MustCompile(`data-testid="token-value">(stl_[0-9a-f]{64})<`)
@@ -40,7 +41,7 @@ func (e *dashEnv) count(t *testing.T, q string, args ...any) int {
 
 func (e *dashEnv) auditCount(t *testing.T, action string) int {
 	t.Helper()
-	p, err := e.db.AuditLog(context.Background(), ops.AuditFilter{Action: action, Limit: 500})
+	p, err := e.db.AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,15 +11,16 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
 // UserAdmin lists and changes dashboard users; every change is recorded in the audit log.
 type UserAdmin interface {
-	Users(ctx context.Context) ([]ops.UserAccount, error)
+	Users(ctx context.Context) ([]desk.UserAccount, error)
 	SetUserRole(ctx context.Context, id int64, role ops.Role, actor string, now time.Time) error
 	SetUserDisabled(ctx context.Context, id int64, disabled bool, actor string, now time.Time) error
-	RecordAudit(ctx context.Context, e ops.AuditLogEntry) error
+	RecordAudit(ctx context.Context, e desk.AuditLogEntry) error
 }
 
 func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +72,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after, _ := json.Marshal(map[string]any{"email": u.Email, "role": u.Role})
-	if err := s.UserAdmin.RecordAudit(ctx, ops.AuditLogEntry{At: s.Clock.Now(), Actor: actor(r), Action: "user.add",
+	if err := s.UserAdmin.RecordAudit(ctx, desk.AuditLogEntry{At: s.Clock.Now(), Actor: actor(r), Action: "user.add",
 		Entity: "user", EntityID: strconv.FormatInt(u.ID, 10), After: after}); err != nil {
 		s.Error(w, r, err)
 		return

@@ -13,12 +13,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
 // AuditReader reads the audit log.
 type AuditReader interface {
-	AuditLog(ctx context.Context, f ops.AuditFilter) (ops.AuditPage, error)
+	AuditLog(ctx context.Context, f desk.AuditFilter) (desk.AuditPage, error)
 }
 
 // auditActions are the actions people filter by; the log holds a few more machine ones.
@@ -83,10 +84,10 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 
 // parseAuditFilter reads the filter from the query string; dates are whole days in UTC,
 // the "to" day included.
-func parseAuditFilter(q url.Values) (ops.AuditFilter, views.AuditFilter, error) {
+func parseAuditFilter(q url.Values) (desk.AuditFilter, views.AuditFilter, error) {
 	form := views.AuditFilter{Actor: strings.TrimSpace(q.Get("actor")), Action: q.Get("action"),
 		Operation: strings.TrimSpace(q.Get("op")), From: q.Get("from"), To: q.Get("to")}
-	f := ops.AuditFilter{Actor: form.Actor, Action: form.Action, EntityID: form.Operation, Limit: auditPageSize}
+	f := desk.AuditFilter{Actor: form.Actor, Action: form.Action, EntityID: form.Operation, Limit: auditPageSize}
 	if len(form.Actor) > 200 || !printable(form.Actor) {
 		return f, form, ops.Errorf(ops.EINVALID, "That is not a person's name or email.")
 	}
@@ -121,7 +122,7 @@ func parseAuditFilter(q url.Values) (ops.AuditFilter, views.AuditFilter, error) 
 		if err1 != nil || err2 != nil {
 			return f, form, ops.Errorf(ops.EINVALID, "The page link is damaged; go back to the first page.")
 		}
-		f.After = &ops.AuditCursor{At: t, ID: n}
+		f.After = &desk.AuditCursor{At: t, ID: n}
 	}
 	return f, form, nil
 }

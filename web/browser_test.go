@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/static"
 )
@@ -193,7 +194,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 		chromedp.WaitVisible(byID("support-result")),
 	)
 	sentence, err := chromedp.Run(support, chromedp.Value(byID("customer-sentence")))
-	if err != nil || sentence != ops.UnknownRefundSentence {
+	if err != nil || sentence != desk.UnknownRefundSentence {
 		t.Fatalf("support sentence = %q (%v)", sentence, err)
 	}
 	if n := count(t, support, `[data-testid="close-button"], [data-testid="lookup-button"], form[action$="/close"]`); n != 0 {

@@ -9,13 +9,14 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
 // DashboardDeps are the dependencies of the operator dashboard's pages. A nil field turns
 // its pages into a "not configured" answer instead of a crash.
 type DashboardDeps struct {
-	// Desk performs lookups at the provider and closes operations (ops.Desk).
+	// Desk performs lookups at the provider and closes operations (desk.Desk).
 	Desk Desk
 	// Timelines reads one operation with everything recorded about it.
 	Timelines TimelineReader
@@ -35,10 +36,10 @@ type DashboardDeps struct {
 
 // Desk is what the dashboard's actions need from the domain.
 type Desk interface {
-	Lookup(ctx context.Context, opID, actor string) (ops.LookupOutcome, error)
-	LookupMany(ctx context.Context, ids []string, actor string) ops.BulkOutcome
-	CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (ops.LookupOutcome, error)
-	CloseManually(ctx context.Context, p ops.ManualClose) (*ops.Operation, error)
+	Lookup(ctx context.Context, opID, actor string) (desk.LookupOutcome, error)
+	LookupMany(ctx context.Context, ids []string, actor string) desk.BulkOutcome
+	CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (desk.LookupOutcome, error)
+	CloseManually(ctx context.Context, p desk.ManualClose) (*ops.Operation, error)
 }
 
 // mountDashboard adds the dashboard's pages; it runs inside the session group. Each

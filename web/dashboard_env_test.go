@@ -10,15 +10,17 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
 )
 
 // The web layer's dashboard dependencies must be satisfied by the real implementations.
 var (
-	_ web.Desk            = (*ops.Desk)(nil)
+	_ web.Desk            = (*desk.Desk)(nil)
 	_ web.TimelineReader  = (*pg.DB)(nil)
 	_ web.SupportSearcher = (*pg.DB)(nil)
 	_ web.AuditReader     = (*pg.DB)(nil)
@@ -53,14 +55,14 @@ func newDashEnv(t *testing.T) *dashEnv {
 	ledger := ops.NewLedger(db, clock)
 	unsure := ops.NewLedger(db, clock)
 	unsure.Policies = map[ops.Kind]ops.Policy{ops.KindRefund: {RetryUncertain: false}, ops.KindLLMCall: {RetryUncertain: false}}
-	refunds := &ops.Refunds{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
+	refunds := &refund.Tool{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
 	s.Operations = db
 	s.Refunds = refunds
 	// Tokens are read through the cache, as serve does; its TTL outlasts any test, so a
 	// revocation is seen at once only because the revoking handler clears it.
 	s.Accounts = &web.TokenCache{Accounts: db, TTL: time.Hour, Clock: clock}
 	s.DashboardDeps = web.DashboardDeps{
-		Desk:      &ops.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db},
+		Desk:      &desk.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db},
 		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: db,
 	}
 	return &dashEnv{env: start(t, tw, s.Handler()), clock: clock, fake: fk, adapter: adapter, ledger: ledger,
@@ -74,7 +76,7 @@ func (e *dashEnv) open(t *testing.T, order string, cents int64) (*ops.Operation,
 	pi := "pi_" + strings.NewReplacer("<", "", ">", "", "/", "", " ", "", "\"", "", "'", "", "(", "", ")", "", "=", "", "&", "").Replace(order)
 	e.fake.AddPaymentIntent(pi, 10000, "usd")
 	o, err := e.ledger.Open(context.Background(), ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindRefund, Provider: "stripe",
-		IntentKey: ops.RefundIntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
+		IntentKey: refund.IntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
 		AmountCents: cents, Currency: "usd", Retention: e.adapter.Retention()}, "req-"+order, "worker-1")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
@@ -63,7 +64,7 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	op, err := s.Desk.CloseManually(r.Context(), ops.ManualClose{ID: id, Version: version, To: ops.Status(r.PostForm.Get("to")),
+	op, err := s.Desk.CloseManually(r.Context(), desk.ManualClose{ID: id, Version: version, To: ops.Status(r.PostForm.Get("to")),
 		ProviderRef: r.PostForm.Get("provider_ref"), Note: r.PostForm.Get("note"), Actor: actor(r)})
 	if err != nil {
 		s.afterCloseError(w, r, id, err)
@@ -137,11 +138,11 @@ func parseVersion(r *http.Request) (int64, error) {
 
 // bulkLabels say in words why a lookup left operations for a person.
 var bulkLabels = map[string]string{
-	ops.LookupNotFound:    "not found at the provider: check them and close by hand, or as not executed once the key retention has passed",
-	ops.LookupInFlight:    "being sent by a worker right now: look again once the lease has ended",
-	ops.LookupUnsupported: "LLM operations: lookups for them do not exist yet",
-	ops.LookupUnavailable: "the provider could not be asked: try again in a moment",
-	ops.LookupFailed:      "failed with an internal error (see the logs)",
+	desk.LookupNotFound:    "not found at the provider: check them and close by hand, or as not executed once the key retention has passed",
+	desk.LookupInFlight:    "being sent by a worker right now: look again once the lease has ended",
+	desk.LookupUnsupported: "LLM operations: lookups for them do not exist yet",
+	desk.LookupUnavailable: "the provider could not be asked: try again in a moment",
+	desk.LookupFailed:      "failed with an internal error (see the logs)",
 }
 
 // handleBulkLookup looks up the ticked operations, or everything matching the queue's
@@ -221,7 +222,7 @@ func selectedIDs(raw []string, limit int) ([]string, error) {
 }
 
 // matchingIDs pages through the queue with its keyset cursor, oldest first, up to limit.
-func (s *Server) matchingIDs(r *http.Request, f ops.QueueFilter, limit int) ([]string, bool, error) {
+func (s *Server) matchingIDs(r *http.Request, f desk.QueueFilter, limit int) ([]string, bool, error) {
 	var ids []string
 	f.After, f.Limit = nil, 100
 	for {

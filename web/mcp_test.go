@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
@@ -39,7 +40,7 @@ func newMCPEnv(t *testing.T, attemptTimeout, deadline time.Duration) *mcpEnv {
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
 	s.Clock = ops.SystemClock{}
-	s.Refunds = &ops.Refunds{Ledger: ledger, Store: db, Provider: adapter, Deadline: deadline}
+	s.Refunds = &refund.Tool{Ledger: ledger, Store: db, Provider: adapter, Deadline: deadline}
 	s.Operations = db
 	s.RefundStatus = db
 	tenant := tw.Tenant("shop")
@@ -125,7 +126,7 @@ func TestMCPIssueRefundTwiceAcrossTimeoutRefundsOnce(t *testing.T) {
 	cs := e.session(t)
 
 	res, first, text := call(t, cs, "issue_refund", storyArgs(), mcp.Meta{"tool_call_id": "toolu_01"})
-	if res.IsError || first.Status != ops.RefundUnconfirmed || first.OperationID == "" || first.CustomerMessage != mcptool.CustomerUnconfirmed {
+	if res.IsError || first.Status != refund.Unconfirmed || first.OperationID == "" || first.CustomerMessage != mcptool.CustomerUnconfirmed {
 		t.Fatalf("toolu_01 answered %+v (%s), want unconfirmed", first, text)
 	}
 	if !strings.HasPrefix(text, "unconfirmed") || !strings.Contains(text, "never refunds twice") || strings.Contains(text, "\n") {
@@ -138,7 +139,7 @@ func TestMCPIssueRefundTwiceAcrossTimeoutRefundsOnce(t *testing.T) {
 	if len(refunds) != 1 {
 		t.Fatalf("the fake's ledger holds %d refunds, want 1", len(refunds))
 	}
-	if res.IsError || second.Status != ops.RefundRefunded || second.OperationID != first.OperationID || second.RefundID != refunds[0].ID {
+	if res.IsError || second.Status != refund.Refunded || second.OperationID != first.OperationID || second.RefundID != refunds[0].ID {
 		t.Fatalf("toolu_02 answered %+v (%s), want refunded %s on %s", second, text, refunds[0].ID, first.OperationID)
 	}
 	if second.CustomerMessage != mcptool.CustomerRefunded || !strings.HasPrefix(text, "refunded") {
@@ -173,7 +174,7 @@ func TestMCPRequestIDRecordedWithoutToolCallID(t *testing.T) {
 	cs := e.session(t)
 	// A client may also try to forge the stamped id: the server's own stamp wins.
 	_, ans, text := call(t, cs, "issue_refund", storyArgs(), mcp.Meta{mcptool.MetaRequestID: "forged"})
-	if ans.Status != ops.RefundRefunded {
+	if ans.Status != refund.Refunded {
 		t.Fatalf("answered %+v (%s)", ans, text)
 	}
 	var ref string
@@ -215,7 +216,7 @@ func TestMCPConcurrentCallsOpenOneOperation(t *testing.T) {
 	wg.Wait()
 	opIDs := map[string]bool{}
 	for i, a := range answers {
-		if a.Status != ops.RefundRefunded && a.Status != ops.RefundUnconfirmed {
+		if a.Status != refund.Refunded && a.Status != refund.Unconfirmed {
 			t.Fatalf("call %d answered %+v", i, a)
 		}
 		opIDs[a.OperationID] = true
@@ -317,11 +318,11 @@ func TestMCPRefundStatus(t *testing.T) {
 
 	// An operation Settle does not know: checking, and the sentence for the customer.
 	res, ans, text := call(t, cs, "refund_status", map[string]any{"operation_id": "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"}, nil)
-	if res.IsError || ans.Status != ops.RefundChecking || ans.CustomerMessage != mcptool.CustomerChecking || !strings.Contains(text, mcptool.CustomerChecking) {
+	if res.IsError || ans.Status != refund.Checking || ans.CustomerMessage != mcptool.CustomerChecking || !strings.Contains(text, mcptool.CustomerChecking) {
 		t.Fatalf("unknown operation: %+v %q", ans, text)
 	}
 	res, ans, _ = call(t, cs, "refund_status", map[string]any{"order_id": "4417", "amount_cents": 3800, "currency": "usd"}, nil)
-	if res.IsError || ans.Status != ops.RefundChecking {
+	if res.IsError || ans.Status != refund.Checking {
 		t.Fatalf("unknown order: %+v", ans)
 	}
 	if res, _, text := call(t, cs, "refund_status", map[string]any{"operation_id": "op_5521"}, nil); !res.IsError || !strings.Contains(text, "operation_id") {
@@ -332,7 +333,7 @@ func TestMCPRefundStatus(t *testing.T) {
 	}
 
 	_, done, _ := call(t, cs, "issue_refund", storyArgs(), nil)
-	if done.Status != ops.RefundRefunded {
+	if done.Status != refund.Refunded {
 		t.Fatalf("refund: %+v", done)
 	}
 	for _, args := range []map[string]any{
@@ -340,7 +341,7 @@ func TestMCPRefundStatus(t *testing.T) {
 		{"order_id": "4417", "amount_cents": 3800, "currency": "USD"},
 	} {
 		res, ans, text := call(t, cs, "refund_status", args, nil)
-		if res.IsError || ans.Status != ops.RefundRefunded || ans.OperationID != done.OperationID || ans.RefundID != done.RefundID {
+		if res.IsError || ans.Status != refund.Refunded || ans.OperationID != done.OperationID || ans.RefundID != done.RefundID {
 			t.Fatalf("status %v: %+v %q", args, ans, text)
 		}
 	}
@@ -357,7 +358,7 @@ func TestMCPRefundStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ocs.Close()
-	if _, ans, _ := call(t, ocs, "refund_status", map[string]any{"operation_id": done.OperationID}, nil); ans.Status != ops.RefundChecking || ans.RefundID != "" {
+	if _, ans, _ := call(t, ocs, "refund_status", map[string]any{"operation_id": done.OperationID}, nil); ans.Status != refund.Checking || ans.RefundID != "" {
 		t.Fatalf("another tenant sees %+v", ans)
 	}
 }

@@ -13,13 +13,14 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
 // TimelineReader reads one operation with everything recorded about it.
 type TimelineReader interface {
 	Get(ctx context.Context, id string) (*ops.Operation, error)
-	Timeline(ctx context.Context, opID string) (ops.Timeline, error)
+	Timeline(ctx context.Context, opID string) (desk.Timeline, error)
 }
 
 // handleOpDetail shows one operation. Support reads it too, without the provider key and
@@ -106,7 +107,7 @@ func opSummary(op *ops.Operation, tenant string, now time.Time, showKey bool) vi
 }
 
 func customerLine(op *ops.Operation) views.CustomerLine {
-	c := ops.CustomerStatusOf(op)
+	c := desk.CustomerStatusOf(op)
 	return views.CustomerLine{Headline: c.Headline, Sentence: c.Sentence, Known: c.Known}
 }
 
@@ -127,7 +128,7 @@ func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, hasDesk
 	a.CanClose = true
 	if op.Kind == ops.KindRefund {
 		a.CanLookup = true
-		if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
+		if err := desk.CheckNotExecuted(op, attempts, now); err != nil {
 			a.NotExecutedWhy = "Close as not executed: " + ops.ErrorMessage(err)
 		} else {
 			a.CanCloseNotExecuted = true
@@ -140,7 +141,7 @@ func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, hasDesk
 
 // timeline merges what was recorded about an operation into one list in time order.
 // Attempts are shown from their own table, so their audit rows are left out.
-func timeline(tl ops.Timeline) []views.TimelineItem {
+func timeline(tl desk.Timeline) []views.TimelineItem {
 	type item struct {
 		at   time.Time
 		rank int

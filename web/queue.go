@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
@@ -104,8 +105,8 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	for _, t := range queueTabs {
 		n := counts[t.status]
 		label := strconv.FormatInt(n, 10)
-		if ops.CountIsCapped(t.status, f) && n > ops.QueueCountCap {
-			label = strconv.Itoa(ops.QueueCountCap) + "+"
+		if desk.CountIsCapped(t.status, f) && n > desk.QueueCountCap {
+			label = strconv.Itoa(desk.QueueCountCap) + "+"
 		}
 		m.Tabs = append(m.Tabs, views.QueueTab{
 			Status: string(t.status), Label: t.label, Count: label,
@@ -127,7 +128,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 // parseQueueFilter turns the query string into a store filter and the form's echo. Bad
 // values are refused rather than ignored, so a mistyped link does not silently show a
 // different queue.
-func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (ops.QueueFilter, views.QueueFilter, error) {
+func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (desk.QueueFilter, views.QueueFilter, error) {
 	form := views.QueueFilter{
 		Tab:      q.Get("tab"),
 		Tenant:   q.Get("tenant"),
@@ -139,7 +140,7 @@ func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (ops.Q
 	if form.Tab == "" {
 		form.Tab = string(ops.StatusUnknown)
 	}
-	f := ops.QueueFilter{Kind: ops.Kind(form.Kind), Provider: form.Provider, Search: form.Search, Now: now, Limit: queuePageSize}
+	f := desk.QueueFilter{Kind: ops.Kind(form.Kind), Provider: form.Provider, Search: form.Search, Now: now, Limit: queuePageSize}
 	for _, t := range queueTabs {
 		if string(t.status) == form.Tab {
 			f.Status = t.status
@@ -180,7 +181,7 @@ func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (ops.Q
 		if err != nil || uuid.Validate(afterID) != nil {
 			return f, form, ops.Errorf(ops.EINVALID, "The page link is damaged; go back to the first page.")
 		}
-		f.After = &ops.QueueCursor{CreatedAt: at, ID: afterID}
+		f.After = &desk.QueueCursor{CreatedAt: at, ID: afterID}
 	}
 	return f, form, nil
 }

@@ -5,11 +5,12 @@ import (
 	"net/http"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 // RefundTool is what the refund route needs: the domain's refund flow.
 type RefundTool interface {
-	Refund(ctx context.Context, req ops.RefundRequest) (ops.RefundAnswer, error)
+	Refund(ctx context.Context, req refund.Request) (refund.Answer, error)
 	// Reject records a request refused before it could be read.
 	Reject(ctx context.Context, tenantID int64, requestRef string) error
 }
@@ -41,7 +42,7 @@ func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	ans, err := s.Refunds.Refund(r.Context(), ops.RefundRequest{TenantID: tenant.ID, OrderID: b.OrderID,
+	ans, err := s.Refunds.Refund(r.Context(), refund.Request{TenantID: tenant.ID, OrderID: b.OrderID,
 		AmountCents: *b.AmountCents, Currency: b.Currency, PaymentIntent: b.PaymentIntent, Reason: b.Reason,
 		RequestRef: firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"))})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
@@ -38,7 +39,7 @@ func newRefundEnv(t *testing.T) *refundEnv {
 	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_web", AttemptTimeout: time.Second, WebhookSecret: hookSecret})
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	s.Clock = ops.SystemClock{}
-	s.Refunds = &ops.Refunds{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
+	s.Refunds = &refund.Tool{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
 	s.Operations = db
 	s.StripeWebhooks = &stripe.Webhooks{Adapter: adapter, Ledger: ledger, Events: db}
 	return &refundEnv{db: db, url: tw.Serve(s.Handler()), token: tw.Token(tw.Tenant("shop"), "test"), fake: fk, ledger: ledger}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/static"
 )
 
@@ -24,7 +25,7 @@ type Pinger interface {
 // Server holds the dependencies of the HTTP layer. Set the fields, then call Handler.
 type Server struct {
 	Accounts ops.Accounts
-	Queues   ops.Queues
+	Queues   desk.Queues
 	DB       Pinger
 	Clock    ops.Clock
 	Logger   *slog.Logger

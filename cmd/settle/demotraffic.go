@@ -18,6 +18,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
@@ -159,12 +160,12 @@ func (d *demoTraffic) history(ctx context.Context) error {
 	}
 	yesterday := ops.NewManualClock(time.Now().Add(-30 * time.Hour))
 	ledger := ops.NewLedger(d.p.DB, yesterday)
-	past := &ops.Refunds{Ledger: ledger, Store: d.p.DB, Provider: d.p.Refunds.Provider, Deadline: 2 * time.Second}
+	past := &refund.Tool{Ledger: ledger, Store: d.p.DB, Provider: d.p.Refunds.Provider, Deadline: 2 * time.Second}
 	for i, order := range []string{"3120", "3121"} {
 		pi := "pi_" + order
 		d.fake.AddPaymentIntent(pi, 2500, "usd")
 		d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultServerError, Times: 1})
-		if _, err := past.Refund(ctx, ops.RefundRequest{TenantID: d.tenant.ID, OrderID: order, AmountCents: int64(1500 + i*500),
+		if _, err := past.Refund(ctx, refund.Request{TenantID: d.tenant.ID, OrderID: order, AmountCents: int64(1500 + i*500),
 			Currency: "usd", PaymentIntent: pi, Reason: "requested_by_customer", RequestRef: "history"}); err != nil {
 			return err
 		}
@@ -188,7 +189,7 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 		pi := "pi_" + order
 		d.fake.AddPaymentIntent(pi, 8400, "usd")
 		o, err := ledger.Open(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
-			IntentKey: ops.RefundIntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
+			IntentKey: refund.IntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
 			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention()},
 			"history", "demo-worker")
 		if err != nil {
@@ -243,7 +244,7 @@ func (d *demoTraffic) customer(ctx context.Context, roll int, cents int64) {
 		wg.Wait()
 	case roll < 35: // "try again" after an answer that was not final
 		ans, _ := d.refund(ctx, req, 10*time.Second)
-		if ans["status"] != ops.RefundRefunded && ans["status"] != ops.RefundFailed {
+		if ans["status"] != refund.Refunded && ans["status"] != refund.Failed {
 			time.Sleep(3 * time.Second)
 			req["request_ref"] = "call_" + order + "_2"
 			_, _ = d.refund(ctx, req, 10*time.Second)

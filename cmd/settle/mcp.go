@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
@@ -56,7 +57,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	if cfg.Stripe.APIKey != "" {
 		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
 			AttemptTimeout: cfg.Stripe.Timeout, WebhookSecret: cfg.Stripe.WebhookSecret})
-		refunds = &ops.Refunds{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline}
+		refunds = &refund.Tool{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline}
 	}
 	tools := &mcptool.Tools{Refunds: refunds, Status: db, Tenant: mcptool.FixedTenant(tenant), Logger: logger}
 	transport := mcptool.StampTransport(&mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -103,7 +104,7 @@ func runDemoAgent(ctx context.Context, mcpURL, token string, logger *slog.Logger
 	if err != nil {
 		return err
 	}
-	if first.Status == ops.RefundRefunded || first.Status == ops.RefundFailed {
+	if first.Status == refund.Refunded || first.Status == refund.Failed {
 		return nil
 	}
 	logger.Info("demo agent: the customer writes \"try again\"")
@@ -116,7 +117,7 @@ func runDemoAgent(ctx context.Context, mcpURL, token string, logger *slog.Logger
 	}
 	// Later turns of the conversation: the agent checks until a person or the provider
 	// settles the refund.
-	for i := 0; ans.Status != ops.RefundRefunded && ans.Status != ops.RefundFailed && i < 40; i++ {
+	for i := 0; ans.Status != refund.Refunded && ans.Status != refund.Failed && i < 40; i++ {
 		if err := ops.SleepContext(ctx, 3*time.Second); err != nil {
 			return nil
 		}
@@ -125,7 +126,7 @@ func runDemoAgent(ctx context.Context, mcpURL, token string, logger *slog.Logger
 			return err
 		}
 		if ans.Status != prev {
-			logger.Info("demo agent: refund_status", "status", ans.Status, "says", mcptool.Line(ans.RefundAnswer))
+			logger.Info("demo agent: refund_status", "status", ans.Status, "says", mcptool.Line(ans.Answer))
 		}
 	}
 	return nil
@@ -142,7 +143,7 @@ func agentCall(ctx context.Context, cs *mcp.ClientSession, logger *slog.Logger, 
 		return ans, fmt.Errorf("demo agent: %s %s: %w", tool, callID, err)
 	}
 	logger.Info("demo agent: "+tool+" answered", "tool_call", callID, "status", ans.Status,
-		"operation", ans.OperationID, "says", mcptool.Line(ans.RefundAnswer))
+		"operation", ans.OperationID, "says", mcptool.Line(ans.Answer))
 	return ans, nil
 }
 
@@ -208,7 +209,7 @@ func (d *demoTraffic) agentStory(ctx context.Context) {
 			d.log.Warn("demo agent", "err", err)
 		}
 	}()
-	key := ops.RefundIntentKey(demoAgentOrder, demoAgentCents, "usd")
+	key := refund.IntentKey(demoAgentOrder, demoAgentCents, "usd")
 	var op *ops.Operation
 	for i := 0; i < 60; i++ {
 		if ops.SleepContext(ctx, 500*time.Millisecond) != nil {

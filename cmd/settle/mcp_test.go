@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops/mcptool"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 // A local agent runs 'settle mcp --stdio' and refunds over its stdin and stdout: same
@@ -78,7 +79,7 @@ func TestMCPStdioRefundsOnce(t *testing.T) {
 		_ = json.Unmarshal(b, &a)
 		answers = append(answers, a)
 	}
-	if answers[0].Status != ops.RefundRefunded || answers[1].Status != ops.RefundRefunded || answers[0].RefundID != answers[1].RefundID {
+	if answers[0].Status != refund.Refunded || answers[1].Status != refund.Refunded || answers[0].RefundID != answers[1].RefundID {
 		t.Fatalf("answers %+v", answers)
 	}
 	if n := len(fk.Refunds()); n != 1 {

@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
 )
@@ -34,7 +36,7 @@ type Program struct {
 	// DB, Ledger and Refunds are ready after Run succeeds; Refunds is nil without Stripe.
 	DB      *pg.DB
 	Ledger  *ops.Ledger
-	Refunds *ops.Refunds
+	Refunds *refund.Tool
 
 	stopSweep context.CancelFunc
 	swept     chan struct{}
@@ -127,7 +129,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	if cfg.Stripe.APIKey != "" {
 		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
 			AttemptTimeout: cfg.Stripe.Timeout, WebhookSecret: cfg.Stripe.WebhookSecret})
-		p.Refunds = &ops.Refunds{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline}
+		p.Refunds = &refund.Tool{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline}
 		srv.Refunds = p.Refunds
 		senders[ops.KindRefund] = adapter
 		if cfg.Stripe.WebhookSecret != "" {
@@ -136,7 +138,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	}
 	// Without Stripe, Desk.Refunds stays nil and lookups answer "unavailable".
 	srv.DashboardDeps = web.DashboardDeps{
-		Desk:      &ops.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB},
+		Desk:      &desk.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB},
 		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB,
 		JobViews: p.DB,
 	}
@@ -176,8 +178,8 @@ func (p *Program) goService(run func()) {
 // unconfiguredRefunds answers the refund route when no Stripe key is set.
 type unconfiguredRefunds struct{}
 
-func (unconfiguredRefunds) Refund(context.Context, ops.RefundRequest) (ops.RefundAnswer, error) {
-	return ops.RefundAnswer{}, ops.Errorf(ops.EUNAVAILABLE, "Refunds are off: this server has no STRIPE_API_KEY.")
+func (unconfiguredRefunds) Refund(context.Context, refund.Request) (refund.Answer, error) {
+	return refund.Answer{}, ops.Errorf(ops.EUNAVAILABLE, "Refunds are off: this server has no STRIPE_API_KEY.")
 }
 
 func (unconfiguredRefunds) Reject(context.Context, int64, string) error { return nil }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/pg"
@@ -246,7 +247,7 @@ func waitUnknown(t *testing.T, db *pg.DB, p *proc) *ops.Operation {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		page, err := db.ListQueue(context.Background(), ops.QueueFilter{Status: ops.StatusUnknown, Kind: ops.KindLLMJob}, time.Now())
+		page, err := db.ListQueue(context.Background(), desk.QueueFilter{Status: ops.StatusUnknown, Kind: ops.KindLLMJob}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

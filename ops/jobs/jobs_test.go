@@ -11,6 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
@@ -300,7 +301,7 @@ func TestTimeoutIsRecordedAsUnknownOutcome(t *testing.T) {
 		t.Fatalf("attempts: %+v", atts)
 	}
 	// It waits in the dashboard's Unknown queue like every operation; batch sends nothing more.
-	page, err := e.db.ListQueue(context.Background(), ops.QueueFilter{Status: ops.StatusUnknown, Kind: ops.KindLLMJob}, time.Now())
+	page, err := e.db.ListQueue(context.Background(), desk.QueueFilter{Status: ops.StatusUnknown, Kind: ops.KindLLMJob}, time.Now())
 	if err != nil || len(page.Ops) != 1 || page.Ops[0].ID != op.ID {
 		t.Fatalf("unknown queue: %+v %v", page.Ops, err)
 	}

@@ -1,5 +1,5 @@
 // Package mcptool is the refund tool for AI agents: the issue_refund and refund_status tools
-// of Settle's MCP server. The tools call the same ops.Refunds as POST /api/v1/refunds, so an
+// of Settle's MCP server. The tools call the same refund.Tool as POST /api/v1/refunds, so an
 // agent gets the same one-refund-per-intent guarantee and the same four truthful answers;
 // their descriptions and results tell the model what each answer allows it to say.
 //
@@ -15,12 +15,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
-// Refunder is the refund flow the tools call: in production the very ops.Refunds that
+// Refunder is the refund flow the tools call: in production the very refund.Tool that
 // serves POST /api/v1/refunds.
 type Refunder interface {
-	Refund(ctx context.Context, req ops.RefundRequest) (ops.RefundAnswer, error)
+	Refund(ctx context.Context, req refund.Request) (refund.Answer, error)
 	// Reject records a call refused before its arguments could be read, so every client
 	// request is counted (ops rule 8).
 	Reject(ctx context.Context, tenantID int64, requestRef string) error

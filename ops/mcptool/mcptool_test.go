@@ -8,42 +8,42 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
-// The input schema advertises the limits ops.RefundRequest.Validate enforces: a client
+// The input schema advertises the limits refund.Request.Validate enforces: a client
 // that trusts the schema is never surprised by Validate, nor the other way round.
 func TestSchemaAgreesWithValidate(t *testing.T) {
 	resolved, err := issueRefundTool.InputSchema.(*jsonschema.Schema).Resolve(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := ops.RefundRequest{TenantID: 1, OrderID: "4417", AmountCents: 3800, Currency: "usd", PaymentIntent: "pi_4417", Reason: "requested_by_customer"}
-	cases := []func(r *ops.RefundRequest){
-		func(r *ops.RefundRequest) {},
-		func(r *ops.RefundRequest) { r.AmountCents = 0 },
-		func(r *ops.RefundRequest) { r.AmountCents = -1 },
-		func(r *ops.RefundRequest) { r.AmountCents = 1 },
-		func(r *ops.RefundRequest) { r.AmountCents = ops.MaxRefundCents },
-		func(r *ops.RefundRequest) { r.AmountCents = ops.MaxRefundCents + 1 },
-		func(r *ops.RefundRequest) { r.OrderID = "" },
-		func(r *ops.RefundRequest) { r.OrderID = "A-1_2.3:4#5/6" },
-		func(r *ops.RefundRequest) { r.OrderID = "-leading" },
-		func(r *ops.RefundRequest) { r.OrderID = "with space" },
-		func(r *ops.RefundRequest) { r.OrderID = string(make([]byte, 65)) },
-		func(r *ops.RefundRequest) {
+	base := refund.Request{TenantID: 1, OrderID: "4417", AmountCents: 3800, Currency: "usd", PaymentIntent: "pi_4417", Reason: "requested_by_customer"}
+	cases := []func(r *refund.Request){
+		func(r *refund.Request) {},
+		func(r *refund.Request) { r.AmountCents = 0 },
+		func(r *refund.Request) { r.AmountCents = -1 },
+		func(r *refund.Request) { r.AmountCents = 1 },
+		func(r *refund.Request) { r.AmountCents = refund.MaxCents },
+		func(r *refund.Request) { r.AmountCents = refund.MaxCents + 1 },
+		func(r *refund.Request) { r.OrderID = "" },
+		func(r *refund.Request) { r.OrderID = "A-1_2.3:4#5/6" },
+		func(r *refund.Request) { r.OrderID = "-leading" },
+		func(r *refund.Request) { r.OrderID = "with space" },
+		func(r *refund.Request) { r.OrderID = string(make([]byte, 65)) },
+		func(r *refund.Request) {
 			r.OrderID = "x234567890123456789012345678901234567890123456789012345678901234"
 		},
-		func(r *ops.RefundRequest) {
+		func(r *refund.Request) {
 			r.OrderID = "x2345678901234567890123456789012345678901234567890123456789012345"
 		},
-		func(r *ops.RefundRequest) { r.PaymentIntent = "pi_" },
-		func(r *ops.RefundRequest) { r.PaymentIntent = "ch_123" },
-		func(r *ops.RefundRequest) { r.PaymentIntent = "pi_abc-def" },
-		func(r *ops.RefundRequest) { r.Reason = "because" },
-		func(r *ops.RefundRequest) { r.Reason = "duplicate" },
-		func(r *ops.RefundRequest) { r.Currency = "USD" },
-		func(r *ops.RefundRequest) { r.Currency = "us" },
+		func(r *refund.Request) { r.PaymentIntent = "pi_" },
+		func(r *refund.Request) { r.PaymentIntent = "ch_123" },
+		func(r *refund.Request) { r.PaymentIntent = "pi_abc-def" },
+		func(r *refund.Request) { r.Reason = "because" },
+		func(r *refund.Request) { r.Reason = "duplicate" },
+		func(r *refund.Request) { r.Currency = "USD" },
+		func(r *refund.Request) { r.Currency = "us" },
 	}
 	for i, mutate := range cases {
 		r := base

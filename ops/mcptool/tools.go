@@ -14,11 +14,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
-// The id formats of ops.RefundRequest.Validate, repeated in the input schemas so a client
+// The id formats of refund.Request.Validate, repeated in the input schemas so a client
 // can check arguments before it calls. Validate stays the authority: the tools call it
-// through ops.Refunds exactly as the HTTP route does (a test keeps the two in step).
+// through refund.Tool exactly as the HTTP route does (a test keeps the two in step).
 const (
 	orderPattern     = `^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,63}$`
 	paymentPattern   = `^pi_[A-Za-z0-9_]{1,250}$`
@@ -45,7 +46,7 @@ const unknownNote = "Settle has no refund with this id for your account. Do not 
 // Answer is a tool's structured result: the JSON answer of POST /api/v1/refunds, plus the
 // one sentence the model may pass on to the customer.
 type Answer struct {
-	ops.RefundAnswer
+	refund.Answer
 	CustomerMessage string `json:"customer_message"`
 }
 
@@ -60,7 +61,7 @@ func closed(required []string, props map[string]*jsonschema.Schema) *jsonschema.
 var (
 	orderSchema = &jsonschema.Schema{Type: "string", Pattern: orderPattern, MinLength: ptr(1), MaxLength: ptr(64),
 		Description: "The shop's order id, exactly as the customer or the order system gives it (1-64 letters, digits or _.:#/-), e.g. \"4417\"."}
-	amountSchema = &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(ops.MaxRefundCents)),
+	amountSchema = &jsonschema.Schema{Type: "integer", Minimum: ptr(1.0), Maximum: ptr(float64(refund.MaxCents)),
 		Description: "The amount to refund in the currency's smallest unit, as a whole number: 3800 for $38.00, 500 for ¥500. Not a decimal."}
 	currencySchema = &jsonschema.Schema{Type: "string", Pattern: currencyPattern, MinLength: ptr(3), MaxLength: ptr(3),
 		Description: "Three-letter ISO currency code of the payment, e.g. \"usd\"."}
@@ -127,7 +128,7 @@ succeeded or failed), "failed" (refused, nothing refunded). A refund Settle has 
 
 var answerSchema = &jsonschema.Schema{Type: "object", Required: []string{"status", "operation_id", "customer_message"},
 	Properties: map[string]*jsonschema.Schema{
-		"status":           {Type: "string", Enum: []any{ops.RefundRefunded, ops.RefundUnconfirmed, ops.RefundChecking, ops.RefundFailed}},
+		"status":           {Type: "string", Enum: []any{refund.Refunded, refund.Unconfirmed, refund.Checking, refund.Failed}},
 		"operation_id":     {Type: "string", Description: "Settle's id of the refund; pass it to refund_status."},
 		"refund_id":        {Type: "string", Description: "The provider's refund id, when refunded."},
 		"reason":           {Type: "string", Description: "Why it failed, when failed."},
@@ -152,7 +153,7 @@ type statusArgs struct {
 	Currency    string `json:"currency"`
 }
 
-// issueRefund performs the refund through ops.Refunds, the code path of the HTTP route.
+// issueRefund performs the refund through refund.Tool, the code path of the HTTP route.
 func (t *Tools) issueRefund(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	tenant, err := t.Tenant(ctx, req)
 	if err != nil {
@@ -170,7 +171,7 @@ func (t *Tools) issueRefund(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		}
 		return refused("issue_refund", err), nil
 	}
-	ans, err := t.Refunds.Refund(ctx, ops.RefundRequest{TenantID: tenant.ID, OrderID: a.OrderID, AmountCents: *a.AmountCents,
+	ans, err := t.Refunds.Refund(ctx, refund.Request{TenantID: tenant.ID, OrderID: a.OrderID, AmountCents: *a.AmountCents,
 		Currency: a.Currency, PaymentIntent: a.PaymentIntent, Reason: a.Reason, RequestRef: ref})
 	if err != nil {
 		if ops.ErrorCode(err) == ops.EINTERNAL {
@@ -194,7 +195,7 @@ func (t *Tools) refundStatus(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	op, err := t.findRefund(ctx, tenant.ID, a)
 	if ops.ErrorCode(err) == ops.ENOTFOUND {
 		// Not knowing a refund is not knowing its outcome: the model must not guess.
-		return answered(ops.RefundAnswer{Status: ops.RefundChecking, OperationID: a.OperationID, Note: unknownNote}), nil
+		return answered(refund.Answer{Status: refund.Checking, OperationID: a.OperationID, Note: unknownNote}), nil
 	}
 	if err != nil {
 		if ops.ErrorCode(err) == ops.EINTERNAL {
@@ -226,20 +227,20 @@ func (t *Tools) findRefund(ctx context.Context, tenantID int64, a statusArgs) (*
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "Pass operation_id, or order_id (with amount_cents and currency)."}
 	case a.AmountCents != nil || a.Currency != "":
 		// The intent, exactly as issue_refund keys it; Validate checks and normalises it.
-		probe := ops.RefundRequest{TenantID: tenantID, OrderID: a.OrderID, Currency: a.Currency, PaymentIntent: "pi_status"}
+		probe := refund.Request{TenantID: tenantID, OrderID: a.OrderID, Currency: a.Currency, PaymentIntent: "pi_status"}
 		if a.AmountCents != nil {
 			probe.AmountCents = *a.AmountCents
 		}
 		if err := probe.Validate(); err != nil {
 			return nil, err
 		}
-		return t.Status.LatestForIntent(ctx, tenantID, ops.KindRefund, ops.RefundIntentKey(probe.OrderID, probe.AmountCents, probe.Currency))
+		return t.Status.LatestForIntent(ctx, tenantID, ops.KindRefund, refund.IntentKey(probe.OrderID, probe.AmountCents, probe.Currency))
 	default:
 		f, ok := t.Status.(OrderFinder)
 		if !ok {
 			return nil, &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "Also pass amount_cents and currency, the same as in issue_refund, or pass operation_id."}
 		}
-		probe := ops.RefundRequest{TenantID: tenantID, OrderID: a.OrderID, AmountCents: 1, Currency: "usd", PaymentIntent: "pi_status"}
+		probe := refund.Request{TenantID: tenantID, OrderID: a.OrderID, AmountCents: 1, Currency: "usd", PaymentIntent: "pi_status"}
 		if err := probe.Validate(); err != nil {
 			return nil, err
 		}
@@ -247,9 +248,9 @@ func (t *Tools) findRefund(ctx context.Context, tenantID int64, a statusArgs) (*
 	}
 }
 
-// answer says what an operation's status allows, exactly as ops.Refunds answers a call.
-func (t *Tools) answer(ctx context.Context, op *ops.Operation) (ops.RefundAnswer, error) {
-	return ops.RefundAnswerFor(ctx, t.Status, op)
+// answer says what an operation's status allows, exactly as refund.Tool answers a call.
+func (t *Tools) answer(ctx context.Context, op *ops.Operation) (refund.Answer, error) {
+	return refund.AnswerFor(ctx, t.Status, op)
 }
 
 // decodeArgs reads a tool's arguments strictly: an argument the tool does not take is
@@ -282,8 +283,8 @@ func decodeArgs(raw json.RawMessage, v any, allowed string) error {
 }
 
 // answered is a tool result: the structured answer and one line for the model.
-func answered(a ops.RefundAnswer) *mcp.CallToolResult {
-	out := Answer{RefundAnswer: a, CustomerMessage: customerMessage(a.Status)}
+func answered(a refund.Answer) *mcp.CallToolResult {
+	out := Answer{Answer: a, CustomerMessage: customerMessage(a.Status)}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: Line(a)}},
 		StructuredContent: out,
@@ -292,11 +293,11 @@ func answered(a ops.RefundAnswer) *mcp.CallToolResult {
 
 func customerMessage(status string) string {
 	switch status {
-	case ops.RefundRefunded:
+	case refund.Refunded:
 		return CustomerRefunded
-	case ops.RefundFailed:
+	case refund.Failed:
 		return CustomerFailed
-	case ops.RefundUnconfirmed:
+	case refund.Unconfirmed:
 		return CustomerUnconfirmed
 	default:
 		return CustomerChecking
@@ -304,17 +305,17 @@ func customerMessage(status string) string {
 }
 
 // Line is the one-line text of an answer, written for the model.
-func Line(a ops.RefundAnswer) string {
+func Line(a refund.Answer) string {
 	op := ""
 	if a.OperationID != "" {
 		op = " (operation " + a.OperationID + ")"
 	}
 	switch a.Status {
-	case ops.RefundRefunded:
+	case refund.Refunded:
 		return fmt.Sprintf("refunded%s: the provider confirmed refund %s; you may tell the customer the refund was issued.", op, a.RefundID)
-	case ops.RefundUnconfirmed:
+	case refund.Unconfirmed:
 		return "unconfirmed" + op + ": the provider has not confirmed the refund yet; do not say it succeeded or failed. Calling issue_refund again with the same arguments is safe and never refunds twice."
-	case ops.RefundFailed:
+	case refund.Failed:
 		return fmt.Sprintf("failed%s: the provider refused the refund (%s) and nothing was refunded; tell the customer it could not be made.", op, a.Reason)
 	default:
 		return "checking" + op + ": the outcome is unknown and a person is checking; do not say the refund succeeded or failed. Tell the customer: \"" + CustomerChecking + "\""

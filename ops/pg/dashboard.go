@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
-var _ ops.AuditWriter = (*DB)(nil)
+var _ desk.AuditWriter = (*DB)(nil)
 
 // timelineLimit bounds each part of an operation's timeline; an operation has at most a
 // handful of attempts, but a client may repeat a request thousands of times.
@@ -19,8 +20,8 @@ const timelineLimit = 500
 
 // Timeline returns everything recorded about one operation. Each part is read by its
 // operation index, in one round trip.
-func (db *DB) Timeline(ctx context.Context, opID string) (ops.Timeline, error) {
-	var tl ops.Timeline
+func (db *DB) Timeline(ctx context.Context, opID string) (desk.Timeline, error) {
+	var tl desk.Timeline
 	if _, err := uuid.Parse(opID); err != nil {
 		return tl, ops.Errorf(ops.ENOTFOUND, "No operation %q.", opID)
 	}
@@ -69,8 +70,8 @@ FROM evidence WHERE operation_id = $1 ORDER BY recorded_at, id LIMIT $2`, opID, 
 	b.Queue(`SELECT provider, event_id, type, object_ref, outcome, received_at
 FROM provider_events WHERE operation_id = $1 ORDER BY received_at LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 		var err error
-		tl.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.ProviderEventRecord, error) {
-			var e ops.ProviderEventRecord
+		tl.Events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (desk.ProviderEventRecord, error) {
+			var e desk.ProviderEventRecord
 			err := r.Scan(&e.Provider, &e.EventID, &e.Type, &e.ObjectRef, &e.Outcome, &e.ReceivedAt)
 			return e, err
 		})
@@ -83,21 +84,21 @@ ORDER BY a.id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 		return err
 	})
 	if err := db.Pool.SendBatch(ctx, b).Close(); err != nil {
-		return ops.Timeline{}, interpret(err, "read timeline")
+		return desk.Timeline{}, interpret(err, "read timeline")
 	}
 	return tl, nil
 }
 
 const auditCols = `a.id, a.at, a.actor, a.action, a.entity, a.entity_id, a.before, a.after, a.reason, coalesce(a.evidence_id, 0)`
 
-func scanAudit(r pgx.CollectableRow) (ops.AuditLogEntry, error) {
-	var e ops.AuditLogEntry
+func scanAudit(r pgx.CollectableRow) (desk.AuditLogEntry, error) {
+	var e desk.AuditLogEntry
 	err := r.Scan(&e.ID, &e.At, &e.Actor, &e.Action, &e.Entity, &e.EntityID, &e.Before, &e.After, &e.Reason, &e.EvidenceID)
 	return e, err
 }
 
-// RecordAudit implements ops.AuditWriter.
-func (db *DB) RecordAudit(ctx context.Context, e ops.AuditLogEntry) error {
+// RecordAudit implements desk.AuditWriter.
+func (db *DB) RecordAudit(ctx context.Context, e desk.AuditLogEntry) error {
 	_, err := db.Pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, e.At, e.Actor, e.Action, e.Entity, e.EntityID, jsonOrNil(e.Before), jsonOrNil(e.After), e.Reason)
 	return interpret(err, "record audit")
@@ -105,29 +106,29 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, e.At, e.Actor, e.Action, e.Entity, e.E
 
 // AuditLog returns one page of the audit log, newest first, by keyset on (at, id). Each
 // filter has its own index (migration 00003), so a page costs the same at any size.
-func (db *DB) AuditLog(ctx context.Context, f ops.AuditFilter) (ops.AuditPage, error) {
+func (db *DB) AuditLog(ctx context.Context, f desk.AuditFilter) (desk.AuditPage, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}
 	q, args := auditQuery(f)
 	rows, err := db.Pool.Query(ctx, q, args)
 	if err != nil {
-		return ops.AuditPage{}, interpret(err, "read audit log")
+		return desk.AuditPage{}, interpret(err, "read audit log")
 	}
 	list, err := pgx.CollectRows(rows, scanAudit)
 	if err != nil {
-		return ops.AuditPage{}, interpret(err, "read audit log")
+		return desk.AuditPage{}, interpret(err, "read audit log")
 	}
-	page := ops.AuditPage{Entries: list}
+	page := desk.AuditPage{Entries: list}
 	if len(list) > f.Limit {
 		page.Entries = list[:f.Limit]
 		last := page.Entries[f.Limit-1]
-		page.Next = &ops.AuditCursor{At: last.At, ID: last.ID}
+		page.Next = &desk.AuditCursor{At: last.At, ID: last.ID}
 	}
 	return page, nil
 }
 
-func auditQuery(f ops.AuditFilter) (string, pgx.NamedArgs) {
+func auditQuery(f desk.AuditFilter) (string, pgx.NamedArgs) {
 	conds := []string{"true"}
 	args := pgx.NamedArgs{"limit": f.Limit + 1}
 	if f.Actor != "" {
@@ -191,13 +192,13 @@ ORDER BY o.created_at DESC LIMIT @limit`, pgx.NamedArgs{"q": q, "limit": limit}
 }
 
 // Users lists every dashboard user, enabled or not, by email.
-func (db *DB) Users(ctx context.Context) ([]ops.UserAccount, error) {
+func (db *DB) Users(ctx context.Context) ([]desk.UserAccount, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT id, email, role, created_at, disabled_at FROM users ORDER BY lower(email) LIMIT 1000`)
 	if err != nil {
 		return nil, interpret(err, "list users")
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.UserAccount, error) {
-		var u ops.UserAccount
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (desk.UserAccount, error) {
+		var u desk.UserAccount
 		var role string
 		err := r.Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.DisabledAt)
 		u.Role = ops.Role(role)

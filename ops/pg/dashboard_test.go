@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -60,16 +61,16 @@ FROM generate_series(1, 20000) g JOIN LATERAL (SELECT id FROM operations OFFSET 
 	now := time.Now()
 	cases := []struct {
 		name   string
-		audit  ops.AuditFilter
+		audit  desk.AuditFilter
 		search string
-		queue  ops.QueueFilter
+		queue  desk.QueueFilter
 	}{
-		{name: "plain", audit: ops.AuditFilter{}, search: "ord_42", queue: ops.QueueFilter{Status: ops.StatusUnknown, Now: now}},
-		{name: "by person", audit: ops.AuditFilter{Actor: "user7@example.com"}, search: "cus_7", queue: ops.QueueFilter{Status: ops.StatusExpired, TenantID: tn.ID, Now: now}},
-		{name: "by action and date", audit: ops.AuditFilter{Action: "close", From: now.Add(-48 * time.Hour), To: now.Add(-24 * time.Hour)}, search: opID,
-			queue: ops.QueueFilter{Status: ops.StatusUnknown, OlderThan: time.Hour, Now: now, After: &ops.QueueCursor{CreatedAt: now.Add(-3 * time.Hour), ID: opID}}},
-		{name: "by operation", audit: ops.AuditFilter{EntityID: opID, After: &ops.AuditCursor{At: now, ID: 1 << 40}}, search: "chat-1",
-			queue: ops.QueueFilter{Status: ops.StatusUnknown, Search: "ord_10", Now: now}},
+		{name: "plain", audit: desk.AuditFilter{}, search: "ord_42", queue: desk.QueueFilter{Status: ops.StatusUnknown, Now: now}},
+		{name: "by person", audit: desk.AuditFilter{Actor: "user7@example.com"}, search: "cus_7", queue: desk.QueueFilter{Status: ops.StatusExpired, TenantID: tn.ID, Now: now}},
+		{name: "by action and date", audit: desk.AuditFilter{Action: "close", From: now.Add(-48 * time.Hour), To: now.Add(-24 * time.Hour)}, search: opID,
+			queue: desk.QueueFilter{Status: ops.StatusUnknown, OlderThan: time.Hour, Now: now, After: &desk.QueueCursor{CreatedAt: now.Add(-3 * time.Hour), ID: opID}}},
+		{name: "by operation", audit: desk.AuditFilter{EntityID: opID, After: &desk.AuditCursor{At: now, ID: 1 << 40}}, search: "chat-1",
+			queue: desk.QueueFilter{Status: ops.StatusUnknown, Search: "ord_10", Now: now}},
 	}
 	for _, c := range cases {
 		plans, err := db.DashboardPlans(ctx, opID, c.audit, c.search, c.queue)

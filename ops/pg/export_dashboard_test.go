@@ -7,12 +7,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 // DashboardPlans returns the plan Postgres picks for each list the dashboard reads, by
 // name, so tests can check every one is served by an index.
-func (db *DB) DashboardPlans(ctx context.Context, opID string, f ops.AuditFilter, search string, q ops.QueueFilter) (map[string]string, error) {
+func (db *DB) DashboardPlans(ctx context.Context, opID string, f desk.AuditFilter, search string, q desk.QueueFilter) (map[string]string, error) {
 	plans := map[string]string{}
 	explain := func(name, sql string, args ...any) error {
 		rows, err := db.Pool.Query(ctx, "EXPLAIN "+sql, args...)

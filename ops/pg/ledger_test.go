@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
@@ -487,7 +488,7 @@ func TestQueueCountsAndPages(t *testing.T) {
 	if _, err := f.ledger.Open(ctx, f.refund("live", 1), "r", "w"); err != nil {
 		t.Fatal(err)
 	}
-	counts, err := f.db.QueueCounts(ctx, ops.QueueFilter{})
+	counts, err := f.db.QueueCounts(ctx, desk.QueueFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,9 +496,9 @@ func TestQueueCountsAndPages(t *testing.T) {
 		t.Fatalf("counts %v", counts)
 	}
 	var all []string
-	var after *ops.QueueCursor
+	var after *desk.QueueCursor
 	for {
-		page, err := f.db.ListQueue(ctx, ops.QueueFilter{Status: ops.StatusUnknown, Limit: 2, After: after}, f.clock.Now())
+		page, err := f.db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 2, After: after}, f.clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -512,11 +513,11 @@ func TestQueueCountsAndPages(t *testing.T) {
 	if fmt.Sprint(all) != "[q0 q1 q2 q3 q4]" {
 		t.Fatalf("pages gave %v, want oldest first", all)
 	}
-	page, err := f.db.ListQueue(ctx, ops.QueueFilter{Status: ops.StatusUnknown, Search: "q3"}, f.clock.Now())
+	page, err := f.db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Search: "q3"}, f.clock.Now())
 	if err != nil || len(page.Ops) != 1 || page.Ops[0].OrderRef != "q3" {
 		t.Fatalf("search: %v %v", page.Ops, err)
 	}
-	c2, err := f.db.QueueCounts(ctx, ops.QueueFilter{OlderThan: 3 * time.Second, Now: f.clock.Now()})
+	c2, err := f.db.QueueCounts(ctx, desk.QueueFilter{OlderThan: 3 * time.Second, Now: f.clock.Now()})
 	if err != nil || c2[ops.StatusUnknown] != 3 {
 		t.Fatalf("aged counts %v %v", c2, err)
 	}
@@ -526,7 +527,7 @@ func TestQueueCountsAndPages(t *testing.T) {
 		Evidence: ops.Evidence{Kind: ops.EvidenceLookup, Summary: "no refund at Stripe"}}); err != nil {
 		t.Fatal(err)
 	}
-	counts, _ = f.db.QueueCounts(ctx, ops.QueueFilter{TenantID: f.tenant, Kind: ops.KindRefund})
+	counts, _ = f.db.QueueCounts(ctx, desk.QueueFilter{TenantID: f.tenant, Kind: ops.KindRefund})
 	if want := f.count(t, `SELECT count(*) FROM operations WHERE status = 'unknown'`); counts[ops.StatusUnknown] != int64(want) || want != 4 {
 		t.Fatalf("maintained count %d, scan %d", counts[ops.StatusUnknown], want)
 	}

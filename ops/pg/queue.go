@@ -10,18 +10,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
-var _ ops.Queues = (*DB)(nil)
+var _ desk.Queues = (*DB)(nil)
 
 // countCap bounds the counts that need a scan: past it the page says "1000+" rather than
 // count millions of rows.
-const countCap = ops.QueueCountCap
+const countCap = desk.QueueCountCap
 
-// QueueCounts implements ops.Queues. Without an age or search filter the unknown and
+// QueueCounts implements desk.Queues. Without an age or search filter the unknown and
 // expired counts come from queue_counts, which a trigger keeps, so they cost the same at
 // 10 M operations as at 10.
-func (db *DB) QueueCounts(ctx context.Context, f ops.QueueFilter) (map[ops.Status]int64, error) {
+func (db *DB) QueueCounts(ctx context.Context, f desk.QueueFilter) (map[ops.Status]int64, error) {
 	out := map[ops.Status]int64{}
 	var rows pgx.Rows
 	var err error
@@ -65,13 +66,13 @@ FROM unnest(ARRAY['received', 'in_progress', 'unknown', 'expired']) AS s(status)
 	return out, interpret(rows.Err(), "count queues")
 }
 
-// ListQueue implements ops.Queues: one page, oldest first, by keyset on (created_at, id).
-func (db *DB) ListQueue(ctx context.Context, f ops.QueueFilter, now time.Time) (ops.QueuePage, error) {
+// ListQueue implements desk.Queues: one page, oldest first, by keyset on (created_at, id).
+func (db *DB) ListQueue(ctx context.Context, f desk.QueueFilter, now time.Time) (desk.QueuePage, error) {
 	if f.Status == "" {
 		f.Status = ops.StatusUnknown
 	}
 	if f.Status.Final() || !f.Status.Valid() {
-		return ops.QueuePage{}, ops.Errorf(ops.EINVALID, "There is no %q queue.", f.Status)
+		return desk.QueuePage{}, ops.Errorf(ops.EINVALID, "There is no %q queue.", f.Status)
 	}
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
@@ -85,23 +86,23 @@ func (db *DB) ListQueue(ctx context.Context, f ops.QueueFilter, now time.Time) (
 	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
 WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`, args)
 	if err != nil {
-		return ops.QueuePage{}, interpret(err, "list queue")
+		return desk.QueuePage{}, interpret(err, "list queue")
 	}
 	list, err := collectOps(rows)
 	if err != nil {
-		return ops.QueuePage{}, err
+		return desk.QueuePage{}, err
 	}
-	page := ops.QueuePage{Ops: list}
+	page := desk.QueuePage{Ops: list}
 	if len(list) > f.Limit {
 		page.Ops = list[:f.Limit]
 		last := page.Ops[f.Limit-1]
-		page.Next = &ops.QueueCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		page.Next = &desk.QueueCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return page, nil
 }
 
 // queueWhere builds the filter part shared by the list and the scanned counts.
-func queueWhere(f ops.QueueFilter, now time.Time) (string, pgx.NamedArgs) {
+func queueWhere(f desk.QueueFilter, now time.Time) (string, pgx.NamedArgs) {
 	conds := []string{"true"}
 	args := pgx.NamedArgs{}
 	if f.TenantID > 0 {

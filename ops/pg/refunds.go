@@ -8,14 +8,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 var (
-	_ ops.RefundStore = (*DB)(nil)
-	_ ops.EventStore  = (*DB)(nil)
+	_ refund.Store   = (*DB)(nil)
+	_ ops.EventStore = (*DB)(nil)
 )
 
-// LatestForIntent implements ops.RefundStore.
+// LatestForIntent implements refund.Store.
 func (db *DB) LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error) {
 	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o
 WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 ORDER BY o.created_at DESC LIMIT 1`, tenantID, string(kind), intentKey))
@@ -43,7 +44,7 @@ ORDER BY o.created_at DESC, o.id DESC LIMIT 1`, tenantID, orderID))
 	return o, nil
 }
 
-// OpenForPayment implements ops.RefundStore.
+// OpenForPayment implements refund.Store.
 func (db *DB) OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*ops.Operation, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
 WHERE o.tenant_id = $1 AND o.payment_ref = $2 AND o.payment_ref <> '' AND o.status IN `+openStatuses, tenantID, paymentRef)
@@ -53,14 +54,14 @@ WHERE o.tenant_id = $1 AND o.payment_ref = $2 AND o.payment_ref <> '' AND o.stat
 	return collectOps(rows)
 }
 
-// RecordRejected implements ops.RefundStore.
+// RecordRejected implements refund.Store.
 func (db *DB) RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error {
 	_, err := db.Pool.Exec(ctx, `INSERT INTO client_requests (tenant_id, kind, request_ref, answer, received_at, answered_at)
 VALUES ($1, $2, $3, 'rejected', $4, $4)`, tenantID, string(kind), requestRef, at)
 	return interpret(err, "record rejected request")
 }
 
-// LastAttemptError implements ops.RefundStore.
+// LastAttemptError implements refund.Store.
 func (db *DB) LastAttemptError(ctx context.Context, opID string) (string, error) {
 	var code string
 	err := db.Pool.QueryRow(ctx, `SELECT error_code FROM attempts WHERE operation_id = $1 AND finished_at IS NOT NULL

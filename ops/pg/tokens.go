@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 // newToken returns a new API token and its SHA-256, which is all that is stored.
@@ -25,7 +26,7 @@ func newToken() (string, [32]byte, error) {
 }
 
 // Tokens lists the API tokens, live ones first, newest first.
-func (db *DB) Tokens(ctx context.Context) ([]ops.APIToken, error) {
+func (db *DB) Tokens(ctx context.Context) ([]desk.APIToken, error) {
 	rows, err := db.Pool.Query(ctx, `
 SELECT k.id, t.name, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at
 FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
@@ -33,8 +34,8 @@ ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC LIMIT 1000`)
 	if err != nil {
 		return nil, interpret(err, "list tokens")
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.APIToken, error) {
-		var k ops.APIToken
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (desk.APIToken, error) {
+		var k desk.APIToken
 		err := r.Scan(&k.ID, &k.Tenant, &k.Name, &k.Prefix, &k.CreatedAt, &k.LastUsedAt, &k.RevokedAt)
 		return k, err
 	})
@@ -81,8 +82,8 @@ SELECT id FROM k`, pgx.NamedArgs{"tenant": tenant, "name": name, "hash": sum[:],
 
 // RevokeToken revokes a token and records who did it, in one statement. Revoking a revoked
 // token changes nothing and records nothing.
-func (db *DB) RevokeToken(ctx context.Context, id int64, actor string, now time.Time) (ops.APIToken, error) {
-	var k ops.APIToken
+func (db *DB) RevokeToken(ctx context.Context, id int64, actor string, now time.Time) (desk.APIToken, error) {
+	var k desk.APIToken
 	err := db.Pool.QueryRow(ctx, `
 WITH old AS (SELECT id, revoked_at FROM api_tokens WHERE id = @id FOR UPDATE),
 up AS (

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/recon"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
@@ -73,7 +74,7 @@ func (w *world) count(t *testing.T, q string, args ...any) int {
 func (w *world) open(t *testing.T, order string, cents int64) ops.Opened {
 	t.Helper()
 	o, err := w.ledger.Open(context.Background(), ops.Intent{TenantID: w.tenant, Kind: ops.KindRefund, Provider: "stripe",
-		IntentKey: ops.RefundIntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
+		IntentKey: refund.IntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
 		AmountCents: cents, Currency: "usd", Retention: 24 * time.Hour}, "req-"+order, "w1")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
@@ -29,7 +30,7 @@ type world struct {
 	fake    *fake.Stripe
 	base    string
 	adapter *stripe.Adapter
-	refunds *ops.Refunds
+	refunds *refund.Tool
 	tenant  int64
 }
 
@@ -50,15 +51,15 @@ func newWorld(t *testing.T, attemptTimeout, deadline time.Duration) *world {
 	w.adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: base, AttemptTimeout: attemptTimeout})
 	ledger := ops.NewLedger(db, w.clock)
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
-	w.refunds = &ops.Refunds{Ledger: ledger, Store: db, Provider: w.adapter, Deadline: deadline}
+	w.refunds = &refund.Tool{Ledger: ledger, Store: db, Provider: w.adapter, Deadline: deadline}
 	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&w.tenant); err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
 
-func (w *world) req(ref string) ops.RefundRequest {
-	return ops.RefundRequest{TenantID: w.tenant, OrderID: "4417", AmountCents: 3800, Currency: "usd",
+func (w *world) req(ref string) refund.Request {
+	return refund.Request{TenantID: w.tenant, OrderID: "4417", AmountCents: 3800, Currency: "usd",
 		PaymentIntent: story, Reason: "requested_by_customer", RequestRef: ref}
 }
 
@@ -86,7 +87,7 @@ func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Status != ops.RefundUnconfirmed {
+	if first.Status != refund.Unconfirmed {
 		t.Fatalf("first call answered %+v, want unconfirmed", first)
 	}
 	if n := len(w.fake.Refunds()); n != 1 {
@@ -97,7 +98,7 @@ func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Status != ops.RefundRefunded || second.OperationID != first.OperationID || second.RefundID != w.fake.Refunds()[0].ID {
+	if second.Status != refund.Refunded || second.OperationID != first.OperationID || second.RefundID != w.fake.Refunds()[0].ID {
 		t.Fatalf("second call answered %+v, want refunded %s on operation %s", second, w.fake.Refunds()[0].ID, first.OperationID)
 	}
 	if n := len(w.fake.Refunds()); n != 1 {
@@ -119,7 +120,7 @@ func TestTwentyConcurrentCallsRefundOnce(t *testing.T) {
 	w := newWorld(t, 2*time.Second, 5*time.Second)
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: 100 * time.Millisecond})
 	var wg sync.WaitGroup
-	answers := make([]ops.RefundAnswer, 20)
+	answers := make([]refund.Answer, 20)
 	errs := make([]error, 20)
 	for i := range 20 {
 		wg.Add(1)
@@ -156,11 +157,11 @@ func TestSavedServerErrorMeansCheckingAndNoMoreSends(t *testing.T) {
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultServerError})
 	ctx := context.Background()
 	a, err := w.refunds.Refund(ctx, w.req("a"))
-	if err != nil || a.Status != ops.RefundChecking || a.Note != ops.CheckingNote {
+	if err != nil || a.Status != refund.Checking || a.Note != refund.CheckingNote {
 		t.Fatalf("answer %+v (%v), want checking with the note", a, err)
 	}
 	b, err := w.refunds.Refund(ctx, w.req("b"))
-	if err != nil || b.Status != ops.RefundChecking || b.OperationID != a.OperationID {
+	if err != nil || b.Status != refund.Checking || b.OperationID != a.OperationID {
 		t.Fatalf("second answer %+v (%v), want checking on the same operation", b, err)
 	}
 	if n := w.count(t, `SELECT count(*) FROM attempts`); n != 1 {
@@ -183,7 +184,7 @@ func TestKeyInUseWaitsAndReusesTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Status == ops.RefundUnconfirmed {
+	if a.Status == refund.Unconfirmed {
 		time.Sleep(300 * time.Millisecond)
 		if a, err = w.refunds.Refund(ctx, w.req("b")); err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestKeyInUseWaitsAndReusesTheKey(t *testing.T) {
 		_ = rows.Scan(&o)
 		outcomes = append(outcomes, o)
 	}
-	if a.Status != ops.RefundRefunded {
+	if a.Status != refund.Refunded {
 		t.Fatalf("answer %+v, attempts %v", a, outcomes)
 	}
 	if len(outcomes) < 3 || outcomes[0] != "timeout" || outcomes[1] != "key_in_use" || outcomes[len(outcomes)-1] != "ok" {
@@ -216,18 +217,18 @@ func TestBudgetOfSixAcrossCallsEndsUnknown(t *testing.T) {
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultUnavailable})
 	ctx := context.Background()
 	a, err := w.refunds.Refund(ctx, w.req("1"))
-	if err != nil || a.Status != ops.RefundUnconfirmed {
+	if err != nil || a.Status != refund.Unconfirmed {
 		t.Fatalf("first call %+v (%v), want unconfirmed", a, err)
 	}
 	b, err := w.refunds.Refund(ctx, w.req("2"))
-	if err != nil || b.Status != ops.RefundChecking {
+	if err != nil || b.Status != refund.Checking {
 		t.Fatalf("second call %+v (%v), want checking", b, err)
 	}
 	if n := w.count(t, `SELECT count(*) FROM attempts`); n != 6 {
 		t.Fatalf("%d attempts, want 6", n)
 	}
 	c, err := w.refunds.Refund(ctx, w.req("3"))
-	if err != nil || c.Status != ops.RefundChecking {
+	if err != nil || c.Status != refund.Checking {
 		t.Fatalf("third call %+v (%v)", c, err)
 	}
 	if n := w.count(t, `SELECT count(*) FROM attempts`); n != 6 {
@@ -241,12 +242,12 @@ func TestPastRetentionExpiresWithoutSending(t *testing.T) {
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 300 * time.Millisecond})
 	ctx := context.Background()
 	a, err := w.refunds.Refund(ctx, w.req("1"))
-	if err != nil || a.Status != ops.RefundUnconfirmed {
+	if err != nil || a.Status != refund.Unconfirmed {
 		t.Fatalf("first call %+v (%v)", a, err)
 	}
 	w.clock.Advance(24 * time.Hour) // the fake forgets the key too: a resend would refund twice
 	b, err := w.refunds.Refund(ctx, w.req("2"))
-	if err != nil || b.Status != ops.RefundChecking {
+	if err != nil || b.Status != refund.Checking {
 		t.Fatalf("after retention: %+v (%v), want checking", b, err)
 	}
 	op, _ := w.db.Get(ctx, a.OperationID)
@@ -276,14 +277,14 @@ func TestRemainderIsCheckedAgainstStripeAndOpenRefunds(t *testing.T) {
 	ctx := context.Background()
 	half := w.req("a")
 	half.AmountCents = 1900
-	if a, err := w.refunds.Refund(ctx, half); err != nil || a.Status != ops.RefundRefunded {
+	if a, err := w.refunds.Refund(ctx, half); err != nil || a.Status != refund.Refunded {
 		t.Fatalf("first half: %+v (%v)", a, err)
 	}
 	// The same order and amount again, later, is a new intent once the first closed, and fits.
 	w.clock.Advance(time.Minute)
 	again := w.req("b")
 	again.AmountCents = 1900
-	if a, err := w.refunds.Refund(ctx, again); err != nil || a.Status != ops.RefundRefunded {
+	if a, err := w.refunds.Refund(ctx, again); err != nil || a.Status != refund.Refunded {
 		t.Fatalf("second half: %+v (%v)", a, err)
 	}
 	before := w.count(t, `SELECT count(*) FROM operations`)
@@ -326,7 +327,7 @@ func TestDefiniteRefusalFails(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("outside refund: %v", err)
 	}
-	if err != nil || a.Status != ops.RefundFailed || a.Reason == "" {
+	if err != nil || a.Status != refund.Failed || a.Reason == "" {
 		t.Fatalf("answer %+v (%v), want failed with Stripe's reason", a, err)
 	}
 	if n := len(w.fake.Refunds()); n != 1 {
@@ -338,15 +339,15 @@ func TestBadRequestsAreRefusedBeforeAnyOperation(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, time.Second, 3*time.Second)
 	ctx := context.Background()
-	cases := map[string]func(*ops.RefundRequest){
-		"zero amount":     func(r *ops.RefundRequest) { r.AmountCents = 0 },
-		"negative amount": func(r *ops.RefundRequest) { r.AmountCents = -5 },
-		"absurd amount":   func(r *ops.RefundRequest) { r.AmountCents = 1 << 40 },
-		"currency":        func(r *ops.RefundRequest) { r.Currency = "xyz" },
-		"no order":        func(r *ops.RefundRequest) { r.OrderID = "" },
-		"bad payment":     func(r *ops.RefundRequest) { r.PaymentIntent = "ch_1" },
-		"bad reason":      func(r *ops.RefundRequest) { r.Reason = "because" },
-		"unknown payment": func(r *ops.RefundRequest) { r.PaymentIntent = "pi_nope" },
+	cases := map[string]func(*refund.Request){
+		"zero amount":     func(r *refund.Request) { r.AmountCents = 0 },
+		"negative amount": func(r *refund.Request) { r.AmountCents = -5 },
+		"absurd amount":   func(r *refund.Request) { r.AmountCents = 1 << 40 },
+		"currency":        func(r *refund.Request) { r.Currency = "xyz" },
+		"no order":        func(r *refund.Request) { r.OrderID = "" },
+		"bad payment":     func(r *refund.Request) { r.PaymentIntent = "ch_1" },
+		"bad reason":      func(r *refund.Request) { r.Reason = "because" },
+		"unknown payment": func(r *refund.Request) { r.PaymentIntent = "pi_nope" },
 	}
 	for name, mut := range cases {
 		r := w.req(name)
@@ -368,12 +369,12 @@ func TestTryAgainAfterTheRefundWentThroughAnswersThatRefund(t *testing.T) {
 	w := newWorld(t, time.Second, 3*time.Second)
 	ctx := context.Background()
 	first, err := w.refunds.Refund(ctx, w.req("toolu_01"))
-	if err != nil || first.Status != ops.RefundRefunded {
+	if err != nil || first.Status != refund.Refunded {
 		t.Fatalf("first: %+v (%v)", first, err)
 	}
 	w.clock.Advance(time.Hour)
 	again, err := w.refunds.Refund(ctx, w.req("toolu_02"))
-	if err != nil || again.Status != ops.RefundRefunded || again.OperationID != first.OperationID || again.RefundID != first.RefundID {
+	if err != nil || again.Status != refund.Refunded || again.OperationID != first.OperationID || again.RefundID != first.RefundID {
 		t.Fatalf("again: %+v (%v), want the first refund", again, err)
 	}
 	if n := len(w.fake.Refunds()); n != 1 {
@@ -389,7 +390,7 @@ func TestRefusalAtStripeFailsWithItsReason(t *testing.T) {
 	w := newWorld(t, time.Second, 3*time.Second)
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultRefuse})
 	a, err := w.refunds.Refund(context.Background(), w.req("x"))
-	if err != nil || a.Status != ops.RefundFailed || a.Reason != "charge_disputed" {
+	if err != nil || a.Status != refund.Failed || a.Reason != "charge_disputed" {
 		t.Fatalf("answer %+v (%v), want failed: charge_disputed", a, err)
 	}
 	op, _ := w.db.Get(context.Background(), a.OperationID)
@@ -404,7 +405,7 @@ func TestRateLimitHonoursRetryAfter(t *testing.T) {
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultRateLimit, RetryAfter: 1})
 	start := time.Now()
 	a, err := w.refunds.Refund(context.Background(), w.req("a"))
-	if err != nil || a.Status != ops.RefundRefunded {
+	if err != nil || a.Status != refund.Refunded {
 		t.Fatalf("%+v (%v)", a, err)
 	}
 	if waited := time.Since(start); waited < time.Second {
@@ -422,7 +423,7 @@ func TestDroppedConnectionAfterCommitIsRetriedWithTheSameKey(t *testing.T) {
 	w := newWorld(t, time.Second, 5*time.Second)
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultDropAfterCommit})
 	a, err := w.refunds.Refund(context.Background(), w.req("a"))
-	if err != nil || a.Status != ops.RefundRefunded {
+	if err != nil || a.Status != refund.Refunded {
 		t.Fatalf("%+v (%v)", a, err)
 	}
 	var outcomes string

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 // MetadataKey is the metadata field that carries our operation id on every refund.
@@ -89,10 +90,10 @@ func newAPI(cfg Config, rt http.RoundTripper) *client.API {
 	})
 }
 
-// Name implements ops.RefundProvider.
+// Name implements refund.Provider.
 func (a *Adapter) Name() string { return "stripe" }
 
-// Retention implements ops.RefundProvider.
+// Retention implements refund.Provider.
 func (a *Adapter) Retention() time.Duration { return a.cfg.Retention }
 
 // Send implements ops.Sender: one POST /v1/refunds with the operation's key and id.
@@ -106,7 +107,7 @@ func (a *Adapter) Send(ctx context.Context, op *ops.Operation, at *ops.Attempt) 
 		Amount:        stripego.Int64(op.AmountCents),
 		Metadata:      map[string]string{MetadataKey: op.ID},
 	}
-	if r := ops.RefundReason(op); r != "" {
+	if r := refund.StoredReason(op); r != "" {
 		p.Reason = stripego.String(r)
 	}
 	p.Context = ctx
@@ -182,10 +183,10 @@ func retryAfter(h http.Header) time.Duration {
 	return 0
 }
 
-// Payment implements ops.RefundProvider: the payment intent and every refund on it.
-func (a *Adapter) Payment(ctx context.Context, paymentRef string) (ops.Payment, error) {
+// Payment implements refund.Provider: the payment intent and every refund on it.
+func (a *Adapter) Payment(ctx context.Context, paymentRef string) (refund.Payment, error) {
 	if err := a.limiter.Wait(ctx); err != nil {
-		return ops.Payment{}, err
+		return refund.Payment{}, err
 	}
 	p := &stripego.PaymentIntentParams{}
 	p.Context = ctx
@@ -193,22 +194,22 @@ func (a *Adapter) Payment(ctx context.Context, paymentRef string) (ops.Payment, 
 	if err != nil {
 		var se *stripego.Error
 		if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
-			return ops.Payment{}, &ops.Error{Code: ops.EINVALID, Reason: "unknown_payment", Message: fmt.Sprintf("Stripe has no payment %s.", paymentRef), Err: err}
+			return refund.Payment{}, &ops.Error{Code: ops.EINVALID, Reason: "unknown_payment", Message: fmt.Sprintf("Stripe has no payment %s.", paymentRef), Err: err}
 		}
-		return ops.Payment{}, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not be asked what is left to refund; try again shortly.", Err: err}
+		return refund.Payment{}, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not be asked what is left to refund; try again shortly.", Err: err}
 	}
 	refunds, err := a.list(ctx, &stripego.RefundListParams{PaymentIntent: stripego.String(paymentRef)})
 	if err != nil {
-		return ops.Payment{}, err
+		return refund.Payment{}, err
 	}
 	amount := pi.AmountReceived
 	if amount == 0 {
 		amount = pi.Amount
 	}
-	return ops.Payment{Ref: pi.ID, AmountCents: amount, Currency: string(pi.Currency), Refunds: refunds}, nil
+	return refund.Payment{Ref: pi.ID, AmountCents: amount, Currency: string(pi.Currency), Refunds: refunds}, nil
 }
 
-// Lookup implements ops.RefundProvider. Refunds cannot be searched by metadata, so it lists
+// Lookup implements refund.Provider. Refunds cannot be searched by metadata, so it lists
 // the refunds of the operation's payment intent and keeps those carrying its id.
 func (a *Adapter) Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error) {
 	all, err := a.list(ctx, &stripego.RefundListParams{PaymentIntent: stripego.String(op.PaymentRef)})

@@ -1,4 +1,4 @@
-package ops_test
+package desk_test
 
 import (
 	"strings"
@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 func TestCustomerStatusNeverClaimsAnOutcomeWhileUnknown(t *testing.T) {
 	for _, s := range []ops.Status{ops.StatusUnknown, ops.StatusExpired, ops.StatusInProgress, ops.StatusReceived} {
 		for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
-			c := ops.CustomerStatusOf(&ops.Operation{Status: s, Kind: k, AmountCents: 3800, Currency: "usd"})
+			c := desk.CustomerStatusOf(&ops.Operation{Status: s, Kind: k, AmountCents: 3800, Currency: "usd"})
 			low := strings.ToLower(c.Sentence + " " + c.Headline)
 			for _, word := range []string{"succeeded", "failed", "issued", "did not go through", "completed"} {
 				if strings.Contains(low, word) {
@@ -23,11 +24,11 @@ func TestCustomerStatusNeverClaimsAnOutcomeWhileUnknown(t *testing.T) {
 			}
 		}
 	}
-	if c := ops.CustomerStatusOf(&ops.Operation{Status: ops.StatusUnknown, Kind: ops.KindRefund}); ops.UnknownRefundSentence !=
-		"We can't confirm your refund yet. A colleague is checking and will reply in this chat." || c.Sentence != ops.UnknownRefundSentence {
+	if c := desk.CustomerStatusOf(&ops.Operation{Status: ops.StatusUnknown, Kind: ops.KindRefund}); desk.UnknownRefundSentence !=
+		"We can't confirm your refund yet. A colleague is checking and will reply in this chat." || c.Sentence != desk.UnknownRefundSentence {
 		t.Errorf("unknown refund sentence = %q", c.Sentence)
 	}
-	if c := ops.CustomerStatusOf(&ops.Operation{Status: ops.StatusSucceeded, Kind: ops.KindRefund, AmountCents: 3800, Currency: "usd"}); !c.Known ||
+	if c := desk.CustomerStatusOf(&ops.Operation{Status: ops.StatusSucceeded, Kind: ops.KindRefund, AmountCents: 3800, Currency: "usd"}); !c.Known ||
 		!strings.Contains(c.Sentence, "38.00 USD has been issued") {
 		t.Errorf("succeeded refund = %+v", c)
 	}
@@ -51,7 +52,7 @@ func TestCheckNotExecuted(t *testing.T) {
 		{"closed", ops.Operation{Status: ops.StatusFailed, RetryUntil: &past, ClosedBy: "alice"}, nil, ops.ECONFLICT},
 	}
 	for _, c := range cases {
-		if got := ops.ErrorCode(ops.CheckNotExecuted(&c.op, c.atts, now)); got != c.code {
+		if got := ops.ErrorCode(desk.CheckNotExecuted(&c.op, c.atts, now)); got != c.code {
 			t.Errorf("%s: %q, want %q", c.name, got, c.code)
 		}
 	}

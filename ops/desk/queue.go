@@ -1,15 +1,16 @@
-package ops
+package desk
 
 import (
 	"context"
+	"github.com/settle-dev/settle/ops"
 	"time"
 )
 
 // QueueFilter narrows the operator queues.
 type QueueFilter struct {
-	Status   Status // one of the open statuses: the tab
+	Status   ops.Status // one of the open statuses: the tab
 	TenantID int64
-	Kind     Kind
+	Kind     ops.Kind
 	Provider string
 	// OlderThan keeps operations created at least this long before Now.
 	OlderThan time.Duration
@@ -29,7 +30,7 @@ type QueueCursor struct {
 
 // QueuePage is one page of a queue.
 type QueuePage struct {
-	Ops  []*Operation
+	Ops  []*ops.Operation
 	Next *QueueCursor
 }
 
@@ -40,12 +41,12 @@ const QueueCountCap = 1000
 // CountIsCapped reports whether a queue count for status under f may stop at QueueCountCap.
 // Received and in-progress rows are few in a healthy system and are counted from their
 // indexes, so the hot path of an operation fires no counting trigger.
-func CountIsCapped(s Status, f QueueFilter) bool {
-	return f.OlderThan > 0 || f.Search != "" || s == StatusInProgress || s == StatusReceived
+func CountIsCapped(s ops.Status, f QueueFilter) bool {
+	return f.OlderThan > 0 || f.Search != "" || s == ops.StatusInProgress || s == ops.StatusReceived
 }
 
 // Queues reads the operator queues. Counts come from a maintained source, never a scan.
 type Queues interface {
-	QueueCounts(ctx context.Context, f QueueFilter) (map[Status]int64, error)
+	QueueCounts(ctx context.Context, f QueueFilter) (map[ops.Status]int64, error)
 	ListQueue(ctx context.Context, f QueueFilter, now time.Time) (QueuePage, error)
 }

@@ -1,10 +1,12 @@
-package ops
+package desk
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 	"regexp"
 	"strings"
 	"sync"
@@ -36,9 +38,9 @@ const MaxCloseNoteLength = 2000
 type LookupOutcome struct {
 	OperationID string
 	// Op is the operation as it is after the lookup; nil when it could not be read.
-	Op      *Operation
+	Op      *ops.Operation
 	Outcome string
-	Records []ProviderRecord
+	Records []ops.ProviderRecord
 	// Message says in plain words what happened and, when a person must act, why.
 	Message string
 }
@@ -82,13 +84,13 @@ type AuditWriter interface {
 }
 
 // Desk is the on-call desk: lookups and closes asked by people on the dashboard. Every
-// close goes through Ledger.Close, the compare-and-set of rule 6, and every action is
+// close goes through Ledger.Close, the compare-and-set of ops rule 6, and every action is
 // recorded in the audit log.
 type Desk struct {
-	Ledger *Ledger
+	Ledger *ops.Ledger
 	// Refunds looks refunds up at the provider; nil answers "unavailable".
-	Refunds *Refunds
-	Events  EventStore
+	Refunds *refund.Tool
+	Events  ops.EventStore
 	Audit   AuditWriter
 	// Workers is how many lookups of a bulk action run at once (default 4); the provider
 	// adapter rate-limits its reads on top.
@@ -100,7 +102,7 @@ type Desk struct {
 func (d *Desk) Lookup(ctx context.Context, opID, actor string) (LookupOutcome, error) {
 	op, err := d.Ledger.Get(ctx, opID)
 	if err != nil {
-		return LookupOutcome{OperationID: opID, Outcome: LookupFailed, Message: ErrorMessage(err)}, err
+		return LookupOutcome{OperationID: opID, Outcome: LookupFailed, Message: ops.ErrorMessage(err)}, err
 	}
 	out, err := d.lookup(ctx, op, actor)
 	if aerr := d.recordLookup(ctx, op, out, actor); aerr != nil && err == nil {
@@ -126,7 +128,7 @@ func (d *Desk) LookupMany(ctx context.Context, ids []string, actor string) BulkO
 			for i := range next {
 				out, err := d.Lookup(ctx, ids[i], actor)
 				if err != nil && out.Outcome == "" {
-					out.Outcome, out.Message = LookupFailed, ErrorMessage(err)
+					out.Outcome, out.Message = LookupFailed, ops.ErrorMessage(err)
 				}
 				out.OperationID = ids[i]
 				res[i] = out
@@ -153,14 +155,14 @@ func (d *Desk) LookupMany(ctx context.Context, ids []string, actor string) BulkO
 	return b
 }
 
-func (d *Desk) lookup(ctx context.Context, op *Operation, actor string) (LookupOutcome, error) {
+func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (LookupOutcome, error) {
 	now := d.Ledger.Clock.Now()
 	out := LookupOutcome{OperationID: op.ID, Op: op}
 	switch {
 	case op.Status.Final():
-		out.Outcome, out.Message = LookupAlreadyClosed, closedMessage(op)
+		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(op).Message
 		return out, nil
-	case op.Kind != KindRefund:
+	case op.Kind != ops.KindRefund:
 		out.Outcome = LookupUnsupported
 		out.Message = "Lookups for LLM operations do not exist yet: a person must check the provider's usage report and close it by hand with a note."
 		return out, nil
@@ -177,16 +179,16 @@ func (d *Desk) lookup(ctx context.Context, op *Operation, actor string) (LookupO
 	if applied.Op != nil {
 		out.Op = applied.Op
 	}
-	var e *Error
+	var e *ops.Error
 	switch {
 	case errors.As(err, &e) && e.Closed != nil:
 		out.Outcome, out.Message = LookupAlreadyClosed, e.Message
 		return out, nil
-	case ErrorCode(err) == EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded):
+	case ops.ErrorCode(err) == ops.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded):
 		out.Outcome, out.Message = LookupUnavailable, "The provider could not be asked just now; try again in a moment."
 		return out, nil
 	case err != nil:
-		out.Outcome, out.Message = LookupFailed, ErrorMessage(err)
+		out.Outcome, out.Message = LookupFailed, ops.ErrorMessage(err)
 		return out, err
 	case !res.Found():
 		out.Outcome = LookupNotFound
@@ -201,7 +203,7 @@ func (d *Desk) lookup(ctx context.Context, op *Operation, actor string) (LookupO
 			out.Message = fmt.Sprintf("Closed as %s with the provider's record %s.", applied.Op.Status, res.Records[0].Ref)
 		}
 	case "already_closed":
-		out.Outcome, out.Message = LookupAlreadyClosed, closedMessage(applied.Op)
+		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(applied.Op).Message
 	case "in_flight":
 		out.Outcome, out.Message = LookupInFlight, "A worker started sending it meanwhile; look again once its lease has ended."
 	default:
@@ -214,7 +216,7 @@ func (d *Desk) lookup(ctx context.Context, op *Operation, actor string) (LookupO
 }
 
 // notExecutedHint tells a person what a lookup that found nothing lets them do.
-func notExecutedHint(op *Operation, now time.Time) string {
+func notExecutedHint(op *ops.Operation, now time.Time) string {
 	if op.PastRetention(now) {
 		return "Its key retention has passed, so it can be closed as not executed."
 	}
@@ -224,7 +226,7 @@ func notExecutedHint(op *Operation, now time.Time) string {
 	return "It was never sent, or its provider keeps no keys; close it by hand with a note."
 }
 
-func (d *Desk) recordLookup(ctx context.Context, before *Operation, out LookupOutcome, actor string) error {
+func (d *Desk) recordLookup(ctx context.Context, before *ops.Operation, out LookupOutcome, actor string) error {
 	if d.Audit == nil {
 		return nil
 	}
@@ -240,7 +242,7 @@ func (d *Desk) recordLookup(ctx context.Context, before *Operation, out LookupOu
 	return nil
 }
 
-func statusJSON(op *Operation) json.RawMessage {
+func statusJSON(op *ops.Operation) json.RawMessage {
 	b, _ := json.Marshal(map[string]any{"status": op.Status, "version": op.Version})
 	return b
 }
@@ -248,23 +250,23 @@ func statusJSON(op *Operation) json.RawMessage {
 // CheckNotExecuted returns an error unless op may be closed as "not executed" now: it is
 // open, nobody holds a live lease, no attempt is still without a result, and the provider's
 // key retention has passed, so no resend with our key can ever run it.
-func CheckNotExecuted(op *Operation, attempts []Attempt, now time.Time) error {
+func CheckNotExecuted(op *ops.Operation, attempts []ops.Attempt, now time.Time) error {
 	if op.Status.Final() {
-		return &Error{Code: ECONFLICT, Message: closedMessage(op), Closed: closureOf(op)}
+		return ops.AlreadyClosed(op)
 	}
 	if op.Leased(now) {
-		return Errorf(ECONFLICT, "A worker is sending operation %s until %s; it cannot be closed now.", op.ID, op.LeaseUntil.UTC().Format(time.RFC3339))
+		return ops.Errorf(ops.ECONFLICT, "A worker is sending operation %s until %s; it cannot be closed now.", op.ID, op.LeaseUntil.UTC().Format(time.RFC3339))
 	}
 	for _, a := range attempts {
 		if a.FinishedAt == nil {
-			return Errorf(ECONFLICT, "Attempt %d of operation %s has no result yet; it cannot be closed as not executed.", a.N, op.ID)
+			return ops.Errorf(ops.ECONFLICT, "Attempt %d of operation %s has no result yet; it cannot be closed as not executed.", a.N, op.ID)
 		}
 	}
 	if !op.PastRetention(now) {
 		if op.RetryUntil == nil {
-			return Errorf(EINVALID, "Operation %s has no key retention to wait out; close it by hand with a note.", op.ID)
+			return ops.Errorf(ops.EINVALID, "Operation %s has no key retention to wait out; close it by hand with a note.", op.ID)
 		}
-		return Errorf(EINVALID, "The provider keeps the key of operation %s until %s; it cannot be closed as not executed before then.", op.ID, op.RetryUntil.UTC().Format(time.RFC3339))
+		return ops.Errorf(ops.EINVALID, "The provider keeps the key of operation %s until %s; it cannot be closed as not executed before then.", op.ID, op.RetryUntil.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -273,9 +275,9 @@ func checkNote(note string) (string, error) {
 	note = strings.TrimSpace(note)
 	switch {
 	case note == "":
-		return "", Errorf(EINVALID, "Write a note that says why you close it.")
+		return "", ops.Errorf(ops.EINVALID, "Write a note that says why you close it.")
 	case len(note) > MaxCloseNoteLength:
-		return "", Errorf(EINVALID, "The note is longer than %d characters.", MaxCloseNoteLength)
+		return "", ops.Errorf(ops.EINVALID, "The note is longer than %d characters.", MaxCloseNoteLength)
 	}
 	return note, nil
 }
@@ -294,13 +296,13 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 		return LookupOutcome{}, err
 	}
 	if op.Version != version && !op.Status.Final() {
-		return LookupOutcome{}, Errorf(ECONFLICT, "Operation %s changed since you looked; reload the page and check again.", op.ID)
+		return LookupOutcome{}, ops.Errorf(ops.ECONFLICT, "Operation %s changed since you looked; reload the page and check again.", op.ID)
 	}
-	if op.Kind != KindRefund {
-		return LookupOutcome{}, Errorf(EINVALID, "Only refunds can be looked up at the provider; close this operation by hand with a note.")
+	if op.Kind != ops.KindRefund {
+		return LookupOutcome{}, ops.Errorf(ops.EINVALID, "Only refunds can be looked up at the provider; close this operation by hand with a note.")
 	}
 	if d.Refunds == nil {
-		return LookupOutcome{}, Errorf(EUNAVAILABLE, "No refund provider is configured on this server.")
+		return LookupOutcome{}, ops.Errorf(ops.EUNAVAILABLE, "No refund provider is configured on this server.")
 	}
 	now := d.Ledger.Clock.Now()
 	attempts, err := d.Ledger.Attempts(ctx, op.ID)
@@ -317,15 +319,15 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 	}
 	if err != nil || out.Outcome != LookupNotFound {
 		if err == nil && out.Outcome == LookupUnavailable {
-			err = Errorf(EUNAVAILABLE, "%s", out.Message)
+			err = ops.Errorf(ops.EUNAVAILABLE, "%s", out.Message)
 		}
 		return out, err
 	}
 	data, _ := json.Marshal(map[string]any{"note": note, "records_found": 0, "retry_until": op.RetryUntil, "checked_at": now})
-	ev := Evidence{Kind: EvidenceLookup, Data: data, Summary: fmt.Sprintf(
+	ev := ops.Evidence{Kind: ops.EvidenceLookup, Data: data, Summary: fmt.Sprintf(
 		"Not executed: a lookup at %s found no refund for this operation, and the key retention ended at %s. Note: %s",
 		op.Provider, op.RetryUntil.UTC().Format(time.RFC3339), note)}
-	closed, err := d.Ledger.Close(ctx, CloseParams{ID: op.ID, Version: op.Version, To: StatusFailed, Evidence: ev, Actor: actor})
+	closed, err := d.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Evidence: ev, Actor: actor})
 	if err != nil {
 		return out, err
 	}
@@ -337,7 +339,7 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 type ManualClose struct {
 	ID      string
 	Version int64
-	To      Status
+	To      ops.Status
 	// ProviderRef is the provider's record (a refund id) that shows it succeeded.
 	ProviderRef string
 	Note        string
@@ -347,31 +349,31 @@ type ManualClose struct {
 var providerRefRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
 
 // CloseManually closes an operation with a person's note as evidence. Succeeded also needs
-// the provider's record id (rule 9).
-func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (*Operation, error) {
-	if p.To != StatusSucceeded && p.To != StatusFailed {
-		return nil, Errorf(EINVALID, "Close as succeeded or failed.")
+// the provider's record id (ops rule 9).
+func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (*ops.Operation, error) {
+	if p.To != ops.StatusSucceeded && p.To != ops.StatusFailed {
+		return nil, ops.Errorf(ops.EINVALID, "Close as succeeded or failed.")
 	}
 	note, err := checkNote(p.Note)
 	if err != nil {
 		return nil, err
 	}
 	ref := strings.TrimSpace(p.ProviderRef)
-	if p.To == StatusSucceeded && ref == "" {
-		return nil, Errorf(EINVALID, "Succeeded needs the provider's record: give its id (for a refund, re_...).")
+	if p.To == ops.StatusSucceeded && ref == "" {
+		return nil, ops.Errorf(ops.EINVALID, "Succeeded needs the provider's record: give its id (for a refund, re_...).")
 	}
 	if ref != "" && !providerRefRe.MatchString(ref) {
-		return nil, Errorf(EINVALID, "The provider's record id may hold only letters, digits and _.:- (for a refund, re_...).")
+		return nil, ops.Errorf(ops.EINVALID, "The provider's record id may hold only letters, digits and _.:- (for a refund, re_...).")
 	}
-	return d.Ledger.Close(ctx, CloseParams{ID: p.ID, Version: p.Version, To: p.To, Actor: p.Actor,
-		Evidence: Evidence{Kind: EvidenceNote, ProviderRef: ref, Summary: note}})
+	return d.Ledger.Close(ctx, ops.CloseParams{ID: p.ID, Version: p.Version, To: p.To, Actor: p.Actor,
+		Evidence: ops.Evidence{Kind: ops.EvidenceNote, ProviderRef: ref, Summary: note}})
 }
 
 // Timeline is everything recorded about one operation, each part in time order.
 type Timeline struct {
-	Requests []ClientRequest
-	Attempts []Attempt
-	Evidence []Evidence
+	Requests []ops.ClientRequest
+	Attempts []ops.Attempt
+	Evidence []ops.Evidence
 	Events   []ProviderEventRecord
 	Audit    []AuditLogEntry
 }
@@ -411,7 +413,7 @@ type AuditPage struct {
 
 // UserAccount is a dashboard user as an admin sees it.
 type UserAccount struct {
-	User
+	ops.User
 	DisabledAt *time.Time
 }
 
@@ -443,30 +445,30 @@ const UnknownRefundSentence = "We can't confirm your refund yet. A colleague is 
 
 // CustomerStatusOf turns an operation into the customer-facing truth. While the outcome is
 // unknown it never says succeeded or failed.
-func CustomerStatusOf(op *Operation) CustomerStatus {
+func CustomerStatusOf(op *ops.Operation) CustomerStatus {
 	what, of := "request", ""
-	if op.Kind == KindRefund {
+	if op.Kind == ops.KindRefund {
 		what = "refund"
 		if op.AmountCents > 0 {
-			of = " of " + FormatMoney(op.AmountCents, op.Currency)
+			of = " of " + ops.FormatMoney(op.AmountCents, op.Currency)
 		}
 	}
 	switch op.Status {
-	case StatusSucceeded:
-		if op.Kind == KindRefund {
+	case ops.StatusSucceeded:
+		if op.Kind == ops.KindRefund {
 			return CustomerStatus{Known: true, Headline: "Refunded",
 				Sentence: "Your refund" + of + " has been issued. It usually appears on your statement within 5 to 10 business days."}
 		}
 		return CustomerStatus{Known: true, Headline: "Completed", Sentence: "Your request has been completed."}
-	case StatusFailed:
-		if op.Kind == KindRefund {
+	case ops.StatusFailed:
+		if op.Kind == ops.KindRefund {
 			return CustomerStatus{Known: true, Headline: "Not refunded",
 				Sentence: "Your refund" + of + " did not go through, and no money was moved. A colleague will look into it and reply in this chat."}
 		}
 		return CustomerStatus{Known: true, Headline: "Did not go through",
 			Sentence: "Your request did not go through. A colleague will look into it and reply in this chat."}
-	case StatusUnknown, StatusExpired:
-		if op.Kind == KindRefund {
+	case ops.StatusUnknown, ops.StatusExpired:
+		if op.Kind == ops.KindRefund {
 			return CustomerStatus{Headline: "Being checked: the outcome is not known yet", Sentence: UnknownRefundSentence}
 		}
 		return CustomerStatus{Headline: "Being checked: the outcome is not known yet",

@@ -1,18 +1,19 @@
-package ops
+package refund
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/settle-dev/settle/ops"
 	"regexp"
 	"strings"
 	"time"
 )
 
-// RefundProvider is what the refund tool needs from a payment provider.
-type RefundProvider interface {
+// Provider is what the refund tool needs from a payment provider.
+type Provider interface {
 	// Sender sends one refund attempt for an operation, with its provider key.
-	Sender
+	ops.Sender
 	// Name is the provider's name as stored on operations ("stripe").
 	Name() string
 	// Retention is how long the provider keeps idempotency keys.
@@ -20,7 +21,7 @@ type RefundProvider interface {
 	// Payment returns what was paid and every refund the provider holds for a payment.
 	Payment(ctx context.Context, paymentRef string) (Payment, error)
 	// Lookup returns the provider's refunds that carry the operation's id.
-	Lookup(ctx context.Context, op *Operation) (LookupResult, error)
+	Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error)
 }
 
 // Payment is a payment at the provider with its refunds.
@@ -28,19 +29,19 @@ type Payment struct {
 	Ref         string
 	AmountCents int64
 	Currency    string
-	Refunds     []ProviderRecord
+	Refunds     []ops.ProviderRecord
 }
 
-// RefundStore is what the refund tool needs from the store beyond the ledger.
-type RefundStore interface {
+// Store is what the refund tool needs from the store beyond the ledger.
+type Store interface {
 	// OpenForPayment lists a tenant's open operations on one payment.
-	OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*Operation, error)
+	OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*ops.Operation, error)
 	// LastAttemptError returns the error code of an operation's latest finished attempt.
 	LastAttemptError(ctx context.Context, opID string) (string, error)
 }
 
-// RefundRequest is one call of the refund tool.
-type RefundRequest struct {
+// Request is one call of the refund tool.
+type Request struct {
 	TenantID      int64
 	OrderID       string
 	AmountCents   int64
@@ -53,17 +54,17 @@ type RefundRequest struct {
 
 // The answers of the refund tool. They are the only four things a caller may tell a customer.
 const (
-	RefundRefunded    = "refunded"
-	RefundUnconfirmed = "unconfirmed"
-	RefundChecking    = "checking"
-	RefundFailed      = "failed"
+	Refunded    = "refunded"
+	Unconfirmed = "unconfirmed"
+	Checking    = "checking"
+	Failed      = "failed"
 )
 
 // CheckingNote is the sentence that goes with "checking".
 const CheckingNote = "Outcome unknown. A person is checking. Do not say the refund succeeded or failed."
 
-// RefundAnswer is the truth about a refund, as far as it is known.
-type RefundAnswer struct {
+// Answer is the truth about a refund, as far as it is known.
+type Answer struct {
 	Status      string `json:"status"`
 	OperationID string `json:"operation_id"`
 	RefundID    string `json:"refund_id,omitempty"`
@@ -71,15 +72,15 @@ type RefundAnswer struct {
 	Note        string `json:"note,omitempty"`
 }
 
-// Refunds is the refund tool: one refund per intent however often it is called.
-type Refunds struct {
-	Ledger   *Ledger
-	Store    RefundStore
-	Provider RefundProvider
+// Tool is the refund tool: one refund per intent however often it is called.
+type Tool struct {
+	Ledger   *ops.Ledger
+	Store    Store
+	Provider Provider
 	// Deadline bounds one call, all attempts and backoff included. It must be shorter than
 	// the caller's own HTTP timeout.
 	Deadline time.Duration
-	Sleep    Sleeper
+	Sleep    ops.Sleeper
 }
 
 var (
@@ -92,41 +93,41 @@ var (
 		"brl": true, "mxn": true, "sgd": true, "hkd": true, "nzd": true, "cny": true, "krw": true, "uah": true, "ils": true}
 )
 
-// MaxRefundCents is the largest refund accepted in one call; anything above is a mistake.
-const MaxRefundCents = 100_000_000
+// MaxCents is the largest refund accepted in one call; anything above is a mistake.
+const MaxCents = 100_000_000
 
 // Validate checks a refund request and normalises its currency.
-func (r *RefundRequest) Validate() error {
+func (r *Request) Validate() error {
 	r.Currency = strings.ToLower(strings.TrimSpace(r.Currency))
 	switch {
 	case r.TenantID <= 0:
-		return Errorf(EUNAUTHORIZED, "A tenant is required.")
+		return ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
 	case r.OrderID == "":
-		return &Error{Code: EINVALID, Reason: "missing_field", Message: "order_id is required."}
+		return &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "order_id is required."}
 	case !orderRe.MatchString(r.OrderID):
-		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "order_id must be 1-64 letters, digits or _.:#/-."}
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_field", Message: "order_id must be 1-64 letters, digits or _.:#/-."}
 	case r.AmountCents <= 0:
-		return &Error{Code: EINVALID, Reason: "invalid_amount", Message: "amount_cents must be a positive whole number of cents."}
-	case r.AmountCents > MaxRefundCents:
-		return &Error{Code: EINVALID, Reason: "invalid_amount", Message: fmt.Sprintf("amount_cents over %d is refused as a likely mistake.", MaxRefundCents)}
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_amount", Message: "amount_cents must be a positive whole number of cents."}
+	case r.AmountCents > MaxCents:
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_amount", Message: fmt.Sprintf("amount_cents over %d is refused as a likely mistake.", MaxCents)}
 	case r.Currency == "":
-		return &Error{Code: EINVALID, Reason: "missing_field", Message: "currency is required."}
+		return &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "currency is required."}
 	case !currencies[r.Currency]:
-		return &Error{Code: EINVALID, Reason: "invalid_currency", Message: fmt.Sprintf("Currency %q is not supported.", r.Currency)}
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_currency", Message: fmt.Sprintf("Currency %q is not supported.", r.Currency)}
 	case r.PaymentIntent == "":
-		return &Error{Code: EINVALID, Reason: "missing_field", Message: "payment_intent is required."}
+		return &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "payment_intent is required."}
 	case !paymentRe.MatchString(r.PaymentIntent):
-		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "payment_intent must look like pi_..."}
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_field", Message: "payment_intent must look like pi_..."}
 	case !reasons[r.Reason]:
-		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "reason must be duplicate, fraudulent or requested_by_customer."}
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_field", Message: "reason must be duplicate, fraudulent or requested_by_customer."}
 	case len(r.RequestRef) > 255:
-		return &Error{Code: EINVALID, Reason: "invalid_field", Message: "request_ref is longer than 255 characters."}
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_field", Message: "request_ref is longer than 255 characters."}
 	}
 	return nil
 }
 
-// RefundIntentKey is the intent of a refund: order, amount and currency, scoped by tenant.
-func RefundIntentKey(order string, cents int64, currency string) string {
+// IntentKey is the intent of a refund: order, amount and currency, scoped by tenant.
+func IntentKey(order string, cents int64, currency string) string {
 	return fmt.Sprintf("%s|%d|%s", order, cents, currency)
 }
 
@@ -135,26 +136,26 @@ type refundBody struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// RefundReason returns the refund reason stored on a refund operation.
-func RefundReason(op *Operation) string {
+// StoredReason returns the refund reason stored on a refund operation.
+func StoredReason(op *ops.Operation) string {
 	var b refundBody
 	_ = json.Unmarshal(op.Request, &b)
 	return b.Reason
 }
 
 // Refund performs the refund of req at most once and answers truthfully.
-func (s *Refunds) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, error) {
+func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 	if err := req.Validate(); err != nil {
 		if req.TenantID > 0 {
-			_ = s.Ledger.Reject(ctx, req.TenantID, KindRefund, req.RequestRef)
+			_ = s.Ledger.Reject(ctx, req.TenantID, ops.KindRefund, req.RequestRef)
 		}
-		return RefundAnswer{}, err
+		return Answer{}, err
 	}
-	owner := "refund:" + NewProviderKey()[7:19]
-	in := Intent{
-		TenantID: req.TenantID, Kind: KindRefund, Provider: s.Provider.Name(),
-		IntentKey: RefundIntentKey(req.OrderID, req.AmountCents, req.Currency),
-		Fingerprint: Fingerprint(map[string]any{"order_id": req.OrderID, "amount": req.AmountCents, "currency": req.Currency,
+	owner := "refund:" + ops.NewProviderKey()[7:19]
+	in := ops.Intent{
+		TenantID: req.TenantID, Kind: ops.KindRefund, Provider: s.Provider.Name(),
+		IntentKey: IntentKey(req.OrderID, req.AmountCents, req.Currency),
+		Fingerprint: ops.Fingerprint(map[string]any{"order_id": req.OrderID, "amount": req.AmountCents, "currency": req.Currency,
 			"payment_intent": req.PaymentIntent, "reason": req.Reason}),
 		OrderRef: req.OrderID, PaymentRef: req.PaymentIntent, AmountCents: req.AmountCents, Currency: req.Currency,
 		Retention: s.Provider.Retention(), RequestRef: req.RequestRef, Owner: owner,
@@ -164,30 +165,30 @@ func (s *Refunds) Refund(ctx context.Context, req RefundRequest) (RefundAnswer, 
 	in.Request, _ = json.Marshal(refundBody{Reason: req.Reason})
 	adm, err := s.Ledger.Admit(ctx, in)
 	if err != nil {
-		return RefundAnswer{}, err
+		return Answer{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.deadline())
 	defer cancel()
 	op := adm.Op
 	switch adm.Verdict {
-	case VerdictSend:
-		op, err = s.Ledger.Run(ctx, op, s.Provider, RunSpec{Owner: owner, First: adm.Attempt, Sleep: s.Sleep})
-	case VerdictInFlight:
-		err = s.Ledger.Answer(ctx, adm.ClientRequestID, AnswerInProgress)
+	case ops.VerdictSend:
+		op, err = s.Ledger.Run(ctx, op, s.Provider, ops.RunSpec{Owner: owner, First: adm.Attempt, Sleep: s.Sleep})
+	case ops.VerdictInFlight:
+		err = s.Ledger.Answer(ctx, adm.ClientRequestID, ops.AnswerInProgress)
 	}
-	if err != nil && ErrorCode(err) != ECONFLICT {
-		return RefundAnswer{}, err
+	if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
+		return Answer{}, err
 	}
 	return s.answer(context.WithoutCancel(ctx), op)
 }
 
 // Reject records a refund request that could not even be read (malformed, too large), so
-// every client request is counted (rule 8).
-func (s *Refunds) Reject(ctx context.Context, tenantID int64, requestRef string) error {
-	return s.Ledger.Reject(ctx, tenantID, KindRefund, requestRef)
+// every client request is counted (ops rule 8).
+func (s *Tool) Reject(ctx context.Context, tenantID int64, requestRef string) error {
+	return s.Ledger.Reject(ctx, tenantID, ops.KindRefund, requestRef)
 }
 
-func (s *Refunds) deadline() time.Duration {
+func (s *Tool) deadline() time.Duration {
 	if s.Deadline > 0 {
 		return s.Deadline
 	}
@@ -195,24 +196,24 @@ func (s *Refunds) deadline() time.Duration {
 }
 
 // answer turns the operation's status into one of the four truthful answers.
-func (s *Refunds) answer(ctx context.Context, op *Operation) (RefundAnswer, error) {
-	return RefundAnswerFor(ctx, s.Store, op)
+func (s *Tool) answer(ctx context.Context, op *ops.Operation) (Answer, error) {
+	return AnswerFor(ctx, s.Store, op)
 }
 
 // UnconfirmedNote is the sentence that goes with "unconfirmed".
 const UnconfirmedNote = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
 
-// RefundAnswerFor says what a refund operation's status allows a caller to say: refunded
+// AnswerFor says what a refund operation's status allows a caller to say: refunded
 // only with the provider's refund id, checking while nobody knows.
-func RefundAnswerFor(ctx context.Context, attempts interface {
+func AnswerFor(ctx context.Context, attempts interface {
 	LastAttemptError(ctx context.Context, opID string) (string, error)
-}, op *Operation) (RefundAnswer, error) {
-	a := RefundAnswer{OperationID: op.ID}
+}, op *ops.Operation) (Answer, error) {
+	a := Answer{OperationID: op.ID}
 	switch op.Status {
-	case StatusSucceeded:
-		a.Status, a.RefundID = RefundRefunded, op.ProviderRef
-	case StatusFailed:
-		a.Status = RefundFailed
+	case ops.StatusSucceeded:
+		a.Status, a.RefundID = Refunded, op.ProviderRef
+	case ops.StatusFailed:
+		a.Status = Failed
 		code, err := attempts.LastAttemptError(ctx, op.ID)
 		if err != nil {
 			return a, fmt.Errorf("read why %s failed: %w", op.ID, err)
@@ -221,21 +222,21 @@ func RefundAnswerFor(ctx context.Context, attempts interface {
 			code = "refused"
 		}
 		a.Reason = code
-	case StatusUnknown, StatusExpired:
-		a.Status, a.Note = RefundChecking, CheckingNote
+	case ops.StatusUnknown, ops.StatusExpired:
+		a.Status, a.Note = Checking, CheckingNote
 	default:
-		a.Status, a.Note = RefundUnconfirmed, UnconfirmedNote
+		a.Status, a.Note = Unconfirmed, UnconfirmedNote
 	}
 	return a, nil
 }
 
-func (s *Refunds) checkRemainder(ctx context.Context, req RefundRequest) error {
+func (s *Tool) checkRemainder(ctx context.Context, req Request) error {
 	p, err := s.Provider.Payment(ctx, req.PaymentIntent)
 	if err != nil {
 		return err
 	}
 	if p.Currency != "" && p.Currency != req.Currency {
-		return &Error{Code: EINVALID, Reason: "currency_mismatch", Message: fmt.Sprintf("Payment %s was made in %s, not %s.", req.PaymentIntent, p.Currency, req.Currency)}
+		return &ops.Error{Code: ops.EINVALID, Reason: "currency_mismatch", Message: fmt.Sprintf("Payment %s was made in %s, not %s.", req.PaymentIntent, p.Currency, req.Currency)}
 	}
 	atProvider := map[string]bool{}
 	var refunded int64
@@ -256,7 +257,7 @@ func (s *Refunds) checkRemainder(ctx context.Context, req RefundRequest) error {
 		}
 	}
 	if left := p.AmountCents - refunded - inFlight; req.AmountCents > left {
-		return &Error{Code: EINVALID, Reason: "amount_over_remainder", Message: fmt.Sprintf(
+		return &ops.Error{Code: ops.EINVALID, Reason: "amount_over_remainder", Message: fmt.Sprintf(
 			"A refund of %d exceeds what is left of payment %s: %d paid, %d refunded, %d in refunds not yet settled, %d left.",
 			req.AmountCents, req.PaymentIntent, p.AmountCents, refunded, inFlight, max(left, 0))}
 	}
@@ -265,18 +266,18 @@ func (s *Refunds) checkRemainder(ctx context.Context, req RefundRequest) error {
 
 // Lookup asks the provider about one operation and, when a record explains an operation
 // nobody is sending for, closes it with the record as evidence. None found closes nothing.
-func (s *Refunds) Lookup(ctx context.Context, es EventStore, opID, actor string) (LookupResult, Applied, error) {
+func (s *Tool) Lookup(ctx context.Context, es ops.EventStore, opID, actor string) (ops.LookupResult, ops.Applied, error) {
 	op, err := s.Ledger.Get(ctx, opID)
 	if err != nil {
-		return LookupResult{}, Applied{}, err
+		return ops.LookupResult{}, ops.Applied{}, err
 	}
 	res, err := s.Provider.Lookup(ctx, op)
 	if err != nil {
-		return res, Applied{}, err
+		return res, ops.Applied{}, err
 	}
-	applied := Applied{Op: op, Outcome: "not_found"}
+	applied := ops.Applied{Op: op, Outcome: "not_found"}
 	for i, rec := range res.Records {
-		ev := Evidence{Kind: EvidenceLookup, Summary: fmt.Sprintf("Lookup at %s found %s (%d %s, %s).", op.Provider, rec.Ref, rec.AmountCents, rec.Currency, rec.Status)}
+		ev := ops.Evidence{Kind: ops.EvidenceLookup, Summary: fmt.Sprintf("Lookup at %s found %s (%s, %s).", op.Provider, rec.Ref, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status)}
 		a, err := s.Ledger.ApplyRecord(ctx, es, rec, ev, actor)
 		if err != nil {
 			return res, a, err
