@@ -37,6 +37,9 @@ type Admission struct {
 	// PossibleDuplicate says the resumed operation's last attempt may have been executed
 	// by a provider that takes no key: a resend may execute twice.
 	PossibleDuplicate bool
+	// TookOver says a dead worker's unfinished attempt was recorded as a timeout on the
+	// way: it may have been executed (and billed).
+	TookOver bool
 }
 
 // Admit decides, in one place for every flow, what a client request for an intent gets:
@@ -70,6 +73,10 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 			return Admission{}, err
 		}
 		if latest != nil && l.joinable(in, latest) {
+			if latest.ID == in.Holds {
+				// The caller's own operation from an earlier pass: no new client request.
+				return l.dispatch(context.WithoutCancel(ctx), in, Admission{Op: latest})
+			}
 			return l.join(ctx, in, latest.ID)
 		}
 		seen := ""
@@ -185,10 +192,11 @@ func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission,
 		return a, err
 	}
 	pol := l.policy(claimed.Kind, in.Policy)
-	op, retry, uncertain, err := l.FinishDangling(ctx, claimed, in.Owner, &pol)
+	op, _, uncertain, err := l.FinishDangling(ctx, claimed, in.Owner, &pol)
 	if err != nil {
 		return a, err
 	}
+	a.TookOver = op.Version != claimed.Version
 	if uncertain && !pol.RetryUncertain && op.Status == StatusInProgress {
 		if op, err = l.MarkUnknown(ctx, op, in.Owner, "an attempt's outcome is uncertain and the policy forbids a resend"); err != nil {
 			return a, err
@@ -198,13 +206,15 @@ func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission,
 	if op.Status != StatusInProgress {
 		return l.dispatch(ctx, in, a)
 	}
-	_ = retry // in progress means another attempt may be sent
 	a.PossibleDuplicate = uncertain && pol.NoProviderKey
 	return l.answered(ctx, a, VerdictSend, AnswerRetried)
 }
 
 func (l *Ledger) answered(ctx context.Context, a Admission, v Verdict, ans Answer) (Admission, error) {
 	a.Verdict = v
+	if a.ClientRequestID == 0 {
+		return a, nil // the caller's own operation: its request was answered before
+	}
 	if err := l.Answer(ctx, a.ClientRequestID, ans); err != nil {
 		return a, fmt.Errorf("answer client request: %w", err)
 	}

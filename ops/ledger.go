@@ -114,6 +114,9 @@ type Intent struct {
 	Check func(ctx context.Context) error
 	// Policy overrides the ledger's policy for the intent's kind (a tenant's own).
 	Policy *Policy
+	// Holds is the operation the caller already belongs to (a job that opened or joined it
+	// on an earlier pass): meeting it again records no new client request.
+	Holds string
 }
 
 func (in Intent) validate() error {

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,69 +11,77 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 )
 
-// computation finds or makes the generation of the job's dedup key. It checks for a
-// succeeded one first, every time, so that two jobs with one input share one generation.
-// It returns the operation as it stands after this worker is done with it.
+// errBudgetSpent refuses a new generation when the job's budget cannot pay for a send.
+var errBudgetSpent = errors.New("the job's budget is spent")
+
+// computation finds or makes the generation of the job's dedup key through the ledger's
+// admission: a succeeded one answers every job of that key, so two jobs with one input share
+// one generation; an open one is resumed or waited for; a failed one makes way for a new
+// one within the job's budget. It returns the operation as it stands after this worker is
+// done with it.
 func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation, error) {
 	j, l := r.j, r.w.Ledger
 	intent := IntentKey(j.DedupKey)
-	for range 4 {
+	if r.noSend {
+		// The API's reuse path only ever answers from a generation that succeeded.
 		latest, err := r.w.Store.LatestForIntent(bg, j.TenantID, ops.KindLLMJob, intent)
-		latestID := ""
-		switch {
-		case ops.ErrorCode(err) == ops.ENOTFOUND:
-		case err != nil:
+		if err != nil && ops.ErrorCode(err) != ops.ENOTFOUND {
 			return nil, err
-		case latest.Status == ops.StatusSucceeded:
-			return latest, r.join(bg, latest)
-		case latest.Status == ops.StatusFailed:
-			// A definite failure, or a person closing it as not executed: a new
-			// computation may run within the job's budget.
-			latestID = latest.ID
-		case latest.Status == ops.StatusUnknown || latest.Status == ops.StatusExpired:
-			return latest, nil
-		case r.noSend:
-			return latest, nil
-		case latest.Leased(r.now()) && latest.LeaseOwner != r.owner:
-			return latest, nil
-		default:
-			// Received, or in progress under a lease that ran out: its worker died.
-			op, err := l.Claim(bg, latest, r.owner)
-			if ops.ErrorCode(err) == ops.ECONFLICT {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("take over operation %s: %w", latest.ID, err)
-			}
-			return r.send(ctx, bg, op, nil, body, true)
 		}
-		if r.noSend {
+		if latest == nil || latest.Status != ops.StatusSucceeded {
 			return nil, r.requeue(bg, 0, "", "")
 		}
-		if reason := r.spent(r.now(), r.estimate(body)); reason != "" {
-			return nil, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+reason+") before a generation could be sent.")
-		}
-		// A worker that lost the job's lease (it stalled, another took over) must not open a
-		// generation it will not send.
-		if err := r.w.Store.ExtendJob(bg, j.ID, r.owner, r.now(), r.now().Add(l.Limits.Lease)); err != nil {
-			return nil, fmt.Errorf("confirm the job's lease: %w", err)
-		}
-		o, err := l.Open(bg, ops.Intent{TenantID: j.TenantID, Kind: ops.KindLLMJob, Provider: r.w.Upstream.Name(),
-			IntentKey: intent, Fingerprint: j.DedupKey, ChatRef: "job:" + j.ID, Request: r.request(body), Latest: &latestID},
-			"job:"+j.ID, r.owner)
-		if ops.ErrorCode(err) == ops.ECONFLICT {
-			continue // superseded: another worker opened it first
-		}
-		if err != nil {
-			return nil, fmt.Errorf("open generation: %w", err)
-		}
-		if !o.Created {
-			continue // opened meanwhile by another worker: look at it again
-		}
-		return r.send(ctx, bg, o.Op, o.Attempt, body, false)
 	}
-	return nil, fmt.Errorf("the generation of %s kept changing under this worker", intent)
+	budget := ""
+	adm, err := l.Admit(bg, ops.Intent{TenantID: j.TenantID, Kind: ops.KindLLMJob, Provider: r.w.Upstream.Name(),
+		IntentKey: intent, Fingerprint: j.DedupKey, ChatRef: "job:" + j.ID, Request: r.request(body),
+		RequestRef: "job:" + j.ID, Owner: r.owner, Holds: j.OperationID,
+		// A dedup key names one computation for good: its success answers every later job.
+		ReplayFor: forever,
+		Check: func(ctx context.Context) error {
+			if budget = r.spent(r.now(), r.estimate(body)); budget != "" {
+				return errBudgetSpent
+			}
+			// A worker that lost the job's lease (it stalled, another took over) must not
+			// open a generation it will not send.
+			if err := r.w.Store.ExtendJob(ctx, j.ID, r.owner, r.now(), r.now().Add(l.Limits.Lease)); err != nil {
+				return fmt.Errorf("confirm the job's lease: %w", err)
+			}
+			return nil
+		}})
+	if errors.Is(err, errBudgetSpent) {
+		return nil, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+budget+") before a generation could be sent.")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admit generation: %w", err)
+	}
+	if adm.TookOver {
+		// The dead worker's send may have been billed: count it against the budget.
+		if _, err := r.change(bg, JobChange{Status: StatusRunning, OperationID: adm.Op.ID, AddCost: r.estimate(nil)}); err != nil {
+			return nil, err
+		}
+	}
+	switch adm.Verdict {
+	case ops.VerdictSend:
+		return r.send(ctx, bg, adm.Op, adm.Attempt, body, adm.PossibleDuplicate)
+	case ops.VerdictReplay, ops.VerdictInFlight:
+		// This job is the generation's duplicate request: it waits for it or uses it.
+		if adm.ClientRequestID == 0 {
+			return adm.Op, nil
+		}
+		if adm.Verdict == ops.VerdictInFlight {
+			if err := l.Answer(bg, adm.ClientRequestID, ops.AnswerInProgress); err != nil {
+				return nil, err
+			}
+		}
+		_, err = r.change(bg, JobChange{Status: StatusRunning, OperationID: adm.Op.ID})
+		return adm.Op, err
+	}
+	return adm.Op, nil
 }
+
+// forever is how long a generation answers its dedup key.
+const forever = 100 * 365 * 24 * time.Hour
 
 // join records this job as a duplicate request of a generation that succeeded: it is
 // answered from it and nothing is sent.
@@ -92,26 +101,12 @@ func (r *run) join(ctx context.Context, op *ops.Operation) error {
 }
 
 // send sends op's generation through the ledger's attempt loop until its outcome is
-// settled or the job's budget is spent. takeover says op was claimed from a worker that
-// died, whose last attempt may have been billed.
-func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, body []byte, takeover bool) (*ops.Operation, error) {
+// settled or the job's budget is spent. possibleDup says op's last attempt may have been
+// billed, so a resend counts as a possible duplicate.
+func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, body []byte, possibleDup bool) (*ops.Operation, error) {
 	l := r.w.Ledger
 	if _, err := r.change(bg, JobChange{Status: StatusRunning, OperationID: op.ID}); err != nil {
 		return nil, err
-	}
-	possibleDup := false
-	if takeover {
-		cur, retry, uncertain, err := l.FinishDangling(bg, op, r.owner, nil)
-		if err != nil || !retry {
-			return cur, err
-		}
-		if cur.Version != op.Version {
-			// The dead worker's send may have been billed: count it against the budget.
-			if _, err := r.change(bg, JobChange{Status: StatusRunning, AddCost: r.estimate(nil)}); err != nil {
-				return nil, err
-			}
-		}
-		op, possibleDup = cur, uncertain
 	}
 	estimate := r.estimate(body)
 	dups := 0
