@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/refund"
 )
 
@@ -29,15 +30,14 @@ const (
 
 var operationRe = regexp.MustCompile(operationPattern)
 
-// CustomerChecking is the sentence for the customer while an outcome is unknown, as in the
-// refund agent's timeout then try again.
-const CustomerChecking = "We can't confirm your refund yet. A colleague is checking it and will reply in this chat."
-
-// The other customer sentences, one per answer.
-const (
-	CustomerRefunded    = "Your refund has been issued."
-	CustomerUnconfirmed = "We can't confirm your refund yet; we are still waiting for the payment provider to answer."
-	CustomerFailed      = "We could not make this refund and no money was moved. A colleague will follow up in this chat."
+// The customer sentences, one per answer, worded once for every path by the desk.
+var (
+	// CustomerChecking is the sentence while an outcome is unknown, as in the refund
+	// agent's timeout then try again.
+	CustomerChecking    = desk.RefundSentence(refund.Checking, "")
+	CustomerRefunded    = desk.RefundSentence(refund.Refunded, "")
+	CustomerUnconfirmed = desk.RefundSentence(refund.Unconfirmed, "")
+	CustomerFailed      = desk.RefundSentence(refund.Failed, "")
 )
 
 // unknownNote is refund_status's note when Settle has no such refund for the caller.

@@ -119,7 +119,7 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) && p.Latest != nil {
-		return out, &ops.Error{Code: ops.ECONFLICT, Reason: "superseded", Message: "A newer operation of this intent appeared meanwhile."}
+		return out, &ops.Error{Code: ops.ECONFLICT, Reason: ops.ReasonSuperseded, Message: "A newer operation of this intent appeared meanwhile."}
 	}
 	if err != nil {
 		return out, interpret(err, "open operation")
