@@ -142,6 +142,10 @@
 //     its own migrated database.
 //   - ops/stripe: the Stripe adapter on stripe-go: sends refunds with the provider key,
 //     classifies errors into attempt outcomes, looks refunds up, verifies webhooks.
+//   - ops/openai: the OpenAI-compatible provider adapter on net/http: sends chat
+//     completions (JSON or an SSE stream) for the gateway and the job workers, classifies
+//     replies into attempt outcomes, and reads the provider's usage report for the
+//     reconciler.
 //   - ops/llm: the OpenAI-compatible LLM gateway.
 //   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
 //   - ops/recon: reconciliation of provider charges and LLM usage against the ledger.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
-	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
 )
@@ -30,7 +30,7 @@ func newJobsEnv(t *testing.T) *jobsEnv {
 	t.Helper()
 	s, tw := newServer(t)
 	fl, base := tw.LLM(fake.LLMOptions{Seed: 2})
-	up := tw.Upstream(base, llm.OpenAIConfig{APIKey: "sk-web", AttemptTimeout: 2 * time.Second})
+	up := tw.Upstream(base, openai.Config{APIKey: "sk-web", AttemptTimeout: 2 * time.Second})
 	w := tw.JobWorker(up, "web-test", 2*time.Second, false)
 	svc := tw.Jobs()
 	svc.Reuse = w

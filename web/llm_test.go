@@ -20,6 +20,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
+	upstream "github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
 )
@@ -71,7 +72,7 @@ func newLLMWorld(t *testing.T, o llmSetup) *llmWorld {
 // gateway starts a gateway process on the world's database and provider.
 func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gateway, string) {
 	t.Helper()
-	up := w.world.Upstream(w.base, llm.OpenAIConfig{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout})
+	up := w.world.Upstream(w.base, upstream.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout})
 	var clock ops.Clock = w.clock
 	if o.lease > 0 {
 		clock = ops.SystemClock{}

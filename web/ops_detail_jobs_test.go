@@ -10,7 +10,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
-	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 )
 
 // runJobs submits one job per key for one document and runs a worker against the fake LLM
@@ -20,7 +20,7 @@ func (e *dashEnv) runJobs(t *testing.T, keys ...string) []*jobs.Job {
 	t.Helper()
 	ctx := context.Background()
 	_, base := e.world.LLM(fake.LLMOptions{Seed: 3})
-	up := e.world.Upstream(base, llm.OpenAIConfig{APIKey: "sk-dash", AttemptTimeout: 2 * time.Second})
+	up := e.world.Upstream(base, openai.Config{APIKey: "sk-dash", AttemptTimeout: 2 * time.Second})
 	// The world's worker and service run on the system clock: the worker's leases must run
 	// on real time, not the page's clock.
 	w := e.world.JobWorker(up, "dash-test", 2*time.Second, false)

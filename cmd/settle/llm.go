@@ -9,6 +9,7 @@ import (
 
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/web"
 )
@@ -20,7 +21,7 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	if c.BaseURL == "" {
 		return nil, nil
 	}
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +46,7 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 		name = "openai"
 	}
 	// The usage report sits beside the API: {base}/usage for an OpenAI-style ".../v1" base.
-	return &recon.HTTPUsage{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey}, nil
+	return &openai.UsageReader{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey}, nil
 }
 
 // fakeLLM serves the stateful fake LLM provider until ctx ends.

@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -160,7 +161,7 @@ func (p *Program) jobService() *jobs.Service {
 // gateway, and the relay of job events when webhooks are configured.
 func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	c := p.Config.LLM
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
 	if err != nil {
 		return nil, err
 	}

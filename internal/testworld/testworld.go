@@ -21,6 +21,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -82,10 +83,10 @@ func (w *World) LLM(o fake.LLMOptions) (*fake.LLM, string) {
 }
 
 // Upstream is the OpenAI adapter, the gateway's and the workers', pointed at base.
-func (w *World) Upstream(base string, c llm.OpenAIConfig) llm.Upstream {
+func (w *World) Upstream(base string, c openai.Config) llm.Upstream {
 	w.t.Helper()
 	c.BaseURL = base
-	up, err := llm.NewOpenAI(c)
+	up, err := openai.New(c)
 	if err != nil {
 		w.t.Fatalf("testworld: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -41,7 +42,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	w := testworld.New(t)
 	fl, base := w.LLM(fake.LLMOptions{Seed: 1})
-	up := w.Upstream(base, llm.OpenAIConfig{APIKey: "sk-test", AttemptTimeout: 2 * time.Second})
+	up := w.Upstream(base, openai.Config{APIKey: "sk-test", AttemptTimeout: 2 * time.Second})
 	return &env{world: w, db: w.DB, fake: fl, up: up, base: base, tenant: w.Tenant("pipeline").ID, lease: 2 * time.Second,
 		svc: w.Jobs()}
 }
@@ -281,7 +282,7 @@ func TestTimeoutIsRecordedAsUnknownOutcome(t *testing.T) {
 	// The provider bills the generation and answers only after the adapter gave up.
 	e.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: 10 * time.Second, Times: 1})
 	w := e.worker("w1", false)
-	w.Upstream = e.world.Upstream(e.base, llm.OpenAIConfig{APIKey: "sk-test", AttemptTimeout: 300 * time.Millisecond})
+	w.Upstream = e.world.Upstream(e.base, openai.Config{APIKey: "sk-test", AttemptTimeout: 300 * time.Millisecond})
 	j := e.submit(t, e.tenant, "timeout", docA, "v1")
 	e.drain(t, w)
 

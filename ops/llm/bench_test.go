@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -49,7 +50,7 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	w := testworld.New(b)
 	db := w.DB
 	f, base := w.LLM(fake.LLMOptions{})
-	up := w.Upstream(base, llm.OpenAIConfig{APIKey: "sk-bench"})
+	up := w.Upstream(base, openai.Config{APIKey: "sk-bench"})
 	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(db, ops.SystemClock{}), Upstream: up, Prices: llm.DefaultPrices()})
 	if err != nil {
 		b.Fatal(err)

@@ -23,8 +23,8 @@
 // the budget and counts each extra send as a possible duplicate; batch sends nothing more
 // and leaves the operation unknown for reconciliation or a person.
 //
-// The gateway holds no HTTP of its own except in upstream.go, the provider adapter; the
-// web package turns client HTTP into a Request and a Sink.
+// The gateway holds no HTTP of its own: it calls the provider through Upstream, which
+// ops/openai implements, and the web package turns client HTTP into a Request and a Sink.
 package llm
 
 import (
@@ -51,7 +51,7 @@ const (
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool { return m == Interactive || m == Batch }
 
-// Upstream is an OpenAI-compatible provider. OpenAI (upstream.go) implements it over HTTP.
+// Upstream is an OpenAI-compatible provider. ops/openai's Client implements it over HTTP.
 type Upstream interface {
 	// Name is the provider's name as stored on operations.
 	Name() string

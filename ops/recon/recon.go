@@ -32,7 +32,8 @@ type RefundSource interface {
 }
 
 // UsageSource is what reconciliation needs from an LLM provider: its usage report, billed
-// requests per time bucket, API key and model.
+// requests per time bucket, API key and model. The OpenAI adapter's UsageReader
+// (ops/openai) is one.
 type UsageSource interface {
 	// Name is the provider's name as stored on operations.
 	Name() string

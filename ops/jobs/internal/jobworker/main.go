@@ -29,6 +29,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -61,7 +62,7 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("SETTLE_WORKERS: %w", err)
 	}
 	retry, _ := strconv.ParseBool(envOr("SETTLE_JOB_RETRY_UNCERTAIN", "false"))
-	up, err := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: os.Getenv("SETTLE_LLM_BASE_URL"), APIKey: os.Getenv("SETTLE_LLM_API_KEY"),
+	up, err := openai.New(openai.Config{BaseURL: os.Getenv("SETTLE_LLM_BASE_URL"), APIKey: os.Getenv("SETTLE_LLM_API_KEY"),
 		AttemptTimeout: lease / 2})
 	if err != nil {
 		return err

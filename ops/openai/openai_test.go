@@ -1,4 +1,4 @@
-package llm
+package openai
 
 import (
 	"strings"
@@ -6,16 +6,17 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // readAll runs readStream over an SSE body and returns the events it passed on.
-func readAll(t *testing.T, sse string) (Reply, []string) {
+func readAll(t *testing.T, sse string) (llm.Reply, []string) {
 	t.Helper()
-	o := &OpenAI{cfg: OpenAIConfig{IdleTimeout: time.Minute}}
+	o := &Client{cfg: Config{IdleTimeout: time.Minute}}
 	idle := time.NewTimer(time.Minute)
 	defer idle.Stop()
 	var got []string
-	r := o.readStream(Reply{}, strings.NewReader(sse), Call{Event: func(d []byte) error {
+	r := o.readStream(llm.Reply{}, strings.NewReader(sse), llm.Call{Event: func(d []byte) error {
 		got = append(got, string(d))
 		return nil
 	}}, idle)

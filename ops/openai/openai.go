@@ -1,4 +1,8 @@
-package llm
+// Package openai is the adapter of an OpenAI-compatible LLM provider over net/http: it
+// sends chat completions (JSON or an SSE stream) for the gateway and the job workers and
+// classifies each reply into an attempt outcome (Client, which implements llm.Upstream), and
+// it reads the provider's usage report for the reconciler (UsageReader, a recon.UsageSource).
+package openai
 
 import (
 	"bufio"
@@ -16,12 +20,11 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
-// This file is the one place of the gateway that speaks HTTP to the provider.
-
-// OpenAIConfig configures the OpenAI-compatible upstream adapter.
-type OpenAIConfig struct {
+// Config configures the Client.
+type Config struct {
 	// Name is the provider's name as stored on operations; default "openai".
 	Name string
 	// BaseURL is the API root, such as https://api.openai.com/v1 (SETTLE_LLM_BASE_URL).
@@ -33,20 +36,23 @@ type OpenAIConfig struct {
 	// IdleTimeout bounds the wait for the first byte and between two events of a stream;
 	// default 60 s.
 	IdleTimeout time.Duration
-	// Client is the HTTP client; its own Timeout should be zero (the adapter sets deadlines).
-	Client *http.Client
+	// HTTPClient is the HTTP client; its own Timeout should be zero (the adapter sets
+	// deadlines).
+	HTTPClient *http.Client
 }
 
-// OpenAI sends chat completions to an OpenAI-compatible API with net/http. LLM providers
+// Client sends chat completions to an OpenAI-compatible API with net/http. LLM providers
 // take no idempotency key, so it sends none; it sends X-Client-Request-Id with the
 // operation id and attempt number, which providers echo in their logs, so a billed request
 // can be traced back to its operation.
-type OpenAI struct {
-	cfg OpenAIConfig
+type Client struct {
+	cfg Config
 }
 
-// NewOpenAI returns the adapter.
-func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
+var _ llm.Upstream = (*Client)(nil)
+
+// New returns the Client.
+func New(cfg Config) (*Client, error) {
 	if cfg.BaseURL == "" {
 		return nil, ops.Errorf(ops.EINVALID, "The LLM base URL is not set (SETTLE_LLM_BASE_URL).")
 	}
@@ -63,22 +69,22 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = time.Minute
 	}
-	if cfg.Client == nil {
+	if cfg.HTTPClient == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
-		cfg.Client = &http.Client{Transport: t}
+		cfg.HTTPClient = &http.Client{Transport: t}
 	}
-	return &OpenAI{cfg: cfg}, nil
+	return &Client{cfg: cfg}, nil
 }
 
-// Name implements Upstream.
-func (o *OpenAI) Name() string { return o.cfg.Name }
+// Name implements llm.Upstream.
+func (o *Client) Name() string { return o.cfg.Name }
 
 // maxAnswer is the largest non-streaming answer read.
 const maxAnswer = 32 << 20
 
-// Send implements Upstream: one POST /chat/completions, classified.
-func (o *OpenAI) Send(ctx context.Context, c Call) Reply {
+// Send implements llm.Upstream: one POST /chat/completions, classified.
+func (o *Client) Send(ctx context.Context, c llm.Call) llm.Reply {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.AttemptTimeout)
 	defer cancel()
 	var wrote atomic.Bool
@@ -89,7 +95,7 @@ func (o *OpenAI) Send(ctx context.Context, c Call) Reply {
 	}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.BaseURL+"/chat/completions", bytes.NewReader(c.Body))
 	if err != nil {
-		return Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_request", Message: err.Error()}
+		return llm.Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_request", Message: err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+o.cfg.APIKey)
 	req.Header.Set("Content-Type", "application/json")
@@ -105,16 +111,16 @@ func (o *OpenAI) Send(ctx context.Context, c Call) Reply {
 	// events; the attempt timeout covers the whole.
 	idle := time.AfterFunc(o.cfg.IdleTimeout, cancel)
 	defer idle.Stop()
-	resp, err := o.cfg.Client.Do(req)
+	resp, err := o.cfg.HTTPClient.Do(req)
 	if err != nil {
 		if !wrote.Load() {
-			return Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_unreachable", Message: "The provider could not be reached."}
+			return llm.Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_unreachable", Message: "The provider could not be reached."}
 		}
-		return Reply{Outcome: ops.OutcomeTimeout, ErrorCode: "upstream_timeout", Message: "The provider did not answer in time."}
+		return llm.Reply{Outcome: ops.OutcomeTimeout, ErrorCode: "upstream_timeout", Message: "The provider did not answer in time."}
 	}
 	defer resp.Body.Close()
 	idle.Reset(o.cfg.IdleTimeout)
-	r := Reply{HTTPStatus: resp.StatusCode, RequestID: firstHeader(resp.Header, "x-request-id", "request-id")}
+	r := llm.Reply{HTTPStatus: resp.StatusCode, RequestID: firstHeader(resp.Header, "x-request-id", "request-id")}
 	if resp.StatusCode != http.StatusOK {
 		return classifyError(r, resp)
 	}
@@ -141,7 +147,7 @@ func (o *OpenAI) Send(ctx context.Context, c Call) Reply {
 
 // readStream passes each event's data to c.Event as it arrives. A stream that ends without
 // [DONE] broke: the provider may have billed it all.
-func (o *OpenAI) readStream(r Reply, body io.Reader, c Call, idle *time.Timer) Reply {
+func (o *Client) readStream(r llm.Reply, body io.Reader, c llm.Call, idle *time.Timer) llm.Reply {
 	// Most events fit the default 4 KiB; a longer one is gathered below.
 	br := bufio.NewReader(body)
 	var data []byte
@@ -207,7 +213,7 @@ func hasError(data []byte) bool {
 // classifyError turns a non-200 answer into an outcome. LLM providers keep no key, so
 // nothing replays: a 5xx leaves the outcome uncertain (the generation may have run and been
 // billed), 429 and 503 are refusals at the door, other 4xx are definite refusals.
-func classifyError(r Reply, resp *http.Response) Reply {
+func classifyError(r llm.Reply, resp *http.Response) llm.Reply {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var e struct {
 		Error struct {
