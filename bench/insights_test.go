@@ -19,6 +19,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkInsights(b *testing.B) {
 	}
 	defer db.Close()
 	clock := ops.NewManualClock(insightsNow)
-	roll := &ops.Rollups{Store: db, Clock: clock}
+	roll := &recon.Rollups{Store: db, Clock: clock}
 	if !insightsLoaded {
 		start := time.Now()
 		loadWorkload(b, db, n)
@@ -85,9 +86,9 @@ func BenchmarkInsights(b *testing.B) {
 		}
 		insightsLoaded = true
 	}
-	page := func(span, bucket time.Duration) ops.MetricsFilter {
+	page := func(span, bucket time.Duration) recon.MetricsFilter {
 		to := insightsNow.Truncate(bucket).Add(bucket)
-		return ops.MetricsFilter{Window: ops.Window{From: to.Add(-span), To: to}, Bucket: bucket}
+		return recon.MetricsFilter{Window: recon.Window{From: to.Add(-span), To: to}, Bucket: bucket}
 	}
 	srv, client, base := insightsServer(b, db, clock)
 	defer srv.Close()
@@ -107,7 +108,7 @@ func BenchmarkInsights(b *testing.B) {
 		}},
 		{"insights_30d_backlog", func(ctx context.Context) error {
 			f := page(30*24*time.Hour, 24*time.Hour)
-			p, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: f.Window, Bucket: f.Bucket})
+			p, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: f.Window, Bucket: f.Bucket})
 			if err == nil && len(p) == 0 {
 				err = fmt.Errorf("no backlog points")
 			}
@@ -139,7 +140,7 @@ func BenchmarkInsights(b *testing.B) {
 	})
 }
 
-func wantRows(rows []ops.MetricsRow, err error) error {
+func wantRows(rows []recon.MetricsRow, err error) error {
 	if err == nil && len(rows) == 0 {
 		err = fmt.Errorf("no rows")
 	}

@@ -133,8 +133,8 @@
 // Package ops is the kernel: the types (Operation, Attempt, Evidence, statuses, outcomes),
 // the rules as code (transitions, CheckSend, CheckClose, NextStatus, Backoff, the limits and
 // policies), the Ledger that applies them over the Store interface, the refund tool shared
-// by the API and the MCP server, the reaper, the outbox event and the receivers' inbox, the
-// dashboard's actions and queues, and the reconciliation and rollup types. Its subpackages
+// by the API and the MCP server, the reaper, the outbox event and the receivers' inbox, and the
+// dashboard's actions and queues. Its subpackages
 // are adapters around it:
 //
 //   - ops/pg: the Postgres store, the only place with SQL. ops/pg/localpg runs a private
@@ -148,7 +148,9 @@
 //     reconciler.
 //   - ops/llm: the OpenAI-compatible LLM gateway.
 //   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
-//   - ops/recon: reconciliation of provider charges and LLM usage against the ledger.
+//   - ops/recon: reconciliation of provider charges and LLM usage against the ledger: the
+//     exceptions it finds and their workflow, the reconciliation table's metrics and
+//     drill-down, and the per-minute rollups (Rollups) that /reconcile and /insights read.
 //   - ops/mcptool: the refund tools of Settle's MCP server.
 //   - ops/fake: stateful fake Stripe and LLM providers with fault injection.
 package ops

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -41,11 +40,11 @@ func FormatMoney(minor int64, currency string) string {
 	return formatScaled(minor, MinorUnits(currency), currency)
 }
 
-// MicrosPerMinor is how many units of Money make one minor unit of a currency: Money
+// MicrosPerMinor is how many micro-units make one minor unit of a currency: recon.Money
 // keeps a refund of 3800 cents as 38,000,000 and an LLM cost of 12 micro-dollars as 12.
 const MicrosPerMinor = 10_000
 
-// FormatMicros writes an amount of Money (MicrosPerMinor to the minor unit) like
+// FormatMicros writes an amount in micro-units (MicrosPerMinor to the minor unit) like
 // FormatMoney, rounded to the minor unit; a non-zero amount below one minor unit (an LLM
 // call costs fractions of a cent) keeps its digits instead of showing as zero.
 func FormatMicros(micros int64, currency string) string {
@@ -60,22 +59,7 @@ func FormatMicros(micros int64, currency string) string {
 	return formatScaled((micros+half)/MicrosPerMinor, d, currency)
 }
 
-// String writes m currency by currency in alphabetical order, each as FormatMicros does,
-// joined by ", "; it is empty when m holds nothing.
-func (m Money) String() string {
-	cur := make([]string, 0, len(m))
-	for c := range m {
-		cur = append(cur, c)
-	}
-	sort.Strings(cur)
-	parts := make([]string, 0, len(cur))
-	for _, c := range cur {
-		parts = append(parts, FormatMicros(m[c], c))
-	}
-	return strings.Join(parts, ", ")
-}
-
-// MajorUnits returns an amount of Money in the currency's major unit, for charts.
+// MajorUnits returns an amount in micro-units in the currency's major unit, for charts.
 func MajorUnits(micros int64, currency string) float64 {
 	v := float64(micros) / MicrosPerMinor
 	for range MinorUnits(currency) {

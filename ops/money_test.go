@@ -52,16 +52,3 @@ func TestFormatMicros(t *testing.T) {
 		t.Error("MinorUnits")
 	}
 }
-
-func TestMoneyString(t *testing.T) {
-	m := ops.Money{}
-	m.Add("usd", 38_000_000)
-	m.Add("jpy", 5_000_000)
-	m.Add("eur", 12)
-	if got, want := m.String(), "0.000012 EUR, 500 JPY, 38.00 USD"; got != want {
-		t.Errorf("Money.String() = %q, want %q", got, want)
-	}
-	if got := (ops.Money{}).String(); got != "" {
-		t.Errorf("empty Money = %q", got)
-	}
-}

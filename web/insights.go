@@ -12,15 +12,16 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/views"
 )
 
 // InsightsReader is what the insights page needs from the store: the rollups and the
 // backlog snapshots the rollup job keeps, never the raw tables.
 type InsightsReader interface {
-	RollupMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.MetricsRow, error)
-	RollupStatus(ctx context.Context) (ops.RollupState, error)
-	BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.BacklogPoint, error)
+	RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error)
+	RollupStatus(ctx context.Context) (recon.RollupState, error)
+	BacklogSeries(ctx context.Context, f recon.BacklogFilter) ([]recon.BacklogPoint, error)
 }
 
 // InsightsDeps are the dependencies of the insights page. With Insights nil the page is
@@ -92,7 +93,7 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	// Whole buckets, the current one included: the last point fills up as time goes on.
 	now := s.Clock.Now().UTC()
 	to := now.Truncate(spec.bucket).Add(spec.bucket)
-	f := ops.MetricsFilter{Window: ops.Window{From: to.Add(-spec.span), To: to}, Bucket: spec.bucket,
+	f := recon.MetricsFilter{Window: recon.Window{From: to.Add(-spec.span), To: to}, Bucket: spec.bucket,
 		Kind: ops.Kind(form.Kind), Provider: form.Provider}
 	if form.Tenant != "" {
 		for _, t := range tenants {
@@ -118,7 +119,7 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	backlog, err := s.Insights.BacklogSeries(ctx, ops.BacklogFilter{Window: f.Window, Bucket: f.Bucket, TenantID: f.TenantID,
+	backlog, err := s.Insights.BacklogSeries(ctx, recon.BacklogFilter{Window: f.Window, Bucket: f.Bucket, TenantID: f.TenantID,
 		Kind: f.Kind, Provider: f.Provider})
 	if err != nil {
 		s.Error(w, r, err)
@@ -148,7 +149,7 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 }
 
 // freshness says up to when the rollups count, and whether that is late.
-func freshness(st ops.RollupState, now time.Time) (string, bool) {
+func freshness(st recon.RollupState, now time.Time) (string, bool) {
 	if !st.Ran() {
 		return "The rollup job has not run yet: nothing is counted so far.", true
 	}
@@ -162,7 +163,7 @@ func freshness(st ops.RollupState, now time.Time) (string, bool) {
 
 // insightCharts turns the rollup rows (per bucket and group) and the backlog snapshots into
 // the page's charts, one point per bucket of the window.
-func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, backlog []ops.BacklogPoint) []views.Chart {
+func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow, backlog []recon.BacklogPoint) []views.Chart {
 	var buckets []time.Time
 	var labels []string
 	index := map[time.Time]int{}
@@ -172,9 +173,9 @@ func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, ba
 		labels = append(labels, b.Format(format))
 	}
 	n := len(buckets)
-	sums := make([]ops.MetricsRow, n)
+	sums := make([]recon.MetricsRow, n)
 	for i := range sums {
-		sums[i].Saved, sums[i].Lost = ops.Money{}, ops.Money{}
+		sums[i].Saved, sums[i].Lost = recon.Money{}, recon.Money{}
 	}
 	saved, lost := map[string][]float64{}, map[string][]float64{}
 	for _, r := range rows {
@@ -196,11 +197,11 @@ func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, ba
 			lost[c][i] += ops.MajorUnits(v, c)
 		}
 	}
-	total := ops.MetricsRow{Saved: ops.Money{}, Lost: ops.Money{}}
+	total := recon.MetricsRow{Saved: recon.Money{}, Lost: recon.Money{}}
 	for _, r := range sums {
 		addMetrics(&total, r)
 	}
-	rate := func(num, den func(ops.MetricsRow) int64) []*float64 {
+	rate := func(num, den func(recon.MetricsRow) int64) []*float64 {
 		out := make([]*float64, n)
 		for i, r := range sums {
 			if d := den(r); d > 0 {
@@ -210,7 +211,7 @@ func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, ba
 		}
 		return out
 	}
-	count := func(v func(ops.MetricsRow) int64) []*float64 {
+	count := func(v func(recon.MetricsRow) int64) []*float64 {
 		out := make([]*float64, n)
 		for i, r := range sums {
 			x := float64(v(r))
@@ -224,30 +225,30 @@ func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, ba
 		}
 		return fmt.Sprintf("%s %% over the range (%d of %d %s).", views.FormatValue(roundTo(100*float64(num)/float64(den), 2)), num, den, what)
 	}
-	requests := func(r ops.MetricsRow) int64 { return r.ClientRequests }
+	requests := func(r recon.MetricsRow) int64 { return r.ClientRequests }
 	charts := []views.Chart{
 		{ID: "duplicate-rate", Title: "Duplicate request rate", Unit: "%", Buckets: labels,
 			Note:    "Client requests mapped to an operation that already existed, of all client requests.",
 			Summary: pct(total.Duplicates, total.ClientRequests, "client requests"),
 			Series: []views.ChartSeries{{Name: "Duplicates", Color: colorBlue,
-				Values: rate(func(r ops.MetricsRow) int64 { return r.Duplicates }, requests)}}},
+				Values: rate(func(r recon.MetricsRow) int64 { return r.Duplicates }, requests)}}},
 		{ID: "replay-rate", Title: "Replay rate", Unit: "%", Buckets: labels,
 			Note:    "Client requests answered from a stored result instead of a new call to the provider.",
 			Summary: pct(total.Replays, total.ClientRequests, "client requests"),
 			Series: []views.ChartSeries{{Name: "Replays", Color: colorGreen,
-				Values: rate(func(r ops.MetricsRow) int64 { return r.Replays }, requests)}}},
+				Values: rate(func(r recon.MetricsRow) int64 { return r.Replays }, requests)}}},
 		{ID: "timeout-rate", Title: "Timeout rate", Unit: "%", Buckets: labels,
 			Note:    "Attempts whose outcome is unknown because the provider did not answer in time, of all attempts sent.",
 			Summary: pct(total.Timeouts, total.AttemptsSent, "attempts sent"),
 			Series: []views.ChartSeries{{Name: "Timeouts", Color: colorOrange,
-				Values: rate(func(r ops.MetricsRow) int64 { return r.Timeouts }, func(r ops.MetricsRow) int64 { return r.AttemptsSent })}}},
+				Values: rate(func(r recon.MetricsRow) int64 { return r.Timeouts }, func(r recon.MetricsRow) int64 { return r.AttemptsSent })}}},
 		{ID: "double-charges", Title: "Double and orphan charges", Bars: true, Buckets: labels,
 			Note: "Provider charges beyond the first for one operation (by when the operation was created), and charges naming no operation. Both should be zero.",
 			Summary: fmt.Sprintf("%d double %s, %d orphan %s in this range.", total.DoubleCharges, plural(total.DoubleCharges, "charge", "charges"),
 				total.Orphans, plural(total.Orphans, "charge", "charges")),
 			Series: []views.ChartSeries{
-				{Name: "Double charges", Color: colorRed, Values: count(func(r ops.MetricsRow) int64 { return r.DoubleCharges })},
-				{Name: "Orphan charges", Color: colorPurple, Values: count(func(r ops.MetricsRow) int64 { return r.Orphans })}}},
+				{Name: "Double charges", Color: colorRed, Values: count(func(r recon.MetricsRow) int64 { return r.DoubleCharges })},
+				{Name: "Orphan charges", Color: colorPurple, Values: count(func(r recon.MetricsRow) int64 { return r.Orphans })}}},
 	}
 	charts = append(charts, backlogCharts(buckets, labels, index, backlog)...)
 	currencies := make([]string, 0, len(saved))
@@ -277,11 +278,11 @@ func insightCharts(f ops.MetricsFilter, format string, rows []ops.MetricsRow, ba
 
 // backlogCharts draws the unknown and expired backlog from the last snapshot of each
 // bucket; a bucket without a snapshot (the job was not running) is a gap, not a zero.
-func backlogCharts(buckets []time.Time, labels []string, index map[time.Time]int, points []ops.BacklogPoint) []views.Chart {
+func backlogCharts(buckets []time.Time, labels []string, index map[time.Time]int, points []recon.BacklogPoint) []views.Chart {
 	n := len(buckets)
 	unknown, expired := make([]*float64, n), make([]*float64, n)
 	ageU, ageE := make([]*float64, n), make([]*float64, n)
-	var last *ops.BacklogPoint
+	var last *recon.BacklogPoint
 	for _, p := range points {
 		i, ok := index[p.Bucket]
 		if !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/views"
 )
 
@@ -21,10 +22,10 @@ import (
 // reads the rollups (RollupMetrics); the drill-down reads the raw rows behind one cell,
 // a page at a time.
 type ReconReader interface {
-	ops.MetricsStore
-	ops.ExceptionStore
+	recon.MetricsStore
+	recon.ExceptionStore
 	Get(ctx context.Context, id string) (*ops.Operation, error)
-	Leases(ctx context.Context) ([]ops.Lease, error)
+	Leases(ctx context.Context) ([]recon.Lease, error)
 }
 
 // ReconcileDeps are the dependencies of the reconciliation pages. With Recon nil the pages
@@ -66,25 +67,25 @@ var reconRanges = []struct {
 
 // reconColumns are the table's measures, in order, with their headers.
 var reconColumns = []struct {
-	m      ops.Measure
+	m      recon.Measure
 	header string
-	value  func(ops.MetricsRow) int64
+	value  func(recon.MetricsRow) int64
 	alert  bool
 }{
-	{ops.MeasureClientRequests, "Client requests", func(r ops.MetricsRow) int64 { return r.ClientRequests }, false},
-	{ops.MeasureDuplicates, "Duplicates", func(r ops.MetricsRow) int64 { return r.Duplicates }, false},
-	{ops.MeasureReplays, "Replays", func(r ops.MetricsRow) int64 { return r.Replays }, false},
-	{ops.MeasureOperations, "Operations", func(r ops.MetricsRow) int64 { return r.Operations }, false},
-	{ops.MeasureSucceeded, "Succeeded", func(r ops.MetricsRow) int64 { return r.Succeeded }, false},
-	{ops.MeasureAttempts, "Attempts sent", func(r ops.MetricsRow) int64 { return r.AttemptsSent }, false},
-	{ops.MeasureTimeouts, "Timeouts", func(r ops.MetricsRow) int64 { return r.Timeouts }, false},
-	{ops.MeasureCharges, "Provider charges", func(r ops.MetricsRow) int64 { return r.Charges }, false},
-	{ops.MeasureOrphans, "Orphan charges", func(r ops.MetricsRow) int64 { return r.Orphans }, true},
-	{ops.MeasureDoubleCharges, "Double charges", func(r ops.MetricsRow) int64 { return r.DoubleCharges }, true},
+	{recon.MeasureClientRequests, "Client requests", func(r recon.MetricsRow) int64 { return r.ClientRequests }, false},
+	{recon.MeasureDuplicates, "Duplicates", func(r recon.MetricsRow) int64 { return r.Duplicates }, false},
+	{recon.MeasureReplays, "Replays", func(r recon.MetricsRow) int64 { return r.Replays }, false},
+	{recon.MeasureOperations, "Operations", func(r recon.MetricsRow) int64 { return r.Operations }, false},
+	{recon.MeasureSucceeded, "Succeeded", func(r recon.MetricsRow) int64 { return r.Succeeded }, false},
+	{recon.MeasureAttempts, "Attempts sent", func(r recon.MetricsRow) int64 { return r.AttemptsSent }, false},
+	{recon.MeasureTimeouts, "Timeouts", func(r recon.MetricsRow) int64 { return r.Timeouts }, false},
+	{recon.MeasureCharges, "Provider charges", func(r recon.MetricsRow) int64 { return r.Charges }, false},
+	{recon.MeasureOrphans, "Orphan charges", func(r recon.MetricsRow) int64 { return r.Orphans }, true},
+	{recon.MeasureDoubleCharges, "Double charges", func(r recon.MetricsRow) int64 { return r.DoubleCharges }, true},
 }
 
 type reconQuery struct {
-	filter  ops.MetricsFilter
+	filter  recon.MetricsFilter
 	form    views.ReconcileFilter
 	names   map[int64]string
 	tenants []*ops.Tenant
@@ -133,8 +134,8 @@ func (s *Server) parseReconQuery(ctx context.Context, q url.Values) (reconQuery,
 	}
 	// Whole windows, the current one included: the last row fills up as time goes on.
 	now := s.Clock.Now().UTC()
-	f := ops.MetricsFilter{Bucket: width, Kind: ops.Kind(form.Kind), Provider: form.Provider,
-		Window: ops.Window{From: now.Add(-span).Truncate(width), To: now.Truncate(width).Add(width)}}
+	f := recon.MetricsFilter{Bucket: width, Kind: ops.Kind(form.Kind), Provider: form.Provider,
+		Window: recon.Window{From: now.Add(-span).Truncate(width), To: now.Truncate(width).Add(width)}}
 	if form.Tenant != "" {
 		for _, t := range tenants {
 			if t.Name == form.Tenant {
@@ -223,7 +224,7 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	// Newest window first: the current state of things is what people come for. The total
 	// covers the whole range, whatever page is shown.
-	total := ops.MetricsRow{Saved: ops.Money{}, Lost: ops.Money{}}
+	total := recon.MetricsRow{Saved: recon.Money{}, Lost: recon.Money{}}
 	for i := len(rows) - 1; i >= 0; i-- {
 		if !rows[i].Bucket.Before(lo) && rows[i].Bucket.Before(hi) {
 			m.Rows = append(m.Rows, s.reconRow(rows[i], q, true))
@@ -245,7 +246,7 @@ const reconPageSpan = 24 * time.Hour
 // hold reconPageSpan of windows counted back from the range's end; the oldest page takes
 // the few windows left over, so a 24-hour range (25 windows with the current one) stays
 // one page.
-func reconPage(f ops.MetricsFilter, q url.Values) (lo, hi time.Time, paging *views.ReconPaging, err error) {
+func reconPage(f recon.MetricsFilter, q url.Values) (lo, hi time.Time, paging *views.ReconPaging, err error) {
 	page := 1
 	if v := q.Get("page"); v != "" {
 		if page, err = strconv.Atoi(v); err != nil || page < 1 {
@@ -295,7 +296,7 @@ func withPage(q url.Values, n int) string {
 	return v.Encode()
 }
 
-func addMetrics(t *ops.MetricsRow, r ops.MetricsRow) {
+func addMetrics(t *recon.MetricsRow, r recon.MetricsRow) {
 	t.ClientRequests += r.ClientRequests
 	t.Duplicates += r.Duplicates
 	t.Replays += r.Replays
@@ -314,7 +315,7 @@ func addMetrics(t *ops.MetricsRow, r ops.MetricsRow) {
 	}
 }
 
-func (s *Server) reconRow(r ops.MetricsRow, q reconQuery, links bool) views.ReconcileRow {
+func (s *Server) reconRow(r recon.MetricsRow, q reconQuery, links bool) views.ReconcileRow {
 	out := views.ReconcileRow{Window: windowLabel(r.Bucket, q.filter.Bucket), Tenant: tenantLabel(r.TenantID, q.names),
 		Kind: string(r.Kind), Provider: r.Provider, Saved: formatMoney(r.Saved), Lost: formatMoney(r.Lost)}
 	if out.Kind == "" {
@@ -339,7 +340,7 @@ func (s *Server) reconRow(r ops.MetricsRow, q reconQuery, links bool) views.Reco
 	return out
 }
 
-func drillURL(k ops.MetricsKey, width time.Duration, m ops.Measure) string {
+func drillURL(k recon.MetricsKey, width time.Duration, m recon.Measure) string {
 	v := url.Values{"at": {k.Bucket.UTC().Format(time.RFC3339)}, "width": {width.String()}, "tenant": {strconv.FormatInt(k.TenantID, 10)},
 		"kind": {string(k.Kind)}, "provider": {k.Provider}, "measure": {string(m)}}
 	return "/reconcile/drill?" + v.Encode()
@@ -366,7 +367,7 @@ func tenantLabel(id int64, names map[int64]string) string {
 }
 
 // formatMoney writes amounts per currency with ops' one money formatter, a dash for none.
-func formatMoney(m ops.Money) string {
+func formatMoney(m recon.Money) string {
 	if len(m) == 0 {
 		return "—"
 	}

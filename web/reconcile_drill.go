@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/views"
 )
 
 // measureTitles names each measure as its column header does, so a drill-down's title
 // matches the number that was clicked.
-var measureTitles = map[ops.Measure]string{}
+var measureTitles = map[recon.Measure]string{}
 
 func init() {
 	for _, c := range reconColumns {
@@ -31,8 +32,8 @@ func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.EINVALID, "The link is damaged; go back to the reconciliation page."))
 		return
 	}
-	f := ops.DrillFilter{MetricsKey: ops.MetricsKey{Bucket: at, TenantID: tenant, Kind: ops.Kind(q.Get("kind")), Provider: q.Get("provider")},
-		Width: width, Measure: ops.Measure(q.Get("measure"))}
+	f := recon.DrillFilter{MetricsKey: recon.MetricsKey{Bucket: at, TenantID: tenant, Kind: ops.Kind(q.Get("kind")), Provider: q.Get("provider")},
+		Width: width, Measure: recon.Measure(q.Get("measure"))}
 	rows, err := s.Recon.ReconDrill(ctx, f)
 	if err != nil {
 		s.Error(w, r, err)

@@ -11,27 +11,28 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/views"
 )
 
 // exceptionTabs are the queue's tabs, one per status, in the order an exception moves
 // through them.
 var exceptionTabs = []struct {
-	status ops.ExceptionStatus
+	status recon.ExceptionStatus
 	label  string
 }{
-	{ops.ExceptionOpen, "Open"},
-	{ops.ExceptionAcknowledged, "Acknowledged"},
-	{ops.ExceptionResolved, "Resolved"},
+	{recon.ExceptionOpen, "Open"},
+	{recon.ExceptionAcknowledged, "Acknowledged"},
+	{recon.ExceptionResolved, "Resolved"},
 }
 
-var exceptionKindLabels = map[ops.ExceptionKind]string{
-	ops.ExceptionDoubleCharge:     "Double charge",
-	ops.ExceptionOrphanCharge:     "Orphan charge",
-	ops.ExceptionMissingCharge:    "Missing charge",
-	ops.ExceptionChargeOnFailed:   "Charged after failing",
-	ops.ExceptionUsageMismatch:    "LLM usage mismatch",
-	ops.ExceptionExplainedUnknown: "Unknown explained",
+var exceptionKindLabels = map[recon.ExceptionKind]string{
+	recon.ExceptionDoubleCharge:     "Double charge",
+	recon.ExceptionOrphanCharge:     "Orphan charge",
+	recon.ExceptionMissingCharge:    "Missing charge",
+	recon.ExceptionChargeOnFailed:   "Charged after failing",
+	recon.ExceptionUsageMismatch:    "LLM usage mismatch",
+	recon.ExceptionExplainedUnknown: "Unknown explained",
 }
 
 const exceptionPageSize = 50
@@ -41,10 +42,10 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	form := views.ExceptionsFilter{Status: q.Get("status"), Kind: q.Get("kind"), Severity: q.Get("severity")}
 	if form.Status == "" {
-		form.Status = string(ops.ExceptionOpen)
+		form.Status = string(recon.ExceptionOpen)
 	}
-	f := ops.ExceptionFilter{Status: ops.ExceptionStatus(form.Status), Kind: ops.ExceptionKind(form.Kind),
-		Severity: ops.Severity(form.Severity), Limit: exceptionPageSize}
+	f := recon.ExceptionFilter{Status: recon.ExceptionStatus(form.Status), Kind: recon.ExceptionKind(form.Kind),
+		Severity: recon.Severity(form.Severity), Limit: exceptionPageSize}
 	switch {
 	case !f.Status.Valid():
 		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no %q tab; choose open, acknowledged or resolved.", form.Status))
@@ -64,7 +65,7 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 		}
 		f.BeforeID = id
 	}
-	counts, err := s.Recon.CountExceptions(ctx, ops.ExceptionFilter{Kind: f.Kind, Severity: f.Severity})
+	counts, err := s.Recon.CountExceptions(ctx, recon.ExceptionFilter{Kind: f.Kind, Severity: f.Severity})
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -92,11 +93,11 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 			URL: "/reconcile/exceptions?" + v.Encode(), Active: t.status == f.Status})
 	}
 	m.Kinds = []views.ReconOption{{Value: "", Label: "Any kind"}}
-	for _, k := range ops.ExceptionKinds {
+	for _, k := range recon.ExceptionKinds {
 		m.Kinds = append(m.Kinds, views.ReconOption{Value: string(k), Label: exceptionKindLabels[k], Selected: string(k) == form.Kind})
 	}
 	m.Severities = []views.ReconOption{{Value: "", Label: "Any severity"}}
-	for _, sv := range ops.Severities {
+	for _, sv := range recon.Severities {
 		m.Severities = append(m.Severities, views.ReconOption{Value: string(sv), Label: string(sv), Selected: string(sv) == form.Severity})
 	}
 	for _, e := range list {
@@ -110,7 +111,7 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, views.Exceptions(m))
 }
 
-func exceptionRow(e *ops.Exception, names map[int64]string) views.ExceptionRow {
+func exceptionRow(e *recon.Exception, names map[int64]string) views.ExceptionRow {
 	row := views.ExceptionRow{ID: strconv.FormatInt(e.ID, 10), URL: "/reconcile/exceptions/" + strconv.FormatInt(e.ID, 10),
 		Kind: string(e.Kind), KindLabel: exceptionKindLabels[e.Kind], Severity: string(e.Severity), Status: string(e.Status),
 		Provider: e.Provider, Tenant: tenantLabel(e.TenantID, names), Summary: e.Summary, Assignee: e.Assignee,
@@ -171,11 +172,11 @@ func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int6
 	}
 	m := views.ExceptionPage{Viewer: viewer(userFrom(ctx)), Exception: exceptionRow(e, names), Version: strconv.FormatInt(e.Version, 10),
 		Note: e.Note, OperationID: e.OperationID, Error: msg,
-		CanAcknowledge: e.Status == ops.ExceptionOpen, CanResolve: e.Status != ops.ExceptionResolved, CanReopen: e.Status == ops.ExceptionResolved}
-	for _, sv := range ops.Severities {
+		CanAcknowledge: e.Status == recon.ExceptionOpen, CanResolve: e.Status != recon.ExceptionResolved, CanReopen: e.Status == recon.ExceptionResolved}
+	for _, sv := range recon.Severities {
 		m.Severities = append(m.Severities, views.ReconOption{Value: string(sv), Label: string(sv), Selected: sv == e.Severity})
 	}
-	if e.Kind == ops.ExceptionUsageMismatch {
+	if e.Kind == recon.ExceptionUsageMismatch {
 		m.Theirs, m.Compare = usageCompare(e)
 	} else {
 		m.Theirs, m.Compare = compareRecords(e, op, charges)
@@ -189,7 +190,7 @@ func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int6
 
 // compareRecords puts our operation beside each of the provider's records, marking the
 // fields where they disagree.
-func compareRecords(e *ops.Exception, op *ops.Operation, charges []ops.ProviderCharge) ([]string, []views.ReconCompareRow) {
+func compareRecords(e *recon.Exception, op *ops.Operation, charges []recon.ProviderCharge) ([]string, []views.ReconCompareRow) {
 	var heads []string
 	for _, c := range charges {
 		heads = append(heads, e.Provider+" "+c.Ref)
@@ -197,7 +198,7 @@ func compareRecords(e *ops.Exception, op *ops.Operation, charges []ops.ProviderC
 	if len(charges) == 0 {
 		heads = []string{e.Provider + " (nothing found)"}
 	}
-	cols := func(f func(c ops.ProviderCharge) string) []string {
+	cols := func(f func(c recon.ProviderCharge) string) []string {
 		if len(charges) == 0 {
 			return []string{"—"}
 		}
@@ -207,7 +208,7 @@ func compareRecords(e *ops.Exception, op *ops.Operation, charges []ops.ProviderC
 		}
 		return out
 	}
-	anyOf := func(f func(c ops.ProviderCharge) bool) bool {
+	anyOf := func(f func(c recon.ProviderCharge) bool) bool {
 		for _, c := range charges {
 			if f(c) {
 				return true
@@ -235,33 +236,33 @@ func compareRecords(e *ops.Exception, op *ops.Operation, charges []ops.ProviderC
 		{Field: "Charges", Ours: fmt.Sprintf("%d expected", want), Theirs: []string{fmt.Sprintf("%d charged of %d records", chargedN, len(charges))},
 			Differs: chargedN != want},
 		{Field: "Operation", Ours: ours(func(o *ops.Operation) string { return o.ID }),
-			Theirs:  cols(func(c ops.ProviderCharge) string { return orDash(c.OperationID) }),
-			Differs: op == nil || anyOf(func(c ops.ProviderCharge) bool { return c.OperationID != op.ID })},
+			Theirs:  cols(func(c recon.ProviderCharge) string { return orDash(c.OperationID) }),
+			Differs: op == nil || anyOf(func(c recon.ProviderCharge) bool { return c.OperationID != op.ID })},
 		{Field: "Record id", Ours: ours(func(o *ops.Operation) string { return orDash(o.ProviderRef) }),
-			Theirs:  cols(func(c ops.ProviderCharge) string { return c.Ref }),
-			Differs: op == nil || len(charges) == 0 || anyOf(func(c ops.ProviderCharge) bool { return c.Ref != op.ProviderRef })},
+			Theirs:  cols(func(c recon.ProviderCharge) string { return c.Ref }),
+			Differs: op == nil || len(charges) == 0 || anyOf(func(c recon.ProviderCharge) bool { return c.Ref != op.ProviderRef })},
 		{Field: "Amount", Ours: ours(func(o *ops.Operation) string { return ops.FormatMoney(o.AmountCents, o.Currency) }),
-			Theirs: cols(func(c ops.ProviderCharge) string { return ops.FormatMoney(c.AmountCents, c.Currency) }),
-			Differs: op != nil && anyOf(func(c ops.ProviderCharge) bool {
+			Theirs: cols(func(c recon.ProviderCharge) string { return ops.FormatMoney(c.AmountCents, c.Currency) }),
+			Differs: op != nil && anyOf(func(c recon.ProviderCharge) bool {
 				return c.AmountCents != op.AmountCents || !strings.EqualFold(c.Currency, op.Currency)
 			})},
 		{Field: "Status", Ours: ours(func(o *ops.Operation) string { return string(o.Status) }),
-			Theirs:  cols(func(c ops.ProviderCharge) string { return c.Status }),
-			Differs: op != nil && anyOf(func(c ops.ProviderCharge) bool { return c.Charged() != (op.Status == ops.StatusSucceeded) })},
+			Theirs:  cols(func(c recon.ProviderCharge) string { return c.Status }),
+			Differs: op != nil && anyOf(func(c recon.ProviderCharge) bool { return c.Charged() != (op.Status == ops.StatusSucceeded) })},
 		{Field: "When (UTC)", Ours: ours(func(o *ops.Operation) string { return o.CreatedAt.UTC().Format("2006-01-02 15:04:05") }),
-			Theirs: cols(func(c ops.ProviderCharge) string { return c.ChargedAt.UTC().Format("2006-01-02 15:04:05") })},
+			Theirs: cols(func(c recon.ProviderCharge) string { return c.ChargedAt.UTC().Format("2006-01-02 15:04:05") })},
 		{Field: "Closed by", Ours: ours(func(o *ops.Operation) string { return orDash(o.ClosedBy) }),
-			Theirs: cols(func(ops.ProviderCharge) string { return "" })},
+			Theirs: cols(func(recon.ProviderCharge) string { return "" })},
 	}
 	if op != nil {
 		rows = append(rows, views.ReconCompareRow{Field: "Tenant · order", Ours: fmt.Sprintf("%d · %s", op.TenantID, orDash(op.OrderRef)),
-			Theirs: cols(func(ops.ProviderCharge) string { return "" })})
+			Theirs: cols(func(recon.ProviderCharge) string { return "" })})
 	}
 	return heads, rows
 }
 
 // usageCompare shows an LLM usage bucket: what we sent against what the provider billed.
-func usageCompare(e *ops.Exception) ([]string, []views.ReconCompareRow) {
+func usageCompare(e *recon.Exception) ([]string, []views.ReconCompareRow) {
 	var b struct {
 		Billed    int64 `json:"billed"`
 		Answered  int64 `json:"answered"`
@@ -278,7 +279,7 @@ func usageCompare(e *ops.Exception) ([]string, []views.ReconCompareRow) {
 	}
 }
 
-func auditChange(a ops.AuditEntry) string {
+func auditChange(a recon.AuditEntry) string {
 	var before, after map[string]any
 	_ = json.Unmarshal(a.Before, &before)
 	_ = json.Unmarshal(a.After, &after)
@@ -318,10 +319,10 @@ func (s *Server) handleExceptionChange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := userFrom(ctx)
-	c := ops.ExceptionChange{ID: id, Version: version, Action: ops.ExceptionAction(r.PostForm.Get("action")),
-		Assignee: r.PostForm.Get("assignee"), Severity: ops.Severity(r.PostForm.Get("severity")), Note: r.PostForm.Get("note"),
+	c := recon.ExceptionChange{ID: id, Version: version, Action: recon.ExceptionAction(r.PostForm.Get("action")),
+		Assignee: r.PostForm.Get("assignee"), Severity: recon.Severity(r.PostForm.Get("severity")), Note: r.PostForm.Get("note"),
 		Actor: u.Email, At: s.Clock.Now()}
-	if _, err := ops.ChangeException(ctx, s.Recon, c); err != nil {
+	if _, err := recon.ChangeException(ctx, s.Recon, c); err != nil {
 		// A change refused as invalid or as a lost race is shown on the exception's page,
 		// with the status of the one table (statusOf); anything else is the error page.
 		if code := ops.ErrorCode(err); code == ops.EINVALID || code == ops.ECONFLICT {

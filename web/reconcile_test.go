@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // newReconEnv serves the reconciliation pages on a fresh database.
@@ -66,7 +67,7 @@ VALUES ($1, 'stripe', 're_first', $2, 3800, 'usd', 'succeeded', $3, $3), ($1, 's
 // read its rollups.
 func rollUp(t *testing.T, e *env) {
 	t.Helper()
-	if _, err := (&ops.Rollups{Store: e.db, Clock: ops.NewManualClock(t0)}).CatchUp(context.Background()); err != nil {
+	if _, err := (&recon.Rollups{Store: e.db, Clock: ops.NewManualClock(t0)}).CatchUp(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -227,7 +228,7 @@ func TestExceptionWorkflowOverHTTP(t *testing.T) {
 	e := newReconEnv(t)
 	ctx := context.Background()
 	opID, tenant := seedRecon(t, e)
-	ex, _, err := e.db.RecordFinding(ctx, ops.Finding{Kind: ops.ExceptionDoubleCharge, Provider: "stripe", Ref: opID, TenantID: tenant,
+	ex, _, err := e.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: opID, TenantID: tenant,
 		OperationID: opID, ChargeRefs: []string{"re_first", "re_second"}, AmountCents: 3800, Currency: "usd",
 		Summary: "Operation charged twice.", Actor: "stripe reconciliation", At: t0})
 	if err != nil {

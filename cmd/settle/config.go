@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // Config is everything a settle command reads from its flags and the environment, read in
@@ -352,11 +353,11 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 	if cfg.OutboxKeep, err = durationEnv(getenv, "SETTLE_OUTBOX_KEEP", ops.DefaultOutboxKeep); err != nil {
 		return err
 	}
-	if cfg.RollupMinuteKeep, err = durationEnv(getenv, "SETTLE_ROLLUP_MINUTES_KEEP", ops.DefaultRollupMinuteKeep); err != nil {
+	if cfg.RollupMinuteKeep, err = durationEnv(getenv, "SETTLE_ROLLUP_MINUTES_KEEP", recon.DefaultRollupMinuteKeep); err != nil {
 		return err
 	}
-	if cfg.RollupMinuteKeep < ops.MinRollupMinuteKeep {
-		return usagef("SETTLE_ROLLUP_MINUTES_KEEP=%s is shorter than %s: the insights page reads the last day's minutes", cfg.RollupMinuteKeep, ops.MinRollupMinuteKeep)
+	if cfg.RollupMinuteKeep < recon.MinRollupMinuteKeep {
+		return usagef("SETTLE_ROLLUP_MINUTES_KEEP=%s is shorter than %s: the insights page reads the last day's minutes", cfg.RollupMinuteKeep, recon.MinRollupMinuteKeep)
 	}
 	if v := getenv("SETTLE_RECONCILE_INTERVAL"); v != "off" {
 		if cfg.Reconcile.Interval, err = durationEnv(getenv, "SETTLE_RECONCILE_INTERVAL", 5*time.Minute); err != nil {

@@ -36,8 +36,8 @@ func addReconcileFlags(fs *flag.FlagSet, rc *ReconcileConfig) {
 
 // Window is the window the flags describe, checked against now: a reversed window or one
 // reaching into the future is a mistake on the command line.
-func (rc ReconcileConfig) Window(now time.Time) (ops.Window, error) {
-	w := ops.Window{From: now.Add(-rc.Since), To: now}
+func (rc ReconcileConfig) Window(now time.Time) (recon.Window, error) {
+	w := recon.Window{From: now.Add(-rc.Since), To: now}
 	if rc.Since <= 0 && rc.From == "" {
 		return w, usagef("reconcile: --since must be a positive duration such as 24h")
 	}
@@ -58,7 +58,7 @@ func (rc ReconcileConfig) Window(now time.Time) (ops.Window, error) {
 			w.To = to
 		}
 	}
-	if err := ops.CheckWindow(w, now); err != nil {
+	if err := recon.CheckWindow(w, now); err != nil {
 		return w, usagef("reconcile: %s", ops.ErrorMessage(err))
 	}
 	return w, nil

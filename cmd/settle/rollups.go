@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // startRollups runs the rollup job of serve and demo: it keeps the per-minute rollups that
@@ -12,7 +12,7 @@ import (
 // run it; an advisory lock lets one act at a time, and each pass replaces whole minutes, so
 // a pass repeated by another replica changes nothing.
 func (p *Program) startRollups(ctx context.Context) {
-	r := &ops.Rollups{Store: p.DB, Clock: p.Clock, Interval: ops.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
+	r := &recon.Rollups{Store: p.DB, Clock: p.Clock, Interval: recon.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
 		Logger: p.Logger}
 	p.goService(func() { r.Start(ctx) })
 }

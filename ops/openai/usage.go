@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // UsageReader reads an OpenAI-style usage report over HTTP for the reconciler (it implements
@@ -54,7 +55,7 @@ type usagePage struct {
 }
 
 // Usage implements recon.UsageSource, following next_page until the report ends.
-func (h *UsageReader) Usage(ctx context.Context, w ops.Window, width time.Duration) ([]ops.UsageRow, error) {
+func (h *UsageReader) Usage(ctx context.Context, w recon.Window, width time.Duration) ([]recon.UsageRow, error) {
 	bw := map[time.Duration]string{time.Minute: "1m", time.Hour: "1h", 24 * time.Hour: "1d"}[width]
 	if bw == "" {
 		return nil, ops.Errorf(ops.EINVALID, "Usage buckets are 1m, 1h or 1d, not %s.", width)
@@ -75,7 +76,7 @@ func (h *UsageReader) Usage(ctx context.Context, w ops.Window, width time.Durati
 	if path == "" {
 		path = "/v1/usage"
 	}
-	var out []ops.UsageRow
+	var out []recon.UsageRow
 	page := ""
 	for n := 0; ; n++ {
 		if n >= 1000 {
@@ -99,7 +100,7 @@ func (h *UsageReader) Usage(ctx context.Context, w ops.Window, width time.Durati
 				if len(keep) > 0 && !keep[key] {
 					continue
 				}
-				out = append(out, ops.UsageRow{Start: time.Unix(b.StartTime, 0).UTC(), Width: width, APIKeyID: key, Model: model,
+				out = append(out, recon.UsageRow{Start: time.Unix(b.StartTime, 0).UTC(), Width: width, APIKeyID: key, Model: model,
 					Requests: res.Requests, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens})
 			}
 		}

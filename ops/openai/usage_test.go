@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 func TestUsageReaderReadsEveryPageOfTheReport(t *testing.T) {
@@ -35,7 +36,7 @@ func TestUsageReaderReadsEveryPageOfTheReport(t *testing.T) {
 	}))
 	defer srv.Close()
 	u := &openai.UsageReader{Provider: "fakellm", BaseURL: srv.URL, APIKey: "sk_admin", APIKeyIDs: []string{"key_a"}}
-	rows, err := u.Usage(context.Background(), ops.Window{From: start, To: start.Add(2 * time.Hour)}, time.Hour)
+	rows, err := u.Usage(context.Background(), recon.Window{From: start, To: start.Add(2 * time.Hour)}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestUsageReaderReadsEveryPageOfTheReport(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	bad := &openai.UsageReader{Provider: "fakellm", BaseURL: srv.URL, APIKey: "wrong"}
-	if _, err := bad.Usage(context.Background(), ops.Window{From: start, To: start.Add(time.Hour)}, time.Hour); ops.ErrorCode(err) != ops.EUNAVAILABLE {
+	if _, err := bad.Usage(context.Background(), recon.Window{From: start, To: start.Add(time.Hour)}, time.Hour); ops.ErrorCode(err) != ops.EUNAVAILABLE {
 		t.Fatalf("a refused report: %v, want unavailable", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 var (
@@ -44,7 +45,7 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.ReconMetrics(ctx, ops.MetricsFilter{Window: ops.Window{From: from, To: to}, Bucket: time.Hour})
+	rows, err := db.ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from, To: to}, Bucket: time.Hour})
 	if err != nil {
 		return nil, fmt.Errorf("count the window: %w", err)
 	}

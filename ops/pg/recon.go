@@ -13,12 +13,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 var (
-	_ ops.ReconStore     = (*DB)(nil)
-	_ ops.ExceptionStore = (*DB)(nil)
-	_ ops.MetricsStore   = (*DB)(nil)
+	_ recon.Store          = (*DB)(nil)
+	_ recon.ExceptionStore = (*DB)(nil)
+	_ recon.MetricsStore   = (*DB)(nil)
 )
 
 // chargedStatuses is the SQL list of provider statuses that mean money moved; it must match
@@ -32,8 +33,8 @@ const exCols = `e.id, e.kind, e.provider, e.ref, coalesce(e.tenant_id, 0), coale
 	e.severity, e.status, e.assignee, e.note, e.summary, e.amount_cents, e.currency, e.details, e.version, e.seen_count,
 	e.first_seen_at, e.last_seen_at, e.updated_at, e.resolved_at, e.resolved_by`
 
-func scanException(row pgx.Row) (*ops.Exception, error) {
-	var e ops.Exception
+func scanException(row pgx.Row) (*recon.Exception, error) {
+	var e recon.Exception
 	var kind, sev, status string
 	err := row.Scan(&e.ID, &kind, &e.Provider, &e.Ref, &e.TenantID, &e.OperationID, &e.ChargeRefs, &sev, &status,
 		&e.Assignee, &e.Note, &e.Summary, &e.AmountCents, &e.Currency, &e.Details, &e.Version, &e.SeenCount,
@@ -41,18 +42,18 @@ func scanException(row pgx.Row) (*ops.Exception, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Kind, e.Severity, e.Status = ops.ExceptionKind(kind), ops.Severity(sev), ops.ExceptionStatus(status)
+	e.Kind, e.Severity, e.Status = recon.ExceptionKind(kind), recon.Severity(sev), recon.ExceptionStatus(status)
 	return &e, nil
 }
 
 // exceptionState is what the audit log keeps of an exception before and after a change.
-func exceptionState(e *ops.Exception) []byte {
+func exceptionState(e *recon.Exception) []byte {
 	b, _ := json.Marshal(map[string]any{"status": e.Status, "severity": e.Severity, "assignee": e.Assignee,
 		"version": e.Version, "charge_refs": e.ChargeRefs})
 	return b
 }
 
-// KnownCharges implements ops.ReconStore.
+// KnownCharges implements recon.Store.
 func (db *DB) KnownCharges(ctx context.Context, provider string, refs []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	if len(refs) == 0 {
@@ -75,14 +76,14 @@ func (db *DB) KnownCharges(ctx context.Context, provider string, refs []string) 
 const chargeCols = `pc.id, coalesce(pc.tenant_id, 0), pc.provider, pc.charge_ref, coalesce(pc.operation_id::text, ''),
 	pc.amount_cents, pc.currency, pc.status, pc.charged_at, pc.seen_at, pc.raw`
 
-func scanCharge(row pgx.CollectableRow) (ops.ProviderCharge, error) {
-	var c ops.ProviderCharge
+func scanCharge(row pgx.CollectableRow) (recon.ProviderCharge, error) {
+	var c recon.ProviderCharge
 	err := row.Scan(&c.ID, &c.TenantID, &c.Provider, &c.Ref, &c.OperationID, &c.AmountCents, &c.Currency, &c.Status,
 		&c.ChargedAt, &c.SeenAt, &c.Raw)
 	return c, err
 }
 
-// MarkReconciled implements ops.ReconStore.
+// MarkReconciled implements recon.Store.
 func (db *DB) MarkReconciled(ctx context.Context, provider string, refs []string, at time.Time) error {
 	if len(refs) == 0 {
 		return nil
@@ -92,8 +93,8 @@ func (db *DB) MarkReconciled(ctx context.Context, provider string, refs []string
 	return interpret(err, "mark charges reconciled")
 }
 
-// DoubleCharges implements ops.ReconStore.
-func (db *DB) DoubleCharges(ctx context.Context, provider string, refs []string) ([]ops.DoubleCharge, error) {
+// DoubleCharges implements recon.Store.
+func (db *DB) DoubleCharges(ctx context.Context, provider string, refs []string) ([]recon.DoubleCharge, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -116,18 +117,18 @@ ORDER BY pc.operation_id, pc.charged_at, pc.id`, pgx.NamedArgs{"provider": provi
 	if err != nil {
 		return nil, interpret(err, "find double charges")
 	}
-	var out []ops.DoubleCharge
+	var out []recon.DoubleCharge
 	for _, c := range charges {
 		if len(out) == 0 || out[len(out)-1].OperationID != c.OperationID {
-			out = append(out, ops.DoubleCharge{OperationID: c.OperationID, TenantID: c.TenantID})
+			out = append(out, recon.DoubleCharge{OperationID: c.OperationID, TenantID: c.TenantID})
 		}
 		out[len(out)-1].Charges = append(out[len(out)-1].Charges, c)
 	}
 	return out, nil
 }
 
-// MissingCandidates implements ops.ReconStore.
-func (db *DB) MissingCandidates(ctx context.Context, provider string, w ops.Window, limit int) ([]*ops.Operation, error) {
+// MissingCandidates implements recon.Store.
+func (db *DB) MissingCandidates(ctx context.Context, provider string, w recon.Window, limit int) ([]*ops.Operation, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
 WHERE o.created_at >= @from AND o.created_at < @to AND o.provider = @provider AND o.status = 'succeeded'
 	AND NOT EXISTS (SELECT 1 FROM provider_charges pc WHERE pc.operation_id = o.id AND pc.status IN `+chargedStatuses+`
@@ -142,9 +143,9 @@ ORDER BY o.created_at LIMIT @limit`, pgx.NamedArgs{"from": w.From, "to": w.To, "
 	return collectOps(rows)
 }
 
-// RecordFinding implements ops.ReconStore. It runs in one transaction holding the row, so
+// RecordFinding implements recon.Store. It runs in one transaction holding the row, so
 // two runs that see the same finding at once make one exception between them.
-func (db *DB) RecordFinding(ctx context.Context, f ops.Finding) (*ops.Exception, bool, error) {
+func (db *DB) RecordFinding(ctx context.Context, f recon.Finding) (*recon.Exception, bool, error) {
 	if !f.Kind.Valid() {
 		return nil, false, ops.Errorf(ops.EINVALID, "Unknown exception kind %q.", f.Kind)
 	}
@@ -156,9 +157,9 @@ func (db *DB) RecordFinding(ctx context.Context, f ops.Finding) (*ops.Exception,
 	}
 	sev := f.Severity
 	if !sev.Valid() {
-		sev = ops.DefaultSeverity(f.Kind)
+		sev = recon.DefaultSeverity(f.Kind)
 	}
-	var out *ops.Exception
+	var out *recon.Exception
 	var created bool
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		args := pgx.NamedArgs{"kind": string(f.Kind), "provider": f.Provider, "ref": f.Ref, "tenant": f.TenantID,
@@ -204,7 +205,7 @@ WHERE e.kind = @kind AND e.provider = @provider AND e.ref = @ref FOR UPDATE`, ar
 		merged = append(merged, refs...)
 		sort.Strings(merged)
 		merged = slices.Compact(merged)
-		reopen := cur.Status == ops.ExceptionResolved && len(merged) > len(cur.ChargeRefs)
+		reopen := cur.Status == recon.ExceptionResolved && len(merged) > len(cur.ChargeRefs)
 		args["merged"], args["reopen"], args["id"] = merged, reopen, cur.ID
 		next, err := scanException(tx.QueryRow(ctx, `
 UPDATE recon_exceptions e SET last_seen_at = greatest(e.last_seen_at, @at), seen_count = e.seen_count + 1,
@@ -234,12 +235,12 @@ VALUES ($1, $2, 'reopen', 'recon_exception', $3, $4, $5, $6)`, f.At, f.Actor, fm
 	return out, created, nil
 }
 
-// AcquireLease implements ops.ReconStore: one statement, so two replicas asking at once
+// AcquireLease implements recon.Store: one statement, so two replicas asking at once
 // cannot both win.
-func (db *DB) AcquireLease(ctx context.Context, name, owner string, now, until time.Time) (ops.Lease, bool, error) {
+func (db *DB) AcquireLease(ctx context.Context, name, owner string, now, until time.Time) (recon.Lease, bool, error) {
 	const cols = `name, owner, lease_until, done_until, last_run_at, last_report`
-	scan := func(row pgx.Row) (ops.Lease, error) {
-		var l ops.Lease
+	scan := func(row pgx.Row) (recon.Lease, error) {
+		var l recon.Lease
 		err := row.Scan(&l.Name, &l.Owner, &l.Until, &l.DoneUntil, &l.LastRunAt, &l.LastReport)
 		return l, err
 	}
@@ -258,7 +259,7 @@ RETURNING `+cols, pgx.NamedArgs{"name": name, "owner": owner, "until": until, "n
 	return l, false, interpret(err, "read lease")
 }
 
-// ReleaseLease implements ops.ReconStore.
+// ReleaseLease implements recon.Store.
 func (db *DB) ReleaseLease(ctx context.Context, name, owner string, now time.Time, doneUntil *time.Time, report json.RawMessage) error {
 	_, err := db.Pool.Exec(ctx, `
 UPDATE recon_leases SET lease_until = NULL, last_run_at = $3, last_report = coalesce($5::jsonb, last_report),
@@ -268,21 +269,21 @@ WHERE name = $1 AND owner = $2`, name, owner, now, doneUntil, jsonOrNil(report))
 }
 
 // Leases returns every reconciler's lease row, for the pages to say when each last ran.
-func (db *DB) Leases(ctx context.Context) ([]ops.Lease, error) {
+func (db *DB) Leases(ctx context.Context) ([]recon.Lease, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT name, owner, lease_until, done_until, last_run_at, last_report FROM recon_leases ORDER BY name`)
 	if err != nil {
 		return nil, interpret(err, "list leases")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Lease, error) {
-		var l ops.Lease
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.Lease, error) {
+		var l recon.Lease
 		err := r.Scan(&l.Name, &l.Owner, &l.Until, &l.DoneUntil, &l.LastRunAt, &l.LastReport)
 		return l, err
 	})
 	return out, interpret(err, "list leases")
 }
 
-// RecordUsage implements ops.ReconStore.
-func (db *DB) RecordUsage(ctx context.Context, provider string, rows []ops.UsageRow, seenAt time.Time) (int, error) {
+// RecordUsage implements recon.Store.
+func (db *DB) RecordUsage(ctx context.Context, provider string, rows []recon.UsageRow, seenAt time.Time) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -311,9 +312,9 @@ SELECT count(*) FILTER (WHERE created) FROM up`, pgx.NamedArgs{"provider": provi
 	return created, interpret(err, "record usage")
 }
 
-// SentToLLM implements ops.ReconStore. The model is read from the stored request body, as
+// SentToLLM implements recon.Store. The model is read from the stored request body, as
 // the gateway keeps it.
-func (db *DB) SentToLLM(ctx context.Context, provider string, w ops.Window, width time.Duration) ([]ops.SentRow, error) {
+func (db *DB) SentToLLM(ctx context.Context, provider string, w recon.Window, width time.Duration) ([]recon.SentRow, error) {
 	rows, err := db.Pool.Query(ctx, `
 SELECT date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b, coalesce(o.request->>'model', '') AS m,
 	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'),
@@ -325,8 +326,8 @@ GROUP BY 1, 2 ORDER BY 1, 2`, pgx.NamedArgs{"secs": width.Seconds(), "from": w.F
 	if err != nil {
 		return nil, interpret(err, "count attempts sent")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.SentRow, error) {
-		var s ops.SentRow
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.SentRow, error) {
+		var s recon.SentRow
 		err := r.Scan(&s.Start, &s.Model, &s.Sent, &s.OK, &s.Uncertain)
 		s.Start = s.Start.UTC()
 		return s, err
@@ -334,8 +335,8 @@ GROUP BY 1, 2 ORDER BY 1, 2`, pgx.NamedArgs{"secs": width.Seconds(), "from": w.F
 	return out, interpret(err, "count attempts sent")
 }
 
-// ListExceptions implements ops.ExceptionStore.
-func (db *DB) ListExceptions(ctx context.Context, f ops.ExceptionFilter) ([]*ops.Exception, error) {
+// ListExceptions implements recon.ExceptionStore.
+func (db *DB) ListExceptions(ctx context.Context, f recon.ExceptionFilter) ([]*recon.Exception, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}
@@ -354,7 +355,7 @@ func (db *DB) ListExceptions(ctx context.Context, f ops.ExceptionFilter) ([]*ops
 		return nil, interpret(err, "list exceptions")
 	}
 	defer rows.Close()
-	var out []*ops.Exception
+	var out []*recon.Exception
 	for rows.Next() {
 		e, err := scanException(rows)
 		if err != nil {
@@ -365,27 +366,27 @@ func (db *DB) ListExceptions(ctx context.Context, f ops.ExceptionFilter) ([]*ops
 	return out, interpret(rows.Err(), "list exceptions")
 }
 
-// CountExceptions implements ops.ExceptionStore.
-func (db *DB) CountExceptions(ctx context.Context, f ops.ExceptionFilter) (map[ops.ExceptionStatus]int64, error) {
+// CountExceptions implements recon.ExceptionStore.
+func (db *DB) CountExceptions(ctx context.Context, f recon.ExceptionFilter) (map[recon.ExceptionStatus]int64, error) {
 	where, args := exceptionWhere(f)
 	rows, err := db.Pool.Query(ctx, `SELECT e.status, count(*) FROM recon_exceptions e WHERE `+where+` GROUP BY e.status`, args)
 	if err != nil {
 		return nil, interpret(err, "count exceptions")
 	}
 	defer rows.Close()
-	out := map[ops.ExceptionStatus]int64{}
+	out := map[recon.ExceptionStatus]int64{}
 	for rows.Next() {
 		var s string
 		var n int64
 		if err := rows.Scan(&s, &n); err != nil {
 			return nil, interpret(err, "count exceptions")
 		}
-		out[ops.ExceptionStatus(s)] = n
+		out[recon.ExceptionStatus(s)] = n
 	}
 	return out, interpret(rows.Err(), "count exceptions")
 }
 
-func exceptionWhere(f ops.ExceptionFilter) (string, pgx.NamedArgs) {
+func exceptionWhere(f recon.ExceptionFilter) (string, pgx.NamedArgs) {
 	conds := []string{"true"}
 	args := pgx.NamedArgs{}
 	if f.Kind != "" {
@@ -403,8 +404,8 @@ func exceptionWhere(f ops.ExceptionFilter) (string, pgx.NamedArgs) {
 	return strings.Join(conds, " AND "), args
 }
 
-// GetException implements ops.ExceptionStore.
-func (db *DB) GetException(ctx context.Context, id int64) (*ops.Exception, error) {
+// GetException implements recon.ExceptionStore.
+func (db *DB) GetException(ctx context.Context, id int64) (*recon.Exception, error) {
 	e, err := scanException(db.Pool.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e WHERE e.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No exception %d.", id)
@@ -412,9 +413,9 @@ func (db *DB) GetException(ctx context.Context, id int64) (*ops.Exception, error
 	return e, interpret(err, "get exception")
 }
 
-// UpdateException implements ops.ExceptionStore: the compare-and-set on version with its
+// UpdateException implements recon.ExceptionStore: the compare-and-set on version with its
 // audit row in the same statement.
-func (db *DB) UpdateException(ctx context.Context, cur, next *ops.Exception, c ops.ExceptionChange) (*ops.Exception, error) {
+func (db *DB) UpdateException(ctx context.Context, cur, next *recon.Exception, c recon.ExceptionChange) (*recon.Exception, error) {
 	out, err := scanException(db.Pool.QueryRow(ctx, `
 WITH up AS (
 	UPDATE recon_exceptions e SET status = @status, severity = @severity, assignee = @assignee, note = @note,
@@ -447,8 +448,8 @@ SELECT * FROM up`, pgx.NamedArgs{"id": cur.ID, "version": cur.Version, "status":
 	return out, nil
 }
 
-// ExceptionCharges implements ops.ExceptionStore.
-func (db *DB) ExceptionCharges(ctx context.Context, ex *ops.Exception) ([]ops.ProviderCharge, error) {
+// ExceptionCharges implements recon.ExceptionStore.
+func (db *DB) ExceptionCharges(ctx context.Context, ex *recon.Exception) ([]recon.ProviderCharge, error) {
 	refs := ex.ChargeRefs
 	if refs == nil {
 		refs = []string{}
@@ -463,15 +464,15 @@ ORDER BY pc.charged_at, pc.id`, pgx.NamedArgs{"provider": ex.Provider, "op": ex.
 	return out, interpret(err, "list exception charges")
 }
 
-// Audit implements ops.ExceptionStore.
-func (db *DB) Audit(ctx context.Context, entity, id string) ([]ops.AuditEntry, error) {
+// Audit implements recon.ExceptionStore.
+func (db *DB) Audit(ctx context.Context, entity, id string) ([]recon.AuditEntry, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT at, actor, action, reason, before, after FROM audit_log
 WHERE entity = $1 AND entity_id = $2 ORDER BY id`, entity, id)
 	if err != nil {
 		return nil, interpret(err, "read audit log")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.AuditEntry, error) {
-		var a ops.AuditEntry
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.AuditEntry, error) {
+		var a recon.AuditEntry
 		err := r.Scan(&a.At, &a.Actor, &a.Action, &a.Reason, &a.Before, &a.After)
 		return a, err
 	})

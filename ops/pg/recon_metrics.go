@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // The money of an operation in micro-units of its currency: refunds are in cents, LLM calls
@@ -39,12 +40,12 @@ const chargesCTE = `c AS (
 		AND (@tenant = 0 OR pc.tenant_id = @tenant) AND @kind = '' AND (@provider = '' OR pc.provider = @provider)
 )`
 
-func metricsArgs(f ops.MetricsFilter) pgx.NamedArgs {
+func metricsArgs(f recon.MetricsFilter) pgx.NamedArgs {
 	return pgx.NamedArgs{"from": f.From, "to": f.To, "secs": f.Bucket.Seconds(), "tenant": f.TenantID,
 		"kind": string(f.Kind), "provider": f.Provider}
 }
 
-func checkMetricsFilter(f ops.MetricsFilter) error {
+func checkMetricsFilter(f recon.MetricsFilter) error {
 	if !f.To.After(f.From) {
 		return ops.Errorf(ops.EINVALID, "The report window is reversed or empty.")
 	}
@@ -62,10 +63,10 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// ReconMetrics implements ops.MetricsStore: four index-served aggregate queries (client
+// ReconMetrics implements recon.MetricsStore: four index-served aggregate queries (client
 // requests, operations, attempts, charges), merged by row. Every number counts recorded
 // rows; nothing is estimated.
-func (db *DB) ReconMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.MetricsRow, error) {
+func (db *DB) ReconMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	if err := checkMetricsFilter(f); err != nil {
 		return nil, err
 	}
@@ -75,14 +76,14 @@ func (db *DB) ReconMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.Metr
 // countRaw counts the raw rows of f's window in buckets of f.Bucket, which may be any whole
 // number of seconds: the rollup job counts per minute with it. It is the one definition of
 // every number; the rollups store what it returned.
-func countRaw(ctx context.Context, q querier, f ops.MetricsFilter) ([]ops.MetricsRow, error) {
+func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	args := metricsArgs(f)
-	rows := map[ops.MetricsKey]*ops.MetricsRow{}
-	row := func(b time.Time, tenant int64, kind, provider string) *ops.MetricsRow {
-		k := ops.MetricsKey{Bucket: b.UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
+	rows := map[recon.MetricsKey]*recon.MetricsRow{}
+	row := func(b time.Time, tenant int64, kind, provider string) *recon.MetricsRow {
+		k := recon.MetricsKey{Bucket: b.UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
 		r := rows[k]
 		if r == nil {
-			r = &ops.MetricsRow{MetricsKey: k, Saved: ops.Money{}, Lost: ops.Money{}}
+			r = &recon.MetricsRow{MetricsKey: k, Saved: recon.Money{}, Lost: recon.Money{}}
 			rows[k] = r
 		}
 		return r
@@ -202,8 +203,8 @@ FROM c GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
 }
 
 // sortedRows returns the rows by window, tenant, kind and provider.
-func sortedRows(rows map[ops.MetricsKey]*ops.MetricsRow) []ops.MetricsRow {
-	out := make([]ops.MetricsRow, 0, len(rows))
+func sortedRows(rows map[recon.MetricsKey]*recon.MetricsRow) []recon.MetricsRow {
+	out := make([]recon.MetricsRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
@@ -226,9 +227,9 @@ func sortedRows(rows map[ops.MetricsKey]*ops.MetricsRow) []ops.MetricsRow {
 // drillLimit bounds a drill-down page; the table's number says how many there are in all.
 const drillLimit = 500
 
-// ReconDrill implements ops.MetricsStore: the recorded rows behind one number of the table,
+// ReconDrill implements recon.MetricsStore: the recorded rows behind one number of the table,
 // selected by the same conditions that counted them.
-func (db *DB) ReconDrill(ctx context.Context, f ops.DrillFilter) ([]ops.DrillRow, error) {
+func (db *DB) ReconDrill(ctx context.Context, f recon.DrillFilter) ([]recon.DrillRow, error) {
 	if !f.Measure.Valid() {
 		return nil, ops.Errorf(ops.EINVALID, "There is no measure %q.", f.Measure)
 	}
@@ -242,9 +243,9 @@ func (db *DB) ReconDrill(ctx context.Context, f ops.DrillFilter) ([]ops.DrillRow
 		"provider": f.Provider, "limit": f.Limit}
 	var sql string
 	switch f.Measure {
-	case ops.MeasureClientRequests, ops.MeasureDuplicates, ops.MeasureReplays:
-		cond := map[ops.Measure]string{ops.MeasureClientRequests: "true", ops.MeasureDuplicates: "cr.duplicate",
-			ops.MeasureReplays: "cr.answer = 'replayed'"}[f.Measure]
+	case recon.MeasureClientRequests, recon.MeasureDuplicates, recon.MeasureReplays:
+		cond := map[recon.Measure]string{recon.MeasureClientRequests: "true", recon.MeasureDuplicates: "cr.duplicate",
+			recon.MeasureReplays: "cr.answer = 'replayed'"}[f.Measure]
 		sql = `
 SELECT cr.received_at, coalesce(cr.operation_id::text, ''), cr.tenant_id, cr.kind, coalesce(o.provider, ''), cr.request_ref,
 	coalesce(cr.answer, 'unanswered'), coalesce(o.amount_cents, 0), coalesce(o.currency, '')
@@ -252,9 +253,9 @@ FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
 WHERE cr.received_at >= @from AND cr.received_at < @to AND cr.tenant_id = @tenant AND cr.kind = @kind
 	AND coalesce(o.provider, '') = @provider AND ` + cond + `
 ORDER BY cr.received_at, cr.id LIMIT @limit`
-	case ops.MeasureOperations, ops.MeasureSucceeded:
+	case recon.MeasureOperations, recon.MeasureSucceeded:
 		cond := "true"
-		if f.Measure == ops.MeasureSucceeded {
+		if f.Measure == recon.MeasureSucceeded {
 			cond = "o.status = 'succeeded'"
 		}
 		sql = `
@@ -264,9 +265,9 @@ FROM operations o
 WHERE o.created_at >= @from AND o.created_at < @to AND o.tenant_id = @tenant AND o.kind = @kind AND o.provider = @provider
 	AND ` + cond + `
 ORDER BY o.created_at, o.id LIMIT @limit`
-	case ops.MeasureAttempts, ops.MeasureTimeouts:
+	case recon.MeasureAttempts, recon.MeasureTimeouts:
 		cond := "a.outcome IS DISTINCT FROM 'not_sent'"
-		if f.Measure == ops.MeasureTimeouts {
+		if f.Measure == recon.MeasureTimeouts {
 			cond = "a.outcome = 'timeout'"
 		}
 		sql = `
@@ -278,8 +279,8 @@ WHERE a.started_at >= @from AND a.started_at < @to AND o.tenant_id = @tenant AND
 	AND ` + cond + `
 ORDER BY a.started_at, a.id LIMIT @limit`
 	default:
-		cond := map[ops.Measure]string{ops.MeasureCharges: "true", ops.MeasureOrphans: "c.operation_id IS NULL",
-			ops.MeasureDoubleCharges: "c.n > 1"}[f.Measure]
+		cond := map[recon.Measure]string{recon.MeasureCharges: "true", recon.MeasureOrphans: "c.operation_id IS NULL",
+			recon.MeasureDoubleCharges: "c.n > 1"}[f.Measure]
 		// The CTE's own filters take "any" for zero values; the cell wants exact matches.
 		sql = `WITH ` + chargesCTE + `
 SELECT c.at, coalesce(c.operation_id::text, ''), c.tenant_id, c.kind, c.provider, c.charge_ref, c.status, c.amount_cents, c.currency
@@ -290,8 +291,8 @@ ORDER BY c.at, c.charge_ref LIMIT @limit`
 	if err != nil {
 		return nil, interpret(err, fmt.Sprintf("drill into %s", f.Measure))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.DrillRow, error) {
-		var d ops.DrillRow
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.DrillRow, error) {
+		var d recon.DrillRow
 		var kind string
 		err := r.Scan(&d.At, &d.OperationID, &d.TenantID, &kind, &d.Provider, &d.Ref, &d.Detail, &d.AmountCents, &d.Currency)
 		d.Kind = ops.Kind(kind)

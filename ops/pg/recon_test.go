@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // seeded is a mixed workload as the ledger would have recorded it, kept in memory so the
@@ -147,17 +148,17 @@ VALUES ($1, $2, $3, 'r', $4, nullif($5, ''), $6)`, r.tenant, op, r.kind, r.dupli
 }
 
 // expected computes the table from the seeded rows, following the definitions on
-// ops.MetricsRow.
-func (s *seeded) expected(f ops.MetricsFilter) []ops.MetricsRow {
-	rows := map[ops.MetricsKey]*ops.MetricsRow{}
+// recon.MetricsRow.
+func (s *seeded) expected(f recon.MetricsFilter) []recon.MetricsRow {
+	rows := map[recon.MetricsKey]*recon.MetricsRow{}
 	in := func(t time.Time) bool { return !t.Before(f.From) && t.Before(f.To) }
 	keep := func(tenant int64, kind, provider string) bool {
 		return (f.TenantID == 0 || tenant == f.TenantID) && (f.Kind == "" || kind == string(f.Kind)) && (f.Provider == "" || provider == f.Provider)
 	}
-	row := func(t time.Time, tenant int64, kind, provider string) *ops.MetricsRow {
-		k := ops.MetricsKey{Bucket: t.Truncate(f.Bucket).UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
+	row := func(t time.Time, tenant int64, kind, provider string) *recon.MetricsRow {
+		k := recon.MetricsKey{Bucket: t.Truncate(f.Bucket).UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
 		if rows[k] == nil {
-			rows[k] = &ops.MetricsRow{MetricsKey: k, Saved: ops.Money{}, Lost: ops.Money{}}
+			rows[k] = &recon.MetricsRow{MetricsKey: k, Saved: recon.Money{}, Lost: recon.Money{}}
 		}
 		return rows[k]
 	}
@@ -259,7 +260,7 @@ func (s *seeded) expected(f ops.MetricsFilter) []ops.MetricsRow {
 			}
 		}
 	}
-	out := make([]ops.MetricsRow, 0, len(rows))
+	out := make([]recon.MetricsRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
@@ -297,23 +298,23 @@ func TestReconMetricsEqualCountsOfTheRawRows(t *testing.T) {
 			s := seed(t, db, rnd, end)
 			var tenant int64
 			_ = db.Pool.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'globex'`).Scan(&tenant)
-			filters := []ops.MetricsFilter{
-				{Window: ops.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour},
-				{Window: ops.Window{From: end.Add(-96 * time.Hour), To: end.Add(24 * time.Hour)}, Bucket: 24 * time.Hour},
-				{Window: ops.Window{From: end.Add(-30 * time.Hour), To: end.Add(-5 * time.Hour)}, Bucket: time.Hour, TenantID: tenant},
-				{Window: ops.Window{From: end.Add(-48 * time.Hour), To: end}, Bucket: 24 * time.Hour, Kind: ops.KindRefund, Provider: "stripe"},
+			filters := []recon.MetricsFilter{
+				{Window: recon.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour},
+				{Window: recon.Window{From: end.Add(-96 * time.Hour), To: end.Add(24 * time.Hour)}, Bucket: 24 * time.Hour},
+				{Window: recon.Window{From: end.Add(-30 * time.Hour), To: end.Add(-5 * time.Hour)}, Bucket: time.Hour, TenantID: tenant},
+				{Window: recon.Window{From: end.Add(-48 * time.Hour), To: end}, Bucket: 24 * time.Hour, Kind: ops.KindRefund, Provider: "stripe"},
 			}
 			// Rollup-only shapes: quarter hours, and hourly rows over a window that starts
 			// and ends inside hours (minute rows fill the edges).
-			rollupOnly := []ops.MetricsFilter{
-				{Window: ops.Window{From: end.Add(-24 * time.Hour), To: end}, Bucket: 15 * time.Minute},
-				{Window: ops.Window{From: end.Add(-50*time.Hour - 17*time.Minute), To: end.Add(-3*time.Hour - 41*time.Minute)}, Bucket: time.Hour},
-				{Window: ops.Window{From: end, To: end.Add(8 * time.Hour)}, Bucket: 15 * time.Minute},
+			rollupOnly := []recon.MetricsFilter{
+				{Window: recon.Window{From: end.Add(-24 * time.Hour), To: end}, Bucket: 15 * time.Minute},
+				{Window: recon.Window{From: end.Add(-50*time.Hour - 17*time.Minute), To: end.Add(-3*time.Hour - 41*time.Minute)}, Bucket: time.Hour},
+				{Window: recon.Window{From: end, To: end.Add(8 * time.Hour)}, Bucket: 15 * time.Minute},
 			}
 			// Requests and attempts of the last operations come up to 6 hours after them.
 			clock := ops.NewManualClock(end.Add(7 * time.Hour))
 			// A small span makes the first run over three days take several passes.
-			roll := &ops.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour}
+			roll := &recon.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour}
 			rep, err := roll.CatchUp(ctx)
 			if err != nil || !rep.CaughtUp {
 				t.Fatalf("catch up: %+v %v", rep, err)
@@ -346,13 +347,13 @@ func TestReconMetricsEqualCountsOfTheRawRows(t *testing.T) {
 
 // checkMetrics compares both readings with the expected table; drills checks the drill-down
 // too (it reads raw rows, so once is enough).
-func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []ops.MetricsFilter, drills bool) {
+func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []recon.MetricsFilter, drills bool) {
 	t.Helper()
 	ctx := context.Background()
-	for i, f := range append(append([]ops.MetricsFilter{}, filters...), rollupOnly...) {
+	for i, f := range append(append([]recon.MetricsFilter{}, filters...), rollupOnly...) {
 		want := s.expected(f)
 		if i == 0 {
-			var tot ops.MetricsRow
+			var tot recon.MetricsRow
 			for _, r := range want {
 				tot.Replays, tot.Timeouts, tot.DoubleCharges, tot.Orphans = tot.Replays+r.Replays, tot.Timeouts+r.Timeouts,
 					tot.DoubleCharges+r.DoubleCharges, tot.Orphans+r.Orphans
@@ -383,10 +384,10 @@ func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []ops.
 		}
 		// The drill-down lists the rows behind a number: as many as the number says.
 		for _, r := range rolled {
-			for m, n := range map[ops.Measure]int64{ops.MeasureClientRequests: r.ClientRequests, ops.MeasureReplays: r.Replays,
-				ops.MeasureSucceeded: r.Succeeded, ops.MeasureTimeouts: r.Timeouts, ops.MeasureCharges: r.Charges,
-				ops.MeasureDoubleCharges: r.DoubleCharges, ops.MeasureOrphans: r.Orphans} {
-				d, err := db.ReconDrill(ctx, ops.DrillFilter{MetricsKey: r.MetricsKey, Width: f.Bucket, Measure: m})
+			for m, n := range map[recon.Measure]int64{recon.MeasureClientRequests: r.ClientRequests, recon.MeasureReplays: r.Replays,
+				recon.MeasureSucceeded: r.Succeeded, recon.MeasureTimeouts: r.Timeouts, recon.MeasureCharges: r.Charges,
+				recon.MeasureDoubleCharges: r.DoubleCharges, recon.MeasureOrphans: r.Orphans} {
+				d, err := db.ReconDrill(ctx, recon.DrillFilter{MetricsKey: r.MetricsKey, Width: f.Bucket, Measure: m})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -475,8 +476,8 @@ UNION ALL SELECT (m.*)::text FROM rollup_money m ORDER BY 1`)
 }
 
 // normal makes rows comparable: empty money maps and nil ones are the same.
-func normal(rows []ops.MetricsRow) []ops.MetricsRow {
-	out := make([]ops.MetricsRow, len(rows))
+func normal(rows []recon.MetricsRow) []recon.MetricsRow {
+	out := make([]recon.MetricsRow, len(rows))
 	for i, r := range rows {
 		if len(r.Saved) == 0 {
 			r.Saved = nil
@@ -493,10 +494,10 @@ func TestReconMetricsRefusesBadWindows(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	end := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	for _, f := range []ops.MetricsFilter{
-		{Window: ops.Window{From: end, To: end.Add(-time.Hour)}, Bucket: time.Hour},
-		{Window: ops.Window{From: end.Add(-time.Hour), To: end}, Bucket: time.Minute},
-		{Window: ops.Window{From: end.Add(-400 * 24 * time.Hour), To: end}, Bucket: time.Hour},
+	for _, f := range []recon.MetricsFilter{
+		{Window: recon.Window{From: end, To: end.Add(-time.Hour)}, Bucket: time.Hour},
+		{Window: recon.Window{From: end.Add(-time.Hour), To: end}, Bucket: time.Minute},
+		{Window: recon.Window{From: end.Add(-400 * 24 * time.Hour), To: end}, Bucket: time.Hour},
 	} {
 		if _, err := db.ReconMetrics(context.Background(), f); ops.ErrorCode(err) != ops.EINVALID {
 			t.Errorf("%+v: %v, want invalid", f, err)

@@ -9,12 +9,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 var (
-	_ ops.RollupStore  = (*DB)(nil)
-	_ ops.BacklogStore = (*DB)(nil)
+	_ recon.RollupStore  = (*DB)(nil)
+	_ recon.BacklogStore = (*DB)(nil)
 )
 
 // rollupLockKey is the advisory lock that lets one replica run the rollup job at a time
@@ -38,20 +38,20 @@ var rollupCols = []string{"client_requests", "duplicates", "replays", "answered_
 	"answered_checking", "answered_rejected", "operations", "succeeded", "failed", "unknown", "expired", "attempts",
 	"attempts_sent", "timeouts", "charges", "orphans", "double_charges"}
 
-func rollupValues(r *ops.MetricsRow) []any {
+func rollupValues(r *recon.MetricsRow) []any {
 	return []any{r.ClientRequests, r.Duplicates, r.Replays, r.InProgress, r.Conflicts, r.Checking, r.Rejected,
 		r.Operations, r.Succeeded, r.Failed, r.Unknown, r.Expired, r.Attempts, r.AttemptsSent, r.Timeouts,
 		r.Charges, r.Orphans, r.DoubleCharges}
 }
 
-func rollupTargets(r *ops.MetricsRow) []any {
+func rollupTargets(r *recon.MetricsRow) []any {
 	return []any{&r.ClientRequests, &r.Duplicates, &r.Replays, &r.InProgress, &r.Conflicts, &r.Checking, &r.Rejected,
 		&r.Operations, &r.Succeeded, &r.Failed, &r.Unknown, &r.Expired, &r.Attempts, &r.AttemptsSent, &r.Timeouts,
 		&r.Charges, &r.Orphans, &r.DoubleCharges}
 }
 
-// RollupStatus implements ops.RollupStore.
-func (db *DB) RollupStatus(ctx context.Context) (ops.RollupState, error) {
+// RollupStatus implements recon.RollupStore.
+func (db *DB) RollupStatus(ctx context.Context) (recon.RollupState, error) {
 	return readRollupState(ctx, db.Pool)
 }
 
@@ -60,13 +60,13 @@ type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func readRollupState(ctx context.Context, q rowQuerier) (ops.RollupState, error) {
-	var st ops.RollupState
+func readRollupState(ctx context.Context, q rowQuerier) (recon.RollupState, error) {
+	var st recon.RollupState
 	var minutesFrom *time.Time
 	err := q.QueryRow(ctx, `SELECT minutes_until, changes_until, last_run_at, minutes_from FROM rollup_state WHERE name = $1`, rollupStateName).
 		Scan(&st.MinutesUntil, &st.ChangesUntil, &st.LastRunAt, &minutesFrom)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ops.RollupState{}, nil
+		return recon.RollupState{}, nil
 	}
 	if err != nil {
 		return st, interpret(err, "read the rollup state")
@@ -78,10 +78,10 @@ func readRollupState(ctx context.Context, q rowQuerier) (ops.RollupState, error)
 	return st, nil
 }
 
-// RunRollups implements ops.RollupStore, in one transaction under an advisory lock: readers
+// RunRollups implements recon.RollupStore, in one transaction under an advisory lock: readers
 // see a minute's old rows or its new ones, never none, and a second replica skips its turn.
-func (db *DB) RunRollups(ctx context.Context, p ops.RollupParams) (ops.RollupReport, error) {
-	var rep ops.RollupReport
+func (db *DB) RunRollups(ctx context.Context, p recon.RollupParams) (recon.RollupReport, error) {
+	var rep recon.RollupReport
 	now := p.Now.UTC()
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -104,7 +104,7 @@ func (db *DB) RunRollups(ctx context.Context, p ops.RollupParams) (ops.RollupRep
 	if err != nil {
 		return rep, err
 	}
-	windows := []ops.Window{fresh}
+	windows := []recon.Window{fresh}
 	if st.Ran() {
 		changed, err := changedMinutes(ctx, tx, st, p, fresh.From, &rep)
 		if err != nil {
@@ -139,7 +139,7 @@ func (db *DB) RunRollups(ctx context.Context, p ops.RollupParams) (ops.RollupRep
 // newMinutes returns the window of minutes this run computes for the first time, and how
 // far the state may then say the minutes are done; it sets the report's range and whether
 // the run caught up with now.
-func newMinutes(ctx context.Context, tx pgx.Tx, st ops.RollupState, p ops.RollupParams, now time.Time, rep *ops.RollupReport) (ops.Window, time.Time, error) {
+func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.RollupParams, now time.Time, rep *recon.RollupReport) (recon.Window, time.Time, error) {
 	// The range computed for the first time (or again, within the overlap) starts where the
 	// last run ended; the very first run starts at the oldest recorded row.
 	base := st.MinutesUntil
@@ -150,7 +150,7 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st ops.RollupState, p ops.Rollup
 	(SELECT min(created_at) FROM operations), (SELECT min(received_at) FROM client_requests),
 	(SELECT min(started_at) FROM attempts), (SELECT min(charged_at) FROM provider_charges WHERE operation_id IS NULL))`).Scan(&earliest)
 		if err != nil {
-			return ops.Window{}, time.Time{}, interpret(err, "find the oldest row")
+			return recon.Window{}, time.Time{}, interpret(err, "find the oldest row")
 		}
 		base = now
 		if earliest != nil && earliest.Before(now) {
@@ -168,13 +168,13 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st ops.RollupState, p ops.Rollup
 		from = end.Add(-time.Minute)
 	}
 	rep.From, rep.To = from, end
-	return ops.Window{From: from, To: end}, until, nil
+	return recon.Window{From: from, To: end}, until, nil
 }
 
 // changedMinutes returns, as windows to recompute, the older minutes (before from) whose
 // rows changed since the last run: an operation closed or went unknown (every status change
 // writes an audit row), or a charge was recorded.
-func changedMinutes(ctx context.Context, tx pgx.Tx, st ops.RollupState, p ops.RollupParams, from time.Time, rep *ops.RollupReport) ([]ops.Window, error) {
+func changedMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.RollupParams, from time.Time, rep *recon.RollupReport) ([]recon.Window, error) {
 	rows, err := tx.Query(ctx, `
 WITH changed AS (
 	SELECT DISTINCT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
@@ -195,8 +195,8 @@ SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @f
 		return nil, interpret(err, "find changed minutes")
 	}
 	rep.Changed = len(changed)
-	var windows []ops.Window
-	for _, w := range ops.MinuteRuns(changed, changedRunGap) {
+	var windows []recon.Window
+	for _, w := range recon.MinuteRuns(changed, changedRunGap) {
 		if !st.MinutesFrom.IsZero() && w.From.Truncate(time.Hour).Before(st.MinutesFrom) {
 			// Its hour's other minutes may be pruned: recompute the whole hours from
 			// the raw rows, so the quarter hours and hours summed from them stay exact.
@@ -213,7 +213,7 @@ SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @f
 // snapshotAndPrune runs when the rollups have caught up with now: it snapshots the backlog
 // and prunes the minute rows older than p.MinuteKeep. It returns where the kept minute rows
 // start.
-func snapshotAndPrune(ctx context.Context, tx pgx.Tx, p ops.RollupParams, now, minutesFrom time.Time, rep *ops.RollupReport) (time.Time, error) {
+func snapshotAndPrune(ctx context.Context, tx pgx.Tx, p recon.RollupParams, now, minutesFrom time.Time, rep *recon.RollupReport) (time.Time, error) {
 	var err error
 	if rep.Snapshot, err = snapshotBacklog(ctx, tx, now); err != nil {
 		return minutesFrom, err
@@ -233,7 +233,7 @@ func snapshotAndPrune(ctx context.Context, tx pgx.Tx, p ops.RollupParams, now, m
 
 // saveRollupState records the run: how far the minutes are done (until), when changes were
 // last looked for (now), the report, and where the kept minute rows start.
-func saveRollupState(ctx context.Context, tx pgx.Tx, rep ops.RollupReport, until, now, minutesFrom time.Time) error {
+func saveRollupState(ctx context.Context, tx pgx.Tx, rep recon.RollupReport, until, now, minutesFrom time.Time) error {
 	var keptFrom *time.Time
 	if !minutesFrom.IsZero() {
 		keptFrom = &minutesFrom
@@ -252,8 +252,8 @@ ON CONFLICT (name) DO UPDATE SET minutes_until = excluded.minutes_until, changes
 // rollupWindow recomputes the minutes of w from the raw rows, replaces their rollup rows,
 // and recomputes the quarter hours and hours holding them from their minute rows. It
 // returns the minute rows written.
-func rollupWindow(ctx context.Context, tx pgx.Tx, w ops.Window, now time.Time) (int, error) {
-	rows, err := countRaw(ctx, tx, ops.MetricsFilter{Window: w, Bucket: time.Minute})
+func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time) (int, error) {
+	rows, err := countRaw(ctx, tx, recon.MetricsFilter{Window: w, Bucket: time.Minute})
 	if err != nil {
 		return 0, fmt.Errorf("count %s..%s: %w", w.From.Format(time.RFC3339), w.To.Format(time.RFC3339), err)
 	}
@@ -268,7 +268,7 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w ops.Window, now time.Time) (
 		r := &rows[i]
 		key := []any{60, r.Bucket, r.TenantID, string(r.Kind), r.Provider}
 		vals = append(vals, append(append(append([]any{}, key...), rollupValues(r)...), now))
-		for measure, m := range map[string]ops.Money{"saved": r.Saved, "lost": r.Lost} {
+		for measure, m := range map[string]recon.Money{"saved": r.Saved, "lost": r.Lost} {
 			for cur, v := range m {
 				if v != 0 {
 					money = append(money, append(append([]any{}, key...), measure, cur, v))

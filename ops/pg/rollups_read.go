@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // minutesKept refuses a read that needs minute rows from before the first one kept.
@@ -30,7 +31,7 @@ var rollupBuckets = map[time.Duration]bool{time.Minute: true, 5 * time.Minute: t
 
 // checkRollupFilter refuses a window or bucket the rollups cannot answer exactly, and a
 // window holding too many rows to show.
-func checkRollupFilter(w ops.Window, bucket time.Duration) error {
+func checkRollupFilter(w recon.Window, bucket time.Duration) error {
 	switch {
 	case !w.To.After(w.From):
 		return ops.Errorf(ops.EINVALID, "The report window is reversed or empty.")
@@ -61,7 +62,7 @@ func rollupRange(table, cols string) string {
 	WHERE width_seconds = 60 AND start >= @lto AND start < @to` + filter + `) r`
 }
 
-func rollupArgs(f ops.MetricsFilter) pgx.NamedArgs {
+func rollupArgs(f recon.MetricsFilter) pgx.NamedArgs {
 	args := metricsArgs(f)
 	// A level serves the buckets it divides: hours for hours and days, quarter hours for 15
 	// and 30 minutes (and for a window too short to hold a whole hour). Narrower buckets
@@ -82,9 +83,9 @@ func rollupArgs(f ops.MetricsFilter) pgx.NamedArgs {
 	return args
 }
 
-// RollupMetrics implements ops.MetricsStore from the rollups: one index range scan of hour
+// RollupMetrics implements recon.MetricsStore from the rollups: one index range scan of hour
 // (or minute) rows and one of their money, grouped by bucket.
-func (db *DB) RollupMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.MetricsRow, error) {
+func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (db *DB) RollupMetrics(ctx context.Context, f ops.MetricsFilter) ([]ops.Met
 		sums += ", sum(" + c + ")::bigint"
 	}
 	bucket := `date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `)`
-	out := map[ops.MetricsKey]*ops.MetricsRow{}
+	out := map[recon.MetricsKey]*recon.MetricsRow{}
 	// One snapshot for both reads, so a rollup run committing between them cannot leave
 	// money beside counts it replaced.
 	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
@@ -119,11 +120,11 @@ FROM `+rollupRange("rollups", cols)+` GROUP BY 1, 2, 3, 4`, args)
 	if err != nil {
 		return nil, interpret(err, "read rollups")
 	}
-	var r ops.MetricsRow
+	var r recon.MetricsRow
 	var kind string
 	_, err = pgx.ForEachRow(rows, append([]any{&r.Bucket, &r.TenantID, &kind, &r.Provider}, rollupTargets(&r)...), func() error {
 		row := r
-		row.Bucket, row.Kind, row.Saved, row.Lost = r.Bucket.UTC(), ops.Kind(kind), ops.Money{}, ops.Money{}
+		row.Bucket, row.Kind, row.Saved, row.Lost = r.Bucket.UTC(), ops.Kind(kind), recon.Money{}, recon.Money{}
 		out[row.MetricsKey] = &row
 		return nil
 	})
@@ -135,7 +136,7 @@ FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 
 	if err != nil {
 		return nil, interpret(err, "read rollup money")
 	}
-	var k ops.MetricsKey
+	var k recon.MetricsKey
 	var measure, currency string
 	var micros int64
 	_, err = pgx.ForEachRow(rows, []any{&k.Bucket, &k.TenantID, &kind, &k.Provider, &measure, &currency, &micros}, func() error {
@@ -159,10 +160,10 @@ FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 
 	return sortedRows(out), nil
 }
 
-// BacklogSeries implements ops.BacklogStore: per bucket, the last snapshot taken in it,
+// BacklogSeries implements recon.BacklogStore: per bucket, the last snapshot taken in it,
 // summed over the groups the filter keeps. Buckets of an hour or more read the hourly
 // snapshots, so a month is 720 snapshots rather than 43,200.
-func (db *DB) BacklogSeries(ctx context.Context, f ops.BacklogFilter) ([]ops.BacklogPoint, error) {
+func (db *DB) BacklogSeries(ctx context.Context, f recon.BacklogFilter) ([]recon.BacklogPoint, error) {
 	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
 		return nil, err
 	}
@@ -198,8 +199,8 @@ ORDER BY l.b`, pgx.NamedArgs{"secs": f.Bucket.Seconds(), "width": width, "from":
 	if err != nil {
 		return nil, interpret(err, "read the backlog snapshots")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.BacklogPoint, error) {
-		var p ops.BacklogPoint
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.BacklogPoint, error) {
+		var p recon.BacklogPoint
 		var ou, oe *time.Time
 		err := r.Scan(&p.Bucket, &p.TakenAt, &p.Unknown, &p.Expired, &ou, &oe)
 		p.Bucket, p.TakenAt = p.Bucket.UTC(), p.TakenAt.UTC()

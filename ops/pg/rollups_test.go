@@ -9,6 +9,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // The backlog snapshots record the unknown and expired operations as the job saw them; an
@@ -34,7 +35,7 @@ func TestBacklogSnapshots(t *testing.T) {
 	insert(a, "unknown", t0.Add(-5*time.Hour))
 	insert(b, "expired", t0.Add(-30*time.Hour))
 	clock := ops.NewManualClock(t0.Add(10 * time.Minute))
-	roll := &ops.Rollups{Store: db, Clock: clock}
+	roll := &recon.Rollups{Store: db, Clock: clock}
 	if rep, err := roll.CatchUp(ctx); err != nil || rep.Snapshot != 2 {
 		t.Fatalf("first run: %+v %v", rep, err)
 	}
@@ -46,8 +47,8 @@ func TestBacklogSnapshots(t *testing.T) {
 	if _, err := roll.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w := ops.Window{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}
-	hourly, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: w, Bucket: time.Hour})
+	w := recon.Window{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}
+	hourly, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestBacklogSnapshots(t *testing.T) {
 		!hourly[0].OldestUnknown.IsZero() || !hourly[0].TakenAt.Equal(clock.Now()) {
 		t.Fatalf("hourly %+v", hourly)
 	}
-	minutes, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: w, Bucket: 5 * time.Minute})
+	minutes, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,11 +64,11 @@ func TestBacklogSnapshots(t *testing.T) {
 		t.Fatalf("per 5 minutes %+v", minutes)
 	}
 	// Filters narrow the groups, not the snapshots.
-	other, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: w, Bucket: time.Hour, Kind: ops.KindLLMCall})
+	other, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: time.Hour, Kind: ops.KindLLMCall})
 	if err != nil || len(other) != 1 || other[0].Expired != 0 {
 		t.Fatalf("llm only: %+v %v", other, err)
 	}
-	if _, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: ops.Window{From: t0, To: t0.Add(30 * time.Second)}, Bucket: time.Hour}); ops.ErrorCode(err) != ops.EINVALID {
+	if _, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: t0, To: t0.Add(30 * time.Second)}, Bucket: time.Hour}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Fatalf("a window off whole minutes: %v", err)
 	}
 }
@@ -90,7 +91,7 @@ func TestRollupsRunOnOneReplicaAtATime(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(0x736574746c65726f)); err != nil {
 		t.Fatal(err)
 	}
-	roll := &ops.Rollups{Store: db, Clock: ops.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
+	roll := &recon.Rollups{Store: db, Clock: ops.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
 	rep, err := roll.RunOnce(ctx)
 	if err != nil || !rep.Skipped {
 		t.Fatalf("%+v %v, want skipped", rep, err)
@@ -116,7 +117,7 @@ func TestRollupRetentionKeepsTheLevelsExact(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 42))
 	s := seed(t, db, rnd, end)
 	clock := ops.NewManualClock(end.Add(7 * time.Hour))
-	roll := &ops.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour, MinuteKeep: 24 * time.Hour}
+	roll := &recon.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour, MinuteKeep: 24 * time.Hour}
 	rep, err := roll.CatchUp(ctx)
 	if err != nil || !rep.CaughtUp || rep.Pruned == 0 {
 		t.Fatalf("catch up: %+v %v", rep, err)
@@ -164,16 +165,16 @@ func TestRollupRetentionKeepsTheLevelsExact(t *testing.T) {
 	}
 	var tenant int64
 	_ = db.Pool.QueryRow(ctx, `SELECT id FROM tenants WHERE name = 'globex'`).Scan(&tenant)
-	filters := []ops.MetricsFilter{
-		{Window: ops.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour},
-		{Window: ops.Window{From: end.Add(-96 * time.Hour), To: end.Add(24 * time.Hour)}, Bucket: 24 * time.Hour},
-		{Window: ops.Window{From: end.Add(-30 * time.Hour), To: end.Add(-5 * time.Hour)}, Bucket: time.Hour, TenantID: tenant},
+	filters := []recon.MetricsFilter{
+		{Window: recon.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour},
+		{Window: recon.Window{From: end.Add(-96 * time.Hour), To: end.Add(24 * time.Hour)}, Bucket: 24 * time.Hour},
+		{Window: recon.Window{From: end.Add(-30 * time.Hour), To: end.Add(-5 * time.Hour)}, Bucket: time.Hour, TenantID: tenant},
 	}
-	rollupOnly := []ops.MetricsFilter{
-		{Window: ops.Window{From: end.Add(-24 * time.Hour), To: end}, Bucket: 15 * time.Minute},
-		{Window: ops.Window{From: end, To: end.Add(8 * time.Hour)}, Bucket: 15 * time.Minute},
+	rollupOnly := []recon.MetricsFilter{
+		{Window: recon.Window{From: end.Add(-24 * time.Hour), To: end}, Bucket: 15 * time.Minute},
+		{Window: recon.Window{From: end, To: end.Add(8 * time.Hour)}, Bucket: 15 * time.Minute},
 		// Minute edges inside the keep are still there.
-		{Window: ops.Window{From: end.Add(-2*time.Hour - 17*time.Minute), To: end.Add(-41 * time.Minute)}, Bucket: time.Hour},
+		{Window: recon.Window{From: end.Add(-2*time.Hour - 17*time.Minute), To: end.Add(-41 * time.Minute)}, Bucket: time.Hour},
 	}
 	checkMetrics(t, db, s, filters, rollupOnly, false)
 
@@ -194,18 +195,18 @@ func TestRollupRetentionKeepsTheLevelsExact(t *testing.T) {
 	}
 
 	// Reads that need pruned minutes are refused.
-	for _, f := range []ops.MetricsFilter{
-		{Window: ops.Window{From: end.Add(-50*time.Hour - 17*time.Minute), To: end.Add(-3 * time.Hour)}, Bucket: time.Hour},
-		{Window: ops.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 5 * time.Minute},
+	for _, f := range []recon.MetricsFilter{
+		{Window: recon.Window{From: end.Add(-50*time.Hour - 17*time.Minute), To: end.Add(-3 * time.Hour)}, Bucket: time.Hour},
+		{Window: recon.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 5 * time.Minute},
 	} {
 		if _, err := db.RollupMetrics(ctx, f); ops.ErrorCode(err) != ops.EINVALID {
 			t.Errorf("rollups %+v: %v, want a refusal", f.Window, err)
 		}
 	}
-	if _, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: ops.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 15 * time.Minute}); ops.ErrorCode(err) != ops.EINVALID {
+	if _, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 15 * time.Minute}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Errorf("minute snapshots before the keep: %v, want a refusal", err)
 	}
-	if _, err := db.BacklogSeries(ctx, ops.BacklogFilter{Window: ops.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour}); err != nil {
+	if _, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour}); err != nil {
 		t.Errorf("hourly snapshots before the keep: %v", err)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
@@ -19,31 +20,31 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 	if _, err := w.recon.Reconcile(ctx, "stripe", w.window()); err != nil {
 		t.Fatal(err)
 	}
-	list, err := w.db.ListExceptions(ctx, ops.ExceptionFilter{Status: ops.ExceptionOpen})
+	list, err := w.db.ListExceptions(ctx, recon.ExceptionFilter{Status: recon.ExceptionOpen})
 	if err != nil || len(list) != 1 || list[0].Ref != orphan.ID {
 		t.Fatalf("open exceptions: %+v (%v)", list, err)
 	}
 	ex := list[0]
-	change := func(c ops.ExceptionChange) (*ops.Exception, error) {
+	change := func(c recon.ExceptionChange) (*recon.Exception, error) {
 		c.ID, c.At = ex.ID, w.clock.Now()
 		if c.Actor == "" {
 			c.Actor = "ana@example.com"
 		}
-		return ops.ChangeException(ctx, w.db, c)
+		return recon.ChangeException(ctx, w.db, c)
 	}
 
-	got, err := change(ops.ExceptionChange{Version: ex.Version, Action: ops.ActionAcknowledge})
-	if err != nil || got.Status != ops.ExceptionAcknowledged || got.Assignee != "ana@example.com" {
+	got, err := change(recon.ExceptionChange{Version: ex.Version, Action: recon.ActionAcknowledge})
+	if err != nil || got.Status != recon.ExceptionAcknowledged || got.Assignee != "ana@example.com" {
 		t.Fatalf("acknowledge: %+v (%v)", got, err)
 	}
-	if _, err := change(ops.ExceptionChange{Version: ex.Version, Action: ops.ActionAssign, Assignee: "bo@example.com"}); ops.ErrorCode(err) != ops.ECONFLICT {
+	if _, err := change(recon.ExceptionChange{Version: ex.Version, Action: recon.ActionAssign, Assignee: "bo@example.com"}); ops.ErrorCode(err) != ops.ECONFLICT {
 		t.Fatalf("a change on the old version: %v, want conflict", err)
 	}
-	got, err = change(ops.ExceptionChange{Version: got.Version, Action: ops.ActionAssign, Assignee: "bo@example.com"})
+	got, err = change(recon.ExceptionChange{Version: got.Version, Action: recon.ActionAssign, Assignee: "bo@example.com"})
 	if err != nil || got.Assignee != "bo@example.com" {
 		t.Fatalf("assign: %+v (%v)", got, err)
 	}
-	if _, err := change(ops.ExceptionChange{Version: got.Version, Action: ops.ActionResolve, Note: "   "}); ops.ErrorReason(err) != "note_required" {
+	if _, err := change(recon.ExceptionChange{Version: got.Version, Action: recon.ActionResolve, Note: "   "}); ops.ErrorReason(err) != "note_required" {
 		t.Fatalf("resolve without a note: %v, want note_required", err)
 	}
 	// Two people resolve at once: one wins, the other is told to reload.
@@ -53,7 +54,7 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = change(ops.ExceptionChange{Version: got.Version, Action: ops.ActionResolve, Actor: "person" + strconv.Itoa(i),
+			_, errs[i] = change(recon.ExceptionChange{Version: got.Version, Action: recon.ActionResolve, Actor: "person" + strconv.Itoa(i),
 				Note: "Refund made by support in the Stripe dashboard; agreed with the customer."})
 		}()
 	}
@@ -67,29 +68,29 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 		}
 	}
 	got, _ = w.db.GetException(ctx, ex.ID)
-	if got.Status != ops.ExceptionResolved || got.ResolvedAt == nil || got.Note == "" {
+	if got.Status != recon.ExceptionResolved || got.ResolvedAt == nil || got.Note == "" {
 		t.Fatalf("after resolve: %+v", got)
 	}
 	// The reconciler sees the same orphan again: a resolved exception stays resolved, and a
 	// person's version stays valid.
 	w.clock.Advance(time.Minute)
-	rep, err := w.recon.Reconcile(ctx, "stripe", ops.Window{From: w.clock.Now().Add(-time.Hour), To: w.clock.Now()})
+	rep, err := w.recon.Reconcile(ctx, "stripe", recon.Window{From: w.clock.Now().Add(-time.Hour), To: w.clock.Now()})
 	if err != nil || rep.NewExceptions != 0 {
 		t.Fatalf("rerun: %+v (%v)", rep, err)
 	}
 	again, _ := w.db.GetException(ctx, ex.ID)
-	if again.Status != ops.ExceptionResolved || again.Version != got.Version || again.SeenCount != 2 {
+	if again.Status != recon.ExceptionResolved || again.Version != got.Version || again.SeenCount != 2 {
 		t.Fatalf("after rerun: %s v%d seen %d", again.Status, again.Version, again.SeenCount)
 	}
-	if _, err := change(ops.ExceptionChange{Version: got.Version, Action: ops.ActionReopen}); ops.ErrorReason(err) != "note_required" {
+	if _, err := change(recon.ExceptionChange{Version: got.Version, Action: recon.ActionReopen}); ops.ErrorReason(err) != "note_required" {
 		t.Fatalf("reopen without a note: %v", err)
 	}
-	got, err = change(ops.ExceptionChange{Version: got.Version, Action: ops.ActionReopen, Note: "Support denies making it."})
-	if err != nil || got.Status != ops.ExceptionOpen || got.ResolvedAt != nil {
+	got, err = change(recon.ExceptionChange{Version: got.Version, Action: recon.ActionReopen, Note: "Support denies making it."})
+	if err != nil || got.Status != recon.ExceptionOpen || got.ResolvedAt != nil {
 		t.Fatalf("reopen: %+v (%v)", got, err)
 	}
-	got, err = change(ops.ExceptionChange{Version: got.Version, Action: ops.ActionSeverity, Severity: ops.SeverityCritical})
-	if err != nil || got.Severity != ops.SeverityCritical {
+	got, err = change(recon.ExceptionChange{Version: got.Version, Action: recon.ActionSeverity, Severity: recon.SeverityCritical})
+	if err != nil || got.Severity != recon.SeverityCritical {
 		t.Fatalf("severity: %+v (%v)", got, err)
 	}
 
@@ -124,12 +125,12 @@ func TestResolvedDoubleChargeReopensOnAThirdCharge(t *testing.T) {
 	if _, err := w.recon.Reconcile(ctx, "stripe", w.window()); err != nil {
 		t.Fatal(err)
 	}
-	list, _ := w.db.ListExceptions(ctx, ops.ExceptionFilter{Kind: ops.ExceptionDoubleCharge})
+	list, _ := w.db.ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge})
 	if len(list) != 1 {
 		t.Fatalf("%d double charges", len(list))
 	}
 	ex := list[0]
-	if _, err := ops.ChangeException(ctx, w.db, ops.ExceptionChange{ID: ex.ID, Version: ex.Version, Action: ops.ActionResolve,
+	if _, err := recon.ChangeException(ctx, w.db, recon.ExceptionChange{ID: ex.ID, Version: ex.Version, Action: recon.ActionResolve,
 		Actor: "ana@example.com", Note: "Customer keeps the second refund as goodwill.", At: w.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestResolvedDoubleChargeReopensOnAThirdCharge(t *testing.T) {
 		t.Fatalf("run: %+v (%v)", rep, err)
 	}
 	got, _ := w.db.GetException(ctx, ex.ID)
-	if got.Status != ops.ExceptionOpen || len(got.ChargeRefs) != 3 || !contains(got.ChargeRefs, third.ID) || got.AmountCents != 2000 {
+	if got.Status != recon.ExceptionOpen || len(got.ChargeRefs) != 3 || !contains(got.ChargeRefs, third.ID) || got.AmountCents != 2000 {
 		t.Fatalf("after a third charge: %s %v %d", got.Status, got.ChargeRefs, got.AmountCents)
 	}
 	if n := w.count(t, `SELECT count(*) FROM audit_log WHERE entity = 'recon_exception' AND action = 'reopen'`); n != 1 {

@@ -38,13 +38,7 @@ type UsageSource interface {
 	// Name is the provider's name as stored on operations.
 	Name() string
 	// Usage returns the report for the whole buckets of width in w.
-	Usage(ctx context.Context, w ops.Window, width time.Duration) ([]ops.UsageRow, error)
-}
-
-// Store is what the reconciler needs from the store.
-type Store interface {
-	ops.EventStore
-	ops.ReconStore
+	Usage(ctx context.Context, w Window, width time.Duration) ([]UsageRow, error)
 }
 
 // Defaults for a Reconciler's zero fields.
@@ -189,14 +183,14 @@ func (r *Reconciler) RunOnce(ctx context.Context) ([]Report, error) {
 
 // Reconcile reconciles one provider over one window, as 'settle reconcile' does. It takes
 // the same lease as the background runs; Report.Skipped says another reconciler held it.
-func (r *Reconciler) Reconcile(ctx context.Context, provider string, w ops.Window) (Report, error) {
-	if err := ops.CheckWindow(w, r.Ledger.Clock.Now()); err != nil {
+func (r *Reconciler) Reconcile(ctx context.Context, provider string, w Window) (Report, error) {
+	if err := CheckWindow(w, r.Ledger.Clock.Now()); err != nil {
 		return Report{Provider: provider, From: w.From, To: w.To}, err
 	}
-	return r.run(ctx, provider, func(time.Time, ops.Lease) ops.Window { return w }, false)
+	return r.run(ctx, provider, func(time.Time, Lease) Window { return w }, false)
 }
 
-func (r *Reconciler) backgroundWindow(now time.Time, l ops.Lease) ops.Window {
+func (r *Reconciler) backgroundWindow(now time.Time, l Lease) Window {
 	from := now.Add(-orDefault(r.Lookback, DefaultLookback))
 	if l.DoneUntil != nil {
 		from = l.DoneUntil.Add(-orDefault(r.Overlap, DefaultOverlap))
@@ -204,13 +198,13 @@ func (r *Reconciler) backgroundWindow(now time.Time, l ops.Lease) ops.Window {
 	if oldest := now.Add(-MaxLookback); from.Before(oldest) {
 		from = oldest
 	}
-	return ops.Window{From: from, To: now}
+	return Window{From: from, To: now}
 }
 
 // LeaseName is the lease row of one provider's reconciler.
 func LeaseName(provider string) string { return "reconcile:" + provider }
 
-func (r *Reconciler) run(ctx context.Context, provider string, window func(time.Time, ops.Lease) ops.Window, advance bool) (Report, error) {
+func (r *Reconciler) run(ctx context.Context, provider string, window func(time.Time, Lease) Window, advance bool) (Report, error) {
 	rep := Report{Provider: provider}
 	var refunds RefundSource
 	var usage UsageSource
@@ -276,7 +270,7 @@ func (r *Reconciler) actor(provider string) string {
 	return provider + " reconciliation (" + r.owner() + ")"
 }
 
-func (r *Reconciler) record(ctx context.Context, rep *Report, f ops.Finding) error {
+func (r *Reconciler) record(ctx context.Context, rep *Report, f Finding) error {
 	_, created, err := r.Store.RecordFinding(ctx, f)
 	if err != nil {
 		return fmt.Errorf("record %s %s: %w", f.Kind, f.Ref, err)

@@ -146,10 +146,10 @@ func (w *world) outsideRefund(t *testing.T, cents int64, metadata map[string]str
 	return r
 }
 
-func (w *world) window() ops.Window {
+func (w *world) window() recon.Window {
 	w.clock.Advance(time.Second) // past the last refund's second
 	now := w.clock.Now()
-	return ops.Window{From: now.Add(-time.Hour), To: now}
+	return recon.Window{From: now.Add(-time.Hour), To: now}
 }
 
 func TestDoubleAndOrphanRefundsAreReportedOnceAcrossRuns(t *testing.T) {
@@ -421,7 +421,7 @@ func TestMissingChargeIsReportedOnceAndLateRefundsAreFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := w.clock.Now()
-	win := ops.Window{From: now.Add(-2 * time.Hour), To: now.Add(-time.Hour)}
+	win := recon.Window{From: now.Add(-2 * time.Hour), To: now.Add(-time.Hour)}
 
 	rep, err := w.recon.Reconcile(ctx, "stripe", win)
 	if err != nil {
@@ -486,7 +486,7 @@ func TestBadWindowsAreRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	now := w.clock.Now()
-	cases := map[string]ops.Window{
+	cases := map[string]recon.Window{
 		"reversed": {From: now.Add(-time.Hour), To: now.Add(-2 * time.Hour)},
 		"empty":    {From: now.Add(-time.Hour), To: now.Add(-time.Hour)},
 		"future":   {From: now.Add(-time.Hour), To: now.Add(time.Hour)},
@@ -498,7 +498,7 @@ func TestBadWindowsAreRefused(t *testing.T) {
 			t.Errorf("%s window: %v, want invalid", name, err)
 		}
 	}
-	if _, err := w.recon.Reconcile(context.Background(), "paypal", ops.Window{From: now.Add(-time.Hour), To: now}); ops.ErrorCode(err) != ops.EINVALID {
+	if _, err := w.recon.Reconcile(context.Background(), "paypal", recon.Window{From: now.Add(-time.Hour), To: now}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Errorf("unknown provider: %v", err)
 	}
 	if n := w.count(t, `SELECT count(*) FROM recon_leases`); n != 0 {

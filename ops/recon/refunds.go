@@ -11,7 +11,7 @@ import (
 
 // reconcileRefunds records every refund of the window, closes what they explain, and
 // reports double, orphan and missing charges.
-func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w ops.Window, rep *Report) error {
+func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w Window, rep *Report) error {
 	provider := src.Name()
 	recs, err := src.ListRefunds(ctx, w.From, w.To)
 	if err != nil {
@@ -116,7 +116,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 	case "closed":
 		rep.Closed++
 		op := applied.Op
-		return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionExplainedUnknown, Provider: rec.Provider, Ref: op.ID,
+		return r.record(ctx, rep, Finding{Kind: ExceptionExplainedUnknown, Provider: rec.Provider, Ref: op.ID,
 			TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
 			Summary: fmt.Sprintf("Operation %s had no known outcome; %s shows %s (%s, %s).", op.ID, rec.Provider, rec.Ref,
 				ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
@@ -131,7 +131,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 		if rec.OperationID != "" {
 			why = fmt.Sprintf("names operation %q, which Settle does not have", truncate(rec.OperationID, 80))
 		}
-		return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionOrphanCharge, Provider: rec.Provider, Ref: rec.Ref,
+		return r.record(ctx, rep, Finding{Kind: ExceptionOrphanCharge, Provider: rec.Provider, Ref: rec.Ref,
 			ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
 			Summary: fmt.Sprintf("%s %s (%s, %s) %s.", rec.Provider, rec.Ref, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status, why),
 			Details: details(nil, rec), Actor: r.actor(rec.Provider), At: now})
@@ -139,7 +139,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 		op := applied.Op
 		if op != nil && op.Status == ops.StatusFailed && rec.Charged() {
 			rep.ChargedFailed++
-			return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionChargeOnFailed, Provider: rec.Provider, Ref: op.ID,
+			return r.record(ctx, rep, Finding{Kind: ExceptionChargeOnFailed, Provider: rec.Provider, Ref: op.ID,
 				TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
 				Summary: fmt.Sprintf("Operation %s was closed as failed by %s, but %s shows %s (%s, %s).", op.ID, op.ClosedBy,
 					rec.Provider, rec.Ref, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
@@ -161,14 +161,14 @@ func (r *Reconciler) missing(ctx context.Context, op *ops.Operation, res ops.Loo
 	if len(refs) > 0 {
 		shows = "only refunds that did not go through (" + strings.Join(refs, ", ") + ")"
 	}
-	return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionMissingCharge, Provider: op.Provider, Ref: op.ID,
+	return r.record(ctx, rep, Finding{Kind: ExceptionMissingCharge, Provider: op.Provider, Ref: op.ID,
 		TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: refs, AmountCents: op.AmountCents, Currency: op.Currency,
 		Summary: fmt.Sprintf("Operation %s was closed as succeeded (%s) by %s, but %s shows %s.", op.ID, op.ProviderRef,
 			op.ClosedBy, op.Provider, shows),
 		Details: details(op), Actor: r.actor(op.Provider), At: r.Ledger.Clock.Now()})
 }
 
-func (r *Reconciler) double(ctx context.Context, provider string, d ops.DoubleCharge, rep *Report) error {
+func (r *Reconciler) double(ctx context.Context, provider string, d DoubleCharge, rep *Report) error {
 	rep.DoubleCharges++
 	var refs []string
 	var extra int64
@@ -181,7 +181,7 @@ func (r *Reconciler) double(ctx context.Context, provider string, d ops.DoubleCh
 		currency = c.Currency
 	}
 	b, _ := json.Marshal(map[string]any{"operation_id": d.OperationID, "charges": d.Charges})
-	return r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionDoubleCharge, Provider: provider, Ref: d.OperationID,
+	return r.record(ctx, rep, Finding{Kind: ExceptionDoubleCharge, Provider: provider, Ref: d.OperationID,
 		TenantID: d.TenantID, OperationID: d.OperationID, ChargeRefs: refs, AmountCents: extra, Currency: currency,
 		Summary: fmt.Sprintf("Operation %s was charged %d times at %s (%s); %s more than once.", d.OperationID, len(d.Charges),
 			provider, strings.Join(refs, ", "), ops.FormatMoney(extra, currency)),

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/settle-dev/settle/ops"
 )
 
 // bucketUsage is one time bucket of the LLM comparison: what the provider billed against
@@ -34,7 +32,7 @@ type bucketUsage struct {
 // uncertain are retries after uncertain sends that the provider billed: duplicates, money
 // lost (low severity; the retry policy allowed them). Billed above that are requests we
 // never sent (high). Billed below answered means the report is missing requests (medium).
-func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w ops.Window, rep *Report) error {
+func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Window, rep *Report) error {
 	provider := src.Name()
 	width := orDefault(r.UsageWidth, DefaultUsageWidth)
 	now := r.Ledger.Clock.Now()
@@ -48,7 +46,7 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w ops.
 	if !to.After(from) {
 		return nil // no bucket of the window is complete yet
 	}
-	cw := ops.Window{From: from, To: to}
+	cw := Window{From: from, To: to}
 	rows, err := src.Usage(ctx, cw, width)
 	if err != nil {
 		return fmt.Errorf("read %s usage: %w", provider, err)
@@ -98,21 +96,21 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w ops.
 			continue
 		}
 		rep.UsageMismatch++
-		var sev ops.Severity
+		var sev Severity
 		var what string
 		switch {
 		case b.Billed > b.Answered+b.Uncertain:
-			sev = ops.SeverityHigh
+			sev = SeverityHigh
 			what = fmt.Sprintf("%d more than we sent could explain", b.Billed-b.Answered-b.Uncertain)
 		case b.Billed > b.Answered:
-			sev = ops.SeverityLow
+			sev = SeverityLow
 			what = fmt.Sprintf("%d retries after uncertain sends were billed twice", b.Billed-b.Answered)
 		default:
-			sev = ops.SeverityMedium
+			sev = SeverityMedium
 			what = fmt.Sprintf("%d answered requests are missing from the report", b.Answered-b.Billed)
 		}
 		body, _ := json.Marshal(b)
-		if err := r.record(ctx, rep, ops.Finding{Kind: ops.ExceptionUsageMismatch, Provider: provider,
+		if err := r.record(ctx, rep, Finding{Kind: ExceptionUsageMismatch, Provider: provider,
 			Ref:      fmt.Sprintf("%s/%s", b.Start.Format(time.RFC3339), width),
 			Severity: sev, Details: body, Actor: r.actor(provider), At: now,
 			Summary: fmt.Sprintf("%s billed %d requests in the %s from %s; we got %d answers and %d uncertain attempts: %s.",

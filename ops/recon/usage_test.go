@@ -13,15 +13,15 @@ import (
 // usageReport is an LLM provider's usage report held in memory.
 type usageReport struct {
 	name  string
-	rows  []ops.UsageRow
+	rows  []recon.UsageRow
 	calls int
 }
 
 func (u *usageReport) Name() string { return u.name }
 
-func (u *usageReport) Usage(_ context.Context, w ops.Window, width time.Duration) ([]ops.UsageRow, error) {
+func (u *usageReport) Usage(_ context.Context, w recon.Window, width time.Duration) ([]recon.UsageRow, error) {
 	u.calls++
-	var out []ops.UsageRow
+	var out []recon.UsageRow
 	for _, r := range u.rows {
 		if !r.Start.Before(w.From) && r.Start.Before(w.To) && r.Width == width {
 			out = append(out, r)
@@ -68,14 +68,14 @@ func TestLLMUsageIsComparedWithAttemptsSent(t *testing.T) {
 	w.llmOp(t, b1.Add(2*time.Minute), "m2", limited, ok)
 	// b2: one call, but four billed: someone else spends on our key.
 	w.llmOp(t, b2.Add(time.Minute), "m1", ok)
-	report := &usageReport{name: "fakellm", rows: []ops.UsageRow{
+	report := &usageReport{name: "fakellm", rows: []recon.UsageRow{
 		{Start: b0, Width: time.Hour, APIKeyID: "key_a", Model: "m1", Requests: 5},
 		{Start: b1, Width: time.Hour, APIKeyID: "key_a", Model: "m1", Requests: 1},
 		{Start: b1, Width: time.Hour, APIKeyID: "key_a", Model: "m2", Requests: 1},
 		{Start: b2, Width: time.Hour, APIKeyID: "key_a", Model: "m1", Requests: 4},
 	}}
 	w.recon.Usage = []recon.UsageSource{report}
-	win := ops.Window{From: b0, To: w.clock.Now()}
+	win := recon.Window{From: b0, To: w.clock.Now()}
 
 	rep, err := w.recon.Reconcile(ctx, "fakellm", win)
 	if err != nil {

@@ -1,4 +1,4 @@
-package ops
+package recon
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // RollupState is how far the rollup job has got.
@@ -87,7 +89,7 @@ const (
 // the next pass and a repeated pass changes nothing.
 type Rollups struct {
 	Store    RollupStore
-	Clock    Clock
+	Clock    ops.Clock
 	Interval time.Duration
 	Overlap  time.Duration
 	MaxSpan  time.Duration
@@ -190,7 +192,7 @@ type BacklogFilter struct {
 	// Bucket is the width of one point; each point is the last snapshot taken in it.
 	Bucket   time.Duration
 	TenantID int64
-	Kind     Kind
+	Kind     ops.Kind
 	Provider string
 }
 

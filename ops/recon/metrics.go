@@ -1,8 +1,12 @@
-package ops
+package recon
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // MetricsFilter chooses the windows of the reconciliation table.
@@ -11,7 +15,7 @@ type MetricsFilter struct {
 	// Bucket is the width of one row's window: an hour or a day.
 	Bucket   time.Duration
 	TenantID int64
-	Kind     Kind
+	Kind     ops.Kind
 	Provider string
 }
 
@@ -20,12 +24,13 @@ type MetricsFilter struct {
 type MetricsKey struct {
 	Bucket   time.Time
 	TenantID int64
-	Kind     Kind
+	Kind     ops.Kind
 	Provider string
 }
 
-// Money is amounts per currency, in micro-units of the currency (one cent is 10,000), so
-// refunds in cents and LLM costs in micro-dollars add up without rounding.
+// Money is amounts per currency, in micro-units of the currency (one cent is 10,000,
+// ops.MicrosPerMinor), so refunds in cents and LLM costs in micro-dollars add up without
+// rounding. Its String formats each amount with ops.FormatMicros.
 type Money map[string]int64
 
 // Add adds micros of currency to m.
@@ -35,8 +40,23 @@ func (m Money) Add(currency string, micros int64) {
 	}
 }
 
+// String writes m currency by currency in alphabetical order, each as ops.FormatMicros
+// does, joined by ", "; it is empty when m holds nothing.
+func (m Money) String() string {
+	cur := make([]string, 0, len(m))
+	for c := range m {
+		cur = append(cur, c)
+	}
+	sort.Strings(cur)
+	parts := make([]string, 0, len(cur))
+	for _, c := range cur {
+		parts = append(parts, ops.FormatMicros(m[c], c))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // MetricsRow counts, for one window, tenant, kind and provider, what came in, what was
-// sent and what the provider billed. Every number is a count of recorded rows (rule 8).
+// sent and what the provider billed. Every number is a count of recorded rows (ops rule 8).
 type MetricsRow struct {
 	MetricsKey
 	// ClientRequests counts client requests received in the window; Duplicates those mapped
@@ -126,7 +146,7 @@ type DrillRow struct {
 	At          time.Time
 	OperationID string
 	TenantID    int64
-	Kind        Kind
+	Kind        ops.Kind
 	Provider    string
 	// Ref is the row's own reference: a request ref, an attempt number, a charge id.
 	Ref string

@@ -1,4 +1,4 @@
-package ops
+package recon
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // ExceptionKind says what reconciliation found wrong.
@@ -15,7 +17,7 @@ type ExceptionKind string
 // directly; charge_on_failed and usage_mismatch are the same facts seen from a
 // closed-as-failed operation and from an LLM usage report.
 const (
-	// ExceptionDoubleCharge: two or more provider charges for one operation (rule 3).
+	// ExceptionDoubleCharge: two or more provider charges for one operation (ops rule 3).
 	ExceptionDoubleCharge ExceptionKind = "double_charge"
 	// ExceptionOrphanCharge: a provider charge that names no operation of ours.
 	ExceptionOrphanCharge ExceptionKind = "orphan_charge"
@@ -184,15 +186,15 @@ const MaxNoteLength = 2000
 // would be after it. The store repeats the version guard, so a stale change loses cleanly.
 func (c ExceptionChange) Apply(cur *Exception) (*Exception, error) {
 	if strings.TrimSpace(c.Actor) == "" {
-		return nil, Errorf(EINVALID, "A change needs an actor.")
+		return nil, ops.Errorf(ops.EINVALID, "A change needs an actor.")
 	}
 	if c.Version != cur.Version {
-		return nil, Errorf(ECONFLICT, "Exception %d changed since you looked (version %d, now %d, %s). Reload and try again.",
+		return nil, ops.Errorf(ops.ECONFLICT, "Exception %d changed since you looked (version %d, now %d, %s). Reload and try again.",
 			cur.ID, c.Version, cur.Version, cur.Status)
 	}
 	note := strings.TrimSpace(c.Note)
 	if len(note) > MaxNoteLength {
-		return nil, Errorf(EINVALID, "The note is longer than %d characters.", MaxNoteLength)
+		return nil, ops.Errorf(ops.EINVALID, "The note is longer than %d characters.", MaxNoteLength)
 	}
 	next := *cur
 	if note != "" {
@@ -201,7 +203,7 @@ func (c ExceptionChange) Apply(cur *Exception) (*Exception, error) {
 	switch c.Action {
 	case ActionAcknowledge:
 		if cur.Status != ExceptionOpen {
-			return nil, Errorf(ECONFLICT, "Exception %d is %s; only an open one can be acknowledged.", cur.ID, cur.Status)
+			return nil, ops.Errorf(ops.ECONFLICT, "Exception %d is %s; only an open one can be acknowledged.", cur.ID, cur.Status)
 		}
 		next.Status = ExceptionAcknowledged
 		if next.Assignee == "" {
@@ -210,41 +212,41 @@ func (c ExceptionChange) Apply(cur *Exception) (*Exception, error) {
 	case ActionAssign:
 		a := strings.TrimSpace(c.Assignee)
 		if len(a) > 254 {
-			return nil, Errorf(EINVALID, "The assignee is longer than 254 characters.")
+			return nil, ops.Errorf(ops.EINVALID, "The assignee is longer than 254 characters.")
 		}
 		if cur.Status == ExceptionResolved {
-			return nil, Errorf(ECONFLICT, "Exception %d is resolved; reopen it before assigning it.", cur.ID)
+			return nil, ops.Errorf(ops.ECONFLICT, "Exception %d is resolved; reopen it before assigning it.", cur.ID)
 		}
 		next.Assignee = a
 	case ActionResolve:
 		if cur.Status == ExceptionResolved {
-			return nil, Errorf(ECONFLICT, "Exception %d is already resolved by %s.", cur.ID, cur.ResolvedBy)
+			return nil, ops.Errorf(ops.ECONFLICT, "Exception %d is already resolved by %s.", cur.ID, cur.ResolvedBy)
 		}
 		if note == "" {
-			return nil, &Error{Code: EINVALID, Reason: "note_required", Message: "Resolving needs a note: say what you found and did."}
+			return nil, &ops.Error{Code: ops.EINVALID, Reason: "note_required", Message: "Resolving needs a note: say what you found and did."}
 		}
 		next.Status, next.ResolvedBy = ExceptionResolved, c.Actor
 		at := c.At
 		next.ResolvedAt = &at
 	case ActionReopen:
 		if cur.Status != ExceptionResolved {
-			return nil, Errorf(ECONFLICT, "Exception %d is %s, not resolved.", cur.ID, cur.Status)
+			return nil, ops.Errorf(ops.ECONFLICT, "Exception %d is %s, not resolved.", cur.ID, cur.Status)
 		}
 		if note == "" {
-			return nil, &Error{Code: EINVALID, Reason: "note_required", Message: "Reopening needs a note: say why."}
+			return nil, &ops.Error{Code: ops.EINVALID, Reason: "note_required", Message: "Reopening needs a note: say why."}
 		}
 		next.Status, next.ResolvedAt, next.ResolvedBy = ExceptionOpen, nil, ""
 	case ActionSeverity:
 		if !c.Severity.Valid() {
-			return nil, Errorf(EINVALID, "Unknown severity %q; use low, medium, high or critical.", c.Severity)
+			return nil, ops.Errorf(ops.EINVALID, "Unknown severity %q; use low, medium, high or critical.", c.Severity)
 		}
 		next.Severity = c.Severity
 	case ActionNote:
 		if note == "" {
-			return nil, &Error{Code: EINVALID, Reason: "note_required", Message: "The note is empty."}
+			return nil, &ops.Error{Code: ops.EINVALID, Reason: "note_required", Message: "The note is empty."}
 		}
 	default:
-		return nil, Errorf(EINVALID, "Unknown action %q.", c.Action)
+		return nil, ops.Errorf(ops.EINVALID, "Unknown action %q.", c.Action)
 	}
 	return &next, nil
 }
@@ -288,7 +290,7 @@ type ProviderCharge struct {
 
 // Charged reports whether the provider counts the record as money moved.
 func (c ProviderCharge) Charged() bool {
-	return ProviderRecord{Status: c.Status}.Charged()
+	return ops.ProviderRecord{Status: c.Status}.Charged()
 }
 
 // DoubleCharge is one operation with more than one charged provider record.
@@ -308,15 +310,15 @@ type Window struct {
 func CheckWindow(w Window, now time.Time) error {
 	switch {
 	case w.From.IsZero() || w.To.IsZero():
-		return Errorf(EINVALID, "The window needs a start and an end.")
+		return ops.Errorf(ops.EINVALID, "The window needs a start and an end.")
 	case !w.To.After(w.From):
-		return Errorf(EINVALID, "The window is reversed or empty: it starts at %s and ends at %s.",
+		return ops.Errorf(ops.EINVALID, "The window is reversed or empty: it starts at %s and ends at %s.",
 			w.From.UTC().Format(time.RFC3339), w.To.UTC().Format(time.RFC3339))
 	case w.From.After(now):
-		return Errorf(EINVALID, "The window starts in the future (%s); it is now %s.",
+		return ops.Errorf(ops.EINVALID, "The window starts in the future (%s); it is now %s.",
 			w.From.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	case w.To.After(now):
-		return Errorf(EINVALID, "The window ends in the future (%s); it is now %s. End it now or earlier.",
+		return ops.Errorf(ops.EINVALID, "The window ends in the future (%s); it is now %s. End it now or earlier.",
 			w.To.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	return nil
@@ -355,8 +357,10 @@ type SentRow struct {
 	Uncertain int64
 }
 
-// ReconStore is what reconciliation needs from the store beyond the ledger's EventStore.
-type ReconStore interface {
+// Store is what the reconciler needs from the store: the ledger's EventStore to close
+// operations, and the provider charges, findings, leases and usage reports.
+type Store interface {
+	ops.EventStore
 	// KnownCharges returns which of refs are recorded already for the provider.
 	KnownCharges(ctx context.Context, provider string, refs []string) (map[string]bool, error)
 	// MarkReconciled records that the provider's own listing or lookup showed these charges.
@@ -367,7 +371,7 @@ type ReconStore interface {
 	// MissingCandidates lists operations closed as succeeded at the provider, created in the
 	// window, with no charged record that a reconciliation saw at the provider, and no
 	// missing-charge exception yet.
-	MissingCandidates(ctx context.Context, provider string, w Window, limit int) ([]*Operation, error)
+	MissingCandidates(ctx context.Context, provider string, w Window, limit int) ([]*ops.Operation, error)
 	// RecordFinding records a finding as an exception once per (kind, provider, ref); a
 	// repeat updates when it was last seen and the charges involved. created says whether
 	// this call made the row.
