@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/settle-dev/settle/ops"
 )
 
 // The metrics Settle exports for Prometheus rules. Counters count rows recorded in the
@@ -62,7 +60,7 @@ var counterHelp = map[string]string{
 // so a row committed a little late is still counted.
 type Collector struct {
 	Source     MetricsSource
-	Clock      ops.Clock
+	Clock      Clock
 	Lag        time.Duration
 	MinRefresh time.Duration
 	Timeout    time.Duration
@@ -78,7 +76,7 @@ type Collector struct {
 }
 
 // NewCollector returns a collector counting from now.
-func NewCollector(src MetricsSource, clock ops.Clock, logger *slog.Logger) *Collector {
+func NewCollector(src MetricsSource, clock Clock, logger *slog.Logger) *Collector {
 	c := &Collector{Source: src, Clock: clock, Lag: time.Minute, MinRefresh: 10 * time.Second, Timeout: 5 * time.Second,
 		Logger: logger, totals: map[string]*Tally{}, watermark: clock.Now().Add(-time.Minute)}
 	c.descs = map[string]*prometheus.Desc{

@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/settle-dev/settle/ops"
 )
 
 // Row is the numbers of one tenant, kind and provider. Empty strings mean "none": a charge
@@ -152,6 +151,14 @@ type ReceiverInfo struct {
 	EveryEvaluation bool
 }
 
+// Clock tells the evaluator and the collector the time; ops.Clock is one.
+type Clock interface {
+	Now() time.Time
+}
+
+// ErrNoReceiver is SendTest's refusal when no receiver is configured.
+var ErrNoReceiver = errors.New("no alert receiver is configured")
+
 // Evaluator evaluates the rules on a clock, keeps the state of every alert instance and
 // writes notifications to the outbox. Several replicas may run one; a lease lets only one
 // act at a time.
@@ -159,7 +166,7 @@ type Evaluator struct {
 	Rules     *RuleSet
 	Source    Source
 	Store     Store
-	Clock     ops.Clock
+	Clock     Clock
 	Receivers []ReceiverInfo
 	// Owner names this replica in the lease.
 	Owner string
@@ -368,7 +375,7 @@ func (e *Evaluator) TestNotification(actor string) Pass {
 // SendTest writes a test notification to every receiver through the outbox.
 func (e *Evaluator) SendTest(ctx context.Context, actor string) (int, error) {
 	if len(e.Receivers) == 0 {
-		return 0, ops.Errorf(ops.EINVALID, "No receiver is configured: set SETTLE_ALERTMANAGER_URL or SETTLE_ALERT_WEBHOOK_URLS.")
+		return 0, ErrNoReceiver
 	}
 	p := e.TestNotification(actor)
 	if err := e.Store.SaveAlertPass(ctx, p); err != nil {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/settle-dev/settle/ops"
 )
 
 // fakeSource answers with counters chosen by the test for each window length.
@@ -116,8 +114,26 @@ func (m *memStore) states() map[string]State {
 
 var t0 = time.Date(2025, 3, 1, 3, 0, 0, 0, time.UTC)
 
+// manualClock is a Clock the test moves by hand.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 type harness struct {
-	clock *ops.ManualClock
+	clock *manualClock
 	src   *fakeSource
 	store *memStore
 	ev    *Evaluator
@@ -129,7 +145,7 @@ func newHarness(t *testing.T, rules string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{clock: ops.NewManualClock(t0), src: &fakeSource{}, store: newMemStore()}
+	h := &harness{clock: &manualClock{now: t0}, src: &fakeSource{}, store: newMemStore()}
 	h.ev = &Evaluator{Rules: set, Source: h.src, Store: h.store, Clock: h.clock, Owner: "a",
 		Receivers:   []ReceiverInfo{{Name: "alertmanager", EveryEvaluation: true}, {Name: "webhook:x"}},
 		ExternalURL: "http://settle.test"}

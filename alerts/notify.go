@@ -13,8 +13,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/settle-dev/settle/ops"
 )
 
 // Notifier delivers one notice to one receiver. It may be called more than once for the
@@ -56,31 +54,30 @@ func Infos(rs []Receiver) []ReceiverInfo {
 	return out
 }
 
-// Dispatcher is the ops.Publisher of the alert outbox: each event is one notice for the
-// receiver named by its topic. ops.Relay gives it retries with backoff.
+// Dispatcher delivers the rows of the alert outbox: each is one notice for the receiver it
+// names. The outbox relay that calls it (wired in cmd/settle) gives it retries with backoff.
 type Dispatcher struct {
 	Receivers []Receiver
 	Logger    *slog.Logger
 }
 
-var _ ops.Publisher = (*Dispatcher)(nil)
-
-// Publish delivers e to its receiver.
-func (d *Dispatcher) Publish(ctx context.Context, e ops.Event) error {
+// Deliver sends the notice in payload, the outbox row eventID, to the receiver named
+// receiver. It may be called more than once for one row; receivers see its eventID.
+func (d *Dispatcher) Deliver(ctx context.Context, receiver, eventID string, payload []byte) error {
 	var n Notice
-	if err := json.Unmarshal(e.Payload, &n); err != nil {
+	if err := json.Unmarshal(payload, &n); err != nil {
 		// A row nobody can read will never become readable; retrying it forever would only
 		// hide it. Say so loudly and let it go.
-		d.logger().Error("drop unreadable alert notification", "event", e.EventID, "err", err)
+		d.logger().Error("drop unreadable alert notification", "event", eventID, "err", err)
 		return nil
 	}
 	for _, r := range d.Receivers {
-		if r.Name == e.Topic {
-			return r.Notifier.Notify(ctx, e.EventID, n)
+		if r.Name == receiver {
+			return r.Notifier.Notify(ctx, eventID, n)
 		}
 	}
 	// The receiver was removed from the configuration since the row was written.
-	d.logger().Warn("drop alert notification for a receiver no longer configured", "receiver", e.Topic, "event", e.EventID)
+	d.logger().Warn("drop alert notification for a receiver no longer configured", "receiver", receiver, "event", eventID)
 	return nil
 }
 

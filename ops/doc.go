@@ -153,4 +153,8 @@
 //     drill-down, and the per-minute rollups (Rollups) that /reconcile and /insights read.
 //   - ops/mcptool: the refund tools of Settle's MCP server.
 //   - ops/fake: stateful fake Stripe and LLM providers with fault injection.
+//
+// Imports point one way: code under ops/ imports nothing of the module outside ops/ but
+// migrations and alerts (whose store ops/pg implements), and neither of those imports
+// anything under ops/. The test in internal/layering checks it.
 package ops

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -193,16 +194,23 @@ func formatAlertValue(rule *alerts.Rule, v float64) string {
 	}
 }
 
+// noAlertReceiver is what a person who asks for a test notification is told when no
+// receiver is configured.
+const noAlertReceiver = "No receiver is configured: set SETTLE_ALERTMANAGER_URL or SETTLE_ALERT_WEBHOOK_URLS."
+
 func (s *Server) handleAlertTest(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if s.AlertTest == nil {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "No receiver is configured: set SETTLE_ALERTMANAGER_URL or SETTLE_ALERT_WEBHOOK_URLS."))
+		s.Error(w, r, ops.Errorf(ops.EINVALID, noAlertReceiver))
 		return
 	}
 	n, err := s.AlertTest.SendTest(ctx, actor(r))
-	if err != nil {
+	switch {
+	case errors.Is(err, alerts.ErrNoReceiver):
+		s.putFlash(ctx, flashMsg{Kind: "error", Message: noAlertReceiver})
+	case err != nil:
 		s.putFlash(ctx, flashMsg{Kind: "error", Message: ops.ErrorMessage(err)})
-	} else {
+	default:
 		s.putFlash(ctx, flashMsg{Kind: "ok", Message: fmt.Sprintf("Test notification queued for %d receiver(s); it is delivered through the outbox within seconds.", n)})
 	}
 	http.Redirect(w, r, "/alerts", http.StatusSeeOther)

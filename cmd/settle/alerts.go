@@ -99,6 +99,14 @@ func alertsExport(_ context.Context, ac AlertsConfig, stdout io.Writer) error {
 	return nil
 }
 
+// alertPublisher puts the alert dispatcher behind the outbox relay: package alerts knows
+// nothing of ops, so the relay's events are unpacked here.
+type alertPublisher struct{ d *alerts.Dispatcher }
+
+func (p alertPublisher) Publish(ctx context.Context, e ops.Event) error {
+	return p.d.Deliver(ctx, e.Topic, e.EventID, e.Payload)
+}
+
 // wireAlerts starts the alert evaluator and the relay of its notifications, registers the
 // ledger counters on /metrics, and gives the alerts page its dependencies. Every replica
 // runs an evaluator; a lease lets one evaluate at a time. Every replica also relays: the
@@ -113,7 +121,7 @@ func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Serv
 		Owner: "alerts:" + p.Config.WorkerID, ExternalURL: ac.ExternalURL, Logger: p.Logger}
 	p.goService(func() { ev.Start(ctx) })
 	if len(receivers) > 0 {
-		relay := &ops.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: &alerts.Dispatcher{Receivers: receivers, Logger: p.Logger},
+		relay := &ops.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},
 			Clock: p.Clock, Interval: time.Second, Logger: p.Logger}
 		p.goService(func() { relay.Start(ctx) })
 	}

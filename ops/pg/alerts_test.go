@@ -32,6 +32,13 @@ groups:
           summary: "{{ $value }} unknown {{ $labels.kind }} operations for {{ $labels.tenant }}"
 `
 
+// dispatcher puts the alert dispatcher behind the relay, as cmd/settle does.
+type dispatcher struct{ d *alerts.Dispatcher }
+
+func (p dispatcher) Publish(ctx context.Context, e ops.Event) error {
+	return p.d.Deliver(ctx, e.Topic, e.EventID, e.Payload)
+}
+
 // alertRig is an evaluator and a relay over a real database, as 'settle serve' wires them.
 type alertRig struct {
 	f     *fixture
@@ -48,7 +55,7 @@ func newAlertRig(t *testing.T, f *fixture, rules string, rs []alerts.Receiver) *
 	return &alertRig{f: f,
 		ev: &alerts.Evaluator{Rules: set, Source: f.db, Store: f.db, Clock: f.clock, Owner: "test",
 			Receivers: alerts.Infos(rs), ExternalURL: "http://settle.test"},
-		relay: &ops.Relay{Store: pg.AlertOutbox{DB: f.db}, Publisher: &alerts.Dispatcher{Receivers: rs}, Clock: f.clock},
+		relay: &ops.Relay{Store: pg.AlertOutbox{DB: f.db}, Publisher: dispatcher{&alerts.Dispatcher{Receivers: rs}}, Clock: f.clock},
 	}
 }
 
