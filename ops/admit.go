@@ -72,7 +72,13 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 		if err != nil && ErrorCode(err) != ENOTFOUND {
 			return Admission{}, err
 		}
-		if latest != nil && l.joinable(in, latest) {
+		join := false
+		if latest != nil {
+			if join, err = l.joinable(ctx, in, latest); err != nil {
+				return Admission{}, err
+			}
+		}
+		if join {
 			if latest.ID == in.Holds {
 				// The caller's own operation from an earlier pass: no new client request.
 				return l.dispatch(context.WithoutCancel(ctx), in, Admission{Op: latest})
@@ -100,18 +106,27 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 
 // joinable says whether a request for in is answered by latest, the intent's newest
 // operation, rather than by a new one: while latest is open; when it closed after the
-// request arrived (the request came while it was open: it is its duplicate); and, within
-// the intent's replay window, when it succeeded or carries other parameters (to refuse).
-func (l *Ledger) joinable(in Intent, latest *Operation) bool {
+// request arrived (the request came while it was open: it is its duplicate); within the
+// intent's replay window, when it succeeded or carries other parameters (to refuse); and
+// while in.HoldFailed lasts, when it failed after an attempt the provider may have run,
+// since a new operation could run it again (rule 11).
+func (l *Ledger) joinable(ctx context.Context, in Intent, latest *Operation) (bool, error) {
+	age := l.Clock.Now().Sub(latest.CreatedAt)
 	switch {
 	case !latest.Status.Final():
-		return true
+		return true, nil
 	case latest.ClosedAt != nil && !latest.ClosedAt.Before(in.Start):
-		return true
-	case in.ReplayFor <= 0 || l.Clock.Now().Sub(latest.CreatedAt) >= in.ReplayFor:
-		return false
+		return true, nil
+	case in.ReplayFor > 0 && age < in.ReplayFor && (latest.Status == StatusSucceeded || latest.Fingerprint != in.Fingerprint):
+		return true, nil
+	case latest.Status != StatusFailed || age >= in.HoldFailed:
+		return false, nil
 	}
-	return latest.Status == StatusSucceeded || latest.Fingerprint != in.Fingerprint
+	atts, err := l.store.Attempts(ctx, latest.ID)
+	if err != nil {
+		return false, fmt.Errorf("list attempts: %w", err)
+	}
+	return Uncertain(atts), nil
 }
 
 // refused answers a request whose Check refused a new operation. The refusal may be the

@@ -109,6 +109,10 @@ type Intent struct {
 	// ReplayFor is how long a succeeded operation of the intent answers new requests (an
 	// Idempotency-Key's TTL); 0: only requests that arrived while it was open.
 	ReplayFor time.Duration
+	// HoldFailed is how long an operation that failed after an attempt the provider may
+	// have run keeps answering the intent with its failure (a person closed it without a
+	// lookup): a new operation could run it a second time.
+	HoldFailed time.Duration
 	// Check, when set, is asked before a new operation is opened (a refund must fit in
 	// what is left of its payment); its error refuses the request.
 	Check func(ctx context.Context) error
@@ -347,6 +351,15 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	now := l.Clock.Now()
 	if err := CheckClose(op, p.To, p.Evidence, now); err != nil {
 		return nil, err
+	}
+	if p.To == StatusFailed {
+		attempts, err := l.store.Attempts(ctx, op.ID)
+		if err != nil {
+			return nil, fmt.Errorf("list attempts: %w", err)
+		}
+		if err := CheckFail(op, attempts, p.Evidence, l.Policies[op.Kind], now); err != nil {
+			return nil, err
+		}
 	}
 	ev := p.Evidence
 	ev.RecordedBy, ev.RecordedAt = p.Actor, now

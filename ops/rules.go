@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -108,6 +109,68 @@ func CheckClose(op *Operation, to Status, ev Evidence, now time.Time) error {
 	return nil
 }
 
+// CheckNotExecuted returns an error unless op may be closed as "not executed" now: it is
+// open, nobody holds a live lease, no attempt is still without a result, and the provider's
+// key retention has passed, so no resend with our key can ever run it (rule 11). The
+// caller adds the last piece of evidence: a fresh lookup that finds nothing.
+func CheckNotExecuted(op *Operation, attempts []Attempt, now time.Time) error {
+	if op.Status.Final() {
+		return AlreadyClosed(op)
+	}
+	if op.Leased(now) {
+		return Errorf(ECONFLICT, "A worker is sending operation %s until %s; it cannot be closed now.", op.ID, op.LeaseUntil.UTC().Format(time.RFC3339))
+	}
+	for _, a := range attempts {
+		if a.FinishedAt == nil {
+			return Errorf(ECONFLICT, "Attempt %d of operation %s has no result yet; it cannot be closed as not executed.", a.N, op.ID)
+		}
+	}
+	if !op.PastRetention(now) {
+		if op.RetryUntil == nil {
+			return Errorf(EINVALID, "Operation %s has no key retention to wait out; close it by hand with a note.", op.ID)
+		}
+		return Errorf(EINVALID, "The provider keeps the key of operation %s until %s; it cannot be closed as not executed before then.", op.ID, op.RetryUntil.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Uncertain reports whether any of an operation's attempts may have been executed by the
+// provider without Settle knowing.
+func Uncertain(attempts []Attempt) bool {
+	for i := range attempts {
+		if attempts[i].Uncertain() {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckFail returns an error unless op may be closed as failed with ev now (rule 11).
+// Failed frees the intent for a new operation with a new key, so while any attempt may have
+// been executed it needs evidence that nothing was: the provider's own record of a refusal,
+// or, for a kind the provider can be asked about, a fresh lookup that found nothing after
+// the key retention ended with no attempt in flight. For a kind without a lookup a person's
+// note is accepted: the intent then keeps answering with the failure until its key's TTL
+// ends, so nothing is sent again meanwhile.
+func CheckFail(op *Operation, attempts []Attempt, ev Evidence, pol Policy, now time.Time) error {
+	switch {
+	case !Uncertain(attempts):
+		return nil
+	case ev.Kind.FromProvider() && ev.ProviderRef != "":
+		return nil // the provider's record of what happened to it
+	case ev.Kind == EvidenceLookup:
+		return CheckNotExecuted(op, attempts, now)
+	case !pol.HasLookup:
+		return nil
+	}
+	return &Error{Code: EINVALID, Reason: ReasonMayHaveRun, Message: fmt.Sprintf(
+		"Operation %s cannot be closed as failed: an attempt's outcome is uncertain, so %s may have run it, and a new attempt with a new key could run it twice. "+
+			"Look it up: close it as succeeded with the provider's record, or leave it open until the key retention ends and close it as not executed.", op.ID, op.Provider)}
+}
+
+// ReasonMayHaveRun refuses a failed close while the provider may have run the operation.
+const ReasonMayHaveRun = "may_have_run"
+
 // AlreadyClosed is the error a change to a closed operation gets: ECONFLICT naming who
 // closed it and when, so a person who lost a race is told who won (rule 6).
 func AlreadyClosed(op *Operation) *Error {
@@ -164,11 +227,14 @@ type Policy struct {
 	// NoProviderKey says the provider takes no idempotency key (LLM APIs): a resend after an
 	// uncertain attempt may execute twice, so it is recorded as a possible duplicate.
 	NoProviderKey bool
+	// HasLookup says the provider can be asked what became of an operation (Stripe lists
+	// refunds by payment), so a failed close after an uncertain attempt needs a lookup.
+	HasLookup bool
 }
 
 // DefaultPolicies are the policies per kind.
 var DefaultPolicies = map[Kind]Policy{
-	KindRefund:  {RetryUncertain: true},
+	KindRefund:  {RetryUncertain: true, HasLookup: true},
 	KindLLMCall: {RetryUncertain: true, NoProviderKey: true},
 	KindLLMJob:  {RetryUncertain: false, NoProviderKey: true},
 }

@@ -204,8 +204,12 @@ type EvidenceItem struct {
 type OpActions struct {
 	CanLookup bool
 	// LookupNote explains a missing lookup (LLM operations).
-	LookupNote          string
-	CanClose            bool
+	LookupNote string
+	CanClose   bool
+	// CanCloseFailed says a person may close it as failed by hand; FailedWhy says why not
+	// (the provider may have run it).
+	CanCloseFailed      bool
+	FailedWhy           string
 	CanCloseNotExecuted bool
 	// NotExecutedWhy says why "close as not executed" is not offered.
 	NotExecutedWhy string

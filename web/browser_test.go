@@ -297,10 +297,11 @@ func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
 	for who, ctx := range map[string]context.Context{"alice@example.com": alice, "bob@example.com": bob} {
 		e.browserLogin(t, ctx, who)
 		do(t, ctx, who+" opens the operation", chromedp.Navigate(e.url+"/ops/"+op.ID), chromedp.WaitVisible(byID("close-form")),
-			chromedp.SendKeys(byID("close-note"), "Checked Stripe by hand: nothing there. ("+who+")"))
+			chromedp.Click(byID("close-to-succeeded")), chromedp.SendKeys(byID("close-ref"), "re_seen_in_stripe"),
+			chromedp.SendKeys(byID("close-note"), "Stripe's dashboard shows the refund. ("+who+")"))
 	}
 	do(t, alice, "alice closes", chromedp.Click(byID("close-button")), chromedp.WaitVisible(byID("flash")))
-	if got := textOf(t, alice, "op-status"); got != "failed" {
+	if got := textOf(t, alice, "op-status"); got != "succeeded" {
 		t.Fatalf("after alice's close: %q", got)
 	}
 	do(t, bob, "bob closes", chromedp.Click(byID("close-button")), chromedp.WaitVisible(byID("flash")))

@@ -40,6 +40,8 @@ type Desk interface {
 	LookupMany(ctx context.Context, ids []string, actor string) desk.BulkOutcome
 	CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (desk.LookupOutcome, error)
 	CloseManually(ctx context.Context, p desk.ManualClose) (*ops.Operation, error)
+	// CheckManualFail says why a person may not close op as failed by hand now, or nil.
+	CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now time.Time) error
 }
 
 // mountDashboard adds the dashboard's pages; it runs inside the session group. Each

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 // page GETs path and returns the status and body; redirects are not followed.
@@ -196,7 +197,9 @@ func TestCloseNeedsNoteAndLosingRaceNamesWinner(t *testing.T) {
 	v := itoa(op.Version)
 
 	for _, form := range []url.Values{
-		{"version": {v}, "to": {"failed"}, "note": {""}},
+		{"version": {v}, "to": {"succeeded"}, "provider_ref": {"re_by_hand"}, "note": {""}},
+		// Its attempt timed out: Stripe may have run it, so a note cannot free the intent.
+		{"version": {v}, "to": {"failed"}, "note": {"Customer cancelled"}},
 		{"version": {v}, "to": {"succeeded"}, "note": {"paid"}},
 		{"version": {v}, "to": {"unknown"}, "note": {"forged status"}},
 		{"version": {"999"}, "to": {"failed"}, "note": {"forged version"}},
@@ -213,15 +216,15 @@ func TestCloseNeedsNoteAndLosingRaceNamesWinner(t *testing.T) {
 		t.Errorf("a version that is not a number = %d, want 422", resp.StatusCode)
 	}
 
-	e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"failed"}, "note": {"Customer cancelled; <b>no refund</b>."}})
-	e.post(t, bob, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"failed"}, "note": {"me too"}})
+	e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"succeeded"}, "provider_ref": {"re_by_hand"}, "note": {"Stripe's dashboard shows it; <b>refunded</b>."}})
+	e.post(t, bob, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"succeeded"}, "provider_ref": {"re_by_hand"}, "note": {"me too"}})
 	got := e.get(t, op.ID)
-	if got.Status != ops.StatusFailed || got.ClosedBy != "alice@example.com" {
+	if got.Status != ops.StatusSucceeded || got.ClosedBy != "alice@example.com" {
 		t.Fatalf("%s by %q", got.Status, got.ClosedBy)
 	}
 	_, body := e.page(t, bob, "/ops/"+op.ID)
-	mustContain(t, body, "Already closed by alice@example.com", "Nothing was changed.", "Customer cancelled; &lt;b&gt;no refund&lt;/b&gt;.")
-	if strings.Contains(body, "<b>no refund</b>") {
+	mustContain(t, body, "Already closed by alice@example.com", "Nothing was changed.", "Stripe&#39;s dashboard shows it; &lt;b&gt;refunded&lt;/b&gt;.")
+	if strings.Contains(body, "<b>refunded</b>") {
 		t.Error("a note is rendered as HTML")
 	}
 	var n int
@@ -466,3 +469,49 @@ func TestAdminManagesUsers(t *testing.T) {
 }
 
 func strconvFormat(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestPersonCannotFreeAnUncertainRefund is order 4520 of the demo: Stripe made the refund,
+// its answer was lost, and an on-call engineer closes it by hand as failed; the next "try
+// again" would then open a new operation with a new key and refund twice. The form does
+// not offer failed, says why, pre-selects nothing, and the server refuses it anyway.
+func TestPersonCannotFreeAnUncertainRefund(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	op := e.refundedButUnknown(t, "4520")
+	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+
+	_, body := e.page(t, c, "/ops/"+op.ID)
+	mustContain(t, body, `data-testid="close-form"`, `data-testid="close-to-succeeded"`, `data-testid="close-failed-why"`, "may have run it")
+	form := body[strings.Index(body, `data-testid="close-form"`):]
+	form = form[:strings.Index(form, "</form>")]
+	if strings.Contains(form, `data-testid="close-to-failed"`) || strings.Contains(form, " checked") {
+		t.Fatal("the close form offers failed, or pre-selects an outcome, for a refund Stripe may have made")
+	}
+	e.post(t, c, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"failed"}, "note": {"Customer says nothing arrived."}})
+	if got := e.get(t, op.ID); got.Status != ops.StatusUnknown || got.Version != op.Version {
+		t.Fatalf("a note closed an uncertain refund: %s v%d", got.Status, got.Version)
+	}
+	_, body = e.page(t, c, "/ops/"+op.ID)
+	mustContain(t, body, "cannot be closed as failed")
+
+	// The customer's "try again" is answered from the open operation: no second refund.
+	ans, err := e.server.Refunds.Refund(context.Background(), refund.Request{TenantID: e.tenant.ID, OrderID: "4520",
+		AmountCents: 3800, Currency: "usd", PaymentIntent: op.PaymentRef, RequestRef: "toolu_again"})
+	if err != nil || ans.Status != refund.Checking || ans.OperationID != op.ID {
+		t.Fatalf("try again: %+v %v", ans, err)
+	}
+	n := 0
+	for _, r := range e.fake.Refunds() {
+		if r.PaymentIntent == op.PaymentRef {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("Stripe holds %d refunds of the payment, want 1", n)
+	}
+	// The lookup settles it with Stripe's record.
+	e.post(t, c, "/ops/"+op.ID+"/lookup", nil)
+	if got := e.get(t, op.ID); got.Status != ops.StatusSucceeded {
+		t.Fatalf("after the lookup: %s", got.Status)
+	}
+}

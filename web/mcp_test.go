@@ -273,8 +273,9 @@ func TestMCPBadArgumentsOpenNothing(t *testing.T) {
 			t.Errorf("%s: not refused: %+v %q", c.name, ans, text)
 			continue
 		}
-		if !strings.Contains(text, c.want) || !strings.Contains(text, "Nothing was refunded") {
-			t.Errorf("%s: error %q does not name %q and say nothing was refunded", c.name, text, c.want)
+		// Settle knows this call sent nothing, not that no refund exists for the order.
+		if !strings.Contains(text, c.want) || !strings.Contains(text, "This call sent nothing") || strings.Contains(strings.ToLower(text), "nothing was refunded") {
+			t.Errorf("%s: error %q does not name %q and say this call sent nothing", c.name, text, c.want)
 		}
 	}
 	if n := e.count(t, `SELECT count(*) FROM operations`); n != 0 {
@@ -392,5 +393,33 @@ func TestMCPToolsDescribeTheTruthAndTheLimits(t *testing.T) {
 	}
 	if issue.OutputSchema == nil || status.OutputSchema == nil {
 		t.Error("the tools declare no output schema")
+	}
+}
+
+// TestMCPTryAgainWithAnotherReasonStaysTruthful: the first refund got a saved 500 from
+// Stripe, so its outcome is unknown; the agent tries again with another reason. The
+// answer is the first operation's status, with a note that the other argument was not
+// used, never a refusal that reads as "nothing was refunded".
+func TestMCPTryAgainWithAnotherReasonStaysTruthful(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, time.Second, 3*time.Second)
+	e.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultServerError})
+	cs := e.session(t)
+	_, first, text := call(t, cs, "issue_refund", storyArgs(), mcp.Meta{"tool_call_id": "toolu_01"})
+	if first.Status != refund.Checking {
+		t.Fatalf("first call: %+v %q, want checking", first, text)
+	}
+	args := storyArgs()
+	args["reason"] = "duplicate"
+	res, again, text := call(t, cs, "issue_refund", args, mcp.Meta{"tool_call_id": "toolu_02"})
+	if res.IsError || again.Status != refund.Checking || again.OperationID != first.OperationID ||
+		again.CustomerMessage != mcptool.CustomerChecking || !strings.Contains(again.Note, "other parameters were not used") {
+		t.Fatalf("try again with another reason: %+v %q", again, text)
+	}
+	if strings.Contains(strings.ToLower(text), "nothing was refunded") {
+		t.Fatalf("the tool says nothing was refunded while the first refund may have gone through: %q", text)
+	}
+	if n := e.count(t, `SELECT count(*) FROM operations`); n != 1 {
+		t.Fatalf("%d operations, want 1", n)
 	}
 }

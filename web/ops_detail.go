@@ -50,7 +50,7 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 	v := viewer(userFrom(ctx))
 	m := views.OpDetailPage{Viewer: v, Op: opSummary(op, tenantName(tenants, op.TenantID), now, v.CanAct()),
 		Customer: customerLine(op), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
-		Actions: opActions(op, tl.Attempts, now, s.Desk != nil)}
+		Actions: opActions(op, tl.Attempts, now, s.Desk)}
 	if op.Kind == ops.KindLLMJob {
 		m.Jobs = s.opJobs(r, op, tenants)
 	}
@@ -112,13 +112,13 @@ func customerLine(op *ops.Operation) views.CustomerLine {
 }
 
 // opActions decides what the page offers; every action checks the same again on the server.
-func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, hasDesk bool) views.OpActions {
+func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, d Desk) views.OpActions {
 	a := views.OpActions{Version: strconv.FormatInt(op.Version, 10)}
 	switch {
 	case op.Status.Final():
 		a.Blocked = fmt.Sprintf("Closed as %s by %s; nothing more to do.", op.Status, op.ClosedBy)
 		return a
-	case !hasDesk:
+	case d == nil:
 		a.Blocked = "Lookups and closing are not configured on this server."
 		return a
 	case op.Leased(now):
@@ -126,9 +126,15 @@ func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, hasDesk
 		return a
 	}
 	a.CanClose = true
+	// A person's note is the weakest evidence: offer failed only where the rules accept it.
+	if err := d.CheckManualFail(op, attempts, now); err != nil {
+		a.FailedWhy = "Failed is not offered: " + ops.ErrorMessage(err)
+	} else {
+		a.CanCloseFailed = true
+	}
 	if op.Kind == ops.KindRefund {
 		a.CanLookup = true
-		if err := desk.CheckNotExecuted(op, attempts, now); err != nil {
+		if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
 			a.NotExecutedWhy = "Close as not executed: " + ops.ErrorMessage(err)
 		} else {
 			a.CanCloseNotExecuted = true

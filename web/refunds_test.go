@@ -226,3 +226,26 @@ func TestWebhookClosesUnknownOnceAndRefusesBadSignatures(t *testing.T) {
 		t.Fatalf("%d event rows", n)
 	}
 }
+
+// TestRefundAPITryAgainWithAnotherReason: while the first refund's outcome is unknown (a
+// saved 500), the same order and amount with another reason is answered with that refund's
+// status and a note that the other parameters were not used: not a 422 that a client could
+// read as "nothing was refunded".
+func TestRefundAPITryAgainWithAnotherReason(t *testing.T) {
+	t.Parallel()
+	e := newRefundEnv(t)
+	e.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultServerError})
+	code, first, _ := e.post(t, "/api/v1/refunds", "application/json", storyBody)
+	if code != 200 || first["status"] != "checking" {
+		t.Fatalf("first call: %d %v", code, first)
+	}
+	again := strings.Replace(storyBody, `"requested_by_customer"`, `"duplicate"`, 1)
+	code, out, _ := e.post(t, "/api/v1/refunds", "application/json", again)
+	note, _ := out["note"].(string)
+	if code != 200 || out["status"] != "checking" || out["operation_id"] != first["operation_id"] || !strings.Contains(note, "other parameters were not used") {
+		t.Fatalf("try again with another reason: %d %v", code, out)
+	}
+	if n := len(e.fake.Refunds()); n != 0 || e.count(t, `SELECT count(*) FROM operations`) != 1 {
+		t.Fatalf("%d refunds at Stripe, want none sent again", n)
+	}
+}

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/refund"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 // The outcomes of a lookup made from the dashboard.
@@ -247,30 +248,6 @@ func statusJSON(op *ops.Operation) json.RawMessage {
 	return b
 }
 
-// CheckNotExecuted returns an error unless op may be closed as "not executed" now: it is
-// open, nobody holds a live lease, no attempt is still without a result, and the provider's
-// key retention has passed, so no resend with our key can ever run it.
-func CheckNotExecuted(op *ops.Operation, attempts []ops.Attempt, now time.Time) error {
-	if op.Status.Final() {
-		return ops.AlreadyClosed(op)
-	}
-	if op.Leased(now) {
-		return ops.Errorf(ops.ECONFLICT, "A worker is sending operation %s until %s; it cannot be closed now.", op.ID, op.LeaseUntil.UTC().Format(time.RFC3339))
-	}
-	for _, a := range attempts {
-		if a.FinishedAt == nil {
-			return ops.Errorf(ops.ECONFLICT, "Attempt %d of operation %s has no result yet; it cannot be closed as not executed.", a.N, op.ID)
-		}
-	}
-	if !op.PastRetention(now) {
-		if op.RetryUntil == nil {
-			return ops.Errorf(ops.EINVALID, "Operation %s has no key retention to wait out; close it by hand with a note.", op.ID)
-		}
-		return ops.Errorf(ops.EINVALID, "The provider keeps the key of operation %s until %s; it cannot be closed as not executed before then.", op.ID, op.RetryUntil.UTC().Format(time.RFC3339))
-	}
-	return nil
-}
-
 func checkNote(note string) (string, error) {
 	note = strings.TrimSpace(note)
 	switch {
@@ -309,7 +286,7 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 	if err != nil {
 		return LookupOutcome{}, err
 	}
-	if err := CheckNotExecuted(op, attempts, now); err != nil {
+	if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
 		return LookupOutcome{}, err
 	}
 	// Look again right before closing: the person may have read a lookup from minutes ago.
@@ -348,6 +325,12 @@ type ManualClose struct {
 
 var providerRefRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
 
+// CheckManualFail says why a person may not close op as failed with a note now (ops rule
+// 11: the provider may have run it), or nil.
+func (d *Desk) CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now time.Time) error {
+	return ops.CheckFail(op, attempts, ops.Evidence{Kind: ops.EvidenceNote, Summary: "note"}, d.Ledger.Policies[op.Kind], now)
+}
+
 // CloseManually closes an operation with a person's note as evidence. Succeeded also needs
 // the provider's record id (ops rule 9).
 func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (*ops.Operation, error) {
@@ -367,147 +350,4 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (*ops.Operation
 	}
 	return d.Ledger.Close(ctx, ops.CloseParams{ID: p.ID, Version: p.Version, To: p.To, Actor: p.Actor,
 		Evidence: ops.Evidence{Kind: ops.EvidenceNote, ProviderRef: ref, Summary: note}})
-}
-
-// Timeline is everything recorded about one operation, each part in time order.
-type Timeline struct {
-	Requests []ops.ClientRequest
-	Attempts []ops.Attempt
-	Evidence []ops.Evidence
-	Events   []ProviderEventRecord
-	Audit    []AuditLogEntry
-}
-
-// ProviderEventRecord is a provider event (a webhook) as it was recorded and applied.
-type ProviderEventRecord struct {
-	Provider   string
-	EventID    string
-	Type       string
-	ObjectRef  string
-	Outcome    string
-	ReceivedAt time.Time
-}
-
-// AuditFilter narrows the audit log. Empty fields match everything.
-type AuditFilter struct {
-	Actor    string
-	Action   string
-	EntityID string
-	// From and To bound the time, To excluded.
-	From, To time.Time
-	After    *AuditCursor
-	Limit    int
-}
-
-// AuditCursor is the position of one entry in the audit log, newest first.
-type AuditCursor struct {
-	At time.Time
-	ID int64
-}
-
-// AuditPage is one page of the audit log.
-type AuditPage struct {
-	Entries []AuditLogEntry
-	Next    *AuditCursor
-}
-
-// UserAccount is a dashboard user as an admin sees it.
-type UserAccount struct {
-	ops.User
-	DisabledAt *time.Time
-}
-
-// APIToken is an API token as an admin sees it: its tenant, label and first characters,
-// never the token, which only its holder has.
-type APIToken struct {
-	ID        int64
-	Tenant    string
-	Name      string
-	Prefix    string
-	CreatedAt time.Time
-	// LastUsedAt is when the token last authenticated a call, to the minute; nil if never.
-	LastUsedAt *time.Time
-	RevokedAt  *time.Time
-}
-
-// CustomerStatus is what support may tell a customer about an operation, in plain words.
-type CustomerStatus struct {
-	// Headline is the status for the support agent.
-	Headline string
-	// Sentence is the exact sentence to send to the customer.
-	Sentence string
-	// Known is false while the outcome is not known: then nobody says succeeded or failed.
-	Known bool
-}
-
-// The sentences a customer may be sent about a refund, one wording each, whichever way the
-// question came (the support page, an operation's page, the MCP tool's answer).
-const (
-	// UnknownRefundSentence is what a customer is told while the outcome is unknown.
-	UnknownRefundSentence = "We can't confirm your refund yet. A colleague is checking and will reply in this chat."
-	// PendingRefundSentence is what a customer is told while nobody has confirmed the
-	// refund yet and nothing says it is in doubt.
-	PendingRefundSentence = "We can't confirm your refund yet; we are still waiting for the payment provider to answer. We'll confirm in this chat as soon as it's done."
-)
-
-// RefundSentence is the sentence for a refund whose answer (refund.Refunded, Failed,
-// Unconfirmed or Checking) is known; of names the amount (" of 38.00 USD") or is empty.
-func RefundSentence(answer, of string) string {
-	switch answer {
-	case refund.Refunded:
-		return "Your refund" + of + " has been issued. It usually appears on your statement within 5 to 10 business days."
-	case refund.Failed:
-		return "Your refund" + of + " did not go through, and no money was moved. A colleague will look into it and reply in this chat."
-	case refund.Unconfirmed:
-		return PendingRefundSentence
-	default:
-		return UnknownRefundSentence
-	}
-}
-
-// refundAnswerOf is the refund tool's answer for a status, as the sentences read it.
-func refundAnswerOf(s ops.Status) string {
-	switch s {
-	case ops.StatusSucceeded:
-		return refund.Refunded
-	case ops.StatusFailed:
-		return refund.Failed
-	case ops.StatusUnknown, ops.StatusExpired:
-		return refund.Checking
-	}
-	return refund.Unconfirmed
-}
-
-// CustomerStatusOf turns an operation into the customer-facing truth. While the outcome is
-// unknown it never says succeeded or failed.
-func CustomerStatusOf(op *ops.Operation) CustomerStatus {
-	if op.Kind == ops.KindRefund {
-		of := ""
-		if op.AmountCents > 0 {
-			of = " of " + ops.FormatMoney(op.AmountCents, op.Currency)
-		}
-		return CustomerStatus{Known: op.Status.Final(), Headline: headlines[refundAnswerOf(op.Status)],
-			Sentence: RefundSentence(refundAnswerOf(op.Status), of)}
-	}
-	switch op.Status {
-	case ops.StatusSucceeded:
-		return CustomerStatus{Known: true, Headline: "Completed", Sentence: "Your request has been completed."}
-	case ops.StatusFailed:
-		return CustomerStatus{Known: true, Headline: "Did not go through",
-			Sentence: "Your request did not go through. A colleague will look into it and reply in this chat."}
-	case ops.StatusUnknown, ops.StatusExpired:
-		return CustomerStatus{Headline: headlines[refund.Checking],
-			Sentence: "We can't confirm your request yet. A colleague is checking and will reply in this chat."}
-	default:
-		return CustomerStatus{Headline: "In progress",
-			Sentence: "Your request is being processed. We'll confirm in this chat as soon as it's done."}
-	}
-}
-
-// headlines are the statuses in plain words for the support agent, by refund answer.
-var headlines = map[string]string{
-	refund.Refunded:    "Refunded",
-	refund.Failed:      "Not refunded",
-	refund.Checking:    "Being checked: the outcome is not known yet",
-	refund.Unconfirmed: "In progress",
 }

@@ -52,7 +52,7 @@ func TestCheckNotExecuted(t *testing.T) {
 		{"closed", ops.Operation{Status: ops.StatusFailed, RetryUntil: &past, ClosedBy: "alice"}, nil, ops.ECONFLICT},
 	}
 	for _, c := range cases {
-		if got := ops.ErrorCode(desk.CheckNotExecuted(&c.op, c.atts, now)); got != c.code {
+		if got := ops.ErrorCode(ops.CheckNotExecuted(&c.op, c.atts, now)); got != c.code {
 			t.Errorf("%s: %q, want %q", c.name, got, c.code)
 		}
 	}

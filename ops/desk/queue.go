@@ -2,8 +2,9 @@ package desk
 
 import (
 	"context"
-	"github.com/settle-dev/settle/ops"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // QueueFilter narrows the operator queues.

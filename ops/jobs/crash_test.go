@@ -127,7 +127,9 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 		resends int
 	}{
 		{"after_response/resend_policy", jobs.CrashAfterResponse, true, 1},
-		{"after_response/batch_policy", jobs.CrashAfterResponse, false, 1},
+		// Batch: nothing is resent, and a person's failed close keeps the dedup key
+		// (ops rule 11): the two jobs of that key end failed, never generated twice.
+		{"after_response/batch_policy", jobs.CrashAfterResponse, false, 0},
 		{"after_result", jobs.CrashAfterResult, false, 0},
 		{"after_publish", jobs.CrashAfterPublish, false, 0},
 	}
@@ -177,13 +179,22 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitPublished(t, db, rcv, all, again)
+			held := 0 // jobs of a generation a person closed as failed: they fail, never resend
+			if !tc.retry && tc.point == jobs.CrashAfterResponse {
+				held = 2
+			}
+			waitPublished(t, db, rcv, all, held, again)
 
+			succeeded := 0
 			for _, j := range all {
 				got, err := db.GetJob(ctx, 0, j.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
+				if held > 0 && got.Status == jobs.StatusFailed && got.ErrorCode == "generation_failed" {
+					continue
+				}
+				succeeded++
 				if got.Status != jobs.StatusPublished {
 					t.Fatalf("job %s is %s (%s)", j.IdempotencyKey, got.Status, got.ErrorCode)
 				}
@@ -215,7 +226,10 @@ WHERE o.intent_key = $1 AND a.outcome IN ('ok', 'timeout')`, jobs.IntentKey(dedu
 					t.Fatalf("%d possible duplicates counted, want 1", n)
 				}
 			}
-			if n := count(t, db, `SELECT count(*) FROM operations WHERE kind = 'llm_job' AND status = 'succeeded'`); n != 2 {
+			if succeeded != len(all)-held {
+				t.Fatalf("%d jobs published, want %d", succeeded, len(all)-held)
+			}
+			if n := count(t, db, `SELECT count(*) FROM operations WHERE kind = 'llm_job' AND status = 'succeeded'`); n != 2-held/2 {
 				t.Fatalf("%d succeeded generations, want one per dedup key", n)
 			}
 		})
@@ -261,11 +275,12 @@ func waitUnknown(t *testing.T, db *pg.DB, p *proc) *ops.Operation {
 }
 
 // waitPublished waits until every job is published and every event delivered.
-func waitPublished(t *testing.T, db *pg.DB, rcv *receiver, all []*jobs.Job, p *proc) {
+func waitPublished(t *testing.T, db *pg.DB, rcv *receiver, all []*jobs.Job, held int, p *proc) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		done := count(t, db, `SELECT count(*) FROM jobs WHERE status = 'published'`) == len(all) &&
+		done := count(t, db, `SELECT count(*) FROM jobs WHERE status = 'published'`) == len(all)-held &&
+			count(t, db, `SELECT count(*) FROM jobs WHERE status = 'failed'`) == held &&
 			count(t, db, `SELECT count(*) FROM job_outbox WHERE published_at IS NULL`) == 0
 		if done {
 			return

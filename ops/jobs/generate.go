@@ -37,7 +37,7 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 		IntentKey: intent, Fingerprint: j.DedupKey, ChatRef: "job:" + j.ID, Request: r.request(body),
 		RequestRef: "job:" + j.ID, Owner: r.owner, Holds: j.OperationID,
 		// A dedup key names one computation for good: its success answers every later job.
-		ReplayFor: forever,
+		ReplayFor: forever, HoldFailed: failedHold,
 		Check: func(ctx context.Context) error {
 			if budget = r.spent(r.now(), r.estimate(body)); budget != "" {
 				return errBudgetSpent
@@ -82,6 +82,10 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 
 // forever is how long a generation answers its dedup key.
 const forever = 100 * 365 * 24 * time.Hour
+
+// failedHold is how long a generation a person closed as failed, although the provider may
+// have run it, keeps its dedup key from a new generation: as long as a gateway key lives.
+const failedHold = 24 * time.Hour
 
 // join records this job as a duplicate request of a generation that succeeded: it is
 // answered from it and nothing is sent.

@@ -317,19 +317,19 @@ func TestTimeoutIsRecordedAsUnknownOutcome(t *testing.T) {
 		t.Fatalf("llm_done checkpoint %q %v", cpStatus, err)
 	}
 
-	// A person finds the generation was not usable and closes it as not executed: the job
-	// goes on with a new computation, which the person's decision allowed.
+	// A person closes it as failed with a note: the provider may still have generated it,
+	// so the dedup key keeps answering with the failure (ops rule 11) and nothing is sent.
 	if _, err := w.Ledger.Close(context.Background(), ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed,
 		Evidence: ops.Evidence{Kind: ops.EvidenceNote, Summary: "answer lost; run it again"}, Actor: "oncall@test"}); err != nil {
 		t.Fatal(err)
 	}
 	w.Upstream = e.up
 	e.drain(t, w)
-	if got := e.job(t, j.ID); got.Status != jobs.StatusPublished {
-		t.Fatalf("after the close: %s %s", got.Status, got.ErrorCode)
+	if got := e.job(t, j.ID); got.Status != jobs.StatusFailed || got.ErrorCode != "generation_failed" || !strings.Contains(got.ErrorMessage, "may have generated it") {
+		t.Fatalf("after the close: %s %s %q", got.Status, got.ErrorCode, got.ErrorMessage)
 	}
-	if gens := e.generations(t); gens[j.DedupKey] != 2 {
-		t.Fatalf("generations after the allowed resend: %v", gens)
+	if gens := e.generations(t); gens[j.DedupKey] != 1 {
+		t.Fatalf("generations after a person's failed close: %v, want no resend", gens)
 	}
 }
 

@@ -305,7 +305,7 @@ func (r *run) generate(ctx, bg context.Context, chunks []string) (*generation, i
 		if r.spentReason != "" {
 			return nil, 0, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+r.spentReason+"); every attempt was refused before it was billed.")
 		}
-		return nil, 0, r.fail(bg, "generation_failed", fmt.Sprintf("The provider refused the generation (operation %s).", op.ID))
+		return nil, 0, r.fail(bg, "generation_failed", r.failedWhy(bg, op))
 	case ops.StatusUnknown, ops.StatusExpired:
 		_ = r.save(bg, StageLLMDone, in, llmVersion, CheckpointUnknown, op.Attempts, map[string]any{"operation_id": op.ID})
 		_, err := r.change(bg, JobChange{Status: StatusUnknown, OperationID: op.ID, ErrorCode: "outcome_unknown",
@@ -318,6 +318,16 @@ func (r *run) generate(ctx, bg context.Context, chunks []string) (*generation, i
 		// Another worker is generating this dedup key right now: look again shortly.
 		return nil, 0, r.requeue(bg, r.w.Ledger.Limits.Lease/4, "", "")
 	}
+}
+
+// failedWhy says why a generation failed, no more than Settle knows: a refusal by the
+// provider, or a person's close while the provider may still have generated it.
+func (r *run) failedWhy(ctx context.Context, op *ops.Operation) string {
+	if atts, err := r.w.Ledger.Attempts(ctx, op.ID); err == nil && ops.Uncertain(atts) {
+		return fmt.Sprintf("Operation %s was closed as failed by %s, but the provider may have generated it; this computation is not sent again before %s.",
+			op.ID, op.ClosedBy, op.ClosedAt.Add(failedHold).UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("The provider refused the generation (operation %s).", op.ID)
 }
 
 // validate is validated: the generation checked by the current validator version.

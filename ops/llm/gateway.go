@@ -189,7 +189,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: truncate(x.req.User, 200),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
-	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.Policy = x.ref, x.owner, x.start, g.cfg.KeyTTL, &pol
+	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol
 	x.in = in
 	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
 	if adm.Verdict == ops.VerdictConflict {
@@ -259,6 +259,17 @@ func (x *exchange) serve(adm ops.Admission) error {
 	if op.Status == ops.StatusSucceeded {
 		g.stats.replays.Add(1)
 		return x.replay(op, "")
+	}
+	atts, err := g.cfg.Ledger.Attempts(x.ctx, op.ID)
+	if err != nil {
+		return err
+	}
+	if ops.Uncertain(atts) {
+		// Closed as failed by a person: the provider may still have generated (and billed)
+		// it, so the key answers with the failure until its TTL ends and nothing is sent.
+		return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonGenerationFailed,
+			Message: fmt.Sprintf("Operation %s of this key was closed as failed by %s, but the provider may have generated it; nothing more is sent for this key until it expires at %s. Use a new key to ask again.",
+				op.ID, op.ClosedBy, op.CreatedAt.Add(g.cfg.KeyTTL).UTC().Format(time.RFC3339))}
 	}
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonGenerationFailed,
 		Message: fmt.Sprintf("The first request with this key failed at the provider (operation %s); nothing was billed. Send it again to try once more.", op.ID)}

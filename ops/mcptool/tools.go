@@ -328,11 +328,11 @@ func refused(tool string, err error) *mcp.CallToolResult {
 	var msg string
 	switch code := ops.ErrorCode(err); code {
 	case ops.EINVALID:
-		msg = fmt.Sprintf("%s refused the arguments (%s): %s Nothing was refunded; fix the argument and call again.", tool, ops.ErrorReason(err), ops.ErrorMessage(err))
+		msg = fmt.Sprintf("%s refused the arguments (%s): %s This call sent nothing to the payment provider; fix the argument and call again. Do not tell the customer whether the refund was made.", tool, ops.ErrorReason(err), ops.ErrorMessage(err))
 	case ops.EUNAUTHORIZED, ops.EFORBIDDEN:
-		msg = fmt.Sprintf("%s is not allowed: %s Nothing was refunded. Tell the customer a colleague will handle the refund.", tool, ops.ErrorMessage(err))
+		msg = fmt.Sprintf("%s is not allowed: %s This call sent nothing to the payment provider. Tell the customer a colleague will handle the refund.", tool, ops.ErrorMessage(err))
 	case ops.EUNAVAILABLE:
-		msg = fmt.Sprintf("%s is unavailable: %s Nothing was refunded by this call. Do not say the refund succeeded or failed; try again later or tell the customer a colleague will handle it.", tool, ops.ErrorMessage(err))
+		msg = fmt.Sprintf("%s is unavailable: %s This call sent nothing to the payment provider. Do not say the refund succeeded or failed; try again later or tell the customer a colleague will handle it.", tool, ops.ErrorMessage(err))
 	default:
 		msg = fmt.Sprintf("%s could not finish (%s). Do not say the refund succeeded or failed. Calling again with the same arguments is safe and never refunds twice; if it keeps failing, tell the customer: \"%s\"", tool, code, CustomerChecking)
 	}

@@ -523,8 +523,8 @@ func TestQueueCountsAndPages(t *testing.T) {
 	}
 	// The maintained counts agree with a scan after closes.
 	op := page.Ops[0]
-	if _, err := f.ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Actor: "x",
-		Evidence: ops.Evidence{Kind: ops.EvidenceLookup, Summary: "no refund at Stripe"}}); err != nil {
+	if _, err := f.ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Actor: "x",
+		Evidence: ops.Evidence{Kind: ops.EvidenceLookup, ProviderRef: "re_q3", Summary: "refund re_q3 at Stripe"}}); err != nil {
 		t.Fatal(err)
 	}
 	counts, _ = f.db.QueueCounts(ctx, desk.QueueFilter{TenantID: f.tenant, Kind: ops.KindRefund})

@@ -164,6 +164,14 @@ func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 	}
 	in.Request, _ = json.Marshal(refundBody{Reason: req.Reason})
 	adm, err := s.Ledger.Admit(ctx, in)
+	if adm.Verdict == ops.VerdictConflict {
+		// The same order and amount with another optional argument: this intent is already
+		// being refunded, so the truthful answer is that refund's status, not a refusal
+		// that reads as "nothing was refunded".
+		a, aerr := s.answer(context.WithoutCancel(ctx), adm.Op)
+		a.Note = strings.TrimSpace(a.Note + " " + fmt.Sprintf(OtherParamsNote, adm.Op.ID))
+		return a, aerr
+	}
 	if err != nil {
 		return Answer{}, err
 	}
@@ -199,6 +207,10 @@ func (s *Tool) deadline() time.Duration {
 func (s *Tool) answer(ctx context.Context, op *ops.Operation) (Answer, error) {
 	return AnswerFor(ctx, s.Store, op)
 }
+
+// OtherParamsNote goes with the answer to a call whose order and amount are already being
+// refunded with other parameters (a reason, a payment): they were not used.
+const OtherParamsNote = "This order and amount are already being refunded by operation %s with other parameters; this call's other parameters were not used and nothing new was sent."
 
 // UnconfirmedNote is the sentence that goes with "unconfirmed".
 const UnconfirmedNote = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
