@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/settle-dev/settle/alerts"
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
 )
@@ -103,7 +103,7 @@ func alertsExport(_ context.Context, ac AlertsConfig, stdout io.Writer) error {
 // nothing of ops, so the relay's events are unpacked here.
 type alertPublisher struct{ d *alerts.Dispatcher }
 
-func (p alertPublisher) Publish(ctx context.Context, e ops.Event) error {
+func (p alertPublisher) Publish(ctx context.Context, e outbox.Event) error {
 	return p.d.Deliver(ctx, e.Topic, e.EventID, e.Payload)
 }
 
@@ -121,7 +121,7 @@ func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Serv
 		Owner: "alerts:" + p.Config.WorkerID, ExternalURL: ac.ExternalURL, Logger: p.Logger}
 	p.goService(func() { ev.Start(ctx) })
 	if len(receivers) > 0 {
-		relay := &ops.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},
+		relay := &outbox.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},
 			Clock: p.Clock, Interval: time.Second, Logger: p.Logger}
 		p.goService(func() { relay.Start(ctx) })
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -350,7 +351,7 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 			return usagef("SETTLE_OUTBOX_URL=%q is not an http(s) URL", b)
 		}
 	}
-	if cfg.OutboxKeep, err = durationEnv(getenv, "SETTLE_OUTBOX_KEEP", ops.DefaultOutboxKeep); err != nil {
+	if cfg.OutboxKeep, err = durationEnv(getenv, "SETTLE_OUTBOX_KEEP", outbox.DefaultKeep); err != nil {
 		return err
 	}
 	if cfg.RollupMinuteKeep, err = durationEnv(getenv, "SETTLE_ROLLUP_MINUTES_KEEP", recon.DefaultRollupMinuteKeep); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -160,7 +161,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		Senders: senders, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })
 	if cfg.OutboxURL != "" {
-		relay := &ops.Relay{Store: p.DB, Publisher: &ops.WebhookPublisher{URL: cfg.OutboxURL}, Clock: p.Clock,
+		relay := &outbox.Relay{Store: p.DB, Publisher: &outbox.Webhook{URL: cfg.OutboxURL}, Clock: p.Clock,
 			Interval: time.Second, Keep: cfg.OutboxKeep, Logger: p.Logger}
 		p.goService(func() { relay.Start(ctx) })
 	}

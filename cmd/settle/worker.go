@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -184,7 +185,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 			Logger: p.Logger})
 	}
 	if len(jc.WebhookURLs) > 0 {
-		pool.Relay = &ops.Relay{Store: pg.JobOutbox{DB: p.DB}, Publisher: jobs.NewWebhooks(jc.WebhookURLs, nil), Clock: p.Clock,
+		pool.Relay = &outbox.Relay{Store: pg.JobOutbox{DB: p.DB}, Publisher: jobs.NewWebhooks(jc.WebhookURLs, nil), Clock: p.Clock,
 			Interval: time.Second, Hold: jc.Lease, Keep: p.Config.OutboxKeep, Logger: p.Logger}
 	}
 	return pool, nil

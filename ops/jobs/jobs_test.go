@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -446,7 +447,7 @@ func TestEventDeliveredAtLeastOnceAppliedOnce(t *testing.T) {
 	e.drain(t, e.worker("w1", false))
 	rcv := newReceiver(t, e.db, 1)
 	clock := ops.NewManualClock(time.Now())
-	relay := &ops.Relay{Store: pg.JobOutbox{DB: e.db}, Publisher: jobs.NewWebhooks([]string{rcv.url}, nil), Clock: clock}
+	relay := &outbox.Relay{Store: pg.JobOutbox{DB: e.db}, Publisher: jobs.NewWebhooks([]string{rcv.url}, nil), Clock: clock}
 	ctx := context.Background()
 	if n, err := relay.RunOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("first delivery should fail: %d %v", n, err)
@@ -483,7 +484,7 @@ func TestDeliveredJobEventsArePrunedAndTheJobStaysPublishedOnce(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	defer srv.Close()
 	clock := ops.NewManualClock(time.Now())
-	relay := &ops.Relay{Store: pg.JobOutbox{DB: e.db}, Publisher: jobs.NewWebhooks([]string{srv.URL}, nil), Clock: clock, Keep: time.Hour}
+	relay := &outbox.Relay{Store: pg.JobOutbox{DB: e.db}, Publisher: jobs.NewWebhooks([]string{srv.URL}, nil), Clock: clock, Keep: time.Hour}
 	ctx := context.Background()
 	if n, err := relay.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("delivery: %d %v", n, err)

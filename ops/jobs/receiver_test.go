@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
 // receiver is the sample receiver of job.published: an HTTP endpoint on loopback that
-// applies each event once through ops.Consumer and its inbox table. It counts deliveries
+// applies each event once through outbox.Consumer and its inbox table. It counts deliveries
 // (at least once) and applications (once) per job.
 type receiver struct {
 	url string
@@ -28,8 +29,8 @@ type receiver struct {
 func newReceiver(t *testing.T, db *pg.DB, failFirst int) *receiver {
 	t.Helper()
 	r := &receiver{failFirst: failFirst, applied: map[string]int{}}
-	c := &ops.Consumer{Name: "sample", Store: db, Clock: ops.SystemClock{},
-		Apply: func(_ context.Context, e ops.Event) error {
+	c := &outbox.Consumer{Name: "sample", Store: db, Clock: ops.SystemClock{},
+		Apply: func(_ context.Context, e outbox.Event) error {
 			var p struct {
 				JobID  string          `json:"job_id"`
 				Result json.RawMessage `json:"result"`
@@ -39,7 +40,7 @@ func newReceiver(t *testing.T, db *pg.DB, failFirst int) *receiver {
 			}
 			return nil
 		},
-		Applied: func(e ops.Event) {
+		Applied: func(e outbox.Event) {
 			r.mu.Lock()
 			r.applied[e.EntityID]++
 			r.mu.Unlock()

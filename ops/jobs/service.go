@@ -8,24 +8,24 @@ import (
 	"sync"
 	"time"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 )
 
 // Webhooks delivers each event to every URL. An event fails when any receiver fails, and is
 // then delivered to all of them again: receivers apply events once by their id.
-type Webhooks []*ops.WebhookPublisher
+type Webhooks []*outbox.Webhook
 
 // NewWebhooks returns a publisher to the given URLs.
 func NewWebhooks(urls []string, client *http.Client) Webhooks {
 	var w Webhooks
 	for _, u := range urls {
-		w = append(w, &ops.WebhookPublisher{URL: u, Client: client})
+		w = append(w, &outbox.Webhook{URL: u, Client: client})
 	}
 	return w
 }
 
-// Publish implements ops.Publisher.
-func (w Webhooks) Publish(ctx context.Context, e ops.Event) error {
+// Publish implements outbox.Publisher.
+func (w Webhooks) Publish(ctx context.Context, e outbox.Event) error {
 	var errs []error
 	for _, p := range w {
 		if err := p.Publish(ctx, e); err != nil {
@@ -42,7 +42,7 @@ func (w Webhooks) Publish(ctx context.Context, e ops.Event) error {
 type Pool struct {
 	Workers []*Worker
 	// Relay delivers job.published events; nil keeps them in the jobs' outbox.
-	Relay *ops.Relay
+	Relay *outbox.Relay
 	wg    sync.WaitGroup
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -19,7 +20,7 @@ var (
 	_ alerts.Source        = (*DB)(nil)
 	_ alerts.Store         = (*DB)(nil)
 	_ alerts.MetricsSource = (*DB)(nil)
-	_ ops.OutboxStore      = AlertOutbox{}
+	_ outbox.Store         = AlertOutbox{}
 )
 
 // alertLease is the lease row of the alert evaluator.
@@ -349,15 +350,15 @@ func (db *DB) PruneAlerts(ctx context.Context, deliveredBefore, historyBefore ti
 	return interpret(err, "prune alert history")
 }
 
-// AlertOutbox is the alert notifications' outbox, for an ops.Relay with an
+// AlertOutbox is the alert notifications' outbox, for an outbox.Relay with an
 // alerts.Dispatcher. Rows of one receiver and instance leave in order: a row is claimed
 // only when no older row of the same pair waits, so a resolve never overtakes the firing
 // it ends, and an undelivered resend with a newer row behind it is dropped as pointless.
 type AlertOutbox struct{ DB *DB }
 
-// ClaimEvents implements ops.OutboxStore.
-func (o AlertOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]ops.Event, error) {
-	var evs []ops.Event
+// ClaimEvents implements outbox.Store.
+func (o AlertOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
+	var evs []outbox.Event
 	err := pgx.BeginFunc(ctx, o.DB.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
 UPDATE alert_outbox a SET published_at = @now, last_error = 'superseded by a newer notification'
@@ -383,8 +384,8 @@ RETURNING a.id, a.event_id::text, a.receiver, a.alert_key, a.payload, a.created_
 		if err != nil {
 			return err
 		}
-		evs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Event, error) {
-			var e ops.Event
+		evs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Event, error) {
+			var e outbox.Event
 			err := r.Scan(&e.ID, &e.EventID, &e.Topic, &e.EntityID, &e.Payload, &e.CreatedAt, &e.Attempts)
 			return e, err
 		})
@@ -393,13 +394,13 @@ RETURNING a.id, a.event_id::text, a.receiver, a.alert_key, a.payload, a.created_
 	return evs, interpret(err, "claim alert notifications")
 }
 
-// MarkPublished implements ops.OutboxStore.
+// MarkPublished implements outbox.Store.
 func (o AlertOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	_, err := o.DB.Pool.Exec(ctx, `UPDATE alert_outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
 	return interpret(err, "mark alert notifications delivered")
 }
 
-// MarkFailed implements ops.OutboxStore.
+// MarkFailed implements outbox.Store.
 func (o AlertOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
 	_, err := o.DB.Pool.Exec(ctx, `UPDATE alert_outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
 	return interpret(err, "mark alert notification failed")

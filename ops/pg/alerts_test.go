@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/alerts/alertstest"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -35,7 +36,7 @@ groups:
 // dispatcher puts the alert dispatcher behind the relay, as cmd/settle does.
 type dispatcher struct{ d *alerts.Dispatcher }
 
-func (p dispatcher) Publish(ctx context.Context, e ops.Event) error {
+func (p dispatcher) Publish(ctx context.Context, e outbox.Event) error {
 	return p.d.Deliver(ctx, e.Topic, e.EventID, e.Payload)
 }
 
@@ -43,7 +44,7 @@ func (p dispatcher) Publish(ctx context.Context, e ops.Event) error {
 type alertRig struct {
 	f     *fixture
 	ev    *alerts.Evaluator
-	relay *ops.Relay
+	relay *outbox.Relay
 }
 
 func newAlertRig(t *testing.T, f *fixture, rules string, rs []alerts.Receiver) *alertRig {
@@ -55,7 +56,7 @@ func newAlertRig(t *testing.T, f *fixture, rules string, rs []alerts.Receiver) *
 	return &alertRig{f: f,
 		ev: &alerts.Evaluator{Rules: set, Source: f.db, Store: f.db, Clock: f.clock, Owner: "test",
 			Receivers: alerts.Infos(rs), ExternalURL: "http://settle.test"},
-		relay: &ops.Relay{Store: pg.AlertOutbox{DB: f.db}, Publisher: dispatcher{&alerts.Dispatcher{Receivers: rs}}, Clock: f.clock},
+		relay: &outbox.Relay{Store: pg.AlertOutbox{DB: f.db}, Publisher: dispatcher{&alerts.Dispatcher{Receivers: rs}}, Clock: f.clock},
 	}
 }
 

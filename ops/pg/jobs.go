@@ -11,13 +11,14 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/outbox"
 )
 
 var (
-	_ jobs.Store       = (*DB)(nil)
-	_ ops.InboxStore   = (*DB)(nil)
-	_ ops.OutboxStore  = JobOutbox{}
-	_ ops.OutboxPruner = JobOutbox{}
+	_ jobs.Store        = (*DB)(nil)
+	_ outbox.InboxStore = (*DB)(nil)
+	_ outbox.Store      = JobOutbox{}
+	_ outbox.Pruner     = JobOutbox{}
 )
 
 // jobCols are the job columns every query returns, in scanJob's order.
@@ -306,11 +307,11 @@ func (db *DB) JobCounts(ctx context.Context) (map[jobs.Status]int64, error) {
 	return out, interpret(rows.Err(), "count jobs")
 }
 
-// JobOutbox is the jobs' outbox table as an ops.OutboxStore, for an ops.Relay of its own.
+// JobOutbox is the jobs' outbox table as an outbox.Store, for an outbox.Relay of its own.
 type JobOutbox struct{ DB *DB }
 
-// ClaimEvents implements ops.OutboxStore.
-func (o JobOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]ops.Event, error) {
+// ClaimEvents implements outbox.Store.
+func (o JobOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
 	rows, err := o.DB.Pool.Query(ctx, `
 WITH s AS (
 	SELECT id FROM job_outbox
@@ -325,34 +326,34 @@ RETURNING o.id, o.event_id::text, o.topic, o.entity_id, o.payload, o.created_at,
 	if err != nil {
 		return nil, interpret(err, "claim job events")
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Event, error) {
-		var e ops.Event
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Event, error) {
+		var e outbox.Event
 		err := r.Scan(&e.ID, &e.EventID, &e.Topic, &e.EntityID, &e.Payload, &e.CreatedAt, &e.Attempts)
 		return e, err
 	})
 	return evs, interpret(err, "claim job events")
 }
 
-// MarkPublished implements ops.OutboxStore.
+// MarkPublished implements outbox.Store.
 func (o JobOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	_, err := o.DB.Pool.Exec(ctx, `UPDATE job_outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
 	return interpret(err, "mark job events published")
 }
 
-// PruneEvents implements ops.OutboxPruner. A job is published once by its status, not by
+// PruneEvents implements outbox.Pruner. A job is published once by its status, not by
 // its event row, so pruning delivered rows leaves that guarantee whole.
 func (o JobOutbox) PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error) {
 	return o.DB.pruneDelivered(ctx, "job_outbox", publishedBefore)
 }
 
-// MarkFailed implements ops.OutboxStore.
+// MarkFailed implements outbox.Store.
 func (o JobOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
 	_, err := o.DB.Pool.Exec(ctx, `UPDATE job_outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
 	return interpret(err, "mark job event failed")
 }
 
-// ApplyOnce implements ops.InboxStore: the inbox row and apply share one transaction.
-func (db *DB) ApplyOnce(ctx context.Context, consumer string, e ops.Event, at time.Time, apply func(ctx context.Context) error) (bool, error) {
+// ApplyOnce implements outbox.InboxStore: the inbox row and apply share one transaction.
+func (db *DB) ApplyOnce(ctx context.Context, consumer string, e outbox.Event, at time.Time, apply func(ctx context.Context) error) (bool, error) {
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return false, interpret(err, "begin inbox transaction")

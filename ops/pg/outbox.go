@@ -6,16 +6,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 )
 
 var (
-	_ ops.OutboxStore  = (*DB)(nil)
-	_ ops.OutboxPruner = (*DB)(nil)
+	_ outbox.Store  = (*DB)(nil)
+	_ outbox.Pruner = (*DB)(nil)
 )
 
-// ClaimEvents implements ops.OutboxStore.
-func (db *DB) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]ops.Event, error) {
+// ClaimEvents implements outbox.Store.
+func (db *DB) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
 	rows, err := db.Pool.Query(ctx, `
 WITH s AS (
 	SELECT id FROM outbox
@@ -30,21 +30,21 @@ RETURNING o.id, o.event_id::text, o.topic, o.entity_id, o.payload, o.created_at,
 	if err != nil {
 		return nil, interpret(err, "claim events")
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Event, error) {
-		var e ops.Event
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Event, error) {
+		var e outbox.Event
 		err := r.Scan(&e.ID, &e.EventID, &e.Topic, &e.EntityID, &e.Payload, &e.CreatedAt, &e.Attempts)
 		return e, err
 	})
 	return evs, interpret(err, "claim events")
 }
 
-// MarkPublished implements ops.OutboxStore.
+// MarkPublished implements outbox.Store.
 func (db *DB) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	_, err := db.Pool.Exec(ctx, `UPDATE outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
 	return interpret(err, "mark events published")
 }
 
-// MarkFailed implements ops.OutboxStore.
+// MarkFailed implements outbox.Store.
 func (db *DB) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
 	_, err := db.Pool.Exec(ctx, `UPDATE outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
 	return interpret(err, "mark event failed")
@@ -53,7 +53,7 @@ func (db *DB) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reaso
 // pruneBatch bounds one delete, so pruning a large backlog holds no long lock.
 const pruneBatch = 5000
 
-// PruneEvents implements ops.OutboxPruner: it deletes events delivered before the cut-off,
+// PruneEvents implements outbox.Pruner: it deletes events delivered before the cut-off,
 // a batch at a time. Undelivered events stay, however old.
 func (db *DB) PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error) {
 	return db.pruneDelivered(ctx, "outbox", publishedBefore)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/outbox"
 )
 
 // receiver is an event consumer that applies each event id once, however often it arrives.
@@ -52,7 +53,7 @@ func TestOutboxDeliversAtLeastOnceAndReceiverAppliesOnce(t *testing.T) {
 	rcv := &receiver{deliveries: map[string]int{}, failFirst: map[string]bool{}}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
-	pub := &ops.WebhookPublisher{URL: srv.URL}
+	pub := &outbox.Webhook{URL: srv.URL}
 
 	// A relay claims every event, delivers them, and dies before recording it.
 	claimed, err := f.db.ClaimEvents(ctx, f.clock.Now(), f.clock.Now().Add(30*time.Second), 10)
@@ -64,7 +65,7 @@ func TestOutboxDeliversAtLeastOnceAndReceiverAppliesOnce(t *testing.T) {
 		_ = pub.Publish(ctx, e)
 	}
 	// While its hold lasts, no other relay takes them.
-	relay := &ops.Relay{Store: f.db, Publisher: pub, Clock: f.clock}
+	relay := &outbox.Relay{Store: f.db, Publisher: pub, Clock: f.clock}
 	if n, err := relay.RunOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("second relay published %d (%v) during the hold", n, err)
 	}
@@ -75,7 +76,7 @@ func TestOutboxDeliversAtLeastOnceAndReceiverAppliesOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &ops.Relay{Store: f.db, Publisher: pub, Clock: f.clock}
+			r := &outbox.Relay{Store: f.db, Publisher: pub, Clock: f.clock}
 			if _, err := r.RunOnce(ctx); err != nil {
 				t.Error(err)
 			}
@@ -109,7 +110,7 @@ func TestOutboxRetriesAFailedDelivery(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	relay := &ops.Relay{Store: f.db, Publisher: &ops.WebhookPublisher{URL: srv.URL}, Clock: f.clock}
+	relay := &outbox.Relay{Store: f.db, Publisher: &outbox.Webhook{URL: srv.URL}, Clock: f.clock}
 	if n, err := relay.RunOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("published %d (%v) to a receiver that is down", n, err)
 	}
@@ -169,7 +170,7 @@ func TestOutboxPrunesOldDeliveriesOnly(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	relay := &ops.Relay{Store: f.db, Publisher: &ops.WebhookPublisher{URL: srv.URL}, Clock: f.clock, Keep: 24 * time.Hour}
+	relay := &outbox.Relay{Store: f.db, Publisher: &outbox.Webhook{URL: srv.URL}, Clock: f.clock, Keep: 24 * time.Hour}
 	f.toUnknown(t, "delivered-1")
 	f.toUnknown(t, "delivered-2")
 	if n, err := relay.RunOnce(ctx); err != nil || n != 2 {
@@ -217,7 +218,7 @@ func TestOutboxPrunesAtMostHourly(t *testing.T) {
 	ctx := context.Background()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	defer srv.Close()
-	relay := &ops.Relay{Store: f.db, Publisher: &ops.WebhookPublisher{URL: srv.URL}, Clock: f.clock, Keep: time.Minute}
+	relay := &outbox.Relay{Store: f.db, Publisher: &outbox.Webhook{URL: srv.URL}, Clock: f.clock, Keep: time.Minute}
 	f.toUnknown(t, "a")
 	relay.RunOnce(ctx) // delivers it, and prunes (nothing yet): the hour starts
 	f.clock.Advance(10 * time.Minute)

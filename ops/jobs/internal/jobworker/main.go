@@ -30,6 +30,7 @@ import (
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -78,7 +79,7 @@ func run(ctx context.Context) error {
 	// The relay's hold on an event it delivers ends with the lease, so an event a killed
 	// process held is delivered again as soon as its jobs are taken over.
 	if urls := os.Getenv("SETTLE_JOB_WEBHOOK_URL"); urls != "" {
-		pool.Relay = &ops.Relay{Store: pg.JobOutbox{DB: db}, Publisher: jobs.NewWebhooks(strings.Split(urls, ","), nil),
+		pool.Relay = &outbox.Relay{Store: pg.JobOutbox{DB: db}, Publisher: jobs.NewWebhooks(strings.Split(urls, ","), nil),
 			Clock: clock, Interval: 100 * time.Millisecond, Hold: lease, Logger: logger}
 	}
 	pool.Start(ctx)

@@ -1,4 +1,8 @@
-package ops
+// Package outbox delivers the events of the transactional outbox (ops rule 10) and
+// receives them: a Relay claims the rows the store wrote in the same transaction as the
+// change they report and hands them to a Publisher (a Webhook posts them), at least once;
+// a Consumer on the other side keeps an inbox of event ids and applies each event once.
+package outbox
 
 import (
 	"bytes"
@@ -9,9 +13,11 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
-// Event is one row of the transactional outbox (rule 10): written in the same transaction
+// Event is one row of the transactional outbox (ops rule 10): written in the same transaction
 // as the change it reports, delivered at least once, with an id receivers use to apply it
 // once.
 type Event struct {
@@ -29,8 +35,8 @@ type Publisher interface {
 	Publish(ctx context.Context, e Event) error
 }
 
-// OutboxStore is what the relay needs from the store.
-type OutboxStore interface {
+// Store is what the relay needs from the table of outbox rows.
+type Store interface {
 	// ClaimEvents holds up to limit undelivered events until holdUntil, oldest first,
 	// skipping those another relay holds.
 	ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]Event, error)
@@ -43,29 +49,29 @@ type OutboxStore interface {
 // Relay moves events from the outbox to a publisher. Several relays may run at once; each
 // event is held by one of them while it is delivered.
 type Relay struct {
-	Store     OutboxStore
+	Store     Store
 	Publisher Publisher
-	Clock     Clock
+	Clock     ops.Clock
 	Interval  time.Duration
 	Hold      time.Duration
 	Batch     int
-	// Keep is how long a delivered event stays, when Store is an OutboxPruner; default
-	// DefaultOutboxKeep. Pruning runs at most once an hour.
+	// Keep is how long a delivered event stays, when Store is a Pruner; default
+	// DefaultKeep. Pruning runs at most once an hour.
 	Keep   time.Duration
 	Logger *slog.Logger
 
 	lastPrune time.Time
 }
 
-// OutboxPruner is an OutboxStore that can delete the events it delivered long ago.
-type OutboxPruner interface {
+// Pruner is a Store that can delete the events it delivered long ago.
+type Pruner interface {
 	PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error)
 }
 
-// DefaultOutboxKeep keeps delivered events for a week: long enough to answer "was it
+// DefaultKeep keeps delivered events for a week: long enough to answer "was it
 // sent, and when?" about last week's incident; receivers drop repeats by event id, so
 // nothing depends on the rows after that.
-const DefaultOutboxKeep = 7 * 24 * time.Hour
+const DefaultKeep = 7 * 24 * time.Hour
 
 // Start delivers events every Interval until ctx ends.
 func (r *Relay) Start(ctx context.Context) {
@@ -120,14 +126,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 // prune deletes long-delivered events once an hour. It is housekeeping: a failure is
 // logged and tried again an hour later.
 func (r *Relay) prune(ctx context.Context, now time.Time) {
-	p, ok := r.Store.(OutboxPruner)
+	p, ok := r.Store.(Pruner)
 	if !ok || now.Sub(r.lastPrune) < time.Hour {
 		return
 	}
 	r.lastPrune = now
 	keep := r.Keep
 	if keep <= 0 {
-		keep = DefaultOutboxKeep
+		keep = DefaultKeep
 	}
 	n, err := p.PruneEvents(ctx, now.Add(-keep))
 	if err != nil {
@@ -146,15 +152,15 @@ func (r *Relay) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// WebhookPublisher posts each event as JSON to a URL, with its id in the Settle-Event-Id
+// Webhook posts each event as JSON to a URL, with its id in the Settle-Event-Id
 // header so the receiver can drop repeats.
-type WebhookPublisher struct {
+type Webhook struct {
 	URL    string
 	Client *http.Client
 }
 
 // Publish posts e and treats any status other than 2xx as a failed delivery.
-func (w *WebhookPublisher) Publish(ctx context.Context, e Event) error {
+func (w *Webhook) Publish(ctx context.Context, e Event) error {
 	body, err := json.Marshal(map[string]any{"event_id": e.EventID, "topic": e.Topic, "entity_id": e.EntityID,
 		"created_at": e.CreatedAt, "data": e.Payload})
 	if err != nil {

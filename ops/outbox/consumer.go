@@ -1,4 +1,4 @@
-package ops
+package outbox
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
-// This file is the receiving half of rule 10: the outbox delivers each event at least once,
-// so a receiver keeps an inbox of the event ids it applied and applies each one once.
+// This file is the receiving half of ops rule 10: the outbox delivers each event at least
+// once, so a receiver keeps an inbox of the event ids it applied and applies each one once.
 
 // InboxStore records the events a consumer applied.
 type InboxStore interface {
@@ -22,12 +24,12 @@ type InboxStore interface {
 }
 
 // Consumer applies events once per event id. Use Handle from code, or Handler as the
-// endpoint a WebhookPublisher posts to.
+// endpoint a Webhook posts to.
 type Consumer struct {
 	// Name scopes the inbox: two consumers of one event each apply it once.
 	Name  string
 	Store InboxStore
-	Clock Clock
+	Clock ops.Clock
 	// Apply applies one event. It runs inside the inbox's transaction; when it fails the
 	// event is not recorded and its next delivery is applied again.
 	Apply func(ctx context.Context, e Event) error
@@ -39,11 +41,11 @@ type Consumer struct {
 // Handle applies e unless this consumer applied it already, and says whether it did now.
 func (c *Consumer) Handle(ctx context.Context, e Event) (bool, error) {
 	if e.EventID == "" {
-		return false, Errorf(EINVALID, "An event needs an id.")
+		return false, ops.Errorf(ops.EINVALID, "An event needs an id.")
 	}
 	clock := c.Clock
 	if clock == nil {
-		clock = SystemClock{}
+		clock = ops.SystemClock{}
 	}
 	applied, err := c.Store.ApplyOnce(ctx, c.Name, e, clock.Now(), func(ctx context.Context) error {
 		if c.Apply == nil {
@@ -60,7 +62,7 @@ func (c *Consumer) Handle(ctx context.Context, e Event) (bool, error) {
 	return applied, nil
 }
 
-// deliveredEvent is the JSON body WebhookPublisher posts.
+// deliveredEvent is the JSON body a Webhook posts.
 type deliveredEvent struct {
 	EventID   string          `json:"event_id"`
 	Topic     string          `json:"topic"`
@@ -69,7 +71,7 @@ type deliveredEvent struct {
 	Data      json.RawMessage `json:"data"`
 }
 
-// Handler receives events posted by a WebhookPublisher. It answers 200 for an event applied
+// Handler receives events posted by a Webhook. It answers 200 for an event applied
 // now or before (so the sender stops), 400 for a body that is not an event, and 500 when
 // applying failed (so the sender delivers it again).
 func (c *Consumer) Handler() http.Handler {
@@ -84,8 +86,8 @@ func (c *Consumer) Handler() http.Handler {
 			return
 		}
 		applied, err := c.Handle(r.Context(), Event{EventID: d.EventID, Topic: d.Topic, EntityID: d.EntityID, Payload: d.Data, CreatedAt: d.CreatedAt})
-		var e *Error
-		if errors.As(err, &e) && e.Code == EINVALID {
+		var e *ops.Error
+		if errors.As(err, &e) && e.Code == ops.EINVALID {
 			http.Error(w, e.Message, http.StatusBadRequest)
 			return
 		}
