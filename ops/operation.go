@@ -104,7 +104,14 @@ type Operation struct {
 	UpdatedAt time.Time
 	ClosedAt  *time.Time
 	ClosedBy  string
+	// KeyWaits counts the attempts the provider answered "key in use" (409): they executed
+	// nothing and are left out of the operation's budget.
+	KeyWaits int
 }
+
+// Sends is how many of the operation's attempts count against its budget (rule 4): every
+// attempt but those the provider turned away while it still ran the key.
+func (o *Operation) Sends() int { return o.Attempts - o.KeyWaits }
 
 // Stalled reports whether the operation is in progress with a lease that ran out.
 func (o *Operation) Stalled(now time.Time) bool {
@@ -171,11 +178,12 @@ func (o Outcome) Valid() bool {
 }
 
 // Uncertain reports whether an attempt that ended so may have been executed by the
-// provider although Settle does not know its result: a timeout, a key the provider was
-// still running (409), or a saved 500 whose request may have gone through (rule 5). An
-// unfinished attempt (its process died) is uncertain too; see Attempt.Uncertain.
+// provider although Settle does not know its result: a timeout, or a saved 500 whose
+// request may have gone through (rule 5). An unfinished attempt (its process died) is
+// uncertain too; see Attempt.Uncertain. A 409 "key in use" is not: the provider turned that
+// send away while it still ran an earlier one with the key, which a resend can only replay.
 func (o Outcome) Uncertain() bool {
-	return o == OutcomeTimeout || o == OutcomeKeyInUse || o == OutcomeServerError
+	return o == OutcomeTimeout || o == OutcomeServerError
 }
 
 // Attempt is one send to a provider.

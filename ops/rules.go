@@ -44,6 +44,8 @@ type Limits struct {
 	RetentionMargin time.Duration
 	BaseBackoff     time.Duration
 	MaxBackoff      time.Duration
+	// KeyInUseMaxWait caps the wait after a "key in use" answer (at least a second).
+	KeyInUseMaxWait time.Duration
 }
 
 // DefaultLimits are the limits of rule 4.
@@ -54,6 +56,7 @@ var DefaultLimits = Limits{
 	RetentionMargin:      time.Hour,
 	BaseBackoff:          200 * time.Millisecond,
 	MaxBackoff:           5 * time.Second,
+	KeyInUseMaxWait:      8 * time.Second,
 }
 
 // CheckSend returns an error unless owner may send a new attempt for op now: the operation
@@ -75,7 +78,7 @@ func CheckSend(op *Operation, owner string, now time.Time, lim Limits) error {
 	if op.PastRetention(now) {
 		return Errorf(ECONFLICT, "Operation %s is past the provider's key retention; it is never sent again.", op.ID)
 	}
-	if op.Attempts >= lim.AttemptsPerOperation {
+	if op.Sends() >= lim.AttemptsPerOperation {
 		return Errorf(ECONFLICT, "Operation %s has used all %d attempts.", op.ID, lim.AttemptsPerOperation)
 	}
 	return nil
@@ -218,6 +221,20 @@ func Backoff(n int, retryAfter time.Duration, lim Limits, r *rand.Rand) time.Dur
 	return d
 }
 
+// KeyInUseWait is how long to wait before sending again after the n-th (1-based) "key in
+// use" answer of a call: at least a second, doubling up to Limits.KeyInUseMaxWait, never
+// less than the provider's Retry-After. The provider is finishing an earlier send of the
+// key, so hurrying buys nothing.
+func KeyInUseWait(n int, retryAfter time.Duration, lim Limits) time.Duration {
+	ceil := lim.KeyInUseMaxWait
+	if ceil < time.Second {
+		ceil = time.Second
+	}
+	d := time.Second << min(max(n-1, 0), 10)
+	d = min(d, ceil)
+	return max(d, retryAfter)
+}
+
 // Policy says how an operation kind treats an attempt whose outcome is uncertain.
 type Policy struct {
 	// RetryUncertain lets a timed-out attempt be sent again. True where the provider takes an
@@ -251,6 +268,13 @@ func NextStatus(op *Operation, outcome Outcome, pol Policy, now time.Time, lim L
 	case OutcomeServerError:
 		// A saved 500 replays itself for this key: resending can only repeat it (rule 5).
 		return StatusUnknown, false
+	case OutcomeKeyInUse:
+		// The provider is still running an earlier send with this key; a resend can only
+		// replay its result, so waiting is no risk and spends no budget.
+		if op.PastRetention(now) {
+			return StatusExpired, false
+		}
+		return StatusInProgress, true
 	}
 	if outcome.Uncertain() && !pol.RetryUncertain {
 		return StatusUnknown, false
@@ -258,7 +282,7 @@ func NextStatus(op *Operation, outcome Outcome, pol Policy, now time.Time, lim L
 	if op.PastRetention(now) {
 		return StatusExpired, false
 	}
-	if op.Attempts >= lim.AttemptsPerOperation {
+	if op.Sends() >= lim.AttemptsPerOperation {
 		return StatusUnknown, false
 	}
 	return StatusInProgress, true

@@ -105,7 +105,7 @@ type runner struct {
 
 func (r *runner) run(op *Operation) (*Operation, error) {
 	a := r.spec.First
-	for n := 1; ; n++ {
+	for sends, waits := 0, 0; ; {
 		var err error
 		if a == nil {
 			if op, a, err = r.begin(op); err != nil || a == nil {
@@ -119,9 +119,21 @@ func (r *runner) run(op *Operation) (*Operation, error) {
 		if op.Status != StatusInProgress {
 			return op, nil
 		}
-		r.possibleDup = r.pol.NoProviderKey && res.Outcome.Uncertain()
-		wait := Backoff(n, res.RetryAfter, r.l.Limits, r.rnd)
-		if n >= r.l.Limits.AttemptsPerCall || r.left() < wait || (r.spec.Hooks.MayRetry != nil && !r.spec.Hooks.MayRetry()) {
+		var wait time.Duration
+		if res.Outcome == OutcomeKeyInUse {
+			// The provider still runs an earlier send of this key: wait for it within the
+			// deadline; this send counts against no budget.
+			waits++
+			wait = KeyInUseWait(waits, res.RetryAfter, r.l.Limits)
+		} else {
+			sends++
+			r.possibleDup = r.pol.NoProviderKey && res.Outcome.Uncertain()
+			wait = Backoff(sends, res.RetryAfter, r.l.Limits, r.rnd)
+			if sends >= r.l.Limits.AttemptsPerCall {
+				return r.release(op)
+			}
+		}
+		if r.left() < wait || (r.spec.Hooks.MayRetry != nil && !r.spec.Hooks.MayRetry()) {
 			return r.release(op)
 		}
 		if err := r.spec.Sleep(r.ctx, wait); err != nil {

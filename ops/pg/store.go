@@ -22,7 +22,7 @@ const opCols = `o.id::text, o.tenant_id, o.kind, o.provider, o.intent_key, o.pro
 	o.order_ref, o.customer_ref, o.chat_ref, o.payment_ref, o.amount_cents, o.currency, o.request,
 	o.status, o.phase, o.version, o.attempts, o.lease_owner, o.lease_until, o.first_sent_at, o.retry_until,
 	o.retention_seconds, o.provider_ref, o.provider_request_id, o.result, o.usage, o.cost_micros,
-	o.created_at, o.updated_at, o.closed_at, o.closed_by`
+	o.created_at, o.updated_at, o.closed_at, o.closed_by, o.key_waits`
 
 // openReturns is opCols for Open: an operation it creates comes back without its request,
 // which the caller has just sent (a long prompt would cross the wire twice); an existing
@@ -44,7 +44,7 @@ func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 		&o.OrderRef, &o.CustomerRef, &o.ChatRef, &o.PaymentRef, &o.AmountCents, &o.Currency, &request,
 		&status, &phase, &o.Version, &o.Attempts, &o.LeaseOwner, &o.LeaseUntil, &o.FirstSentAt, &o.RetryUntil,
 		&retention, &o.ProviderRef, &o.ProviderRequestID, &result, &usage, &o.CostMicros,
-		&o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.ClosedBy}
+		&o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.ClosedBy, &o.KeyWaits}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ WITH up AS (
 	UPDATE operations o SET attempts = attempts + 1, phase = 'sending', version = version + 1, updated_at = @now,
 		first_sent_at = coalesce(first_sent_at, @now), retry_until = coalesce(retry_until, @retry_until::timestamptz)
 	WHERE id = @id AND version = @version AND status = 'in_progress' AND lease_owner = @owner
-		AND lease_until > @now AND (retry_until IS NULL OR retry_until > @now) AND attempts < @max
+		AND lease_until > @now AND (retry_until IS NULL OR retry_until > @now) AND attempts - key_waits < @max
 	RETURNING `+opCols+`
 ), att AS (
 	INSERT INTO attempts (operation_id, n, provider_key, owner, started_at)
@@ -253,6 +253,7 @@ WITH up AS (
 		provider_request_id = CASE WHEN @res_prid <> '' THEN @res_prid WHEN @prid <> '' THEN @prid ELSE provider_request_id END,
 		result = coalesce(@res_body::jsonb, result), usage = coalesce(@res_usage::jsonb, usage),
 		cost_micros = cost_micros + @res_cost,
+		key_waits = key_waits + CASE WHEN @outcome::text = 'key_in_use' THEN 1 ELSE 0 END,
 		closed_at = CASE WHEN @final THEN @now::timestamptz END,
 		closed_by = CASE WHEN @final THEN @actor ELSE '' END
 	WHERE id = @id AND version = @version AND status = @from

@@ -115,6 +115,41 @@ func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
 	}
 }
 
+// The same story, with Stripe holding its answer longer than the whole first call and the
+// customer's "try again" arriving while it still holds it: every resend meets 409 (the key
+// is in use). A 409 can never refund twice, so the second call waits for Stripe within its
+// deadline instead of spending the operation's budget, and gets the refund; the first call
+// answers unconfirmed, not checking, and the operation never becomes unknown.
+func TestSeedStoryStripeHoldsLongerThanTheFirstCall(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 300*time.Millisecond, 300*time.Millisecond)
+	// Stripe is still running the first request (and holding its key) when the call gives
+	// up, and commits the refund only after it.
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 2500 * time.Millisecond})
+	ctx := context.Background()
+	first, err := w.refunds.Refund(ctx, w.req("toolu_01"))
+	if err != nil || first.Status != refund.Unconfirmed {
+		t.Fatalf("first call: %+v %v, want unconfirmed", first, err)
+	}
+	patient := *w.refunds
+	patient.Deadline = 8 * time.Second // the agent's own tool call timeout
+	second, err := patient.Refund(ctx, w.req("toolu_02"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refunds := w.fake.Refunds()
+	if len(refunds) != 1 || second.Status != refund.Refunded || second.OperationID != first.OperationID || second.RefundID != refunds[0].ID {
+		t.Fatalf("second call answered %+v with %d refunds at Stripe, want refunded once on %s", second, len(refunds), first.OperationID)
+	}
+	waits := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND outcome = 'key_in_use'`, first.OperationID)
+	if waits == 0 || w.count(t, `SELECT key_waits FROM operations WHERE id = $1`, first.OperationID) != waits {
+		t.Fatalf("%d key-in-use attempts recorded; the operation counts them apart", waits)
+	}
+	if n := w.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND after->>'status' = 'unknown'`, first.OperationID); n != 0 {
+		t.Fatal("the operation was marked unknown while Stripe held the key")
+	}
+}
+
 func TestTwentyConcurrentCallsRefundOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 2*time.Second, 5*time.Second)
