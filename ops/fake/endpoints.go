@@ -83,77 +83,36 @@ func expands(params url.Values) map[string]bool {
 	return out
 }
 
+// refundRequest is a POST /v1/refunds whose parameters passed the checks Stripe makes before
+// it executes anything.
+type refundRequest struct {
+	amount    int64 // when hasAmount; otherwise the refund takes what is left on the charge
+	hasAmount bool
+	piID      string
+	chID      string
+	currency  string // lower case; "" when not given
+	reason    string
+	metadata  map[string]string
+}
+
 func (s *Stripe) createRefund(req *apiRequest) (response, []*eventRecord) {
 	p := req.params
-	for k := range p {
-		if !refundParams[paramName(k)] {
-			return invalid("parameter_unknown", k, "Received unknown parameter: "+k), nil
-		}
+	rr, resp, ok := parseRefundParams(p)
+	if !ok {
+		return resp, nil
 	}
-	var amount int64
-	hasAmount := p.Get("amount") != ""
-	if hasAmount {
-		n, err := strconv.ParseInt(p.Get("amount"), 10, 64)
-		if err != nil || n <= 0 {
-			return invalid("parameter_invalid_integer", "amount", "Invalid positive integer"), nil
-		}
-		amount = n
-	}
-	piID, chID := p.Get("payment_intent"), p.Get("charge")
-	if piID == "" && chID == "" {
-		return invalid("parameter_missing", "",
-			"One of the following params should be provided for this request: payment_intent or charge."), nil
-	}
-	reason := p.Get("reason")
-	switch reason {
-	case "", "duplicate", "fraudulent", "requested_by_customer":
-	default:
-		return invalid("", "reason",
-			"Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"), nil
-	}
-	metadata := map[string]string{}
-	for k, v := range bracketKeys(p, "metadata") {
-		if len(k) > 40 || len(v) > 500 {
-			return invalid("", "metadata", "Metadata keys can be at most 40 characters and values at most 500 characters."), nil
-		}
-		if v != "" { // an empty value unsets the key; on create there is nothing to unset
-			metadata[k] = v
-		}
-	}
-	if len(metadata) > 50 {
-		return invalid("", "metadata", "Metadata can have at most 50 keys."), nil
-	}
-
 	// From here on the endpoint is executing, so Stripe saves whatever it answers.
-	var ch *charge
-	if piID != "" {
-		pi, ok := s.intents[piID]
-		if !ok {
-			return notFound("payment_intent", "payment_intent", piID), nil
-		}
-		ch = s.charges[pi.charge]
+	ch, resp, ok := s.refundedCharge(rr)
+	if !ok {
+		return resp, nil
 	}
-	if chID != "" {
-		c, ok := s.charges[chID]
-		if !ok {
-			return notFound("charge", "charge", chID), nil
-		}
-		if ch != nil && ch != c {
-			return stripeError(http.StatusBadRequest, "invalid_request_error", "", "charge",
-				fmt.Sprintf("Charge %s does not belong to PaymentIntent %s.", chID, piID)), nil
-		}
-		ch = c
-	}
-	if cur := strings.ToLower(p.Get("currency")); cur != "" && cur != ch.currency {
-		return stripeError(http.StatusBadRequest, "invalid_request_error", "", "currency",
-			fmt.Sprintf("Currency %s does not match the charge's currency %s.", cur, ch.currency)), nil
-	}
+	amount := rr.amount
 	remaining := ch.amount - ch.amountRefunded
 	if remaining <= 0 {
 		return stripeError(http.StatusBadRequest, "invalid_request_error", "charge_already_refunded", "",
 			fmt.Sprintf("Charge %s has already been refunded.", ch.id)), nil
 	}
-	if !hasAmount {
+	if !rr.hasAmount {
 		amount = remaining
 	}
 	if amount > remaining {
@@ -168,9 +127,9 @@ func (s *Stripe) createRefund(req *apiRequest) (response, []*eventRecord) {
 		Charge:         ch.id,
 		Currency:       ch.currency,
 		Status:         "succeeded",
-		Reason:         reason,
+		Reason:         rr.reason,
 		Amount:         amount,
-		Metadata:       metadata,
+		Metadata:       rr.metadata,
 		Created:        req.now,
 		IdempotencyKey: req.idemKey,
 	}
@@ -184,6 +143,79 @@ func (s *Stripe) createRefund(req *apiRequest) (response, []*eventRecord) {
 			req.requestID, req.idemKey),
 	}
 	return jsonResponse(http.StatusOK, s.refundWithExpand(r, expands(p), "")), events
+}
+
+// parseRefundParams checks a refund's parameters before anything executes. Its refusals are
+// invalid-request answers, which Stripe does not save under the idempotency key.
+func parseRefundParams(p url.Values) (refundRequest, response, bool) {
+	for k := range p {
+		if !refundParams[paramName(k)] {
+			return refundRequest{}, invalid("parameter_unknown", k, "Received unknown parameter: "+k), false
+		}
+	}
+	rr := refundRequest{hasAmount: p.Get("amount") != ""}
+	if rr.hasAmount {
+		n, err := strconv.ParseInt(p.Get("amount"), 10, 64)
+		if err != nil || n <= 0 {
+			return refundRequest{}, invalid("parameter_invalid_integer", "amount", "Invalid positive integer"), false
+		}
+		rr.amount = n
+	}
+	rr.piID, rr.chID = p.Get("payment_intent"), p.Get("charge")
+	if rr.piID == "" && rr.chID == "" {
+		return refundRequest{}, invalid("parameter_missing", "",
+			"One of the following params should be provided for this request: payment_intent or charge."), false
+	}
+	rr.currency = strings.ToLower(p.Get("currency"))
+	rr.reason = p.Get("reason")
+	switch rr.reason {
+	case "", "duplicate", "fraudulent", "requested_by_customer":
+	default:
+		return refundRequest{}, invalid("", "reason",
+			"Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer"), false
+	}
+	rr.metadata = map[string]string{}
+	for k, v := range bracketKeys(p, "metadata") {
+		if len(k) > 40 || len(v) > 500 {
+			return refundRequest{}, invalid("", "metadata", "Metadata keys can be at most 40 characters and values at most 500 characters."), false
+		}
+		if v != "" { // an empty value unsets the key; on create there is nothing to unset
+			rr.metadata[k] = v
+		}
+	}
+	if len(rr.metadata) > 50 {
+		return refundRequest{}, invalid("", "metadata", "Metadata can have at most 50 keys."), false
+	}
+	return rr, response{}, true
+}
+
+// refundedCharge finds the charge a refund is for, by its payment intent, its charge or both,
+// and checks that the two agree and that the currency, if given, is the charge's.
+func (s *Stripe) refundedCharge(rr refundRequest) (*charge, response, bool) {
+	var ch *charge
+	if rr.piID != "" {
+		pi, ok := s.intents[rr.piID]
+		if !ok {
+			return nil, notFound("payment_intent", "payment_intent", rr.piID), false
+		}
+		ch = s.charges[pi.charge]
+	}
+	if rr.chID != "" {
+		c, ok := s.charges[rr.chID]
+		if !ok {
+			return nil, notFound("charge", "charge", rr.chID), false
+		}
+		if ch != nil && ch != c {
+			return nil, stripeError(http.StatusBadRequest, "invalid_request_error", "", "charge",
+				fmt.Sprintf("Charge %s does not belong to PaymentIntent %s.", rr.chID, rr.piID)), false
+		}
+		ch = c
+	}
+	if rr.currency != "" && rr.currency != ch.currency {
+		return nil, stripeError(http.StatusBadRequest, "invalid_request_error", "", "currency",
+			fmt.Sprintf("Currency %s does not match the charge's currency %s.", rr.currency, ch.currency)), false
+	}
+	return ch, response{}, true
 }
 
 // money formats an amount the way Stripe's messages do for two-decimal currencies.
