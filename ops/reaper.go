@@ -15,16 +15,21 @@ type Reaper struct {
 	Ledger   *Ledger
 	Owner    string
 	Interval time.Duration
-	// Senders resend stalled operations, by kind. A kind without one is marked unknown.
+	// Senders resend stalled operations, by kind. A kind without one whose policy allows a
+	// resend is released for its client's retry or its job's worker to go on with the same
+	// key; otherwise it is marked unknown.
 	Senders map[Kind]Sender
-	Sleep   Sleeper
-	Logger  *slog.Logger
-	Batch   int
+	// Policy, when set, is the policy of one operation: its tenant's LLM policy, the jobs'
+	// resend setting. Without it the ledger's defaults by kind apply.
+	Policy func(op *Operation) Policy
+	Sleep  Sleeper
+	Logger *slog.Logger
+	Batch  int
 }
 
 // Reaped counts what one pass did.
 type Reaped struct {
-	Expired, Resent, Unknown int
+	Expired, Resent, Released, Unknown int
 }
 
 // Start runs a pass every Interval until ctx ends.
@@ -62,14 +67,23 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 		return out, fmt.Errorf("claim stalled: %w", err)
 	}
 	for _, op := range stalled {
-		next, _ := NextStatus(op, OutcomeTimeout, l.Policies[op.Kind], now, l.Limits)
+		pol := l.Policies[op.Kind]
+		if r.Policy != nil {
+			pol = r.Policy(op)
+		}
+		next, _ := NextStatus(op, OutcomeTimeout, pol, now, l.Limits)
 		s := r.Senders[op.Kind]
 		switch {
 		case next == StatusInProgress && s != nil:
-			if _, err := l.Run(ctx, op, s, RunSpec{Owner: r.Owner, Sleep: r.Sleep}); err != nil {
+			if _, err := l.Run(ctx, op, s, RunSpec{Owner: r.Owner, Policy: &pol, Sleep: r.Sleep}); err != nil {
 				return out, fmt.Errorf("resend %s: %w", op.ID, err)
 			}
 			out.Resent++
+		case next == StatusInProgress:
+			if _, err := l.Release(ctx, op, r.Owner, 0, ""); err != nil {
+				return out, fmt.Errorf("release %s: %w", op.ID, err)
+			}
+			out.Released++
 		case next == StatusExpired:
 			if _, err := l.expire(ctx, op, r.Owner, r.Owner, "lease ran out past the provider's key retention"); err != nil {
 				return out, fmt.Errorf("expire %s: %w", op.ID, err)

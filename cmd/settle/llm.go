@@ -41,6 +41,7 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 		return nil, err
 	}
 	srv.LLM = gw
+	p.gateway = gw
 	name := c.ProviderName
 	if name == "" {
 		name = "openai"

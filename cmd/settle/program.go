@@ -17,6 +17,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/refund"
@@ -35,8 +36,10 @@ type Program struct {
 	Clock  ops.Clock
 
 	// DB, Ledger and Refunds are ready after Run succeeds; Refunds is nil without Stripe.
-	DB      *pg.DB
-	Ledger  *ops.Ledger
+	DB     *pg.DB
+	Ledger *ops.Ledger
+	// gateway is the LLM gateway when a provider is configured; it knows each call's policy.
+	gateway *llm.Gateway
 	Refunds *refund.Tool
 
 	stopSweep context.CancelFunc
@@ -120,6 +123,18 @@ func (p *Program) Run(ctx context.Context) error {
 	return nil
 }
 
+// policyOf is an operation's own policy, as the flow that opened it applies it: the tenant's
+// LLM policy stored on a call, the jobs' resend setting, the ledger's default otherwise.
+func (p *Program) policyOf(op *ops.Operation) ops.Policy {
+	switch {
+	case op.Kind == ops.KindLLMCall && p.gateway != nil:
+		return p.gateway.PolicyOf(op)
+	case op.Kind == ops.KindLLMJob:
+		return ops.Policy{RetryUncertain: p.Config.Jobs.RetryUncertain, NoProviderKey: true}
+	}
+	return p.Ledger.Policies[op.Kind]
+}
+
 // wireLedger builds the ledger, the refund tool when Stripe is configured, the LLM gateway
 // when a provider is, the dashboard's tools, and the background services: the reaper of
 // stalled and expired operations, the reconciler and the outbox relay.
@@ -158,7 +173,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: 5 * time.Second,
-		Senders: senders, Logger: p.Logger}
+		Senders: senders, Policy: p.policyOf, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })
 	if cfg.OutboxURL != "" {
 		relay := &outbox.Relay{Store: p.DB, Publisher: &outbox.Webhook{URL: cfg.OutboxURL}, Clock: p.Clock,

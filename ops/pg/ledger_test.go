@@ -477,6 +477,41 @@ func TestReaperResendsWithTheSameKeyOrMarksUnknown(t *testing.T) {
 	}
 }
 
+// TestReaperAppliesTheOperationsOwnPolicy: a stalled LLM call of an interactive tenant and a
+// stalled job generation under a resend setting are the client's and the job worker's to go
+// on with, by their own policy; the reaper's defaults (which would make the job's unknown)
+// must not decide for them. A batch tenant's call is made unknown.
+func TestReaperAppliesTheOperationsOwnPolicy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	open := func(kind ops.Kind, key string) *ops.Operation {
+		o, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: kind, Provider: "llm", IntentKey: key, Fingerprint: "f"}, "r", "dead-worker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Op
+	}
+	interactive, batch, job := open(ops.KindLLMCall, "chat-1"), open(ops.KindLLMCall, "chat-2"), open(ops.KindLLMJob, "job-2")
+	policies := map[string]ops.Policy{
+		interactive.ID: {RetryUncertain: true, NoProviderKey: true},
+		batch.ID:       {RetryUncertain: false, NoProviderKey: true},
+		job.ID:         {RetryUncertain: true, NoProviderKey: true}, // SETTLE_JOB_RETRY_UNCERTAIN=true
+	}
+	r := &ops.Reaper{Ledger: f.ledger, Owner: "reaper", Policy: func(op *ops.Operation) ops.Policy { return policies[op.ID] }}
+	f.clock.Advance(time.Hour)
+	got, err := r.RunOnce(ctx)
+	if err != nil || got.Released != 2 || got.Unknown != 1 {
+		t.Fatalf("pass: %+v %v, want 2 released and 1 unknown", got, err)
+	}
+	for id, want := range map[string]ops.Status{interactive.ID: ops.StatusInProgress, job.ID: ops.StatusInProgress, batch.ID: ops.StatusUnknown} {
+		op, _ := f.db.Get(ctx, id)
+		if op.Status != want || (want == ops.StatusInProgress && op.LeaseUntil != nil && op.LeaseUntil.After(f.clock.Now())) {
+			t.Fatalf("%s: %s leased until %v, want %s and free to resume", id, op.Status, op.LeaseUntil, want)
+		}
+	}
+}
+
 func TestQueueCountsAndPages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -98,11 +99,26 @@ func (db *DB) RecordCharge(ctx context.Context, r ops.ProviderRecord, tenantID i
 	if created.IsZero() {
 		created = seenAt
 	}
-	_, err := db.Pool.Exec(ctx, `
-INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, raw, charged_at, seen_at)
-VALUES (nullif($1, 0), $2, $3, (SELECT id FROM operations WHERE id::text = nullif($4, '')), $5, $6, $7, $8, $9, $10)
-ON CONFLICT (provider, charge_ref) DO UPDATE SET status = excluded.status, seen_at = excluded.seen_at,
-	raw = coalesce(excluded.raw, provider_charges.raw)`,
-		tenantID, r.Provider, r.Ref, r.OperationID, r.AmountCents, r.Currency, r.Status, jsonOrNil(r.Raw), created, seenAt)
+	_, err := db.Pool.Exec(ctx, recordChargeSQL,
+		tenantID, r.Provider, r.Ref, operationIDArg(r.OperationID), r.AmountCents, r.Currency, r.Status, jsonOrNil(r.Raw), created, seenAt)
 	return interpret(err, "record provider charge")
+}
+
+// recordChargeSQL records a provider charge once per provider reference. The operation is
+// found by its primary key: the id a provider echoes back is validated first
+// (operationIDArg), never compared as text, which would scan the table.
+const recordChargeSQL = `
+INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, raw, charged_at, seen_at)
+VALUES (nullif($1, 0), $2, $3, (SELECT id FROM operations WHERE id = $4::uuid), $5, $6, $7, $8, $9, $10)
+ON CONFLICT (provider, charge_ref) DO UPDATE SET status = excluded.status, seen_at = excluded.seen_at,
+	raw = coalesce(excluded.raw, provider_charges.raw)`
+
+// operationIDArg is an operation id read from a provider (metadata anyone can write) as a
+// query argument: the id when it is a UUID, else NULL, which matches no operation.
+func operationIDArg(id string) any {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return nil
+	}
+	return u.String()
 }

@@ -1,0 +1,7 @@
+package pg
+
+// RecordChargeSQL and OperationIDArg let the external tests read the charge-matching plan.
+var (
+	RecordChargeSQL = recordChargeSQL
+	OperationIDArg  = operationIDArg
+)
