@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/web"
@@ -179,7 +180,7 @@ func insightsServer(b *testing.B, db *pg.DB, clock ops.Clock) (*httptest.Server,
 	s.Recon, s.Insights = db, db
 	ts := httptest.NewServer(s.Handler())
 	email := "manager-" + runID() + "@bench.settle"
-	if _, err := db.CreateUser(ctx, email, "bench password 123", ops.RoleManager); err != nil {
+	if _, err := db.CreateUser(ctx, email, "bench password 123", desk.RoleManager); err != nil {
 		b.Fatal(err)
 	}
 	jar, _ := cookiejar.New(nil)

@@ -158,9 +158,3 @@ func TestBackoffHasJitterAndHonoursRetryAfter(t *testing.T) {
 		t.Fatalf("backoff %v above the cap %v", d, lim.MaxBackoff)
 	}
 }
-
-func TestRolesInclude(t *testing.T) {
-	if !ops.RoleAdmin.AtLeast(ops.RoleOncall) || ops.RoleSupport.AtLeast(ops.RoleOncall) || ops.Role("root").AtLeast(ops.RoleSupport) {
-		t.Fatal("role order is wrong")
-	}
-}

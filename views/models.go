@@ -14,7 +14,7 @@ type Viewer struct {
 // SignedIn reports whether the viewer is a signed-in person.
 func (v Viewer) SignedIn() bool { return v.Email != "" }
 
-// roleRank mirrors ops.Roles, least to most. It only decides what the pages offer; the
+// roleRank mirrors desk.Roles, least to most. It only decides what the pages offer; the
 // server checks every action again.
 var roleRank = map[string]int{"support": 1, "oncall": 2, "manager": 3, "admin": 4}
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 )
 
@@ -53,7 +52,7 @@ func (e *dashEnv) auditCount(t *testing.T, action string) int {
 func TestAdminIssuesAndRevokesTokens(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
-	admin := e.signIn(t, "admin@example.com", ops.RoleAdmin)
+	admin := e.signIn(t, "admin@example.com", desk.RoleAdmin)
 	resp, err := admin.PostForm(e.url+"/admin/tokens", url.Values{"tenant": {"acme-chat"}, "name": {"chat backend"}})
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +117,7 @@ func TestAdminIssuesAndRevokesTokens(t *testing.T) {
 func TestTokenAdminBadInputChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
-	admin := e.signIn(t, "admin@example.com", ops.RoleAdmin)
+	admin := e.signIn(t, "admin@example.com", desk.RoleAdmin)
 	tenantsBefore := e.count(t, `SELECT count(*) FROM tenants`)
 	for _, form := range []url.Values{
 		{"tenant": {"Acme Corp!"}, "name": {"x"}},

@@ -18,13 +18,13 @@ import (
 // UserAdmin lists and changes dashboard users; every change is recorded in the audit log.
 type UserAdmin interface {
 	Users(ctx context.Context) ([]desk.UserAccount, error)
-	SetUserRole(ctx context.Context, id int64, role ops.Role, actor string, now time.Time) error
+	SetUserRole(ctx context.Context, id int64, role desk.Role, actor string, now time.Time) error
 	SetUserDisabled(ctx context.Context, id int64, disabled bool, actor string, now time.Time) error
 	RecordAudit(ctx context.Context, e desk.AuditLogEntry) error
 }
 
 func (s *Server) handleUsers(w http.ResponseWriter, r *http.Request) {
-	s.renderUsers(w, r, http.StatusOK, s.popFlash(r.Context()).view(), "", string(ops.RoleSupport))
+	s.renderUsers(w, r, http.StatusOK, s.popFlash(r.Context()).view(), "", string(desk.RoleSupport))
 }
 
 func (s *Server) renderUsers(w http.ResponseWriter, r *http.Request, status int, f views.Flash, email, role string) {
@@ -40,7 +40,7 @@ func (s *Server) renderUsers(w http.ResponseWriter, r *http.Request, status int,
 	}
 	me := userFrom(ctx)
 	m := views.UsersPage{Viewer: viewer(me), Flash: f, FormEmail: email, FormRole: role}
-	for _, ro := range ops.Roles {
+	for _, ro := range desk.Roles {
 		m.Roles = append(m.Roles, string(ro))
 	}
 	for _, u := range users {
@@ -62,7 +62,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
 		return
 	}
-	email, role := r.PostForm.Get("email"), ops.Role(r.PostForm.Get("role"))
+	email, role := r.PostForm.Get("email"), desk.Role(r.PostForm.Get("role"))
 	u, err := s.Accounts.CreateUser(ctx, email, r.PostForm.Get("password"), role)
 	if code := ops.ErrorCode(err); code == ops.EINVALID || code == ops.ECONFLICT {
 		s.renderUsers(w, r, http.StatusUnprocessableEntity, views.Flash{Kind: "error", Message: ops.ErrorMessage(err)}, email, string(role))
@@ -83,7 +83,7 @@ func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) {
 	s.changeUser(w, r, func(ctx context.Context, id int64) (string, error) {
-		role := ops.Role(r.PostForm.Get("role"))
+		role := desk.Role(r.PostForm.Get("role"))
 		if !role.Valid() {
 			return "", ops.Errorf(ops.EINVALID, "Unknown role %q; use one of support, oncall, manager, admin.", r.PostForm.Get("role"))
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
@@ -49,11 +50,11 @@ func (s *Server) mountAlerts(r chi.Router) {
 		return
 	}
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleOncall))
+		r.Use(s.requireUser, s.requireRole(desk.RoleOncall))
 		r.Get("/alerts", s.handleAlerts)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleAdmin))
+		r.Use(s.requireUser, s.requireRole(desk.RoleAdmin))
 		r.Post("/alerts/test", s.handleAlertTest)
 	})
 }
@@ -80,7 +81,7 @@ func (s *Server) handleAlerts(w http.ResponseWriter, r *http.Request) {
 	}
 	u := userFrom(ctx)
 	m := views.AlertsPage{Viewer: viewer(u), Flash: s.popFlash(ctx).view(), Source: s.AlertRules.Source,
-		CanTest: s.AlertTest != nil && len(s.AlertReceivers) > 0 && u.Role.AtLeast(ops.RoleAdmin), Receivers: s.AlertReceivers}
+		CanTest: s.AlertTest != nil && len(s.AlertReceivers) > 0 && u.Role.AtLeast(desk.RoleAdmin), Receivers: s.AlertReceivers}
 	byRule := map[string][]alerts.Instance{}
 	for _, in := range instances {
 		byRule[in.RuleKey] = append(byRule[in.RuleKey], in)

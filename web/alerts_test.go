@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -50,7 +51,7 @@ VALUES ($1, $2, 'refund', 'stripe', $4, 'k_' || $4, 'fp', 'unknown', $3, $3)`, i
 func TestAlertsPageShowsRulesStatesAndHistory(t *testing.T) {
 	t.Parallel()
 	e := newAlertsEnv(t, nil)
-	c := signIn(t, e.env, "oncall@example.com", ops.RoleOncall)
+	c := signIn(t, e.env, "oncall@example.com", desk.RoleOncall)
 
 	// Before any evaluation nothing reads as OK.
 	_, body := e.get(t, c, "/alerts")
@@ -95,10 +96,10 @@ func TestAlertsPageNeedsOncallAndTheTestNeedsAdmin(t *testing.T) {
 	t.Parallel()
 	rec := alerts.Receivers("", []string{"http://127.0.0.1:1/hook"}, nil, "")
 	e := newAlertsEnv(t, rec)
-	if r, _ := e.get(t, signIn(t, e.env, "support@example.com", ops.RoleSupport), "/alerts"); r.StatusCode != http.StatusForbidden {
+	if r, _ := e.get(t, signIn(t, e.env, "support@example.com", desk.RoleSupport), "/alerts"); r.StatusCode != http.StatusForbidden {
 		t.Fatalf("support GET /alerts = %d, want 403", r.StatusCode)
 	}
-	oncall := signIn(t, e.env, "oncall@example.com", ops.RoleOncall)
+	oncall := signIn(t, e.env, "oncall@example.com", desk.RoleOncall)
 	resp, err := oncall.PostForm(e.url+"/alerts/test", url.Values{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func TestAlertsPageNeedsOncallAndTheTestNeedsAdmin(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("on-call POST /alerts/test = %d, want 403", resp.StatusCode)
 	}
-	admin := signIn(t, e.env, "admin@example.com", ops.RoleAdmin)
+	admin := signIn(t, e.env, "admin@example.com", desk.RoleAdmin)
 	if _, body := e.get(t, admin, "/alerts"); !strings.Contains(body, `data-testid="alerts-test"`) {
 		t.Fatal("an admin is not offered the test button")
 	}

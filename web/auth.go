@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/views"
 )
 
@@ -21,17 +22,17 @@ const (
 	tenantKey
 )
 
-func withUser(ctx context.Context, u *ops.User) context.Context {
+func withUser(ctx context.Context, u *desk.User) context.Context {
 	return context.WithValue(ctx, userKey, u)
 }
 
 // userFrom returns the signed-in user, or nil outside requireUser.
-func userFrom(ctx context.Context) *ops.User {
-	u, _ := ctx.Value(userKey).(*ops.User)
+func userFrom(ctx context.Context) *desk.User {
+	u, _ := ctx.Value(userKey).(*desk.User)
 	return u
 }
 
-func viewer(u *ops.User) views.Viewer {
+func viewer(u *desk.User) views.Viewer {
 	return views.Viewer{Email: u.Email, Role: string(u.Role)}
 }
 
@@ -63,7 +64,7 @@ func redirectToLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 // requireRole refuses users whose role does not include min. It must run after requireUser.
-func (s *Server) requireRole(min ops.Role) func(http.Handler) http.Handler {
+func (s *Server) requireRole(min desk.Role) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			u := userFrom(r.Context())

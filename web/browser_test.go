@@ -14,7 +14,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/static"
@@ -177,8 +176,8 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 	e.llmUnknown(t, "chat-77")
 	for _, u := range []struct {
 		email string
-		role  ops.Role
-	}{{"oncall@example.com", ops.RoleOncall}, {"support@example.com", ops.RoleSupport}, {"admin@example.com", ops.RoleAdmin}} {
+		role  desk.Role
+	}{{"oncall@example.com", desk.RoleOncall}, {"support@example.com", desk.RoleSupport}, {"admin@example.com", desk.RoleAdmin}} {
 		if _, err := e.db.CreateUser(context.Background(), u.email, password, u.role); err != nil {
 			t.Fatal(err)
 		}
@@ -288,7 +287,7 @@ func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
 	e := newDashEnv(t)
 	op := e.notSentUnknown(t, "5150")
 	for _, email := range []string{"alice@example.com", "bob@example.com"} {
-		if _, err := e.db.CreateUser(context.Background(), email, password, ops.RoleOncall); err != nil {
+		if _, err := e.db.CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
 			t.Fatal(err)
 		}
 	}

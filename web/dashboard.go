@@ -48,12 +48,12 @@ type Desk interface {
 // group checks the role on the server, whatever the page offers.
 func (s *Server) mountDashboard(r chi.Router) {
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleSupport))
+		r.Use(s.requireUser, s.requireRole(desk.RoleSupport))
 		r.Get("/ops/{id}", s.handleOpDetail)
 		r.Get("/support", s.handleSupport)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleOncall))
+		r.Use(s.requireUser, s.requireRole(desk.RoleOncall))
 		r.Post("/ops/lookup", s.handleBulkLookup)
 		r.Post("/ops/{id}/lookup", s.handleLookup)
 		r.Post("/ops/{id}/close", s.handleClose)
@@ -61,7 +61,7 @@ func (s *Server) mountDashboard(r chi.Router) {
 		r.Get("/audit", s.handleAudit)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleAdmin))
+		r.Use(s.requireUser, s.requireRole(desk.RoleAdmin))
 		r.Get("/admin/users", s.handleUsers)
 		r.Post("/admin/users", s.handleAddUser)
 		r.Post("/admin/users/{id}/role", s.handleUserRole)

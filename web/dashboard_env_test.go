@@ -143,7 +143,7 @@ func (e *dashEnv) get(t *testing.T, id string) *ops.Operation {
 }
 
 // signIn makes a user with role and returns a client signed in as them.
-func (e *dashEnv) signIn(t *testing.T, email string, role ops.Role) *http.Client {
+func (e *dashEnv) signIn(t *testing.T, email string, role desk.Role) *http.Client {
 	t.Helper()
 	if _, err := e.db.CreateUser(context.Background(), email, password, role); err != nil {
 		t.Fatal(err)

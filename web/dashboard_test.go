@@ -43,12 +43,12 @@ func TestDashboardRoutesByRole(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	llm := e.llmUnknown(t, "chat-1")
-	other, err := e.db.CreateUser(context.Background(), "other@example.com", password, ops.RoleSupport)
+	other, err := e.db.CreateUser(context.Background(), "other@example.com", password, desk.RoleSupport)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients := map[ops.Role]*http.Client{}
-	for _, r := range ops.Roles {
+	clients := map[desk.Role]*http.Client{}
+	for _, r := range desk.Roles {
 		clients[r] = e.signIn(t, string(r)+"@example.com", r)
 	}
 	uid := func() string { return itoa(other.ID) }
@@ -63,25 +63,25 @@ func TestDashboardRoutesByRole(t *testing.T) {
 	routes := []struct {
 		method, path string
 		form         url.Values
-		min          ops.Role
+		min          desk.Role
 		ok           int
 	}{
-		{"GET", "/ops", nil, ops.RoleSupport, 200},
-		{"GET", "/ops/" + llm.ID, nil, ops.RoleSupport, 200},
-		{"GET", "/support?q=chat-1", nil, ops.RoleSupport, 200},
-		{"GET", "/audit", nil, ops.RoleOncall, 200},
-		{"GET", "/admin/users", nil, ops.RoleAdmin, 200},
-		{"POST", "/ops/" + llm.ID + "/lookup", url.Values{}, ops.RoleOncall, 303},
-		{"POST", "/ops/" + llm.ID + "/close", url.Values{"version": {itoa(llm.Version)}, "to": {"failed"}}, ops.RoleOncall, 303},
-		{"POST", "/ops/" + llm.ID + "/close-not-executed", url.Values{"version": {itoa(llm.Version)}}, ops.RoleOncall, 303},
-		{"POST", "/ops/lookup", url.Values{"scope": {"selected"}}, ops.RoleOncall, 200},
-		{"POST", "/admin/users", url.Values{"email": {"bad"}, "password": {"x"}, "role": {"support"}}, ops.RoleAdmin, 422},
-		{"POST", "/admin/users/" + uid() + "/role", url.Values{"role": {"support"}}, ops.RoleAdmin, 303},
-		{"POST", "/admin/users/" + uid() + "/disable", url.Values{}, ops.RoleAdmin, 303},
-		{"POST", "/admin/users/" + uid() + "/enable", url.Values{}, ops.RoleAdmin, 303},
-		{"GET", "/admin/tokens", nil, ops.RoleAdmin, 200},
-		{"POST", "/admin/tokens", url.Values{"tenant": {"Not A Name"}}, ops.RoleAdmin, 422},
-		{"POST", "/admin/tokens/" + tokenID() + "/revoke", url.Values{}, ops.RoleAdmin, 303},
+		{"GET", "/ops", nil, desk.RoleSupport, 200},
+		{"GET", "/ops/" + llm.ID, nil, desk.RoleSupport, 200},
+		{"GET", "/support?q=chat-1", nil, desk.RoleSupport, 200},
+		{"GET", "/audit", nil, desk.RoleOncall, 200},
+		{"GET", "/admin/users", nil, desk.RoleAdmin, 200},
+		{"POST", "/ops/" + llm.ID + "/lookup", url.Values{}, desk.RoleOncall, 303},
+		{"POST", "/ops/" + llm.ID + "/close", url.Values{"version": {itoa(llm.Version)}, "to": {"failed"}}, desk.RoleOncall, 303},
+		{"POST", "/ops/" + llm.ID + "/close-not-executed", url.Values{"version": {itoa(llm.Version)}}, desk.RoleOncall, 303},
+		{"POST", "/ops/lookup", url.Values{"scope": {"selected"}}, desk.RoleOncall, 200},
+		{"POST", "/admin/users", url.Values{"email": {"bad"}, "password": {"x"}, "role": {"support"}}, desk.RoleAdmin, 422},
+		{"POST", "/admin/users/" + uid() + "/role", url.Values{"role": {"support"}}, desk.RoleAdmin, 303},
+		{"POST", "/admin/users/" + uid() + "/disable", url.Values{}, desk.RoleAdmin, 303},
+		{"POST", "/admin/users/" + uid() + "/enable", url.Values{}, desk.RoleAdmin, 303},
+		{"GET", "/admin/tokens", nil, desk.RoleAdmin, 200},
+		{"POST", "/admin/tokens", url.Values{"tenant": {"Not A Name"}}, desk.RoleAdmin, 422},
+		{"POST", "/admin/tokens/" + tokenID() + "/revoke", url.Values{}, desk.RoleAdmin, 303},
 	}
 	for _, rt := range routes {
 		do := func(c *http.Client) *http.Response {
@@ -101,7 +101,7 @@ func TestDashboardRoutesByRole(t *testing.T) {
 		if resp := do(client(t)); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login?next=") {
 			t.Errorf("%s %s without a session = %d to %q; want 303 to the login page", rt.method, rt.path, resp.StatusCode, resp.Header.Get("Location"))
 		}
-		for _, role := range ops.Roles {
+		for _, role := range desk.Roles {
 			want := rt.ok
 			if !role.AtLeast(rt.min) {
 				want = http.StatusForbidden
@@ -122,7 +122,7 @@ func TestLookupClosesRefundedOperationWithRefundID(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	op := e.refundedButUnknown(t, "4417")
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 
 	code, body := e.page(t, c, "/ops/"+op.ID)
 	if code != 200 {
@@ -156,7 +156,7 @@ func TestLookupThatFindsNothingOffersNotExecutedOnlyAfterRetention(t *testing.T)
 	t.Parallel()
 	e := newDashEnv(t)
 	op := e.notSentUnknown(t, "5001")
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 
 	e.post(t, c, "/ops/"+op.ID+"/lookup", nil)
 	_, body := e.page(t, c, "/ops/"+op.ID)
@@ -192,8 +192,8 @@ func TestCloseNeedsNoteAndLosingRaceNamesWinner(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	op := e.notSentUnknown(t, "6001")
-	alice := e.signIn(t, "alice@example.com", ops.RoleOncall)
-	bob := e.signIn(t, "bob@example.com", ops.RoleOncall)
+	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
+	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
 	v := itoa(op.Version)
 
 	for _, form := range []url.Values{
@@ -237,7 +237,7 @@ func TestLiveLeaseBlocksActions(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	op, _ := e.open(t, "7001", 500)
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	_, body := e.page(t, c, "/ops/"+op.ID)
 	mustContain(t, body, `data-testid="actions-blocked"`, "A worker is sending it until")
 	if strings.Contains(body, `data-testid="close-form"`) || strings.Contains(body, `data-testid="lookup-button"`) {
@@ -255,7 +255,7 @@ func TestSupportSeesSentenceButCannotClose(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	op := e.refundedButUnknown(t, "4417")
-	c := e.signIn(t, "support@example.com", ops.RoleSupport)
+	c := e.signIn(t, "support@example.com", desk.RoleSupport)
 
 	code, body := e.page(t, c, "/support?q=4417")
 	if code != 200 {
@@ -288,7 +288,7 @@ func TestSupportSeesSentenceButCannotClose(t *testing.T) {
 func TestOddSearchesNeverFail(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	for _, q := range []string{strings.Repeat("x", 100000), "a\x00b", "\xff\xfe", "' OR 1=1 --", "<script>alert(1)</script>", "%", "_", "00000000-0000-0000-0000-000000000000"} {
 		code, body := e.page(t, c, "/support?q="+url.QueryEscape(q))
 		if code != 200 {
@@ -316,7 +316,7 @@ func TestStoredHTMLIsShownAsText(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	op := e.notSentUnknown(t, `<img src=x onerror=alert(1)>`)
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	for _, path := range []string{"/ops/" + op.ID, "/ops", "/support?q=" + url.QueryEscape(op.OrderRef), "/audit"} {
 		code, body := e.page(t, c, path)
 		if code != 200 {
@@ -337,7 +337,7 @@ func TestBulkLookupReportsClosedAndWhy(t *testing.T) {
 	b := e.refundedButUnknown(t, "8002")
 	n := e.notSentUnknown(t, "8003")
 	l := e.llmUnknown(t, "chat-9")
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 
 	code, body := e.page(t, c, "/ops")
 	mustContain(t, body, `data-testid="queue-count-unknown">4<`, `data-testid="lookup-selected"`, `name="ids" value="`+a.ID+`"`,
@@ -376,7 +376,7 @@ func TestQueueRefreshControl(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	e.notSentUnknown(t, "9001")
-	c := e.signIn(t, "support@example.com", ops.RoleSupport)
+	c := e.signIn(t, "support@example.com", desk.RoleSupport)
 	_, body := e.page(t, c, "/ops?refresh=0")
 	mustContain(t, body, `data-testid="refresh-resume"`, "Auto-refresh paused")
 	if strings.Contains(body, "hx-trigger") || strings.Contains(body, `http-equiv="refresh"`) {
@@ -397,7 +397,7 @@ func TestAuditLogFilters(t *testing.T) {
 	e := newDashEnv(t)
 	op := e.refundedButUnknown(t, "4417")
 	other := e.notSentUnknown(t, "4418")
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	e.post(t, c, "/ops/"+op.ID+"/lookup", nil)
 
 	_, body := e.page(t, c, "/audit?actor=oncall%40example.com")
@@ -427,7 +427,7 @@ func TestAuditLogFilters(t *testing.T) {
 func TestAdminManagesUsers(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
-	admin := e.signIn(t, "admin@example.com", ops.RoleAdmin)
+	admin := e.signIn(t, "admin@example.com", desk.RoleAdmin)
 	resp := e.post(t, admin, "/admin/users", url.Values{"email": {"new@example.com"}, "password": {password}, "role": {"oncall"}})
 	if resp.StatusCode != 303 {
 		t.Fatalf("add user = %d", resp.StatusCode)
@@ -478,7 +478,7 @@ func TestPersonCannotFreeAnUncertainRefund(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	op := e.refundedButUnknown(t, "4520")
-	c := e.signIn(t, "oncall@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 
 	_, body := e.page(t, c, "/ops/"+op.ID)
 	mustContain(t, body, `data-testid="close-form"`, `data-testid="close-to-succeeded"`, `data-testid="close-failed-why"`, "may have run it")

@@ -19,6 +19,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/mcptool"
@@ -27,7 +28,7 @@ import (
 
 // stubAccounts resolves every token to one tenant, or fails with err.
 type stubAccounts struct {
-	ops.Accounts
+	desk.Accounts
 	err error
 }
 
@@ -79,7 +80,7 @@ type stubRefunds struct{ web.RefundTool }
 type stubStatus struct{ mcptool.StatusStore }
 
 // stubServer is the web server with every dependency a stub: no database.
-func stubServer(t *testing.T, accounts ops.Accounts, gw *stubGateway, js *stubJobs) string {
+func stubServer(t *testing.T, accounts desk.Accounts, gw *stubGateway, js *stubJobs) string {
 	t.Helper()
 	s := &web.Server{Accounts: accounts, Sessions: scs.New(), LLM: gw, Refunds: stubRefunds{}}
 	s.RefundStatus = stubStatus{}

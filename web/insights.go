@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/views"
 )
@@ -36,7 +37,7 @@ func (s *Server) mountInsights(r chi.Router) {
 		return
 	}
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleManager))
+		r.Use(s.requireUser, s.requireRole(desk.RoleManager))
 		r.Get("/insights", s.handleInsights)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 // newInsightsEnv serves the insights and reconciliation pages on a fresh database.
@@ -21,18 +22,18 @@ func newInsightsEnv(t *testing.T) *env {
 func TestInsightsPageNeedsManager(t *testing.T) {
 	t.Parallel()
 	e := newInsightsEnv(t)
-	for role, want := range map[ops.Role]int{ops.RoleSupport: http.StatusForbidden, ops.RoleOncall: http.StatusForbidden,
-		ops.RoleManager: http.StatusOK, ops.RoleAdmin: http.StatusOK} {
+	for role, want := range map[desk.Role]int{desk.RoleSupport: http.StatusForbidden, desk.RoleOncall: http.StatusForbidden,
+		desk.RoleManager: http.StatusOK, desk.RoleAdmin: http.StatusOK} {
 		c := signIn(t, e, string(role)+"@example.com", role)
 		r, body := e.get(t, c, "/insights")
 		if r.StatusCode != want {
 			t.Errorf("%s GET /insights = %d, want %d", role, r.StatusCode, want)
 		}
 		// The navigation offers the page to those who may open it, and only to them.
-		if role == ops.RoleManager && !strings.Contains(body, `data-testid="nav-insights"`) {
+		if role == desk.RoleManager && !strings.Contains(body, `data-testid="nav-insights"`) {
 			t.Errorf("no insights link for a manager")
 		}
-		if role == ops.RoleOncall {
+		if role == desk.RoleOncall {
 			_, q := e.get(t, c, "/reconcile/exceptions")
 			if strings.Contains(q, `data-testid="nav-insights"`) || !strings.Contains(q, `data-testid="nav-exceptions"`) {
 				t.Errorf("on-call navigation: insights link shown or exceptions link missing")
@@ -53,7 +54,7 @@ func TestInsightsPageChartsTheRollups(t *testing.T) {
 	status, created_at, updated_at) VALUES ($1, $2, 'refund', 'stripe', 'i2', 'k2', 'fp', 500, 'usd', 'unknown', $3, $3)`,
 		ops.NewOperationID(), tenant, t0.Add(-3*time.Hour))
 	rollUp(t, e)
-	c := signIn(t, e, "manager@example.com", ops.RoleManager)
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
 	r, body := e.get(t, c, "/insights?range=24h")
 	if r.StatusCode != http.StatusOK {
 		t.Fatalf("GET /insights = %d\n%s", r.StatusCode, body)
@@ -103,7 +104,7 @@ func TestInsightsPageChartsTheRollups(t *testing.T) {
 func TestInsightsPageSaysWhenNothingIsCounted(t *testing.T) {
 	t.Parallel()
 	e := newInsightsEnv(t)
-	c := signIn(t, e, "manager@example.com", ops.RoleManager)
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
 	for _, path := range []string{"/insights", "/reconcile"} {
 		r, body := e.get(t, c, path)
 		if r.StatusCode != http.StatusOK || !strings.Contains(body, "The rollup job has not run yet") {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -31,7 +32,7 @@ func TestMoneyReadsTheSameOnEveryPage(t *testing.T) {
 		Summary: "Operation charged twice.", Actor: "stripe reconciliation", At: t0}); err != nil {
 		t.Fatal(err)
 	}
-	c := signIn(t, e, "oncall@example.com", ops.RoleOncall)
+	c := signIn(t, e, "oncall@example.com", desk.RoleOncall)
 	cell := func(path, testid string) string {
 		t.Helper()
 		r, body := e.get(t, c, path)

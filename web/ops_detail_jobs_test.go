@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/openai"
@@ -67,8 +68,8 @@ func TestOpDetailShowsJobsOfLLMJobOperation(t *testing.T) {
 
 	for _, who := range []struct {
 		email string
-		role  ops.Role
-	}{{"oncall@example.com", ops.RoleOncall}, {"support@example.com", ops.RoleSupport}} {
+		role  desk.Role
+	}{{"oncall@example.com", desk.RoleOncall}, {"support@example.com", desk.RoleSupport}} {
 		c := e.signIn(t, who.email, who.role)
 		code, body := e.page(t, c, "/ops/"+opID)
 		if code != 200 {
@@ -107,13 +108,13 @@ func TestOpDetailShowsJobsOfLLMJobOperation(t *testing.T) {
 				t.Errorf("%s, job %s: %d checkpoint statuses", who.role, j.ID, n)
 			}
 		}
-		if who.role == ops.RoleSupport && strings.Contains(body, `data-testid="op-actions"`) {
+		if who.role == desk.RoleSupport && strings.Contains(body, `data-testid="op-actions"`) {
 			t.Error("support sees the actions")
 		}
 	}
 
 	// An operation of another kind has no jobs section.
-	c := e.signIn(t, "oncall2@example.com", ops.RoleOncall)
+	c := e.signIn(t, "oncall2@example.com", desk.RoleOncall)
 	llmOp := e.llmUnknown(t, "chat-9")
 	if _, body := e.page(t, c, "/ops/"+llmOp.ID); strings.Contains(body, `data-testid="op-jobs"`) {
 		t.Error("an llm_call operation shows a jobs section")

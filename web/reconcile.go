@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/views"
 )
@@ -41,13 +42,13 @@ func (s *Server) mountReconcile(r chi.Router) {
 		return
 	}
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleManager))
+		r.Use(s.requireUser, s.requireRole(desk.RoleManager))
 		r.Get("/reconcile", s.handleReconcile)
 		r.Get("/reconcile.csv", s.handleReconcileCSV)
 		r.Get("/reconcile/drill", s.handleReconcileDrill)
 	})
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(ops.RoleOncall))
+		r.Use(s.requireUser, s.requireRole(desk.RoleOncall))
 		r.Get("/reconcile/exceptions", s.handleExceptions)
 		r.Get("/reconcile/exceptions/{id}", s.handleException)
 		r.Post("/reconcile/exceptions/{id}", s.handleExceptionChange)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -72,7 +73,7 @@ func rollUp(t *testing.T, e *env) {
 	}
 }
 
-func signIn(t *testing.T, e *env, email string, role ops.Role) *http.Client {
+func signIn(t *testing.T, e *env, email string, role desk.Role) *http.Client {
 	t.Helper()
 	e.user(t, email, role)
 	c := client(t)
@@ -86,15 +87,15 @@ func TestReconcilePagesNeedTheirRoles(t *testing.T) {
 	t.Parallel()
 	e := newReconEnv(t)
 	cases := []struct {
-		role        ops.Role
+		role        desk.Role
 		reconcile   int
 		exceptions  int
 		csvOrDrills int
 	}{
-		{ops.RoleSupport, http.StatusForbidden, http.StatusForbidden, http.StatusForbidden},
-		{ops.RoleOncall, http.StatusForbidden, http.StatusOK, http.StatusForbidden},
-		{ops.RoleManager, http.StatusOK, http.StatusOK, http.StatusOK},
-		{ops.RoleAdmin, http.StatusOK, http.StatusOK, http.StatusOK},
+		{desk.RoleSupport, http.StatusForbidden, http.StatusForbidden, http.StatusForbidden},
+		{desk.RoleOncall, http.StatusForbidden, http.StatusOK, http.StatusForbidden},
+		{desk.RoleManager, http.StatusOK, http.StatusOK, http.StatusOK},
+		{desk.RoleAdmin, http.StatusOK, http.StatusOK, http.StatusOK},
 	}
 	for _, tc := range cases {
 		c := signIn(t, e, string(tc.role)+"@example.com", tc.role)
@@ -117,7 +118,7 @@ func TestReconcilePageShowsTheWindowAndDrillsDown(t *testing.T) {
 	t.Parallel()
 	e := newReconEnv(t)
 	opID, _ := seedRecon(t, e)
-	c := signIn(t, e, "manager@example.com", ops.RoleManager)
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
 	r, body := e.get(t, c, "/reconcile?range=24h&bucket=hour")
 	if r.StatusCode != http.StatusOK {
 		t.Fatalf("GET /reconcile = %d\n%s", r.StatusCode, body)
@@ -191,7 +192,7 @@ func TestReconcileHourlyWeekIsPaged(t *testing.T) {
 	t.Parallel()
 	e := newReconEnv(t)
 	seedRecon(t, e)
-	c := signIn(t, e, "manager@example.com", ops.RoleManager)
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
 	total := regexp.MustCompile(`data-testid="recon-total"[\s\S]*?data-testid="recon-client_requests"[^>]*>\s*([^<\s]+)`)
 	r, body := e.get(t, c, "/reconcile?range=7d&bucket=hour")
 	if r.StatusCode != http.StatusOK {
@@ -234,7 +235,7 @@ func TestExceptionWorkflowOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := signIn(t, e, "oncall@example.com", ops.RoleOncall)
+	c := signIn(t, e, "oncall@example.com", desk.RoleOncall)
 	r, body := e.get(t, c, "/reconcile/exceptions")
 	if r.StatusCode != http.StatusOK || !strings.Contains(body, `data-testid="exception-row"`) ||
 		!strings.Contains(body, `data-testid="exception-count-open">1<`) {
@@ -281,7 +282,7 @@ func TestExceptionWorkflowOverHTTP(t *testing.T) {
 		!strings.Contains(body, "Customer keeps both; finance informed.") || !strings.Contains(body, "oncall@example.com") {
 		t.Fatalf("after resolve:\n%s", body)
 	}
-	support := signIn(t, e, "support@example.com", ops.RoleSupport)
+	support := signIn(t, e, "support@example.com", desk.RoleSupport)
 	resp, err := support.PostForm(e.url+page, url.Values{"version": {"3"}, "action": {"reopen"}, "note": {"x"}})
 	if err != nil {
 		t.Fatal(err)

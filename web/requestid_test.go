@@ -6,17 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 func TestInternalErrorShowsRequestIDAndNoDetail(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	h := s.HandlerWithPage("/boom", ops.RoleSupport, func(w http.ResponseWriter, r *http.Request) {
+	h := s.HandlerWithPage("/boom", desk.RoleSupport, func(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, errors.New("pq: relation secret_table does not exist"))
 	})
 	e := start(t, tw, s.WithRequestIDMiddleware(h))
-	e.user(t, "a@example.com", ops.RoleSupport)
+	e.user(t, "a@example.com", desk.RoleSupport)
 	c := client(t)
 	e.login(t, c, "a@example.com", password)
 	r, body := e.get(t, c, "/boom")

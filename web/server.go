@@ -24,7 +24,7 @@ type Pinger interface {
 
 // Server holds the dependencies of the HTTP layer. Set the fields, then call Handler.
 type Server struct {
-	Accounts ops.Accounts
+	Accounts desk.Accounts
 	Queues   desk.Queues
 	DB       Pinger
 	Clock    ops.Clock
@@ -106,7 +106,7 @@ func (s *Server) router() *chi.Mux {
 			http.Redirect(w, r, "/ops", http.StatusSeeOther)
 		})
 		r.Group(func(r chi.Router) {
-			r.Use(s.requireUser, s.requireRole(ops.RoleSupport))
+			r.Use(s.requireUser, s.requireRole(desk.RoleSupport))
 			r.Get("/ops", s.handleQueue)
 		})
 		s.mountDashboard(r)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 // TokenCache remembers for a few seconds which tenant a bearer token belongs to, so an API
@@ -14,7 +15,7 @@ import (
 // read. A revoked token keeps working for at most TTL; refusals are never cached, so a new
 // token works at once.
 type TokenCache struct {
-	ops.Accounts
+	desk.Accounts
 	TTL   time.Duration
 	Clock ops.Clock
 

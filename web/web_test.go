@@ -13,6 +13,7 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
 )
@@ -56,7 +57,7 @@ func client(t *testing.T) *http.Client {
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-func (e *env) user(t *testing.T, email string, role ops.Role) *ops.User {
+func (e *env) user(t *testing.T, email string, role desk.Role) *desk.User {
 	t.Helper()
 	u, err := e.db.CreateUser(context.Background(), email, password, role)
 	if err != nil {
@@ -103,7 +104,7 @@ func sessionCookie(t *testing.T, e *env, c *http.Client) string {
 func TestLoginSuccess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.user(t, "oncall@example.com", ops.RoleOncall)
+	e.user(t, "oncall@example.com", desk.RoleOncall)
 	c := client(t)
 
 	resp := e.login(t, c, "oncall@example.com", password)
@@ -138,7 +139,7 @@ func TestLoginSuccess(t *testing.T) {
 func TestLoginFailure(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.user(t, "support@example.com", ops.RoleSupport)
+	e.user(t, "support@example.com", desk.RoleSupport)
 	c := client(t)
 
 	resp := e.login(t, c, "support@example.com", "not the password")
@@ -172,7 +173,7 @@ func TestOpsRedirectsToLoginWithoutSession(t *testing.T) {
 func TestLoginReturnsToNextButNeverOffSite(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.user(t, "a@example.com", ops.RoleSupport)
+	e.user(t, "a@example.com", desk.RoleSupport)
 	for next, want := range map[string]string{
 		"/ops?tab=expired":     "/ops?tab=expired",
 		"//evil.example/x":     "/ops",
@@ -194,7 +195,7 @@ func TestLoginReturnsToNextButNeverOffSite(t *testing.T) {
 func TestSessionRenewedOnLoginAndLogout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.user(t, "a@example.com", ops.RoleOncall)
+	e.user(t, "a@example.com", desk.RoleOncall)
 	c := client(t)
 
 	e.login(t, c, "a@example.com", password)
@@ -234,12 +235,12 @@ func TestSessionRenewedOnLoginAndLogout(t *testing.T) {
 func TestRoleRefused(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	h := s.HandlerWithPage("/admin-only", ops.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
+	h := s.HandlerWithPage("/admin-only", desk.RoleAdmin, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "admin page")
 	})
 	e := start(t, tw, h)
-	e.user(t, "manager@example.com", ops.RoleManager)
-	e.user(t, "admin@example.com", ops.RoleAdmin)
+	e.user(t, "manager@example.com", desk.RoleManager)
+	e.user(t, "admin@example.com", desk.RoleAdmin)
 
 	c := client(t)
 	e.login(t, c, "manager@example.com", password)
@@ -264,7 +265,7 @@ func TestRoleRefused(t *testing.T) {
 func TestCrossOriginPostRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.user(t, "a@example.com", ops.RoleSupport)
+	e.user(t, "a@example.com", desk.RoleSupport)
 	req, _ := http.NewRequest(http.MethodPost, e.url+"/login",
 		strings.NewReader(url.Values{"email": {"a@example.com"}, "password": {password}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -421,7 +422,7 @@ func TestQueuePage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.user(t, "oncall@example.com", ops.RoleOncall)
+	e.user(t, "oncall@example.com", desk.RoleOncall)
 	tn, err := e.db.EnsureTenant(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
@@ -490,7 +491,7 @@ func TestQueuePagesWithKeysetCursor(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.user(t, "oncall@example.com", ops.RoleOncall)
+	e.user(t, "oncall@example.com", desk.RoleOncall)
 	tn, err := e.db.EnsureTenant(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -40,7 +40,7 @@ type Config struct {
 
 	// Email and Role are the new user of "user add".
 	Email string
-	Role  ops.Role
+	Role  desk.Role
 	// Tenant and TokenName are the tenant and the label of "token add".
 	Tenant    string
 	TokenName string
@@ -151,7 +151,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		}
 		return cfg, usagef("%s: %v", cfg.Command, err)
 	}
-	cfg.Role = ops.Role(role)
+	cfg.Role = desk.Role(role)
 	if fs.NArg() > 0 {
 		return cfg, usagef("%s: unexpected argument %q", cfg.Command, fs.Arg(0))
 	}

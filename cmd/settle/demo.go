@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/localpg"
 )
 
@@ -18,12 +19,12 @@ const (
 // demoUsers are the demo's logins, one per role.
 var demoUsers = []struct {
 	email string
-	role  ops.Role
+	role  desk.Role
 }{
-	{"oncall@demo.settle", ops.RoleOncall},
-	{"support@demo.settle", ops.RoleSupport},
-	{"manager@demo.settle", ops.RoleManager},
-	{"admin@demo.settle", ops.RoleAdmin},
+	{"oncall@demo.settle", desk.RoleOncall},
+	{"support@demo.settle", desk.RoleSupport},
+	{"manager@demo.settle", desk.RoleManager},
+	{"admin@demo.settle", desk.RoleAdmin},
 }
 
 // demo runs everything on a private, durable Postgres cluster in the project folder, so a

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
@@ -261,7 +262,7 @@ func TestUserAddReadsPasswordFromStdin(t *testing.T) {
 	}
 	defer db.Close()
 	u, err := db.Authenticate(ctx, "oncall@example.com", "a long secret phrase")
-	if err != nil || u.Role != ops.RoleOncall {
+	if err != nil || u.Role != desk.RoleOncall {
 		t.Fatalf("Authenticate = %v, %v", u, err)
 	}
 

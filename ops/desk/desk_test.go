@@ -57,3 +57,9 @@ func TestCheckNotExecuted(t *testing.T) {
 		}
 	}
 }
+
+func TestRolesInclude(t *testing.T) {
+	if !desk.RoleAdmin.AtLeast(desk.RoleOncall) || desk.RoleSupport.AtLeast(desk.RoleOncall) || desk.Role("root").AtLeast(desk.RoleSupport) {
+		t.Fatal("role order is wrong")
+	}
+}

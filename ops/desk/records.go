@@ -50,7 +50,7 @@ type AuditPage struct {
 
 // UserAccount is a dashboard user as an admin sees it.
 type UserAccount struct {
-	ops.User
+	User
 	DisabledAt *time.Time
 }
 

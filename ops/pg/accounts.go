@@ -15,9 +15,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
-var _ ops.Accounts = (*DB)(nil)
+var _ desk.Accounts = (*DB)(nil)
 
 // MinPasswordLength is the shortest password CreateUser accepts.
 const MinPasswordLength = 10
@@ -43,13 +44,13 @@ var dummyPasswordHash, _ = bcrypt.GenerateFromPassword([]byte("settle-no-such-us
 
 const accountUserCols = "id, email, role, created_at"
 
-func scanAccountUser(row pgx.Row) (*ops.User, error) {
-	u := &ops.User{}
+func scanAccountUser(row pgx.Row) (*desk.User, error) {
+	u := &desk.User{}
 	var role string
 	if err := row.Scan(&u.ID, &u.Email, &role, &u.CreatedAt); err != nil {
 		return nil, err
 	}
-	u.Role = ops.Role(role)
+	u.Role = desk.Role(role)
 	return u, nil
 }
 
@@ -64,7 +65,7 @@ func scanAccountTenant(row pgx.Row) (*ops.Tenant, error) {
 }
 
 // CreateUser adds a dashboard user with a bcrypt hash of the password.
-func (db *DB) CreateUser(ctx context.Context, email, password string, role ops.Role) (*ops.User, error) {
+func (db *DB) CreateUser(ctx context.Context, email, password string, role desk.Role) (*desk.User, error) {
 	email, err := normalizeEmail(email)
 	if err != nil {
 		return nil, err
@@ -105,11 +106,11 @@ func normalizeEmail(email string) (string, error) {
 
 // Authenticate returns the enabled user with that email and password, or EUNAUTHORIZED. It
 // never says which of the two was wrong.
-func (db *DB) Authenticate(ctx context.Context, email, password string) (*ops.User, error) {
+func (db *DB) Authenticate(ctx context.Context, email, password string) (*desk.User, error) {
 	wrong := ops.Errorf(ops.EUNAUTHORIZED, "The email or password is wrong.")
 	email = strings.ToLower(strings.TrimSpace(email))
 	var hash string
-	u := &ops.User{}
+	u := &desk.User{}
 	var role string
 	err := db.Pool.QueryRow(ctx,
 		`SELECT id, email, role, created_at, password_hash FROM users
@@ -124,12 +125,12 @@ func (db *DB) Authenticate(ctx context.Context, email, password string) (*ops.Us
 	if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)); err != nil {
 		return nil, wrong
 	}
-	u.Role = ops.Role(role)
+	u.Role = desk.Role(role)
 	return u, nil
 }
 
 // UserByID returns one enabled user or ENOTFOUND; a disabled user's sessions stop working.
-func (db *DB) UserByID(ctx context.Context, id int64) (*ops.User, error) {
+func (db *DB) UserByID(ctx context.Context, id int64) (*desk.User, error) {
 	u, err := scanAccountUser(db.Pool.QueryRow(ctx,
 		`SELECT `+accountUserCols+` FROM users WHERE id = $1 AND disabled_at IS NULL`, id))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -15,11 +16,11 @@ func TestCreateUserAndAuthenticate(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.New(t)
 
-	u, err := db.CreateUser(ctx, " Oncall@Example.com ", "correct horse battery", ops.RoleOncall)
+	u, err := db.CreateUser(ctx, " Oncall@Example.com ", "correct horse battery", desk.RoleOncall)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.ID == 0 || u.Email != "oncall@example.com" || u.Role != ops.RoleOncall || u.CreatedAt.IsZero() {
+	if u.ID == 0 || u.Email != "oncall@example.com" || u.Role != desk.RoleOncall || u.CreatedAt.IsZero() {
 		t.Fatalf("created %+v", u)
 	}
 
@@ -27,7 +28,7 @@ func TestCreateUserAndAuthenticate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.ID != u.ID || got.Role != ops.RoleOncall {
+	if got.ID != u.ID || got.Role != desk.RoleOncall {
 		t.Fatalf("authenticated %+v, want %+v", got, u)
 	}
 
@@ -54,20 +55,20 @@ func TestCreateUserRejects(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	if _, err := db.CreateUser(ctx, "a@example.com", "long enough password", ops.RoleSupport); err != nil {
+	if _, err := db.CreateUser(ctx, "a@example.com", "long enough password", desk.RoleSupport); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name, email, password string
-		role                  ops.Role
+		role                  desk.Role
 		code                  string
 	}{
-		{"short password", "b@example.com", "short", ops.RoleSupport, ops.EINVALID},
-		{"bad email", "not-an-email", "long enough password", ops.RoleSupport, ops.EINVALID},
-		{"display name", "Bob <b@example.com>", "long enough password", ops.RoleSupport, ops.EINVALID},
-		{"bad role", "b@example.com", "long enough password", ops.Role("root"), ops.EINVALID},
-		{"too long", "b@example.com", strings.Repeat("x", 73), ops.RoleSupport, ops.EINVALID},
-		{"duplicate", "A@example.com", "long enough password", ops.RoleAdmin, ops.ECONFLICT},
+		{"short password", "b@example.com", "short", desk.RoleSupport, ops.EINVALID},
+		{"bad email", "not-an-email", "long enough password", desk.RoleSupport, ops.EINVALID},
+		{"display name", "Bob <b@example.com>", "long enough password", desk.RoleSupport, ops.EINVALID},
+		{"bad role", "b@example.com", "long enough password", desk.Role("root"), ops.EINVALID},
+		{"too long", "b@example.com", strings.Repeat("x", 73), desk.RoleSupport, ops.EINVALID},
+		{"duplicate", "A@example.com", "long enough password", desk.RoleAdmin, ops.ECONFLICT},
 	} {
 		u, err := db.CreateUser(ctx, tc.email, tc.password, tc.role)
 		if ops.ErrorCode(err) != tc.code || u != nil {

@@ -201,13 +201,13 @@ func (db *DB) Users(ctx context.Context) ([]desk.UserAccount, error) {
 		var u desk.UserAccount
 		var role string
 		err := r.Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.DisabledAt)
-		u.Role = ops.Role(role)
+		u.Role = desk.Role(role)
 		return u, err
 	})
 }
 
 // SetUserRole changes a user's role and records who did it, in one statement.
-func (db *DB) SetUserRole(ctx context.Context, id int64, role ops.Role, actor string, now time.Time) error {
+func (db *DB) SetUserRole(ctx context.Context, id int64, role desk.Role, actor string, now time.Time) error {
 	if !role.Valid() {
 		return ops.Errorf(ops.EINVALID, "Unknown role %q; use one of support, oncall, manager, admin.", role)
 	}

@@ -1,8 +1,10 @@
-package ops
+package desk
 
 import (
 	"context"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // Role is what a dashboard user may do. Each role includes everything of the ones before it.
@@ -42,28 +44,13 @@ type User struct {
 	CreatedAt time.Time
 }
 
-// Tenant is the customer boundary: every key, fingerprint and lookup is scoped by it.
-type Tenant struct {
-	ID                    int64
-	Name                  string
-	RequireIdempotencyKey bool
-	CreatedAt             time.Time
-}
-
-// Accounts keeps tenants, their API tokens and dashboard users.
+// Accounts keeps the dashboard's users, and the tenants and API tokens it administers.
 type Accounts interface {
+	ops.TenantStore
 	// CreateUser adds a user; the password is hashed before it is stored.
 	CreateUser(ctx context.Context, email, password string, role Role) (*User, error)
 	// Authenticate returns the user with that email and password, or EUNAUTHORIZED.
 	Authenticate(ctx context.Context, email, password string) (*User, error)
 	// UserByID returns one user or ENOTFOUND.
 	UserByID(ctx context.Context, id int64) (*User, error)
-	// EnsureTenant returns the tenant with that name, creating it if needed.
-	EnsureTenant(ctx context.Context, name string) (*Tenant, error)
-	// CreateToken makes a new API token for a tenant and returns it; only its hash is kept.
-	CreateToken(ctx context.Context, tenantID int64, name string) (string, error)
-	// TenantByToken returns the tenant a bearer token belongs to, or EUNAUTHORIZED.
-	TenantByToken(ctx context.Context, token string) (*Tenant, error)
-	// Tenants lists every tenant by name.
-	Tenants(ctx context.Context) ([]*Tenant, error)
 }
