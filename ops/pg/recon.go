@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -141,98 +138,6 @@ ORDER BY o.created_at LIMIT @limit`, pgx.NamedArgs{"from": w.From, "to": w.To, "
 		return nil, interpret(err, "find missing charge candidates")
 	}
 	return collectOps(rows)
-}
-
-// RecordFinding implements recon.Store. It runs in one transaction holding the row, so
-// two runs that see the same finding at once make one exception between them.
-func (db *DB) RecordFinding(ctx context.Context, f recon.Finding) (*recon.Exception, bool, error) {
-	if !f.Kind.Valid() {
-		return nil, false, ops.Errorf(ops.EINVALID, "Unknown exception kind %q.", f.Kind)
-	}
-	refs := slices.Clone(f.ChargeRefs)
-	sort.Strings(refs)
-	refs = slices.Compact(refs)
-	if refs == nil {
-		refs = []string{}
-	}
-	sev := f.Severity
-	if !sev.Valid() {
-		sev = recon.DefaultSeverity(f.Kind)
-	}
-	var out *recon.Exception
-	var created bool
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		args := pgx.NamedArgs{"kind": string(f.Kind), "provider": f.Provider, "ref": f.Ref, "tenant": f.TenantID,
-			"op": f.OperationID, "refs": refs, "severity": string(sev), "resolved": f.Resolved,
-			"note": f.Note, "summary": f.Summary, "amount": f.AmountCents, "currency": f.Currency,
-			"details": jsonOrNil(f.Details), "at": f.At, "actor": f.Actor}
-		cur, err := scanException(tx.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e
-WHERE e.kind = @kind AND e.provider = @provider AND e.ref = @ref FOR UPDATE`, args))
-		if errors.Is(err, pgx.ErrNoRows) {
-			// ON CONFLICT DO NOTHING: a concurrent run may insert first; then take its row.
-			cur, err = scanException(tx.QueryRow(ctx, `
-INSERT INTO recon_exceptions AS e (kind, provider, ref, tenant_id, operation_id, charge_refs, severity, status, note,
-	summary, amount_cents, currency, details, first_seen_at, last_seen_at, updated_at, resolved_at, resolved_by)
-VALUES (@kind, @provider, @ref, nullif(@tenant::bigint, 0), (SELECT id FROM operations WHERE id::text = nullif(@op, '')),
-	@refs, @severity, CASE WHEN @resolved THEN 'resolved' ELSE 'open' END, @note, @summary, @amount, @currency,
-	@details::jsonb, @at, @at, @at, CASE WHEN @resolved THEN @at::timestamptz END, CASE WHEN @resolved THEN @actor ELSE '' END)
-ON CONFLICT (kind, provider, ref) DO NOTHING
-RETURNING `+exCols, args))
-			if err == nil {
-				created = true
-				action := "open"
-				if f.Resolved {
-					action = "resolve"
-				}
-				_, err = tx.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, after, reason)
-VALUES ($1, $2, $3, 'recon_exception', $4, $5, $6)`, f.At, f.Actor, action, fmt.Sprint(cur.ID), exceptionState(cur),
-					strings.TrimSpace(f.Summary+" "+f.Note))
-				out = cur
-				return err
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			cur, err = scanException(tx.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e
-WHERE e.kind = @kind AND e.provider = @provider AND e.ref = @ref FOR UPDATE`, args))
-		}
-		if err != nil {
-			return err
-		}
-		// Seen again. A resolved exception that gained a charge nobody looked at is open again;
-		// anything else only notes the sighting, so a person's version stays valid.
-		merged := slices.Clone(cur.ChargeRefs)
-		merged = append(merged, refs...)
-		sort.Strings(merged)
-		merged = slices.Compact(merged)
-		reopen := cur.Status == recon.ExceptionResolved && len(merged) > len(cur.ChargeRefs)
-		args["merged"], args["reopen"], args["id"] = merged, reopen, cur.ID
-		next, err := scanException(tx.QueryRow(ctx, `
-UPDATE recon_exceptions e SET last_seen_at = greatest(e.last_seen_at, @at), seen_count = e.seen_count + 1,
-	charge_refs = @merged, summary = @summary, details = coalesce(@details::jsonb, e.details),
-	amount_cents = @amount, currency = @currency,
-	status = CASE WHEN @reopen THEN 'open' ELSE e.status END,
-	resolved_at = CASE WHEN @reopen THEN NULL ELSE e.resolved_at END,
-	resolved_by = CASE WHEN @reopen THEN '' ELSE e.resolved_by END,
-	version = e.version + CASE WHEN @reopen THEN 1 ELSE 0 END,
-	updated_at = CASE WHEN @reopen THEN @at::timestamptz ELSE e.updated_at END
-WHERE e.id = @id
-RETURNING `+exCols, args))
-		if err != nil {
-			return err
-		}
-		if reopen {
-			_, err = tx.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
-VALUES ($1, $2, 'reopen', 'recon_exception', $3, $4, $5, $6)`, f.At, f.Actor, fmt.Sprint(cur.ID), exceptionState(cur),
-				exceptionState(next), "The provider shows another record: "+f.Summary)
-		}
-		out = next
-		return err
-	})
-	if err != nil {
-		return nil, false, interpret(err, "record finding")
-	}
-	return out, created, nil
 }
 
 // AcquireLease implements recon.Store: one statement, so two replicas asking at once

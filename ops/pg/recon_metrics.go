@@ -78,27 +78,69 @@ func (db *DB) ReconMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.
 // every number; the rollups store what it returned.
 func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	args := metricsArgs(f)
-	rows := map[recon.MetricsKey]*recon.MetricsRow{}
-	row := func(b time.Time, tenant int64, kind, provider string) *recon.MetricsRow {
-		k := recon.MetricsKey{Bucket: b.UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
-		r := rows[k]
-		if r == nil {
-			r = &recon.MetricsRow{MetricsKey: k, Saved: recon.Money{}, Lost: recon.Money{}}
-			rows[k] = r
+	rows := metricsRows{}
+	for _, qu := range countQueries {
+		if err := qu.run(ctx, q, args, rows); err != nil {
+			return nil, interpret(err, qu.what)
 		}
-		return r
 	}
-	bin := func(col string) string {
-		return `date_bin(make_interval(secs => @secs), ` + col + `, ` + binOrigin + `)`
+	return sortedRows(rows), nil
+}
+
+// metricsRows gathers the table's rows by key while the counting queries add to them.
+type metricsRows map[recon.MetricsKey]*recon.MetricsRow
+
+// row is the row for a bucket, tenant, kind and provider, made empty on first use.
+func (rows metricsRows) row(b time.Time, tenant int64, kind, provider string) *recon.MetricsRow {
+	k := recon.MetricsKey{Bucket: b.UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
+	r := rows[k]
+	if r == nil {
+		r = &recon.MetricsRow{MetricsKey: k, Saved: recon.Money{}, Lost: recon.Money{}}
+		rows[k] = r
 	}
-	type query struct {
-		what string
-		sql  string
-		scan func(pgx.Rows) error
+	return r
+}
+
+// metricsBin is the SQL for the start of the bucket of @secs seconds that col falls in.
+func metricsBin(col string) string {
+	return `date_bin(make_interval(secs => @secs), ` + col + `, ` + binOrigin + `)`
+}
+
+// countQuery is one of the queries countRaw runs: what it counts (for its errors), its SQL,
+// and how one of its result rows adds to the table.
+type countQuery struct {
+	what string
+	sql  string
+	add  func(metricsRows, pgx.Rows) error
+}
+
+// countQueries are the four index-served aggregate queries behind every number of the table.
+var countQueries = []countQuery{
+	{"count client requests", countRequestsSQL, metricsRows.addRequests},
+	{"count operations", countOperationsSQL, metricsRows.addOperations},
+	{"count attempts", countAttemptsSQL, metricsRows.addAttempts},
+	{"count charges", countChargesSQL, metricsRows.addCharges},
+}
+
+// run adds every result row of the query to rows.
+func (qu countQuery) run(ctx context.Context, q querier, args pgx.NamedArgs, rows metricsRows) error {
+	rs, err := q.Query(ctx, qu.sql, args)
+	if err != nil {
+		return err
 	}
-	queries := []query{
-		{"count client requests", `
-SELECT ` + bin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider, ''), coalesce(` + opCurrency + `, ''),
+	defer rs.Close()
+	for rs.Next() {
+		if err := qu.add(rows, rs); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
+}
+
+// countRequestsSQL counts client requests by the time they were received, with how each
+// was answered and the money a replay saved.
+var countRequestsSQL = `
+SELECT ` + metricsBin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider, ''), coalesce(` + opCurrency + `, ''),
 	count(*), count(*) FILTER (WHERE cr.duplicate), count(*) FILTER (WHERE cr.answer = 'replayed'),
 	coalesce(sum(` + opMicros + `) FILTER (WHERE cr.answer = 'replayed'), 0),
 	count(*) FILTER (WHERE cr.answer = 'in_progress'), count(*) FILTER (WHERE cr.answer = 'conflict'),
@@ -106,100 +148,97 @@ SELECT ` + bin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider
 FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
 WHERE cr.received_at >= @from AND cr.received_at < @to
 	AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
-			var b time.Time
-			var tenant, n, dup, rep, saved, inProgress, conflicts, checking, rejected int64
-			var kind, provider, currency string
-			if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &dup, &rep, &saved, &inProgress, &conflicts, &checking, &rejected); err != nil {
-				return err
-			}
-			r := row(b, tenant, kind, provider)
-			r.ClientRequests += n
-			r.Duplicates += dup
-			r.Replays += rep
-			r.InProgress += inProgress
-			r.Conflicts += conflicts
-			r.Checking += checking
-			r.Rejected += rejected
-			r.Saved.Add(currency, saved)
-			return nil
-		}},
-		{"count operations", `
-SELECT ` + bin("o.created_at") + `, o.tenant_id, o.kind, o.provider, count(*), count(*) FILTER (WHERE o.status = 'succeeded'),
+GROUP BY 1, 2, 3, 4, 5`
+
+func (rows metricsRows) addRequests(rs pgx.Rows) error {
+	var b time.Time
+	var tenant, n, dup, rep, saved, inProgress, conflicts, checking, rejected int64
+	var kind, provider, currency string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &dup, &rep, &saved, &inProgress, &conflicts, &checking, &rejected); err != nil {
+		return err
+	}
+	r := rows.row(b, tenant, kind, provider)
+	r.ClientRequests += n
+	r.Duplicates += dup
+	r.Replays += rep
+	r.InProgress += inProgress
+	r.Conflicts += conflicts
+	r.Checking += checking
+	r.Rejected += rejected
+	r.Saved.Add(currency, saved)
+	return nil
+}
+
+// countOperationsSQL counts operations by the time they were created, with their statuses.
+var countOperationsSQL = `
+SELECT ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, count(*), count(*) FILTER (WHERE o.status = 'succeeded'),
 	count(*) FILTER (WHERE o.status = 'failed'), count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'expired')
 FROM operations o
 WHERE o.created_at >= @from AND o.created_at < @to
 	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-GROUP BY 1, 2, 3, 4`, func(rs pgx.Rows) error {
-			var b time.Time
-			var tenant, n, ok, failed, unknown, expired int64
-			var kind, provider string
-			if err := rs.Scan(&b, &tenant, &kind, &provider, &n, &ok, &failed, &unknown, &expired); err != nil {
-				return err
-			}
-			r := row(b, tenant, kind, provider)
-			r.Operations += n
-			r.Succeeded += ok
-			r.Failed += failed
-			r.Unknown += unknown
-			r.Expired += expired
-			return nil
-		}},
-		{"count attempts", `
-SELECT ` + bin("a.started_at") + `, o.tenant_id, o.kind, o.provider, count(*),
+GROUP BY 1, 2, 3, 4`
+
+func (rows metricsRows) addOperations(rs pgx.Rows) error {
+	var b time.Time
+	var tenant, n, ok, failed, unknown, expired int64
+	var kind, provider string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &n, &ok, &failed, &unknown, &expired); err != nil {
+		return err
+	}
+	r := rows.row(b, tenant, kind, provider)
+	r.Operations += n
+	r.Succeeded += ok
+	r.Failed += failed
+	r.Unknown += unknown
+	r.Expired += expired
+	return nil
+}
+
+// countAttemptsSQL counts attempts by the time they started: all, those that left Settle,
+// and those that timed out.
+var countAttemptsSQL = `
+SELECT ` + metricsBin("a.started_at") + `, o.tenant_id, o.kind, o.provider, count(*),
 	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'), count(*) FILTER (WHERE a.outcome = 'timeout')
 FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.started_at >= @from AND a.started_at < @to
 	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-GROUP BY 1, 2, 3, 4`, func(rs pgx.Rows) error {
-			var b time.Time
-			var tenant, started, sent, timeouts int64
-			var kind, provider string
-			if err := rs.Scan(&b, &tenant, &kind, &provider, &started, &sent, &timeouts); err != nil {
-				return err
-			}
-			r := row(b, tenant, kind, provider)
-			r.Attempts += started
-			r.AttemptsSent += sent
-			r.Timeouts += timeouts
-			return nil
-		}},
-		{"count charges", `WITH ` + chargesCTE + `
-SELECT ` + bin("c.at") + `, c.tenant_id, c.kind, c.provider, c.currency,
+GROUP BY 1, 2, 3, 4`
+
+func (rows metricsRows) addAttempts(rs pgx.Rows) error {
+	var b time.Time
+	var tenant, started, sent, timeouts int64
+	var kind, provider string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &started, &sent, &timeouts); err != nil {
+		return err
+	}
+	r := rows.row(b, tenant, kind, provider)
+	r.Attempts += started
+	r.AttemptsSent += sent
+	r.Timeouts += timeouts
+	return nil
+}
+
+// countChargesSQL counts the charges of chargesCTE: all, orphans and double charges, with
+// the money double charges lost.
+var countChargesSQL = `WITH ` + chargesCTE + `
+SELECT ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.currency,
 	count(*), count(*) FILTER (WHERE c.operation_id IS NULL), count(*) FILTER (WHERE c.n > 1),
 	coalesce(sum(c.amount_cents) FILTER (WHERE c.n > 1), 0) * 10000
-FROM c GROUP BY 1, 2, 3, 4, 5`, func(rs pgx.Rows) error {
-			var b time.Time
-			var tenant, n, orphans, doubles, lost int64
-			var kind, provider, currency string
-			if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &orphans, &doubles, &lost); err != nil {
-				return err
-			}
-			r := row(b, tenant, kind, provider)
-			r.Charges += n
-			r.Orphans += orphans
-			r.DoubleCharges += doubles
-			r.Lost.Add(currency, lost)
-			return nil
-		}},
+FROM c GROUP BY 1, 2, 3, 4, 5`
+
+func (rows metricsRows) addCharges(rs pgx.Rows) error {
+	var b time.Time
+	var tenant, n, orphans, doubles, lost int64
+	var kind, provider, currency string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &orphans, &doubles, &lost); err != nil {
+		return err
 	}
-	for _, qu := range queries {
-		rs, err := q.Query(ctx, qu.sql, args)
-		if err != nil {
-			return nil, interpret(err, qu.what)
-		}
-		for rs.Next() {
-			if err := qu.scan(rs); err != nil {
-				rs.Close()
-				return nil, interpret(err, qu.what)
-			}
-		}
-		rs.Close()
-		if err := rs.Err(); err != nil {
-			return nil, interpret(err, qu.what)
-		}
-	}
-	return sortedRows(rows), nil
+	r := rows.row(b, tenant, kind, provider)
+	r.Charges += n
+	r.Orphans += orphans
+	r.DoubleCharges += doubles
+	r.Lost.Add(currency, lost)
+	return nil
 }
 
 // sortedRows returns the rows by window, tenant, kind and provider.

@@ -219,33 +219,11 @@ SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Versio
 	return o, &ops.Attempt{ID: attemptID, OperationID: o.ID, N: o.Attempts, ProviderKey: o.ProviderKey, Owner: p.Owner, StartedAt: p.Now}, nil
 }
 
-// Transition implements ops.Store: the compare-and-set of ops rule 6 with its attempt, evidence,
-// audit, outbox and client-request rows, in one statement and so one transaction.
-func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Operation, error) {
-	args := pgx.NamedArgs{
-		"id": p.ID, "version": p.Version, "from": string(p.From), "to": string(p.To), "phase": string(p.Phase),
-		"now": p.Now, "actor": p.Actor, "action": p.Action, "reason": p.Reason, "owner": p.Owner,
-		"lease": p.LeaseUntil, "require_expired": p.RequireLeaseExpired, "final": p.To.Final(),
-		"event_id": uuid.Must(uuid.NewV7()).String(), "crid": p.AnswerRequest, "answer": nullStr(string(p.Answer)),
-		"aid": int64(0), "outcome": nil, "http_status": 0, "prid": "", "ecode": "", "fat": nil,
-		"a_usage": nil, "a_cost": nil, "a_dup": false,
-		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
-		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0),
-	}
-	if f := p.Finish; f != nil {
-		args["aid"], args["outcome"], args["http_status"], args["prid"], args["ecode"], args["fat"] =
-			f.AttemptID, string(f.Outcome), f.HTTPStatus, f.ProviderRequestID, f.ErrorCode, f.FinishedAt
-		args["a_usage"], args["a_cost"], args["a_dup"] = jsonOrNil(f.Usage), f.CostMicros, f.PossibleDuplicate
-	}
-	if e := p.Evidence; e != nil {
-		args["ev_kind"], args["ev_ref"], args["ev_summary"], args["ev_data"], args["ev_by"], args["ev_at"] =
-			string(e.Kind), e.ProviderRef, e.Summary, jsonOrNil(e.Data), e.RecordedBy, e.RecordedAt
-	}
-	if r := p.Result; r != nil {
-		args["res_ref"], args["res_prid"], args["res_body"], args["res_usage"], args["res_cost"] =
-			r.ProviderRef, r.ProviderRequestID, jsonOrNil(r.Body), jsonOrNil(r.Usage), r.CostMicros
-	}
-	const q = `
+// transitionSQL is Transition's one statement. up is the compare-and-set on the operation's
+// version, status and lease; every other part writes only when up changed a row: the attempt's
+// finish (fin), the evidence (ev), the audit row (aud), the outbox event of a status change
+// (ob), the provider charge of a success (ch) and the client request's answer (cr).
+const transitionSQL = `
 WITH up AS (
 	UPDATE operations o SET status = @to, phase = @phase, version = version + 1, updated_at = @now,
 		lease_until = CASE WHEN @to = 'in_progress' THEN coalesce(@lease::timestamptz, @now::timestamptz) END,
@@ -293,8 +271,35 @@ WITH up AS (
 	WHERE id = @crid AND @answer::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
 )
 SELECT * FROM up`
+
+// Transition implements ops.Store: the compare-and-set of ops rule 6 with its attempt, evidence,
+// audit, outbox and client-request rows, in one statement and so one transaction.
+func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Operation, error) {
+	args := pgx.NamedArgs{
+		"id": p.ID, "version": p.Version, "from": string(p.From), "to": string(p.To), "phase": string(p.Phase),
+		"now": p.Now, "actor": p.Actor, "action": p.Action, "reason": p.Reason, "owner": p.Owner,
+		"lease": p.LeaseUntil, "require_expired": p.RequireLeaseExpired, "final": p.To.Final(),
+		"event_id": uuid.Must(uuid.NewV7()).String(), "crid": p.AnswerRequest, "answer": nullStr(string(p.Answer)),
+		"aid": int64(0), "outcome": nil, "http_status": 0, "prid": "", "ecode": "", "fat": nil,
+		"a_usage": nil, "a_cost": nil, "a_dup": false,
+		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
+		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0),
+	}
+	if f := p.Finish; f != nil {
+		args["aid"], args["outcome"], args["http_status"], args["prid"], args["ecode"], args["fat"] =
+			f.AttemptID, string(f.Outcome), f.HTTPStatus, f.ProviderRequestID, f.ErrorCode, f.FinishedAt
+		args["a_usage"], args["a_cost"], args["a_dup"] = jsonOrNil(f.Usage), f.CostMicros, f.PossibleDuplicate
+	}
+	if e := p.Evidence; e != nil {
+		args["ev_kind"], args["ev_ref"], args["ev_summary"], args["ev_data"], args["ev_by"], args["ev_at"] =
+			string(e.Kind), e.ProviderRef, e.Summary, jsonOrNil(e.Data), e.RecordedBy, e.RecordedAt
+	}
+	if r := p.Result; r != nil {
+		args["res_ref"], args["res_prid"], args["res_body"], args["res_usage"], args["res_cost"] =
+			r.ProviderRef, r.ProviderRequestID, jsonOrNil(r.Body), jsonOrNil(r.Usage), r.CostMicros
+	}
 	var o *ops.Operation
-	err := db.group.queryRow(q, args, func(row pgx.Row) (err error) {
+	err := db.group.queryRow(transitionSQL, args, func(row pgx.Row) (err error) {
 		o, err = scanOp(row)
 		return err
 	})
