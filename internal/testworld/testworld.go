@@ -43,7 +43,13 @@ type World struct {
 // New returns a world on a fresh migrated database.
 func New(t testing.TB) *World {
 	t.Helper()
-	url := pgtest.URL(pgtest.NewDatabase(t))
+	return On(t, pgtest.URL(pgtest.NewDatabase(t)))
+}
+
+// On returns a world on the migrated database at url, which the caller made and drops: for
+// a test that needs a server of its own, such as a benchmark on a durable cluster.
+func On(t testing.TB, url string) *World {
+	t.Helper()
 	db, err := pg.Open(context.Background(), url)
 	if err != nil {
 		t.Fatalf("testworld: %v", err)

@@ -2,22 +2,34 @@ package llm_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/localpg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -30,7 +42,16 @@ func TestMain(m *testing.M) { testworld.Main(m) }
 // latency of non-streaming calls and the added p50 and p99 time to first token of
 // streaming ones, in microseconds, and the ratios; then the bytes allocated per call. It
 // runs with a one-line prompt, and with an 8 KB one (a chat with some history), since
-// the gateway reads, fingerprints and stores every request. Run it with a fixed count, e.g.
+// the gateway reads, fingerprints and stores every request.
+//
+// The database is a private cluster of the benchmark's own, durable (fsync and synchronous
+// commit on, as in production), so each of the gateway's two commits waits for its WAL
+// flush. Beside the latencies it reports what one flush costs on this machine, measured in
+// the same run by PostgreSQL's pg_test_fsync in the cluster's folder (fdatasync, the
+// server's wal_sync_method on Linux, of one 8 kB write), and what the gateway adds beyond
+// two of them. SETTLE_BENCH_DURABLE=0 runs on the tests' cluster instead, whose commits skip
+// the flush, as the benchmark did before: bench/compare.sh uses it to compare with older
+// code. Run it with a fixed count, e.g.
 //
 //	go test ./ops/llm -run '^$' -bench GatewayOverhead -benchtime 2000x
 func BenchmarkGatewayOverhead(b *testing.B) {
@@ -47,7 +68,7 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		prev := debug.SetGCPercent(400)
 		b.Cleanup(func() { debug.SetGCPercent(prev) })
 	}
-	w := testworld.New(b)
+	w, dataDir := benchWorld(b)
 	db := w.DB
 	f, base := w.LLM(fake.LLMOptions{})
 	up := w.Upstream(base, openai.Config{APIKey: "sk-bench"})
@@ -110,6 +131,10 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		call(direct, "sk-bench", "", i%2 == 0)
 		call(via, token, fmt.Sprintf("warm-%d", i), i%2 == 0)
 	}
+	var flush flushes
+	if dataDir != "" {
+		flush.start(b, dataDir, db)
+	}
 	var dLat, gLat, dTTFT, gTTFT []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -120,6 +145,9 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		dLat, gLat, dTTFT, gTTFT = append(dLat, d), append(gLat, g), append(dTTFT, dt), append(gTTFT, gt)
 	}
 	b.StopTimer()
+	if dataDir != "" {
+		flush.stop(b, dataDir, db, 2*b.N)
+	}
 	// Memory, apart from the timed calls: bytes allocated per non-streaming call, by the
 	// whole process (client, fake and, for the second, the gateway), in the same run.
 	allocated := func() uint64 {
@@ -157,7 +185,183 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	b.ReportMetric(us(p(gTTFT, 0.5)-p(dTTFT, 0.5)), "added_ttft_p50_us")
 	b.ReportMetric(us(p(gTTFT, 0.99)-p(dTTFT, 0.99)), "added_ttft_p99_us")
 	b.ReportMetric(float64(p(gTTFT, 0.5))/float64(p(dTTFT, 0.5)), "ttft_p50_ratio")
+	if dataDir != "" {
+		// What the gateway adds beyond its two durable commits in sequence (the operation
+		// before the send, the result after), each costing about one fdatasync.
+		two := 2 * flush.fdatasync()
+		b.ReportMetric(us(flush.fdatasync()), "fdatasync_8kB_us")
+		b.ReportMetric(us(p(gLat, 0.5)-p(dLat, 0.5)-two), "added_p50_beyond_2_fdatasync_us")
+		b.ReportMetric(us(p(gLat, 0.99)-p(dLat, 0.99)-two), "added_p99_beyond_2_fdatasync_us")
+	}
 	if n := len(f.Generations()); n != 4*b.N+2*warm+1000 {
 		b.Fatalf("the provider billed %d generations, want %d", n, 4*b.N+2*warm+1000)
 	}
+}
+
+// benchWorld returns the benchmark's world and the data folder of its durable cluster, or
+// the tests' world and "" when SETTLE_BENCH_DURABLE=0.
+func benchWorld(b *testing.B) (*testworld.World, string) {
+	b.Helper()
+	if os.Getenv("SETTLE_BENCH_DURABLE") == "0" {
+		return testworld.New(b), ""
+	}
+	c := durableCluster(b)
+	ctx := context.Background()
+	name := fmt.Sprintf("gateway_%d", durableDBs.Add(1))
+	admin, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if a, err := pgx.Connect(ctx, c.URL("postgres")); err == nil {
+			_, _ = a.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			a.Close(ctx)
+		}
+	})
+	db, err := pg.Open(ctx, c.URL(name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = db.Migrate(ctx)
+	db.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return testworld.On(b, c.URL(name)), c.Dir
+}
+
+var (
+	durableMu  sync.Mutex
+	durable    *localpg.Cluster
+	durableDBs atomic.Int64
+)
+
+// durableCluster starts the binary's durable cluster on first use, under .settle/ as the
+// bench module's; testworld.Main stops and removes it after the benchmarks.
+func durableCluster(b *testing.B) *localpg.Cluster {
+	b.Helper()
+	durableMu.Lock()
+	defer durableMu.Unlock()
+	if durable != nil {
+		return durable
+	}
+	root := filepath.Join(pgtest.ProjectDir(), ".settle")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(root, "bench-llm-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := localpg.Start(context.Background(), localpg.Options{Dir: dir, Durable: true})
+	if err != nil {
+		os.RemoveAll(dir)
+		b.Fatalf("start a durable postgres: %v", err)
+	}
+	durable = c
+	pgtest.AtExit(func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+		os.RemoveAll(c.Dir) // the folder the server used (elsewhere when root cannot share dir)
+		os.RemoveAll(dir)
+	})
+	return c
+}
+
+// flushes measures the cost of a WAL flush around the timed calls, and counts the flushes.
+type flushes struct {
+	costs []time.Duration
+	syncs int64
+}
+
+func (f *flushes) start(b *testing.B, dir string, db *pg.DB) {
+	f.costs = append(f.costs, fdatasyncCost(b, dir))
+	f.syncs = walSyncs(b, db)
+}
+
+// stop measures the flush again and reports the server's WAL flushes per gateway call.
+func (f *flushes) stop(b *testing.B, dir string, db *pg.DB, calls int) {
+	f.costs = append(f.costs, fdatasyncCost(b, dir))
+	b.ReportMetric(float64(walSyncs(b, db)-f.syncs)/float64(calls), "wal_syncs/gateway_call")
+}
+
+// fdatasync is the mean of the measurements before and after the timed calls.
+func (f *flushes) fdatasync() time.Duration {
+	var sum time.Duration
+	for _, c := range f.costs {
+		sum += c
+	}
+	return sum / time.Duration(len(f.costs))
+}
+
+// walSyncs returns the cluster's count of WAL flushes (pg_stat_wal.wal_sync). Sessions send
+// their statistics at most once a second, so it waits for the idle ones to have sent theirs.
+func walSyncs(b *testing.B, db *pg.DB) int64 {
+	b.Helper()
+	time.Sleep(1500 * time.Millisecond)
+	var n int64
+	if err := db.Pool.QueryRow(context.Background(), "SELECT wal_sync FROM pg_stat_wal").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// fdatasyncCost runs PostgreSQL's pg_test_fsync -s 2 on a file in dir (the cluster's data
+// folder, so the same disk as its WAL) and returns its figure for fdatasync after one 8 kB
+// write: what one durable commit waits for. The tool is stopped once that line is out; the
+// rest of its tests would take another half minute.
+func fdatasyncCost(b *testing.B, dir string) time.Duration {
+	b.Helper()
+	bin, err := localpg.FindBin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The server's own folder: initdb on PATH may be a link to it.
+	if initdb, err := filepath.EvalSymlinks(filepath.Join(bin, "initdb")); err == nil {
+		bin = filepath.Dir(initdb)
+	}
+	file := filepath.Join(dir, "pg_test_fsync.tmp")
+	defer os.Remove(file)
+	cmd := exec.Command(filepath.Join(bin, "pg_test_fsync"), "-s", "2", "-f", file)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("pg_test_fsync: %v", err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // it removes its file on SIGTERM
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+	}()
+	// "Compare file sync methods using one 8kB write:", then among its lines
+	// "fdatasync   1001.624 ops/sec   998 usecs/op": the time is taken from ops/sec, the
+	// more precise of the two.
+	sc := bufio.NewScanner(out)
+	var seen []string
+	section := false
+	for sc.Scan() {
+		line := sc.Text()
+		seen = append(seen, line)
+		if strings.Contains(line, "using one 8kB write") {
+			section = true
+			continue
+		}
+		f := strings.Fields(line)
+		if section && len(f) == 5 && f[0] == "fdatasync" && f[2] == "ops/sec" {
+			perSec, err := strconv.ParseFloat(f[1], 64)
+			if err != nil || perSec <= 0 {
+				break
+			}
+			return time.Duration(float64(time.Second) / perSec)
+		}
+	}
+	b.Fatalf("pg_test_fsync gave no fdatasync figure for one 8kB write:\n%s", strings.Join(seen, "\n"))
+	return 0
 }
