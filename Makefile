@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: demo test bench deps generate check-generated lint build vendor chromium alerting
+.PHONY: demo test bench bench-compare deps generate check-generated lint build vendor chromium alerting
 
 demo: deps build
 	./bin/settle demo
@@ -19,6 +19,12 @@ test: deps check-generated lint
 bench: deps
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime=5s -timeout 60m .
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime=3000x ./ops/llm/
+
+# bench-compare runs the lifecycle and gateway benchmarks of BASE (default d849190) and of
+# this working tree in the same sitting, alternating, and prints the after/before ratios
+# and the gateway's durable figures (bench/compare.sh).
+bench-compare: deps
+	bash bench/compare.sh $(BASE)
 
 # deps installs what the two commands need on a fresh Debian machine: as root with apt-get,
 # otherwise it names the missing packages and stops.
