@@ -130,13 +130,17 @@
 //
 // # Layout
 //
-// Package ops is the kernel: the types (Operation, Attempt, Evidence, statuses, outcomes),
-// the rules as code (transitions, CheckSend, CheckClose, NextStatus, Backoff, the limits and
-// policies), the Ledger that applies them over the Store interface, the refund tool shared
-// by the API and the MCP server, the reaper, the outbox event and the receivers' inbox, and the
-// dashboard's actions and queues. Its subpackages
-// are adapters around it:
+// Package ops is the kernel and nothing else: the types (Tenant, Operation, Attempt,
+// Evidence, statuses, outcomes), the rules as code (transitions, CheckSend, CheckClose,
+// NextStatus, Backoff, the limits and policies), errors, the clock, money, and the Ledger
+// that applies the rules over the Store interface, with the reaper that runs its stalled and
+// expired operations. Around it are the tools built on the ledger and the adapters:
 //
+//   - ops/refund: the refund tool shared by the API and the MCP server.
+//   - ops/desk: what people do: queues, lookups, closes, customer sentences, audit, and the
+//     dashboard's users and their roles.
+//   - ops/outbox: the relay that delivers the outbox rows the store writes with each
+//     transition (rule 10), and the consumer that applies each event once.
 //   - ops/pg: the Postgres store, the only place with SQL. ops/pg/localpg runs a private
 //     PostgreSQL cluster for the demo, tests and benchmarks; ops/pg/pgtest gives each test
 //     its own migrated database.
