@@ -34,7 +34,7 @@ func (db *DB) RecordFinding(ctx context.Context, f recon.Finding) (*recon.Except
 	var created bool
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		args := pgx.NamedArgs{"kind": string(f.Kind), "provider": f.Provider, "ref": f.Ref, "tenant": f.TenantID,
-			"op": f.OperationID, "refs": refs, "severity": string(sev), "resolved": f.Resolved,
+			"op": operationIDArg(f.OperationID), "refs": refs, "severity": string(sev), "resolved": f.Resolved,
 			"note": f.Note, "summary": f.Summary, "amount": f.AmountCents, "currency": f.Currency,
 			"details": jsonOrNil(f.Details), "at": f.At, "actor": f.Actor}
 		cur, err := lockException(ctx, tx, args)
@@ -72,7 +72,7 @@ func openException(ctx context.Context, tx pgx.Tx, f recon.Finding, args pgx.Nam
 	cur, err := scanException(tx.QueryRow(ctx, `
 INSERT INTO recon_exceptions AS e (kind, provider, ref, tenant_id, operation_id, charge_refs, severity, status, note,
 	summary, amount_cents, currency, details, first_seen_at, last_seen_at, updated_at, resolved_at, resolved_by)
-VALUES (@kind, @provider, @ref, nullif(@tenant::bigint, 0), (SELECT id FROM operations WHERE id::text = nullif(@op, '')),
+VALUES (@kind, @provider, @ref, nullif(@tenant::bigint, 0), (SELECT id FROM operations WHERE id = @op::uuid),
 	@refs, @severity, CASE WHEN @resolved THEN 'resolved' ELSE 'open' END, @note, @summary, @amount, @currency,
 	@details::jsonb, @at, @at, @at, CASE WHEN @resolved THEN @at::timestamptz END, CASE WHEN @resolved THEN @actor ELSE '' END)
 ON CONFLICT (kind, provider, ref) DO NOTHING
