@@ -74,7 +74,7 @@ func newDashEnv(t *testing.T) *dashEnv {
 func (e *dashEnv) open(t *testing.T, order string, cents int64) (*ops.Operation, *ops.Attempt) {
 	t.Helper()
 	pi := "pi_" + strings.NewReplacer("<", "", ">", "", "/", "", " ", "", "\"", "", "'", "", "(", "", ")", "", "=", "", "&", "").Replace(order)
-	e.fake.AddPaymentIntent(pi, 10000, "usd")
+	e.fake.AddPaymentIntent(pi, 10000, "usd", fake.OwnedBy("shop"))
 	o, err := e.ledger.Open(context.Background(), ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindRefund, Provider: "stripe",
 		IntentKey: refund.IntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
 		AmountCents: cents, Currency: "usd", Retention: e.adapter.Retention()}, "req-"+order, "worker-1")

@@ -495,7 +495,7 @@ func TestPersonCannotFreeAnUncertainRefund(t *testing.T) {
 	mustContain(t, body, "cannot be closed as failed")
 
 	// The customer's "try again" is answered from the open operation: no second refund.
-	ans, err := e.server.Refunds.Refund(context.Background(), refund.Request{TenantID: e.tenant.ID, OrderID: "4520",
+	ans, err := e.server.Refunds.Refund(context.Background(), refund.Request{TenantID: e.tenant.ID, Tenant: e.tenant.Name, OrderID: "4520",
 		AmountCents: 3800, Currency: "usd", PaymentIntent: op.PaymentRef, RequestRef: "toolu_again"})
 	if err != nil || ans.Status != refund.Checking || ans.OperationID != op.ID {
 		t.Fatalf("try again: %+v %v", ans, err)

@@ -35,7 +35,7 @@ func newMCPEnv(t *testing.T, attemptTimeout, deadline time.Duration) *mcpEnv {
 	s, tw := newServer(t)
 	db := tw.DB
 	fk, base := tw.Stripe(fake.StripeOptions{Seed: 1})
-	fk.AddPaymentIntent("pi_4417", 3800, "usd")
+	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
 	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_mcp", AttemptTimeout: attemptTimeout})
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
@@ -421,5 +421,23 @@ func TestMCPTryAgainWithAnotherReasonStaysTruthful(t *testing.T) {
 	}
 	if n := e.count(t, `SELECT count(*) FROM operations`); n != 1 {
 		t.Fatalf("%d operations, want 1", n)
+	}
+}
+
+// TestMCPRefundsOnlyTheTenantsOwnPayments: the agent's tool is held to the same ownership
+// as the API: another tenant's payment is refused as unknown, and nothing is sent.
+func TestMCPRefundsOnlyTheTenantsOwnPayments(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, time.Second, 3*time.Second)
+	e.fake.AddPaymentIntent("pi_bank", 3800, "usd", fake.OwnedBy("bank"))
+	cs := e.session(t)
+	args := storyArgs()
+	args["payment_intent"] = "pi_bank"
+	res, _, text := call(t, cs, "issue_refund", args, mcp.Meta{"tool_call_id": "toolu_foreign"})
+	if !res.IsError || !strings.Contains(text, "unknown_payment") || !strings.Contains(text, "This call sent nothing") {
+		t.Fatalf("foreign payment: %q", text)
+	}
+	if len(e.fake.Refunds()) != 0 {
+		t.Fatal("a foreign payment was refunded")
 	}
 }

@@ -42,7 +42,7 @@ func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	ans, err := s.Refunds.Refund(r.Context(), refund.Request{TenantID: tenant.ID, OrderID: b.OrderID,
+	ans, err := s.Refunds.Refund(r.Context(), refund.Request{TenantID: tenant.ID, Tenant: tenant.Name, OrderID: b.OrderID,
 		AmountCents: *b.AmountCents, Currency: b.Currency, PaymentIntent: b.PaymentIntent, Reason: b.Reason,
 		RequestRef: firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"))})
 	if err != nil {

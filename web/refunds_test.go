@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -35,7 +36,7 @@ func newRefundEnv(t *testing.T) *refundEnv {
 	s, tw := newServer(t)
 	db := tw.DB
 	fk, base := tw.Stripe(fake.StripeOptions{WebhookSecret: hookSecret})
-	fk.AddPaymentIntent("pi_4417", 3800, "usd")
+	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
 	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_web", AttemptTimeout: time.Second, WebhookSecret: hookSecret})
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	s.Clock = ops.SystemClock{}
@@ -247,5 +248,38 @@ func TestRefundAPITryAgainWithAnotherReason(t *testing.T) {
 	}
 	if n := len(e.fake.Refunds()); n != 0 || e.count(t, `SELECT count(*) FROM operations`) != 1 {
 		t.Fatalf("%d refunds at Stripe, want none sent again", n)
+	}
+}
+
+// TestRefundAPIRefundsOnlyTheTenantsOwnPayments: a tenant's token cannot refund another
+// tenant's payment, nor one that carries no tenant, and cannot learn anything about either
+// from the refusal: the answer is, word for word, the one for a payment Stripe does not have
+// (no amount, currency or refund count). Nothing is sent and the request is recorded as
+// refused.
+func TestRefundAPIRefundsOnlyTheTenantsOwnPayments(t *testing.T) {
+	t.Parallel()
+	e := newRefundEnv(t)
+	e.fake.AddPaymentIntent("pi_bank", 777_00, "eur", fake.OwnedBy("bank"))
+	e.fake.AddPaymentIntent("pi_nolabel", 555_00, "eur")
+	body := func(pi string) string {
+		return `{"order_id":"9","amount_cents":100,"currency":"eur","payment_intent":"` + pi + `","request_ref":"probe-` + pi + `"}`
+	}
+	var answers []string
+	for _, pi := range []string{"pi_missing", "pi_bank", "pi_nolabel"} {
+		code, out, _ := e.post(t, "/api/v1/refunds", "application/json", body(pi))
+		detail, _ := out["detail"].(string)
+		answers = append(answers, fmt.Sprintf("%d %v %s", code, out["code"], strings.ReplaceAll(detail, pi, "PI")))
+		if strings.Contains(detail, "777") || strings.Contains(detail, "555") || strings.Contains(strings.ToLower(detail), "eur") {
+			t.Fatalf("%s: the refusal tells the payment's amount or currency: %q", pi, detail)
+		}
+	}
+	if answers[0] != answers[1] || answers[0] != answers[2] || !strings.HasPrefix(answers[0], "422 unknown_payment") {
+		t.Fatalf("a foreign or unlabelled payment is answered unlike a missing one:\n%s", strings.Join(answers, "\n"))
+	}
+	if n := len(e.fake.Refunds()); n != 0 || e.count(t, `SELECT count(*) FROM operations`) != 0 {
+		t.Fatalf("%d refunds sent for payments that are not the tenant's", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected' AND request_ref LIKE 'probe-%'`); n != 3 {
+		t.Fatalf("%d refused requests recorded, want 3", n)
 	}
 }

@@ -109,6 +109,11 @@ type StripeConfig struct {
 	// backoff included. Deadline must fit in the caller's own request timeout.
 	Timeout  time.Duration
 	Deadline time.Duration
+	// TenantKey is the payment metadata key naming a payment's tenant; AnyTenantsPayments
+	// (SETTLE_STRIPE_TENANT_CHECK=off) lets any tenant refund any payment, for a single
+	// tenant install.
+	TenantKey          string
+	AnyTenantsPayments bool
 }
 
 // FakeConfig is what "fake stripe" serves.
@@ -326,7 +331,17 @@ func checkCommandFlags(cfg *Config, getenv func(string) string) error {
 // loadServeEnv reads what serve and demo share: Stripe, the outbox and the worker name.
 func loadServeEnv(cfg *Config, getenv func(string) string) error {
 	cfg.Stripe = StripeConfig{APIKey: getenv("STRIPE_API_KEY"), APIBase: getenv("STRIPE_API_BASE"),
-		WebhookSecret: getenv("STRIPE_WEBHOOK_SECRET")}
+		WebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"), TenantKey: getenv("SETTLE_STRIPE_TENANT_KEY")}
+	switch v := getenv("SETTLE_STRIPE_TENANT_CHECK"); v {
+	case "", "on":
+	case "off":
+		cfg.Stripe.AnyTenantsPayments = true
+	default:
+		return usagef("SETTLE_STRIPE_TENANT_CHECK=%q: use on or off", v)
+	}
+	if k := cfg.Stripe.TenantKey; k != "" && (len(k) > 40 || strings.ContainsAny(k, "[] \t\n")) {
+		return usagef("SETTLE_STRIPE_TENANT_KEY=%q is not a Stripe metadata key (at most 40 characters, no brackets or spaces)", k)
+	}
 	var err error
 	if cfg.Stripe.Timeout, err = durationEnv(getenv, "SETTLE_STRIPE_TIMEOUT", 8*time.Second); err != nil {
 		return err

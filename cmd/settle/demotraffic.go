@@ -134,7 +134,7 @@ func (d *demoTraffic) timeoutStorm(ctx context.Context, normal []fake.Fault) {
 // first tool call times out while Stripe commits the refund; the customer says "try again";
 // the second call reuses the key.
 func (d *demoTraffic) story(ctx context.Context) error {
-	d.fake.AddPaymentIntent("pi_4417", 3800, "usd")
+	d.fake.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy(d.tenant.Name))
 	d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 8 * time.Second, Times: 1})
 	req := map[string]any{"order_id": "4417", "amount_cents": 3800, "currency": "usd", "payment_intent": "pi_4417",
 		"reason": "requested_by_customer", "request_ref": "toolu_01"}
@@ -163,9 +163,9 @@ func (d *demoTraffic) history(ctx context.Context) error {
 	past := &refund.Tool{Ledger: ledger, Store: d.p.DB, Provider: d.p.Refunds.Provider, Deadline: 2 * time.Second}
 	for i, order := range []string{"3120", "3121"} {
 		pi := "pi_" + order
-		d.fake.AddPaymentIntent(pi, 2500, "usd")
+		d.fake.AddPaymentIntent(pi, 2500, "usd", fake.OwnedBy(d.tenant.Name))
 		d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultServerError, Times: 1})
-		if _, err := past.Refund(ctx, refund.Request{TenantID: d.tenant.ID, OrderID: order, AmountCents: int64(1500 + i*500),
+		if _, err := past.Refund(ctx, refund.Request{TenantID: d.tenant.ID, Tenant: d.tenant.Name, OrderID: order, AmountCents: int64(1500 + i*500),
 			Currency: "usd", PaymentIntent: pi, Reason: "requested_by_customer", RequestRef: "history"}); err != nil {
 			return err
 		}
@@ -187,7 +187,7 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 	provider := d.p.Refunds.Provider
 	for _, order := range []string{"4520", "4521", "4522"} {
 		pi := "pi_" + order
-		d.fake.AddPaymentIntent(pi, 8400, "usd")
+		d.fake.AddPaymentIntent(pi, 8400, "usd", fake.OwnedBy(d.tenant.Name))
 		o, err := ledger.Open(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
 			IntentKey: refund.IntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
 			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention()},
@@ -226,7 +226,7 @@ func (d *demoTraffic) customer(ctx context.Context, roll int, cents int64) {
 	d.order++
 	order := fmt.Sprintf("%d", 5000+d.order)
 	pi := "pi_demo_" + order
-	d.fake.AddPaymentIntent(pi, cents+1000, "usd")
+	d.fake.AddPaymentIntent(pi, cents+1000, "usd", fake.OwnedBy(d.tenant.Name))
 	req := map[string]any{"order_id": order, "amount_cents": cents, "currency": "usd", "payment_intent": pi,
 		"reason": "requested_by_customer", "request_ref": "call_" + order + "_1"}
 	switch {

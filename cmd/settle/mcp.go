@@ -57,7 +57,8 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	if cfg.Stripe.APIKey != "" {
 		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
 			AttemptTimeout: cfg.Stripe.Timeout, WebhookSecret: cfg.Stripe.WebhookSecret})
-		refunds = &refund.Tool{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline}
+		refunds = &refund.Tool{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline,
+			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 	}
 	tools := &mcptool.Tools{Refunds: refunds, Status: db, Tenant: mcptool.FixedTenant(tenant), Logger: logger}
 	transport := mcptool.StampTransport(&mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -201,7 +202,7 @@ func (d *demoTraffic) agentStory(ctx context.Context) {
 	if d.p.Refunds == nil {
 		return
 	}
-	d.fake.AddPaymentIntent(demoAgentIntent, demoAgentCents, "usd")
+	d.fake.AddPaymentIntent(demoAgentIntent, demoAgentCents, "usd", fake.OwnedBy(d.tenant.Name))
 	d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 10 * time.Second, Times: 1})
 	d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultUnavailable, Times: 5})
 	go func() {

@@ -43,7 +43,7 @@ func TestMCPStdioRefundsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fk.Close()
-	fk.AddPaymentIntent("pi_4417", 3800, "usd")
+	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
 	cfg := Config{Command: "mcp", DatabaseURL: url,
 		Stripe: StripeConfig{APIKey: "sk_test_stdio", APIBase: base, Timeout: time.Second, Deadline: 3 * time.Second}}
 

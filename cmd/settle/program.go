@@ -145,7 +145,8 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	if cfg.Stripe.APIKey != "" {
 		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
 			AttemptTimeout: cfg.Stripe.Timeout, WebhookSecret: cfg.Stripe.WebhookSecret})
-		p.Refunds = &refund.Tool{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline}
+		p.Refunds = &refund.Tool{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline,
+			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 		srv.Refunds = p.Refunds
 		senders[ops.KindRefund] = adapter
 		if cfg.Stripe.WebhookSecret != "" {

@@ -59,7 +59,7 @@ func TestReconcileCommandRecordsOrphanOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	f.AddPaymentIntent("pi_cmd", 5000, "usd")
+	f.AddPaymentIntent("pi_cmd", 5000, "usd", fake.OwnedBy("shop"))
 	outside := stripeclient.New("sk_test", &stripelib.Backends{API: stripelib.GetBackendWithConfig(stripelib.APIBackend,
 		&stripelib.BackendConfig{URL: stripelib.String(base), MaxNetworkRetries: stripelib.Int64(0),
 			LeveledLogger: &stripelib.LeveledLogger{Level: stripelib.LevelNull}})})

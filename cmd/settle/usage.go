@@ -35,6 +35,8 @@ Environment:
   STRIPE_API_BASE         Stripe API base URL (default https://api.stripe.com)
   STRIPE_WEBHOOK_SECRET   signing secret of the Stripe webhook endpoint
   SETTLE_STRIPE_TIMEOUT   one attempt at Stripe (default 8s)
+  SETTLE_STRIPE_TENANT_KEY    payment metadata key naming its tenant (default settle_tenant)
+  SETTLE_STRIPE_TENANT_CHECK  on (default): a tenant refunds only its own payments; off: any
   SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
   SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
   SETTLE_OUTBOX_KEEP      how long a delivered event stays in the outbox (default 168h)

@@ -39,15 +39,16 @@ func (s *Stripe) adminLedger(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Stripe) adminAddPaymentIntent(w http.ResponseWriter, r *http.Request) {
 	var in struct {
-		ID       string `json:"id"`
-		Amount   int64  `json:"amount"`
-		Currency string `json:"currency"`
+		ID       string            `json:"id"`
+		Amount   int64             `json:"amount"`
+		Currency string            `json:"currency"`
+		Metadata map[string]string `json:"metadata"`
 	}
 	if err := decodeJSON(r, &in); err != nil {
 		adminError(w, http.StatusBadRequest, err)
 		return
 	}
-	pi, created, err := s.addPaymentIntent(in.ID, in.Amount, in.Currency)
+	pi, created, err := s.addPaymentIntent(in.ID, in.Amount, in.Currency, in.Metadata)
 	if err != nil {
 		status := http.StatusBadRequest
 		if pi != nil {

@@ -98,7 +98,7 @@ func paymentIntentObject(pi *paymentIntent, latestCharge any) obj {
 		"currency":             pi.currency,
 		"latest_charge":        latestCharge,
 		"livemode":             false,
-		"metadata":             obj{},
+		"metadata":             metadataObject(pi.metadata),
 		"payment_method_types": []string{"card"},
 		"status":               "succeeded",
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -67,6 +68,7 @@ type paymentIntent struct {
 	id       string
 	amount   int64
 	currency string
+	metadata map[string]string
 	charge   string
 	created  time.Time
 }
@@ -233,13 +235,21 @@ func (s *Stripe) Close() error {
 
 // AddPaymentIntent seeds a succeeded payment intent with one charge (ch_...) of the whole
 // amount. Seeding an id that exists leaves it as it is, so a demo can seed on every start.
-func (s *Stripe) AddPaymentIntent(id string, amountCents int64, currency string) {
-	if _, _, err := s.addPaymentIntent(id, amountCents, currency); err != nil {
+// Metadata such as OwnedBy(tenant) labels the payment as a merchant's integration would.
+func (s *Stripe) AddPaymentIntent(id string, amountCents int64, currency string, metadata ...map[string]string) {
+	md := map[string]string{}
+	for _, m := range metadata {
+		maps.Copy(md, m)
+	}
+	if _, _, err := s.addPaymentIntent(id, amountCents, currency, md); err != nil {
 		s.log.Warn("fake stripe: payment intent not seeded", "id", id, "err", err)
 	}
 }
 
-func (s *Stripe) addPaymentIntent(id string, amount int64, currency string) (*paymentIntent, bool, error) {
+// OwnedBy is the metadata that makes a payment a Settle tenant's: settle_tenant=name.
+func OwnedBy(tenant string) map[string]string { return map[string]string{"settle_tenant": tenant} }
+
+func (s *Stripe) addPaymentIntent(id string, amount int64, currency string, metadata map[string]string) (*paymentIntent, bool, error) {
 	currency = strings.ToLower(strings.TrimSpace(currency))
 	if amount <= 0 {
 		return nil, false, fmt.Errorf("amount %d: must be positive", amount)
@@ -263,7 +273,7 @@ func (s *Stripe) addPaymentIntent(id string, amount int64, currency string) (*pa
 	}
 	now := s.clock()
 	ch := &charge{id: newID("ch_"), paymentIntent: id, amount: amount, currency: currency, created: now}
-	pi := &paymentIntent{id: id, amount: amount, currency: currency, charge: ch.id, created: now}
+	pi := &paymentIntent{id: id, amount: amount, currency: currency, metadata: metadata, charge: ch.id, created: now}
 	s.intents[id] = pi
 	s.charges[ch.id] = ch
 	return pi, true, nil

@@ -171,7 +171,7 @@ func (t *Tools) issueRefund(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		}
 		return refused("issue_refund", err), nil
 	}
-	ans, err := t.Refunds.Refund(ctx, refund.Request{TenantID: tenant.ID, OrderID: a.OrderID, AmountCents: *a.AmountCents,
+	ans, err := t.Refunds.Refund(ctx, refund.Request{TenantID: tenant.ID, Tenant: tenant.Name, OrderID: a.OrderID, AmountCents: *a.AmountCents,
 		Currency: a.Currency, PaymentIntent: a.PaymentIntent, Reason: a.Reason, RequestRef: ref})
 	if err != nil {
 		if ops.ErrorCode(err) == ops.EINTERNAL {

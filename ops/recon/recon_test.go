@@ -48,7 +48,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.fake.Close() })
-	w.fake.AddPaymentIntent(pi, 100_000, "usd")
+	w.fake.AddPaymentIntent(pi, 100_000, "usd", fake.OwnedBy("shop"))
 	w.outside = stripeclient.New("sk_test_outside", &stripelib.Backends{API: stripelib.GetBackendWithConfig(stripelib.APIBackend,
 		&stripelib.BackendConfig{URL: stripelib.String(base), MaxNetworkRetries: stripelib.Int64(0),
 			LeveledLogger: &stripelib.LeveledLogger{Level: stripelib.LevelNull}})})

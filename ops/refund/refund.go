@@ -30,6 +30,18 @@ type Payment struct {
 	AmountCents int64
 	Currency    string
 	Refunds     []ops.ProviderRecord
+	// Metadata is the payment's own metadata at the provider; it names its tenant.
+	Metadata map[string]string
+}
+
+// DefaultTenantKey is the metadata key naming the tenant a payment belongs to.
+const DefaultTenantKey = "settle_tenant"
+
+// UnknownPayment is the answer for a payment the provider does not have, and, word for
+// word, for one that is another tenant's: nobody learns a foreign payment's amount,
+// currency or refunds from a refusal.
+func UnknownPayment(ref string, cause error) error {
+	return &ops.Error{Code: ops.EINVALID, Reason: "unknown_payment", Message: fmt.Sprintf("Stripe has no payment %s.", ref), Err: cause}
 }
 
 // Store is what the refund tool needs from the store beyond the ledger.
@@ -50,6 +62,8 @@ type Request struct {
 	Reason        string
 	// RequestRef is the caller's id for this call, such as an agent's tool call id.
 	RequestRef string
+	// Tenant is the calling tenant's name, which its payments carry in their metadata.
+	Tenant string
 }
 
 // The answers of the refund tool. They are the only four things a caller may tell a customer.
@@ -81,6 +95,12 @@ type Tool struct {
 	// the caller's own HTTP timeout.
 	Deadline time.Duration
 	Sleep    ops.Sleeper
+	// TenantKey is the payment metadata key naming its tenant (default settle_tenant). A
+	// tenant refunds only payments that carry its name there.
+	TenantKey string
+	// AnyTenantsPayments turns the ownership check off, for an install with one tenant: then
+	// any token may refund any payment of the Stripe account.
+	AnyTenantsPayments bool
 }
 
 var (
@@ -196,6 +216,13 @@ func (s *Tool) Reject(ctx context.Context, tenantID int64, requestRef string) er
 	return s.Ledger.Reject(ctx, tenantID, ops.KindRefund, requestRef)
 }
 
+func (s *Tool) tenantKey() string {
+	if s.TenantKey != "" {
+		return s.TenantKey
+	}
+	return DefaultTenantKey
+}
+
 func (s *Tool) deadline() time.Duration {
 	if s.Deadline > 0 {
 		return s.Deadline
@@ -246,6 +273,9 @@ func (s *Tool) checkRemainder(ctx context.Context, req Request) error {
 	p, err := s.Provider.Payment(ctx, req.PaymentIntent)
 	if err != nil {
 		return err
+	}
+	if !s.AnyTenantsPayments && p.Metadata[s.tenantKey()] != req.Tenant {
+		return UnknownPayment(req.PaymentIntent, nil)
 	}
 	if p.Currency != "" && p.Currency != req.Currency {
 		return &ops.Error{Code: ops.EINVALID, Reason: "currency_mismatch", Message: fmt.Sprintf("Payment %s was made in %s, not %s.", req.PaymentIntent, p.Currency, req.Currency)}

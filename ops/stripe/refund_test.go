@@ -47,7 +47,7 @@ func newWorld(t *testing.T, attemptTimeout, deadline time.Duration) *world {
 	}
 	t.Cleanup(func() { w.fake.Close() })
 	w.base = base
-	w.fake.AddPaymentIntent(story, 3800, "usd")
+	w.fake.AddPaymentIntent(story, 3800, "usd", fake.OwnedBy("shop"))
 	w.adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: base, AttemptTimeout: attemptTimeout})
 	ledger := ops.NewLedger(db, w.clock)
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
@@ -59,7 +59,7 @@ func newWorld(t *testing.T, attemptTimeout, deadline time.Duration) *world {
 }
 
 func (w *world) req(ref string) refund.Request {
-	return refund.Request{TenantID: w.tenant, OrderID: "4417", AmountCents: 3800, Currency: "usd",
+	return refund.Request{TenantID: w.tenant, Tenant: "shop", OrderID: "4417", AmountCents: 3800, Currency: "usd",
 		PaymentIntent: story, Reason: "requested_by_customer", RequestRef: ref}
 }
 
@@ -343,7 +343,7 @@ func TestRemainderIsCheckedAgainstStripeAndOpenRefunds(t *testing.T) {
 func TestDefiniteRefusalFails(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, time.Second, 3*time.Second)
-	w.fake.AddPaymentIntent("pi_other", 500, "usd")
+	w.fake.AddPaymentIntent("pi_other", 500, "usd", fake.OwnedBy("shop"))
 	ctx := context.Background()
 	// Someone refunds the whole payment in Stripe's dashboard after our remainder check,
 	// while our request is on its way: Stripe refuses ours, and nothing is refunded twice.
@@ -497,5 +497,24 @@ func TestClassifyEveryStripeAnswer(t *testing.T) {
 	}
 	if r := stripe.Classify(cases[2].err, cases[2].header); r.RetryAfter != 3*time.Second {
 		t.Errorf("Retry-After read as %v", r.RetryAfter)
+	}
+}
+
+// TestOwnershipCheckCanBeTurnedOff: a single-tenant install (SETTLE_STRIPE_TENANT_CHECK=off)
+// refunds payments that carry no tenant; with the check on the same call is refused.
+func TestOwnershipCheckCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	w.fake.AddPaymentIntent("pi_legacy", 3800, "usd")
+	req := w.req("legacy")
+	req.PaymentIntent = "pi_legacy"
+	if _, err := w.refunds.Refund(context.Background(), req); ops.ErrorReason(err) != "unknown_payment" {
+		t.Fatalf("with the check on: %v", err)
+	}
+	open := *w.refunds
+	open.AnyTenantsPayments = true
+	req.RequestRef = "legacy-2"
+	if ans, err := open.Refund(context.Background(), req); err != nil || ans.Status != refund.Refunded {
+		t.Fatalf("with the check off: %+v %v", ans, err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -194,7 +193,7 @@ func (a *Adapter) Payment(ctx context.Context, paymentRef string) (refund.Paymen
 	if err != nil {
 		var se *stripego.Error
 		if errors.As(err, &se) && se.HTTPStatusCode == http.StatusNotFound {
-			return refund.Payment{}, &ops.Error{Code: ops.EINVALID, Reason: "unknown_payment", Message: fmt.Sprintf("Stripe has no payment %s.", paymentRef), Err: err}
+			return refund.Payment{}, refund.UnknownPayment(paymentRef, err)
 		}
 		return refund.Payment{}, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not be asked what is left to refund; try again shortly.", Err: err}
 	}
@@ -206,7 +205,7 @@ func (a *Adapter) Payment(ctx context.Context, paymentRef string) (refund.Paymen
 	if amount == 0 {
 		amount = pi.Amount
 	}
-	return refund.Payment{Ref: pi.ID, AmountCents: amount, Currency: string(pi.Currency), Refunds: refunds}, nil
+	return refund.Payment{Ref: pi.ID, AmountCents: amount, Currency: string(pi.Currency), Refunds: refunds, Metadata: pi.Metadata}, nil
 }
 
 // Lookup implements refund.Provider. Refunds cannot be searched by metadata, so it lists
