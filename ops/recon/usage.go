@@ -59,6 +59,30 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 	if err != nil {
 		return err
 	}
+	for _, b := range usageBuckets(rows, sent, cw, width) {
+		rep.Buckets++
+		rep.Billed += b.Billed
+		rep.Answered += b.Answered
+		if b.Billed == b.Answered {
+			continue
+		}
+		rep.UsageMismatch++
+		sev, what := b.mismatch()
+		body, _ := json.Marshal(b)
+		if err := r.record(ctx, rep, Finding{Kind: ExceptionUsageMismatch, Provider: provider,
+			Ref:      fmt.Sprintf("%s/%s", b.Start.Format(time.RFC3339), width),
+			Severity: sev, Details: body, Actor: r.actor(provider), At: now,
+			Summary: fmt.Sprintf("%s billed %d requests in the %s from %s; we got %d answers and %d uncertain attempts: %s.",
+				provider, b.Billed, width, b.Start.Format("2006-01-02 15:04 MST"), b.Answered, b.Uncertain, what)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usageBuckets sets the provider's report rows inside w beside what we sent, bucket by bucket
+// of width, in time order.
+func usageBuckets(rows []UsageRow, sent []SentRow, w Window, width time.Duration) []*bucketUsage {
 	buckets := map[int64]*bucketUsage{}
 	get := func(t time.Time) *bucketUsage {
 		k := t.Truncate(width).Unix()
@@ -68,7 +92,7 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 		return buckets[k]
 	}
 	for _, u := range rows {
-		if u.Start.Before(from) || !u.Start.Before(to) {
+		if u.Start.Before(w.From) || !u.Start.Before(w.To) {
 			continue
 		}
 		b := get(u.Start)
@@ -87,36 +111,22 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	for _, k := range keys {
-		b := buckets[k]
-		rep.Buckets++
-		rep.Billed += b.Billed
-		rep.Answered += b.Answered
-		if b.Billed == b.Answered {
-			continue
-		}
-		rep.UsageMismatch++
-		var sev Severity
-		var what string
-		switch {
-		case b.Billed > b.Answered+b.Uncertain:
-			sev = SeverityHigh
-			what = fmt.Sprintf("%d more than we sent could explain", b.Billed-b.Answered-b.Uncertain)
-		case b.Billed > b.Answered:
-			sev = SeverityLow
-			what = fmt.Sprintf("%d retries after uncertain sends were billed twice", b.Billed-b.Answered)
-		default:
-			sev = SeverityMedium
-			what = fmt.Sprintf("%d answered requests are missing from the report", b.Answered-b.Billed)
-		}
-		body, _ := json.Marshal(b)
-		if err := r.record(ctx, rep, Finding{Kind: ExceptionUsageMismatch, Provider: provider,
-			Ref:      fmt.Sprintf("%s/%s", b.Start.Format(time.RFC3339), width),
-			Severity: sev, Details: body, Actor: r.actor(provider), At: now,
-			Summary: fmt.Sprintf("%s billed %d requests in the %s from %s; we got %d answers and %d uncertain attempts: %s.",
-				provider, b.Billed, width, b.Start.Format("2006-01-02 15:04 MST"), b.Answered, b.Uncertain, what)}); err != nil {
-			return err
-		}
+	out := make([]*bucketUsage, len(keys))
+	for i, k := range keys {
+		out[i] = buckets[k]
 	}
-	return nil
+	return out
+}
+
+// mismatch says how bad a bucket whose billed count is not its answered count is, and in
+// words what the difference is (see reconcileUsage).
+func (b *bucketUsage) mismatch() (Severity, string) {
+	switch {
+	case b.Billed > b.Answered+b.Uncertain:
+		return SeverityHigh, fmt.Sprintf("%d more than we sent could explain", b.Billed-b.Answered-b.Uncertain)
+	case b.Billed > b.Answered:
+		return SeverityLow, fmt.Sprintf("%d retries after uncertain sends were billed twice", b.Billed-b.Answered)
+	default:
+		return SeverityMedium, fmt.Sprintf("%d answered requests are missing from the report", b.Answered-b.Billed)
+	}
 }
