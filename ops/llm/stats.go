@@ -1,0 +1,32 @@
+package llm
+
+import "sync/atomic"
+
+// counters count what the gateway did since it started; the ledger holds the durable facts.
+type counters struct {
+	requests, rejected, fresh, replays, inFlight, waited, conflicts atomic.Int64
+	upstream, possibleDups, uncertain                               atomic.Int64
+}
+
+// Stats is a snapshot of the gateway's counters.
+type Stats struct {
+	// Requests counts client requests; Rejected those refused before admission (bad key,
+	// bad body); New those that opened an operation.
+	Requests, Rejected, New int64
+	// Replays counts answers served from a stored or in-flight generation.
+	Replays int64
+	// InFlight counts 409 answers while the key was in flight; Waited, answers that
+	// waited with Prefer: wait; Conflicts, 422 answers for another fingerprint.
+	InFlight, Waited, Conflicts int64
+	// UpstreamCalls counts sends to the provider; PossibleDuplicates those that followed
+	// an attempt whose outcome was uncertain; Uncertain the attempts that ended so.
+	UpstreamCalls, PossibleDuplicates, Uncertain int64
+}
+
+// Stats returns the gateway's counters.
+func (g *Gateway) Stats() Stats {
+	c := &g.stats
+	return Stats{Requests: c.requests.Load(), Rejected: c.rejected.Load(), New: c.fresh.Load(), Replays: c.replays.Load(),
+		InFlight: c.inFlight.Load(), Waited: c.waited.Load(), Conflicts: c.conflicts.Load(),
+		UpstreamCalls: c.upstream.Load(), PossibleDuplicates: c.possibleDups.Load(), Uncertain: c.uncertain.Load()}
+}
