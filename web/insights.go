@@ -165,46 +165,75 @@ func freshness(st recon.RollupState, now time.Time) (string, bool) {
 // insightCharts turns the rollup rows (per bucket and group) and the backlog snapshots into
 // the page's charts, one point per bucket of the window.
 func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow, backlog []recon.BacklogPoint) []views.Chart {
-	var buckets []time.Time
-	var labels []string
-	index := map[time.Time]int{}
+	in := sumInsights(f, format, rows)
+	charts := in.rateCharts()
+	charts = append(charts, backlogCharts(in.buckets, in.labels, in.index, backlog)...)
+	return append(charts, in.moneyCharts()...)
+}
+
+// insightSums are the rollup rows summed over the groups, per bucket of the window.
+type insightSums struct {
+	buckets []time.Time
+	labels  []string
+	index   map[time.Time]int  // a bucket's position in buckets
+	sums    []recon.MetricsRow // per bucket
+	total   recon.MetricsRow   // over the window
+	// saved and lost hold per currency one value per bucket, in major units.
+	saved, lost map[string][]float64
+}
+
+// sumInsights adds up rows per bucket of f's window, labelling each bucket with format.
+func sumInsights(f recon.MetricsFilter, format string, rows []recon.MetricsRow) *insightSums {
+	in := &insightSums{index: map[time.Time]int{}, saved: map[string][]float64{}, lost: map[string][]float64{},
+		total: recon.MetricsRow{Saved: recon.Money{}, Lost: recon.Money{}}}
 	for b := f.From; b.Before(f.To); b = b.Add(f.Bucket) {
-		index[b] = len(buckets)
-		buckets = append(buckets, b)
-		labels = append(labels, b.Format(format))
+		in.index[b] = len(in.buckets)
+		in.buckets = append(in.buckets, b)
+		in.labels = append(in.labels, b.Format(format))
 	}
-	n := len(buckets)
-	sums := make([]recon.MetricsRow, n)
-	for i := range sums {
-		sums[i].Saved, sums[i].Lost = recon.Money{}, recon.Money{}
+	n := len(in.buckets)
+	in.sums = make([]recon.MetricsRow, n)
+	for i := range in.sums {
+		in.sums[i].Saved, in.sums[i].Lost = recon.Money{}, recon.Money{}
 	}
-	saved, lost := map[string][]float64{}, map[string][]float64{}
 	for _, r := range rows {
-		i, ok := index[r.Bucket]
+		i, ok := in.index[r.Bucket]
 		if !ok {
 			continue
 		}
-		addMetrics(&sums[i], r)
+		addMetrics(&in.sums[i], r)
 		for c, v := range r.Saved {
-			if saved[c] == nil {
-				saved[c], lost[c] = make([]float64, n), make([]float64, n)
-			}
-			saved[c][i] += ops.MajorUnits(v, c)
+			saved, _ := in.money(c)
+			saved[i] += ops.MajorUnits(v, c)
 		}
 		for c, v := range r.Lost {
-			if saved[c] == nil {
-				saved[c], lost[c] = make([]float64, n), make([]float64, n)
-			}
-			lost[c][i] += ops.MajorUnits(v, c)
+			_, lost := in.money(c)
+			lost[i] += ops.MajorUnits(v, c)
 		}
 	}
-	total := recon.MetricsRow{Saved: recon.Money{}, Lost: recon.Money{}}
-	for _, r := range sums {
-		addMetrics(&total, r)
+	for _, r := range in.sums {
+		addMetrics(&in.total, r)
 	}
+	return in
+}
+
+// money returns the saved and lost series of currency c, made on first use: a currency
+// that only lost money still has a saved series, which is what lists the currencies.
+func (in *insightSums) money(c string) (saved, lost []float64) {
+	if in.saved[c] == nil {
+		n := len(in.buckets)
+		in.saved[c], in.lost[c] = make([]float64, n), make([]float64, n)
+	}
+	return in.saved[c], in.lost[c]
+}
+
+// rateCharts are the charts of rates and counts: duplicates, replays, timeouts, and double
+// and orphan charges.
+func (in *insightSums) rateCharts() []views.Chart {
+	n, total, labels := len(in.buckets), in.total, in.labels
 	rate := func(num, den func(recon.MetricsRow) int64) []*float64 {
 		out := make([]*float64, n)
-		for i, r := range sums {
+		for i, r := range in.sums {
 			if d := den(r); d > 0 {
 				v := 100 * float64(num(r)) / float64(d)
 				out[i] = &v
@@ -214,7 +243,7 @@ func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow
 	}
 	count := func(v func(recon.MetricsRow) int64) []*float64 {
 		out := make([]*float64, n)
-		for i, r := range sums {
+		for i, r := range in.sums {
 			x := float64(v(r))
 			out[i] = &x
 		}
@@ -227,7 +256,7 @@ func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow
 		return fmt.Sprintf("%s %% over the range (%d of %d %s).", views.FormatValue(roundTo(100*float64(num)/float64(den), 2)), num, den, what)
 	}
 	requests := func(r recon.MetricsRow) int64 { return r.ClientRequests }
-	charts := []views.Chart{
+	return []views.Chart{
 		{ID: "duplicate-rate", Title: "Duplicate request rate", Unit: "%", Buckets: labels,
 			Note:    "Client requests mapped to an operation that already existed, of all client requests.",
 			Summary: pct(total.Duplicates, total.ClientRequests, "client requests"),
@@ -251,17 +280,23 @@ func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow
 				{Name: "Double charges", Color: colorRed, Values: count(func(r recon.MetricsRow) int64 { return r.DoubleCharges })},
 				{Name: "Orphan charges", Color: colorPurple, Values: count(func(r recon.MetricsRow) int64 { return r.Orphans })}}},
 	}
-	charts = append(charts, backlogCharts(buckets, labels, index, backlog)...)
-	currencies := make([]string, 0, len(saved))
-	for c := range saved {
+}
+
+// moneyCharts are the money saved and lost, one chart per currency; one empty chart when no
+// money moved.
+func (in *insightSums) moneyCharts() []views.Chart {
+	n, labels := len(in.buckets), in.labels
+	currencies := make([]string, 0, len(in.saved))
+	for c := range in.saved {
 		currencies = append(currencies, c)
 	}
 	sort.Strings(currencies)
 	if len(currencies) == 0 {
-		charts = append(charts, views.Chart{ID: "money", Title: "Money saved and lost", Buckets: labels,
+		return []views.Chart{{ID: "money", Title: "Money saved and lost", Buckets: labels,
 			Series: []views.ChartSeries{{Name: "Saved by replays", Color: colorGreen, Values: make([]*float64, n)},
-				{Name: "Lost to double charges", Color: colorRed, Values: make([]*float64, n)}}})
+				{Name: "Lost to double charges", Color: colorRed, Values: make([]*float64, n)}}}}
 	}
+	var charts []views.Chart
 	for _, c := range currencies {
 		unit := strings.ToUpper(c)
 		if unit == "" {
@@ -270,9 +305,9 @@ func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow
 		charts = append(charts, views.Chart{ID: "money-" + url.PathEscape(c), Title: "Money saved and lost (" + unit + ")", Unit: unit, Bars: true,
 			Buckets: labels,
 			Note:    "Saved: what each replayed request would have cost again. Lost: the amounts of double charges.",
-			Summary: fmt.Sprintf("Saved %s, lost %s in this range.", ops.FormatMicros(total.Saved[c], c), ops.FormatMicros(total.Lost[c], c)),
-			Series: []views.ChartSeries{{Name: "Saved by replays", Color: colorGreen, Values: ptrs(saved[c])},
-				{Name: "Lost to double charges", Color: colorRed, Values: ptrs(lost[c])}}})
+			Summary: fmt.Sprintf("Saved %s, lost %s in this range.", ops.FormatMicros(in.total.Saved[c], c), ops.FormatMicros(in.total.Lost[c], c)),
+			Series: []views.ChartSeries{{Name: "Saved by replays", Color: colorGreen, Values: ptrs(in.saved[c])},
+				{Name: "Lost to double charges", Color: colorRed, Values: ptrs(in.lost[c])}}})
 	}
 	return charts
 }

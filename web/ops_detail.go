@@ -148,77 +148,54 @@ func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, d Desk)
 // timeline merges what was recorded about an operation into one list in time order.
 // Attempts are shown from their own table, so their audit rows are left out.
 func timeline(tl desk.Timeline) []views.TimelineItem {
-	type item struct {
-		at   time.Time
-		rank int
-		n    int
-		v    views.TimelineItem
-	}
-	var items []item
-	// Things recorded in one transaction share a time; rank keeps cause before effect.
-	rank := map[string]int{"Opened": 0, "request": 1, "attempt": 2, "webhook": 3, "lookup": 3, "close": 4}
-	add := func(at time.Time, v views.TimelineItem) {
-		v.At, v.AtISO = formatTime(at), at.UTC().Format(time.RFC3339Nano)
-		r, ok := rank[v.Title]
-		if !ok {
-			if r, ok = rank[v.Kind]; !ok {
-				r = 5
-			}
-		}
-		items = append(items, item{at, r, len(items), v})
-	}
+	var items timelineItems
 	for _, c := range tl.Requests {
-		title := "Client request"
-		if c.Duplicate {
-			title = "Duplicate client request"
-		}
-		d := ""
-		if c.RequestRef != "" {
-			d = "ref " + c.RequestRef
-		}
-		if c.Answer != "" {
-			d = joinNonEmpty(d, "answered "+string(c.Answer))
-		}
-		add(c.ReceivedAt, views.TimelineItem{Kind: "request", Title: title, Detail: d})
+		items.add(c.ReceivedAt, requestItem(c))
 	}
 	for _, a := range tl.Attempts {
-		it := views.TimelineItem{Kind: "attempt", Title: "Attempt " + strconv.Itoa(a.N), Actor: a.Owner,
-			Outcome: string(a.Outcome), ProviderRequestID: a.ProviderRequestID, ErrorCode: a.ErrorCode}
-		if a.Outcome == "" {
-			it.Outcome = "no result yet"
-		}
-		if a.HTTPStatus > 0 {
-			it.HTTPStatus = strconv.Itoa(a.HTTPStatus)
-		}
-		if a.FinishedAt != nil {
-			it.Duration = a.Duration.Round(time.Millisecond).String()
-		}
-		add(a.StartedAt, it)
+		items.add(a.StartedAt, attemptItem(a))
 	}
 	for _, e := range tl.Events {
-		add(e.ReceivedAt, views.TimelineItem{Kind: "webhook", Title: "Webhook " + e.Type,
+		items.add(e.ReceivedAt, views.TimelineItem{Kind: "webhook", Title: "Webhook " + e.Type,
 			Detail: joinNonEmpty(e.EventID, e.ObjectRef, "outcome "+e.Outcome), Actor: e.Provider})
 	}
 	for _, a := range tl.Audit {
-		kind, title := "change", a.Action
-		switch {
-		case len(a.Action) > 8 && a.Action[:8] == "attempt.", a.Action == "release":
-			continue
-		case a.Action == "lookup":
-			kind, title = "lookup", "Lookup at provider"
-		case a.Action == "close":
-			kind, title = "close", "Closed as "+auditStatus(a.After)
-		case a.Action == "open":
-			title = "Opened"
-		case a.Action == "expire":
-			title = "Expired"
-		case a.Action == "reap":
-			title = "Lease ran out; taken over"
-		case a.Action == "mark_unknown":
-			title = "Marked unknown"
+		if it, ok := auditItem(a); ok {
+			items.add(a.At, it)
 		}
-		add(a.At, views.TimelineItem{Kind: kind, Title: title, Detail: a.Reason, Actor: a.Actor})
 	}
+	return items.sorted()
+}
+
+// timelineItem is one entry of the timeline with what orders it.
+type timelineItem struct {
+	at   time.Time
+	rank int
+	n    int
+	v    views.TimelineItem
+}
+
+// timelineItems collects the entries of a timeline in the order they are added.
+type timelineItems []timelineItem
+
+// timelineRank orders things recorded in one transaction, which share a time: cause before
+// effect. Entries are ranked by title, else by kind, else last.
+var timelineRank = map[string]int{"Opened": 0, "request": 1, "attempt": 2, "webhook": 3, "lookup": 3, "close": 4}
+
+// add stamps v with its time and adds it.
+func (items *timelineItems) add(at time.Time, v views.TimelineItem) {
+	v.At, v.AtISO = formatTime(at), at.UTC().Format(time.RFC3339Nano)
+	r, ok := timelineRank[v.Title]
+	if !ok {
+		if r, ok = timelineRank[v.Kind]; !ok {
+			r = 5
+		}
+	}
+	*items = append(*items, timelineItem{at, r, len(*items), v})
+}
+
+// sorted returns the entries by time, then rank, then the order they were added in.
+func (items timelineItems) sorted() []views.TimelineItem {
 	sort.SliceStable(items, func(i, j int) bool {
 		if !items[i].at.Equal(items[j].at) {
 			return items[i].at.Before(items[j].at)
@@ -233,6 +210,61 @@ func timeline(tl desk.Timeline) []views.TimelineItem {
 		out[i] = it.v
 	}
 	return out
+}
+
+// requestItem is a client request on the timeline.
+func requestItem(c ops.ClientRequest) views.TimelineItem {
+	title := "Client request"
+	if c.Duplicate {
+		title = "Duplicate client request"
+	}
+	d := ""
+	if c.RequestRef != "" {
+		d = "ref " + c.RequestRef
+	}
+	if c.Answer != "" {
+		d = joinNonEmpty(d, "answered "+string(c.Answer))
+	}
+	return views.TimelineItem{Kind: "request", Title: title, Detail: d}
+}
+
+// attemptItem is an attempt on the timeline.
+func attemptItem(a ops.Attempt) views.TimelineItem {
+	it := views.TimelineItem{Kind: "attempt", Title: "Attempt " + strconv.Itoa(a.N), Actor: a.Owner,
+		Outcome: string(a.Outcome), ProviderRequestID: a.ProviderRequestID, ErrorCode: a.ErrorCode}
+	if a.Outcome == "" {
+		it.Outcome = "no result yet"
+	}
+	if a.HTTPStatus > 0 {
+		it.HTTPStatus = strconv.Itoa(a.HTTPStatus)
+	}
+	if a.FinishedAt != nil {
+		it.Duration = a.Duration.Round(time.Millisecond).String()
+	}
+	return it
+}
+
+// auditItem is an audit row on the timeline; false for the rows of attempts and releases,
+// which the attempts show.
+func auditItem(a desk.AuditLogEntry) (views.TimelineItem, bool) {
+	kind, title := "change", a.Action
+	switch {
+	case len(a.Action) > 8 && a.Action[:8] == "attempt.", a.Action == "release":
+		return views.TimelineItem{}, false
+	case a.Action == "lookup":
+		kind, title = "lookup", "Lookup at provider"
+	case a.Action == "close":
+		kind, title = "close", "Closed as "+auditStatus(a.After)
+	case a.Action == "open":
+		title = "Opened"
+	case a.Action == "expire":
+		title = "Expired"
+	case a.Action == "reap":
+		title = "Lease ran out; taken over"
+	case a.Action == "mark_unknown":
+		title = "Marked unknown"
+	}
+	return views.TimelineItem{Kind: kind, Title: title, Detail: a.Reason, Actor: a.Actor}, true
 }
 
 func auditStatus(b json.RawMessage) string {
