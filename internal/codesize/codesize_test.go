@@ -25,34 +25,15 @@ const (
 	maxFuncLines = 80
 )
 
-// beingSplit lists the offenders left in code whose owners are splitting it now, by path
-// from the module root: a file ("ops/llm/gateway.go") or a function
-// ("web/insights.go:insightCharts", "ops/pg/store.go:(*DB).Transition"), each with the size
-// it had when it was listed (lines of the file, or of the function's body). An entry excuses
-// its offender only up to that size, so nothing listed can grow while it waits; once a split
-// lands the test logs that the entry can go. Delete entries, never add.
-var beingSplit = map[string]int{
-	// Being split by their owners: functions in files outside the change that brought this
-	// test (the ledger kernel's files, ops/jobs and ops/llm, are within the limits already).
-	"ops/fake/api.go:(*Stripe).api":                   168,
-	"ops/fake/endpoints.go:(*Stripe).createRefund":    100,
-	"ops/pg/recon.go:(*DB).RecordFinding":             87,
-	"ops/pg/recon_metrics.go:countRaw":                123,
-	"ops/pg/store.go:(*DB).Transition":                82,
-	"ops/recon/usage.go:(*Reconciler).reconcileUsage": 86,
-	"web/insights.go:insightCharts":                   110,
-	"web/ops_detail.go:timeline":                      85,
-}
-
 // offence is one file or function over its limit.
 type offence struct {
-	key  string // the file's path, or path:function, as beingSplit names it
+	key  string // the file's path, or path:function ("web/insights.go:insightCharts", "ops/pg/store.go:(*DB).Transition")
 	size int    // lines of the file, or of the function's body
 	msg  string
 }
 
 // TestSize fails naming every production file over maxFileLines lines and every function whose
-// body is over maxFuncLines lines, apart from tables (see isTable) and the beingSplit list.
+// body is over maxFuncLines lines, apart from tables (see isTable). Nothing else is excused.
 func TestSize(t *testing.T) {
 	root := moduleRoot(t)
 	var offenders []offence
@@ -81,23 +62,9 @@ func TestSize(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	seen := map[string]bool{}
 	var fail []string
 	for _, o := range offenders {
-		seen[o.key] = true
-		if allowed, ok := beingSplit[o.key]; !ok || o.size > allowed {
-			fail = append(fail, o.msg)
-		}
-	}
-	var done []string
-	for key := range beingSplit {
-		if !seen[key] {
-			done = append(done, key)
-		}
-	}
-	sort.Strings(done)
-	for _, key := range done {
-		t.Logf("%s is within the limits now: delete its entry in beingSplit", key)
+		fail = append(fail, o.msg)
 	}
 	sort.Strings(fail)
 	for _, f := range fail {
