@@ -68,42 +68,57 @@ func (s *Stripe) adminAddPaymentIntent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Stripe) adminListFaults(w http.ResponseWriter, _ *http.Request) {
-	faults := s.Faults()
-	if faults == nil {
-		faults = []Fault{}
-	}
-	writeJSON(w, http.StatusOK, faults)
+	writeFaults(w, s.Faults())
 }
 
 // adminAddFaults appends rules given as a JSON array of Fault, or, with Content-Type
 // text/plain, as a ParseFaults spec.
 func (s *Stripe) adminAddFaults(w http.ResponseWriter, r *http.Request) {
-	var faults []Fault
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "text/plain" {
-		b, err := io.ReadAll(io.LimitReader(r.Body, adminBodyLimit))
-		if err != nil {
-			adminError(w, http.StatusBadRequest, fmt.Errorf("reading body: %w", err))
-			return
-		}
-		if faults, err = ParseFaults(string(b)); err != nil {
-			adminError(w, http.StatusBadRequest, err)
-			return
-		}
-	} else if err := decodeJSON(r, &faults); err != nil {
-		adminError(w, http.StatusBadRequest, err)
+	faults, ok := readFaults(w, r, ParseFaults)
+	if !ok {
 		return
-	}
-	for i, f := range faults {
-		if err := f.Validate(); err != nil {
-			adminError(w, http.StatusBadRequest, fmt.Errorf("fault %d: %w", i+1, err))
-			return
-		}
 	}
 	for _, f := range faults {
 		s.AddFault(f)
 	}
 	s.adminListFaults(w, r)
+}
+
+// writeFaults answers with either fake's fault rules as a JSON array, [] when there are none.
+func writeFaults[F any](w http.ResponseWriter, faults []F) {
+	if faults == nil {
+		faults = []F{}
+	}
+	writeJSON(w, http.StatusOK, faults)
+}
+
+// readFaults reads the fault rules of an admin request to either fake: a JSON array, or,
+// with Content-Type text/plain, a spec for parse. Every rule must pass Validate; when one
+// does not, or the body cannot be read, it answers 400 itself and returns false.
+func readFaults[F interface{ Validate() error }](w http.ResponseWriter, r *http.Request, parse func(string) ([]F, error)) ([]F, bool) {
+	var faults []F
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if mt == "text/plain" {
+		b, err := io.ReadAll(io.LimitReader(r.Body, adminBodyLimit))
+		if err != nil {
+			adminError(w, http.StatusBadRequest, fmt.Errorf("reading body: %w", err))
+			return nil, false
+		}
+		if faults, err = parse(string(b)); err != nil {
+			adminError(w, http.StatusBadRequest, err)
+			return nil, false
+		}
+	} else if err := decodeJSON(r, &faults); err != nil {
+		adminError(w, http.StatusBadRequest, err)
+		return nil, false
+	}
+	for i, f := range faults {
+		if err := f.Validate(); err != nil {
+			adminError(w, http.StatusBadRequest, fmt.Errorf("fault %d: %w", i+1, err))
+			return nil, false
+		}
+	}
+	return faults, true
 }
 
 func (s *Stripe) adminClearFaults(w http.ResponseWriter, _ *http.Request) {

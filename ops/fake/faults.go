@@ -154,13 +154,8 @@ func (f Fault) Validate() error {
 	if !f.Kind.valid() {
 		return fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
-	if f.Probability < 0 || f.Probability > 1 {
-		return fmt.Errorf("fault probability %v is outside 0..1", f.Probability)
-	}
-	for _, c := range f.Calls {
-		if c < 1 {
-			return fmt.Errorf("fault call number %d: call numbers start at 1", c)
-		}
+	if err := f.timing().check(); err != nil {
+		return err
 	}
 	if f.Delay < 0 || f.RetryAfter < 0 || f.Times < 0 {
 		return errors.New("fault delay, retry_after and times must not be negative")
@@ -169,6 +164,11 @@ func (f Fault) Validate() error {
 		return fmt.Errorf("fault path %q must start with /", f.Path)
 	}
 	return nil
+}
+
+// timing is the part of the rule that says which matching requests it hits.
+func (f Fault) timing() when {
+	return when{calls: f.Calls, probability: f.Probability, times: f.Times}
 }
 
 func (f Fault) matches(method, path string) bool {
@@ -204,20 +204,7 @@ func (f Fault) matches(method, path string) bool {
 //
 //	POST /v1/refunds timeout_after_commit p=0.1 delay=3s; POST /v1/refunds server_error calls=3
 func ParseFaults(spec string) ([]Fault, error) {
-	var faults []Fault
-	rules := strings.FieldsFunc(spec, func(r rune) bool { return r == ';' || r == '\n' })
-	for i, raw := range rules {
-		words := strings.Fields(raw)
-		if len(words) == 0 {
-			continue
-		}
-		f, err := parseFaultRule(words)
-		if err != nil {
-			return nil, fmt.Errorf("fault rule %d %q: %w", i+1, strings.TrimSpace(raw), err)
-		}
-		faults = append(faults, f)
-	}
-	return faults, nil
+	return parseRules(spec, parseFaultRule)
 }
 
 func parseFaultRule(words []string) (Fault, error) {
@@ -246,34 +233,12 @@ func parseFaultRule(words []string) (Fault, error) {
 			return f, fmt.Errorf("unexpected %q before the fault kind", w)
 		}
 	}
-	for _, w := range words[kindAt+1:] {
-		name, value, ok := strings.Cut(w, "=")
-		if !ok || value == "" {
-			return f, fmt.Errorf("option %q: want name=value", w)
-		}
-		var err error
-		switch strings.ToLower(name) {
-		case "p", "probability":
-			f.Probability, err = strconv.ParseFloat(value, 64)
-		case "calls", "call":
-			f.Calls, err = parseCalls(value)
-		case "delay":
-			f.Delay, err = time.ParseDuration(value)
-		case "retry_after", "retry-after":
-			f.RetryAfter, err = strconv.Atoi(value)
-		case "times":
-			f.Times, err = strconv.Atoi(value)
-		default:
-			return f, fmt.Errorf("unknown option %q", name)
-		}
-		if err != nil {
-			return f, fmt.Errorf("option %q: %w", w, err)
-		}
-	}
-	if err := f.Validate(); err != nil {
+	opts := ruleOptions{probability: &f.Probability, calls: &f.Calls, delay: &f.Delay,
+		retryAfter: &f.RetryAfter, times: &f.Times}
+	if err := opts.parse(words[kindAt+1:]); err != nil {
 		return f, err
 	}
-	return f, nil
+	return f, f.Validate()
 }
 
 func isMethod(w string) bool {
@@ -285,29 +250,4 @@ func isMethod(w string) bool {
 		return true
 	}
 	return false
-}
-
-// parseCalls reads "3", "1,4" or "2-5" (ranges inclusive).
-func parseCalls(s string) ([]int, error) {
-	var calls []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("call number: %w", err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, fmt.Errorf("call range end: %w", err)
-			}
-		}
-		if a < 1 || b < a || b-a > 100000 {
-			return nil, fmt.Errorf("bad call range %q", part)
-		}
-		for c := a; c <= b; c++ {
-			calls = append(calls, c)
-		}
-	}
-	return calls, nil
 }

@@ -4,10 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -114,13 +111,8 @@ func (f LLMFault) Validate() error {
 	if !f.Kind.valid() {
 		return fmt.Errorf("unknown fault kind %q (want one of %v)", f.Kind, llmFaultKinds)
 	}
-	if f.Probability < 0 || f.Probability > 1 {
-		return fmt.Errorf("fault probability %v is outside 0..1", f.Probability)
-	}
-	for _, c := range f.Calls {
-		if c < 1 {
-			return fmt.Errorf("fault call number %d: call numbers start at 1", c)
-		}
+	if err := f.timing().check(); err != nil {
+		return err
 	}
 	if f.Delay < 0 || f.RetryAfter < 0 || f.Times < 0 || f.Chunk < 0 {
 		return errors.New("fault delay, chunk, retry_after and times must not be negative")
@@ -129,6 +121,11 @@ func (f LLMFault) Validate() error {
 		return fmt.Errorf("fault path %q must start with /", f.Path)
 	}
 	return nil
+}
+
+// timing is the part of the rule that says which matching requests it hits.
+func (f LLMFault) timing() when {
+	return when{calls: f.Calls, probability: f.Probability, times: f.Times}
 }
 
 func (f LLMFault) matches(path string) bool {
@@ -146,8 +143,7 @@ func (l *LLM) ClearFaults() { l.faults.clear() }
 func (l *LLM) Faults() []LLMFault { return l.faults.list() }
 
 func (l *LLM) pickFault(path string) *LLMFault {
-	return l.faults.pick(func(f LLMFault) bool { return f.matches(path) },
-		func(f LLMFault) when { return when{calls: f.Calls, probability: f.Probability, times: f.Times} })
+	return l.faults.pick(func(f LLMFault) bool { return f.matches(path) }, LLMFault.timing)
 }
 
 // ParseLLMFaults parses a compact fault specification, as given to `settle fake llm
@@ -162,19 +158,7 @@ func (l *LLM) pickFault(path string) *LLMFault {
 //
 //	bill_then_timeout p=0.05 delay=30s; drop_stream p=0.05 chunk=5; rate_limit calls=3 retry_after=1
 func ParseLLMFaults(spec string) ([]LLMFault, error) {
-	var faults []LLMFault
-	for i, raw := range strings.FieldsFunc(spec, func(r rune) bool { return r == ';' || r == '\n' }) {
-		words := strings.Fields(raw)
-		if len(words) == 0 {
-			continue
-		}
-		f, err := parseLLMFault(words)
-		if err != nil {
-			return nil, fmt.Errorf("fault rule %d %q: %w", i+1, strings.TrimSpace(raw), err)
-		}
-		faults = append(faults, f)
-	}
-	return faults, nil
+	return parseRules(spec, parseLLMFault)
 }
 
 func parseLLMFault(words []string) (LLMFault, error) {
@@ -186,67 +170,24 @@ func parseLLMFault(words []string) (LLMFault, error) {
 		return f, fmt.Errorf("no fault kind (one of %v)", llmFaultKinds)
 	}
 	f.Kind = LLMFaultKind(words[0])
-	for _, w := range words[1:] {
-		name, value, ok := strings.Cut(w, "=")
-		if !ok || value == "" {
-			return f, fmt.Errorf("option %q: want name=value", w)
-		}
-		var err error
-		switch strings.ToLower(name) {
-		case "p", "probability":
-			f.Probability, err = strconv.ParseFloat(value, 64)
-		case "calls", "call":
-			f.Calls, err = parseCalls(value)
-		case "delay":
-			f.Delay, err = time.ParseDuration(value)
-		case "chunk":
-			f.Chunk, err = strconv.Atoi(value)
-		case "retry_after", "retry-after":
-			f.RetryAfter, err = strconv.Atoi(value)
-		case "times":
-			f.Times, err = strconv.Atoi(value)
-		default:
-			return f, fmt.Errorf("unknown option %q", name)
-		}
-		if err != nil {
-			return f, fmt.Errorf("option %q: %w", w, err)
-		}
+	opts := ruleOptions{probability: &f.Probability, calls: &f.Calls, delay: &f.Delay, chunk: &f.Chunk,
+		retryAfter: &f.RetryAfter, times: &f.Times}
+	if err := opts.parse(words[1:]); err != nil {
+		return f, err
 	}
 	return f, f.Validate()
 }
 
 func (l *LLM) adminListFaults(w http.ResponseWriter, _ *http.Request) {
-	faults := l.Faults()
-	if faults == nil {
-		faults = []LLMFault{}
-	}
-	writeJSON(w, http.StatusOK, faults)
+	writeFaults(w, l.Faults())
 }
 
 // adminAddFaults appends rules given as a JSON array of LLMFault, or, with Content-Type
 // text/plain, as a ParseLLMFaults spec.
 func (l *LLM) adminAddFaults(w http.ResponseWriter, r *http.Request) {
-	var faults []LLMFault
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if mt == "text/plain" {
-		b, err := io.ReadAll(io.LimitReader(r.Body, adminBodyLimit))
-		if err != nil {
-			adminError(w, http.StatusBadRequest, fmt.Errorf("reading body: %w", err))
-			return
-		}
-		if faults, err = ParseLLMFaults(string(b)); err != nil {
-			adminError(w, http.StatusBadRequest, err)
-			return
-		}
-	} else if err := decodeJSON(r, &faults); err != nil {
-		adminError(w, http.StatusBadRequest, err)
+	faults, ok := readFaults(w, r, ParseLLMFaults)
+	if !ok {
 		return
-	}
-	for i, f := range faults {
-		if err := f.Validate(); err != nil {
-			adminError(w, http.StatusBadRequest, fmt.Errorf("fault %d: %w", i+1, err))
-			return
-		}
 	}
 	for _, f := range faults {
 		l.AddFault(f)

@@ -1,8 +1,12 @@
 package fake
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 )
 
 // when is the part of a fault rule that says which matching requests it hits: the listed
@@ -12,6 +16,20 @@ type when struct {
 	calls       []int
 	probability float64
 	times       int
+}
+
+// check reports whether the timing can be used: a probability within 0..1 and call numbers
+// from 1.
+func (w when) check() error {
+	if w.probability < 0 || w.probability > 1 {
+		return fmt.Errorf("fault probability %v is outside 0..1", w.probability)
+	}
+	for _, c := range w.calls {
+		if c < 1 {
+			return fmt.Errorf("fault call number %d: call numbers start at 1", c)
+		}
+	}
+	return nil
 }
 
 // ruleSet holds one fake's fault rules in the order they were added, with the counters
@@ -85,4 +103,93 @@ func (s *ruleSet[F]) pick(matches func(F) bool, timing func(F) when) *F {
 		}
 	}
 	return picked
+}
+
+// parseRules reads a compact fault specification of either fake: rules separated by ";" or
+// newlines, blank rules ignored, each rule's words read by rule.
+func parseRules[F any](spec string, rule func(words []string) (F, error)) ([]F, error) {
+	var faults []F
+	for i, raw := range strings.FieldsFunc(spec, func(r rune) bool { return r == ';' || r == '\n' }) {
+		words := strings.Fields(raw)
+		if len(words) == 0 {
+			continue
+		}
+		f, err := rule(words)
+		if err != nil {
+			return nil, fmt.Errorf("fault rule %d %q: %w", i+1, strings.TrimSpace(raw), err)
+		}
+		faults = append(faults, f)
+	}
+	return faults, nil
+}
+
+// ruleOptions points at the fields of a fault rule that its name=value options set. chunk
+// is nil for a fake whose rules have no chunk option.
+type ruleOptions struct {
+	probability *float64
+	calls       *[]int
+	delay       *time.Duration
+	chunk       *int
+	retryAfter  *int
+	times       *int
+}
+
+// parse reads the options of a rule: "p=" float, "calls=" list, "delay=" duration,
+// "chunk=" int, "retry_after=" int and "times=" int.
+func (o ruleOptions) parse(words []string) error {
+	for _, w := range words {
+		name, value, ok := strings.Cut(w, "=")
+		if !ok || value == "" {
+			return fmt.Errorf("option %q: want name=value", w)
+		}
+		var err error
+		switch strings.ToLower(name) {
+		case "p", "probability":
+			*o.probability, err = strconv.ParseFloat(value, 64)
+		case "calls", "call":
+			*o.calls, err = parseCalls(value)
+		case "delay":
+			*o.delay, err = time.ParseDuration(value)
+		case "chunk":
+			if o.chunk == nil {
+				return fmt.Errorf("unknown option %q", name)
+			}
+			*o.chunk, err = strconv.Atoi(value)
+		case "retry_after", "retry-after":
+			*o.retryAfter, err = strconv.Atoi(value)
+		case "times":
+			*o.times, err = strconv.Atoi(value)
+		default:
+			return fmt.Errorf("unknown option %q", name)
+		}
+		if err != nil {
+			return fmt.Errorf("option %q: %w", w, err)
+		}
+	}
+	return nil
+}
+
+// parseCalls reads "3", "1,4" or "2-5" (ranges inclusive).
+func parseCalls(s string) ([]int, error) {
+	var calls []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("call number: %w", err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("call range end: %w", err)
+			}
+		}
+		if a < 1 || b < a || b-a > 100000 {
+			return nil, fmt.Errorf("bad call range %q", part)
+		}
+		for c := a; c <= b; c++ {
+			calls = append(calls, c)
+		}
+	}
+	return calls, nil
 }

@@ -291,8 +291,7 @@ func (s *Stripe) Faults() []Fault { return s.faults.list() }
 // pickFault counts the request against every matching rule and returns the first rule that
 // fires, or nil.
 func (s *Stripe) pickFault(method, path string) *Fault {
-	return s.faults.pick(func(f Fault) bool { return f.matches(method, path) },
-		func(f Fault) when { return when{calls: f.Calls, probability: f.Probability, times: f.Times} })
+	return s.faults.pick(func(f Fault) bool { return f.matches(method, path) }, Fault.timing)
 }
 
 // Refunds returns every refund ever created, in creation order.
