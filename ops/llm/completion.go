@@ -10,14 +10,20 @@ import (
 // completion is a chat completion in the provider's non-streaming shape: what the gateway
 // stores and replays.
 type completion struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint *string         `json:"system_fingerprint,omitempty"`
-	ServiceTier       *string         `json:"service_tier,omitempty"`
-	Choices           []choice        `json:"choices"`
-	Usage             json.RawMessage `json:"usage,omitempty"`
+	completionHead
+	Choices []choice        `json:"choices"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
+}
+
+// completionHead is what a completion and every chunk of its stream begin with; only Object
+// differs between them ("chat.completion", "chat.completion.chunk").
+type completionHead struct {
+	ID                string  `json:"id"`
+	Object            string  `json:"object"`
+	Created           int64   `json:"created"`
+	Model             string  `json:"model"`
+	SystemFingerprint *string `json:"system_fingerprint,omitempty"`
+	ServiceTier       *string `json:"service_tier,omitempty"`
 }
 
 type choice struct {
@@ -47,14 +53,9 @@ type toolCall struct {
 
 // chunk is one event of a streamed completion.
 type chunk struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint *string         `json:"system_fingerprint,omitempty"`
-	ServiceTier       *string         `json:"service_tier,omitempty"`
-	Choices           []chunkChoice   `json:"choices"`
-	Usage             json.RawMessage `json:"usage,omitempty"`
+	completionHead
+	Choices []chunkChoice   `json:"choices"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
 }
 
 type chunkChoice struct {
@@ -148,8 +149,7 @@ func (a *assembler) add(data []byte) (token, usageOnly bool, err error) {
 	usageOnly = len(ch.Choices) == 0 && len(ch.Usage) > 0 && !bytes.Equal(ch.Usage, []byte("null"))
 	a.chunks++
 	if a.c.ID == "" {
-		a.c.ID, a.c.Created, a.c.Model = ch.ID, ch.Created, ch.Model
-		a.c.SystemFingerprint, a.c.ServiceTier = ch.SystemFingerprint, ch.ServiceTier
+		a.c.completionHead = ch.completionHead // completion sets Object
 	}
 	if len(ch.Usage) > 0 && !bytes.Equal(ch.Usage, []byte("null")) {
 		a.c.Usage = ch.Usage
@@ -268,8 +268,8 @@ func replayEvents(body []byte, includeUsage bool) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	base := chunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model,
-		SystemFingerprint: c.SystemFingerprint, ServiceTier: c.ServiceTier}
+	base := chunk{completionHead: c.completionHead}
+	base.Object = "chat.completion.chunk"
 	if includeUsage {
 		base.Usage = json.RawMessage("null")
 	}
