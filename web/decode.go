@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -21,9 +23,20 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return &ops.Error{Code: EUNSUPPORTED, Reason: "unsupported_media_type", Message: "Send the body as application/json."}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil {
+		err = checkTextFields(body)
+		if ops.ErrorCode(err) == ops.EINVALID {
+			return err
+		}
+	}
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err = dec.Decode(v); err == nil && dec.More() {
+			return &ops.Error{Code: EMALFORMED, Reason: "malformed_json", Message: "The body holds more than one JSON value."}
+		}
+	}
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
@@ -38,10 +51,51 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	default:
 		return &ops.Error{Code: EMALFORMED, Reason: "malformed_json", Message: "The body could not be read: " + err.Error()}
 	}
-	if dec.More() {
-		return &ops.Error{Code: EMALFORMED, Reason: "malformed_json", Message: "The body holds more than one JSON value."}
-	}
 	return nil
+}
+
+// checkTextFields refuses a body whose strings Settle could not store as they are: bytes
+// that are not UTF-8 (which decoding would silently replace) or an escaped NUL. The refusal
+// names the field by its path (document.text). Most bodies pass the quick look and are not
+// walked.
+func checkTextFields(body []byte) error {
+	if utf8.Valid(body) && !bytes.Contains(body, []byte(`u0000`)) {
+		return nil
+	}
+	if err := walkText("", body); err != nil {
+		return err
+	}
+	return ops.CheckJSONText("The body", body)
+}
+
+// walkText checks each string of the JSON value raw, named by its path.
+func walkText(path string, raw []byte) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) == nil && obj != nil {
+		for k, v := range obj {
+			name := k
+			if path != "" {
+				name = path + "." + k
+			}
+			if err := walkText(name, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var arr []json.RawMessage
+	if json.Unmarshal(raw, &arr) == nil {
+		for _, v := range arr {
+			if err := walkText(path, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if path == "" {
+		return nil
+	}
+	return ops.CheckJSONText(path, raw)
 }
 
 // HTTP-only error codes: the domain never produces them, the transport does.
@@ -64,6 +118,22 @@ func idempotencyKey(r *http.Request) (raw string, present bool) {
 // (the name OpenAI's clients use) is read too, since honouring it costs nothing.
 // X-Request-Id is never read: it is Settle's own id of the request, made by Settle and sent
 // back on every response (see requestID).
-func requestRef(r *http.Request, fromBody string) string {
-	return firstNonEmpty(fromBody, r.Header.Get("X-Request-Ref"), r.Header.Get("X-Client-Request-Id"))
+//
+// The reference is checked as every client reference is (ops.CheckRef), and a refusal names
+// where it came from.
+func requestRef(r *http.Request, fromBody string) (string, error) {
+	v, name := refSource(r, fromBody)
+	return v, ops.CheckRef(name, v, ops.MaxRefBytes)
+}
+
+// refSource is the client's request reference and the field or header it came from.
+func refSource(r *http.Request, fromBody string) (string, string) {
+	for _, src := range []struct{ name, v string }{
+		{"request_ref", fromBody}, {"X-Request-Ref", r.Header.Get("X-Request-Ref")}, {"X-Client-Request-Id", r.Header.Get("X-Client-Request-Id")},
+	} {
+		if src.v != "" {
+			return src.v, src.name
+		}
+	}
+	return "", "request_ref"
 }

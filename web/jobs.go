@@ -70,8 +70,13 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
+	ref, err := requestRef(r, b.RequestRef)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
 	res, err := s.Jobs.Submit(r.Context(), jobs.Submission{
-		TenantID: tenantFrom(r.Context()).ID, IdempotencyKey: key, RequestRef: requestRef(r, b.RequestRef),
+		TenantID: tenantFrom(r.Context()).ID, IdempotencyKey: key, RequestRef: ref,
 		Document: jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
 		Pipeline: b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
 	})

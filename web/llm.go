@@ -23,14 +23,15 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key, hasKey := idempotencyKey(r)
+	ref, refFrom := refSource(r, "")
 	sink := &httpSink{w: w, rc: http.NewResponseController(w)}
 	err := s.LLM.Complete(r.Context(), llm.Request{
 		Tenant: tenantFrom(r.Context()), Route: "/v1/chat/completions",
 		// The gateway parses the key with llm.ParseKey, as the jobs route does.
 		Key: key, HasKey: hasKey,
 		ContentType: r.Header.Get("Content-Type"), Body: r.Body, Prefer: r.Header.Get("Prefer"),
-		RequestRef: requestRef(r, ""),
-		ChatRef:    r.Header.Get("Settle-Chat-Ref"),
+		RequestRef: ref, RequestRefFrom: refFrom,
+		ChatRef: r.Header.Get("Settle-Chat-Ref"),
 	}, sink)
 	switch {
 	case err == nil:

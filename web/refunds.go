@@ -35,8 +35,12 @@ func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 	if err == nil && b.AmountCents == nil {
 		err = &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "amount_cents is required."}
 	}
+	ref, rerr := requestRef(r, b.RequestRef)
+	if err == nil {
+		err = rerr
+	}
 	if err != nil {
-		if rerr := s.Refunds.Reject(r.Context(), tenant.ID, firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"))); rerr != nil {
+		if rerr := s.Refunds.Reject(r.Context(), tenant.ID, ops.CleanRef(ref)); rerr != nil {
 			s.Logger.ErrorContext(r.Context(), "record rejected request", "err", rerr)
 		}
 		s.Error(w, r, err)
@@ -44,7 +48,7 @@ func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	ans, err := s.Refunds.Refund(r.Context(), refund.Request{TenantID: tenant.ID, Tenant: tenant.Name, OrderID: b.OrderID,
 		AmountCents: *b.AmountCents, Currency: b.Currency, PaymentIntent: b.PaymentIntent, Reason: b.Reason,
-		RequestRef: firstNonEmpty(b.RequestRef, r.Header.Get("X-Request-Ref"))})
+		RequestRef: ref})
 	if err != nil {
 		s.Error(w, r, err)
 		return

@@ -80,6 +80,12 @@ func (s *Service) Submit(ctx context.Context, in Submission) (Submitted, error) 
 	if err := llm.CheckKey(in.IdempotencyKey); err != nil {
 		return Submitted{}, err
 	}
+	for _, f := range []struct{ name, v string }{{"request_ref", in.RequestRef}, {"document.ref", in.Document.Ref},
+		{"pipeline", in.Pipeline}, {"prompt_version", in.PromptVersion}, {"model_profile", in.ModelProfile}} {
+		if err := ops.CheckRef(f.name, f.v, ops.MaxRefBytes); err != nil {
+			return Submitted{}, err
+		}
+	}
 	cat := s.Catalog
 	if cat == nil {
 		cat = DefaultCatalog()

@@ -186,7 +186,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	key, err := x.check(r)
 	if err != nil {
 		g.stats.rejected.Add(1)
-		if rerr := g.cfg.Ledger.Reject(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, r.RequestRef); rerr != nil {
+		if rerr := g.cfg.Ledger.Reject(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef)); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return err
@@ -195,7 +195,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	x.mode = g.ModeFor(r.Tenant.Name, route)
 	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream}, x.body)
 	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: g.cfg.Upstream.Name(), IntentKey: key,
-		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: truncate(x.req.User, 200),
+		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: ops.TruncateUTF8(x.req.User, 200),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
 	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol
@@ -232,6 +232,13 @@ func (x *exchange) check(r Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	refFrom := r.RequestRefFrom
+	if refFrom == "" {
+		refFrom = "request reference"
+	}
+	if err := errors.Join(ops.CheckRef(refFrom, r.RequestRef, ops.MaxRefBytes), ops.CheckRef("Settle-Chat-Ref", r.ChatRef, ops.MaxRefBytes)); err != nil {
+		return "", err
+	}
 	if x.req, err = parseRequest(body); err != nil {
 		return "", err
 	}
@@ -241,13 +248,6 @@ func (x *exchange) check(r Request) (string, error) {
 		key = "settle-auto-" + ops.NewOperationID()
 	}
 	return key, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // serve answers a request as its admission decided.

@@ -115,6 +115,8 @@ type Request struct {
 	// RequestRef is the client's own id for this request (X-Request-Ref, or
 	// X-Client-Request-Id as OpenAI clients send it), recorded with it.
 	RequestRef string
+	// RequestRefFrom names the header RequestRef came from, for a refusal to name it.
+	RequestRefFrom string
 	// ChatRef is the client's conversation id (Settle-Chat-Ref), for support searches.
 	ChatRef string
 }

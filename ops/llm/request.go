@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -166,9 +167,22 @@ func parseRequest(body []byte) (*chatRequest, error) {
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		return nil, malformed
 	}
+	// Every value is stored as it came; Postgres refuses bytes that are not UTF-8 and an
+	// escaped NUL, so both are the client's error, named, never the database's.
+	for name, raw := range fields {
+		if err := ops.CheckJSONText(name, raw); err != nil {
+			return nil, err
+		}
+	}
+	if !utf8.Valid(body) {
+		return nil, &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: "The body is not valid UTF-8."}
+	}
 	req := &chatRequest{fields: fields}
 	if err := unmarshalField(fields, "model", &req.Model); err != nil || strings.TrimSpace(req.Model) == "" {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "model must be a non-empty string."}
+	}
+	if err := ops.CheckRef("model", req.Model, 256); err != nil {
+		return nil, err
 	}
 	if !nonEmptyArray(fields["messages"]) {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "messages must be a non-empty array."}
@@ -184,6 +198,9 @@ func parseRequest(body []byte) (*chatRequest, error) {
 	}
 	req.IncludeUsage = so.IncludeUsage
 	_ = unmarshalField(fields, "user", &req.User)
+	if err := ops.CheckRef("user", req.User, 256); err != nil {
+		return nil, err
+	}
 
 	fp := make(map[string]any, len(fields))
 	for name, raw := range fields {

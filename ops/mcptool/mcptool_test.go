@@ -91,6 +91,14 @@ func TestStampRequestAndRequestRef(t *testing.T) {
 	if got := RequestRef(call); got != "toolu_01" {
 		t.Fatalf("RequestRef = %q, want the tool call id", got)
 	}
+	// A tool call id that could not be stored (a NUL, broken UTF-8, a control character) is
+	// passed over for the JSON-RPC id: the call is still recorded, never failed by its id.
+	for _, bad := range []string{"toolu\x00", "toolu\xc3", "toolu\x1b"} {
+		p.Meta["toolCallId"] = bad
+		if got := RequestRef(call); got != "mcp:7" {
+			t.Fatalf("RequestRef with tool call id %q = %q, want mcp:7", bad, got)
+		}
+	}
 	// Other methods and notifications pass untouched.
 	list := &jsonrpc.Request{ID: id, Method: "tools/list", Params: json.RawMessage(`{}`)}
 	if err := StampRequest(list); err != nil || string(list.Params) != `{}` {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // MetaRequestID is the _meta key under which a transport stamps the JSON-RPC id of a
@@ -32,11 +34,13 @@ func RequestRef(req *mcp.CallToolRequest) string {
 	}
 	meta := req.Params.Meta
 	for _, k := range toolCallIDKeys {
-		if v, ok := meta[k].(string); ok && strings.TrimSpace(v) != "" && len(v) <= maxRequestRef {
+		// A model's id that is not a storable reference (ops.CheckRef) is passed over, so a
+		// malformed one never stops the tool or fails the recording of the call.
+		if v, ok := meta[k].(string); ok && strings.TrimSpace(v) != "" && ops.CheckRef(k, v, maxRequestRef) == nil {
 			return strings.TrimSpace(v)
 		}
 	}
-	if v, ok := meta[MetaRequestID].(string); ok && v != "" && len(v)+4 <= maxRequestRef {
+	if v, ok := meta[MetaRequestID].(string); ok && v != "" && ops.CheckRef(MetaRequestID, v, maxRequestRef-4) == nil {
 		return "mcp:" + v
 	}
 	return ""

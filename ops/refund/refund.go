@@ -118,6 +118,15 @@ const MaxCents = 100_000_000
 
 // Validate checks a refund request and normalises its currency.
 func (r *Request) Validate() error {
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"order_id", r.OrderID, 64}, {"currency", r.Currency, 16}, {"payment_intent", r.PaymentIntent, ops.MaxRefBytes},
+		{"reason", r.Reason, 64}, {"request_ref", r.RequestRef, ops.MaxRefBytes}} {
+		if err := ops.CheckRef(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
 	r.Currency = strings.ToLower(strings.TrimSpace(r.Currency))
 	switch {
 	case r.TenantID <= 0:
@@ -133,7 +142,7 @@ func (r *Request) Validate() error {
 	case r.Currency == "":
 		return &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "currency is required."}
 	case !currencies[r.Currency]:
-		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_currency", Message: fmt.Sprintf("Currency %q is not supported.", r.Currency)}
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_currency", Message: fmt.Sprintf("currency %q is not supported.", r.Currency)}
 	case r.PaymentIntent == "":
 		return &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "payment_intent is required."}
 	case !paymentRe.MatchString(r.PaymentIntent):
@@ -167,7 +176,7 @@ func StoredReason(op *ops.Operation) string {
 func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 	if err := req.Validate(); err != nil {
 		if req.TenantID > 0 {
-			_ = s.Ledger.Reject(ctx, req.TenantID, ops.KindRefund, req.RequestRef)
+			_ = s.Ledger.Reject(ctx, req.TenantID, ops.KindRefund, ops.CleanRef(req.RequestRef))
 		}
 		return Answer{}, err
 	}

@@ -1,0 +1,77 @@
+package ops
+
+import (
+	"bytes"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxRefBytes bounds a reference a client gives (a request, chat or document reference).
+const MaxRefBytes = 255
+
+// ReasonInvalidField is the reason of every refusal of a malformed field or header.
+const ReasonInvalidField = "invalid_field"
+
+// CheckRef returns an EINVALID error naming field unless v is a reference Settle can store,
+// search and show: at most max bytes of UTF-8 without control characters. It is the one
+// check every client-given reference and header goes through (the API, the gateway, jobs
+// and MCP), so a NUL, a cut multi-byte character or a 10 KB header is a 4xx, never a 5xx
+// from the database.
+func CheckRef(field, v string, max int) error {
+	switch {
+	case len(v) > max:
+		return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s is longer than %d bytes.", field, max)}
+	case !utf8.ValidString(v):
+		return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s is not valid UTF-8.", field)}
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s contains a control character.", field)}
+		}
+	}
+	return nil
+}
+
+// CheckJSONText returns an EINVALID error naming field unless the raw JSON value b can be
+// stored as it is: valid UTF-8, and no escaped NUL (\u0000), which Postgres refuses in text
+// and jsonb. Free text (chat messages, documents) may hold any other character.
+func CheckJSONText(field string, b []byte) error {
+	if !utf8.Valid(b) {
+		return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s is not valid UTF-8.", field)}
+	}
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(`u0000`))
+		if j < 0 {
+			return nil
+		}
+		at := i + j
+		slashes := 0
+		for k := at - 1; k >= 0 && b[k] == '\\'; k-- {
+			slashes++
+		}
+		if slashes%2 == 1 {
+			return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s contains a NUL character.", field)}
+		}
+		i = at + 5
+	}
+}
+
+// CleanRef is v when it passes CheckRef, else "": what a refused request is recorded
+// under, since the refusal itself must be recorded whatever the client sent (rule 8).
+func CleanRef(v string) string {
+	if CheckRef("ref", v, MaxRefBytes) != nil {
+		return ""
+	}
+	return v
+}
+
+// TruncateUTF8 cuts s to at most n bytes without splitting a character.
+func TruncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
