@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
@@ -24,7 +25,11 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	key, hasKey := idempotencyKey(r)
 	ref, refFrom := refSource(r, "")
-	sink := &httpSink{w: w, rc: http.NewResponseController(w)}
+	timeout := s.StreamWriteTimeout
+	if timeout <= 0 {
+		timeout = defaultStreamWriteTimeout
+	}
+	sink := &httpSink{w: w, rc: http.NewResponseController(w), timeout: timeout}
 	err := s.LLM.Complete(r.Context(), llm.Request{
 		Tenant: tenantFrom(r.Context()), Route: "/v1/chat/completions",
 		// The gateway parses the key with llm.ParseKey, as the jobs route does.
@@ -42,13 +47,28 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// defaultStreamWriteTimeout is Server.StreamWriteTimeout's default: a client that reads at
+// all takes each chunk within milliseconds; one that stopped reading is let go after this.
+const defaultStreamWriteTimeout = 10 * time.Second
+
 // httpSink writes the gateway's answer: JSON with its length, sent when the handler
-// returns, or an SSE stream flushed event by event.
+// returns, or an SSE stream flushed event by event. Every write has its own deadline, so
+// a client that stops reading fails the write instead of blocking the gateway, which
+// would stop reading the provider and hold the operation's lease.
 type httpSink struct {
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	began  bool
-	stream bool
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	began   bool
+	stream  bool
+}
+
+// extend gives the next write its own deadline. It is a time of the connection, so it
+// is read from the wall clock, never from the server's clock, which tests may stop. The
+// last deadline bounds the server's final flush after the handler returns too; net/http
+// lifts it before the connection's next request.
+func (k *httpSink) extend() {
+	_ = k.rc.SetWriteDeadline(time.Now().Add(k.timeout))
 }
 
 func (k *httpSink) Begin(h llm.Head) error {
@@ -81,10 +101,12 @@ func (k *httpSink) Begin(h llm.Head) error {
 	if !h.Stream {
 		return nil
 	}
+	k.extend()
 	return k.rc.Flush()
 }
 
 func (k *httpSink) Write(p []byte) error {
+	k.extend()
 	if _, err := k.w.Write(p); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/go-chi/chi/v5"
@@ -39,6 +40,10 @@ type Server struct {
 	Operations     OperationReader
 	StripeWebhooks WebhookReceiver
 	LLM            ChatGateway
+	// StreamWriteTimeout bounds each write of the LLM gateway's answer to its client, and is
+	// extended before every chunk of a stream: a client that stops reading loses its answer,
+	// never the generation, which the gateway goes on reading and stores. Default 10 s.
+	StreamWriteTimeout time.Duration
 
 	// Each area of the product declares its own dependencies in its own file.
 	DashboardDeps

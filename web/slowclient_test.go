@@ -1,0 +1,101 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/llm"
+	upstream "github.com/settle-dev/settle/ops/openai"
+)
+
+// A client that sends a streaming request and then never reads cannot hold the generation:
+// once the connection's buffers are full the gateway's next write times out, the provider's
+// stream is read to its end and stored, the lease is released and the handler returns.
+func TestLLMClientThatStopsReadingDoesNotHoldTheGeneration(t *testing.T) {
+	t.Parallel()
+	s, tw := newServer(t)
+	s.StreamWriteTimeout = 300 * time.Millisecond
+	w := &llmWorld{world: tw, db: tw.DB, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}}
+	w.fake, w.base = tw.LLM(fake.LLMOptions{Seed: 1})
+	up := tw.Upstream(w.base, upstream.Config{Name: "fake-llm", APIKey: "sk-settle-upstream"})
+	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(tw.DB, w.clock), Upstream: up, Prices: llm.DefaultPrices()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.LLM = gw
+	h := s.Handler()
+	returned := make(chan struct{}, 1)
+	base := tw.Serve(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(rw, r)
+		returned <- struct{}{}
+	}))
+	token := tw.Token(tw.Tenant("shop"), "test")
+
+	// Eight choices of 4096 tokens, one SSE chunk each: about 7 MB, more than the kernel
+	// buffers between the two ends hold.
+	body := `{"model":"fake-small","stream":true,"n":8,"max_tokens":4096,"messages":[{"role":"user","content":"write a lot"}]}`
+	u, _ := url.Parse(base)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A small receive buffer fills sooner; the client still never reads a byte of it.
+	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	bw := bufio.NewWriter(conn)
+	fmt.Fprintf(bw, "POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Idempotency-Key: never-read-1\r\nContent-Length: %d\r\n\r\n%s", u.Host, token, len(body), body)
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	op := waitOp(t, w, "never-read-1", ops.StatusSucceeded, 20*time.Second)
+	if op.LeaseUntil != nil {
+		t.Errorf("succeeded operation still leased to %q until %v", op.LeaseOwner, op.LeaseUntil)
+	}
+	gens := w.generations(t, 1)
+	if gens[0].CompletionTokens != 8*4096 || !strings.Contains(string(op.Result), gens[0].Content) {
+		t.Errorf("stored %d bytes for a generation of %d tokens", len(op.Result), gens[0].CompletionTokens)
+	}
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler of the client that stopped reading has not returned")
+	}
+}
+
+// waitOp polls until the key's operation reaches status, for at most d.
+func waitOp(t *testing.T, w *llmWorld, key string, status ops.Status, d time.Duration) *ops.Operation {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(d)
+	for {
+		var id string
+		if err := w.db.Pool.QueryRow(ctx, `SELECT id::text FROM operations WHERE intent_key = $1`, key).Scan(&id); err == nil {
+			op, err := w.db.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if op.Status == status {
+				return op
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("operation %s is %s (phase %s) after %s, want %s", op.ID, op.Status, op.Phase, d, status)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no operation of key %s after %s: %v", key, d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
