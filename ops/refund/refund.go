@@ -18,8 +18,9 @@ type Provider interface {
 	Name() string
 	// Retention is how long the provider keeps idempotency keys.
 	Retention() time.Duration
-	// Payment returns what was paid and every refund the provider holds for a payment.
-	Payment(ctx context.Context, paymentRef string) (Payment, error)
+	// Payment returns what was paid and every refund the provider holds for a payment, read
+	// within the tenant's share of the provider's reads.
+	Payment(ctx context.Context, tenantID int64, paymentRef string) (Payment, error)
 	// Lookup returns the provider's refunds that carry the operation's id.
 	Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error)
 }
@@ -192,6 +193,9 @@ func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 		Check: func(ctx context.Context) error { return s.checkRemainder(ctx, req) },
 	}
 	in.Request, _ = json.Marshal(refundBody{Reason: req.Reason})
+	// The whole call, the provider reads of admission included, runs within its deadline.
+	ctx, cancel := context.WithTimeout(ctx, s.deadline())
+	defer cancel()
 	adm, err := s.Ledger.Admit(ctx, in)
 	if adm.Verdict == ops.VerdictConflict {
 		// The same order and amount with another optional argument: this intent is already
@@ -204,8 +208,6 @@ func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.deadline())
-	defer cancel()
 	op := adm.Op
 	switch adm.Verdict {
 	case ops.VerdictSend:
@@ -279,7 +281,7 @@ func AnswerFor(ctx context.Context, attempts interface {
 }
 
 func (s *Tool) checkRemainder(ctx context.Context, req Request) error {
-	p, err := s.Provider.Payment(ctx, req.PaymentIntent)
+	p, err := s.Provider.Payment(ctx, req.TenantID, req.PaymentIntent)
 	if err != nil {
 		return err
 	}

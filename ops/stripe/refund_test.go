@@ -518,3 +518,31 @@ func TestOwnershipCheckCanBeTurnedOff(t *testing.T) {
 		t.Fatalf("with the check off: %+v %v", ans, err)
 	}
 }
+
+// TestOneTenantsReadsCannotDelayAnothersRefund: one tenant fires many remainder checks at
+// once; another tenant's refund still reads what it needs within its own call's deadline,
+// because each tenant has its own share of the account's Stripe reads.
+func TestOneTenantsReadsCannotDelayAnothersRefund(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Second, 3*time.Second)
+	a := stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: w.base, ReadsPerSecond: 10, TenantReadsPerSecond: 4})
+	noisy, quiet := int64(101), int64(102)
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _ = a.Payment(ctx, noisy, story)
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // the flood has queued
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	p, err := a.Payment(ctx, quiet, story)
+	if err != nil || p.AmountCents != 3800 {
+		t.Fatalf("the quiet tenant's read within its deadline: %+v %v", p, err)
+	}
+	wg.Wait()
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +38,9 @@ type Config struct {
 	WebhookSecret string
 	// ReadsPerSecond caps lookups and listings, well under Stripe's read limit.
 	ReadsPerSecond float64
+	// TenantReadsPerSecond caps one tenant's share of them (default half of ReadsPerSecond),
+	// so one tenant's burst of remainder checks and lookups cannot delay another's refunds.
+	TenantReadsPerSecond float64
 }
 
 // Adapter talks to Stripe for the refund tool.
@@ -45,6 +49,9 @@ type Adapter struct {
 	send    *client.API // refund creation, one connection per attempt
 	cfg     Config
 	limiter *rate.Limiter
+
+	mu      sync.Mutex
+	tenants map[int64]*rate.Limiter
 }
 
 // New returns an adapter with stripe-go's own retries turned off, so that every HTTP send
@@ -59,6 +66,9 @@ func New(cfg Config) *Adapter {
 	if cfg.ReadsPerSecond <= 0 {
 		cfg.ReadsPerSecond = 20
 	}
+	if cfg.TenantReadsPerSecond <= 0 || cfg.TenantReadsPerSecond > cfg.ReadsPerSecond {
+		cfg.TenantReadsPerSecond = cfg.ReadsPerSecond / 2
+	}
 	// Sends get a transport without keep-alive: net/http quietly resends a request carrying
 	// an Idempotency-Key when a reused connection closes under it, and such a resend would be
 	// an attempt nobody counted.
@@ -69,7 +79,28 @@ func New(cfg Config) *Adapter {
 		send:    newAPI(cfg, sendTransport),
 		cfg:     cfg,
 		limiter: rate.NewLimiter(rate.Limit(cfg.ReadsPerSecond), 5),
+		tenants: map[int64]*rate.Limiter{},
 	}
+}
+
+// read waits for a tenant's share of Stripe reads and then for the account's, within ctx's
+// deadline: a wait that would outlast it fails at once, so a call never spends its
+// deadline queued behind another tenant. Tenant 0 is Settle's own work (reconciliation).
+func (a *Adapter) read(ctx context.Context, tenantID int64) error {
+	a.mu.Lock()
+	l, ok := a.tenants[tenantID]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(a.cfg.TenantReadsPerSecond), 2)
+		a.tenants[tenantID] = l
+	}
+	a.mu.Unlock()
+	if err := l.Wait(ctx); err != nil {
+		return &ops.Error{Code: ops.EUNAVAILABLE, Message: "Too many Stripe reads for this account right now; try again in a moment.", Err: err}
+	}
+	if err := a.limiter.Wait(ctx); err != nil {
+		return &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe is being read at its limit right now; try again in a moment.", Err: err}
+	}
+	return nil
 }
 
 func newAPI(cfg Config, rt http.RoundTripper) *client.API {
@@ -183,8 +214,8 @@ func retryAfter(h http.Header) time.Duration {
 }
 
 // Payment implements refund.Provider: the payment intent and every refund on it.
-func (a *Adapter) Payment(ctx context.Context, paymentRef string) (refund.Payment, error) {
-	if err := a.limiter.Wait(ctx); err != nil {
+func (a *Adapter) Payment(ctx context.Context, tenantID int64, paymentRef string) (refund.Payment, error) {
+	if err := a.read(ctx, tenantID); err != nil {
 		return refund.Payment{}, err
 	}
 	p := &stripego.PaymentIntentParams{}
@@ -197,7 +228,7 @@ func (a *Adapter) Payment(ctx context.Context, paymentRef string) (refund.Paymen
 		}
 		return refund.Payment{}, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not be asked what is left to refund; try again shortly.", Err: err}
 	}
-	refunds, err := a.list(ctx, &stripego.RefundListParams{PaymentIntent: stripego.String(paymentRef)})
+	refunds, err := a.list(ctx, tenantID, &stripego.RefundListParams{PaymentIntent: stripego.String(paymentRef)})
 	if err != nil {
 		return refund.Payment{}, err
 	}
@@ -211,7 +242,7 @@ func (a *Adapter) Payment(ctx context.Context, paymentRef string) (refund.Paymen
 // Lookup implements refund.Provider. Refunds cannot be searched by metadata, so it lists
 // the refunds of the operation's payment intent and keeps those carrying its id.
 func (a *Adapter) Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error) {
-	all, err := a.list(ctx, &stripego.RefundListParams{PaymentIntent: stripego.String(op.PaymentRef)})
+	all, err := a.list(ctx, op.TenantID, &stripego.RefundListParams{PaymentIntent: stripego.String(op.PaymentRef)})
 	if err != nil {
 		return ops.LookupResult{}, err
 	}
@@ -226,16 +257,16 @@ func (a *Adapter) Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResu
 
 // ListRefunds returns every refund created in [from, to), for reconciliation.
 func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time) ([]ops.ProviderRecord, error) {
-	return a.list(ctx, &stripego.RefundListParams{CreatedRange: &stripego.RangeQueryParams{
+	return a.list(ctx, 0, &stripego.RefundListParams{CreatedRange: &stripego.RangeQueryParams{
 		GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}})
 }
 
-func (a *Adapter) list(ctx context.Context, p *stripego.RefundListParams) ([]ops.ProviderRecord, error) {
+func (a *Adapter) list(ctx context.Context, tenantID int64, p *stripego.RefundListParams) ([]ops.ProviderRecord, error) {
 	p.Context = ctx
 	p.Limit = stripego.Int64(100)
 	// Each page is one read request; wait for the bucket before each. List fetches the
 	// first page itself, so the first wait comes before it.
-	if err := a.limiter.Wait(ctx); err != nil {
+	if err := a.read(ctx, tenantID); err != nil {
 		return nil, err
 	}
 	it := a.api.Refunds.List(p)
@@ -244,7 +275,7 @@ func (a *Adapter) list(ctx context.Context, p *stripego.RefundListParams) ([]ops
 	for it.Next() {
 		n++
 		if n%100 == 0 {
-			if err := a.limiter.Wait(ctx); err != nil {
+			if err := a.read(ctx, tenantID); err != nil {
 				return nil, err
 			}
 		}

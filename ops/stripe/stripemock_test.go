@@ -98,7 +98,7 @@ func TestRequestShapesPassStripesOwnValidation(t *testing.T) {
 	if res.Outcome != ops.OutcomeOK || res.Result == nil || !strings.HasPrefix(res.Result.ProviderRef, "re_") {
 		t.Fatalf("create refund refused by stripe-mock: %+v", res)
 	}
-	if _, err := a.Payment(ctx, "pi_123"); err != nil {
+	if _, err := a.Payment(ctx, 1, "pi_123"); err != nil {
 		t.Fatalf("payment intent and refund list refused: %v", err)
 	}
 	if _, err := a.Lookup(ctx, op); err != nil {
