@@ -28,6 +28,19 @@ import (
 // shutdownTimeout bounds how long in-flight requests may finish after a stop signal.
 const shutdownTimeout = 15 * time.Second
 
+// A request's headers must arrive within defaultReadHeaderTimeout, and the whole request,
+// body included, within defaultReadTimeout: the largest body Settle reads (4 MiB, a chat
+// completion or an MCP call) makes it at about 1.1 Mbit/s. A client that trickles its
+// headers or never finishes its body is cut off then, even when the handler did not read
+// the body, since net/http reads what a handler left before answering. net/http lifts the
+// read deadline once the body is read, so an answer that takes longer, or streams for
+// minutes, is not cut; the LLM gateway's writes have deadlines of their own
+// (web.Server.StreamWriteTimeout).
+const (
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultReadTimeout       = 30 * time.Second
+)
+
 // Program is one running server: its database, sessions and HTTP listener. Tests run it on
 // port 0 with the same wiring as 'settle serve'.
 type Program struct {
@@ -42,6 +55,9 @@ type Program struct {
 	gateway *llm.Gateway
 	Refunds *refund.Tool
 
+	// readHeaderTimeout and readTimeout are the defaults above; tests shorten them.
+	readHeaderTimeout, readTimeout time.Duration
+
 	stopSweep context.CancelFunc
 	swept     chan struct{}
 	services  sync.WaitGroup
@@ -54,7 +70,8 @@ type Program struct {
 
 // NewProgram returns a program for cfg; nothing is opened until Run.
 func NewProgram(cfg Config, logger *slog.Logger) *Program {
-	return &Program{Config: cfg, Logger: logger, Clock: ops.SystemClock{}, served: make(chan error, 1)}
+	return &Program{Config: cfg, Logger: logger, Clock: ops.SystemClock{}, served: make(chan error, 1),
+		readHeaderTimeout: defaultReadHeaderTimeout, readTimeout: defaultReadTimeout}
 }
 
 // Run opens the database, checks or migrates its schema, starts listening and serves in the
@@ -110,7 +127,8 @@ func (p *Program) Run(ctx context.Context) error {
 	p.wireAlerts(bgCtx, p.Config.Alerts, srv, reg)
 	p.server = &http.Server{
 		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: p.readHeaderTimeout,
+		ReadTimeout:       p.readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(p.Logger.Handler(), slog.LevelWarn),
 	}
