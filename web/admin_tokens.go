@@ -64,15 +64,10 @@ func (s *Server) renderTokens(w http.ResponseWriter, r *http.Request, status int
 // shows it on the page it answers with: there is no redirect, because the token must not
 // pass through the session store, and the page is not cached.
 func (s *Server) handleIssueToken(w http.ResponseWriter, r *http.Request) {
-	if s.TokenAdmin == nil {
-		s.notConfigured(w, r)
+	if !s.formFor(w, r, s.TokenAdmin != nil) {
 		return
 	}
 	ctx := r.Context()
-	if err := r.ParseForm(); err != nil {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
-		return
-	}
 	tenantName, name := strings.TrimSpace(r.PostForm.Get("tenant")), strings.TrimSpace(r.PostForm.Get("name"))
 	token, err := s.TokenAdmin.IssueToken(ctx, tenantName, name, actor(r), s.Clock.Now())
 	if ops.ErrorCode(err) == ops.EINVALID {

@@ -53,15 +53,10 @@ func (s *Server) renderUsers(w http.ResponseWriter, r *http.Request, status int,
 // handleAddUser adds a user. A refused form is shown again with the reason and the email
 // kept, never the password.
 func (s *Server) handleAddUser(w http.ResponseWriter, r *http.Request) {
-	if s.UserAdmin == nil {
-		s.notConfigured(w, r)
+	if !s.formFor(w, r, s.UserAdmin != nil) {
 		return
 	}
 	ctx := r.Context()
-	if err := r.ParseForm(); err != nil {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
-		return
-	}
 	email, role := r.PostForm.Get("email"), desk.Role(r.PostForm.Get("role"))
 	u, err := s.Accounts.CreateUser(ctx, email, r.PostForm.Get("password"), role)
 	if code := ops.ErrorCode(err); code == ops.EINVALID || code == ops.ECONFLICT {
@@ -106,15 +101,10 @@ func (s *Server) handleUserEnable(w http.ResponseWriter, r *http.Request) {
 // changeUser runs one change to another user. Admins cannot change themselves here, so
 // nobody locks the last admin out by a slip.
 func (s *Server) changeUser(w http.ResponseWriter, r *http.Request, change func(ctx context.Context, id int64) (string, error)) {
-	if s.UserAdmin == nil {
-		s.notConfigured(w, r)
+	if !s.formFor(w, r, s.UserAdmin != nil) {
 		return
 	}
 	ctx := r.Context()
-	if err := r.ParseForm(); err != nil {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
-		return
-	}
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil || id <= 0 {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "No such user."))

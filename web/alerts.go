@@ -49,14 +49,8 @@ func (s *Server) mountAlerts(r chi.Router) {
 	if s.Alerts == nil || s.AlertRules == nil {
 		return
 	}
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleOncall))
-		r.Get("/alerts", s.handleAlerts)
-	})
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleAdmin))
-		r.Post("/alerts/test", s.handleAlertTest)
-	})
+	s.forRole(r, desk.RoleOncall).Get("/alerts", s.handleAlerts)
+	s.forRole(r, desk.RoleAdmin).Post("/alerts/test", s.handleAlertTest)
 }
 
 // stateRank orders states from calm to loud, so a rule shows its loudest instance.

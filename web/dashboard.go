@@ -47,35 +47,55 @@ type Desk interface {
 // mountDashboard adds the dashboard's pages; it runs inside the session group. Each
 // group checks the role on the server, whatever the page offers.
 func (s *Server) mountDashboard(r chi.Router) {
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleSupport))
-		r.Get("/ops/{id}", s.handleOpDetail)
-		r.Get("/support", s.handleSupport)
-	})
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleOncall))
-		r.Post("/ops/lookup", s.handleBulkLookup)
-		r.Post("/ops/{id}/lookup", s.handleLookup)
-		r.Post("/ops/{id}/close", s.handleClose)
-		r.Post("/ops/{id}/close-not-executed", s.handleCloseNotExecuted)
-		r.Get("/audit", s.handleAudit)
-	})
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleAdmin))
-		r.Get("/admin/users", s.handleUsers)
-		r.Post("/admin/users", s.handleAddUser)
-		r.Post("/admin/users/{id}/role", s.handleUserRole)
-		r.Post("/admin/users/{id}/disable", s.handleUserDisable)
-		r.Post("/admin/users/{id}/enable", s.handleUserEnable)
-		r.Get("/admin/tokens", s.handleTokens)
-		r.Post("/admin/tokens", s.handleIssueToken)
-		r.Post("/admin/tokens/{id}/revoke", s.handleRevokeToken)
-	})
+	support := s.forRole(r, desk.RoleSupport)
+	support.Get("/ops/{id}", s.handleOpDetail)
+	support.Get("/support", s.handleSupport)
+
+	oncall := s.forRole(r, desk.RoleOncall)
+	oncall.Post("/ops/lookup", s.handleBulkLookup)
+	oncall.Post("/ops/{id}/lookup", s.handleLookup)
+	oncall.Post("/ops/{id}/close", s.handleClose)
+	oncall.Post("/ops/{id}/close-not-executed", s.handleCloseNotExecuted)
+	oncall.Get("/audit", s.handleAudit)
+
+	admin := s.forRole(r, desk.RoleAdmin)
+	admin.Get("/admin/users", s.handleUsers)
+	admin.Post("/admin/users", s.handleAddUser)
+	admin.Post("/admin/users/{id}/role", s.handleUserRole)
+	admin.Post("/admin/users/{id}/disable", s.handleUserDisable)
+	admin.Post("/admin/users/{id}/enable", s.handleUserEnable)
+	admin.Get("/admin/tokens", s.handleTokens)
+	admin.Post("/admin/tokens", s.handleIssueToken)
+	admin.Post("/admin/tokens/{id}/revoke", s.handleRevokeToken)
+}
+
+// forRole is r for routes that only signed-in people with at least role may use.
+func (s *Server) forRole(r chi.Router, role desk.Role) chi.Router {
+	return r.With(s.requireUser, s.requireRole(role))
 }
 
 // notConfigured answers pages whose dependency was not wired.
 func (s *Server) notConfigured(w http.ResponseWriter, r *http.Request) {
 	s.Error(w, r, ops.Errorf(ops.EUNAVAILABLE, "This part of the dashboard is not configured on this server."))
+}
+
+// readForm parses the posted form; when it cannot be read it answers 400 and returns false.
+func (s *Server) readForm(w http.ResponseWriter, r *http.Request) bool {
+	if err := r.ParseForm(); err != nil {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
+		return false
+	}
+	return true
+}
+
+// formFor is readForm for a part of the dashboard that may not be configured on this server
+// (configured false): that is answered first, and the form is left unread.
+func (s *Server) formFor(w http.ResponseWriter, r *http.Request, configured bool) bool {
+	if !configured {
+		s.notConfigured(w, r)
+		return false
+	}
+	return s.readForm(w, r)
 }
 
 // actor names the signed-in person in the ledger's audit rows.

@@ -36,10 +36,7 @@ func (s *Server) mountInsights(r chi.Router) {
 	if s.Insights == nil {
 		return
 	}
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleManager))
-		r.Get("/insights", s.handleInsights)
-	})
+	s.forRole(r, desk.RoleManager).Get("/insights", s.handleInsights)
 }
 
 // insightsRanges are the page's ranges and the width of one point in each: about a hundred
@@ -96,23 +93,8 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	to := now.Truncate(spec.bucket).Add(spec.bucket)
 	f := recon.MetricsFilter{Window: recon.Window{From: to.Add(-spec.span), To: to}, Bucket: spec.bucket,
 		Kind: ops.Kind(form.Kind), Provider: form.Provider}
-	if form.Tenant != "" {
-		for _, t := range tenants {
-			if t.Name == form.Tenant {
-				f.TenantID = t.ID
-			}
-		}
-		if f.TenantID == 0 {
-			s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no tenant %q.", form.Tenant))
-			return
-		}
-	}
-	if form.Kind != "" && !f.Kind.Valid() {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no operation kind %q.", form.Kind))
-		return
-	}
-	if len(form.Provider) > 64 {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "The provider name is too long."))
+	if f.TenantID, err = checkGroupFilter(tenants, form.Tenant, f.Kind, f.Provider); err != nil {
+		s.Error(w, r, err)
 		return
 	}
 	rows, err := s.Insights.RollupMetrics(ctx, f)
@@ -137,14 +119,7 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	for _, x := range insightsRanges {
 		m.Ranges = append(m.Ranges, views.ReconOption{Value: x.value, Label: x.label, Selected: x.value == form.Range})
 	}
-	m.Tenants = []views.ReconOption{{Value: "", Label: "All tenants"}}
-	for _, t := range tenants {
-		m.Tenants = append(m.Tenants, views.ReconOption{Value: t.Name, Label: t.Name, Selected: t.Name == form.Tenant})
-	}
-	m.Kinds = []views.ReconOption{{Value: "", Label: "Any kind"}}
-	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
-		m.Kinds = append(m.Kinds, views.ReconOption{Value: string(k), Label: string(k), Selected: string(k) == form.Kind})
-	}
+	m.Tenants, m.Kinds = tenantOptions(tenants, form.Tenant), kindOptions(form.Kind)
 	m.Charts = insightCharts(f, spec.format, rows, backlog)
 	s.render(w, r, http.StatusOK, views.Insights(m))
 }

@@ -54,14 +54,8 @@ func (s *Server) handleLookup(w http.ResponseWriter, r *http.Request) {
 // handleClose closes an operation by hand with a note. The version in the form is the one
 // the person saw: a changed operation refuses the close instead of overwriting.
 func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
-	if s.Desk == nil {
-		s.notConfigured(w, r)
-		return
-	}
-	id := chi.URLParam(r, "id")
-	version, err := parseVersion(r)
-	if err != nil {
-		s.Error(w, r, err)
+	id, version, ok := s.closeForm(w, r)
+	if !ok {
 		return
 	}
 	op, err := s.Desk.CloseManually(r.Context(), desk.ManualClose{ID: id, Version: version, To: ops.Status(r.PostForm.Get("to")),
@@ -76,14 +70,8 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 
 // handleCloseNotExecuted closes a refund the provider never ran, after a fresh lookup.
 func (s *Server) handleCloseNotExecuted(w http.ResponseWriter, r *http.Request) {
-	if s.Desk == nil {
-		s.notConfigured(w, r)
-		return
-	}
-	id := chi.URLParam(r, "id")
-	version, err := parseVersion(r)
-	if err != nil {
-		s.Error(w, r, err)
+	id, version, ok := s.closeForm(w, r)
+	if !ok {
 		return
 	}
 	out, err := s.Desk.CloseNotExecuted(r.Context(), id, version, r.PostForm.Get("note"), actor(r))
@@ -124,16 +112,19 @@ func orSomeone(s string) string {
 	return s
 }
 
-// parseVersion reads the form and the version the person saw.
-func parseVersion(r *http.Request) (int64, error) {
-	if err := r.ParseForm(); err != nil {
-		return 0, ops.Errorf(ops.EINVALID, "The form could not be read.")
+// closeForm reads what every close posts: the operation's id from the path and the version
+// the person saw. A close that cannot go on (no desk on this server, an unreadable form, no
+// version) is answered here, and ok is false.
+func (s *Server) closeForm(w http.ResponseWriter, r *http.Request) (id string, version int64, ok bool) {
+	if !s.formFor(w, r, s.Desk != nil) {
+		return "", 0, false
 	}
 	v, err := strconv.ParseInt(r.PostForm.Get("version"), 10, 64)
 	if err != nil || v <= 0 {
-		return 0, ops.Errorf(ops.EINVALID, "The form lacks the version of the operation; reload the page and try again.")
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form lacks the version of the operation; reload the page and try again."))
+		return "", 0, false
 	}
-	return v, nil
+	return chi.URLParam(r, "id"), v, true
 }
 
 // bulkLabels say in words why a lookup left operations for a person.
@@ -148,22 +139,11 @@ var bulkLabels = map[string]string{
 // handleBulkLookup looks up the ticked operations, or everything matching the queue's
 // filter up to the cap, and reports how many closed, how many need a person, and why.
 func (s *Server) handleBulkLookup(w http.ResponseWriter, r *http.Request) {
-	if s.Desk == nil {
-		s.notConfigured(w, r)
+	if !s.formFor(w, r, s.Desk != nil) {
 		return
 	}
 	ctx := r.Context()
-	if err := r.ParseForm(); err != nil {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
-		return
-	}
-	tenants, err := s.Accounts.Tenants(ctx)
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	now := s.Clock.Now()
-	f, _, err := parseQueueFilter(r.PostForm, tenants, now)
+	_, f, _, err := s.queueFilter(ctx, r.PostForm)
 	if err != nil {
 		s.Error(w, r, err)
 		return

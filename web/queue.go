@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -54,18 +55,13 @@ const queuePageSize = 50
 // be shared in an incident channel.
 func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	tenants, err := s.Accounts.Tenants(ctx)
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	now := s.Clock.Now()
 	q := r.URL.Query()
-	f, form, err := parseQueueFilter(q, tenants, now)
+	tenants, f, form, err := s.queueFilter(ctx, q)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
+	now := f.Now
 	counts, err := s.Queues.QueueCounts(ctx, f)
 	if err != nil {
 		s.Error(w, r, err)
@@ -123,6 +119,16 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	s.render(w, r, http.StatusOK, views.Queue(m))
+}
+
+// queueFilter reads the tenants and, with their names, the queue's filter from q as of now.
+func (s *Server) queueFilter(ctx context.Context, q url.Values) ([]*ops.Tenant, desk.QueueFilter, views.QueueFilter, error) {
+	tenants, err := s.Accounts.Tenants(ctx)
+	if err != nil {
+		return nil, desk.QueueFilter{}, views.QueueFilter{}, err
+	}
+	f, form, err := parseQueueFilter(q, tenants, s.Clock.Now())
+	return tenants, f, form, err
 }
 
 // parseQueueFilter turns the query string into a store filter and the form's echo. Bad

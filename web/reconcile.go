@@ -41,18 +41,15 @@ func (s *Server) mountReconcile(r chi.Router) {
 	if s.Recon == nil {
 		return
 	}
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleManager))
-		r.Get("/reconcile", s.handleReconcile)
-		r.Get("/reconcile.csv", s.handleReconcileCSV)
-		r.Get("/reconcile/drill", s.handleReconcileDrill)
-	})
-	r.Group(func(r chi.Router) {
-		r.Use(s.requireUser, s.requireRole(desk.RoleOncall))
-		r.Get("/reconcile/exceptions", s.handleExceptions)
-		r.Get("/reconcile/exceptions/{id}", s.handleException)
-		r.Post("/reconcile/exceptions/{id}", s.handleExceptionChange)
-	})
+	managers := s.forRole(r, desk.RoleManager)
+	managers.Get("/reconcile", s.handleReconcile)
+	managers.Get("/reconcile.csv", s.handleReconcileCSV)
+	managers.Get("/reconcile/drill", s.handleReconcileDrill)
+
+	oncall := s.forRole(r, desk.RoleOncall)
+	oncall.Get("/reconcile/exceptions", s.handleExceptions)
+	oncall.Get("/reconcile/exceptions/{id}", s.handleException)
+	oncall.Post("/reconcile/exceptions/{id}", s.handleExceptionChange)
 }
 
 // reconRanges are the report's ranges; free ranges would only make bookmarks odd.
@@ -137,39 +134,73 @@ func (s *Server) parseReconQuery(ctx context.Context, q url.Values) (reconQuery,
 	now := s.Clock.Now().UTC()
 	f := recon.MetricsFilter{Bucket: width, Kind: ops.Kind(form.Kind), Provider: form.Provider,
 		Window: recon.Window{From: now.Add(-span).Truncate(width), To: now.Truncate(width).Add(width)}}
-	if form.Tenant != "" {
-		for _, t := range tenants {
-			if t.Name == form.Tenant {
-				f.TenantID = t.ID
-			}
-		}
-		if f.TenantID == 0 {
-			return out, ops.Errorf(ops.EINVALID, "There is no tenant %q.", form.Tenant)
-		}
-	}
-	if form.Kind != "" && !f.Kind.Valid() {
-		return out, ops.Errorf(ops.EINVALID, "There is no operation kind %q.", form.Kind)
-	}
-	if len(form.Provider) > 64 {
-		return out, ops.Errorf(ops.EINVALID, "The provider name is too long.")
+	if f.TenantID, err = checkGroupFilter(tenants, form.Tenant, f.Kind, f.Provider); err != nil {
+		return out, err
 	}
 	out.filter, out.form = f, form
 	return out, nil
 }
 
+// checkGroupFilter checks the group a report of the rollups is narrowed to, as its form
+// names it ("" for all): it returns the id of the tenant named, and refuses a tenant or
+// kind that does not exist and a provider name too long to be one.
+func checkGroupFilter(tenants []*ops.Tenant, tenant string, kind ops.Kind, provider string) (int64, error) {
+	var id int64
+	if tenant != "" {
+		for _, t := range tenants {
+			if t.Name == tenant {
+				id = t.ID
+			}
+		}
+		if id == 0 {
+			return 0, ops.Errorf(ops.EINVALID, "There is no tenant %q.", tenant)
+		}
+	}
+	if kind != "" && !kind.Valid() {
+		return 0, ops.Errorf(ops.EINVALID, "There is no operation kind %q.", kind)
+	}
+	if len(provider) > 64 {
+		return 0, ops.Errorf(ops.EINVALID, "The provider name is too long.")
+	}
+	return id, nil
+}
+
+// tenantOptions are a report's choices of tenant: all, or one by name.
+func tenantOptions(tenants []*ops.Tenant, selected string) []views.ReconOption {
+	out := []views.ReconOption{{Value: "", Label: "All tenants"}}
+	for _, t := range tenants {
+		out = append(out, views.ReconOption{Value: t.Name, Label: t.Name, Selected: t.Name == selected})
+	}
+	return out
+}
+
+// kindOptions are a report's choices of operation kind: any, or one.
+func kindOptions(selected string) []views.ReconOption {
+	out := []views.ReconOption{{Value: "", Label: "Any kind"}}
+	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
+		out = append(out, views.ReconOption{Value: string(k), Label: string(k), Selected: string(k) == selected})
+	}
+	return out
+}
+
+// reconReport reads the report's filter from the request and the rollup rows it selects.
+func (s *Server) reconReport(r *http.Request) (reconQuery, []recon.MetricsRow, error) {
+	q, err := s.parseReconQuery(r.Context(), r.URL.Query())
+	if err != nil {
+		return q, nil, err
+	}
+	rows, err := s.Recon.RollupMetrics(r.Context(), q.filter)
+	return q, rows, err
+}
+
 func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	q, err := s.parseReconQuery(ctx, r.URL.Query())
+	q, rows, err := s.reconReport(r)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
 	lo, hi, paging, err := reconPage(q.filter, r.URL.Query())
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	rows, err := s.Recon.RollupMetrics(ctx, q.filter)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -193,14 +224,7 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	m.Buckets = []views.ReconOption{{Value: "hour", Label: "hour", Selected: q.form.Bucket == "hour"},
 		{Value: "day", Label: "day", Selected: q.form.Bucket == "day"}}
-	m.Tenants = []views.ReconOption{{Value: "", Label: "All tenants"}}
-	for _, t := range q.tenants {
-		m.Tenants = append(m.Tenants, views.ReconOption{Value: t.Name, Label: t.Name, Selected: t.Name == q.form.Tenant})
-	}
-	m.Kinds = []views.ReconOption{{Value: "", Label: "Any kind"}}
-	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
-		m.Kinds = append(m.Kinds, views.ReconOption{Value: string(k), Label: string(k), Selected: string(k) == q.form.Kind})
-	}
+	m.Tenants, m.Kinds = tenantOptions(q.tenants, q.form.Tenant), kindOptions(q.form.Kind)
 	for _, c := range reconColumns {
 		m.Headers = append(m.Headers, c.header)
 	}
@@ -378,13 +402,7 @@ func formatMoney(m recon.Money) string {
 // handleReconcileCSV exports the same rows as the page, one per window, tenant, kind and
 // provider, with plain numbers for spreadsheets.
 func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	q, err := s.parseReconQuery(ctx, r.URL.Query())
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	rows, err := s.Recon.RollupMetrics(ctx, q.filter)
+	q, rows, err := s.reconReport(r)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -437,4 +455,20 @@ func (s *Server) tenantNames(ctx context.Context) (map[int64]string, error) {
 		names[t.ID] = t.Name
 	}
 	return names, nil
+}
+
+// withTenantNames runs read, which fetches what a page lists, then reads the tenant names
+// that label its rows. It answers the first error itself and returns false.
+func withTenantNames[T any](s *Server, w http.ResponseWriter, r *http.Request, read func(context.Context) (T, error)) (T, map[int64]string, bool) {
+	ctx := r.Context()
+	v, err := read(ctx)
+	var names map[int64]string
+	if err == nil {
+		names, err = s.tenantNames(ctx)
+	}
+	if err != nil {
+		s.Error(w, r, err)
+		return v, nil, false
+	}
+	return v, names, true
 }

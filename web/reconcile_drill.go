@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -34,14 +35,10 @@ func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
 	}
 	f := recon.DrillFilter{MetricsKey: recon.MetricsKey{Bucket: at, TenantID: tenant, Kind: ops.Kind(q.Get("kind")), Provider: q.Get("provider")},
 		Width: width, Measure: recon.Measure(q.Get("measure"))}
-	rows, err := s.Recon.ReconDrill(ctx, f)
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	names, err := s.tenantNames(ctx)
-	if err != nil {
-		s.Error(w, r, err)
+	rows, names, ok := withTenantNames(s, w, r, func(ctx context.Context) ([]recon.DrillRow, error) {
+		return s.Recon.ReconDrill(ctx, f)
+	})
+	if !ok {
 		return
 	}
 	title := fmt.Sprintf("%s · %s · %s · %s · %s", measureTitles[f.Measure], windowLabel(at, width), tenantLabel(tenant, names),

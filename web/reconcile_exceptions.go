@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -70,14 +71,10 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	list, err := s.Recon.ListExceptions(ctx, f)
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	names, err := s.tenantNames(ctx)
-	if err != nil {
-		s.Error(w, r, err)
+	list, names, ok := withTenantNames(s, w, r, func(ctx context.Context) ([]*recon.Exception, error) {
+		return s.Recon.ListExceptions(ctx, f)
+	})
+	if !ok {
 		return
 	}
 	m := views.ExceptionsPage{Viewer: viewer(userFrom(ctx)), Filter: form}
@@ -160,14 +157,10 @@ func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int6
 		s.Error(w, r, err)
 		return
 	}
-	audit, err := s.Recon.Audit(ctx, "recon_exception", strconv.FormatInt(e.ID, 10))
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	names, err := s.tenantNames(ctx)
-	if err != nil {
-		s.Error(w, r, err)
+	audit, names, ok := withTenantNames(s, w, r, func(ctx context.Context) ([]recon.AuditEntry, error) {
+		return s.Recon.Audit(ctx, "recon_exception", strconv.FormatInt(e.ID, 10))
+	})
+	if !ok {
 		return
 	}
 	m := views.ExceptionPage{Viewer: viewer(userFrom(ctx)), Exception: exceptionRow(e, names), Version: strconv.FormatInt(e.Version, 10),
@@ -309,8 +302,7 @@ func (s *Server) handleExceptionChange(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil {
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
+	if !s.readForm(w, r) {
 		return
 	}
 	version, err := strconv.ParseInt(r.PostForm.Get("version"), 10, 64)
