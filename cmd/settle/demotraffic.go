@@ -264,23 +264,34 @@ func clone(m map[string]any) map[string]any {
 
 // refund calls POST /api/v1/refunds like a client service would, giving up after timeout.
 func (d *demoTraffic) refund(ctx context.Context, body map[string]any, timeout time.Duration) (map[string]any, error) {
+	out, _, err := d.post(ctx, "/api/v1/refunds", "", body, timeout)
+	return out, err
+}
+
+// post sends body as JSON to path of Settle's API with the demo tenant's token, and key, if
+// any, as its Idempotency-Key, giving up after timeout. It returns the decoded answer and
+// the response, whose body is read and closed.
+func (d *demoTraffic) post(ctx context.Context, path, key string, body map[string]any, timeout time.Duration) (map[string]any, *http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+"/api/v1/refunds", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+path, bytes.NewReader(b))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+d.token)
 	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	var out map[string]any
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, fmt.Errorf("decode answer: %w", err)
+		return nil, resp, fmt.Errorf("decode answer: %w", err)
 	}
-	return out, nil
+	return out, resp, nil
 }

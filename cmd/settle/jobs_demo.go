@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
-	"net/http"
 	"time"
 )
 
@@ -66,24 +63,9 @@ func (d *demoTraffic) pipeline(ctx context.Context) {
 
 // submitJob posts one job like a pipeline client would.
 func (d *demoTraffic) submitJob(ctx context.Context, key string, body map[string]any) (map[string]any, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+"/api/v1/jobs", bytes.NewReader(b))
+	out, resp, err := d.post(ctx, "/api/v1/jobs", key, body, 10*time.Second)
 	if err != nil {
 		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+d.token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return nil, fmt.Errorf("decode answer: %w", err)
 	}
 	if resp.StatusCode/100 != 2 {
 		return out, fmt.Errorf("POST /api/v1/jobs: %s: %v", resp.Status, out["detail"])

@@ -21,15 +21,9 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	if c.BaseURL == "" {
 		return nil, nil
 	}
-	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	up, prices, err := c.upstream()
 	if err != nil {
 		return nil, err
-	}
-	prices := llm.DefaultPrices()
-	if c.Prices != "" {
-		if prices, err = llm.LoadPrices(c.Prices); err != nil {
-			return nil, err
-		}
 	}
 	modes := map[string]llm.Mode{}
 	for tenant, pol := range c.TenantPolicies {
@@ -48,6 +42,22 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	}
 	// The usage report sits beside the API: {base}/usage for an OpenAI-style ".../v1" base.
 	return &openai.UsageReader{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey}, nil
+}
+
+// upstream builds the client of the configured provider and the prices its calls cost, as
+// the gateway and the job workers both call it.
+func (c LLMConfig) upstream() (*openai.Client, *llm.PriceTable, error) {
+	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	prices := llm.DefaultPrices()
+	if c.Prices != "" {
+		if prices, err = llm.LoadPrices(c.Prices); err != nil {
+			return nil, nil, err
+		}
+	}
+	return up, prices, nil
 }
 
 // fakeLLM serves the stateful fake LLM provider until ctx ends.

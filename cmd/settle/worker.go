@@ -12,8 +12,6 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
-	"github.com/settle-dev/settle/ops/llm"
-	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 )
@@ -161,16 +159,9 @@ func (p *Program) jobService() *jobs.Service {
 // jobPool builds n workers calling the LLM through the same upstream adapter as the
 // gateway, and the relay of job events when webhooks are configured.
 func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
-	c := p.Config.LLM
-	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	up, prices, err := p.Config.LLM.upstream()
 	if err != nil {
 		return nil, err
-	}
-	prices := llm.DefaultPrices()
-	if c.Prices != "" {
-		if prices, err = llm.LoadPrices(c.Prices); err != nil {
-			return nil, err
-		}
 	}
 	id := p.Config.WorkerID
 	if id == "" {
