@@ -109,13 +109,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
 		return
 	}
-	email, next := r.PostForm.Get("email"), safeNext(r.PostForm.Get("next"))
-	u, err := s.Accounts.Authenticate(ctx, email, r.PostForm.Get("password"))
-	if code := ops.ErrorCode(err); code == ops.EUNAUTHORIZED || code == ops.EINVALID {
-		s.render(w, r, http.StatusUnauthorized, views.Login(views.LoginPage{Email: email, Error: ops.ErrorMessage(err), Next: next}))
-		return
-	} else if err != nil {
-		s.Error(w, r, err)
+	page := views.LoginPage{Email: r.PostForm.Get("email"), Next: safeNext(r.PostForm.Get("next"))}
+	u := s.checkPassword(w, r, page, r.PostForm.Get("password"))
+	if u == nil {
 		return
 	}
 	// A new token on every change of privilege defeats session fixation.
@@ -125,7 +121,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Sessions.Put(ctx, sessionUserID, u.ID)
 	s.Logger.InfoContext(ctx, "signed in", "user_id", u.ID, "role", u.Role)
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, page.Next, http.StatusSeeOther)
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {

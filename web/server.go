@@ -46,6 +46,7 @@ type Server struct {
 	StreamWriteTimeout time.Duration
 
 	// Each area of the product declares its own dependencies in its own file.
+	LoginDeps
 	DashboardDeps
 	MCPDeps
 	JobsDeps
@@ -71,6 +72,7 @@ func (s *Server) router() *chi.Mux {
 		s.Registry = prometheus.NewRegistry()
 	}
 	s.Sessions.ErrorFunc = s.Error
+	s.initLogin()
 
 	// Browsers say where a request comes from; refusing cross-site unsafe methods here
 	// protects every form without per-form tokens.

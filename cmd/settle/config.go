@@ -60,6 +60,8 @@ type Config struct {
 	Jobs JobsConfig
 	// WorkerID names this process in leases and audit rows.
 	WorkerID string
+	// Web is what the HTTP listener of serve and demo needs to know about its clients.
+	Web WebConfig
 
 	// Fake holds the flags of "fake stripe".
 	Fake FakeConfig
@@ -293,6 +295,11 @@ func loadCommonEnv(cfg *Config, getenv func(string) string, needDB bool) error {
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "alerts export" {
 		if err := loadAlertsEnv(&cfg.Alerts, getenv); err != nil {
+			return err
+		}
+	}
+	if cfg.Command == "serve" || cfg.Command == "demo" {
+		if err := loadWebEnv(&cfg.Web, getenv); err != nil {
 			return err
 		}
 	}

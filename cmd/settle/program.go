@@ -120,6 +120,7 @@ func (p *Program) Run(ctx context.Context) error {
 		Operations: db,
 		Refunds:    unconfiguredRefunds{},
 		MCPDeps:    web.MCPDeps{RefundStatus: db},
+		LoginDeps:  web.LoginDeps{LoginAudit: db, TrustedProxies: p.Config.Web.TrustedProxies},
 	}
 	if err := p.wireLedger(bgCtx, srv); err != nil {
 		return err

@@ -121,6 +121,8 @@ func (w *World) Server(clock ops.Clock) *web.Server {
 		Logger:   slog.New(slog.DiscardHandler),
 		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(w.DB.Pool, 0), false),
 		Registry: prometheus.NewRegistry(),
+		// Refused sign-ins are audited as in production.
+		LoginDeps: web.LoginDeps{LoginAudit: w.DB},
 	}
 }
 
