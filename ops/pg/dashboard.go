@@ -38,21 +38,9 @@ FROM client_requests WHERE operation_id = $1 ORDER BY received_at, id LIMIT $2`,
 		})
 		return err
 	})
-	b.Queue(`SELECT id, operation_id::text, n, provider_key, owner, started_at, finished_at, coalesce(outcome, ''), http_status,
-	provider_request_id, error_code
-FROM attempts WHERE operation_id = $1 ORDER BY n LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+	b.Queue(`SELECT `+attemptCols+` FROM attempts WHERE operation_id = $1 ORDER BY n LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 		var err error
-		tl.Attempts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Attempt, error) {
-			var a ops.Attempt
-			var outcome string
-			err := r.Scan(&a.ID, &a.OperationID, &a.N, &a.ProviderKey, &a.Owner, &a.StartedAt, &a.FinishedAt, &outcome,
-				&a.HTTPStatus, &a.ProviderRequestID, &a.ErrorCode)
-			a.Outcome = ops.Outcome(outcome)
-			if a.FinishedAt != nil {
-				a.Duration = a.FinishedAt.Sub(a.StartedAt)
-			}
-			return a, err
-		})
+		tl.Attempts, err = pgx.CollectRows(rows, scanAttempt)
 		return err
 	})
 	b.Queue(`SELECT id, operation_id::text, kind, provider_ref, summary, data, recorded_by, recorded_at

@@ -312,32 +312,12 @@ type JobOutbox struct{ DB *DB }
 
 // ClaimEvents implements outbox.Store.
 func (o JobOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
-	rows, err := o.DB.Pool.Query(ctx, `
-WITH s AS (
-	SELECT id FROM job_outbox
-	WHERE published_at IS NULL AND (locked_until IS NULL OR locked_until <= @now)
-	ORDER BY id LIMIT @limit
-	FOR UPDATE SKIP LOCKED
-)
-UPDATE job_outbox o SET locked_until = @hold, attempts = attempts + 1
-FROM s WHERE o.id = s.id
-RETURNING o.id, o.event_id::text, o.topic, o.entity_id, o.payload, o.created_at, o.attempts`,
-		pgx.NamedArgs{"now": now, "hold": holdUntil, "limit": limit})
-	if err != nil {
-		return nil, interpret(err, "claim job events")
-	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Event, error) {
-		var e outbox.Event
-		err := r.Scan(&e.ID, &e.EventID, &e.Topic, &e.EntityID, &e.Payload, &e.CreatedAt, &e.Attempts)
-		return e, err
-	})
-	return evs, interpret(err, "claim job events")
+	return o.DB.claimEvents(ctx, "job_outbox", "job event", now, holdUntil, limit)
 }
 
 // MarkPublished implements outbox.Store.
 func (o JobOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
-	_, err := o.DB.Pool.Exec(ctx, `UPDATE job_outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
-	return interpret(err, "mark job events published")
+	return o.DB.markPublished(ctx, "job_outbox", "job event", ids, at)
 }
 
 // PruneEvents implements outbox.Pruner. A job is published once by its status, not by
@@ -348,8 +328,7 @@ func (o JobOutbox) PruneEvents(ctx context.Context, publishedBefore time.Time) (
 
 // MarkFailed implements outbox.Store.
 func (o JobOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
-	_, err := o.DB.Pool.Exec(ctx, `UPDATE job_outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
-	return interpret(err, "mark job event failed")
+	return o.DB.markFailed(ctx, "job_outbox", "job event", id, retryAt, reason)
 }
 
 // ApplyOnce implements outbox.InboxStore: the inbox row and apply share one transaction.

@@ -401,24 +401,27 @@ SELECT count(*) FROM up`, pgx.NamedArgs{"actor": actor, "now": now, "limit": lim
 
 // Attempts implements ops.Store.
 func (db *DB) Attempts(ctx context.Context, opID string) ([]ops.Attempt, error) {
-	rows, err := db.Pool.Query(ctx, `
-SELECT id, operation_id::text, n, provider_key, owner, started_at, finished_at, coalesce(outcome, ''), http_status,
-	provider_request_id, error_code
-FROM attempts WHERE operation_id = $1 ORDER BY n`, opID)
+	rows, err := db.Pool.Query(ctx, `SELECT `+attemptCols+` FROM attempts WHERE operation_id = $1 ORDER BY n`, opID)
 	if err != nil {
 		return nil, interpret(err, "list attempts")
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Attempt, error) {
-		var a ops.Attempt
-		var outcome string
-		err := r.Scan(&a.ID, &a.OperationID, &a.N, &a.ProviderKey, &a.Owner, &a.StartedAt, &a.FinishedAt, &outcome,
-			&a.HTTPStatus, &a.ProviderRequestID, &a.ErrorCode)
-		a.Outcome = ops.Outcome(outcome)
-		if a.FinishedAt != nil {
-			a.Duration = a.FinishedAt.Sub(a.StartedAt)
-		}
-		return a, err
-	})
+	return pgx.CollectRows(rows, scanAttempt)
+}
+
+// attemptCols are the columns scanAttempt reads, from the attempts table.
+const attemptCols = `id, operation_id::text, n, provider_key, owner, started_at, finished_at, coalesce(outcome, ''), http_status,
+	provider_request_id, error_code`
+
+func scanAttempt(r pgx.CollectableRow) (ops.Attempt, error) {
+	var a ops.Attempt
+	var outcome string
+	err := r.Scan(&a.ID, &a.OperationID, &a.N, &a.ProviderKey, &a.Owner, &a.StartedAt, &a.FinishedAt, &outcome,
+		&a.HTTPStatus, &a.ProviderRequestID, &a.ErrorCode)
+	a.Outcome = ops.Outcome(outcome)
+	if a.FinishedAt != nil {
+		a.Duration = a.FinishedAt.Sub(a.StartedAt)
+	}
+	return a, err
 }
 
 // lostRace explains why a guarded change matched no row: the operation is gone, or someone
