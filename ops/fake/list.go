@@ -43,57 +43,46 @@ func listResponse(req *apiRequest, url string, items []listItem, posOf func(id s
 			"You may only specify one of these parameters: starting_after, ending_before.")
 	}
 
-	var kept []listItem
-	for _, it := range items {
-		if created(it.created) {
-			kept = append(kept, it)
-		}
-	}
-	var page []listItem
-	hasMore := false
+	kept := keep(items, func(it listItem) bool { return created(it.created) })
+	page := kept
 	switch {
 	case after != "":
 		cur, found := posOf(after)
 		if !found {
 			return notFound("starting_after", kind, after)
 		}
-		var older []listItem
-		for _, it := range kept {
-			if it.pos < cur {
-				older = append(older, it)
-			}
-		}
-		page, hasMore = older, len(older) > limit
-		if hasMore {
-			page = older[:limit]
-		}
+		page = keep(kept, func(it listItem) bool { return it.pos < cur })
 	case before != "":
 		cur, found := posOf(before)
 		if !found {
 			return notFound("ending_before", kind, before)
 		}
-		var newer []listItem
-		for _, it := range kept {
-			if it.pos > cur {
-				newer = append(newer, it)
-			}
-		}
+		page = keep(kept, func(it listItem) bool { return it.pos > cur })
+	}
+	hasMore := len(page) > limit
+	switch {
+	case hasMore && before != "":
 		// The page is the run of items just newer than the cursor, still newest first.
-		page, hasMore = newer, len(newer) > limit
-		if hasMore {
-			page = newer[len(newer)-limit:]
-		}
-	default:
-		page, hasMore = kept, len(kept) > limit
-		if hasMore {
-			page = kept[:limit]
-		}
+		page = page[len(page)-limit:]
+	case hasMore:
+		page = page[:limit]
 	}
 	data := make([]any, len(page))
 	for i, it := range page {
 		data[i] = it.render()
 	}
 	return jsonResponse(http.StatusOK, obj{"object": "list", "data": data, "has_more": hasMore, "url": url})
+}
+
+// keep returns the items for which ok holds, in their order.
+func keep(items []listItem, ok func(listItem) bool) []listItem {
+	var out []listItem
+	for _, it := range items {
+		if ok(it) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // createdFilter reads created=N and created[gt|gte|lt|lte]=N.
