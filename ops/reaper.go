@@ -67,6 +67,11 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 		return out, fmt.Errorf("claim stalled: %w", err)
 	}
 	for _, op := range stalled {
+		if ctx.Err() != nil {
+			// Stopping: the claims left run out with their leases, and a later pass, here or
+			// in another process, takes them over.
+			break
+		}
 		pol := l.Policies[op.Kind]
 		if r.Policy != nil {
 			pol = r.Policy(op)
@@ -75,7 +80,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 		s := r.Senders[op.Kind]
 		switch {
 		case next == StatusInProgress && s != nil:
-			if _, err := l.Run(ctx, op, s, RunSpec{Owner: r.Owner, Policy: &pol, Sleep: r.Sleep}); err != nil {
+			if _, err := l.Run(context.WithoutCancel(ctx), op, s, r.resendSpec(ctx, pol)); err != nil {
 				return out, fmt.Errorf("resend %s: %w", op.ID, err)
 			}
 			out.Resent++
@@ -97,6 +102,20 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 		}
 	}
 	return out, nil
+}
+
+// resendSpec is how a pass resends a stalled operation. The send in hand is not cut when
+// ctx ends: cut short, a send the provider may have run is recorded as uncertain. Stopping
+// waits for its answer and records it; only then does the run end, releasing the lease
+// instead of sending again or waiting out a backoff.
+func (r *Reaper) resendSpec(ctx context.Context, pol Policy) RunSpec {
+	sleep := r.Sleep
+	if sleep == nil {
+		sleep = SleepContext
+	}
+	return RunSpec{Owner: r.Owner, Policy: &pol,
+		Sleep: func(_ context.Context, d time.Duration) error { return sleep(ctx, d) },
+		Hooks: Hooks{MayRetry: func() bool { return ctx.Err() == nil }}}
 }
 
 func (r *Reaper) logger() *slog.Logger {

@@ -60,6 +60,10 @@ type Config struct {
 	Jobs JobsConfig
 	// WorkerID names this process in leases and audit rows.
 	WorkerID string
+	// ShutdownTimeout is how long serve and demo wait after SIGTERM for requests in flight
+	// and the background services' work in hand (SETTLE_SHUTDOWN_TIMEOUT; default the
+	// refund deadline plus 10 s, so a refund in flight is answered and recorded).
+	ShutdownTimeout time.Duration
 	// Web is what the HTTP listener of serve and demo needs to know about its clients.
 	Web WebConfig
 
@@ -361,6 +365,9 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 		return usagef("SETTLE_REFUND_DEADLINE=%s is longer than a client's 60 s request timeout allows; use at most %s", cfg.Stripe.Deadline, maxRefundDeadline)
 	case cfg.Stripe.Timeout > cfg.Stripe.Deadline:
 		return usagef("SETTLE_STRIPE_TIMEOUT=%s is longer than SETTLE_REFUND_DEADLINE=%s; one attempt must fit in a call", cfg.Stripe.Timeout, cfg.Stripe.Deadline)
+	}
+	if cfg.ShutdownTimeout, err = durationEnv(getenv, "SETTLE_SHUTDOWN_TIMEOUT", cfg.Stripe.Deadline+shutdownMargin); err != nil {
+		return err
 	}
 	if b := cfg.Stripe.APIBase; b != "" {
 		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

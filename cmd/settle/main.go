@@ -120,6 +120,10 @@ func serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	logger.Info("serving", "url", p.URL())
 	err := p.Wait(ctx)
+	if err == nil {
+		logger.Info("stopping: no new requests; waiting for those in flight and the background work in hand",
+			"timeout", p.ShutdownTimeout())
+	}
 	if cerr := p.Close(); err == nil {
 		err = cerr
 	}

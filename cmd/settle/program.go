@@ -25,8 +25,9 @@ import (
 	"github.com/settle-dev/settle/web"
 )
 
-// shutdownTimeout bounds how long in-flight requests may finish after a stop signal.
-const shutdownTimeout = 15 * time.Second
+// shutdownMargin is what the default shutdown timeout adds to the refund deadline: time to
+// record a refund Stripe answered at the last moment and write its answer.
+const shutdownMargin = 10 * time.Second
 
 // A request's headers must arrive within defaultReadHeaderTimeout, and the whole request,
 // body included, within defaultReadTimeout: the largest body Settle reads (4 MiB, a chat
@@ -58,14 +59,16 @@ type Program struct {
 	// readHeaderTimeout and readTimeout are the defaults above; tests shorten them.
 	readHeaderTimeout, readTimeout time.Duration
 
-	stopSweep context.CancelFunc
-	swept     chan struct{}
-	services  sync.WaitGroup
-	listener  net.Listener
-	server    *http.Server
-	served    chan error
-	closing   sync.Once
-	closeErr  error
+	// stopServices tells the session sweep and the background services to start no new
+	// work; swept and services say when they stopped.
+	stopServices context.CancelFunc
+	swept        chan struct{}
+	services     sync.WaitGroup
+	listener     net.Listener
+	server       *http.Server
+	served       chan error
+	closing      sync.Once
+	closeErr     error
 }
 
 // NewProgram returns a program for cfg; nothing is opened until Run.
@@ -105,7 +108,7 @@ func (p *Program) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	p.stopSweep, p.swept = stop, make(chan struct{})
+	p.stopServices, p.swept = stop, make(chan struct{})
 	go p.sweepSessions(bgCtx)
 	srv := &web.Server{
 		// API calls read their token from a 5-second cache; revocation takes up to 5 s.
@@ -262,31 +265,61 @@ func (p *Program) Wait(ctx context.Context) error {
 	}
 }
 
-// Close lets in-flight requests finish, then releases the listener and the database. It is
-// safe to call after a failed Run, and more than once.
+// Close stops the program without losing what is under way: the listener closes and the
+// background services start no new work at once; requests in flight and the services'
+// work in hand (a provider call above all) finish and are recorded, for up to the shutdown
+// timeout; the database closes last. It is safe to call after a failed Run, and more than
+// once.
 func (p *Program) Close() error {
 	p.closing.Do(func() { p.closeErr = p.close() })
 	return p.closeErr
 }
 
+// ShutdownTimeout is how long Close waits for requests in flight and the background
+// services' work in hand: Config.ShutdownTimeout, or the refund deadline plus
+// shutdownMargin for a Config that LoadConfig did not read.
+func (p *Program) ShutdownTimeout() time.Duration {
+	if d := p.Config.ShutdownTimeout; d > 0 {
+		return d
+	}
+	return p.Config.Stripe.Deadline + shutdownMargin
+}
+
 func (p *Program) close() error {
-	var err error
+	timeout := p.ShutdownTimeout()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	// The services stop beside the requests, not after them: both finish their provider
+	// calls within the one timeout.
+	if p.stopServices != nil {
+		p.stopServices()
+	}
+	var errs []error
 	if p.server != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		if err = p.server.Shutdown(ctx); err != nil {
-			err = fmt.Errorf("shut down HTTP server: %w", err)
+		// Shutdown closes the listener, then waits for every handler to return.
+		if err := p.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down HTTP server: requests still running after %s: %w", timeout, err))
 		}
 	} else if p.listener != nil {
 		p.listener.Close()
 	}
-	if p.stopSweep != nil {
-		p.stopSweep()
-		<-p.swept
+	stopped := make(chan struct{})
+	go func() {
+		if p.swept != nil {
+			<-p.swept
+		}
+		p.services.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("background services still running after %s", timeout))
 	}
-	p.services.Wait()
+	// Last: whatever finished above has been recorded. What did not is cut off here and
+	// left to the reaper, as after a crash.
 	if p.DB != nil {
 		p.DB.Close()
 	}
-	return err
+	return errors.Join(errs...)
 }

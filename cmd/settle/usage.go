@@ -38,6 +38,7 @@ Environment:
   SETTLE_STRIPE_TENANT_KEY    payment metadata key naming its tenant (default settle_tenant)
   SETTLE_STRIPE_TENANT_CHECK  on (default): a tenant refunds only its own payments; off: any
   SETTLE_REFUND_DEADLINE  one refund call, all attempts (default 25s, at most 55s)
+  SETTLE_SHUTDOWN_TIMEOUT how long serve waits after SIGTERM for work in flight (default the refund deadline + 10s)
   SETTLE_OUTBOX_URL       receiver of outbox events (JSON POST)
   SETTLE_OUTBOX_KEEP      how long a delivered event stays in the outbox (default 168h)
   SETTLE_ROLLUP_MINUTES_KEEP  how long minute rollups are kept (default 840h, at least 48h)

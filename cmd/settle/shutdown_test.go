@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
+	"github.com/settle-dev/settle/ops/stripe"
+)
+
+var (
+	settleOnce sync.Once
+	settleBin  string
+	settleErr  error
+)
+
+// buildSettle compiles the settle binary once per test binary, for tests that signal a
+// real process.
+func buildSettle(t *testing.T) string {
+	t.Helper()
+	settleOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "settle-bin-")
+		if err != nil {
+			settleErr = err
+			return
+		}
+		pgtest.AtExit(func() { os.RemoveAll(dir) })
+		settleBin = filepath.Join(dir, "settle")
+		cmd := exec.Command("go", "build", "-o", settleBin, "./cmd/settle")
+		cmd.Dir = pgtest.ProjectDir()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			settleErr = errors.New(string(out))
+		}
+	})
+	if settleErr != nil {
+		t.Fatalf("build settle: %v", settleErr)
+	}
+	return settleBin
+}
+
+// lockedBuffer is a process's output, written by its pipe and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// SIGTERM while Stripe takes its time to answer a refund: the server stops accepting at
+// once, waits for the refund, records it and answers the client "refunded", then exits 0.
+// By default it waits as long as a refund call may last, plus 10 s.
+func TestSigtermFinishesARefundInFlight(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration
+		env   []string
+	}{
+		{"Stripe answers after 5 s", 5 * time.Second, nil},
+		// Longer than a fixed 15 s would wait, within the call's deadline of 25 s.
+		{"Stripe answers after 17 s", 17 * time.Second, []string{"SETTLE_STRIPE_TIMEOUT=20s", "SETTLE_REFUND_DEADLINE=25s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sigtermDuringRefund(t, tc.delay, tc.env...)
+		})
+	}
+}
+
+func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
+	bin := buildSettle(t)
+	ctx := context.Background()
+	url := pgtest.URL(pgtest.NewDatabase(t))
+	db, err := pg.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tenant, err := db.EnsureTenant(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := db.CreateToken(ctx, tenant.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
+	base, err := fk.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fk.Close()
+	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
+	fk.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: delay})
+
+	addr := freeAddr(t)
+	out := &lockedBuffer{}
+	cmd := exec.Command(bin, "serve", "--addr", addr)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "STRIPE_API_KEY=sk_test_shutdown", "STRIPE_API_BASE="+base,
+		"SETTLE_RECONCILE_INTERVAL=off", "SETTLE_WORKERS=0", "SETTLE_LOG_LEVEL=info")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		// Stop what the test started, by its own pid.
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i == 200 {
+			t.Fatalf("settle serve did not answer: %v\n%s", err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	type result struct {
+		status int
+		answer refund.Answer
+		err    error
+	}
+	answered := make(chan result, 1)
+	go func() {
+		body := `{"order_id":"4417","amount_cents":3800,"currency":"usd","payment_intent":"pi_4417"}`
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/api/v1/refunds", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var a refund.Answer
+		err = json.NewDecoder(resp.Body).Decode(&a)
+		answered <- result{status: resp.StatusCode, answer: a, err: err}
+	}()
+	// The attempt is recorded before it is sent: then Stripe holds it for delay.
+	for i := 0; ; i++ {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM attempts`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("no attempt recorded\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	signalled := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	// New connections are refused at once.
+	time.Sleep(300 * time.Millisecond)
+	if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a new request was answered %d after SIGTERM", resp.StatusCode)
+	}
+
+	var r result
+	select {
+	case r = <-answered:
+	case <-time.After(delay + 30*time.Second):
+		t.Fatalf("no answer %s after SIGTERM\n%s", delay+30*time.Second, out)
+	}
+	if r.err != nil || r.status != http.StatusOK || r.answer.Status != refund.Refunded || r.answer.RefundID == "" {
+		t.Fatalf("the refund in flight was answered %d %+v (%v); want refunded\n%s", r.status, r.answer, r.err, out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("settle did not exit 30 s after SIGTERM\n%s", out)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("settle exited %d after SIGTERM, want 0\n%s", code, out)
+	}
+	if took := time.Since(signalled); took < delay-2*time.Second {
+		t.Errorf("settle exited %s after SIGTERM, before Stripe answered", took)
+	}
+	op, err := db.Get(ctx, r.answer.OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.Status != ops.StatusSucceeded || op.LeaseUntil != nil || op.ProviderRef != r.answer.RefundID {
+		t.Fatalf("operation %s %s lease %v ref %q; want succeeded with refund %s, lease released", op.ID, op.Status, op.LeaseUntil, op.ProviderRef, r.answer.RefundID)
+	}
+	if n := len(fk.Refunds()); n != 1 {
+		t.Fatalf("%d refunds at Stripe, want 1", n)
+	}
+}
+
+// Stopping the program while the reaper resends a stalled refund that Stripe answers after
+// 3 s: the program waits for the answer, records the refund and only then closes the
+// database.
+func TestStopFinishesTheReapersResend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(pgtest.NewDatabase(t))
+	db, err := pg.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tenant, err := db.EnsureTenant(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
+	base, err := fk.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fk.Close()
+	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
+	// The call's three sends are refused with 429, nothing run; the reaper's is slow.
+	fk.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultRateLimit, Calls: []int{1, 2, 3}})
+	fk.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: 3 * time.Second, Calls: []int{4}})
+
+	// An hour ago the call ran out of sends and released its lease: the operation is stalled.
+	hourAgo := ops.NewManualClock(time.Now().Add(-time.Hour))
+	tool := &refund.Tool{Ledger: ops.NewLedger(db, hourAgo), Store: db, Deadline: 20 * time.Second,
+		Provider: stripe.New(stripe.Config{APIKey: "sk_test_reaper", BaseURL: base}),
+		Sleep:    func(context.Context, time.Duration) error { return nil }}
+	ans, err := tool.Refund(ctx, refund.Request{TenantID: tenant.ID, Tenant: "shop", OrderID: "4417", AmountCents: 3800,
+		Currency: "usd", PaymentIntent: "pi_4417"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, err := db.Get(ctx, ans.OperationID); err != nil || op.Status != ops.StatusInProgress || op.Leased(time.Now()) {
+		t.Fatalf("after the call: %+v %v; want in progress without a live lease", op, err)
+	}
+
+	cfg, err := LoadConfig([]string{"serve", "--addr", "127.0.0.1:0"}, env(map[string]string{"DATABASE_URL": url,
+		"STRIPE_API_KEY": "sk_test_reaper", "STRIPE_API_BASE": base, "SETTLE_RECONCILE_INTERVAL": "off", "SETTLE_WORKERS": "0"}), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProgram(cfg, testLogger(t))
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// The reaper's first pass starts at once; its send is recorded before it leaves.
+	for i := 0; ; i++ {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM attempts WHERE operation_id = $1`, ans.OperationID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 4 {
+			break
+		}
+		if i == 300 {
+			t.Fatalf("the reaper did not resend: %d attempts", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	op, err := db.Get(ctx, ans.OperationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refunds := fk.Refunds()
+	if op.Status != ops.StatusSucceeded || len(refunds) != 1 || op.ProviderRef != refunds[0].ID {
+		t.Fatalf("after Close the operation is %s (ref %q), Stripe holds %d refunds; want succeeded with Stripe's one", op.Status, op.ProviderRef, len(refunds))
+	}
+}
+
+// The shutdown timeout covers a refund call by default, follows the refund deadline, and
+// may be set on its own.
+func TestShutdownTimeoutSetting(t *testing.T) {
+	t.Parallel()
+	db := "postgres://u@127.0.0.1:1/x"
+	for _, c := range []struct {
+		vars map[string]string
+		want time.Duration
+	}{
+		{map[string]string{}, 35 * time.Second},
+		{map[string]string{"SETTLE_REFUND_DEADLINE": "50s"}, time.Minute},
+		{map[string]string{"SETTLE_SHUTDOWN_TIMEOUT": "2m"}, 2 * time.Minute},
+	} {
+		c.vars["DATABASE_URL"] = db
+		cfg, err := LoadConfig([]string{"serve"}, env(c.vars), t.TempDir())
+		if err != nil || cfg.ShutdownTimeout != c.want || NewProgram(cfg, nil).ShutdownTimeout() != c.want {
+			t.Errorf("%v: shutdown timeout %s (%v), want %s", c.vars, cfg.ShutdownTimeout, err, c.want)
+		}
+	}
+	code, _, stderr := run(t, []string{"serve"}, map[string]string{"DATABASE_URL": db, "SETTLE_SHUTDOWN_TIMEOUT": "soon"}, "")
+	if code != 2 || !strings.Contains(stderr, `SETTLE_SHUTDOWN_TIMEOUT="soon" is not a positive Go duration`) {
+		t.Errorf("SETTLE_SHUTDOWN_TIMEOUT=soon: exit %d, stderr %q", code, stderr)
+	}
+}
