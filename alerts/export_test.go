@@ -34,6 +34,8 @@ func TestExportedRulesPassPromtool(t *testing.T) {
 		`keep_firing_for: 5m`,
 		`offset 1h`,
 		`max by (tenant, kind) (settle_oldest_open_operation_age_seconds{status="unknown"}) > 14400`,
+		// The header says how /metrics may be scraped.
+		`SETTLE_METRICS_TOKEN is set (scrape with authorization: credentials_file)`,
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("export lacks %s", want)

@@ -11,7 +11,6 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
@@ -47,6 +46,7 @@ type Server struct {
 
 	// Each area of the product declares its own dependencies in its own file.
 	LoginDeps
+	MetricsDeps
 	DashboardDeps
 	MCPDeps
 	JobsDeps
@@ -92,7 +92,9 @@ func (s *Server) router() *chi.Mux {
 
 	r.Get("/healthz", s.handleHealth)
 	r.Get("/readyz", s.handleReady)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+	if !s.MetricsElsewhere {
+		r.Method(http.MethodGet, "/metrics", s.metricsHandler(true))
+	}
 	r.Method(http.MethodGet, "/static/*", http.StripPrefix("/static/", http.FileServerFS(static.FS)))
 
 	r.Route("/api/v1", func(r chi.Router) {

@@ -303,7 +303,7 @@ func loadCommonEnv(cfg *Config, getenv func(string) string, needDB bool) error {
 		}
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" {
-		if err := loadWebEnv(&cfg.Web, getenv); err != nil {
+		if err := loadWebEnv(&cfg.Web, cfg.Addr, getenv); err != nil {
 			return err
 		}
 	}

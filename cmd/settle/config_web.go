@@ -1,19 +1,45 @@
 package main
 
 import (
+	"net"
 	"net/netip"
 	"strings"
 )
 
+// minMetricsToken is the shortest SETTLE_METRICS_TOKEN accepted: a token anyone could guess
+// would publish every tenant's figures as surely as none.
+const minMetricsToken = 16
+
 // WebConfig is what the HTTP listener of serve and demo needs to know about its clients.
 type WebConfig struct {
+	// MetricsAddr is SETTLE_METRICS_ADDR: when set, /metrics is served on a listener of its
+	// own there, and not on the main one.
+	MetricsAddr string
+	// MetricsToken is SETTLE_METRICS_TOKEN: when set, /metrics answers only requests
+	// bearing it. Without either, the main listener answers /metrics to loopback clients.
+	MetricsToken string
 	// TrustedProxies is SETTLE_TRUSTED_PROXIES: the reverse proxies whose X-Forwarded-For
 	// names the client that sign-in throttling counts.
 	TrustedProxies []netip.Prefix
 }
 
-// loadWebEnv reads the settings of the HTTP listener of serve and demo.
-func loadWebEnv(wc *WebConfig, getenv func(string) string) error {
+// loadWebEnv reads the settings of the HTTP listener of serve and demo; addr is the main
+// listener's address.
+func loadWebEnv(wc *WebConfig, addr string, getenv func(string) string) error {
+	wc.MetricsAddr, wc.MetricsToken = getenv("SETTLE_METRICS_ADDR"), getenv("SETTLE_METRICS_TOKEN")
+	if a := wc.MetricsAddr; a != "" {
+		_, port, err := net.SplitHostPort(a)
+		if err != nil || port == "" {
+			return usagef("SETTLE_METRICS_ADDR=%q is not host:port, e.g. 127.0.0.1:9090", a)
+		}
+		if a == addr && port != "0" {
+			return usagef("SETTLE_METRICS_ADDR=%q is the main listen address; give /metrics another port, or leave it unset", a)
+		}
+	}
+	// The token is a secret: the messages say what is wrong with it, never what it is.
+	if t := wc.MetricsToken; t != "" && (len(t) < minMetricsToken || strings.ContainsAny(t, " \t\r\n")) {
+		return usagef("SETTLE_METRICS_TOKEN must be at least %d characters with no spaces, e.g. the output of 'openssl rand -hex 32'", minMetricsToken)
+	}
 	wc.TrustedProxies = nil
 	for _, s := range strings.Split(getenv("SETTLE_TRUSTED_PROXIES"), ",") {
 		if s = strings.TrimSpace(s); s == "" {

@@ -55,6 +55,8 @@ type Program struct {
 	// gateway is the LLM gateway when a provider is configured; it knows each call's policy.
 	gateway *llm.Gateway
 	Refunds *refund.Tool
+	// metrics is /metrics's own listener when SETTLE_METRICS_ADDR is set.
+	metrics metricsListener
 
 	// readHeaderTimeout and readTimeout are the defaults above; tests shorten them.
 	readHeaderTimeout, readTimeout time.Duration
@@ -125,6 +127,7 @@ func (p *Program) Run(ctx context.Context) error {
 		MCPDeps:    web.MCPDeps{RefundStatus: db},
 		LoginDeps:  web.LoginDeps{LoginAudit: db, TrustedProxies: p.Config.Web.TrustedProxies},
 	}
+	srv.MetricsDeps = web.MetricsDeps{MetricsToken: p.Config.Web.MetricsToken, MetricsElsewhere: p.Config.Web.MetricsAddr != ""}
 	if err := p.wireLedger(bgCtx, srv); err != nil {
 		return err
 	}
@@ -142,7 +145,7 @@ func (p *Program) Run(ctx context.Context) error {
 		}
 		close(p.served)
 	}()
-	return nil
+	return p.serveMetrics(srv)
 }
 
 // policyOf is an operation's own policy, as the flow that opened it applies it: the tenant's
@@ -303,6 +306,7 @@ func (p *Program) close() error {
 	} else if p.listener != nil {
 		p.listener.Close()
 	}
+	p.metrics.close()
 	stopped := make(chan struct{})
 	go func() {
 		if p.swept != nil {
