@@ -61,9 +61,13 @@
 //	unknown ──(evidence)──► succeeded | failed
 //	received | in_progress | unknown ──(past the provider's key retention)──► expired
 //	expired ──(evidence)──► succeeded | failed
+//	succeeded ──(the provider's own record failed afterwards)──► failed
 //
-// Succeeded and failed are final: nothing changes them. The others are open, and an intent
-// has at most one open operation.
+// Succeeded and failed are final: no person, worker or retry changes them. The one exception
+// is the provider's own word that a refund it accepted (pending) failed or was canceled
+// later: the operation becomes failed after success and a reconciliation exception is
+// raised, since the customer was told the refund was on its way. The others are open, and an
+// intent has at most one open operation.
 //
 //   - An in_progress operation carries a lease (its owner and an end time) and a phase that
 //     says how far the current attempt got: sending, sent_to_provider or first_token.

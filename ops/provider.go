@@ -57,6 +57,9 @@ type EventStore interface {
 	RecordEvent(ctx context.Context, e ProviderEvent, operationID, outcome string) error
 	// RecordCharge records a provider charge once per provider reference.
 	RecordCharge(ctx context.Context, r ProviderRecord, tenantID int64, seenAt time.Time) error
+	// RecordFailedAfterSuccess raises a reconciliation exception for an operation whose
+	// provider record failed after it had succeeded (a pending refund the bank refused).
+	RecordFailedAfterSuccess(ctx context.Context, op *Operation, r ProviderRecord, at time.Time) error
 }
 
 // Applied says what applying a provider record did.
@@ -89,6 +92,9 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 	if op == nil {
 		return Applied{Outcome: "orphan"}, nil
 	}
+	if op.Status == StatusSucceeded && rec.Ref == op.ProviderRef && !rec.Charged() {
+		return l.failAfterSuccess(ctx, es, op, rec, ev, actor)
+	}
 	if op.Status.Final() {
 		return Applied{Op: op, Outcome: "already_closed"}, nil
 	}
@@ -113,6 +119,28 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 		return Applied{Op: op, Outcome: "error"}, err
 	}
 	return Applied{Op: out, Outcome: "closed"}, nil
+}
+
+// failAfterSuccess moves a succeeded operation to failed because the provider's own record
+// of it failed afterwards (a pending refund that the bank refused or Stripe canceled): the
+// money did not move after all. It raises a reconciliation exception with it, so a person
+// follows up with the customer who was told it was on its way.
+func (l *Ledger) failAfterSuccess(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord, ev Evidence, actor string) (Applied, error) {
+	now := l.Clock.Now()
+	ev.ProviderRef, ev.RecordedBy, ev.RecordedAt = rec.Ref, actor, now
+	if len(ev.Data) == 0 {
+		ev.Data = rec.Raw
+	}
+	out, err := l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: StatusSucceeded, To: StatusFailed,
+		Now: now, Actor: actor, Action: "fail_after_success", Reason: "the provider's " + rec.Ref + " is " + rec.Status + " after it succeeded",
+		Evidence: &ev})
+	if err != nil {
+		return Applied{Op: op, Outcome: "error"}, err
+	}
+	if err := es.RecordFailedAfterSuccess(ctx, out, rec, now); err != nil {
+		return Applied{Op: out, Outcome: "error"}, fmt.Errorf("raise failed-after-success exception: %w", err)
+	}
+	return Applied{Op: out, Outcome: "failed_after_success"}, nil
 }
 
 // ApplyEvent applies a provider event once: a replayed event id changes nothing.

@@ -13,6 +13,9 @@ var transitions = map[Status][]Status{
 	StatusInProgress: {StatusInProgress, StatusSucceeded, StatusFailed, StatusUnknown, StatusExpired},
 	StatusUnknown:    {StatusSucceeded, StatusFailed, StatusExpired},
 	StatusExpired:    {StatusSucceeded, StatusFailed},
+	// Only the provider's own record takes a success back: a refund it accepted (pending)
+	// and later failed or canceled (Ledger.ApplyRecord). Nothing else leaves succeeded.
+	StatusSucceeded: {StatusFailed},
 }
 
 // CanTransition reports whether an operation may move from one status to another.

@@ -24,6 +24,8 @@ func TestTransitionTable(t *testing.T) {
 		{ops.StatusUnknown, ops.StatusExpired}:       true,
 		{ops.StatusExpired, ops.StatusSucceeded}:     true,
 		{ops.StatusExpired, ops.StatusFailed}:        true,
+		// A refund the provider accepted and later failed; only its own record does this.
+		{ops.StatusSucceeded, ops.StatusFailed}: true,
 	}
 	for _, from := range ops.Statuses {
 		for _, to := range ops.Statuses {

@@ -14,6 +14,7 @@ import (
 	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/refund"
@@ -33,9 +34,16 @@ type refundEnv struct {
 
 func newRefundEnv(t *testing.T) *refundEnv {
 	t.Helper()
+	return newRefundEnvWith(t, fake.StripeOptions{})
+}
+
+// newRefundEnvWith is newRefundEnv with a fake Stripe of other options (pending refunds).
+func newRefundEnvWith(t *testing.T, opts fake.StripeOptions) *refundEnv {
+	t.Helper()
 	s, tw := newServer(t)
 	db := tw.DB
-	fk, base := tw.Stripe(fake.StripeOptions{WebhookSecret: hookSecret})
+	opts.WebhookSecret = hookSecret
+	fk, base := tw.Stripe(opts)
 	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
 	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_web", AttemptTimeout: time.Second, WebhookSecret: hookSecret})
 	ledger := ops.NewLedger(db, ops.SystemClock{})
@@ -281,5 +289,50 @@ func TestRefundAPIRefundsOnlyTheTenantsOwnPayments(t *testing.T) {
 	}
 	if n := e.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected' AND request_ref LIKE 'probe-%'`); n != 3 {
 		t.Fatalf("%d refused requests recorded, want 3", n)
+	}
+}
+
+// TestRefundPendingIsNotRefunded: Stripe answers a refund pending (the bank has yet to
+// settle it). The API says refund_pending, not refunded, and support's sentence says it is
+// on its way. When Stripe later reports it failed, the operation becomes failed after
+// success, a reconciliation exception is raised, and support's sentence says it did not go
+// through.
+func TestRefundPendingIsNotRefunded(t *testing.T) {
+	t.Parallel()
+	e := newRefundEnvWith(t, fake.StripeOptions{PendingRefunds: true})
+	e.fake.SetWebhookURL(e.url + "/webhooks/stripe")
+	code, out, _ := e.post(t, "/api/v1/refunds", "application/json", storyBody)
+	if code != 200 || out["status"] != "refund_pending" || out["refund_id"] == "" {
+		t.Fatalf("pending refund answered %d %v, want refund_pending", code, out)
+	}
+	opID := out["operation_id"].(string)
+	op, _ := e.db.Get(context.Background(), opID)
+	if c := desk.CustomerStatusOf(op); !strings.Contains(c.Sentence, "on its way") || strings.Contains(c.Sentence, "has been issued") {
+		t.Fatalf("support is told %q while the refund is pending", c.Sentence)
+	}
+	if err := e.fake.SetRefundStatus(out["refund_id"].(string), "failed", "declined"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for op.Status != ops.StatusFailed && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		op, _ = e.db.Get(context.Background(), opID)
+	}
+	if op.Status != ops.StatusFailed {
+		t.Fatalf("after Stripe failed the refund the operation is %s", op.Status)
+	}
+	if n := e.count(t, `SELECT count(*) FROM recon_exceptions WHERE kind = 'failed_after_success' AND operation_id = $1 AND status = 'open'`, opID); n != 1 {
+		t.Fatalf("%d open failed-after-success exceptions, want 1", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = 'fail_after_success'`, opID); n != 1 {
+		t.Fatalf("the change is audited %d times, want once", n)
+	}
+	if c := desk.CustomerStatusOf(op); !strings.Contains(c.Sentence, "did not go through") {
+		t.Fatalf("support is told %q after the refund failed", c.Sentence)
+	}
+	// The customer's try again may refund now: nothing moved.
+	code, again, _ := e.post(t, "/api/v1/refunds", "application/json", strings.Replace(storyBody, "toolu_01", "toolu_03", 1))
+	if code != 200 || again["operation_id"] == opID {
+		t.Fatalf("try again after the failure: %d %v", code, again)
 	}
 }

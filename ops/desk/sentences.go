@@ -35,15 +35,20 @@ func RefundSentence(answer, of string) string {
 		return "Your refund" + of + " did not go through, and no money was moved. A colleague will look into it and reply in this chat."
 	case refund.Unconfirmed:
 		return PendingRefundSentence
+	case refund.Pending:
+		return "Your refund" + of + " is on its way: the payment provider accepted it and your bank is processing it. We'll tell you in this chat if anything changes."
 	default:
 		return UnknownRefundSentence
 	}
 }
 
-// refundAnswerOf is the refund tool's answer for a status, as the sentences read it.
-func refundAnswerOf(s ops.Status) string {
-	switch s {
+// refundAnswerOf is the refund tool's answer for an operation, as the sentences read it.
+func refundAnswerOf(op *ops.Operation) string {
+	switch op.Status {
 	case ops.StatusSucceeded:
+		if refund.IsPending(op) {
+			return refund.Pending
+		}
 		return refund.Refunded
 	case ops.StatusFailed:
 		return refund.Failed
@@ -61,8 +66,8 @@ func CustomerStatusOf(op *ops.Operation) CustomerStatus {
 		if op.AmountCents > 0 {
 			of = " of " + ops.FormatMoney(op.AmountCents, op.Currency)
 		}
-		return CustomerStatus{Known: op.Status.Final(), Headline: headlines[refundAnswerOf(op.Status)],
-			Sentence: RefundSentence(refundAnswerOf(op.Status), of)}
+		return CustomerStatus{Known: op.Status.Final(), Headline: headlines[refundAnswerOf(op)],
+			Sentence: RefundSentence(refundAnswerOf(op), of)}
 	}
 	switch op.Status {
 	case ops.StatusSucceeded:
@@ -85,4 +90,5 @@ var headlines = map[string]string{
 	refund.Failed:      "Not refunded",
 	refund.Checking:    "Being checked: the outcome is not known yet",
 	refund.Unconfirmed: "In progress",
+	refund.Pending:     "Refund on its way: accepted, not yet settled by the bank",
 }

@@ -126,7 +126,7 @@ func (s *Stripe) createRefund(req *apiRequest) (response, []*eventRecord) {
 		PaymentIntent:  ch.paymentIntent,
 		Charge:         ch.id,
 		Currency:       ch.currency,
-		Status:         "succeeded",
+		Status:         map[bool]string{true: "pending", false: "succeeded"}[s.pendingRefunds],
 		Reason:         rr.reason,
 		Amount:         amount,
 		Metadata:       rr.metadata,

@@ -38,6 +38,9 @@ type StripeOptions struct {
 	WebhookSecret string
 	// Logger receives one line per request; default discards.
 	Logger *slog.Logger
+	// PendingRefunds creates refunds as pending, as Stripe does for some payment methods;
+	// SetRefundStatus later moves them to succeeded, failed or canceled.
+	PendingRefunds bool
 }
 
 // Refund is one refund as the fake's ledger records it.
@@ -116,6 +119,8 @@ type Stripe struct {
 	eventBy  map[string]*eventRecord
 
 	faults *ruleSet[Fault]
+	// pendingRefunds is StripeOptions.PendingRefunds.
+	pendingRefunds bool
 }
 
 // NewStripe returns a fake Stripe with no payment intents and no faults.
@@ -131,20 +136,21 @@ func NewStripe(opts StripeOptions) *Stripe {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	s := &Stripe{
-		retention:     opts.Retention,
-		clock:         opts.Clock,
-		webhookSecret: opts.WebhookSecret,
-		log:           opts.Logger,
-		webhookClient: &http.Client{Timeout: 10 * time.Second},
-		done:          make(chan struct{}),
-		bg:            bg,
-		cancelBG:      cancel,
-		intents:       map[string]*paymentIntent{},
-		charges:       map[string]*charge{},
-		refundBy:      map[string]*Refund{},
-		keys:          map[string]*keyEntry{},
-		eventBy:       map[string]*eventRecord{},
-		faults:        newRuleSet[Fault](rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x5eed))),
+		retention:      opts.Retention,
+		pendingRefunds: opts.PendingRefunds,
+		clock:          opts.Clock,
+		webhookSecret:  opts.WebhookSecret,
+		log:            opts.Logger,
+		webhookClient:  &http.Client{Timeout: 10 * time.Second},
+		done:           make(chan struct{}),
+		bg:             bg,
+		cancelBG:       cancel,
+		intents:        map[string]*paymentIntent{},
+		charges:        map[string]*charge{},
+		refundBy:       map[string]*Refund{},
+		keys:           map[string]*keyEntry{},
+		eventBy:        map[string]*eventRecord{},
+		faults:         newRuleSet[Fault](rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x5eed))),
 	}
 	s.webhookURL.Store(opts.WebhookURL)
 	s.handler = s.routes()

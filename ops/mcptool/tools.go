@@ -38,6 +38,7 @@ var (
 	CustomerRefunded    = desk.RefundSentence(refund.Refunded, "")
 	CustomerUnconfirmed = desk.RefundSentence(refund.Unconfirmed, "")
 	CustomerFailed      = desk.RefundSentence(refund.Failed, "")
+	CustomerPending     = desk.RefundSentence(refund.Pending, "")
 )
 
 // unknownNote is refund_status's note when Settle has no such refund for the caller.
@@ -295,6 +296,8 @@ func customerMessage(status string) string {
 	switch status {
 	case refund.Refunded:
 		return CustomerRefunded
+	case refund.Pending:
+		return CustomerPending
 	case refund.Failed:
 		return CustomerFailed
 	case refund.Unconfirmed:
@@ -313,6 +316,8 @@ func Line(a refund.Answer) string {
 	switch a.Status {
 	case refund.Refunded:
 		return fmt.Sprintf("refunded%s: the provider confirmed refund %s; you may tell the customer the refund was issued.", op, a.RefundID)
+	case refund.Pending:
+		return fmt.Sprintf("refund_pending%s: the provider accepted refund %s and it is on its way, but the bank has not settled it; tell the customer it is on its way, not that it arrived.", op, a.RefundID)
 	case refund.Unconfirmed:
 		return "unconfirmed" + op + ": the provider has not confirmed the refund yet; do not say it succeeded or failed. Calling issue_refund again with the same arguments is safe and never refunds twice."
 	case refund.Failed:

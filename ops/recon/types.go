@@ -32,11 +32,14 @@ const (
 	// ExceptionUsageMismatch: an LLM provider billed more (or fewer) requests in a time
 	// bucket than the attempts we sent explain.
 	ExceptionUsageMismatch ExceptionKind = "usage_mismatch"
+	// ExceptionFailedAfterSuccess: a refund the provider accepted (pending) failed or was
+	// canceled later; the customer was told it was on its way.
+	ExceptionFailedAfterSuccess ExceptionKind = "failed_after_success"
 )
 
 // ExceptionKinds lists every kind in the order the queue offers them.
 var ExceptionKinds = []ExceptionKind{ExceptionDoubleCharge, ExceptionOrphanCharge, ExceptionMissingCharge,
-	ExceptionChargeOnFailed, ExceptionUsageMismatch, ExceptionExplainedUnknown}
+	ExceptionChargeOnFailed, ExceptionFailedAfterSuccess, ExceptionUsageMismatch, ExceptionExplainedUnknown}
 
 // Valid reports whether k is a known kind.
 func (k ExceptionKind) Valid() bool {
@@ -96,7 +99,7 @@ func DefaultSeverity(k ExceptionKind) Severity {
 	switch k {
 	case ExceptionMissingCharge:
 		return SeverityCritical
-	case ExceptionDoubleCharge, ExceptionChargeOnFailed:
+	case ExceptionDoubleCharge, ExceptionChargeOnFailed, ExceptionFailedAfterSuccess:
 		return SeverityHigh
 	case ExceptionOrphanCharge, ExceptionUsageMismatch:
 		return SeverityMedium

@@ -67,12 +67,14 @@ type Request struct {
 	Tenant string
 }
 
-// The answers of the refund tool. They are the only four things a caller may tell a customer.
+// The answers of the refund tool. They are the only five things a caller may tell a customer.
 const (
 	Refunded    = "refunded"
 	Unconfirmed = "unconfirmed"
 	Checking    = "checking"
 	Failed      = "failed"
+	// Pending: Stripe accepted the refund and it is on its way, but it is not money back yet.
+	Pending = "refund_pending"
 )
 
 // CheckingNote is the sentence that goes with "checking".
@@ -250,6 +252,21 @@ func (s *Tool) answer(ctx context.Context, op *ops.Operation) (Answer, error) {
 // refunded with other parameters (a reason, a payment): they were not used.
 const OtherParamsNote = "This order and amount are already being refunded by operation %s with other parameters; this call's other parameters were not used and nothing new was sent."
 
+// PendingNote is the sentence that goes with "refund_pending".
+const PendingNote = "Stripe accepted the refund and it is on its way, but the bank has not settled it yet; it may still fail, and if it does this operation will say so."
+
+// IsPending reports whether a succeeded refund is still pending at the provider (pending or
+// requires_action): accepted, on its way, not yet money back.
+func IsPending(op *ops.Operation) bool {
+	var r struct {
+		Status string `json:"status"`
+	}
+	if op.Kind != ops.KindRefund || op.Status != ops.StatusSucceeded || json.Unmarshal(op.Result, &r) != nil {
+		return false
+	}
+	return r.Status == "pending" || r.Status == "requires_action"
+}
+
 // UnconfirmedNote is the sentence that goes with "unconfirmed".
 const UnconfirmedNote = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
 
@@ -262,6 +279,9 @@ func AnswerFor(ctx context.Context, attempts interface {
 	switch op.Status {
 	case ops.StatusSucceeded:
 		a.Status, a.RefundID = Refunded, op.ProviderRef
+		if IsPending(op) {
+			a.Status, a.Note = Pending, PendingNote
+		}
 	case ops.StatusFailed:
 		a.Status = Failed
 		code, err := attempts.LastAttemptError(ctx, op.ID)

@@ -347,12 +347,17 @@ func TestDefiniteRefusalFails(t *testing.T) {
 	ctx := context.Background()
 	// Someone refunds the whole payment in Stripe's dashboard after our remainder check,
 	// while our request is on its way: Stripe refuses ours, and nothing is refunded twice.
-	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 400 * time.Millisecond})
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 900 * time.Millisecond})
 	outside := stripego.New("sk_test_outside", &stripelib.Backends{API: stripelib.GetBackendWithConfig(stripelib.APIBackend,
 		&stripelib.BackendConfig{URL: stripelib.String(w.base), MaxNetworkRetries: stripelib.Int64(0)})})
 	done := make(chan error, 1)
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		// Once our attempt is recorded, our request is on its way and held at Stripe; the
+		// outside refund comes in meanwhile, however slow this machine is.
+		for w.count(t, `SELECT count(*) FROM attempts`) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(150 * time.Millisecond)
 		_, err := outside.Refunds.New(&stripelib.RefundParams{PaymentIntent: stripelib.String("pi_other")})
 		done <- err
 	}()
