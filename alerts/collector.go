@@ -22,6 +22,8 @@ const (
 	MetricOperationsOpen    = "settle_operations_open"
 	MetricOldestOpenAge     = "settle_oldest_open_operation_age_seconds"
 	MetricSourceUp          = "settle_metrics_source_up"
+	// MetricFailedAfterSuccess counts the open exceptions of refunds accepted and failed later.
+	MetricFailedAfterSuccess = "settle_refunds_failed_after_success_open"
 )
 
 // Tally is a number of rows recorded in a window for one counter and label set.
@@ -85,6 +87,8 @@ func NewCollector(src MetricsSource, clock Clock, logger *slog.Logger) *Collecto
 		MetricOldestOpenAge: prometheus.NewDesc(MetricOldestOpenAge, "Age of the oldest open operation, by status.",
 			[]string{"tenant", "kind", "provider", "status"}, nil),
 		MetricSourceUp: prometheus.NewDesc(MetricSourceUp, "1 when the last read of the ledger counters succeeded.", nil, nil),
+		MetricFailedAfterSuccess: prometheus.NewDesc(MetricFailedAfterSuccess,
+			"Open exceptions of refunds the provider accepted and failed later.", []string{"tenant", "kind", "provider"}, nil),
 	}
 	for m, l := range counterLabels {
 		c.descs[m] = prometheus.NewDesc(m, counterHelp[m], l, nil)
@@ -130,6 +134,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs[t.Metric], prometheus.CounterValue, t.N, vals...)
 	}
 	for _, r := range c.backlog {
+		if n, ok := r.Values[FailedAfterSuccess]; ok {
+			ch <- prometheus.MustNewConstMetric(c.descs[MetricFailedAfterSuccess], prometheus.GaugeValue, n, r.Tenant, r.Kind, r.Provider)
+		}
 		for _, s := range []struct {
 			count, age Signal
 			status     string

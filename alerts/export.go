@@ -30,6 +30,7 @@ var promSelector = map[Signal]string{
 	InProgressOperations: MetricOperationsOpen + `{status="in_progress"}`,
 	OldestReceived:       MetricOldestOpenAge + `{status="received"}`,
 	OldestInProgress:     MetricOldestOpenAge + `{status="in_progress"}`,
+	FailedAfterSuccess:   MetricFailedAfterSuccess,
 }
 
 // PromQL writes the rule's expression in PromQL over Settle's /metrics. Every replica

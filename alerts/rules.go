@@ -47,6 +47,9 @@ const (
 	OldestExpired    Signal = "oldest_expired"
 	OldestReceived   Signal = "oldest_received"
 	OldestInProgress Signal = "oldest_in_progress"
+	// FailedAfterSuccess counts the open exceptions of refunds the provider accepted and
+	// failed later: customers told their refund was on its way who got nothing.
+	FailedAfterSuccess Signal = "failed_after_success"
 )
 
 var windowed = map[Signal]bool{ClientRequests: true, DuplicateRequests: true, Replays: true, Attempts: true,
@@ -54,7 +57,7 @@ var windowed = map[Signal]bool{ClientRequests: true, DuplicateRequests: true, Re
 	DoubleCharges: true, ChargeDifference: true}
 
 var backlog = map[Signal]bool{UnknownOperations: true, ExpiredOperations: true, ReceivedOperations: true,
-	InProgressOperations: true}
+	InProgressOperations: true, FailedAfterSuccess: true}
 
 var ages = map[Signal]bool{OldestUnknown: true, OldestExpired: true, OldestReceived: true, OldestInProgress: true}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stripe/stripe-go/v76/webhook"
 
+	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
@@ -329,6 +330,15 @@ func TestRefundPendingIsNotRefunded(t *testing.T) {
 	}
 	if c := desk.CustomerStatusOf(op); !strings.Contains(c.Sentence, "did not go through") {
 		t.Fatalf("support is told %q after the refund failed", c.Sentence)
+	}
+	// The alert's signal counts the open exception.
+	rows, err := e.db.Backlog(context.Background(), time.Now())
+	var open float64
+	for _, r := range rows {
+		open += r.Values[alerts.FailedAfterSuccess]
+	}
+	if err != nil || open != 1 {
+		t.Fatalf("failed_after_success signal %v (%v), want 1", open, err)
 	}
 	// The customer's try again may refund now: nothing moved.
 	code, again, _ := e.post(t, "/api/v1/refunds", "application/json", strings.Replace(storyBody, "toolu_01", "toolu_03", 1))

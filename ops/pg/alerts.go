@@ -103,7 +103,12 @@ SELECT o.status, coalesce(t.name, ''), o.kind, o.provider, count(*)::float8,
 	extract(epoch FROM @now - min(o.created_at))::float8
 FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE o.status IN ('received', 'in_progress')
-GROUP BY o.status, t.name, o.kind, o.provider`, pgx.NamedArgs{"now": now})
+GROUP BY o.status, t.name, o.kind, o.provider
+UNION ALL
+SELECT e.kind, coalesce(t.name, ''), 'refund', e.provider, count(*)::float8, 0::float8
+FROM recon_exceptions e LEFT JOIN tenants t ON t.id = e.tenant_id
+WHERE e.kind = 'failed_after_success' AND e.status <> 'resolved'
+GROUP BY e.kind, t.name, e.provider`, pgx.NamedArgs{"now": now})
 	if err != nil {
 		return nil, interpret(err, "read the backlog")
 	}
@@ -113,6 +118,8 @@ GROUP BY o.status, t.name, o.kind, o.provider`, pgx.NamedArgs{"now": now})
 		"expired":     {alerts.ExpiredOperations, alerts.OldestExpired},
 		"received":    {alerts.ReceivedOperations, alerts.OldestReceived},
 		"in_progress": {alerts.InProgressOperations, alerts.OldestInProgress},
+		// Open exceptions, not operations: counted, with no age.
+		"failed_after_success": {alerts.FailedAfterSuccess, ""},
 	}
 	byKey := map[key]*alerts.Row{}
 	var order []key
@@ -128,7 +135,9 @@ GROUP BY o.status, t.name, o.kind, o.provider`, pgx.NamedArgs{"now": now})
 		}
 		s := sig[status]
 		r.Values[s[0]] += n
-		r.Values[s[1]] = max(r.Values[s[1]], age)
+		if s[1] != "" {
+			r.Values[s[1]] = max(r.Values[s[1]], age)
+		}
 		return nil
 	})
 	if err != nil {
