@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare.sh [base-rev [after-rev]]: the lifecycle and the gateway overhead benchmarks of two
-# versions of Settle, in the same sitting, runs alternating (before, after, before, after…) so
-# both see the same machine. "before" is base-rev (default d849190), checked out in a
+# versions of Settle, in the same sitting, runs alternating so both see the same machine: a
+# round runs each benchmark before then after, the next after then before (ABBA), so a
+# machine getting busier or quieter over the sitting favours neither. "before" is base-rev (default d849190), checked out in a
 # temporary git worktree; "after" is after-rev the same way, or without it this working tree
 # as it is. Each side's test binaries are built once, up front, so an edit made in the
 # working tree while it runs changes nothing.
@@ -22,7 +23,8 @@
 #   SETTLE_COMPARE_RUNS=2 bash bench/compare.sh HEAD~5
 #
 # Environment: SETTLE_COMPARE_RUNS (rounds, default 3, at least 2), SETTLE_COMPARE_LIFECYCLE
-# (the -bench pattern of (a), default Lifecycle), SETTLE_COMPARE_GATEWAY_N (default 3000).
+# (the -bench pattern of (a), default Lifecycle; "none" skips it), SETTLE_COMPARE_GATEWAY_N
+# (default 3000; 0 skips (b)).
 set -euo pipefail
 
 base=${1:-d849190}
@@ -102,17 +104,24 @@ run() {
 }
 
 for ((i = 1; i <= runs; i++)); do
-	run before lifecycle "$i"
-	run after lifecycle "$i"
-	run before gateway "$i"
-	run after gateway "$i"
-	run after durable "$i"
+	first=before second=after
+	((i % 2)) || { first=after second=before; }
+	if [ "$lifecycle" != none ]; then
+		run $first lifecycle "$i"
+		run $second lifecycle "$i"
+	fi
+	if ((gateway_n > 0)); then
+		run $first gateway "$i"
+		run $second gateway "$i"
+		run after durable "$i"
+	fi
 done
 
 # metric side kind bench unit: the values of one metric, one per run, space-separated.
 metric() {
 	local side=$1 kind=$2 bench=$3 unit=$4
 	for ((i = 1; i <= runs; i++)); do
+		[ -f "$out/$side-$kind-$i.txt" ] || continue
 		awk -v b="$bench" -v u="$unit" '
 			$1 ~ /^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); if (n != b) next
 				for (f = 3; f <= NF; f++) if ($f == u) printf "%s ", $(f-1) }' "$out/$side-$kind-$i.txt"
@@ -154,6 +163,7 @@ echo "figure for one 8 kB write, measured in the same run; beyond = added minus 
 printf "%-4s %10s %10s %10s %12s %12s %10s\n" run fdatasync "added p50" "added p99" "p50 beyond" "p99 beyond" "syncs/call"
 for ((i = 1; i <= runs; i++)); do
 	f=$out/after-durable-$i.txt
+	[ -f "$f" ] || continue
 	v() { awk -v u="$1" '$1 ~ /^BenchmarkGatewayOverhead\/prompt=short/ { for (f = 3; f <= NF; f++) if ($f == u) printf "%s", $(f-1) }' "$f"; }
 	printf "%-4s %10s %10s %10s %12s %12s %10s\n" "$i" "$(v fdatasync_8kB_us)" "$(v added_p50_us)" "$(v added_p99_us)" \
 		"$(v added_p50_beyond_2_fdatasync_us)" "$(v added_p99_beyond_2_fdatasync_us)" "$(v wal_syncs/gateway_call)"
