@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: demo test bench bench-compare deps generate check-generated lint build vendor chromium alerting
+.PHONY: demo test bench bench-compare deps generate check-generated lint build vendor chromium alerting pgbouncer
 
 demo: deps build
 	./bin/settle demo
@@ -26,6 +26,23 @@ bench: deps
 bench-compare: deps
 	bash bench/compare.sh $(BASE)
 
+# chaos runs the deterministic fault simulation of internal/chaos: 10,000 seeded schedules of
+# refunds, LLM calls and jobs against the fakes on one private Postgres, with the invariants
+# checked after each. SEED=n runs that seed alone; SEEDS=n runs seeds 1 to n. make test runs 300.
+.PHONY: chaos
+chaos:
+	SETTLE_CHAOS_SEEDS=$(or $(SEEDS),10000) SETTLE_CHAOS_SEED=$(SEED) $(GO) test -count=1 -timeout 60m -run '^TestChaos$$' -v ./internal/chaos/
+
+# load drives DURATION (default 60s) of mixed traffic at RATE requests/s (default 50) through
+# real HTTP against two `settle serve` processes on a private, durable Postgres, kills one with
+# SIGKILL at 40 % of the run and starts it again 5 s later, and prints what held
+# (cmd/settle-load); it fails when an operation was lost or a charge was made twice.
+# FAULTS=false runs the fakes without their faults, for capacity; SEED=n repeats a mix.
+.PHONY: load
+load: deps build
+	$(GO) run ./cmd/settle-load -settle bin/settle -rate $(or $(RATE),50) -duration $(or $(DURATION),60s) \
+		$(if $(SEED),-seed $(SEED)) $(if $(FAULTS),-faults=$(FAULTS))
+
 # deps installs what the two commands need on a fresh Debian machine: as root with apt-get,
 # otherwise it names the missing packages and stops.
 deps:
@@ -41,7 +58,7 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 		for c in /etc/postgresql/*/main; do [ -d "$$c" ] && pg_ctlcluster "$$(basename "$$(dirname "$$c")")" main stop >/dev/null 2>&1; done; true; \
 	fi
-	@$(MAKE) --no-print-directory vendor chromium alerting
+	@$(MAKE) --no-print-directory vendor chromium alerting pgbouncer
 
 # alerting installs the real Alertmanager and promtool the alert tests run against. Their
 # Debian packages start services on install; policy-rc.d keeps them from starting.
@@ -51,6 +68,18 @@ alerting:
 		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager prometheus >/dev/null; \
+		rc=$$?; rm -f /usr/sbin/policy-rc.d; exit $$rc; \
+	fi
+
+# pgbouncer is the connection pooler the replica tests put between Settle and Postgres, in
+# transaction mode. Its Debian package starts a service on install; policy-rc.d keeps it from
+# starting.
+pgbouncer:
+	@if [ ! -x /usr/sbin/pgbouncer ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing Debian package: sudo apt-get install -y pgbouncer"; exit 1; fi; \
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null; \
 		rc=$$?; rm -f /usr/sbin/policy-rc.d; exit $$rc; \
 	fi
 

@@ -24,6 +24,9 @@ const (
 	MetricSourceUp          = "settle_metrics_source_up"
 	// MetricFailedAfterSuccess counts the open exceptions of refunds accepted and failed later.
 	MetricFailedAfterSuccess = "settle_refunds_failed_after_success_open"
+	// MetricPossibleDuplicates counts LLM resends after an uncertain send: each may have been
+	// billed twice, so their rate is the suspicion of double billing.
+	MetricPossibleDuplicates = "settle_llm_possible_duplicate_attempts_total"
 )
 
 // Tally is a number of rows recorded in a window for one counter and label set.
@@ -42,19 +45,21 @@ type MetricsSource interface {
 }
 
 var counterLabels = map[string][]string{
-	MetricClientRequests:    {"tenant", "kind", "provider", "answer", "duplicate"},
-	MetricAttempts:          {"tenant", "kind", "provider", "outcome"},
-	MetricOperationsCreated: {"tenant", "kind", "provider"},
-	MetricOperationsClosed:  {"tenant", "kind", "provider", "status"},
-	MetricProviderCharges:   {"tenant", "kind", "provider", "orphan", "double"},
+	MetricClientRequests:     {"tenant", "kind", "provider", "answer", "duplicate"},
+	MetricAttempts:           {"tenant", "kind", "provider", "outcome"},
+	MetricOperationsCreated:  {"tenant", "kind", "provider"},
+	MetricOperationsClosed:   {"tenant", "kind", "provider", "status"},
+	MetricProviderCharges:    {"tenant", "kind", "provider", "orphan", "double"},
+	MetricPossibleDuplicates: {"tenant", "kind", "provider"},
 }
 
 var counterHelp = map[string]string{
-	MetricClientRequests:    "Client requests recorded, by how they were answered and whether they repeated an existing intent.",
-	MetricAttempts:          "Attempts sent to providers, by outcome (in_flight: not finished when counted).",
-	MetricOperationsCreated: "Operations created.",
-	MetricOperationsClosed:  "Operations closed, by final status.",
-	MetricProviderCharges:   "Provider charges recorded; orphan: no operation; double: not the first charge of its operation.",
+	MetricClientRequests:     "Client requests recorded, by how they were answered and whether they repeated an existing intent.",
+	MetricAttempts:           "Attempts sent to providers, by outcome (in_flight: not finished when counted).",
+	MetricOperationsCreated:  "Operations created.",
+	MetricOperationsClosed:   "Operations closed, by final status.",
+	MetricProviderCharges:    "Provider charges recorded; orphan: no operation; double: not the first charge of its operation (for LLM calls, each extra generation of a double-charge exception).",
+	MetricPossibleDuplicates: "LLM attempts sent after an uncertain attempt of the same operation, which the provider may have billed twice; counted when they finish.",
 }
 
 // Collector exports Settle's ledger counters on /metrics. It reads the database at most

@@ -171,8 +171,11 @@ type Evaluator struct {
 	// Owner names this replica in the lease.
 	Owner string
 	// Tick is how often Start looks for due groups and renews the lease; default the
-	// shortest group interval, at most 15 s.
+	// shortest group interval, at most 15 s, and at most a third of Lease.
 	Tick time.Duration
+	// Lease is how long the lease lasts unless its holder renews it: when the replica that
+	// evaluates dies, another takes over within it. Default three ticks.
+	Lease time.Duration
 	// ExternalURL is where people reach Settle; alerts link to its /alerts page.
 	ExternalURL string
 	Logger      *slog.Logger
@@ -211,7 +214,18 @@ func (e *Evaluator) tick() time.Duration {
 	for _, g := range e.Rules.Groups {
 		t = min(t, g.Interval)
 	}
+	if e.Lease > 0 {
+		// Renewed at least twice before it runs out, so one slow pass loses nothing.
+		t = min(t, e.Lease/3)
+	}
 	return t
+}
+
+func (e *Evaluator) lease() time.Duration {
+	if e.Lease > 0 {
+		return e.Lease
+	}
+	return 3 * e.tick()
 }
 
 // Start evaluates until ctx ends.
@@ -236,7 +250,7 @@ func (e *Evaluator) Start(ctx context.Context) {
 func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
 	var res PassResult
 	now := e.Clock.Now()
-	holder, ok, err := e.Store.AcquireAlertLease(ctx, e.Owner, now, now.Add(3*e.tick()))
+	holder, ok, err := e.Store.AcquireAlertLease(ctx, e.Owner, now, now.Add(e.lease()))
 	if err != nil {
 		return res, fmt.Errorf("take the evaluator lease: %w", err)
 	}

@@ -31,6 +31,7 @@ var promSelector = map[Signal]string{
 	OldestReceived:       MetricOldestOpenAge + `{status="received"}`,
 	OldestInProgress:     MetricOldestOpenAge + `{status="in_progress"}`,
 	FailedAfterSuccess:   MetricFailedAfterSuccess,
+	PossibleDuplicates:   MetricPossibleDuplicates,
 }
 
 // PromQL writes the rule's expression in PromQL over Settle's /metrics. Every replica

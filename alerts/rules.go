@@ -34,6 +34,10 @@ const (
 	// ChargeDifference is |provider charges - succeeded operations| in a window: zero when
 	// every succeeded operation was billed exactly once and nothing else was billed.
 	ChargeDifference Signal = "charge_difference"
+	// PossibleDuplicates counts the LLM attempts that followed an uncertain send of the same
+	// operation (finished in the window): each may have been billed a second time, since LLM
+	// providers take no idempotency key.
+	PossibleDuplicates Signal = "possible_duplicate_attempts"
 )
 
 // The backlog signals: what is open now.
@@ -54,7 +58,7 @@ const (
 
 var windowed = map[Signal]bool{ClientRequests: true, DuplicateRequests: true, Replays: true, Attempts: true,
 	Timeouts: true, Operations: true, Succeeded: true, ProviderCharges: true, OrphanCharges: true,
-	DoubleCharges: true, ChargeDifference: true}
+	DoubleCharges: true, ChargeDifference: true, PossibleDuplicates: true}
 
 var backlog = map[Signal]bool{UnknownOperations: true, ExpiredOperations: true, ReceivedOperations: true,
 	InProgressOperations: true, FailedAfterSuccess: true}

@@ -20,9 +20,19 @@ func TestDefaultRulesCoverTheProduct(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"DuplicateRequestRateHigh", "TimeoutRateHigh", "DoubleChargeDetected", "UnknownBacklogHigh",
-		"UnknownTooOld", "ExpiredUnresolved", "ProviderChargeMismatch"} {
+		"UnknownTooOld", "ExpiredUnresolved", "ProviderChargeMismatch", "LLMDoubleBillingSuspected"} {
 		if !names[n] {
 			t.Errorf("default rule %s is missing", n)
+		}
+	}
+	// Every rule's runbook is a section of the README.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range names {
+		if !strings.Contains(string(readme), "\n### "+n+"\n") {
+			t.Errorf("README has no runbook section for %s", n)
 		}
 	}
 	// The SRE workbook's pairs for a 30-day objective.

@@ -153,7 +153,9 @@ func benchSettle(b *testing.B, variant string, flushers int) {
 	ctx := context.Background()
 	url := database(b, settleDB, true)
 	before := counts(b, settleDB)
-	db, err := pg.Open(ctx, url)
+	// As settle serve opens it (SETTLE_DB_POOLER=auto): prepared statements on this direct
+	// connection.
+	db, err := pg.Open(ctx, url, pg.PreparedWhenDirect())
 	if err != nil {
 		b.Fatal(err)
 	}

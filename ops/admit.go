@@ -3,6 +3,8 @@ package ops
 import (
 	"context"
 	"fmt"
+
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 // Verdict is what admission decided a client request gets.
@@ -152,6 +154,9 @@ func (l *Ledger) join(ctx context.Context, in Intent, opID string) (Admission, e
 // admitted turns what Open or Join found into a verdict.
 func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (Admission, error) {
 	a := Admission{Op: o.Op, Created: o.Created, ClientRequestID: o.ClientRequestID, Attempt: o.Attempt}
+	if o.Op != nil {
+		reqlog.Set(ctx, reqlog.OperationID, o.Op.ID)
+	}
 	switch {
 	case err != nil && ErrorCode(err) == EINVALID && o.Op != nil:
 		a.Verdict = VerdictConflict
@@ -168,6 +173,7 @@ func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (
 // dispatch decides what a request that joined an existing operation gets, by its status.
 func (l *Ledger) dispatch(ctx context.Context, in Intent, a Admission) (Admission, error) {
 	op, now := a.Op, l.Clock.Now()
+	reqlog.Set(ctx, reqlog.OperationID, op.ID)
 	switch {
 	case op.Status.Final():
 		return l.answered(ctx, a, VerdictReplay, AnswerReplayed)

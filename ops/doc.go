@@ -20,7 +20,9 @@
 //
 //   - Tenant: one customer account of Settle, with its own API tokens. Every operation,
 //     client request, job and key belongs to exactly one tenant; nothing is shared or
-//     deduplicated across tenants.
+//     deduplicated across tenants. A tenant may be bound to a Stripe connected account: its
+//     Stripe calls then go to that account only, and a provider record or event from any
+//     other account never changes its operations.
 //   - Operation: one user intent that causes a paid or side-effecting call at a provider,
 //     of kind refund, llm_call or llm_job. Everything else (client requests, attempts,
 //     evidence, audit rows, outbox events) hangs from it.
@@ -108,6 +110,14 @@
 //     then a person may close it as succeeded with the provider's record, or leave it open.
 //  12. No answer says more than Settle knows. "This call sent nothing" and "nothing was
 //     refunded" are different sentences, and the second needs evidence.
+//  13. Where a tenant's approval policy asks for it (an amount at or above its threshold, or
+//     any close as not executed), a close a person asserts takes two people: one proposes
+//     it with the note and evidence, and a second with the on-call role or above approves
+//     it before the proposal expires. Nobody approves their own proposal, and an operation
+//     has at most one open proposal. The approval carries out the close with every check
+//     of rules 6 and 11 made again at that moment, applies only while the proposal is open,
+//     and names both people in the audit row and the outbox event; a close by anyone or
+//     anything else meanwhile supersedes the proposal, so nothing is closed twice.
 //
 // # Providers
 //
@@ -118,7 +128,11 @@
 // LLM providers take no idempotency key, so a retry after an uncertain send may bill twice.
 // Interactive calls may retry within their budget, and every such resend is counted as a
 // possible duplicate; batch jobs never resend an uncertain attempt and wait for
-// reconciliation or a person.
+// reconciliation or a person. What stands in for a lookup is the provider's store of
+// completions: every attempt asks the provider to keep its completion tagged with the
+// operation's id, so one whose answer was lost can be found and closed with the answer
+// stored, and two found for one operation are a double generation. A provider that keeps
+// none gives nothing to look up, and Settle says so instead of promising a lookup.
 //
 // # Keys
 //
@@ -145,21 +159,28 @@
 //     dashboard's users and their roles.
 //   - ops/outbox: the relay that delivers the outbox rows the store writes with each
 //     transition (rule 10), and the consumer that applies each event once.
+//   - ops/notify: tells a person who follows an operation how it ended, with the sentence to
+//     send the customer, through the follow-ups' outbox that every close writes to (rule 10):
+//     a Slack-compatible webhook and SMTP mail.
 //   - ops/pg: the Postgres store, the only place with SQL. ops/pg/localpg runs a private
 //     PostgreSQL cluster for the demo, tests and benchmarks; ops/pg/pgtest gives each test
 //     its own migrated database.
 //   - ops/stripe: the Stripe adapter on stripe-go: sends refunds with the provider key,
-//     classifies errors into attempt outcomes, looks refunds up, verifies webhooks.
+//     classifies errors into attempt outcomes, looks refunds up, verifies webhooks, each in
+//     the tenant's connected account when it is bound to one.
 //   - ops/openai: the OpenAI-compatible provider adapter on net/http: sends chat
 //     completions (JSON or an SSE stream) for the gateway and the job workers, classifies
-//     replies into attempt outcomes, and reads the provider's usage report for the
-//     reconciler.
+//     replies into attempt outcomes, reads the provider's usage report for the reconciler,
+//     and reads its stored completions (through openai-go) for lookups.
 //   - ops/llm: the OpenAI-compatible LLM gateway.
 //   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
 //   - ops/recon: reconciliation of provider charges and LLM usage against the ledger: the
 //     exceptions it finds and their workflow, the reconciliation table's metrics and
 //     drill-down, and the per-minute rollups (Rollups) that /reconcile and /insights read.
 //   - ops/mcptool: the refund tools of Settle's MCP server.
+//   - ops/retain: the retention: closed operations past SETTLE_RETENTION removed with their
+//     rows in short batches, open ones never; the monthly partitions kept ahead and dropped
+//     once emptied.
 //   - ops/fake: stateful fake Stripe and LLM providers with fault injection.
 //
 // Imports point one way: code under ops/ imports nothing of the module outside ops/ but

@@ -260,6 +260,9 @@ func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, o
 }
 
 func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult, pol Policy) (*Operation, bool, error) {
+	if a == nil {
+		return nil, false, Errorf(EINVALID, "There is no attempt of operation %s to finish.", op.ID)
+	}
 	if !r.Outcome.Valid() {
 		return nil, false, Errorf(EINVALID, "Unknown attempt outcome %q.", r.Outcome)
 	}
@@ -271,7 +274,7 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 	p := TransitionParams{
 		ID: op.ID, Version: op.Version, From: op.Status, To: next, Now: now, Actor: owner, Owner: owner,
 		Action: "attempt." + string(r.Outcome),
-		Finish: &AttemptFinish{AttemptID: a.ID, Outcome: r.Outcome, HTTPStatus: r.HTTPStatus,
+		Finish: &AttemptFinish{AttemptID: a.ID, StartedAt: a.StartedAt, Outcome: r.Outcome, HTTPStatus: r.HTTPStatus,
 			ProviderRequestID: r.ProviderRequestID, ErrorCode: r.ErrorCode, FinishedAt: now,
 			Usage: r.Usage, CostMicros: r.CostMicros, PossibleDuplicate: r.PossibleDuplicate},
 		AnswerRequest: r.ClientRequestID, Answer: r.Answer,
@@ -333,6 +336,13 @@ type CloseParams struct {
 	To       Status
 	Evidence Evidence
 	Actor    string
+	// Result, for a close as succeeded, is the provider's answer to store on the operation
+	// (a completion found at the provider), so the intent replays it; its ProviderRef must be
+	// the evidence's. Nil stores only the evidence's record id.
+	Result *Result
+	// Approval, when set, is the open proposal this close carries out (rule 13); Actor is
+	// then the person who proposed it.
+	Approval *Approval
 }
 
 // Close closes an operation nobody is sending for, with evidence (rule 6). Two closers
@@ -340,6 +350,9 @@ type CloseParams struct {
 func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	if strings.TrimSpace(p.Actor) == "" {
 		return nil, Errorf(EINVALID, "Closing needs an actor.")
+	}
+	if a := p.Approval; a != nil && (a.ApprovedBy == "" || a.ApprovedBy == p.Actor || a.ProposedBy != p.Actor) {
+		return nil, &Error{Code: EFORBIDDEN, Reason: "self_approval", Message: "A proposed close is approved by a second person, never by the one who proposed it (rule 13)."}
 	}
 	op, err := l.store.Get(ctx, p.ID)
 	if err != nil {
@@ -363,16 +376,32 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	}
 	ev := p.Evidence
 	ev.RecordedBy, ev.RecordedAt = p.Actor, now
+	res, err := closeResult(p.To, ev, p.Result)
+	if err != nil {
+		return nil, err
+	}
 	return l.transition(ctx, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: p.To,
 		Now: now, Actor: p.Actor, Action: "close", Reason: ev.Summary, Evidence: &ev, RequireLeaseExpired: true,
-		Result: resultFromEvidence(p.To, ev)})
+		Result: res, Approval: p.Approval})
 }
 
-func resultFromEvidence(to Status, ev Evidence) *Result {
-	if to != StatusSucceeded || ev.ProviderRef == "" {
-		return nil
+// closeResult is what a close stores as the operation's result: the provider's answer when
+// the closer has it, else only the record id of the evidence. An answer of another record
+// than the evidence names is refused: the replay would not be what the provider did.
+func closeResult(to Status, ev Evidence, given *Result) (*Result, error) {
+	if to != StatusSucceeded {
+		return nil, nil
 	}
-	return &Result{ProviderRef: ev.ProviderRef}
+	if given != nil {
+		if given.ProviderRef == "" || given.ProviderRef != ev.ProviderRef {
+			return nil, Errorf(EINVALID, "The stored answer is of %q, not of the provider's record %q.", given.ProviderRef, ev.ProviderRef)
+		}
+		return given, nil
+	}
+	if ev.ProviderRef == "" {
+		return nil, nil
+	}
+	return &Result{ProviderRef: ev.ProviderRef}, nil
 }
 
 // ExpireDue marks every open operation past its key retention as expired.

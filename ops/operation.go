@@ -107,6 +107,11 @@ type Operation struct {
 	// KeyWaits counts the attempts the provider answered "key in use" (409): they executed
 	// nothing and are left out of the operation's budget.
 	KeyWaits int
+	// PurgedAt is when the operation's request and result (an LLM prompt and its completion)
+	// were deleted, once kept past the key's TTL and the bodies' keep: the row, its usage and
+	// its fingerprint stay, and a replay can tell an answer no longer kept from one never
+	// stored. Nil while the bodies are kept.
+	PurgedAt *time.Time
 }
 
 // Sends is how many of the operation's attempts count against its budget (rule 4): every
@@ -148,10 +153,13 @@ type ClientRequest struct {
 	TenantID    int64
 	OperationID string
 	RequestRef  string
-	Duplicate   bool
-	Answer      Answer
-	ReceivedAt  time.Time
-	AnsweredAt  *time.Time
+	// RequestID is Settle's id of the HTTP request that made it (X-Request-Id, and the
+	// request_id of its log lines); empty when no HTTP request did.
+	RequestID  string
+	Duplicate  bool
+	Answer     Answer
+	ReceivedAt time.Time
+	AnsweredAt *time.Time
 }
 
 // Outcome is what one attempt at the provider came to.

@@ -20,6 +20,10 @@ type ProviderRecord struct {
 	Status  string
 	Created time.Time
 	Raw     json.RawMessage
+	// Account is the provider account the record was read from or pushed by: a Stripe
+	// connected account (acct_…), "" for the provider's own (platform) account. A record may
+	// explain only an operation of the tenant whose calls go to that account.
+	Account string
 }
 
 // Charged reports whether the record is a side effect that happened (or is happening).
@@ -47,6 +51,9 @@ type ProviderEvent struct {
 	Record     *ProviderRecord
 	Payload    json.RawMessage
 	ReceivedAt time.Time
+	// Account is the provider account the event comes from, "" for the platform account
+	// (see ProviderRecord.Account).
+	Account string
 }
 
 // EventStore remembers provider events and charges so each is applied once.
@@ -60,18 +67,28 @@ type EventStore interface {
 	// RecordFailedAfterSuccess raises a reconciliation exception for an operation whose
 	// provider record failed after it had succeeded (a pending refund the bank refused).
 	RecordFailedAfterSuccess(ctx context.Context, op *Operation, r ProviderRecord, at time.Time) error
+	// ProviderAccount returns the account at provider that a tenant's calls go to, "" for the
+	// provider's own account: a record from any other account never changes its operations.
+	ProviderAccount(ctx context.Context, tenantID int64, provider string) (string, error)
 }
 
 // Applied says what applying a provider record did.
 type Applied struct {
 	Op *Operation
-	// Outcome: closed, already_closed, in_flight, orphan, not_charged.
+	// Outcome: closed, already_closed, in_flight, orphan, not_charged, foreign_account.
 	Outcome string
 }
 
+// OutcomeForeignAccount is the outcome of a record that names an operation of a tenant
+// whose calls go to another provider account than the record's: it changes nothing.
+const OutcomeForeignAccount = "foreign_account"
+
 // ApplyRecord records a provider record and, when it explains an operation nobody is
 // sending for (unknown, expired, stalled), closes that operation with ev as evidence through
-// the same compare-and-set as a person would. Replays are harmless.
+// the same compare-and-set as a person would. Replays are harmless. A record from another
+// provider account than the one the operation's tenant's calls go to is recorded tied to no
+// operation and changes nothing (OutcomeForeignAccount), on every path: webhooks, lookups
+// and reconciliation.
 func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRecord, ev Evidence, actor string) (Applied, error) {
 	now := l.Clock.Now()
 	var op *Operation
@@ -80,6 +97,22 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 		op, err = l.Get(ctx, rec.OperationID)
 		if err != nil && ErrorCode(err) != ENOTFOUND {
 			return Applied{}, err
+		}
+	}
+	if op != nil {
+		foreign, err := foreignAccount(ctx, es, op, rec)
+		if err != nil {
+			return Applied{}, err
+		}
+		if foreign {
+			// Recorded as the provider's, tied to no operation of ours: whoever can write
+			// metadata in one account must not close, fail or double-charge an operation
+			// of a tenant whose money is in another.
+			rec.OperationID = ""
+			if err := es.RecordCharge(ctx, rec, 0, now); err != nil {
+				return Applied{}, fmt.Errorf("record charge: %w", err)
+			}
+			return Applied{Outcome: OutcomeForeignAccount}, nil
 		}
 	}
 	tenant := int64(0)
@@ -121,24 +154,39 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 	return Applied{Op: out, Outcome: "closed"}, nil
 }
 
+// foreignAccount reports whether rec comes from another provider account than the one the
+// operation's tenant's calls go to: a connected account bound to another tenant or to none,
+// or the platform account when the tenant is bound to a connected one. Such a record cannot
+// be the operation's, whatever id its metadata carries.
+func foreignAccount(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord) (bool, error) {
+	want, err := es.ProviderAccount(ctx, op.TenantID, rec.Provider)
+	if err != nil {
+		return false, fmt.Errorf("read the account of tenant %d at %s: %w", op.TenantID, rec.Provider, err)
+	}
+	return want != rec.Account, nil
+}
+
 // failAfterSuccess moves a succeeded operation to failed because the provider's own record
 // of it failed afterwards (a pending refund that the bank refused or Stripe canceled): the
 // money did not move after all. It raises a reconciliation exception with it, so a person
-// follows up with the customer who was told it was on its way.
+// follows up with the customer who was told it was on its way. The exception comes first:
+// once the operation is failed it is closed to every path, so an exception left for after
+// the change would be lost with a process that died in between; raised first, it is there
+// once the change is, and a repeat of the record raises it once only.
 func (l *Ledger) failAfterSuccess(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord, ev Evidence, actor string) (Applied, error) {
 	now := l.Clock.Now()
 	ev.ProviderRef, ev.RecordedBy, ev.RecordedAt = rec.Ref, actor, now
 	if len(ev.Data) == 0 {
 		ev.Data = rec.Raw
 	}
+	if err := es.RecordFailedAfterSuccess(ctx, op, rec, now); err != nil {
+		return Applied{Op: op, Outcome: "error"}, fmt.Errorf("raise failed-after-success exception: %w", err)
+	}
 	out, err := l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: StatusSucceeded, To: StatusFailed,
 		Now: now, Actor: actor, Action: "fail_after_success", Reason: "the provider's " + rec.Ref + " is " + rec.Status + " after it succeeded",
 		Evidence: &ev})
 	if err != nil {
 		return Applied{Op: op, Outcome: "error"}, err
-	}
-	if err := es.RecordFailedAfterSuccess(ctx, out, rec, now); err != nil {
-		return Applied{Op: out, Outcome: "error"}, fmt.Errorf("raise failed-after-success exception: %w", err)
 	}
 	return Applied{Op: out, Outcome: "failed_after_success"}, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 // Sender performs one attempt at a provider with the operation's provider key. It must not
@@ -180,6 +182,7 @@ func (r *runner) attempt(op *Operation, a *Attempt) (*Operation, AttemptResult, 
 	}
 	t := r.l.track(r.bg, op, r.spec.Owner, r.spec.PhaseDelay)
 	res := r.sender.Send(withTracker(r.ctx, t), op, a)
+	reqlog.Set(r.ctx, reqlog.ProviderRequestID, res.ProviderRequestID)
 	op = t.stop()
 	if r.pol.NoProviderKey {
 		res.PossibleDuplicate = r.possibleDup

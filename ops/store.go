@@ -115,11 +115,25 @@ type TransitionParams struct {
 	Result              *Result
 	AnswerRequest       int64
 	Answer              Answer
+	// Approval, when set, is the approved proposal a close carries out (rule 13): the change
+	// applies only while that proposal is open, marks it approved in the same transaction,
+	// and names both people in the audit row and the outbox event.
+	Approval *Approval
+}
+
+// Approval is a second person's approval of a proposal, carried by the close it allows.
+type Approval struct {
+	ProposalID int64
+	ProposedBy string
+	ApprovedBy string
 }
 
 // AttemptFinish is the end of one attempt.
 type AttemptFinish struct {
-	AttemptID         int64
+	AttemptID int64
+	// StartedAt is when the attempt began: the store finds its row in that month's
+	// partition instead of looking through every month.
+	StartedAt         time.Time
 	Outcome           Outcome
 	HTTPStatus        int
 	ProviderRequestID string

@@ -2,6 +2,8 @@ package ops
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"time"
 )
 
@@ -10,7 +12,33 @@ type Tenant struct {
 	ID                    int64
 	Name                  string
 	RequireIdempotencyKey bool
-	CreatedAt             time.Time
+	// StripeAccount is the Stripe connected account (acct_…) the tenant is bound to, "" for
+	// none. A bound tenant's Stripe calls all carry it, so it sees only that account's
+	// payments, and only records and webhooks from that account may change its operations.
+	StripeAccount string
+	CreatedAt     time.Time
+}
+
+// stripeAccountRe mirrors the CHECK on tenants.stripe_account.
+var stripeAccountRe = regexp.MustCompile(`^acct_[A-Za-z0-9]{1,250}$`)
+
+// CheckStripeAccount refuses what is not a Stripe account id, before it can be stored and
+// sent as a header: a typo would otherwise send a tenant's refunds to an account that is not
+// its own, or to none.
+func CheckStripeAccount(account string) error {
+	if !stripeAccountRe.MatchString(account) {
+		return &Error{Code: EINVALID, Reason: "invalid_stripe_account",
+			Message: "A Stripe account id is acct_ followed by letters and digits, such as acct_1032D82eZvKYlo2C; " + quoteShort(account) + " is not one."}
+	}
+	return nil
+}
+
+// quoteShort quotes s for a message, cut to a length a terminal line holds.
+func quoteShort(s string) string {
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // TenantStore keeps tenants and their API tokens.

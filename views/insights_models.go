@@ -44,8 +44,19 @@ type Chart struct {
 	Bars    bool
 	Buckets []string
 	Series  []ChartSeries
-	// Summary is the chart's headline, such as the total or the latest value.
+	// Summary is the chart's headline, such as the total or the latest value; Compare
+	// sets it against the previous period of the same length.
 	Summary string
+	Compare string
+	// Bands are the times an alert about this chart fired, shaded behind the series.
+	Bands []ChartBand
+}
+
+// ChartBand is a stretch of the x axis, in buckets from the first one's start (2.5 is the
+// middle of the third bucket), with what it marks.
+type ChartBand struct {
+	From, To float64
+	Title    string
 }
 
 // ChartSeries is one line (or set of bars) of a chart.
@@ -70,7 +81,7 @@ func (c Chart) Empty() bool {
 // The drawing area of every chart, in SVG user units; the SVG scales to the page width.
 const (
 	chartW, chartH                   = 720.0, 220.0
-	padLeft, padRight, padTop, padBo = 56.0, 12.0, 12.0, 28.0
+	padLeft, padRight, padTop, padBo = 68.0, 12.0, 12.0, 28.0
 )
 
 // ChartPlot is a chart laid out for drawing: every coordinate already formatted.
@@ -82,6 +93,7 @@ type ChartPlot struct {
 	XTicks                   []ChartTick
 	Lines                    []PlotLine
 	Bars                     []PlotBar
+	Bands                    []PlotBar
 }
 
 // ChartTick is one axis label and where it goes.
@@ -163,6 +175,14 @@ func (c Chart) Plot() ChartPlot {
 			label += " " + c.Unit
 		}
 		p.YTicks = append(p.YTicks, ChartTick{X: coord(padLeft - 6), Y: coord(y(top*f) + 4), Label: label})
+	}
+	for _, b := range c.Bands {
+		// At least a pixel or two wide, so a short firing on a month's chart still shows.
+		left, right := padLeft+slot*b.From, padLeft+slot*b.To
+		if right-left < 2 {
+			right = left + 2
+		}
+		p.Bands = append(p.Bands, PlotBar{X: coord(left), Y: coord(padTop), W: coord(right - left), H: coord(h), Title: b.Title})
 	}
 	if n > 0 {
 		step := max(1, (n+5)/6)

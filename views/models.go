@@ -40,6 +40,11 @@ type LoginPage struct {
 	Error string
 	// Next is the local path to go to after signing in.
 	Next string
+	// SSOName and SSOURL offer the identity provider's button when single sign-on is on.
+	SSOName string
+	SSOURL  string
+	// PasswordOff leaves the password form out: password sign-in is turned off.
+	PasswordOff bool
 }
 
 // ErrorPage tells a person what went wrong, in words, without internal detail.
@@ -66,8 +71,11 @@ type QueuePage struct {
 	Refresh Refresh
 	// CanAct shows the selection boxes and the lookup buttons.
 	CanAct bool
-	// BulkCap is how many operations one lookup of the whole filter handles.
+	// BulkCap is how many ticked operations one lookup handles.
 	BulkCap int
+	// Running are the bulk lookups under way, whoever started them.
+	Running []BulkRunRow
+	Saved   SavedViewsBar
 }
 
 // Refresh is the auto-refresh control of a live page.
@@ -100,6 +108,8 @@ type QueueFilter struct {
 	Provider string
 	Age      string
 	Search   string
+	// Awaiting keeps the operations whose close awaits approval.
+	Awaiting bool
 }
 
 // Option is one choice of a select box.
@@ -124,6 +134,8 @@ type QueueRow struct {
 	Age      string
 	// Stalled is an in-progress operation whose lease ran out with no result.
 	Stalled bool
+	// Awaiting describes a close proposal awaiting approval; empty for none.
+	Awaiting string
 }
 
 // Page is the frame of every page.
@@ -148,6 +160,8 @@ type OpDetailPage struct {
 	LastLookup *LookupResult
 	// Jobs are the pipeline jobs that use an llm_job operation; nil for other kinds.
 	Jobs *OpJobs
+	// Proposal is the operation's latest close proposal (ops rule 13); nil for none.
+	Proposal *ProposalView
 }
 
 // OpSummary is the operation's fields, already formatted.
@@ -161,7 +175,15 @@ type OpSummary struct {
 	ProviderKey string
 	// Retention is how long the provider keeps keys ("24h"; "none").
 	Retention string
-	// RetryUntil is when a resend with the key stops being safe; empty before any send.
+	// LLM marks an operation at an LLM provider, which takes no idempotency key: its
+	// RetryUntil is the end of Settle's replay of the client's key, never a safe resend.
+	LLM bool
+	// KeyProtects says in words what the operation's keys protect at its provider.
+	KeyProtects string
+	// RecordHint is what the provider's record id looks like (re_..., chatcmpl-...).
+	RecordHint string
+	// RetryUntil is when a resend with the key stops being safe (Stripe), or when Settle
+	// stops replaying the client's key (LLM); empty before any send.
 	RetryUntil    string
 	RetryUntilISO string
 	// NowISO is the server's time when the page was made, for the countdown.
@@ -180,6 +202,9 @@ type CustomerLine struct {
 	Sentence string
 	// Known is false while the outcome is not known.
 	Known bool
+	// FollowURL, when set, offers "Tell me when this settles" (an open operation); the
+	// answer comes back to FollowBack.
+	FollowURL, FollowBack string
 }
 
 // TimelineItem is one thing that happened to an operation.
@@ -203,7 +228,7 @@ type EvidenceItem struct {
 // OpActions says what the viewer may do to the operation now, and why not otherwise.
 type OpActions struct {
 	CanLookup bool
-	// LookupNote explains a missing lookup (LLM operations).
+	// LookupNote explains a missing lookup (an LLM provider that stores no completions).
 	LookupNote string
 	CanClose   bool
 	// CanCloseFailed says a person may close it as failed by hand; FailedWhy says why not
@@ -216,6 +241,11 @@ type OpActions struct {
 	// Blocked says why nothing can be done now (a live lease), or that it is closed.
 	Blocked string
 	Version string
+	// ApprovalNote says that a close made here needs a second person's approval, and why;
+	// ApprovalNotExecuted says so of a close as not executed.
+	ApprovalNote, ApprovalNotExecuted string
+	// Awaiting hides the close forms while a proposal awaits approval.
+	Awaiting bool
 }
 
 // LookupResult is one operation's lookup outcome.
@@ -234,9 +264,7 @@ type BulkPage struct {
 	NeedPerson    int
 	Reasons       []BulkReason
 	Results       []LookupResult
-	// Capped says the filter matched more than one run handles.
-	Capped  bool
-	BackURL string
+	BackURL       string
 }
 
 // BulkReason is why some operations still need a person, with how many.
@@ -249,6 +277,7 @@ type BulkReason struct {
 // SupportPage is the support search with its answers.
 type SupportPage struct {
 	Viewer   Viewer
+	Flash    Flash
 	Query    string
 	Searched bool
 	// Notice tells the person about their search (too long, odd characters) in words.
@@ -330,4 +359,55 @@ type TokenRow struct {
 // IssuedToken is a new token with its tenant, shown once.
 type IssuedToken struct {
 	Tenant, Name, Token string
+}
+
+// BulkRunPage is one bulk lookup over a whole filter, running or finished.
+type BulkRunPage struct {
+	Viewer Viewer
+	Flash  Flash
+	Run    BulkRunRow
+	// Reasons say why operations were left for a person, with how many.
+	Reasons []BulkReason
+	// Samples are some of the operations left for a person.
+	Samples []LookupResult
+	// CanStop offers the stop button: the run is running and the viewer may act.
+	CanStop bool
+	// LiveURL is what the page fetches every two seconds while the run is running.
+	LiveURL string
+}
+
+// BulkRunRow is a bulk lookup in a line: who runs what, and how far it got.
+type BulkRunRow struct {
+	ID, URL, Actor, Filter, State string
+	StartedAt, FinishedAt         string
+	StoppedBy                     string
+	Total, Done                   int
+	Closed, AlreadyClosed         int
+	NeedPerson                    int
+	// Percent is Done of Total, 0 to 100.
+	Percent int
+	// Progress says how far a running lookup got, at what pace, and how long it may take yet.
+	Progress string
+}
+
+// SavedViewsBar is a page's saved views and the form that saves its current filter; an
+// empty Page shows nothing.
+type SavedViewsBar struct {
+	Page string
+	// Query is the page's current filter, which "Save this view" keeps.
+	Query string
+	Views []SavedViewLink
+	// Roles are whom a view can be shared with on this page, the least selected.
+	Roles []Option
+}
+
+// SavedViewLink is one saved view as a link.
+type SavedViewLink struct {
+	Name, URL, Role, CreatedBy string
+	// Count is how many operations the view matches now, on the queues only.
+	Count string
+	// Active marks the view whose filter is the page's.
+	Active bool
+	// DeleteURL is set for its author and admins.
+	DeleteURL string
 }

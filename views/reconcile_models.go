@@ -11,6 +11,7 @@ type ReconOption struct {
 // billed, per window, tenant, kind and provider.
 type ReconcilePage struct {
 	Viewer  Viewer
+	Saved   SavedViewsBar
 	Filter  ReconcileFilter
 	Ranges  []ReconOption
 	Buckets []ReconOption
@@ -109,6 +110,7 @@ type ReconDrillRow struct {
 // ExceptionsPage is the exception queue: one status tab with its filters.
 type ExceptionsPage struct {
 	Viewer     Viewer
+	Saved      SavedViewsBar
 	Tabs       []ExceptionTab
 	Filter     ExceptionsFilter
 	Kinds      []ReconOption

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 func withTenant(ctx context.Context, t *ops.Tenant) context.Context {
@@ -31,6 +32,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			s.Error(w, r, err)
 			return
 		}
+		reqlog.Set(r.Context(), reqlog.Tenant, t.Name)
 		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
 	})
 }

@@ -25,7 +25,8 @@ type AuditReader interface {
 // auditActions are the actions people filter by; the log holds a few more machine ones.
 var auditActions = []string{"open", "close", "lookup", "expire", "mark_unknown", "reap",
 	"attempt.ok", "attempt.timeout", "attempt.server_error", "attempt.invalid",
-	"user.add", "user.role", "user.disable", "user.enable", "token.add", "token.revoke"}
+	"user.add", "user.role", "user.disable", "user.enable", "token.add", "token.revoke",
+	"close.propose", "close.rejected", "close.superseded", "tenant.approvals"}
 
 const auditPageSize = 50
 

@@ -55,7 +55,7 @@ func (s *Server) requireUser(next http.Handler) http.Handler {
 			s.Error(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withUser(ctx, u)))
+		next.ServeHTTP(w, r.WithContext(s.withFollowUpBadge(withUser(ctx, u), u)))
 	})
 }
 
@@ -100,7 +100,7 @@ func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	s.render(w, r, http.StatusOK, views.Login(views.LoginPage{Next: next}))
+	s.render(w, r, http.StatusOK, views.Login(s.loginPage(next)))
 }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
@@ -109,7 +109,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
 		return
 	}
-	page := views.LoginPage{Email: r.PostForm.Get("email"), Next: safeNext(r.PostForm.Get("next"))}
+	if s.PasswordLoginOff {
+		s.Error(w, r, ops.Errorf(ops.EFORBIDDEN, "Password sign-in is turned off on this server; use the sign-in page's single sign-on button."))
+		return
+	}
+	page := s.loginPage(safeNext(r.PostForm.Get("next")))
+	page.Email = r.PostForm.Get("email")
 	u := s.checkPassword(w, r, page, r.PostForm.Get("password"))
 	if u == nil {
 		return

@@ -237,8 +237,11 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 		chromedp.WaitVisible(byID("lookup-filter")),
 		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 		chromedp.Click(byID("lookup-filter")),
-		chromedp.WaitVisible(byID("bulk-summary")),
+		chromedp.WaitVisible(`[data-testid="bulk-run-state"][data-state="running"]`),
 	)
+	// The run is background work: a runner does it while the page follows it by itself.
+	e.runBulk(t, 20)
+	do(t, oncall, "the run's page follows it to the end", chromedp.WaitVisible(`[data-testid="bulk-run-state"][data-state="done"]`))
 	if got := textOf(t, oncall, "bulk-need-person"); got != "2" {
 		t.Errorf("bulk need a person = %q, want 2 (not found, LLM)", got)
 	}

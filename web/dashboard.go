@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -30,8 +31,14 @@ type DashboardDeps struct {
 	TokenAdmin TokenAdmin
 	// Jobs lists the pipeline jobs that use an llm_job operation, for its detail page.
 	JobViews JobViewer
-	// BulkCap bounds how many operations one bulk lookup handles (default 200).
+	// FollowUps records and lists who waits to hear how an operation ends (desk.FollowUps).
+	FollowUps FollowUpDesk
+	// BulkCap bounds how many ticked operations one lookup handles (default 200).
 	BulkCap int
+	// Bulk runs lookups over everything a filter matches, in the background.
+	Bulk BulkLookups
+	// SavedViews keeps the named filters of the queues and reconciliation pages.
+	SavedViews SavedViews
 }
 
 // Desk is what the dashboard's actions need from the domain.
@@ -39,9 +46,21 @@ type Desk interface {
 	Lookup(ctx context.Context, opID, actor string) (desk.LookupOutcome, error)
 	LookupMany(ctx context.Context, ids []string, actor string) desk.BulkOutcome
 	CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (desk.LookupOutcome, error)
-	CloseManually(ctx context.Context, p desk.ManualClose) (*ops.Operation, error)
+	CloseManually(ctx context.Context, p desk.ManualClose) (desk.CloseOutcome, error)
+	// Approve carries out an operation's proposed close as a second person (ops rule 13);
+	// Reject ends the proposal without closing.
+	Approve(ctx context.Context, dec desk.Decision) (desk.LookupOutcome, error)
+	Reject(ctx context.Context, dec desk.Decision) (*ops.Proposal, error)
+	// Proposal is an operation's newest close proposal; AwaitingApproval the open ones of
+	// a page of operations.
+	Proposal(ctx context.Context, opID string) (*ops.Proposal, error)
+	AwaitingApproval(ctx context.Context, opIDs []string) (map[string]*ops.Proposal, error)
+	// ApprovalNeeded says whether a person's close of kind on op needs approval, and why.
+	ApprovalNeeded(ctx context.Context, op *ops.Operation, kind ops.CloseKind) (bool, string, error)
 	// CheckManualFail says why a person may not close op as failed by hand now, or nil.
 	CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now time.Time) error
+	// CanLookUp says whether a lookup at the provider exists for op, and if not, why.
+	CanLookUp(ctx context.Context, op *ops.Operation) (bool, string)
 }
 
 // mountDashboard adds the dashboard's pages; it runs inside the session group. Each
@@ -50,13 +69,18 @@ func (s *Server) mountDashboard(r chi.Router) {
 	support := s.forRole(r, desk.RoleSupport)
 	support.Get("/ops/{id}", s.handleOpDetail)
 	support.Get("/support", s.handleSupport)
+	s.mountFollowUps(support)
 
 	oncall := s.forRole(r, desk.RoleOncall)
 	oncall.Post("/ops/lookup", s.handleBulkLookup)
 	oncall.Post("/ops/{id}/lookup", s.handleLookup)
 	oncall.Post("/ops/{id}/close", s.handleClose)
 	oncall.Post("/ops/{id}/close-not-executed", s.handleCloseNotExecuted)
+	oncall.Post("/ops/{id}/approve", s.handleApprove)
+	oncall.Post("/ops/{id}/reject", s.handleReject)
 	oncall.Get("/audit", s.handleAudit)
+	s.mountBulkRuns(r)
+	s.mountSavedViews(r)
 
 	admin := s.forRole(r, desk.RoleAdmin)
 	admin.Get("/admin/users", s.handleUsers)
@@ -96,6 +120,15 @@ func (s *Server) formFor(w http.ResponseWriter, r *http.Request, configured bool
 		return false
 	}
 	return s.readForm(w, r)
+}
+
+// pathID reads the numeric {id} of the URL; anything else names no what, so it is not found.
+func pathID(r *http.Request, what string) (int64, error) {
+	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, ops.Errorf(ops.ENOTFOUND, "There is no %s %q.", what, chi.URLParam(r, "id"))
+	}
+	return id, nil
 }
 
 // actor names the signed-in person in the ledger's audit rows.

@@ -43,9 +43,23 @@ type dashEnv struct {
 	tenant *ops.Tenant
 	server *web.Server
 	world  *testworld.World
+	// desk is the dashboard's desk, for running its bulk lookups in the test's own time.
+	desk *desk.Desk
 }
 
-func newDashEnv(t *testing.T) *dashEnv {
+// newDashEnv wires the dashboard; each wire func adds more of the server's dependencies
+// before its routes are mounted, since a page without its dependency is mounted as
+// not configured.
+func newDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *dashEnv {
+	t.Helper()
+	e := buildDashEnv(t, wire...)
+	e.env = start(t, e.world, e.server.Handler())
+	return e
+}
+
+// buildDashEnv is newDashEnv without serving it, for a test that must know the server's
+// URL before it builds the handler.
+func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *dashEnv {
 	t.Helper()
 	s, tw := newServer(t)
 	db := tw.DB
@@ -61,12 +75,34 @@ func newDashEnv(t *testing.T) *dashEnv {
 	// Tokens are read through the cache, as serve does; its TTL outlasts any test, so a
 	// revocation is seen at once only because the revoking handler clears it.
 	s.Accounts = &web.TokenCache{Accounts: db, TTL: time.Hour, Clock: clock}
+	d := &desk.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db, Bulk: db}
 	s.DashboardDeps = web.DashboardDeps{
-		Desk:      &desk.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db},
-		Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: db,
+		Desk: d, Bulk: d, SavedViews: &desk.SavedViews{Store: db, Audit: db, Clock: clock}, Timelines: db, SupportSearch: db,
+		AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: db,
 	}
-	return &dashEnv{env: start(t, tw, s.Handler()), clock: clock, fake: fk, adapter: adapter, ledger: ledger,
-		unsure: unsure, tenant: tw.Tenant("shop"), server: s, world: tw}
+	for _, w := range wire {
+		w(s, tw)
+	}
+	return &dashEnv{env: &env{db: db}, clock: clock, fake: fk, adapter: adapter, ledger: ledger,
+		unsure: unsure, tenant: tw.Tenant("shop"), server: s, world: tw, desk: d}
+}
+
+// runBulk runs the bulk lookups started so far to their end, as serve's runner does, with
+// pages of pageSize operations; it returns how many it ran.
+func (e *dashEnv) runBulk(t *testing.T, pageSize int) int {
+	t.Helper()
+	r := &desk.BulkRunner{Desk: e.desk, Queues: e.world.DB, Owner: "bulk:test", PageSize: pageSize}
+	n := 0
+	for {
+		ran, err := r.RunOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ran {
+			return n
+		}
+		n++
+	}
 }
 
 // open starts a refund of order the way the refund tool does: committed, leased to a
@@ -164,4 +200,15 @@ func (e *dashEnv) post(t *testing.T, c *http.Client, path string, form url.Value
 	}
 	resp.Body.Close()
 	return resp
+}
+
+// bulkLocation is the page of the bulk lookup that resp, the answer to "look up all
+// matching", started.
+func bulkLocation(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ops/bulk/") {
+		t.Fatalf("look up all matching = %d to %q, want 303 to a bulk lookup's page", resp.StatusCode, loc)
+	}
+	return loc
 }

@@ -360,10 +360,11 @@ func TestBulkLookupReportsClosedAndWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	mustContain(t, string(page), `data-testid="bulk-closed">1<`, `data-testid="bulk-need-person">2<`,
-		`data-outcome="no_lookup"`, "LLM operations: lookups for them do not exist yet")
+	e.runBulk(t, 2)
+	_, body = e.page(t, c, bulkLocation(t, resp))
+	mustContain(t, body, `data-testid="bulk-closed">1<`, `data-testid="bulk-need-person">2<`,
+		`data-outcome="no_lookup"`, "no lookup exists for them")
 	if e.get(t, b.ID).Status != ops.StatusSucceeded || e.get(t, l.ID).Status != ops.StatusUnknown {
 		t.Fatal("the filter lookup did not close b, or closed the LLM operation")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/views"
+	"github.com/settle-dev/settle/web/sso"
 )
 
 // httpStatus is Settle's one table from an error to its HTTP status, used by every route:
@@ -47,6 +48,14 @@ var httpStatus = map[string]int{
 	llm.ReasonUnreachable:      http.StatusBadGateway,
 	llm.ReasonUpstreamAuth:     http.StatusBadGateway,
 	llm.ReasonGenerationFailed: http.StatusBadGateway,
+	// Reasons: what the key answers is gone from Settle for good; a new key asks again.
+	llm.ReasonAnswerNotStored: http.StatusGone,
+	llm.ReasonAnswerPurged:    http.StatusGone,
+	// Reasons: a single sign-on callback this browser's sign-in cannot accept (a used,
+	// expired or foreign one, or the identity provider's refusal), and a provider that
+	// could not be reached or answered something unusable.
+	sso.ReasonCallback: http.StatusBadRequest,
+	sso.ReasonProvider: http.StatusBadGateway,
 }
 
 // statusOf returns the HTTP status of err and the stable code a problem carries for it

@@ -13,13 +13,16 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte("ok"))
 }
 
-// handleReady says whether the process can do its work, which needs the database.
+// handleReady says whether the process can do its work, which needs a database that takes
+// writes: during a failover it answers 503 from the moment the primary is lost until a
+// promoted standby answers, so a load balancer sends requests to no replica that would fail
+// them. It answers within 2 s, a host that does not answer included.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.DB.Ping(ctx); err != nil {
-		s.Logger.WarnContext(r.Context(), "not ready: database does not answer", "err", err)
-		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "The database does not answer.")
+	if err := s.DB.Writable(ctx); err != nil {
+		s.Logger.WarnContext(r.Context(), "not ready: no writable database answers", "err", err)
+		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "No writable database answers.")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

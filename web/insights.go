@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/recon"
@@ -23,6 +25,9 @@ type InsightsReader interface {
 	RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error)
 	RollupStatus(ctx context.Context) (recon.RollupState, error)
 	BacklogSeries(ctx context.Context, f recon.BacklogFilter) ([]recon.BacklogPoint, error)
+	// AlertTransitions returns the alert history of [from, to) with each instance's last
+	// transition before it, oldest first: the firings shaded on the charts.
+	AlertTransitions(ctx context.Context, from, to time.Time) ([]alerts.Transition, error)
 }
 
 // InsightsDeps are the dependencies of the insights page. With Insights nil the page is
@@ -46,10 +51,12 @@ var insightsRanges = []struct {
 	span, bucket time.Duration
 	bucketLabel  string
 	format       string
+	// previous names the period before the range, which the headlines compare with.
+	previous string
 }{
-	{"24h", "Last 24 hours", 24 * time.Hour, 15 * time.Minute, "15 minutes", "01-02 15:04"},
-	{"7d", "Last 7 days", 7 * 24 * time.Hour, time.Hour, "hour", "01-02 15:00"},
-	{"30d", "Last 30 days", 30 * 24 * time.Hour, 24 * time.Hour, "day", "2006-01-02"},
+	{"24h", "Last 24 hours", 24 * time.Hour, 15 * time.Minute, "15 minutes", "01-02 15:04", "the previous 24 hours"},
+	{"7d", "Last 7 days", 7 * 24 * time.Hour, time.Hour, "hour", "01-02 15:00", "the previous 7 days"},
+	{"30d", "Last 30 days", 30 * 24 * time.Hour, 24 * time.Hour, "day", "2006-01-02", "the previous 30 days"},
 }
 
 // staleAfter is how far behind the rollups may be before the page says so: the job runs
@@ -58,11 +65,13 @@ const staleAfter = 5 * time.Minute
 
 // The colours of the series; SVG attributes, since the page's policy refuses inline styles.
 const (
-	colorBlue   = "#2563eb"
-	colorOrange = "#ea580c"
-	colorGreen  = "#16a34a"
-	colorRed    = "#dc2626"
-	colorPurple = "#7c3aed"
+	colorBlue      = "#2563eb"
+	colorOrange    = "#ea580c"
+	colorGreen     = "#16a34a"
+	colorRed       = "#dc2626"
+	colorPurple    = "#7c3aed"
+	colorDarkGreen = "#166534"
+	colorDarkRed   = "#991b1b"
 )
 
 func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +79,7 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	form := views.InsightsFilter{Range: q.Get("range"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Provider: strings.TrimSpace(q.Get("provider"))}
 	if form.Range == "" {
-		form.Range = "24h"
+		form.Range = "7d"
 	}
 	rg := -1
 	for i, x := range insightsRanges {
@@ -97,31 +106,60 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	rows, err := s.Insights.RollupMetrics(ctx, f)
+	fig, err := s.insightsFigures(ctx, f)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	backlog, err := s.Insights.BacklogSeries(ctx, recon.BacklogFilter{Window: f.Window, Bucket: f.Bucket, TenantID: f.TenantID,
-		Kind: f.Kind, Provider: f.Provider})
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	state, err := s.Insights.RollupStatus(ctx)
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-
 	m := views.InsightsPage{Viewer: viewer(userFrom(ctx)), Filter: form, BucketLabel: spec.bucketLabel}
-	m.Freshness, m.Stale = freshness(state, now)
+	m.Freshness, m.Stale = freshness(fig.state, now)
 	for _, x := range insightsRanges {
 		m.Ranges = append(m.Ranges, views.ReconOption{Value: x.value, Label: x.label, Selected: x.value == form.Range})
 	}
 	m.Tenants, m.Kinds = tenantOptions(tenants, form.Tenant), kindOptions(form.Kind)
-	m.Charts = insightCharts(f, spec.format, rows, backlog)
+	m.Charts = insightCharts(f, spec.format, fig.rows, fig.backlog)
+	prevF := f
+	prevF.Window = fig.previous
+	compareCharts(m.Charts, period{sumInsights(f, spec.format, fig.rows), lastSnapshot(fig.backlog, f.Window)},
+		period{sumInsights(prevF, spec.format, fig.prevRows), lastSnapshot(fig.backlog, fig.previous)}, spec.previous)
+	bandCharts(m.Charts, alerts.Firings(fig.transitions, f.From, f.To), f.Window, f.Bucket,
+		map[string]string{"tenant": form.Tenant, "kind": form.Kind, "provider": form.Provider})
 	s.render(w, r, http.StatusOK, views.Insights(m))
+}
+
+// insightsFigures are what the page draws: the rollups of the range and of the period
+// before it, the backlog snapshots of both, the rollup job's state and the alert history.
+type insightsFigures struct {
+	previous       recon.Window
+	rows, prevRows []recon.MetricsRow
+	backlog        []recon.BacklogPoint
+	state          recon.RollupState
+	transitions    []alerts.Transition
+}
+
+func (s *Server) insightsFigures(ctx context.Context, f recon.MetricsFilter) (insightsFigures, error) {
+	var fig insightsFigures
+	var err error
+	fig.previous = recon.Window{From: f.From.Add(-f.To.Sub(f.From)), To: f.From}
+	if fig.rows, err = s.Insights.RollupMetrics(ctx, f); err != nil {
+		return fig, err
+	}
+	prev := f
+	prev.Window = fig.previous
+	if fig.prevRows, err = s.Insights.RollupMetrics(ctx, prev); err != nil {
+		return fig, err
+	}
+	// One read over both periods: the previous one's last snapshot is its headline's
+	// comparison; points outside the range are not drawn.
+	if fig.backlog, err = s.Insights.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: fig.previous.From, To: f.To},
+		Bucket: f.Bucket, TenantID: f.TenantID, Kind: f.Kind, Provider: f.Provider}); err != nil {
+		return fig, err
+	}
+	if fig.state, err = s.Insights.RollupStatus(ctx); err != nil {
+		return fig, err
+	}
+	fig.transitions, err = s.Insights.AlertTransitions(ctx, f.From, f.To)
+	return fig, err
 }
 
 // freshness says up to when the rollups count, and whether that is late.
@@ -153,13 +191,47 @@ type insightSums struct {
 	index   map[time.Time]int  // a bucket's position in buckets
 	sums    []recon.MetricsRow // per bucket
 	total   recon.MetricsRow   // over the window
-	// saved and lost hold per currency one value per bucket, in major units.
-	saved, lost map[string][]float64
+	// saved and lost hold per family and currency one value per bucket, in major units;
+	// savedTotal and lostTotal the sums over the window, in micro-units.
+	saved, lost           map[moneyKey][]float64
+	savedTotal, lostTotal map[moneyKey]int64
 }
+
+// moneyKey names a money series: a family of operations and a currency.
+type moneyKey struct {
+	family   moneyFamily
+	currency string
+}
+
+// moneyFamily splits the money charts by what the money paid for: refunds in their own
+// currencies, and LLM generations, whose costs are in USD.
+type moneyFamily int
+
+// The families, in the order the charts show them.
+const (
+	familyRefunds moneyFamily = iota
+	familyLLM
+)
+
+// familyOf is the family of an operation kind; rows with no operation (orphan charges,
+// refused requests) count with refunds.
+func familyOf(k ops.Kind) moneyFamily {
+	if k == ops.KindLLMCall || k == ops.KindLLMJob {
+		return familyLLM
+	}
+	return familyRefunds
+}
+
+// The families' names, and what their lost money is called.
+var (
+	familyNames = map[moneyFamily]string{familyRefunds: "Refunds", familyLLM: "LLM"}
+	lostTo      = map[moneyFamily]string{familyRefunds: "lost to double charges", familyLLM: "lost to double billing"}
+)
 
 // sumInsights adds up rows per bucket of f's window, labelling each bucket with format.
 func sumInsights(f recon.MetricsFilter, format string, rows []recon.MetricsRow) *insightSums {
-	in := &insightSums{index: map[time.Time]int{}, saved: map[string][]float64{}, lost: map[string][]float64{},
+	in := &insightSums{index: map[time.Time]int{}, saved: map[moneyKey][]float64{}, lost: map[moneyKey][]float64{},
+		savedTotal: map[moneyKey]int64{}, lostTotal: map[moneyKey]int64{},
 		total: recon.MetricsRow{Saved: recon.Money{}, Lost: recon.Money{}}}
 	for b := f.From; b.Before(f.To); b = b.Add(f.Bucket) {
 		in.index[b] = len(in.buckets)
@@ -177,13 +249,18 @@ func sumInsights(f recon.MetricsFilter, format string, rows []recon.MetricsRow) 
 			continue
 		}
 		addMetrics(&in.sums[i], r)
+		f := familyOf(r.Kind)
 		for c, v := range r.Saved {
-			saved, _ := in.money(c)
+			k := moneyKey{f, c}
+			saved, _ := in.money(k)
 			saved[i] += ops.MajorUnits(v, c)
+			in.savedTotal[k] += v
 		}
 		for c, v := range r.Lost {
-			_, lost := in.money(c)
+			k := moneyKey{f, c}
+			_, lost := in.money(k)
 			lost[i] += ops.MajorUnits(v, c)
+			in.lostTotal[k] += v
 		}
 	}
 	for _, r := range in.sums {
@@ -192,14 +269,15 @@ func sumInsights(f recon.MetricsFilter, format string, rows []recon.MetricsRow) 
 	return in
 }
 
-// money returns the saved and lost series of currency c, made on first use: a currency
-// that only lost money still has a saved series, which is what lists the currencies.
-func (in *insightSums) money(c string) (saved, lost []float64) {
-	if in.saved[c] == nil {
+// money returns the saved and lost series of k, made on first use: a family that only lost
+// money in a currency still has a saved series, which is what lists the families and
+// currencies.
+func (in *insightSums) money(k moneyKey) (saved, lost []float64) {
+	if in.saved[k] == nil {
 		n := len(in.buckets)
-		in.saved[c], in.lost[c] = make([]float64, n), make([]float64, n)
+		in.saved[k], in.lost[k] = make([]float64, n), make([]float64, n)
 	}
-	return in.saved[c], in.lost[c]
+	return in.saved[k], in.lost[k]
 }
 
 // rateCharts are the charts of rates and counts: duplicates, replays, timeouts, and double
@@ -257,12 +335,16 @@ func (in *insightSums) rateCharts() []views.Chart {
 	}
 }
 
-// moneyCharts are the money saved and lost, one chart per currency; one empty chart when no
-// money moved.
+// moneyCharts are the money saved and lost, one chart per currency with refunds and LLM
+// generations side by side; one empty chart when no money moved.
 func (in *insightSums) moneyCharts() []views.Chart {
 	n, labels := len(in.buckets), in.labels
-	currencies := make([]string, 0, len(in.saved))
-	for c := range in.saved {
+	byCurrency := map[string][]moneyFamily{}
+	for k := range in.saved {
+		byCurrency[k.currency] = append(byCurrency[k.currency], k.family)
+	}
+	currencies := make([]string, 0, len(byCurrency))
+	for c := range byCurrency {
 		currencies = append(currencies, c)
 	}
 	sort.Strings(currencies)
@@ -277,15 +359,33 @@ func (in *insightSums) moneyCharts() []views.Chart {
 		if unit == "" {
 			unit = "?"
 		}
-		charts = append(charts, views.Chart{ID: "money-" + url.PathEscape(c), Title: "Money saved and lost (" + unit + ")", Unit: unit, Bars: true,
+		families := byCurrency[c]
+		slices.Sort(families)
+		ch := views.Chart{ID: "money-" + url.PathEscape(c), Title: "Money saved and lost (" + unit + ")", Unit: unit, Bars: true,
 			Buckets: labels,
-			Note:    "Saved: what each replayed request would have cost again. Lost: the amounts of double charges.",
-			Summary: fmt.Sprintf("Saved %s, lost %s in this range.", ops.FormatMicros(in.total.Saved[c], c), ops.FormatMicros(in.total.Lost[c], c)),
-			Series: []views.ChartSeries{{Name: "Saved by replays", Color: colorGreen, Values: ptrs(in.saved[c])},
-				{Name: "Lost to double charges", Color: colorRed, Values: ptrs(in.lost[c])}}})
+			Note: "Saved: what each replayed request would have cost again (a refund's amount, an LLM generation's cost). " +
+				"Lost: the amounts of double charges, and the cost of each LLM generation billed twice."}
+		var sums []string
+		for _, f := range families {
+			k := moneyKey{f, c}
+			name := familyNames[f]
+			sums = append(sums, fmt.Sprintf("%s: saved %s, %s %s.", name, ops.FormatMicros(in.savedTotal[k], c), lostTo[f],
+				ops.FormatMicros(in.lostTotal[k], c)))
+			ch.Series = append(ch.Series, views.ChartSeries{Name: name + " saved by replays", Color: savedColor[f], Values: ptrs(in.saved[k])},
+				views.ChartSeries{Name: name + " " + lostTo[f], Color: lostColor[f], Values: ptrs(in.lost[k])})
+		}
+		ch.Summary = strings.Join(sums, " ")
+		charts = append(charts, ch)
 	}
 	return charts
 }
+
+// The colours of each family's saved and lost series: refunds in full colour, LLM in a
+// darker shade of the same.
+var (
+	savedColor = map[moneyFamily]string{familyRefunds: colorGreen, familyLLM: colorDarkGreen}
+	lostColor  = map[moneyFamily]string{familyRefunds: colorRed, familyLLM: colorDarkRed}
+)
 
 // backlogCharts draws the unknown and expired backlog from the last snapshot of each
 // bucket; a bucket without a snapshot (the job was not running) is a gap, not a zero.

@@ -1,14 +1,17 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // newInsightsEnv serves the insights and reconciliation pages on a fresh database.
@@ -73,7 +76,7 @@ func TestInsightsPageChartsTheRollups(t *testing.T) {
 		"double-charges": "1 double charge, 1 orphan charge in this range.",
 		"backlog":        "1 unknown and 0 expired at 2026-03-02 09:00 UTC.",
 		"backlog-age":    "The oldest unknown operation was 3h0m0s old at the last snapshot.",
-		"money-usd":      "Saved 38.00 USD, lost 38.00 USD in this range.",
+		"money-usd":      "Refunds: saved 38.00 USD, lost to double charges 38.00 USD.",
 	} {
 		if got := summary(chart); got != want {
 			t.Errorf("%s: %q, want %q", chart, got, want)
@@ -109,6 +112,48 @@ func TestInsightsPageSaysWhenNothingIsCounted(t *testing.T) {
 		r, body := e.get(t, c, path)
 		if r.StatusCode != http.StatusOK || !strings.Contains(body, "The rollup job has not run yet") {
 			t.Errorf("GET %s = %d without the notice\n%s", path, r.StatusCode, body)
+		}
+	}
+}
+
+// LLM money sits beside the refunds' in its currency: a generation's cost saved by each
+// replay of its key, and lost by a double generation that reconciliation recorded as a
+// double-charge exception.
+func TestInsightsShowLLMMoneyBesideRefunds(t *testing.T) {
+	t.Parallel()
+	e := newInsightsEnv(t)
+	_, tenant := seedRecon(t, e)
+	// Within the rollup's overlap, so the second roll-up below counts them.
+	at := t0.Add(-4 * time.Minute)
+	opID := ops.NewOperationID()
+	e.exec(t, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, status, provider_ref,
+	cost_micros, created_at, updated_at, closed_at, closed_by)
+VALUES ($1, $2, 'llm_call', 'openai', 'key-1', 'settle_llm', 'fp', 'succeeded', 'chatcmpl-1', 20000, $3, $3, $3, 'w1')`, opID, tenant, at)
+	e.exec(t, `INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at, seen_at)
+VALUES ($1, 'openai', 'chatcmpl-1', $2, 0, '', 'succeeded', $3, $3)`, tenant, opID, at)
+	for i, answer := range []string{"new", "replayed", "replayed"} {
+		e.exec(t, `INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
+VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "req-"+answer+strconv.Itoa(i), i > 0, answer, at.Add(time.Duration(i)*time.Minute))
+	}
+	if _, _, err := e.db.RecordFinding(context.Background(), recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: opID,
+		TenantID: tenant, OperationID: opID, ChargeRefs: []string{"chatcmpl-1", "chatcmpl-2"}, Summary: "Generated twice.",
+		Actor: "reconciler:openai", At: t0.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	rollUp(t, e)
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
+	r, body := e.get(t, c, "/insights?range=24h")
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("GET /insights = %d\n%s", r.StatusCode, body)
+	}
+	m := regexp.MustCompile(`data-testid="chart-money-usd"[\s\S]*?data-testid="chart-summary"><strong>([^<]*)<`).FindStringSubmatch(body)
+	want := "Refunds: saved 38.00 USD, lost to double charges 38.00 USD. LLM: saved 0.04 USD, lost to double billing 0.02 USD."
+	if m == nil || m[1] != want {
+		t.Fatalf("money summary %q, want %q", m, want)
+	}
+	for _, series := range []string{"Refunds saved by replays", "Refunds lost to double charges", "LLM saved by replays", "LLM lost to double billing"} {
+		if !strings.Contains(body, series) {
+			t.Errorf("no series %q", series)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 // JobService is what the jobs API needs: the job service of ops/jobs.
@@ -70,6 +71,7 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
+	reqlog.Set(r.Context(), reqlog.KeyHash, reqlog.HashKey(key))
 	ref, err := requestRef(r, b.RequestRef)
 	if err != nil {
 		s.Error(w, r, err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -44,7 +45,10 @@ type llmSetup struct {
 	latency        time.Duration
 	chunkDelay     time.Duration
 	modes          map[string]llm.Mode
-	maxBody        int64
+	keyScopes      map[string]llm.KeyScope
+	// logger, when set, is the server's and the gateway's.
+	logger  *slog.Logger
+	maxBody int64
 	// lease, when set, runs the ledger on the wall clock with this lease.
 	lease time.Duration
 }
@@ -84,9 +88,12 @@ func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gatewa
 		ledger.Limits.Lease = o.lease
 	}
 	gw, err := llm.New(llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
-		TenantModes: o.modes, MaxBody: o.maxBody})
+		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, MaxBody: o.maxBody, Logger: o.logger})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.logger != nil {
+		s.Logger = o.logger
 	}
 	s.LLM = gw
 	return gw, w.world.Serve(s.Handler())

@@ -58,13 +58,27 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	op, err := s.Desk.CloseManually(r.Context(), desk.ManualClose{ID: id, Version: version, To: ops.Status(r.PostForm.Get("to")),
+	out, err := s.Desk.CloseManually(r.Context(), desk.ManualClose{ID: id, Version: version, To: ops.Status(r.PostForm.Get("to")),
 		ProviderRef: r.PostForm.Get("provider_ref"), Note: r.PostForm.Get("note"), Actor: actor(r)})
 	if err != nil {
 		s.afterCloseError(w, r, id, err)
 		return
 	}
-	s.putFlash(r.Context(), flashMsg{Kind: "ok", Message: fmt.Sprintf("Closed as %s.", op.Status)})
+	if out.Proposal != nil {
+		s.putFlash(r.Context(), proposedFlash(out.Proposal))
+		http.Redirect(w, r, "/ops/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
+	op := out.Op
+	f := flashMsg{Kind: "ok", Message: fmt.Sprintf("Closed as %s.", op.Status)}
+	if op.Status == ops.StatusSucceeded && (op.Kind == ops.KindLLMCall || op.Kind == ops.KindLLMJob) {
+		if len(op.Result) > 0 {
+			f.Message += " Settle fetched the completion's answer from the provider, so the client's retry replays it."
+		} else {
+			f.Kind, f.Message = "warn", f.Message+" Settle could not fetch the completion's answer, so a retry with the client's key is told it is not stored and to ask again with a new key."
+		}
+	}
+	s.putFlash(r.Context(), f)
 	http.Redirect(w, r, "/ops/"+url.PathEscape(op.ID), http.StatusSeeOther)
 }
 
@@ -94,9 +108,17 @@ func (s *Server) afterCloseError(w http.ResponseWriter, r *http.Request, id stri
 	var e *ops.Error
 	switch {
 	case errors.As(err, &e) && e.Closed != nil:
-		s.putFlash(r.Context(), flashMsg{Kind: "warn", Message: fmt.Sprintf("Already closed by %s (as %s at %s). Nothing was changed.",
-			orSomeone(e.Closed.ClosedBy), e.Closed.Status, formatTime(e.Closed.ClosedAt))})
-	case ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT || ops.ErrorCode(err) == ops.EUNAVAILABLE:
+		msg := fmt.Sprintf("Already closed by %s (as %s at %s). Nothing was changed.",
+			orSomeone(e.Closed.ClosedBy), e.Closed.Status, formatTime(e.Closed.ClosedAt))
+		switch e.Reason {
+		case "proposal_superseded":
+			msg += " The proposal is superseded."
+		case "proposal_approved":
+			msg = e.Message
+		}
+		s.putFlash(r.Context(), flashMsg{Kind: "warn", Message: msg})
+	case ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT || ops.ErrorCode(err) == ops.EUNAVAILABLE,
+		ops.ErrorReason(err) == "self_approval":
 		s.putFlash(r.Context(), flashMsg{Kind: "error", Message: ops.ErrorMessage(err) + " Nothing was changed."})
 	default:
 		s.Error(w, r, err)
@@ -131,38 +153,37 @@ func (s *Server) closeForm(w http.ResponseWriter, r *http.Request) (id string, v
 var bulkLabels = map[string]string{
 	desk.LookupNotFound:    "not found at the provider: check them and close by hand, or as not executed once the key retention has passed",
 	desk.LookupInFlight:    "being sent by a worker right now: look again once the lease has ended",
-	desk.LookupUnsupported: "LLM operations: lookups for them do not exist yet",
+	desk.LookupUnsupported: "no lookup exists for them: their LLM provider keeps no stored completions Settle can read; close them by hand",
 	desk.LookupUnavailable: "the provider could not be asked: try again in a moment",
 	desk.LookupFailed:      "failed with an internal error (see the logs)",
 }
 
-// handleBulkLookup looks up the ticked operations, or everything matching the queue's
-// filter up to the cap, and reports how many closed, how many need a person, and why.
+// handleBulkLookup looks up the ticked operations and reports how many closed, how many need
+// a person, and why; everything matching the filter is looked up in the background instead.
 func (s *Server) handleBulkLookup(w http.ResponseWriter, r *http.Request) {
 	if !s.formFor(w, r, s.Desk != nil) {
 		return
 	}
 	ctx := r.Context()
-	_, f, _, err := s.queueFilter(ctx, r.PostForm)
+	_, f, form, err := s.queueFilter(ctx, r.PostForm)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	var ids []string
-	capped := false
-	switch r.PostForm.Get("scope") {
-	case "selected":
-		ids, err = selectedIDs(r.PostForm["ids"], s.bulkCap())
-	case "filter":
-		ids, capped, err = s.matchingIDs(r, f, s.bulkCap())
-	default:
-		err = ops.Errorf(ops.EINVALID, "Choose the selected rows or everything matching the filter.")
+	if r.PostForm.Get("scope") == "filter" {
+		s.startBulkRun(w, r, f, form)
+		return
 	}
+	if r.PostForm.Get("scope") != "selected" {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "Choose the selected rows or everything matching the filter."))
+		return
+	}
+	ids, err := selectedIDs(r.PostForm["ids"], s.bulkCap())
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	m := views.BulkPage{Viewer: viewer(userFrom(ctx)), Capped: capped, BackURL: queueURL(r.PostForm, url.Values{})}
+	m := views.BulkPage{Viewer: viewer(userFrom(ctx)), BackURL: queueURL(r.PostForm, url.Values{})}
 	if len(ids) > 0 {
 		out := s.Desk.LookupMany(ctx, ids, actor(r))
 		m.Closed, m.AlreadyClosed, m.NeedPerson = out.Closed, out.AlreadyClosed, out.NeedPerson
@@ -199,26 +220,4 @@ func selectedIDs(raw []string, limit int) ([]string, error) {
 		return nil, ops.Errorf(ops.EINVALID, "Select at most %d operations at once.", limit)
 	}
 	return ids, nil
-}
-
-// matchingIDs pages through the queue with its keyset cursor, oldest first, up to limit.
-func (s *Server) matchingIDs(r *http.Request, f desk.QueueFilter, limit int) ([]string, bool, error) {
-	var ids []string
-	f.After, f.Limit = nil, 100
-	for {
-		page, err := s.Queues.ListQueue(r.Context(), f, s.Clock.Now())
-		if err != nil {
-			return nil, false, err
-		}
-		for _, o := range page.Ops {
-			if len(ids) == limit {
-				return ids, true, nil
-			}
-			ids = append(ids, o.ID)
-		}
-		if page.Next == nil {
-			return ids, false, nil
-		}
-		f.After = page.Next
-	}
 }

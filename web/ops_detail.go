@@ -49,8 +49,17 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 	now := s.Clock.Now()
 	v := viewer(userFrom(ctx))
 	m := views.OpDetailPage{Viewer: v, Op: opSummary(op, tenantName(tenants, op.TenantID), now, v.CanAct()),
-		Customer: customerLine(op), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
-		Actions: opActions(op, tl.Attempts, now, s.Desk)}
+		Customer: s.followable(customerLine(op), op, r.URL.RequestURI()), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
+		Actions: opActions(ctx, op, tl.Attempts, now, s.Desk)}
+	if s.Desk != nil {
+		pr, err := s.Desk.Proposal(ctx, op.ID)
+		if err != nil {
+			s.Error(w, r, err)
+			return
+		}
+		m.Proposal = proposalView(pr, op, v, now)
+		m.Actions.Awaiting = m.Proposal != nil && m.Proposal.Awaiting
+	}
 	if op.Kind == ops.KindLLMJob {
 		m.Jobs = s.opJobs(r, op, tenants)
 	}
@@ -72,12 +81,46 @@ func tenantName(ts []*ops.Tenant, id int64) string {
 }
 
 func opSummary(op *ops.Operation, tenant string, now time.Time, showKey bool) views.OpSummary {
+	sum := opFacts(op, tenant, showKey)
+	sum.KeyProtects, sum.RecordHint = keyProtects(op), desk.RecordHint(op.Kind)
+	if op.RetryUntil != nil {
+		sum.RetryUntil, sum.RetryUntilISO = formatTime(*op.RetryUntil), op.RetryUntil.UTC().Format(time.RFC3339)
+		sum.NowISO = now.UTC().Format(time.RFC3339)
+		if left := op.RetryUntil.Sub(now); left > 0 {
+			sum.RetentionLeft = formatAge(left) + " left"
+		} else {
+			sum.RetentionPassed, sum.RetentionLeft = true, "passed "+formatAge(-left)+" ago"
+		}
+	}
+	sum.Leased, sum.Stalled = op.Leased(now), op.Stalled(now)
+	return sum
+}
+
+// keyProtects says what the operation's keys protect at its provider, no more (ops rule
+// 12): Stripe keeps the provider key, so a resend within its retention replays; an LLM
+// provider takes no key at all, so only Settle's replay of the client's key protects an
+// llm_call, and a job's dedup key its computation.
+func keyProtects(op *ops.Operation) string {
+	switch op.Kind {
+	case ops.KindLLMCall:
+		return fmt.Sprintf("%s takes no idempotency key: a resend of this call may be billed twice, so Settle never treats one as safe. What protects the client is Settle's own replay: its Idempotency-Key answers from this operation until the time below.", op.Provider)
+	case ops.KindLLMJob:
+		return fmt.Sprintf("%s takes no idempotency key: a resend of this generation may be billed twice. What protects it is the job's dedup key: every job of the same input is answered from this one generation, for good.", op.Provider)
+	}
+	if op.Retention <= 0 {
+		return fmt.Sprintf("%s keeps no idempotency keys for this operation.", op.Provider)
+	}
+	return fmt.Sprintf("%s keeps idempotency keys for %s: a resend with this key within that time replays the first result instead of running again.", op.Provider, formatAge(op.Retention))
+}
+
+// opFacts are the operation's own fields, formatted.
+func opFacts(op *ops.Operation, tenant string, showKey bool) views.OpSummary {
 	sum := views.OpSummary{
 		ID: op.ID, URL: "/ops/" + url.PathEscape(op.ID), Tenant: tenant, Kind: string(op.Kind), Provider: op.Provider,
 		Status: string(op.Status), Phase: string(op.Phase), Order: op.OrderRef, Customer: op.CustomerRef, Chat: op.ChatRef,
 		Payment: op.PaymentRef, Attempts: strconv.Itoa(op.Attempts), Created: formatTime(op.CreatedAt),
 		Updated: formatTime(op.UpdatedAt), ProviderRef: op.ProviderRef, ClosedBy: op.ClosedBy,
-		Leased: op.Leased(now), Stalled: op.Stalled(now), Final: op.Status.Final(), Retention: "none",
+		Final: op.Status.Final(), Retention: "none", LLM: op.Kind == ops.KindLLMCall || op.Kind == ops.KindLLMJob,
 	}
 	if op.AmountCents != 0 || op.Currency != "" {
 		sum.Amount = ops.FormatMoney(op.AmountCents, op.Currency)
@@ -87,15 +130,6 @@ func opSummary(op *ops.Operation, tenant string, now time.Time, showKey bool) vi
 	}
 	if op.Retention > 0 {
 		sum.Retention = formatAge(op.Retention)
-	}
-	if op.RetryUntil != nil {
-		sum.RetryUntil, sum.RetryUntilISO = formatTime(*op.RetryUntil), op.RetryUntil.UTC().Format(time.RFC3339)
-		sum.NowISO = now.UTC().Format(time.RFC3339)
-		if left := op.RetryUntil.Sub(now); left > 0 {
-			sum.RetentionLeft = formatAge(left) + " left"
-		} else {
-			sum.RetentionPassed, sum.RetentionLeft = true, "passed "+formatAge(-left)+" ago"
-		}
 	}
 	if op.LeaseUntil != nil {
 		sum.LeaseUntil = formatTime(*op.LeaseUntil)
@@ -112,7 +146,7 @@ func customerLine(op *ops.Operation) views.CustomerLine {
 }
 
 // opActions decides what the page offers; every action checks the same again on the server.
-func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, d Desk) views.OpActions {
+func opActions(ctx context.Context, op *ops.Operation, attempts []ops.Attempt, now time.Time, d Desk) views.OpActions {
 	a := views.OpActions{Version: strconv.FormatInt(op.Version, 10)}
 	switch {
 	case op.Status.Final():
@@ -126,21 +160,24 @@ func opActions(op *ops.Operation, attempts []ops.Attempt, now time.Time, d Desk)
 		return a
 	}
 	a.CanClose = true
+	approvalNotes(ctx, d, op, &a)
 	// A person's note is the weakest evidence: offer failed only where the rules accept it.
 	if err := d.CheckManualFail(op, attempts, now); err != nil {
 		a.FailedWhy = "Failed is not offered: " + ops.ErrorMessage(err)
 	} else {
 		a.CanCloseFailed = true
 	}
+	ok, why := d.CanLookUp(ctx, op)
+	a.CanLookup = ok
+	if !ok {
+		a.LookupNote = "Lookups are unavailable for it: " + why + " It needs a person, who checks the provider's records and closes it by hand."
+	}
 	if op.Kind == ops.KindRefund {
-		a.CanLookup = true
 		if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
 			a.NotExecutedWhy = "Close as not executed: " + ops.ErrorMessage(err)
 		} else {
 			a.CanCloseNotExecuted = true
 		}
-	} else {
-		a.LookupNote = "Lookups for LLM operations do not exist yet: this one needs a person, who checks the provider's usage report and closes it by hand."
 	}
 	return a
 }
@@ -180,7 +217,8 @@ type timelineItems []timelineItem
 
 // timelineRank orders things recorded in one transaction, which share a time: cause before
 // effect. Entries are ranked by title, else by kind, else last.
-var timelineRank = map[string]int{"Opened": 0, "request": 1, "attempt": 2, "webhook": 3, "lookup": 3, "close": 4}
+var timelineRank = map[string]int{"Opened": 0, "request": 1, "attempt": 2, "webhook": 3, "lookup": 3,
+	proposalTitles["close.propose"]: 3, "close": 4}
 
 // add stamps v with its time and adds it.
 func (items *timelineItems) add(at time.Time, v views.TimelineItem) {
@@ -222,6 +260,9 @@ func requestItem(c ops.ClientRequest) views.TimelineItem {
 	if c.RequestRef != "" {
 		d = "ref " + c.RequestRef
 	}
+	if c.RequestID != "" {
+		d = joinNonEmpty(d, "request id "+c.RequestID)
+	}
 	if c.Answer != "" {
 		d = joinNonEmpty(d, "answered "+string(c.Answer))
 	}
@@ -255,6 +296,8 @@ func auditItem(a desk.AuditLogEntry) (views.TimelineItem, bool) {
 		kind, title = "lookup", "Lookup at provider"
 	case a.Action == "close":
 		kind, title = "close", "Closed as "+auditStatus(a.After)
+	case a.Action == "close.propose", a.Action == "close.rejected", a.Action == "close.superseded":
+		title = proposalTitles[a.Action]
 	case a.Action == "open":
 		title = "Opened"
 	case a.Action == "expire":

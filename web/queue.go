@@ -73,6 +73,18 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	running, err := s.runningBulks(ctx)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	saved, err := s.savedViewsBar(ctx, desk.PageQueue, q, func(vq url.Values) (string, error) {
+		return s.queueViewCount(ctx, vq, tenants)
+	})
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
 	refresh, err := parseRefresh(q.Get("refresh"))
 	if err != nil {
 		s.Error(w, r, err)
@@ -80,11 +92,35 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	}
 	v := viewer(userFrom(ctx))
 	m := views.QueuePage{Viewer: v, Filter: form, Flash: s.popFlash(ctx).view(), CanAct: v.CanAct(), BulkCap: s.bulkCap(),
+		Running: running, Saved: saved,
 		Refresh: views.Refresh{Seconds: refresh, LiveURL: r.URL.RequestURI(),
 			PauseURL: queueURL(q, url.Values{"refresh": {"0"}}), ResumeURL: queueURL(q, url.Values{"refresh": {strconv.Itoa(defaultRefresh)}})}}
 	for _, o := range queueRefreshes {
 		m.Refresh.Options = append(m.Refresh.Options, views.Option{Value: o.value, Label: o.label, Selected: o.value == strconv.Itoa(refresh)})
 	}
+	names := queueOptions(&m, tenants, form)
+	m.Tabs = queueTabsOf(q, f, counts)
+	awaiting, err := s.awaiting(ctx, page.Ops)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	for _, o := range page.Ops {
+		row := queueRow(o, names[o.TenantID], now)
+		row.Awaiting = awaitingLine(awaiting[o.ID], now)
+		m.Rows = append(m.Rows, row)
+	}
+	if page.Next != nil {
+		m.NextURL = queueURL(q, url.Values{
+			"after_created": {page.Next.CreatedAt.UTC().Format(time.RFC3339Nano)},
+			"after_id":      {page.Next.ID},
+		})
+	}
+	s.render(w, r, http.StatusOK, views.Queue(m))
+}
+
+// queueOptions fills the filter's select boxes and returns the tenants' names by id.
+func queueOptions(m *views.QueuePage, tenants []*ops.Tenant, form views.QueueFilter) map[int64]string {
 	names := make(map[int64]string, len(tenants))
 	m.Tenants = []views.Option{{Value: "", Label: "All tenants"}}
 	for _, t := range tenants {
@@ -98,27 +134,42 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	for _, a := range queueAges {
 		m.Ages = append(m.Ages, views.Option{Value: a.value, Label: a.label, Selected: a.value == form.Age})
 	}
+	return names
+}
+
+// queueTabsOf is the tabs with their counts; a count that may stop at the cap says so.
+func queueTabsOf(q url.Values, f desk.QueueFilter, counts map[ops.Status]int64) []views.QueueTab {
+	var tabs []views.QueueTab
 	for _, t := range queueTabs {
 		n := counts[t.status]
 		label := strconv.FormatInt(n, 10)
 		if desk.CountIsCapped(t.status, f) && n > desk.QueueCountCap {
 			label = strconv.Itoa(desk.QueueCountCap) + "+"
 		}
-		m.Tabs = append(m.Tabs, views.QueueTab{
+		tabs = append(tabs, views.QueueTab{
 			Status: string(t.status), Label: t.label, Count: label,
 			URL: queueURL(q, url.Values{"tab": {string(t.status)}}), Active: t.status == f.Status,
 		})
 	}
-	for _, o := range page.Ops {
-		m.Rows = append(m.Rows, queueRow(o, names[o.TenantID], now))
+	return tabs
+}
+
+// queueViewCount is how many operations a saved view of the queue matches now, capped as
+// the tabs' counts are; a view whose filter no longer parses (its tenant was renamed) says so.
+func (s *Server) queueViewCount(ctx context.Context, q url.Values, tenants []*ops.Tenant) (string, error) {
+	f, _, err := parseQueueFilter(q, tenants, s.Clock.Now())
+	if err != nil {
+		return "?", nil
 	}
-	if page.Next != nil {
-		m.NextURL = queueURL(q, url.Values{
-			"after_created": {page.Next.CreatedAt.UTC().Format(time.RFC3339Nano)},
-			"after_id":      {page.Next.ID},
-		})
+	counts, err := s.Queues.QueueCounts(ctx, f)
+	if err != nil {
+		return "", err
 	}
-	s.render(w, r, http.StatusOK, views.Queue(m))
+	n := counts[f.Status]
+	if desk.CountIsCapped(f.Status, f) && n > desk.QueueCountCap {
+		return strconv.Itoa(desk.QueueCountCap) + "+", nil
+	}
+	return strconv.FormatInt(n, 10), nil
 }
 
 // queueFilter reads the tenants and, with their names, the queue's filter from q as of now.
@@ -142,11 +193,13 @@ func parseQueueFilter(q url.Values, tenants []*ops.Tenant, now time.Time) (desk.
 		Provider: strings.TrimSpace(q.Get("provider")),
 		Age:      q.Get("age"),
 		Search:   strings.TrimSpace(q.Get("q")),
+		Awaiting: q.Get("awaiting") == "1",
 	}
 	if form.Tab == "" {
 		form.Tab = string(ops.StatusUnknown)
 	}
-	f := desk.QueueFilter{Kind: ops.Kind(form.Kind), Provider: form.Provider, Search: form.Search, Now: now, Limit: queuePageSize}
+	f := desk.QueueFilter{Kind: ops.Kind(form.Kind), Provider: form.Provider, Search: form.Search, Now: now, Limit: queuePageSize,
+		Awaiting: form.Awaiting}
 	for _, t := range queueTabs {
 		if string(t.status) == form.Tab {
 			f.Status = t.status

@@ -216,8 +216,13 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The export holds the whole range, whatever page is shown.
+	saved, err := s.savedViewsBar(ctx, desk.PageReconcile, r.URL.Query(), nil)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
 	m := views.ReconcilePage{Viewer: viewer(userFrom(ctx)), Filter: q.form, CSVURL: "/reconcile.csv?" + withPage(r.URL.Query(), 0),
-		Paging: paging}
+		Paging: paging, Saved: saved}
 	m.Freshness, m.Stale = freshness(state, s.Clock.Now())
 	for _, rg := range reconRanges {
 		m.Ranges = append(m.Ranges, views.ReconOption{Value: rg.value, Label: rg.label, Selected: rg.value == q.form.Range})

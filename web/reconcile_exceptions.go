@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/views"
 )
@@ -41,30 +40,10 @@ const exceptionPageSize = 50
 func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	form := views.ExceptionsFilter{Status: q.Get("status"), Kind: q.Get("kind"), Severity: q.Get("severity")}
-	if form.Status == "" {
-		form.Status = string(recon.ExceptionOpen)
-	}
-	f := recon.ExceptionFilter{Status: recon.ExceptionStatus(form.Status), Kind: recon.ExceptionKind(form.Kind),
-		Severity: recon.Severity(form.Severity), Limit: exceptionPageSize}
-	switch {
-	case !f.Status.Valid():
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no %q tab; choose open, acknowledged or resolved.", form.Status))
+	f, form, err := parseExceptionsFilter(q)
+	if err != nil {
+		s.Error(w, r, err)
 		return
-	case form.Kind != "" && !f.Kind.Valid():
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no exception kind %q.", form.Kind))
-		return
-	case form.Severity != "" && !f.Severity.Valid():
-		s.Error(w, r, ops.Errorf(ops.EINVALID, "There is no severity %q.", form.Severity))
-		return
-	}
-	if b := q.Get("before"); b != "" {
-		id, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || id <= 0 {
-			s.Error(w, r, ops.Errorf(ops.EINVALID, "The page link is damaged; go back to the first page."))
-			return
-		}
-		f.BeforeID = id
 	}
 	counts, err := s.Recon.CountExceptions(ctx, recon.ExceptionFilter{Kind: f.Kind, Severity: f.Severity})
 	if err != nil {
@@ -77,7 +56,12 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	m := views.ExceptionsPage{Viewer: viewer(userFrom(ctx)), Filter: form}
+	saved, err := s.savedViewsBar(ctx, desk.PageExceptions, q, nil)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	m := views.ExceptionsPage{Viewer: viewer(userFrom(ctx)), Filter: form, Saved: saved}
 	for _, t := range exceptionTabs {
 		v := url.Values{"status": {string(t.status)}}
 		if form.Kind != "" {
@@ -108,6 +92,32 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, views.Exceptions(m))
 }
 
+// parseExceptionsFilter reads the exception queue's filter; bad values are refused.
+func parseExceptionsFilter(q url.Values) (recon.ExceptionFilter, views.ExceptionsFilter, error) {
+	form := views.ExceptionsFilter{Status: q.Get("status"), Kind: q.Get("kind"), Severity: q.Get("severity")}
+	if form.Status == "" {
+		form.Status = string(recon.ExceptionOpen)
+	}
+	f := recon.ExceptionFilter{Status: recon.ExceptionStatus(form.Status), Kind: recon.ExceptionKind(form.Kind),
+		Severity: recon.Severity(form.Severity), Limit: exceptionPageSize}
+	switch {
+	case !f.Status.Valid():
+		return f, form, ops.Errorf(ops.EINVALID, "There is no %q tab; choose open, acknowledged or resolved.", form.Status)
+	case form.Kind != "" && !f.Kind.Valid():
+		return f, form, ops.Errorf(ops.EINVALID, "There is no exception kind %q.", form.Kind)
+	case form.Severity != "" && !f.Severity.Valid():
+		return f, form, ops.Errorf(ops.EINVALID, "There is no severity %q.", form.Severity)
+	}
+	if b := q.Get("before"); b != "" {
+		id, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || id <= 0 {
+			return f, form, ops.Errorf(ops.EINVALID, "The page link is damaged; go back to the first page.")
+		}
+		f.BeforeID = id
+	}
+	return f, form, nil
+}
+
 func exceptionRow(e *recon.Exception, names map[int64]string) views.ExceptionRow {
 	row := views.ExceptionRow{ID: strconv.FormatInt(e.ID, 10), URL: "/reconcile/exceptions/" + strconv.FormatInt(e.ID, 10),
 		Kind: string(e.Kind), KindLabel: exceptionKindLabels[e.Kind], Severity: string(e.Severity), Status: string(e.Status),
@@ -120,13 +130,7 @@ func exceptionRow(e *recon.Exception, names map[int64]string) views.ExceptionRow
 	return row
 }
 
-func (s *Server) exceptionID(r *http.Request) (int64, error) {
-	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
-	if err != nil || id <= 0 {
-		return 0, ops.Errorf(ops.ENOTFOUND, "There is no exception %q.", chi.URLParam(r, "id"))
-	}
-	return id, nil
-}
+func (s *Server) exceptionID(r *http.Request) (int64, error) { return pathID(r, "exception") }
 
 func (s *Server) handleException(w http.ResponseWriter, r *http.Request) {
 	id, err := s.exceptionID(r)

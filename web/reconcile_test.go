@@ -41,6 +41,12 @@ func seedRecon(t *testing.T, e *env) (opID string, tenant int64) {
 	if err := e.db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&tenant); err != nil {
 		t.Fatal(err)
 	}
+	return seedReconFor(t, e, tenant), tenant
+}
+
+// seedReconFor is seedRecon for a tenant that already exists.
+func seedReconFor(t *testing.T, e *env, tenant int64) (opID string) {
+	t.Helper()
 	at := t0.Add(-time.Hour)
 	opID = ops.NewOperationID()
 	e.exec(t, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, order_ref, amount_cents,
@@ -61,7 +67,7 @@ VALUES ($1, $2, 'refund', $3, $4, nullif($5, ''), $6)`, tenant, opID, "toolu_0"+
 VALUES ($1, 'stripe', 're_first', $2, 3800, 'usd', 'succeeded', $3, $3), ($1, 'stripe', 're_second', $2, 3800, 'usd', 'succeeded', $4, $4),
 	(NULL, 'stripe', 're_orphan', NULL, 1200, 'usd', 'succeeded', $4, $4)`, tenant, opID, at.Add(time.Second), at.Add(time.Minute))
 	rollUp(t, e)
-	return opID, tenant
+	return opID
 }
 
 // rollUp runs the rollup job at t0, as 'settle serve' does in the background: the pages

@@ -7,13 +7,15 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 // On-call reads ERROR as "Settle is broken": a provider's timeout or failure, which the
 // ledger records and the alerts count, is a warning; a 500 is an error.
 func TestServerStatusesAreLoggedByWhoFailed(t *testing.T) {
 	var buf bytes.Buffer
-	s := &Server{Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+	s := &Server{Logger: slog.New(reqlog.Handler(slog.NewTextHandler(&buf, nil)))}
 	for status, want := range map[int]string{
 		http.StatusInternalServerError: "level=ERROR",
 		http.StatusBadGateway:          "level=WARN",

@@ -14,12 +14,15 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/reqlog"
 	"github.com/settle-dev/settle/static"
 )
 
-// Pinger is what /readyz needs: a database that answers.
+// Pinger is what /readyz needs: a database that answers and takes writes.
 type Pinger interface {
-	Ping(ctx context.Context) error
+	// Writable returns nil when the database takes writes: while a failover has no primary,
+	// a standby may answer reads, but no work can be done.
+	Writable(ctx context.Context) error
 }
 
 // Server holds the dependencies of the HTTP layer. Set the fields, then call Handler.
@@ -46,6 +49,7 @@ type Server struct {
 
 	// Each area of the product declares its own dependencies in its own file.
 	LoginDeps
+	SSODeps
 	MetricsDeps
 	DashboardDeps
 	MCPDeps
@@ -65,6 +69,8 @@ func (s *Server) router() *chi.Mux {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
+	// Every line logged while serving a request carries its identifiers.
+	s.Logger = slog.New(reqlog.Handler(s.Logger.Handler()))
 	if s.Clock == nil {
 		s.Clock = ops.SystemClock{}
 	}
@@ -82,7 +88,9 @@ func (s *Server) router() *chi.Mux {
 	}))
 
 	r := chi.NewRouter()
-	r.Use(newHTTPMetrics(s.Registry, s.Logger).middleware, s.requestID, s.recoverer, secureHeaders, cop.Handler)
+	// requestID comes first so that the access line of httpMetrics carries the request's
+	// identifiers too.
+	r.Use(s.requestID, newHTTPMetrics(s.Registry, s.Logger).middleware, s.recoverer, secureHeaders, cop.Handler)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "There is no page at %s.", r.URL.Path))
 	})
@@ -97,6 +105,7 @@ func (s *Server) router() *chi.Mux {
 	}
 	r.Method(http.MethodGet, "/static/*", http.StripPrefix("/static/", http.FileServerFS(static.FS)))
 
+	r.Get("/api/openapi.json", s.handleOpenAPI)
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(s.requireToken)
 		r.Get("/whoami", s.handleWhoami)
@@ -111,6 +120,7 @@ func (s *Server) router() *chi.Mux {
 		r.Get("/login", s.handleLoginPage)
 		r.Post("/login", s.handleLogin)
 		r.Post("/logout", s.handleLogout)
+		s.mountSSO(r)
 		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/ops", http.StatusSeeOther)
 		})

@@ -31,7 +31,7 @@ func (s *Server) handleSupport(w http.ResponseWriter, r *http.Request) {
 	v := viewer(userFrom(ctx))
 	raw := r.URL.Query().Get("q")
 	q, notice := cleanSearch(raw)
-	m := views.SupportPage{Viewer: v, Query: q, Searched: strings.TrimSpace(raw) != "", Notice: notice}
+	m := views.SupportPage{Viewer: v, Flash: s.popFlash(ctx).view(), Query: q, Searched: strings.TrimSpace(raw) != "", Notice: notice}
 	if q != "" && notice == "" {
 		list, err := s.SupportSearch.SearchSupport(ctx, q, 20)
 		if err != nil {
@@ -39,7 +39,9 @@ func (s *Server) handleSupport(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, op := range list {
-			m.Results = append(m.Results, supportResult(op, v.CanAct()))
+			res := supportResult(op, v.CanAct())
+			res.Customer = s.followable(res.Customer, op, r.URL.RequestURI())
+			m.Results = append(m.Results, res)
 		}
 	}
 	s.render(w, r, http.StatusOK, views.Support(m))

@@ -366,7 +366,7 @@ func TestAPINotFoundIsProblemJSON(t *testing.T) {
 
 type downDB struct{}
 
-func (downDB) Ping(context.Context) error { return io.ErrUnexpectedEOF }
+func (downDB) Writable(context.Context) error { return io.ErrUnexpectedEOF }
 
 func TestReady(t *testing.T) {
 	t.Parallel()

@@ -14,7 +14,7 @@ import (
 )
 
 func openDB(ctx context.Context, cfg Config) (*pg.DB, error) {
-	return pg.Open(ctx, cfg.DatabaseURL)
+	return pg.Open(ctx, cfg.DatabaseURL, dbOptions(cfg)...)
 }
 
 // migrate brings the schema up to date.

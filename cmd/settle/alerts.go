@@ -109,7 +109,8 @@ func (p alertPublisher) Publish(ctx context.Context, e outbox.Event) error {
 
 // wireAlerts starts the alert evaluator and the relay of its notifications, registers the
 // ledger counters on /metrics, and gives the alerts page its dependencies. Every replica
-// runs an evaluator; a lease lets one evaluate at a time. Every replica also relays: the
+// runs an evaluator; a lease of SETTLE_ROLE_LEASE, renewed by its holder, lets one evaluate
+// at a time. Every replica also relays: the
 // outbox hands each notification to one relay at a time.
 func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Server, reg prometheus.Registerer) {
 	rules := ac.Rules
@@ -118,7 +119,7 @@ func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Serv
 	}
 	receivers := alerts.Receivers(ac.AlertmanagerURL, ac.WebhookURLs, &http.Client{Timeout: 10 * time.Second}, ac.ExternalURL)
 	ev := &alerts.Evaluator{Rules: rules, Source: p.DB, Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers),
-		Owner: "alerts:" + p.Config.WorkerID, ExternalURL: ac.ExternalURL, Logger: p.Logger}
+		Owner: "alerts:" + p.Config.WorkerID, Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger}
 	p.goService(func() { ev.Start(ctx) })
 	if len(receivers) > 0 {
 		relay := &outbox.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},

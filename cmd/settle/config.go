@@ -10,12 +10,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/recon"
@@ -28,6 +30,7 @@ type Config struct {
 	Command string
 
 	DatabaseURL string
+	DBPooler    string // SETTLE_DB_POOLER: auto or transaction
 	Addr        string
 	// Migrate lets serve bring an old schema up to date instead of refusing to start.
 	Migrate bool
@@ -37,6 +40,8 @@ type Config struct {
 
 	// DemoDir holds the demo's private Postgres cluster.
 	DemoDir string
+	// DemoHistory is the days of history of demo's --history (SETTLE_DEMO_HISTORY), e.g. 30d.
+	DemoHistory string
 
 	// Email and Role are the new user of "user add".
 	Email string
@@ -46,6 +51,10 @@ type Config struct {
 	TokenName string
 	// TokenID is the token "token revoke" revokes.
 	TokenID int64
+	// StripeAccount is what "tenant stripe-account" binds Tenant to; ClearStripeAccount unbinds.
+	StripeAccount      string
+	ClearStripeAccount bool
+	TenantApprovals    ops.TenantApprovals // what "tenant approvals" sets for Tenant
 
 	Stripe StripeConfig
 	// OutboxURL receives the outbox's events as JSON POSTs; empty keeps them in the table.
@@ -56,10 +65,18 @@ type Config struct {
 	RollupMinuteKeep time.Duration
 	// Alerts is how alerts are evaluated and delivered.
 	Alerts AlertsConfig
+	// Notify is where follow-ups' notifications go (SETTLE_NOTIFY_WEBHOOK_URL, SETTLE_SMTP_URL).
+	Notify NotifyConfig
 	// Jobs holds the pipeline jobs' settings of serve, demo and worker.
 	Jobs JobsConfig
 	// WorkerID names this process in leases and audit rows.
 	WorkerID string
+	// RoleLease is how long the lease of a background role that runs on one replica at a
+	// time lasts unless its holder renews it (SETTLE_ROLE_LEASE).
+	RoleLease time.Duration
+	// OperationLease is how long a replica owns an operation it sends before another may
+	// take it over (SETTLE_OPERATION_LEASE; default 30 s).
+	OperationLease time.Duration
 	// ShutdownTimeout is how long serve and demo wait after SIGTERM for requests in flight
 	// and the background services' work in hand (SETTLE_SHUTDOWN_TIMEOUT; default the
 	// refund deadline plus 10 s, so a refund in flight is answered and recorded).
@@ -72,6 +89,8 @@ type Config struct {
 
 	// Reconcile holds the flags of "reconcile" and the background interval of serve and demo.
 	Reconcile ReconcileConfig
+	// Retention is SETTLE_RETENTION and the flags of "retention run".
+	Retention RetentionConfig
 
 	LLM LLMConfig
 	// FakeLLM holds the flags of "fake llm".
@@ -91,10 +110,19 @@ type LLMConfig struct {
 	// Policy is interactive or batch; TenantPolicies overrides it per tenant.
 	Policy         string
 	TenantPolicies map[string]string
+	// KeyScope is tenant or user; TenantKeyScopes overrides it per tenant.
+	KeyScope        string
+	TenantKeyScopes map[string]string
+	// Store is auto, on or off: whether calls ask the provider to store their completions,
+	// so unknown outcomes can be looked up (SETTLE_LLM_STORE).
+	Store          string
 	KeyTTL         time.Duration
 	AttemptTimeout time.Duration
 	Deadline       time.Duration
 	MaxWait        time.Duration
+	// BodyKeep is how long prompts and completions outlive the key's TTL before the purge
+	// deletes them (SETTLE_LLM_BODY_KEEP).
+	BodyKeep time.Duration
 }
 
 // FakeLLMConfig is what "fake llm" serves.
@@ -106,22 +134,6 @@ type FakeLLMConfig struct {
 	Seed       int64
 }
 
-// StripeConfig is how Settle reaches Stripe.
-type StripeConfig struct {
-	APIKey        string
-	APIBase       string
-	WebhookSecret string
-	// Timeout bounds one HTTP attempt; Deadline bounds one refund call, all attempts and
-	// backoff included. Deadline must fit in the caller's own request timeout.
-	Timeout  time.Duration
-	Deadline time.Duration
-	// TenantKey is the payment metadata key naming a payment's tenant; AnyTenantsPayments
-	// (SETTLE_STRIPE_TENANT_CHECK=off) lets any tenant refund any payment, for a single
-	// tenant install.
-	TenantKey          string
-	AnyTenantsPayments bool
-}
-
 // FakeConfig is what "fake stripe" serves.
 type FakeConfig struct {
 	Addr          string
@@ -130,10 +142,6 @@ type FakeConfig struct {
 	WebhookSecret string
 	Retention     time.Duration
 }
-
-// maxRefundDeadline keeps a refund call inside the 60 s request timeout most clients and
-// proxies use, with room to answer.
-const maxRefundDeadline = 55 * time.Second
 
 // usageError is a mistake on the command line; it exits with status 2.
 type usageError struct{ msg string }
@@ -189,19 +197,15 @@ func readCommand(args []string) (Config, []string, error) {
 	}
 	cfg := Config{Command: args[0]}
 	args = args[1:]
-	if cfg.Command == "fake" {
-		if len(args) == 0 || (args[0] != "stripe" && args[0] != "llm") {
-			return cfg, args, usagef("unknown command %q; did you mean 'fake stripe' or 'fake llm'?", strings.Join(append([]string{cfg.Command}, args...), " "))
+	if subs, ok := twoWordCommands[cfg.Command]; ok {
+		if len(args) == 0 || !slices.Contains(subs, args[0]) {
+			return cfg, args, usagef("unknown command %q; did you mean %s?", strings.Join(append([]string{cfg.Command}, args...), " "), didYouMean(cfg.Command, subs))
 		}
 		cfg.Command += " " + args[0]
 		args = args[1:]
 	}
-	if cfg.Command == "alerts" {
-		if len(args) == 0 || args[0] != "export" {
-			return cfg, args, usagef("unknown command %q; did you mean 'alerts export'?", strings.Join(append([]string{cfg.Command}, args...), " "))
-		}
-		cfg.Command += " export"
-		args = args[1:]
+	if cfg.Command == "tenant" {
+		return readTenantCommand(cfg, args)
 	}
 	if cfg.Command == "user" || cfg.Command == "token" {
 		sub := map[string]bool{"add": true, "list": cfg.Command == "token", "revoke": cfg.Command == "token"}
@@ -230,10 +234,13 @@ func commandFlags(cfg *Config, role *string, getenv func(string) string, workDir
 		needDB, needAddr = false, true
 		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
 		fs.StringVar(&cfg.DemoDir, "dir", filepath.Join(workDir, ".settle", "demo-pg"), "folder of the demo's Postgres cluster")
+		fs.StringVar(&cfg.DemoHistory, "history", envOr(getenv, "SETTLE_DEMO_HISTORY", "30d"), "days of history for a new demo database: 30d, 7d, 0d")
 	case "migrate":
 	case "worker":
 	case "reconcile":
 		addReconcileFlags(fs, &cfg.Reconcile)
+	case "retention run":
+		fs.BoolVar(&cfg.Retention.DryRun, "dry-run", false, "count what a pass would remove, and remove nothing")
 	case "mcp":
 		fs.BoolVar(&cfg.MCPStdio, "stdio", false, "serve the refund tools to one agent on stdin and stdout")
 	case "fake stripe":
@@ -259,7 +266,9 @@ func commandFlags(cfg *Config, role *string, getenv func(string) string, workDir
 	case "token add":
 		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant name; created if missing")
 		fs.StringVar(&cfg.TokenName, "name", "cli", "a label for the token")
-	case "token list":
+	case "token list", "tenant list", "tenant approvals": // the latter's flags are read by readTenantCommand
+	case "tenant stripe-account":
+		fs.BoolVar(&cfg.ClearStripeAccount, "clear", false, "unbind the tenant from its Stripe account")
 	case "token revoke":
 		fs.Int64Var(&cfg.TokenID, "id", 0, "the token's id, as 'token list' shows it")
 	default:
@@ -291,8 +300,13 @@ func loadCommonEnv(cfg *Config, getenv func(string) string, needDB bool) error {
 		if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
 			return usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
 		}
+		pooler, err := readPooler(getenv(poolerEnv))
+		if err != nil {
+			return err
+		}
+		cfg.DBPooler = pooler
 	}
-	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "mcp" || cfg.Command == "reconcile" || cfg.Command == "worker" {
+	if slices.Contains([]string{"serve", "demo", "mcp", "reconcile", "worker", "retention run"}, cfg.Command) {
 		if err := loadServeEnv(cfg, getenv); err != nil {
 			return err
 		}
@@ -341,38 +355,12 @@ func checkCommandFlags(cfg *Config, getenv func(string) string) error {
 
 // loadServeEnv reads what serve and demo share: Stripe, the outbox and the worker name.
 func loadServeEnv(cfg *Config, getenv func(string) string) error {
-	cfg.Stripe = StripeConfig{APIKey: getenv("STRIPE_API_KEY"), APIBase: getenv("STRIPE_API_BASE"),
-		WebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"), TenantKey: getenv("SETTLE_STRIPE_TENANT_KEY")}
-	switch v := getenv("SETTLE_STRIPE_TENANT_CHECK"); v {
-	case "", "on":
-	case "off":
-		cfg.Stripe.AnyTenantsPayments = true
-	default:
-		return usagef("SETTLE_STRIPE_TENANT_CHECK=%q: use on or off", v)
-	}
-	if k := cfg.Stripe.TenantKey; k != "" && (len(k) > 40 || strings.ContainsAny(k, "[] \t\n")) {
-		return usagef("SETTLE_STRIPE_TENANT_KEY=%q is not a Stripe metadata key (at most 40 characters, no brackets or spaces)", k)
+	if err := loadStripeEnv(&cfg.Stripe, getenv); err != nil {
+		return err
 	}
 	var err error
-	if cfg.Stripe.Timeout, err = durationEnv(getenv, "SETTLE_STRIPE_TIMEOUT", 8*time.Second); err != nil {
-		return err
-	}
-	if cfg.Stripe.Deadline, err = durationEnv(getenv, "SETTLE_REFUND_DEADLINE", 25*time.Second); err != nil {
-		return err
-	}
-	switch {
-	case cfg.Stripe.Deadline > maxRefundDeadline:
-		return usagef("SETTLE_REFUND_DEADLINE=%s is longer than a client's 60 s request timeout allows; use at most %s", cfg.Stripe.Deadline, maxRefundDeadline)
-	case cfg.Stripe.Timeout > cfg.Stripe.Deadline:
-		return usagef("SETTLE_STRIPE_TIMEOUT=%s is longer than SETTLE_REFUND_DEADLINE=%s; one attempt must fit in a call", cfg.Stripe.Timeout, cfg.Stripe.Deadline)
-	}
 	if cfg.ShutdownTimeout, err = durationEnv(getenv, "SETTLE_SHUTDOWN_TIMEOUT", cfg.Stripe.Deadline+shutdownMargin); err != nil {
 		return err
-	}
-	if b := cfg.Stripe.APIBase; b != "" {
-		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("STRIPE_API_BASE=%q is not an http(s) URL", b)
-		}
 	}
 	cfg.OutboxURL = getenv("SETTLE_OUTBOX_URL")
 	if b := cfg.OutboxURL; b != "" {
@@ -400,12 +388,18 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 	if cfg.Jobs, err = loadJobsEnv(getenv); err != nil {
 		return err
 	}
+	if err := loadRolesEnv(cfg, getenv); err != nil {
+		return err
+	}
+	if cfg.OperationLease, err = operationLeaseEnv(getenv); err != nil {
+		return err
+	}
 	cfg.WorkerID = getenv("SETTLE_WORKER_ID")
 	if cfg.WorkerID == "" {
 		host, _ := os.Hostname()
 		cfg.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	return nil
+	return loadNotifyEnv(&cfg.Notify, getenv)
 }
 
 // loadLLMEnv reads the gateway's settings; without SETTLE_LLM_BASE_URL the gateway is off.
@@ -432,8 +426,18 @@ func loadLLMEnv(cfg *Config, getenv func(string) string) error {
 			l.TenantPolicies[name] = pol
 		}
 	}
+	if err := loadKeyScopes(l, getenv("SETTLE_LLM_KEY_SCOPE")); err != nil {
+		return err
+	}
+	l.Store = envOr(getenv, "SETTLE_LLM_STORE", "auto")
+	if l.Store != "auto" && l.Store != "on" && l.Store != "off" {
+		return usagef("SETTLE_LLM_STORE=%q: use auto, on or off", l.Store)
+	}
 	var err error
 	if l.KeyTTL, err = durationEnv(getenv, "SETTLE_LLM_KEY_TTL", 24*time.Hour); err != nil {
+		return err
+	}
+	if l.BodyKeep, err = bodyKeepEnv(getenv); err != nil {
 		return err
 	}
 	if l.AttemptTimeout, err = durationEnv(getenv, "SETTLE_LLM_ATTEMPT_TIMEOUT", 10*time.Minute); err != nil {
@@ -452,21 +456,28 @@ func loadLLMEnv(cfg *Config, getenv func(string) string) error {
 	return nil
 }
 
-func durationEnv(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
+// loadKeyScopes reads SETTLE_LLM_KEY_SCOPE: a default scope, tenant=scope pairs, or both
+// ("tenant,acme=user").
+func loadKeyScopes(l *LLMConfig, v string) error {
+	l.KeyScope = "tenant"
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		name, scope, pair := strings.Cut(part, "=")
+		if !pair {
+			name, scope = "", part
+		}
+		switch {
+		case part == "":
+		case scope != "tenant" && scope != "user", pair && name == "":
+			return usagef("SETTLE_LLM_KEY_SCOPE: %q is not tenant, user or tenant-name=tenant|user", part)
+		case !pair:
+			l.KeyScope = scope
+		default:
+			if l.TenantKeyScopes == nil {
+				l.TenantKeyScopes = map[string]string{}
+			}
+			l.TenantKeyScopes[name] = scope
+		}
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, usagef("%s=%q is not a positive Go duration such as 8s or 1m", key, v)
-	}
-	return d, nil
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // minMetricsToken is the shortest SETTLE_METRICS_TOKEN accepted: a token anyone could guess
@@ -21,6 +23,10 @@ type WebConfig struct {
 	// TrustedProxies is SETTLE_TRUSTED_PROXIES: the reverse proxies whose X-Forwarded-For
 	// names the client that sign-in throttling counts.
 	TrustedProxies []netip.Prefix
+	// SSO is single sign-on to the dashboard and whether password sign-in stays on.
+	SSO SSOConfig
+	// Approvals is the dashboard's global four-eyes policy (ops rule 13).
+	Approvals ops.ApprovalPolicy
 }
 
 // loadWebEnv reads the settings of the HTTP listener of serve and demo; addr is the main
@@ -40,6 +46,10 @@ func loadWebEnv(wc *WebConfig, addr string, getenv func(string) string) error {
 	if t := wc.MetricsToken; t != "" && (len(t) < minMetricsToken || strings.ContainsAny(t, " \t\r\n")) {
 		return usagef("SETTLE_METRICS_TOKEN must be at least %d characters with no spaces, e.g. the output of 'openssl rand -hex 32'", minMetricsToken)
 	}
+	var err error
+	if wc.Approvals, err = loadApprovalsEnv(getenv); err != nil {
+		return err
+	}
 	wc.TrustedProxies = nil
 	for _, s := range strings.Split(getenv("SETTLE_TRUSTED_PROXIES"), ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -55,5 +65,5 @@ func loadWebEnv(wc *WebConfig, addr string, getenv func(string) string) error {
 		}
 		wc.TrustedProxies = append(wc.TrustedProxies, p.Masked())
 	}
-	return nil
+	return loadSSOEnv(&wc.SSO, getenv)
 }

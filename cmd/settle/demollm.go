@@ -22,9 +22,16 @@ rate_limit p=0.04 retry_after=1
 server_error p=0.03
 slow p=0.1 delay=400ms`
 
+// The demo's LLM answers after demoLLMLatency and streams a chunk every demoLLMChunkDelay,
+// as a provider would.
+const (
+	demoLLMLatency    = 80 * time.Millisecond
+	demoLLMChunkDelay = 30 * time.Millisecond
+)
+
 // startDemoLLM starts the in-process fake LLM provider and points the gateway at it.
-func startDemoLLM(cfg *Config) (*fake.LLM, error) {
-	f := fake.NewLLM(fake.LLMOptions{Seed: time.Now().UnixNano(), Latency: 80 * time.Millisecond, ChunkDelay: 30 * time.Millisecond})
+func startDemoLLM(cfg *Config, clock *demoClock) (*fake.LLM, error) {
+	f := fake.NewLLM(fake.LLMOptions{Seed: time.Now().UnixNano(), Latency: demoLLMLatency, ChunkDelay: demoLLMChunkDelay, Clock: clock.Now})
 	faults, err := fake.ParseLLMFaults(demoLLMFaults)
 	if err != nil {
 		return nil, err

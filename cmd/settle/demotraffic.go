@@ -37,12 +37,12 @@ POST /v1/refunds slow p=0.1 delay=400ms`
 
 // startDemoStripe starts the in-process fake Stripe and points the configuration at it,
 // with short timeouts so the demo shows retries within seconds.
-func startDemoStripe(cfg *Config) (*fake.Stripe, error) {
+func startDemoStripe(cfg *Config, clock *demoClock) (*fake.Stripe, error) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	cfg.Stripe = StripeConfig{APIKey: "sk_test_demo", WebhookSecret: "whsec_" + hex.EncodeToString(secret),
 		Timeout: 2 * time.Second, Deadline: 6 * time.Second}
-	fk := fake.NewStripe(fake.StripeOptions{WebhookSecret: cfg.Stripe.WebhookSecret, Seed: time.Now().UnixNano()})
+	fk := fake.NewStripe(fake.StripeOptions{WebhookSecret: cfg.Stripe.WebhookSecret, Seed: time.Now().UnixNano(), Clock: clock.Now})
 	base, err := fk.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("start the demo's fake Stripe: %w", err)
@@ -62,15 +62,24 @@ type demoTraffic struct {
 	order  int
 	// webhookURL is switched on after the history, whose lost answers must stay unknown.
 	webhookURL string
+	// backfill shows the history and lost answers being written, before the live traffic.
+	backfill *Reporter
 }
 
+// demoBackfillRefunds counts the refunds of the history and the lost answers.
+const demoBackfillRefunds = 5
+
 func (d *demoTraffic) run(ctx context.Context) {
+	if d.p.Refunds != nil {
+		d.backfill.Start(demoBackfillRefunds, "refunds")
+	}
 	if err := d.history(ctx); err != nil {
 		d.log.Warn("demo history", "err", err)
 	}
 	if err := d.lostAnswers(ctx); err != nil {
 		d.log.Warn("demo lost answers", "err", err)
 	}
+	d.backfill.Done()
 	d.fake.SetWebhookURL(d.webhookURL)
 	go d.chat(ctx)
 	go d.pipeline(ctx)
@@ -170,6 +179,7 @@ func (d *demoTraffic) history(ctx context.Context) error {
 			return err
 		}
 		yesterday.Advance(17 * time.Minute)
+		d.backfill.Add(1)
 	}
 	_, err := d.p.Ledger.ExpireDue(ctx, "demo")
 	return err
@@ -195,6 +205,9 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if !o.Created {
+			continue // a demo database that ran before holds this story already
+		}
 		provider.Send(ctx, o.Op, o.Attempt) // Stripe refunds; the answer is then lost on the way back
 		if _, _, err := ledger.FinishAttempt(ctx, o.Op, o.Attempt, "demo-worker",
 			ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"}); err != nil {
@@ -205,18 +218,25 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 			// the reconciler reports the double charge.
 			d.outsideRefund(pi, 1000, o.Op.ID)
 		}
+		d.backfill.Add(1)
 	}
 	return nil
 }
 
 // outsideRefund creates a refund at the fake Stripe the way another system would.
 func (d *demoTraffic) outsideRefund(pi string, cents int64, opID string) {
+	refundOutside(d.p.Config.Stripe.APIBase, pi, cents, opID, d.log)
+}
+
+// refundOutside creates a refund at the Stripe at base the way another system would:
+// without Settle's key, naming the operation in its metadata as an old script copied it.
+func refundOutside(base, pi string, cents int64, opID string, log *slog.Logger) {
 	api := client.New("sk_test_outside", &stripego.Backends{API: stripego.GetBackendWithConfig(stripego.APIBackend,
-		&stripego.BackendConfig{URL: stripego.String(d.p.Config.Stripe.APIBase), MaxNetworkRetries: stripego.Int64(0),
+		&stripego.BackendConfig{URL: stripego.String(base), MaxNetworkRetries: stripego.Int64(0),
 			LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull}})})
 	if _, err := api.Refunds.New(&stripego.RefundParams{PaymentIntent: stripego.String(pi), Amount: stripego.Int64(cents),
 		Metadata: map[string]string{stripe.MetadataKey: opID}}); err != nil {
-		d.log.Warn("demo outside refund", "err", err)
+		log.Warn("demo outside refund", "err", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
@@ -29,8 +30,14 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	for tenant, pol := range c.TenantPolicies {
 		modes[tenant] = llm.Mode(pol)
 	}
+	scopes := map[string]llm.KeyScope{}
+	for tenant, s := range c.TenantKeyScopes {
+		scopes[tenant] = llm.KeyScope(s)
+	}
 	gw, err := llm.New(llm.Config{Ledger: p.Ledger, Upstream: up, Prices: prices, KeyTTL: c.KeyTTL,
-		Mode: llm.Mode(c.Policy), TenantModes: modes, Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger})
+		Mode: llm.Mode(c.Policy), TenantModes: modes, KeyScope: llm.KeyScope(c.KeyScope), TenantKeyScopes: scopes,
+		Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger,
+		Stored: up, Reconciled: p.Config.Reconcile.Interval > 0})
 	if err != nil {
 		return nil, err
 	}
@@ -40,14 +47,22 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	if name == "" {
 		name = "openai"
 	}
+	// Lookups in the provider's stored completions: from the dashboard, and by the
+	// reconciler before it reads the usage report.
+	lookups := &llm.Lookups{Ledger: p.Ledger, Events: p.DB, Store: up, Prices: prices}
+	if d, ok := srv.Desk.(*desk.Desk); ok {
+		d.Completions, d.Findings = lookups, p.DB
+	}
 	// The usage report sits beside the API: {base}/usage for an OpenAI-style ".../v1" base.
-	return &openai.UsageReader{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey}, nil
+	return &openai.UsageReader{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey,
+		Lookups: lookups}, nil
 }
 
 // upstream builds the client of the configured provider and the prices its calls cost, as
 // the gateway and the job workers both call it.
 func (c LLMConfig) upstream() (*openai.Client, *llm.PriceTable, error) {
-	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout})
+	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout,
+		Store: openai.StoreMode(c.Store)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 func main() {
@@ -60,13 +61,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		fmt.Fprintln(stderr, "settle:", errorLine(err))
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// Lines logged while serving a request carry its identifiers (package reqlog).
+	logger := slog.New(reqlog.Handler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
 
 	switch cfg.Command {
 	case "serve":
 		err = serve(ctx, cfg, logger)
 	case "demo":
-		err = demo(ctx, cfg, logger, stdout)
+		err = demo(ctx, cfg, logger, stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, cfg, stdout)
 	case "user add":
@@ -77,12 +79,20 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = listTokens(ctx, cfg, stdout)
 	case "token revoke":
 		err = revokeToken(ctx, cfg, stdout)
+	case "tenant stripe-account":
+		err = tenantStripeAccount(ctx, cfg, stdout)
+	case "tenant approvals":
+		err = tenantApprovals(ctx, cfg, stdout)
+	case "tenant list":
+		err = listTenants(ctx, cfg, stdout)
 	case "alerts export":
 		err = alertsExport(ctx, cfg.Alerts, stdout)
 	case "worker":
 		err = workerCmd(ctx, cfg, logger)
 	case "reconcile":
-		err = reconcileCmd(ctx, cfg, stdout, logger)
+		err = reconcileCmd(ctx, cfg, stdout, stderr, logger)
+	case "retention run":
+		err = retentionCmd(ctx, cfg, stdout, stderr, logger)
 	case "mcp":
 		err = mcpStdio(ctx, cfg, stdin, stdout, logger)
 	case "fake stripe":

@@ -157,6 +157,9 @@ func TestCommandLineMistakes(t *testing.T) {
 		{[]string{"token", "revoke", "--id", "x"}, url, "invalid value"},
 		{[]string{"token", "remove"}, url, "unknown command"},
 		{[]string{"user", "list"}, url, "unknown command"},
+		{[]string{"serve"}, map[string]string{"DATABASE_URL": url["DATABASE_URL"], "SETTLE_LLM_KEY_SCOPE": "person"}, "SETTLE_LLM_KEY_SCOPE"},
+		{[]string{"serve"}, map[string]string{"DATABASE_URL": url["DATABASE_URL"], "SETTLE_LLM_KEY_SCOPE": "tenant,=user"}, "SETTLE_LLM_KEY_SCOPE"},
+		{[]string{"serve"}, map[string]string{"DATABASE_URL": url["DATABASE_URL"], "SETTLE_LLM_STORE": "maybe"}, "SETTLE_LLM_STORE"},
 	} {
 		code, stdout, stderr := run(t, tc.args, tc.vars, "")
 		if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "settle: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, tc.want) {

@@ -39,7 +39,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 		return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", mcpTokenEnv)
 	}
 	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	db, err := pg.Open(openCtx, cfg.DatabaseURL)
+	db, err := pg.Open(openCtx, cfg.DatabaseURL, dbOptions(cfg)...)
 	cancel()
 	if err != nil {
 		return err
@@ -56,7 +56,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	var refunds mcptool.Refunder = unconfiguredRefunds{}
 	if cfg.Stripe.APIKey != "" {
 		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
-			AttemptTimeout: cfg.Stripe.Timeout, WebhookSecret: cfg.Stripe.WebhookSecret})
+			AttemptTimeout: cfg.Stripe.Timeout, Accounts: db})
 		refunds = &refund.Tool{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
-	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 )
@@ -23,12 +22,7 @@ import (
 func TestMCPStdioRefundsOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, url := pgtest.NewWithURL(t)
 	tenant, err := db.EnsureTenant(ctx, "shop")
 	if err != nil {
 		t.Fatal(err)

@@ -82,9 +82,13 @@ func NewProgram(cfg Config, logger *slog.Logger) *Program {
 // Run opens the database, checks or migrates its schema, starts listening and serves in the
 // background. It returns once requests are accepted, or with the reason they cannot be.
 func (p *Program) Run(ctx context.Context) error {
+	ssoDeps, err := p.ssoDeps(ctx)
+	if err != nil {
+		return err
+	}
 	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	db, err := pg.Open(openCtx, p.Config.DatabaseURL)
+	db, err := pg.Open(openCtx, p.Config.DatabaseURL, dbOptions(p.Config)...)
 	if err != nil {
 		return err
 	}
@@ -127,6 +131,8 @@ func (p *Program) Run(ctx context.Context) error {
 		MCPDeps:    web.MCPDeps{RefundStatus: db},
 		LoginDeps:  web.LoginDeps{LoginAudit: db, TrustedProxies: p.Config.Web.TrustedProxies},
 	}
+	ssoDeps.SSOUsers = db
+	srv.SSODeps = ssoDeps
 	srv.MetricsDeps = web.MetricsDeps{MetricsToken: p.Config.Web.MetricsToken, MetricsElsewhere: p.Config.Web.MetricsAddr != ""}
 	if err := p.wireLedger(bgCtx, srv); err != nil {
 		return err
@@ -166,27 +172,32 @@ func (p *Program) policyOf(op *ops.Operation) ops.Policy {
 func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	cfg := p.Config
 	p.Ledger = ops.NewLedger(p.DB, p.Clock)
+	p.Ledger.Limits = operationLimits(p.Ledger.Limits, cfg.OperationLease)
 	senders := map[ops.Kind]ops.Sender{}
 	if cfg.Stripe.APIKey != "" {
-		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
-			AttemptTimeout: cfg.Stripe.Timeout, WebhookSecret: cfg.Stripe.WebhookSecret})
+		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase, AttemptTimeout: cfg.Stripe.Timeout,
+			WebhookSecret: cfg.Stripe.WebhookSecret, ConnectWebhookSecret: cfg.Stripe.ConnectWebhookSecret, Accounts: p.DB})
 		p.Refunds = &refund.Tool{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 		srv.Refunds = p.Refunds
 		senders[ops.KindRefund] = adapter
-		if cfg.Stripe.WebhookSecret != "" {
+		if cfg.Stripe.WebhookSecret != "" || cfg.Stripe.ConnectWebhookSecret != "" {
 			srv.StripeWebhooks = &stripe.Webhooks{Adapter: adapter, Ledger: p.Ledger, Events: p.DB}
 		}
 	}
 	// Without Stripe, Desk.Refunds stays nil and lookups answer "unavailable".
+	dsk := &desk.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB, Bulk: p.DB,
+		Approvals: cfg.Web.Approvals, Proposals: p.DB}
 	srv.DashboardDeps = web.DashboardDeps{
-		Desk:      &desk.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB},
-		Timelines: p.DB, SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB,
-		JobViews: p.DB,
+		Desk: dsk, Bulk: dsk, SavedViews: &desk.SavedViews{Store: p.DB, Audit: p.DB, Clock: p.Clock}, Timelines: p.DB,
+		SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB, JobViews: p.DB,
+		FollowUps: &desk.FollowUps{Store: p.DB, Clock: p.Clock},
 	}
 	srv.Recon = p.DB
 	srv.InsightsDeps = web.InsightsDeps{Insights: p.DB}
 	p.startRollups(ctx)
+	p.startBodyPurge(ctx)
+	p.startRetention(ctx)
 	usage, err := p.wireLLM(srv)
 	if err != nil {
 		return err
@@ -197,10 +208,14 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		p.startReconciler(ctx, cfg.Reconcile.Interval)
 	}
 	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
+	// Each bulk lookup is claimed in its own row, so every replica may run them.
+	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: "bulk:" + cfg.WorkerID, Logger: p.Logger}
+	p.goService(func() { bulk.Start(ctx) })
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
-	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: 5 * time.Second,
+	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: reaperInterval(p.Ledger.Limits.Lease),
 		Senders: senders, Policy: p.policyOf, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })
+	p.startFollowUpRelays(ctx, cfg.Notify, cfg.OutboxKeep)
 	if cfg.OutboxURL != "" {
 		relay := &outbox.Relay{Store: p.DB, Publisher: &outbox.Webhook{URL: cfg.OutboxURL}, Clock: p.Clock,
 			Interval: time.Second, Keep: cfg.OutboxKeep, Logger: p.Logger}

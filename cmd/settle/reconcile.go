@@ -65,14 +65,15 @@ func (rc ReconcileConfig) Window(now time.Time) (recon.Window, error) {
 }
 
 // runReconcile is 'settle reconcile': one reconciliation of one provider over one window,
-// under the same lease as the background reconciler, so it never acts alongside it.
-func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout io.Writer, logger *slog.Logger) error {
+// under the same lease as the background reconciler, so it never acts alongside it. Its
+// progress goes to stderr (when a terminal) so that stdout keeps only the summary.
+func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, stderr io.Writer, logger *slog.Logger) error {
 	clock := ops.SystemClock{}
 	w, err := rc.Window(clock.Now())
 	if err != nil {
 		return err
 	}
-	db, err := pg.Open(ctx, cfg.DatabaseURL)
+	db, err := pg.Open(ctx, cfg.DatabaseURL, dbOptions(cfg)...)
 	if err != nil {
 		return err
 	}
@@ -81,6 +82,7 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout io
 		return err
 	}
 	r := newReconciler(cfg, ops.NewLedger(db, clock), db, logger)
+	r.Progress = newReporter("reconcile "+rc.Provider, stderr, logger)
 	rep, err := r.Reconcile(ctx, rc.Provider, w)
 	if err != nil {
 		return fmt.Errorf("reconcile %s: %w", rc.Provider, err)
@@ -98,7 +100,8 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout io
 
 // startReconciler runs the background reconciler of serve and demo, when a provider is set
 // up for it and the interval is not zero. Every replica may run it: the lease row lets one
-// act at a time.
+// act at a time, and a run renews it every third of SETTLE_ROLE_LEASE, so a replica killed
+// mid-run holds the reconciler up for at most that long.
 func (p *Program) startReconciler(ctx context.Context, interval time.Duration, usage ...recon.UsageSource) {
 	r := newReconciler(p.Config, p.Ledger, p.DB, p.Logger, usage...)
 	if interval <= 0 || len(r.Providers()) == 0 {
@@ -111,15 +114,16 @@ func (p *Program) startReconciler(ctx context.Context, interval time.Duration, u
 // newReconciler builds the reconciler the configuration allows: Stripe when a key is set,
 // and any LLM usage reports given.
 func newReconciler(cfg Config, ledger *ops.Ledger, db *pg.DB, logger *slog.Logger, usage ...recon.UsageSource) *recon.Reconciler {
-	r := &recon.Reconciler{Ledger: ledger, Store: db, Owner: "reconciler:" + cfg.WorkerID, Usage: usage, Logger: logger}
+	r := &recon.Reconciler{Ledger: ledger, Store: db, Owner: "reconciler:" + cfg.WorkerID, Heartbeat: cfg.RoleLease,
+		Usage: usage, Logger: logger}
 	if cfg.Stripe.APIKey != "" {
 		r.Refunds = append(r.Refunds, stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
-			AttemptTimeout: cfg.Stripe.Timeout}))
+			AttemptTimeout: cfg.Stripe.Timeout, Accounts: db}))
 	}
 	return r
 }
 
 // reconcileCmd is 'settle reconcile'.
-func reconcileCmd(ctx context.Context, cfg Config, stdout io.Writer, logger *slog.Logger) error {
-	return runReconcile(ctx, cfg, cfg.Reconcile, stdout, logger)
+func reconcileCmd(ctx context.Context, cfg Config, stdout, stderr io.Writer, logger *slog.Logger) error {
+	return runReconcile(ctx, cfg, cfg.Reconcile, stdout, stderr, logger)
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
-	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -47,12 +46,7 @@ func TestReconcileWindowFlags(t *testing.T) {
 func TestReconcileCommandRecordsOrphanOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, url := pgtest.NewWithURL(t)
 	f := fake.NewStripe(fake.StripeOptions{Clock: func() time.Time { return time.Now().Add(-time.Hour) }})
 	base, err := f.Start("127.0.0.1:0")
 	if err != nil {
@@ -68,22 +62,34 @@ func TestReconcileCommandRecordsOrphanOnce(t *testing.T) {
 	}
 	cfg := Config{Command: "reconcile", DatabaseURL: url, WorkerID: "cli-test",
 		Stripe: StripeConfig{APIKey: "sk_test_settle", APIBase: base, Timeout: time.Second}}
-	logger := slog.New(slog.DiscardHandler)
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	for run := range 2 {
-		var out bytes.Buffer
-		if err := runReconcile(ctx, cfg, ReconcileConfig{Provider: "stripe", Since: 24 * time.Hour}, &out, logger); err != nil {
+		var out, errOut bytes.Buffer
+		if err := runReconcile(ctx, cfg, ReconcileConfig{Provider: "stripe", Since: 24 * time.Hour}, &out, &errOut, logger); err != nil {
 			t.Fatal(err)
 		}
 		want := "1 orphan"
 		if !strings.Contains(out.String(), want) || (run == 1 && !strings.Contains(out.String(), "0 new exceptions")) {
 			t.Fatalf("run %d printed %q", run, out.String())
 		}
+		// Neither stream is a terminal here: no progress line, only the summary.
+		if errOut.Len() != 0 || strings.Contains(out.String(), "\r") || strings.Count(out.String(), "\n") != 1 {
+			t.Fatalf("run %d printed progress: stdout %q, stderr %q", run, out.String(), errOut.String())
+		}
+	}
+	// Progress is how far back through the day's window the listing has gone.
+	for _, want := range []string{`msg="reconcile stripe: started" task="reconcile stripe" done=0 total=1440 unit=minutes`,
+		`msg="reconcile stripe: done" task="reconcile stripe" done=1440 total=1440 unit=minutes`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("the log lacks %q:\n%s", want, logs.String())
+		}
 	}
 	var n int
 	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM recon_exceptions WHERE kind = 'orphan_charge'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d orphan exceptions (%v), want 1", n, err)
 	}
-	err = runReconcile(ctx, cfg, ReconcileConfig{Provider: "paypal", Since: time.Hour}, &bytes.Buffer{}, logger)
+	err = runReconcile(ctx, cfg, ReconcileConfig{Provider: "paypal", Since: time.Hour}, &bytes.Buffer{}, &bytes.Buffer{}, logger)
 	if ops.ErrorCode(err) != ops.EINVALID {
 		t.Fatalf("unknown provider: %v", err)
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
-	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -107,12 +106,7 @@ func TestSigtermFinishesARefundInFlight(t *testing.T) {
 func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
 	bin := buildSettle(t)
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, url := pgtest.NewWithURL(t)
 	tenant, err := db.EnsureTenant(ctx, "shop")
 	if err != nil {
 		t.Fatal(err)
@@ -248,12 +242,7 @@ func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
 func TestStopFinishesTheReapersResend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, url := pgtest.NewWithURL(t)
 	tenant, err := db.EnsureTenant(ctx, "shop")
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	db, err := pg.Open(openCtx, cfg.DatabaseURL)
+	db, err := pg.Open(openCtx, cfg.DatabaseURL, dbOptions(cfg)...)
 	if err != nil {
 		return err
 	}

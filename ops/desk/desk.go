@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 )
 
@@ -30,6 +32,8 @@ const (
 	LookupUnavailable = "unavailable"
 	// LookupFailed: an internal error; the details are in the logs.
 	LookupFailed = "error"
+	// LookupProposed: the close needs a second person; it awaits approval (ops rule 13).
+	LookupProposed = "proposed"
 )
 
 // MaxCloseNoteLength bounds the note a person writes when closing an operation.
@@ -44,6 +48,8 @@ type LookupOutcome struct {
 	Records []ops.ProviderRecord
 	// Message says in plain words what happened and, when a person must act, why.
 	Message string
+	// Proposal is the close proposed instead of made, when it needs approval.
+	Proposal *ops.Proposal
 }
 
 // NeedsPerson reports whether the operation is still open after the lookup, so a person
@@ -91,11 +97,23 @@ type Desk struct {
 	Ledger *ops.Ledger
 	// Refunds looks refunds up at the provider; nil answers "unavailable".
 	Refunds *refund.Tool
-	Events  ops.EventStore
-	Audit   AuditWriter
+	// Completions looks LLM calls and jobs up in their provider's stored completions; nil
+	// answers that no lookup exists for them.
+	Completions *llm.Lookups
+	// Findings records the double generations a lookup finds as exceptions; nil records
+	// none (the reconciler still does).
+	Findings recon.DoubleStore
+	Events   ops.EventStore
+	Audit    AuditWriter
+	// Bulk keeps the bulk lookups run over a whole filter; nil turns them off.
+	Bulk BulkStore
 	// Workers is how many lookups of a bulk action run at once (default 4); the provider
 	// adapter rate-limits its reads on top.
 	Workers int
+	// Approvals is the global approval policy (ops rule 13); each tenant's own settings in
+	// Proposals override it. With Proposals nil no close needs approval.
+	Approvals ops.ApprovalPolicy
+	Proposals ops.ProposalStore
 }
 
 // Lookup asks the provider about one operation and closes it when the provider has a
@@ -163,9 +181,10 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 	case op.Status.Final():
 		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(op).Message
 		return out, nil
+	case isLLM(op):
+		return d.lookupLLM(ctx, op, actor)
 	case op.Kind != ops.KindRefund:
-		out.Outcome = LookupUnsupported
-		out.Message = "Lookups for LLM operations do not exist yet: a person must check the provider's usage report and close it by hand with a note."
+		out.Outcome, out.Message = LookupUnsupported, fmt.Sprintf("No lookup exists for %s operations.", op.Kind)
 		return out, nil
 	case d.Refunds == nil:
 		out.Outcome, out.Message = LookupUnavailable, "No refund provider is configured on this server, so nothing can be looked up."
@@ -176,21 +195,10 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 		return out, nil
 	}
 	res, applied, err := d.Refunds.Lookup(ctx, d.Events, op.ID, actor)
-	out.Records = res.Records
-	if applied.Op != nil {
-		out.Op = applied.Op
-	}
-	var e *ops.Error
-	switch {
-	case errors.As(err, &e) && e.Closed != nil:
-		out.Outcome, out.Message = LookupAlreadyClosed, e.Message
-		return out, nil
-	case ops.ErrorCode(err) == ops.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded):
-		out.Outcome, out.Message = LookupUnavailable, "The provider could not be asked just now; try again in a moment."
-		return out, nil
-	case err != nil:
-		out.Outcome, out.Message = LookupFailed, ops.ErrorMessage(err)
+	if ended, err := lookupEnded(&out, res, applied, err); ended {
 		return out, err
+	}
+	switch {
 	case !res.Found():
 		out.Outcome = LookupNotFound
 		out.Message = "The provider has no refund carrying this operation's id. " + notExecutedHint(op, now)
@@ -262,7 +270,8 @@ func checkNote(note string) (string, error) {
 // CloseNotExecuted closes a refund as failed because the provider never ran it: a fresh
 // lookup finds nothing and the key retention has passed (CheckNotExecuted). If the fresh
 // lookup does find the refund, the operation is closed as succeeded with it instead, and
-// the outcome says so.
+// the outcome says so. Where the tenant's approval policy asks for a second person
+// (ops rule 13), the close becomes a proposal instead, and the outcome is LookupProposed.
 func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (LookupOutcome, error) {
 	note, err := checkNote(note)
 	if err != nil {
@@ -272,11 +281,18 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 	if err != nil {
 		return LookupOutcome{}, err
 	}
+	return d.closeNotExecuted(ctx, op, version, note, actor, nil)
+}
+
+// closeNotExecuted runs every check of a close as not executed on op as actor sees it at
+// version, then proposes it (when approval is nil and the policy asks for it) or closes it,
+// on behalf of the proposer when approval is set.
+func (d *Desk) closeNotExecuted(ctx context.Context, op *ops.Operation, version int64, note, actor string, approval *ops.Approval) (LookupOutcome, error) {
 	if op.Version != version && !op.Status.Final() {
 		return LookupOutcome{}, ops.Errorf(ops.ECONFLICT, "Operation %s changed since you looked; reload the page and check again.", op.ID)
 	}
 	if op.Kind != ops.KindRefund {
-		return LookupOutcome{}, ops.Errorf(ops.EINVALID, "Only refunds can be looked up at the provider; close this operation by hand with a note.")
+		return LookupOutcome{}, ops.Errorf(ops.EINVALID, "Only a refund can be closed as not executed: an LLM provider keeps no key whose retention could show it never ran. Look it up, or close it by hand with a note.")
 	}
 	if d.Refunds == nil {
 		return LookupOutcome{}, ops.Errorf(ops.EUNAVAILABLE, "No refund provider is configured on this server.")
@@ -300,11 +316,17 @@ func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, n
 		}
 		return out, err
 	}
+	if approval == nil {
+		if pr, err := d.proposeIfNeeded(ctx, op, ops.CloseNotExecuted, ops.StatusFailed, "", note, actor); err != nil || pr != nil {
+			return proposedOutcome(out, pr), err
+		}
+	}
 	data, _ := json.Marshal(map[string]any{"note": note, "records_found": 0, "retry_until": op.RetryUntil, "checked_at": now})
 	ev := ops.Evidence{Kind: ops.EvidenceLookup, Data: data, Summary: fmt.Sprintf(
 		"Not executed: a lookup at %s found no refund for this operation, and the key retention ended at %s. Note: %s",
-		op.Provider, op.RetryUntil.UTC().Format(time.RFC3339), note)}
-	closed, err := d.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Evidence: ev, Actor: actor})
+		op.Provider, op.RetryUntil.UTC().Format(time.RFC3339), note) + approvedLine(approval)}
+	closed, err := d.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Evidence: ev,
+		Actor: closer(actor, approval), Approval: approval})
 	if err != nil {
 		return out, err
 	}
@@ -317,10 +339,18 @@ type ManualClose struct {
 	ID      string
 	Version int64
 	To      ops.Status
-	// ProviderRef is the provider's record (a refund id) that shows it succeeded.
+	// ProviderRef is the provider's record that shows it succeeded: a refund id, a
+	// completion id (whose answer Settle fetches and stores for the client's key).
 	ProviderRef string
 	Note        string
 	Actor       string
+}
+
+// CloseOutcome is what a person's close by hand came to: the operation closed, or, where a
+// second person must approve it (ops rule 13), the proposal made instead.
+type CloseOutcome struct {
+	Op       *ops.Operation
+	Proposal *ops.Proposal
 }
 
 var providerRefRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
@@ -332,22 +362,85 @@ func (d *Desk) CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now ti
 }
 
 // CloseManually closes an operation with a person's note as evidence. Succeeded also needs
-// the provider's record id (ops rule 9).
-func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (*ops.Operation, error) {
+// the provider's record id (ops rule 9). An LLM operation closed as succeeded gets the
+// completion's answer fetched from the provider's store, so the client's key replays it;
+// when it cannot be fetched, the key answers that the answer is not stored, never an error.
+// Where the tenant's approval policy asks for a second person (ops rule 13), the close
+// becomes a proposal instead.
+func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, error) {
 	if p.To != ops.StatusSucceeded && p.To != ops.StatusFailed {
-		return nil, ops.Errorf(ops.EINVALID, "Close as succeeded or failed.")
+		return CloseOutcome{}, ops.Errorf(ops.EINVALID, "Close as succeeded or failed.")
 	}
 	note, err := checkNote(p.Note)
 	if err != nil {
-		return nil, err
+		return CloseOutcome{}, err
 	}
-	ref := strings.TrimSpace(p.ProviderRef)
-	if p.To == ops.StatusSucceeded && ref == "" {
-		return nil, ops.Errorf(ops.EINVALID, "Succeeded needs the provider's record: give its id (for a refund, re_...).")
+	p.Note = note
+	op, err := d.Ledger.Get(ctx, p.ID)
+	if err != nil {
+		return CloseOutcome{}, err
 	}
-	if ref != "" && !providerRefRe.MatchString(ref) {
-		return nil, ops.Errorf(ops.EINVALID, "The provider's record id may hold only letters, digits and _.:- (for a refund, re_...).")
+	hint := RecordHint(op.Kind)
+	p.ProviderRef = strings.TrimSpace(p.ProviderRef)
+	if p.To == ops.StatusSucceeded && p.ProviderRef == "" {
+		return CloseOutcome{}, ops.Errorf(ops.EINVALID, "Succeeded needs the provider's record: give its id (%s).", hint)
 	}
-	return d.Ledger.Close(ctx, ops.CloseParams{ID: p.ID, Version: p.Version, To: p.To, Actor: p.Actor,
-		Evidence: ops.Evidence{Kind: ops.EvidenceNote, ProviderRef: ref, Summary: note}})
+	if p.ProviderRef != "" && !providerRefRe.MatchString(p.ProviderRef) {
+		return CloseOutcome{}, ops.Errorf(ops.EINVALID, "The provider's record id may hold only letters, digits and _.:- (%s).", hint)
+	}
+	if !op.Status.Final() {
+		if err := d.checkManual(ctx, op, p); err != nil {
+			return CloseOutcome{}, err
+		}
+		pr, err := d.proposeIfNeeded(ctx, op, ops.CloseManual, p.To, p.ProviderRef, note, p.Actor)
+		if err != nil || pr != nil {
+			return CloseOutcome{Op: op, Proposal: pr}, err
+		}
+	}
+	closed, err := d.closeManual(ctx, op, p, nil)
+	return CloseOutcome{Op: closed}, err
+}
+
+// closeManual closes op as p says, on behalf of the proposer when approval is set.
+func (d *Desk) closeManual(ctx context.Context, op *ops.Operation, p ManualClose, approval *ops.Approval) (*ops.Operation, error) {
+	note, ref := p.Note+approvedLine(approval), p.ProviderRef
+	var res *ops.Result
+	if p.To == ops.StatusSucceeded && isLLM(op) && !op.Status.Final() {
+		var why string
+		var err error
+		if res, why, err = d.answerFor(ctx, op, ref); err != nil {
+			return nil, err
+		}
+		if res == nil {
+			note += " [Settle could not fetch the answer: " + why + " Retries with the key are told to ask again with a new key.]"
+		} else {
+			note += " [Settle fetched the answer of " + ref + " from the provider's stored completions; retries with the key replay it.]"
+		}
+	}
+	return d.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: p.Version, To: p.To, Actor: closer(p.Actor, approval), Result: res,
+		Evidence: ops.Evidence{Kind: ops.EvidenceNote, ProviderRef: ref, Summary: note}, Approval: approval})
+}
+
+// lookupEnded records a provider lookup's records and the operation it left, and fills out
+// when the lookup ended without records to describe: the operation closed meanwhile, the
+// provider could not be asked, or the lookup failed (its error is returned). It reports
+// whether it did.
+func lookupEnded(out *LookupOutcome, res ops.LookupResult, applied ops.Applied, err error) (bool, error) {
+	out.Records = res.Records
+	if applied.Op != nil {
+		out.Op = applied.Op
+	}
+	var e *ops.Error
+	switch {
+	case errors.As(err, &e) && e.Closed != nil:
+		out.Outcome, out.Message = LookupAlreadyClosed, e.Message
+	case ops.ErrorCode(err) == ops.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded):
+		out.Outcome, out.Message = LookupUnavailable, "The provider could not be asked just now; try again in a moment."
+	case err != nil:
+		out.Outcome, out.Message = LookupFailed, ops.ErrorMessage(err)
+		return true, err
+	default:
+		return false, nil
+	}
+	return true, nil
 }

@@ -18,6 +18,8 @@ type QueueFilter struct {
 	Now       time.Time
 	// Search matches an order, customer or chat reference, an operation id or a provider key.
 	Search string
+	// Awaiting keeps operations with a close proposal awaiting approval (ops rule 13).
+	Awaiting bool
 	// After is the keyset cursor: the last row of the previous page.
 	After *QueueCursor
 	Limit int
@@ -43,7 +45,7 @@ const QueueCountCap = 1000
 // Received and in-progress rows are few in a healthy system and are counted from their
 // indexes, so the hot path of an operation fires no counting trigger.
 func CountIsCapped(s ops.Status, f QueueFilter) bool {
-	return f.OlderThan > 0 || f.Search != "" || s == ops.StatusInProgress || s == ops.StatusReceived
+	return f.OlderThan > 0 || f.Search != "" || f.Awaiting || s == ops.StatusInProgress || s == ops.StatusReceived
 }
 
 // Queues reads the operator queues. Counts come from a maintained source, never a scan.

@@ -37,8 +37,11 @@ func (s *Stripe) adminLedger(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.Refunds())
 }
 
+// adminAddPaymentIntent seeds a payment intent, in the connected account "account" names
+// (acct_…) or in the platform account when it is absent.
 func (s *Stripe) adminAddPaymentIntent(w http.ResponseWriter, r *http.Request) {
 	var in struct {
+		Account  string            `json:"account"`
 		ID       string            `json:"id"`
 		Amount   int64             `json:"amount"`
 		Currency string            `json:"currency"`
@@ -48,7 +51,11 @@ func (s *Stripe) adminAddPaymentIntent(w http.ResponseWriter, r *http.Request) {
 		adminError(w, http.StatusBadRequest, err)
 		return
 	}
-	pi, created, err := s.addPaymentIntent(in.ID, in.Amount, in.Currency, in.Metadata)
+	if !validAccount(in.Account) {
+		adminError(w, http.StatusBadRequest, fmt.Errorf("account %q: want acct_ followed by letters and digits, or none for the platform", in.Account))
+		return
+	}
+	pi, created, err := s.addPaymentIntent(in.Account, in.ID, in.Amount, in.Currency, in.Metadata)
 	if err != nil {
 		status := http.StatusBadRequest
 		if pi != nil {

@@ -31,6 +31,8 @@ type apiRequest struct {
 	idemKey   string
 	pathID    string // the {id} path segment, if any
 	now       time.Time
+	// account is the connected account of Stripe-Account, "" for the platform account.
+	account string
 }
 
 // endpoint runs with s.mu held, so a create and its ledger entry, charge update and events
@@ -116,6 +118,8 @@ func (c *apiCall) refuse(outcome string, resp response) {
 
 // logCall writes the call's one log line.
 func (s *Stripe) logCall(c *apiCall) {
+	s.recordCall(Call{Method: c.r.Method, Path: c.r.URL.Path, Account: strings.TrimSpace(c.r.Header.Get("Stripe-Account")),
+		Status: c.status, Outcome: c.outcome})
 	attrs := []any{"method", c.r.Method, "path", c.r.URL.Path, "status", c.status,
 		"request_id", c.req.requestID, "outcome", c.outcome, "dur", time.Since(c.start)}
 	if c.req.idemKey != "" {
@@ -135,6 +139,12 @@ func (s *Stripe) frontDoor(c *apiCall) (string, bool) {
 	if !ok {
 		c.refuse("unauthorized", stripeError(http.StatusUnauthorized, "invalid_request_error", "", "",
 			"You did not provide an API key. Provide it in the Authorization header as a Bearer token."))
+		return "", false
+	}
+	req.account = strings.TrimSpace(r.Header.Get("Stripe-Account"))
+	if !validAccount(req.account) {
+		c.refuse("no_access", stripeError(http.StatusForbidden, "invalid_request_error", "account_invalid", "",
+			"The provided key does not have access to account '"+req.account+"' (or that account does not exist)."))
 		return "", false
 	}
 	if r.Method == http.MethodPost {

@@ -19,6 +19,7 @@ func (s *Stripe) routes() http.Handler {
 	mux.HandleFunc("GET /v1/events/{id}", s.api(s.retrieveEvent))
 
 	mux.HandleFunc("GET /_fake/ledger", s.adminLedger)
+	mux.HandleFunc("GET /_fake/calls", s.adminCalls)
 	mux.HandleFunc("POST /_fake/payment_intents", s.adminAddPaymentIntent)
 	mux.HandleFunc("GET /_fake/faults", s.adminListFaults)
 	mux.HandleFunc("POST /_fake/faults", s.adminAddFaults)
@@ -102,7 +103,7 @@ func (s *Stripe) createRefund(req *apiRequest) (response, []*eventRecord) {
 		return resp, nil
 	}
 	// From here on the endpoint is executing, so Stripe saves whatever it answers.
-	ch, resp, ok := s.refundedCharge(rr)
+	ch, resp, ok := s.refundedCharge(req.account, rr)
 	if !ok {
 		return resp, nil
 	}
@@ -132,14 +133,14 @@ func (s *Stripe) createRefund(req *apiRequest) (response, []*eventRecord) {
 		Metadata:       rr.metadata,
 		Created:        req.now,
 		IdempotencyKey: req.idemKey,
+		Account:        req.account,
 	}
-	s.refunds = append(s.refunds, r)
-	s.refundBy[r.ID] = r
+	s.addRefundLocked(r)
 	ch.amountRefunded += amount
 
 	events := []*eventRecord{
-		s.newEventLocked("refund.created", refundObject(r), nil, req.requestID, req.idemKey),
-		s.newEventLocked("charge.refunded", chargeObject(ch), obj{"amount_refunded": ch.amountRefunded - amount},
+		s.newEventLocked(req.account, "refund.created", refundObject(r), nil, req.requestID, req.idemKey),
+		s.newEventLocked(req.account, "charge.refunded", chargeObject(ch), obj{"amount_refunded": ch.amountRefunded - amount},
 			req.requestID, req.idemKey),
 	}
 	return jsonResponse(http.StatusOK, s.refundWithExpand(r, expands(p), "")), events
@@ -190,19 +191,20 @@ func parseRefundParams(p url.Values) (refundRequest, response, bool) {
 }
 
 // refundedCharge finds the charge a refund is for, by its payment intent, its charge or both,
-// and checks that the two agree and that the currency, if given, is the charge's.
-func (s *Stripe) refundedCharge(rr refundRequest) (*charge, response, bool) {
+// in the caller's account, and checks that the two agree and that the currency, if given,
+// is the charge's. Another account's payment is as missing as one that does not exist.
+func (s *Stripe) refundedCharge(account string, rr refundRequest) (*charge, response, bool) {
 	var ch *charge
 	if rr.piID != "" {
 		pi, ok := s.intents[rr.piID]
-		if !ok {
+		if !ok || pi.account != account {
 			return nil, notFound("payment_intent", "payment_intent", rr.piID), false
 		}
 		ch = s.charges[pi.charge]
 	}
 	if rr.chID != "" {
 		c, ok := s.charges[rr.chID]
-		if !ok {
+		if !ok || c.account != account {
 			return nil, notFound("charge", "charge", rr.chID), false
 		}
 		if ch != nil && ch != c {
@@ -238,7 +240,7 @@ func (s *Stripe) refundWithExpand(r *Refund, exp map[string]bool, prefix string)
 
 func (s *Stripe) retrieveRefund(req *apiRequest) (response, []*eventRecord) {
 	r, ok := s.refundBy[req.pathID]
-	if !ok {
+	if !ok || r.Account != req.account {
 		return notFound("id", "refund", req.pathID), nil
 	}
 	return jsonResponse(http.StatusOK, s.refundWithExpand(r, expands(req.params), "")), nil
@@ -248,28 +250,41 @@ func (s *Stripe) listRefunds(req *apiRequest) (response, []*eventRecord) {
 	p := req.params
 	piID, chID := p.Get("payment_intent"), p.Get("charge")
 	exp := expands(p)
+	// Newest first from the cursor down, stopping once a page and one more are found: a page
+	// costs the same at the millionth refund as at the first. Paging backwards (ending_before)
+	// walks everything, as it is rare.
+	start, stop := len(s.refunds)-1, -1
+	if after := p.Get("starting_after"); after != "" && p.Get("ending_before") == "" {
+		if pos, ok := s.refundPos[after]; ok {
+			start = pos - 1
+		}
+	}
+	created, _, _ := createdFilter(p)
 	var items []listItem
-	for i := len(s.refunds) - 1; i >= 0; i-- {
+	for i := start; i > stop; i-- {
 		r := s.refunds[i]
-		if (piID != "" && r.PaymentIntent != piID) || (chID != "" && r.Charge != chID) {
+		if r.Account != req.account || (piID != "" && r.PaymentIntent != piID) || (chID != "" && r.Charge != chID) ||
+			(created != nil && !created(r.Created.Unix())) {
 			continue
 		}
 		items = append(items, listItem{id: r.ID, pos: i, created: r.Created.Unix(),
 			render: func() any { return s.refundWithExpand(r, exp, "data.") }})
+		if p.Get("ending_before") == "" && len(items) > maxListLimit {
+			break
+		}
 	}
 	return listResponse(req, "/v1/refunds", items, func(id string) (int, bool) {
-		for i, r := range s.refunds {
-			if r.ID == id {
-				return i, true
-			}
+		pos, ok := s.refundPos[id]
+		if !ok || s.refunds[pos].Account != req.account {
+			return 0, false
 		}
-		return 0, false
+		return pos, true
 	}, "refund"), nil
 }
 
 func (s *Stripe) retrievePaymentIntent(req *apiRequest) (response, []*eventRecord) {
 	pi, ok := s.intents[req.pathID]
-	if !ok {
+	if !ok || pi.account != req.account {
 		return notFound("intent", "payment_intent", req.pathID), nil
 	}
 	var latest any = pi.charge
@@ -281,7 +296,7 @@ func (s *Stripe) retrievePaymentIntent(req *apiRequest) (response, []*eventRecor
 
 func (s *Stripe) retrieveCharge(req *apiRequest) (response, []*eventRecord) {
 	ch, ok := s.charges[req.pathID]
-	if !ok {
+	if !ok || ch.account != req.account {
 		return notFound("id", "charge", req.pathID), nil
 	}
 	o := chargeObject(ch)
@@ -294,7 +309,7 @@ func (s *Stripe) retrieveCharge(req *apiRequest) (response, []*eventRecord) {
 
 func (s *Stripe) retrieveEvent(req *apiRequest) (response, []*eventRecord) {
 	ev, ok := s.eventBy[req.pathID]
-	if !ok {
+	if !ok || ev.account != req.account {
 		return notFound("id", "event", req.pathID), nil
 	}
 	return response{status: http.StatusOK, body: append([]byte(nil), ev.Payload...)}, nil
@@ -305,7 +320,7 @@ func (s *Stripe) listEvents(req *apiRequest) (response, []*eventRecord) {
 	var items []listItem
 	for i := len(s.events) - 1; i >= 0; i-- {
 		ev := s.events[i]
-		if typ != "" && !eventTypeMatches(typ, ev.Type) {
+		if ev.account != req.account || (typ != "" && !eventTypeMatches(typ, ev.Type)) {
 			continue
 		}
 		items = append(items, listItem{id: ev.ID, pos: i, created: ev.Created.Unix(),
@@ -313,7 +328,7 @@ func (s *Stripe) listEvents(req *apiRequest) (response, []*eventRecord) {
 	}
 	return listResponse(req, "/v1/events", items, func(id string) (int, bool) {
 		for i, ev := range s.events {
-			if ev.ID == id {
+			if ev.ID == id && ev.account == req.account {
 				return i, true
 			}
 		}

@@ -18,6 +18,9 @@ type listItem struct {
 	render  func() any
 }
 
+// maxListLimit is the largest page a list endpoint gives.
+const maxListLimit = 100
+
 // listResponse pages items (newest first, filtered except for created[...]) the way
 // Stripe's list endpoints do: limit 1..100 (default 10), cursors starting_after and
 // ending_before naming an object id, has_more telling whether the travel direction has
@@ -27,7 +30,7 @@ func listResponse(req *apiRequest, url string, items []listItem, posOf func(id s
 	limit := 10
 	if v := p.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
+		if err != nil || n < 1 || n > maxListLimit {
 			return invalid("parameter_invalid_integer", "limit",
 				"Invalid integer: "+v+". The limit must be between 1 and 100.")
 		}

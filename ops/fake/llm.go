@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,20 @@ type LLMOptions struct {
 	Words int
 	// Logger receives one line per request; default discards.
 	Logger *slog.Logger
+	// StoreRetention is how long a completion created with store: true stays listed and
+	// retrievable; default 30 days, as OpenAI keeps them.
+	StoreRetention time.Duration
+	// StoreLag is how long after its creation a stored completion becomes visible to list
+	// and retrieve (a store_lag fault or a rule's lag sets it per request).
+	StoreLag time.Duration
+	// NoStore makes the fake a provider without stored completions: a request carrying
+	// store or metadata is refused with 400 before anything is billed, and the list and
+	// retrieve routes answer 404.
+	NoStore bool
+	// RefuseStoreWrites makes the fake an organisation with zero data retention: stored
+	// completions can be listed (none are ever stored), but a request asking to store one
+	// is refused with 400 before anything is billed.
+	RefuseStoreWrites bool
 }
 
 // Generation is one billed completion as the fake's ledger records it.
@@ -59,13 +74,19 @@ type Generation struct {
 	Fault string `json:"fault,omitempty"`
 	// Content is the generated text of the first choice.
 	Content string `json:"content"`
+	// Stored says the request asked the provider to store the completion (store: true);
+	// Metadata is what it tagged it with.
+	Stored   bool              `json:"stored,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // LLM is a fake OpenAI-compatible provider. All of its state lives in the struct.
 type LLM struct {
-	clock      func() time.Time
-	latency    time.Duration
-	chunkDelay time.Duration
+	clock func() time.Time
+	// latency and chunkDelay are nanoseconds, atomic so SetPace may change them while
+	// requests are served.
+	latency    atomic.Int64
+	chunkDelay atomic.Int64
 	words      int
 	log        *slog.Logger
 	handler    http.Handler
@@ -81,6 +102,10 @@ type LLM struct {
 	prompts     map[string]bool // prompt hashes seen, per key: the second time they are cached
 
 	faults *ruleSet[LLMFault]
+
+	store storeOptions
+	// stored holds the completions created with store: true, oldest first (under mu).
+	stored []*storedCompletion
 }
 
 // NewLLM returns a fake LLM provider with no faults.
@@ -95,13 +120,16 @@ func NewLLM(opts LLMOptions) *LLM {
 		opts.Words = 24
 	}
 	l := &LLM{
-		clock: opts.Clock, latency: opts.Latency, chunkDelay: opts.ChunkDelay, words: opts.Words, log: opts.Logger,
+		clock: opts.Clock, words: opts.Words, log: opts.Logger,
 		done:    make(chan struct{}),
 		prompts: map[string]bool{},
 		faults:  newRuleSet[LLMFault](rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x11a))),
+		store:   newStoreOptions(opts),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", l.chatCompletions)
+	mux.HandleFunc("GET /v1/chat/completions", l.listStored)
+	mux.HandleFunc("GET /v1/chat/completions/{id}", l.getStored)
 	mux.HandleFunc("GET /v1/usage", l.usage)
 	mux.HandleFunc("GET /v1/organization/usage/completions", l.usage)
 	mux.HandleFunc("GET /_fake/llm/generations", func(w http.ResponseWriter, _ *http.Request) {
@@ -117,7 +145,15 @@ func NewLLM(opts LLMOptions) *LLM {
 		openAIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", fmt.Sprintf("Unrecognized request URL (%s: %s).", r.Method, r.URL.Path))
 	})
 	l.handler = mux
+	l.SetPace(opts.Latency, opts.ChunkDelay)
 	return l
+}
+
+// SetPace changes the wait before every completion's first byte and between two chunks of
+// a stream: a history written at full speed, then live traffic at a human pace.
+func (l *LLM) SetPace(latency, chunkDelay time.Duration) {
+	l.latency.Store(int64(latency))
+	l.chunkDelay.Store(int64(chunkDelay))
 }
 
 // Handler returns the HTTP handler: the OpenAI-compatible API under /v1 and the admin
@@ -202,6 +238,8 @@ type chatRequest struct {
 		} `json:"function"`
 	} `json:"tools"`
 	ToolChoice json.RawMessage `json:"tool_choice"`
+	Store      *bool           `json:"store"`
+	Metadata   json.RawMessage `json:"metadata"`
 }
 
 // chatCompletions answers POST /v1/chat/completions as OpenAI does, with the faults set on
@@ -221,13 +259,16 @@ func (l *LLM) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		l.log.Info("fake llm request", attrs...)
 	}()
 	key, body, req, refused := readChatRequest(w, r)
+	if refused == "" {
+		refused = l.checkStore(w, req)
+	}
 	if refused != "" {
 		outcome = refused
 		return
 	}
 
 	fault = l.pickFault(r.URL.Path)
-	if !l.sleep(r.Context(), l.latency) {
+	if !l.sleep(r.Context(), time.Duration(l.latency.Load())) {
 		outcome = "gone"
 		return
 	}
@@ -364,6 +405,10 @@ func (l *LLM) generateChat(r *http.Request, req chatRequest, body []byte, reqID,
 		g.CachedTokens = promptTokens &^ 15
 	}
 	l.prompts[promptHash] = true
+	if req.Store != nil && *req.Store {
+		g.Stored, g.Metadata = true, readMetadata(req.Metadata)
+		l.keep(g, choices, fault)
+	}
 	l.generations = append(l.generations, g)
 	l.mu.Unlock()
 	return g, choices

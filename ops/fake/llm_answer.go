@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // writeCompletion answers a request that did not ask for a stream: every choice in one
@@ -54,7 +55,7 @@ func (l *LLM) stream(w http.ResponseWriter, r *http.Request, g Generation, req c
 		return true
 	}
 	pause := func() bool {
-		if l.chunkDelay > 0 && !l.sleep(r.Context(), l.chunkDelay) {
+		if d := time.Duration(l.chunkDelay.Load()); d > 0 && !l.sleep(r.Context(), d) {
 			*outcome = "client_gone"
 			return false
 		}

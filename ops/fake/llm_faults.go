@@ -31,10 +31,14 @@ const (
 	LLMFaultGarbage LLMFaultKind = "garbage"
 	// LLMFaultSlow waits Delay before generating; the request is billed as usual.
 	LLMFaultSlow LLMFaultKind = "slow"
+	// LLMFaultStoreLag answers as usual, but a completion created with store: true becomes
+	// visible to list and retrieve only Delay after it was billed (any rule's Lag does the
+	// same beside its own fault).
+	LLMFaultStoreLag LLMFaultKind = "store_lag"
 )
 
 var llmFaultKinds = []LLMFaultKind{LLMFaultBillThenTimeout, LLMFaultDropStream, LLMFaultRateLimit,
-	LLMFaultServerError, LLMFaultGarbage, LLMFaultSlow}
+	LLMFaultServerError, LLMFaultGarbage, LLMFaultSlow, LLMFaultStoreLag}
 
 func (k LLMFaultKind) valid() bool {
 	for _, known := range llmFaultKinds {
@@ -65,6 +69,9 @@ type LLMFault struct {
 	RetryAfter int `json:"retry_after,omitempty"`
 	// Times caps how often the rule fires in total; 0 means no cap.
 	Times int `json:"times,omitempty"`
+	// Lag delays the stored copy of a completion the hit request created with store: true:
+	// it is billed (and may time out) now, and listed or retrieved only Lag later.
+	Lag time.Duration `json:"-"`
 }
 
 type llmFaultJSON struct {
@@ -76,6 +83,7 @@ type llmFaultJSON struct {
 	Chunk       int          `json:"chunk,omitempty"`
 	RetryAfter  int          `json:"retry_after,omitempty"`
 	Times       int          `json:"times,omitempty"`
+	Lag         string       `json:"lag,omitempty"`
 }
 
 // MarshalJSON writes Delay as a duration string.
@@ -84,6 +92,9 @@ func (f LLMFault) MarshalJSON() ([]byte, error) {
 		RetryAfter: f.RetryAfter, Times: f.Times}
 	if f.Delay != 0 {
 		j.Delay = f.Delay.String()
+	}
+	if f.Lag != 0 {
+		j.Lag = f.Lag.String()
 	}
 	return json.Marshal(j)
 }
@@ -103,6 +114,13 @@ func (f *LLMFault) UnmarshalJSON(b []byte) error {
 		}
 		f.Delay = d
 	}
+	if j.Lag != "" {
+		d, err := time.ParseDuration(j.Lag)
+		if err != nil {
+			return fmt.Errorf("fault lag: %w", err)
+		}
+		f.Lag = d
+	}
 	return nil
 }
 
@@ -114,8 +132,8 @@ func (f LLMFault) Validate() error {
 	if err := f.timing().check(); err != nil {
 		return err
 	}
-	if f.Delay < 0 || f.RetryAfter < 0 || f.Times < 0 || f.Chunk < 0 {
-		return errors.New("fault delay, chunk, retry_after and times must not be negative")
+	if f.Delay < 0 || f.RetryAfter < 0 || f.Times < 0 || f.Chunk < 0 || f.Lag < 0 {
+		return errors.New("fault delay, lag, chunk, retry_after and times must not be negative")
 	}
 	if f.Path != "" && f.Path != "*" && !strings.HasPrefix(f.Path, "/") {
 		return fmt.Errorf("fault path %q must start with /", f.Path)
@@ -151,12 +169,13 @@ func (l *LLM) pickFault(path string) *LLMFault {
 //
 //	rule    = [ path ] kind { option }
 //	kind    = bill_then_timeout | drop_stream | rate_limit | server_error | garbage | slow
+//	        | store_lag
 //	option  = "p=" float | "calls=" list | "delay=" duration | "chunk=" int
-//	        | "retry_after=" int | "times=" int
+//	        | "retry_after=" int | "times=" int | "lag=" duration
 //
 // Example:
 //
-//	bill_then_timeout p=0.05 delay=30s; drop_stream p=0.05 chunk=5; rate_limit calls=3 retry_after=1
+//	bill_then_timeout p=0.05 delay=30s lag=5s; drop_stream p=0.05 chunk=5; rate_limit calls=3 retry_after=1
 func ParseLLMFaults(spec string) ([]LLMFault, error) {
 	return parseRules(spec, parseLLMFault)
 }
@@ -172,7 +191,20 @@ func parseLLMFault(words []string) (LLMFault, error) {
 	f.Kind = LLMFaultKind(words[0])
 	opts := ruleOptions{probability: &f.Probability, calls: &f.Calls, delay: &f.Delay, chunk: &f.Chunk,
 		retryAfter: &f.RetryAfter, times: &f.Times}
-	if err := opts.parse(words[1:]); err != nil {
+	var rest []string
+	for _, w := range words[1:] {
+		v, ok := strings.CutPrefix(strings.ToLower(w), "lag=")
+		if !ok {
+			rest = append(rest, w)
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return f, fmt.Errorf("option %q: %w", w, err)
+		}
+		f.Lag = d
+	}
+	if err := opts.parse(rest); err != nil {
 		return f, err
 	}
 	return f, f.Validate()

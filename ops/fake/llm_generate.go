@@ -80,14 +80,16 @@ func generate(seed uint64, n int, tool string) choice {
 	return c
 }
 
-// contentSeed hashes the request without its transport fields, so the same question gets
-// the same answer streamed or not.
+// contentSeed hashes the request without its transport fields and its storage tags, so the
+// same question gets the same answer streamed or not, stored or not.
 func contentSeed(body []byte) uint64 {
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(body, &m)
 	delete(m, "stream")
 	delete(m, "stream_options")
 	delete(m, "user")
+	delete(m, "store")
+	delete(m, "metadata")
 	b, _ := json.Marshal(m) // sorted keys
 	sum := sha256.Sum256(b)
 	return binary.BigEndian.Uint64(sum[:8])

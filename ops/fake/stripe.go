@@ -1,8 +1,8 @@
 // Package fake holds stateful fake providers that Settle's demo and tests point real clients
 // at. The fake Stripe speaks enough of API v1 for stripe-go v76 to create, retrieve and list
 // refunds against seeded payment intents, keeps Stripe's idempotency semantics (including
-// the dangerous parts: saved 500s and forgotten keys), injects faults, and sends signed
-// webhooks.
+// the dangerous parts: saved 500s and forgotten keys), scopes objects to the connected
+// account a request's Stripe-Account names, injects faults, and sends signed webhooks.
 package fake
 
 import (
@@ -56,6 +56,9 @@ type Refund struct {
 	Metadata       map[string]string `json:"metadata"`
 	Created        time.Time         `json:"created"`
 	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	// Account is the connected account the refund was made in (the Stripe-Account of its
+	// request), "" for the platform account.
+	Account string `json:"account,omitempty"`
 }
 
 func (r *Refund) clone() Refund {
@@ -67,7 +70,11 @@ func (r *Refund) clone() Refund {
 	return c
 }
 
+// Payment intents, their charges and refunds belong to one account: a connected account
+// (acct_…) or "" for the platform. A request sees only the objects of the account its
+// Stripe-Account header names, as Stripe Connect does.
 type paymentIntent struct {
+	account  string
 	id       string
 	amount   int64
 	currency string
@@ -77,6 +84,7 @@ type paymentIntent struct {
 }
 
 type charge struct {
+	account        string
 	id             string
 	paymentIntent  string
 	amount         int64
@@ -109,14 +117,22 @@ type Stripe struct {
 	srv    *http.Server
 	closed bool
 
+	// calls logs each API request's method, path and account, for tests to check what was
+	// sent where; its own lock, so logging never waits for an endpoint.
+	callsMu sync.Mutex
+	calls   []Call
+
 	mu       sync.Mutex
 	intents  map[string]*paymentIntent
 	charges  map[string]*charge
 	refunds  []*Refund // the ledger, in creation order
 	refundBy map[string]*Refund
-	keys     map[string]*keyEntry
-	events   []*eventRecord
-	eventBy  map[string]*eventRecord
+	// refundPos is each refund's index in refunds, so a list page starts at its cursor
+	// without a scan: a listing of a million refunds is ten thousand pages.
+	refundPos map[string]int
+	keys      map[string]*keyEntry
+	events    []*eventRecord
+	eventBy   map[string]*eventRecord
 
 	faults *ruleSet[Fault]
 	// pendingRefunds is StripeOptions.PendingRefunds.
@@ -148,6 +164,7 @@ func NewStripe(opts StripeOptions) *Stripe {
 		intents:        map[string]*paymentIntent{},
 		charges:        map[string]*charge{},
 		refundBy:       map[string]*Refund{},
+		refundPos:      map[string]int{},
 		keys:           map[string]*keyEntry{},
 		eventBy:        map[string]*eventRecord{},
 		faults:         newRuleSet[Fault](rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x5eed))),
@@ -247,15 +264,32 @@ func (s *Stripe) AddPaymentIntent(id string, amountCents int64, currency string,
 	for _, m := range metadata {
 		maps.Copy(md, m)
 	}
-	if _, _, err := s.addPaymentIntent(id, amountCents, currency, md); err != nil {
+	if _, _, err := s.addPaymentIntent("", id, amountCents, currency, md); err != nil {
 		s.log.Warn("fake stripe: payment intent not seeded", "id", id, "err", err)
 	}
+}
+
+// AddConnectedPaymentIntent seeds a payment intent as AddPaymentIntent does, in the
+// connected account (acct_…): only requests carrying Stripe-Account: account see it, refund
+// it or list its refunds, as a Stripe Connect platform's calls on behalf of that account do.
+func (s *Stripe) AddConnectedPaymentIntent(account, id string, amountCents int64, currency string, metadata ...map[string]string) error {
+	md := map[string]string{}
+	for _, m := range metadata {
+		maps.Copy(md, m)
+	}
+	if !validAccount(account) || account == "" {
+		return fmt.Errorf("fake stripe: account %q: want acct_ followed by letters and digits", account)
+	}
+	if _, _, err := s.addPaymentIntent(account, id, amountCents, currency, md); err != nil {
+		return fmt.Errorf("fake stripe: seed %s in %s: %w", id, account, err)
+	}
+	return nil
 }
 
 // OwnedBy is the metadata that makes a payment a Settle tenant's: settle_tenant=name.
 func OwnedBy(tenant string) map[string]string { return map[string]string{"settle_tenant": tenant} }
 
-func (s *Stripe) addPaymentIntent(id string, amount int64, currency string, metadata map[string]string) (*paymentIntent, bool, error) {
+func (s *Stripe) addPaymentIntent(account, id string, amount int64, currency string, metadata map[string]string) (*paymentIntent, bool, error) {
 	currency = strings.ToLower(strings.TrimSpace(currency))
 	if amount <= 0 {
 		return nil, false, fmt.Errorf("amount %d: must be positive", amount)
@@ -272,14 +306,17 @@ func (s *Stripe) addPaymentIntent(id string, amount int64, currency string, meta
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pi, ok := s.intents[id]; ok {
+		if pi.account != account {
+			return pi, false, fmt.Errorf("payment intent %s exists in %s", id, accountLabel(pi.account))
+		}
 		if pi.amount != amount || pi.currency != currency {
 			return pi, false, fmt.Errorf("payment intent %s exists with %d %s", id, pi.amount, pi.currency)
 		}
 		return pi, false, nil
 	}
 	now := s.clock()
-	ch := &charge{id: newID("ch_"), paymentIntent: id, amount: amount, currency: currency, created: now}
-	pi := &paymentIntent{id: id, amount: amount, currency: currency, metadata: metadata, charge: ch.id, created: now}
+	ch := &charge{account: account, id: newID("ch_"), paymentIntent: id, amount: amount, currency: currency, created: now}
+	pi := &paymentIntent{account: account, id: id, amount: amount, currency: currency, metadata: metadata, charge: ch.id, created: now}
 	s.intents[id] = pi
 	s.charges[ch.id] = ch
 	return pi, true, nil
@@ -298,6 +335,31 @@ func (s *Stripe) Faults() []Fault { return s.faults.list() }
 // fires, or nil.
 func (s *Stripe) pickFault(method, path string) *Fault {
 	return s.faults.pick(func(f Fault) bool { return f.matches(method, path) }, Fault.timing)
+}
+
+// ImportRefunds adds refunds made before the fake started, oldest first, as a history to
+// list and look up: no charge is debited and no event is sent. Each needs an id not taken
+// and a creation time no earlier than the last refund's.
+func (s *Stripe) ImportRefunds(rs []Refund) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range rs {
+		r := rs[i].clone()
+		if r.ID == "" || s.refundBy[r.ID] != nil {
+			return fmt.Errorf("import refund %d: id %q is empty or taken", i, r.ID)
+		}
+		if n := len(s.refunds); n > 0 && r.Created.Before(s.refunds[n-1].Created) {
+			return fmt.Errorf("import refund %s: created before the last refund", r.ID)
+		}
+		s.addRefundLocked(&r)
+	}
+	return nil
+}
+
+func (s *Stripe) addRefundLocked(r *Refund) {
+	s.refundPos[r.ID] = len(s.refunds)
+	s.refunds = append(s.refunds, r)
+	s.refundBy[r.ID] = r
 }
 
 // Refunds returns every refund ever created, in creation order.
@@ -350,7 +412,7 @@ func (s *Stripe) SetRefundStatus(id, status, failureReason string) error {
 			r.FailureReason = "unknown"
 		}
 	}
-	ev := s.newEventLocked("refund.updated", refundObject(r), prev, "", "")
+	ev := s.newEventLocked(r.Account, "refund.updated", refundObject(r), prev, "", "")
 	s.mu.Unlock()
 	s.deliverAsync(ev)
 	return nil

@@ -35,11 +35,15 @@ type Event struct {
 
 type eventRecord struct {
 	Event
+	// account is the connected account the event happened in, "" for the platform.
+	account string
 }
 
-// newEventLocked records an event. Its payload is rendered now, under the lock, so it shows
-// the object as it was when the event happened, as Stripe's events do.
-func (s *Stripe) newEventLocked(typ string, object obj, previous obj, requestID, idemKey string) *eventRecord {
+// newEventLocked records an event of account ("" for the platform). Its payload is
+// rendered now, under the lock, so it shows the object as it was when the event happened,
+// as Stripe's events do; a connected account's event names the account, as Connect
+// webhooks do.
+func (s *Stripe) newEventLocked(account, typ string, object obj, previous obj, requestID, idemKey string) *eventRecord {
 	now := s.clock()
 	id := newID("evt_")
 	data := obj{"object": object}
@@ -54,7 +58,7 @@ func (s *Stripe) newEventLocked(typ string, object obj, previous obj, requestID,
 	if s.hookURL() != "" {
 		pending = 1
 	}
-	payload, err := json.Marshal(obj{
+	body := obj{
 		"id":               id,
 		"object":           "event",
 		"api_version":      stripe.APIVersion,
@@ -64,11 +68,15 @@ func (s *Stripe) newEventLocked(typ string, object obj, previous obj, requestID,
 		"pending_webhooks": pending,
 		"request":          request,
 		"type":             typ,
-	})
+	}
+	if account != "" {
+		body["account"] = account
+	}
+	payload, err := json.Marshal(body)
 	if err != nil {
 		panic("fake stripe: encoding event: " + err.Error())
 	}
-	ev := &eventRecord{Event{ID: id, Type: typ, Created: now, Payload: payload}}
+	ev := &eventRecord{Event: Event{ID: id, Type: typ, Created: now, Payload: payload}, account: account}
 	s.events = append(s.events, ev)
 	s.eventBy[id] = ev
 	return ev

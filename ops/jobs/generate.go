@@ -115,7 +115,7 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 	estimate := r.estimate(body)
 	dups := 0
 	send := ops.SenderFunc(func(_ context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
-		reply := r.w.Upstream.Send(bg, llm.Call{Body: body, OperationID: op.ID, Attempt: a.N})
+		reply := r.w.Upstream.Send(bg, llm.Call{Body: body, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N})
 		if reply.Outcome == ops.OutcomeOK {
 			r.w.atPoint(CrashAfterResponse)
 		}

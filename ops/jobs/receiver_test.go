@@ -14,8 +14,9 @@ import (
 )
 
 // receiver is the sample receiver of job.published: an HTTP endpoint on loopback that
-// applies each event once through outbox.Consumer and its inbox table. It counts deliveries
-// (at least once) and applications (once) per job.
+// applies each event once through outbox.Consumer and its inbox table, writing a receipt
+// row of its own in the inbox's transaction. It counts deliveries (at least once) and
+// applications (once) per job.
 type receiver struct {
 	url string
 
@@ -25,12 +26,17 @@ type receiver struct {
 	applied   map[string]int
 }
 
-// newReceiver starts a receiver that answers 500 to the first failFirst deliveries.
-func newReceiver(t *testing.T, db *pg.DB, failFirst int) *receiver {
-	t.Helper()
-	r := &receiver{failFirst: failFirst, applied: map[string]int{}}
-	c := &outbox.Consumer{Name: "sample", Store: db, Clock: ops.SystemClock{},
-		Apply: func(_ context.Context, e outbox.Event) error {
+// receiptsTable is the sample receiver's own table: one row per application of an event.
+// Nothing in it is unique, so an event applied twice shows as two rows.
+const receiptsTable = `CREATE TABLE IF NOT EXISTS sample_receipts (
+	event_id text NOT NULL, job_id text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`
+
+// sampleConsumer is the sample receiver's consumer: it checks the payload and writes its
+// receipt through the inbox's transaction, then calls between (a test's crash point, or nil)
+// before the inbox commits.
+func sampleConsumer(db *pg.DB, between func()) *outbox.Consumer {
+	return &outbox.Consumer{Name: "sample", Store: db, Clock: ops.SystemClock{},
+		Apply: func(ctx context.Context, tx outbox.Tx, e outbox.Event) error {
 			var p struct {
 				JobID  string          `json:"job_id"`
 				Result json.RawMessage `json:"result"`
@@ -38,13 +44,29 @@ func newReceiver(t *testing.T, db *pg.DB, failFirst int) *receiver {
 			if err := json.Unmarshal(e.Payload, &p); err != nil || p.JobID == "" || len(p.Result) == 0 {
 				return ops.Errorf(ops.EINVALID, "not a job.published payload")
 			}
+			if _, err := tx.Exec(ctx, `INSERT INTO sample_receipts (event_id, job_id) VALUES ($1, $2)`, e.EventID, p.JobID); err != nil {
+				return err
+			}
+			if between != nil {
+				between()
+			}
 			return nil
-		},
-		Applied: func(e outbox.Event) {
-			r.mu.Lock()
-			r.applied[e.EntityID]++
-			r.mu.Unlock()
 		}}
+}
+
+// newReceiver starts a receiver that answers 500 to the first failFirst deliveries.
+func newReceiver(t *testing.T, db *pg.DB, failFirst int) *receiver {
+	t.Helper()
+	if _, err := db.Pool.Exec(context.Background(), receiptsTable); err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{failFirst: failFirst, applied: map[string]int{}}
+	c := sampleConsumer(db, nil)
+	c.Applied = func(e outbox.Event) {
+		r.mu.Lock()
+		r.applied[e.EntityID]++
+		r.mu.Unlock()
+	}
 	h := c.Handler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()

@@ -72,7 +72,17 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	db := w.DB
 	f, base := w.LLM(fake.LLMOptions{})
 	up := w.Upstream(base, openai.Config{APIKey: "sk-bench"})
-	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(db, ops.SystemClock{}), Upstream: up, Prices: llm.DefaultPrices()})
+	// The gateway's ledger has a pool of its own, opened as settle serve opens it (prepared
+	// statements on a direct connection) and traced, so that each call's time in its
+	// statements (bind, execution, commit and the wire, as the gateway waits for them) can
+	// be told from the gateway's own work.
+	var stmts stmtTime
+	ldb, err := pg.Open(context.Background(), w.DatabaseURL, pg.WithTracer(&stmts), pg.PreparedWhenDirect())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(ldb.Close)
+	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(ldb, ops.SystemClock{}), Upstream: up, Prices: llm.DefaultPrices()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,11 +145,18 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	if dataDir != "" {
 		flush.start(b, dataDir, db)
 	}
-	var dLat, gLat, dTTFT, gTTFT []time.Duration
+	var dLat, gLat, dTTFT, gTTFT, inStmts, trips []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		d, _ := call(direct, "sk-bench", "", false)
+		before := stmts.total.Load()
 		g, _ := call(via, token, fmt.Sprintf("k-%d", i), false)
+		inStmts = append(inStmts, time.Duration(stmts.total.Load()-before))
+		t0 := time.Now()
+		if _, err := ldb.Pool.Exec(context.Background(), "SELECT 1"); err != nil {
+			b.Fatal(err)
+		}
+		trips = append(trips, time.Since(t0))
 		_, dt := call(direct, "sk-bench", "", true)
 		_, gt := call(via, token, fmt.Sprintf("s-%d", i), true)
 		dLat, gLat, dTTFT, gTTFT = append(dLat, d), append(gLat, g), append(dTTFT, dt), append(gTTFT, gt)
@@ -185,6 +202,20 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	b.ReportMetric(us(p(gTTFT, 0.5)-p(dTTFT, 0.5)), "added_ttft_p50_us")
 	b.ReportMetric(us(p(gTTFT, 0.99)-p(dTTFT, 0.99)), "added_ttft_p99_us")
 	b.ReportMetric(float64(p(gTTFT, 0.5))/float64(p(dTTFT, 0.5)), "ttft_p50_ratio")
+	// The added latency split in two: the ledger's statements as the gateway waits for them,
+	// and the rest (HTTP, parsing, fingerprint, the proxying), each call's statement time
+	// taken from its own latency before the quantile.
+	own := make([]time.Duration, len(gLat))
+	for i := range gLat {
+		own[i] = gLat[i] - inStmts[i]
+	}
+	b.ReportMetric(us(p(inStmts, 0.5)), "ledger_stmts_p50_us")
+	b.ReportMetric(us(p(inStmts, 0.99)), "ledger_stmts_p99_us")
+	// The floor under any statement: a SELECT 1 on the same pool, between the calls.
+	b.ReportMetric(us(p(trips, 0.5)), "select1_p50_us")
+	b.ReportMetric(us(p(trips, 0.99)), "select1_p99_us")
+	b.ReportMetric(us(p(own, 0.5)-p(dLat, 0.5)), "added_without_stmts_p50_us")
+	b.ReportMetric(us(p(own, 0.99)-p(dLat, 0.99)), "added_without_stmts_p99_us")
 	if dataDir != "" {
 		// What the gateway adds beyond its two durable commits in sequence (the operation
 		// before the send, the result after), each costing about one fdatasync.
@@ -195,6 +226,36 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	}
 	if n := len(f.Generations()); n != 4*b.N+2*warm+1000 {
 		b.Fatalf("the provider billed %d generations, want %d", n, 4*b.N+2*warm+1000)
+	}
+}
+
+// stmtTime sums the time of every statement of one pool, from the moment pgx sends it to
+// the moment its answer has been read.
+type stmtTime struct{ total atomic.Int64 }
+
+type stmtStart struct{}
+
+func (s *stmtTime) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, stmtStart{}, time.Now())
+}
+
+func (s *stmtTime) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	s.add(ctx)
+}
+
+func (s *stmtTime) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return context.WithValue(ctx, stmtStart{}, time.Now())
+}
+
+func (s *stmtTime) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (s *stmtTime) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	s.add(ctx)
+}
+
+func (s *stmtTime) add(ctx context.Context) {
+	if t, ok := ctx.Value(stmtStart{}).(time.Time); ok {
+		s.total.Add(int64(time.Since(t)))
 	}
 }
 
@@ -227,6 +288,9 @@ func benchWorld(b *testing.B) (*testworld.World, string) {
 		b.Fatal(err)
 	}
 	err = db.Migrate(ctx)
+	if err == nil {
+		_, err = db.Pool.Exec(ctx, "CREATE EXTENSION pg_stat_statements")
+	}
 	db.Close()
 	if err != nil {
 		b.Fatal(err)
@@ -257,7 +321,8 @@ func durableCluster(b *testing.B) *localpg.Cluster {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := localpg.Start(context.Background(), localpg.Options{Dir: dir, Durable: true})
+	c, err := localpg.Start(context.Background(), localpg.Options{Dir: dir, Durable: true,
+		Settings: map[string]string{"shared_preload_libraries": "pg_stat_statements"}})
 	if err != nil {
 		os.RemoveAll(dir)
 		b.Fatalf("start a durable postgres: %v", err)
@@ -282,12 +347,26 @@ type flushes struct {
 func (f *flushes) start(b *testing.B, dir string, db *pg.DB) {
 	f.costs = append(f.costs, fdatasyncCost(b, dir))
 	f.syncs = walSyncs(b, db)
+	if _, err := db.Pool.Exec(context.Background(), "SELECT pg_stat_statements_reset()"); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // stop measures the flush again and reports the server's WAL flushes per gateway call.
 func (f *flushes) stop(b *testing.B, dir string, db *pg.DB, calls int) {
 	f.costs = append(f.costs, fdatasyncCost(b, dir))
 	b.ReportMetric(float64(walSyncs(b, db)-f.syncs)/float64(calls), "wal_syncs/gateway_call")
+	// What the server itself spent on the gateway's statements (pg_stat_statements: executor
+	// time, without the wire, the bind or the commit) and the WAL records they wrote: every
+	// statement run once per gateway call (the benchmark's own reads run fewer times).
+	var execMs, records float64
+	err := db.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(total_exec_time), 0), coalesce(sum(wal_records), 0)
+		FROM pg_stat_statements WHERE calls >= $1 AND query NOT LIKE 'SELECT%'`, calls/2).Scan(&execMs, &records)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(execMs*1000/float64(calls), "server_exec_us/gateway_call")
+	b.ReportMetric(records/float64(calls), "wal_records/gateway_call")
 }
 
 // fdatasync is the mean of the measurements before and after the timed calls.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 // Config configures a Gateway.
@@ -29,6 +30,10 @@ type Config struct {
 	// TenantModes["tenant /route"] by tenant and route.
 	Mode        Mode
 	TenantModes map[string]Mode
+	// KeyScope is whose requests share an Idempotency-Key (default ScopeTenant);
+	// TenantKeyScopes overrides it by tenant name.
+	KeyScope        KeyScope
+	TenantKeyScopes map[string]KeyScope
 	// Deadline bounds one client request's attempts and backoff; default 10 min.
 	Deadline time.Duration
 	// MaxWait caps `Prefer: wait=N`; default 60 s.
@@ -43,6 +48,11 @@ type Config struct {
 	// Sleep waits between attempts; default ops.SleepContext.
 	Sleep  ops.Sleeper
 	Logger *slog.Logger
+	// Stored is the provider's store of completions when Settle looks calls up there (nil:
+	// no lookups); Reconciled says a background reconciler does so for unknown calls. Both
+	// decide only what a client is told will happen to a call whose outcome is unknown.
+	Stored     StoredCompletions
+	Reconciled bool
 }
 
 // Gateway is the LLM gateway. Build it with New; it is safe for concurrent use.
@@ -65,6 +75,9 @@ func New(cfg Config) (*Gateway, error) {
 		if !m.Valid() {
 			return nil, ops.Errorf(ops.EINVALID, "Unknown LLM policy %q for %s: use interactive or batch.", m, k)
 		}
+	}
+	if err := checkScopes(&cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Mode == "" {
 		cfg.Mode = Interactive
@@ -194,7 +207,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
 	x.mode = g.ModeFor(r.Tenant.Name, route)
 	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream}, x.body)
-	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: g.cfg.Upstream.Name(), IntentKey: key,
+	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: g.cfg.Upstream.Name(), IntentKey: g.intentKey(r.Tenant.Name, x.req.User, key),
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: ops.TruncateUTF8(x.req.User, 200),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
@@ -232,6 +245,7 @@ func (x *exchange) check(r Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	reqlog.Set(x.ctx, reqlog.KeyHash, reqlog.HashKey(key))
 	refFrom := r.RequestRefFrom
 	if refFrom == "" {
 		refFrom = "request reference"
@@ -263,7 +277,7 @@ func (x *exchange) serve(adm ops.Admission) error {
 	case ops.VerdictInFlight:
 		return x.inFlight(op)
 	case ops.VerdictChecking:
-		return unknownError(op)
+		return g.unknownError(x.ctx, op)
 	}
 	if op.Status == ops.StatusSucceeded {
 		g.stats.replays.Add(1)
@@ -282,11 +296,6 @@ func (x *exchange) serve(adm ops.Admission) error {
 	}
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonGenerationFailed,
 		Message: fmt.Sprintf("The first request with this key failed at the provider (operation %s); nothing was billed. Send it again to try once more.", op.ID)}
-}
-
-func unknownError(op *ops.Operation) error {
-	return &ops.Error{Code: ops.ECONFLICT, Reason: ReasonOutcomeUnknown,
-		Message: fmt.Sprintf("The outcome of the first request with this key is unknown (operation %s is %s): the provider may have billed it. Nothing more is sent until a person or the reconciler settles it.", op.ID, op.Status)}
 }
 
 // inFlight answers a request whose key is being served by another request: 409 with
@@ -400,7 +409,7 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 			x.wait = 0
 			return x.readmit(cur)
 		}
-		return x.streamFailed(unknownError(cur))
+		return x.streamFailed(g.unknownError(x.ctx, cur))
 	}
 	if err := g.cfg.Ledger.Answer(context.WithoutCancel(x.ctx), x.crID, ops.AnswerReplayed); err != nil {
 		return x.streamFailed(err)
@@ -417,8 +426,14 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 // replay answers from the operation's stored completion: as JSON, or as an SSE stream.
 func (x *exchange) replay(op *ops.Operation, applied string) error {
 	h := Head{Stream: x.req.Stream, Replayed: true, OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, PreferenceApplied: applied}
+	if op.PurgedAt != nil {
+		return purgedError(op)
+	}
 	if len(op.Result) == 0 {
-		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("operation %s succeeded without a stored completion", op.ID)}
+		// Closed as succeeded by a person whose completion Settle could not fetch: the
+		// answer exists at the provider, not here, and asking again would bill again.
+		return &ops.Error{Code: ops.ENOTFOUND, Reason: ReasonAnswerNotStored,
+			Message: fmt.Sprintf("The request with this key was answered by the provider (%s, operation %s), but Settle does not have the answer to replay. Ask again with a new Idempotency-Key.", op.ProviderRef, op.ID)}
 	}
 	if !x.req.Stream {
 		h.Length = len(op.Result)
@@ -470,6 +485,6 @@ func (x *exchange) streamFailed(err error) error {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": ops.ErrorMessage(err),
 		"type": "settle_error", "code": ops.ErrorReason(err)}})
 	x.write(sse(b))
-	x.g.cfg.Logger.Warn("llm stream ended with an error", "err", err)
+	x.g.cfg.Logger.WarnContext(x.ctx, "llm stream ended with an error", "err", err)
 	return nil
 }

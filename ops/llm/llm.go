@@ -64,7 +64,9 @@ type Call struct {
 	Body        []byte
 	Stream      bool
 	OperationID string
-	Attempt     int
+	// TenantID is the operation's tenant; with OperationID it tags a stored completion.
+	TenantID int64
+	Attempt  int
 	// Sent is called once the request has been written to the provider.
 	Sent func()
 	// Answered is called with the provider's request id when a 200 answer's headers
@@ -179,4 +181,7 @@ const (
 	ReasonUnreachable      = "upstream_unreachable"
 	ReasonUpstreamAuth     = "upstream_auth"
 	ReasonRefused          = "upstream_refused"
+	// ReasonAnswerNotStored: the key's generation succeeded (a person closed it with the
+	// provider's completion id), but Settle does not hold its text to replay.
+	ReasonAnswerNotStored = "answer_not_stored"
 )

@@ -26,7 +26,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	send := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
 		asm := newAssembler()
 		requestID := ""
-		reply = g.cfg.Upstream.Send(ctx, Call{Body: upBody, Stream: x.req.Stream, OperationID: op.ID, Attempt: a.N,
+		reply = g.cfg.Upstream.Send(ctx, Call{Body: upBody, Stream: x.req.Stream, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N,
 			Sent: func() { ops.ReportPhase(ctx, ops.PhaseSentToProvider) },
 			Answered: func(id string) {
 				requestID = id
@@ -153,7 +153,11 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 		x.write(body)
 		return nil
 	}
-	return x.fail(failure(op, res, reply))
+	unknown := ""
+	if op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired {
+		unknown = x.g.whatNext(x.ctx, op)
+	}
+	return x.fail(failure(op, res, reply, unknown))
 }
 
 // fail answers an error: returned while nothing was sent, written into the stream after.
@@ -164,11 +168,12 @@ func (x *exchange) fail(err error) error {
 	return err
 }
 
-// failure explains to the client why its request ended without a completion.
-func failure(op *ops.Operation, res ops.AttemptResult, reply Reply) error {
+// failure explains to the client why its request ended without a completion; unknown says
+// what happens to an operation whose outcome is unknown (Gateway.whatNext).
+func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, unknown string) error {
 	next := fmt.Sprintf(" Retrying with the same key goes on with operation %s.", op.ID)
 	if op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired {
-		next = fmt.Sprintf(" The provider may have billed it, so nothing more is sent for this key until a person or the reconciler settles operation %s.", op.ID)
+		next = " The provider may have billed it. " + unknown
 	}
 	p := &Problem{UpstreamStatus: reply.HTTPStatus}
 	e := &ops.Error{Code: ops.EUNAVAILABLE, Err: p}

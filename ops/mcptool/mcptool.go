@@ -71,7 +71,7 @@ Use issue_refund to refund an order and refund_status to check on a refund you a
 Each answer has a status: refunded, unconfirmed, checking or failed. Tell the customer only what the
 status allows (see customer_message): never say a refund succeeded unless the status is refunded, and
 never say it failed unless the status is failed. Calling issue_refund again with the same arguments
-never refunds twice.`
+within 7 days never refunds twice: it answers with the refund already made.`
 
 // NewServer returns an MCP server offering issue_refund and refund_status. One server may
 // serve any number of sessions and transports.

@@ -319,7 +319,7 @@ func Line(a refund.Answer) string {
 	case refund.Pending:
 		return fmt.Sprintf("refund_pending%s: the provider accepted refund %s and it is on its way, but the bank has not settled it; tell the customer it is on its way, not that it arrived.", op, a.RefundID)
 	case refund.Unconfirmed:
-		return "unconfirmed" + op + ": the provider has not confirmed the refund yet; do not say it succeeded or failed. Calling issue_refund again with the same arguments is safe and never refunds twice."
+		return "unconfirmed" + op + ": the provider has not confirmed the refund yet; do not say it succeeded or failed. Calling issue_refund again with the same arguments within 7 days is safe: it answers with this refund and never refunds twice."
 	case refund.Failed:
 		return fmt.Sprintf("failed%s: the provider refused the refund (%s) and nothing was refunded; tell the customer it could not be made.", op, a.Reason)
 	default:
@@ -339,7 +339,7 @@ func refused(tool string, err error) *mcp.CallToolResult {
 	case ops.EUNAVAILABLE:
 		msg = fmt.Sprintf("%s is unavailable: %s This call sent nothing to the payment provider. Do not say the refund succeeded or failed; try again later or tell the customer a colleague will handle it.", tool, ops.ErrorMessage(err))
 	default:
-		msg = fmt.Sprintf("%s could not finish (%s). Do not say the refund succeeded or failed. Calling again with the same arguments is safe and never refunds twice; if it keeps failing, tell the customer: \"%s\"", tool, code, CustomerChecking)
+		msg = fmt.Sprintf("%s could not finish (%s). Do not say the refund succeeded or failed. Calling again with the same arguments within 7 days is safe and never refunds twice; if it keeps failing, tell the customer: \"%s\"", tool, code, CustomerChecking)
 	}
 	r := &mcp.CallToolResult{}
 	r.SetError(errors.New(msg))

@@ -1,7 +1,9 @@
 // Package openai is the adapter of an OpenAI-compatible LLM provider over net/http: it
 // sends chat completions (JSON or an SSE stream) for the gateway and the job workers and
-// classifies each reply into an attempt outcome (Client, which implements llm.Upstream), and
-// it reads the provider's usage report for the reconciler (UsageReader, a recon.UsageSource).
+// classifies each reply into an attempt outcome (Client, which implements llm.Upstream), it
+// reads the provider's stored completions through the official openai-go SDK so a call whose
+// answer was lost can be looked up (Client, an llm.StoredCompletions), and it reads the
+// provider's usage report for the reconciler (UsageReader, a recon.UsageSource).
 package openai
 
 import (
@@ -18,6 +20,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	sdk "github.com/openai/openai-go/v3"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
@@ -39,6 +43,9 @@ type Config struct {
 	// HTTPClient is the HTTP client; its own Timeout should be zero (the adapter sets
 	// deadlines).
 	HTTPClient *http.Client
+	// Store says whether each attempt asks the provider to store its completion, tagged
+	// with the operation's id, so it can be looked up (SETTLE_LLM_STORE); default auto.
+	Store StoreMode
 }
 
 // Client sends chat completions to an OpenAI-compatible API with net/http. LLM providers
@@ -46,7 +53,9 @@ type Config struct {
 // operation id and attempt number, which providers echo in their logs, so a billed request
 // can be traced back to its operation.
 type Client struct {
-	cfg Config
+	cfg   Config
+	sdk   sdk.Client
+	store storeState
 }
 
 var _ llm.Upstream = (*Client)(nil)
@@ -63,6 +72,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Name == "" {
 		cfg.Name = "openai"
 	}
+	if !cfg.Store.Valid() {
+		return nil, ops.Errorf(ops.EINVALID, "Unknown LLM store mode %q: use auto, on or off.", cfg.Store)
+	}
+	if cfg.Store == "" {
+		cfg.Store = StoreAuto
+	}
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = 10 * time.Minute
 	}
@@ -74,7 +89,7 @@ func New(cfg Config) (*Client, error) {
 		t.MaxIdleConnsPerHost = 64
 		cfg.HTTPClient = &http.Client{Transport: t}
 	}
-	return &Client{cfg: cfg}, nil
+	return &Client{cfg: cfg, sdk: newSDK(cfg)}, nil
 }
 
 // Name implements llm.Upstream.
@@ -83,8 +98,29 @@ func (o *Client) Name() string { return o.cfg.Name }
 // maxAnswer is the largest non-streaming answer read.
 const maxAnswer = 32 << 20
 
-// Send implements llm.Upstream: one POST /chat/completions, classified.
+// Send implements llm.Upstream: one POST /chat/completions, classified. When the provider
+// stores completions, the body asks it to, tagged with the operation (tagBody); a provider
+// that refuses store in auto mode (a 400 about it, which billed nothing) is remembered and
+// sent the body as it came.
 func (o *Client) Send(ctx context.Context, c llm.Call) llm.Reply {
+	if o.StoreState(ctx) != llm.StoreOn {
+		return o.send(ctx, c)
+	}
+	plain := c.Body
+	var tagged bool
+	if c.Body, tagged = tagBody(c.Body, c.OperationID, c.TenantID); !tagged {
+		return o.send(ctx, c)
+	}
+	r := o.send(ctx, c)
+	if o.cfg.Store == StoreAuto && r.HTTPStatus == http.StatusBadRequest && mentionsStore(r.Message) {
+		o.storeOff()
+		c.Body = plain
+		return o.send(ctx, c)
+	}
+	return r
+}
+
+func (o *Client) send(ctx context.Context, c llm.Call) llm.Reply {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.AttemptTimeout)
 	defer cancel()
 	var wrote atomic.Bool

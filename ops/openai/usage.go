@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -33,10 +34,18 @@ type UsageReader struct {
 	HTTPClient *http.Client
 	// Limiter spaces the page reads; default 5 per second.
 	Limiter *rate.Limiter
+	// Lookups, when set, reads the provider's stored completions: the reconciler closes the
+	// provider's unknown calls from them before it compares usage.
+	Lookups *llm.Lookups
 }
 
 // Name implements recon.UsageSource.
 func (h *UsageReader) Name() string { return h.Provider }
+
+// StoredLookups implements recon.StoredLookups.
+func (h *UsageReader) StoredLookups() *llm.Lookups { return h.Lookups }
+
+var _ recon.StoredLookups = (*UsageReader)(nil)
 
 type usagePage struct {
 	Data []struct {

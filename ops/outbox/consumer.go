@@ -17,10 +17,28 @@ import (
 
 // InboxStore records the events a consumer applied.
 type InboxStore interface {
-	// ApplyOnce records e for consumer and runs apply in the same transaction. When the
-	// event was recorded already, apply is not run and applied is false. An error from
-	// apply rolls the record back, so the redelivery applies the event again.
-	ApplyOnce(ctx context.Context, consumer string, e Event, at time.Time, apply func(ctx context.Context) error) (applied bool, err error)
+	// ApplyOnce records e for consumer and runs apply in the same transaction, which it
+	// hands to apply: the receiver's own writes commit with the inbox row or not at all.
+	// When the event was recorded already, apply is not run and applied is false. An error
+	// from apply rolls both back, so the redelivery applies the event again.
+	ApplyOnce(ctx context.Context, consumer string, e Event, at time.Time, apply func(ctx context.Context, tx Tx) error) (applied bool, err error)
+}
+
+// Tx is the inbox's open transaction as a receiver sees it. A receiver that writes through
+// it cannot apply an event twice or lose it: a process that dies between its own write and
+// the inbox row's commit leaves neither, and the redelivery applies the event whole. A
+// write made anywhere else (another connection, a file, a call) commits on its own and can
+// be repeated by a redelivery.
+type Tx interface {
+	// Exec runs one statement and returns how many rows it changed.
+	Exec(ctx context.Context, sql string, args ...any) (rowsAffected int64, err error)
+	// QueryRow runs a query that returns at most one row; Scan reports no row as an error.
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+}
+
+// Row is one row of Tx.QueryRow.
+type Row interface {
+	Scan(dest ...any) error
 }
 
 // Consumer applies events once per event id. Use Handle from code, or Handler as the
@@ -30,9 +48,10 @@ type Consumer struct {
 	Name  string
 	Store InboxStore
 	Clock ops.Clock
-	// Apply applies one event. It runs inside the inbox's transaction; when it fails the
-	// event is not recorded and its next delivery is applied again.
-	Apply func(ctx context.Context, e Event) error
+	// Apply applies one event. It runs inside the inbox's transaction, tx, and writes the
+	// receiver's own rows through it so that they commit with the inbox row; when it fails
+	// neither is recorded and the event's next delivery is applied again.
+	Apply func(ctx context.Context, tx Tx, e Event) error
 	// Applied, when set, is called after the inbox committed a first application: the place
 	// for in-memory effects that must happen once.
 	Applied func(e Event)
@@ -47,11 +66,11 @@ func (c *Consumer) Handle(ctx context.Context, e Event) (bool, error) {
 	if clock == nil {
 		clock = ops.SystemClock{}
 	}
-	applied, err := c.Store.ApplyOnce(ctx, c.Name, e, clock.Now(), func(ctx context.Context) error {
+	applied, err := c.Store.ApplyOnce(ctx, c.Name, e, clock.Now(), func(ctx context.Context, tx Tx) error {
 		if c.Apply == nil {
 			return nil
 		}
-		return c.Apply(ctx, e)
+		return c.Apply(ctx, tx, e)
 	})
 	if err != nil {
 		return false, fmt.Errorf("apply event %s: %w", e.EventID, err)

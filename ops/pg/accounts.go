@@ -54,11 +54,11 @@ func scanAccountUser(row pgx.Row) (*desk.User, error) {
 	return u, nil
 }
 
-const accountTenantCols = "t.id, t.name, t.require_idempotency_key, t.created_at"
+const accountTenantCols = "t.id, t.name, t.require_idempotency_key, coalesce(t.stripe_account, ''), t.created_at"
 
 func scanAccountTenant(row pgx.Row) (*ops.Tenant, error) {
 	t := &ops.Tenant{}
-	if err := row.Scan(&t.ID, &t.Name, &t.RequireIdempotencyKey, &t.CreatedAt); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.RequireIdempotencyKey, &t.StripeAccount, &t.CreatedAt); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -113,10 +113,11 @@ func (db *DB) Authenticate(ctx context.Context, email, password string) (*desk.U
 	u := &desk.User{}
 	var role string
 	err := db.Pool.QueryRow(ctx,
-		`SELECT id, email, role, created_at, password_hash FROM users
+		`SELECT id, email, role, created_at, coalesce(password_hash, '') FROM users
 		 WHERE lower(email) = $1 AND disabled_at IS NULL`, email).
 		Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
+	// A user of an identity provider has no password, and is answered as an unknown one.
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && hash == "") {
 		_ = bcrypt.CompareHashAndPassword(dummyPasswordHash, []byte(password))
 		return nil, wrong
 	} else if err != nil {

@@ -77,6 +77,20 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 		v[alerts.OrphanCharges] += float64(r.Orphans)
 		v[alerts.DoubleCharges] += float64(r.DoubleCharges)
 	}
+	dups, err := db.possibleDuplicates(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dups {
+		k := key{d.tenant, d.kind, d.provider}
+		s := sums[k]
+		if s == nil {
+			s = &alerts.Row{Tenant: names[d.tenant], Kind: string(d.kind), Provider: d.provider, Values: map[alerts.Signal]float64{}}
+			sums[k] = s
+			order = append(order, k)
+		}
+		s.Values[alerts.PossibleDuplicates] += d.n
+	}
 	out := make([]alerts.Row, 0, len(order))
 	for _, k := range order {
 		out = append(out, *sums[k])
@@ -189,7 +203,17 @@ SELECT coalesce(t.name, ''), coalesce(o.kind, ''), pc.provider, (pc.operation_id
 FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id
 	LEFT JOIN tenants t ON t.id = coalesce(o.tenant_id, pc.tenant_id)
 WHERE pc.seen_at >= @from AND pc.seen_at < @to AND pc.status IN ` + chargedStatuses + `
-GROUP BY 1, 2, 3, 4, 5`},
+GROUP BY 1, 2, 3, 4, 5
+UNION ALL
+SELECT coalesce(t.name, ''), o.kind, o.provider, 'false', 'true', sum(` + extraGenerations + `)::float8
+FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE ` + doubleGenerations + ` AND e.first_seen_at >= @from AND e.first_seen_at < @to
+GROUP BY 1, 2, 3`},
+		{alerts.MetricPossibleDuplicates, nil, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, count(*)::float8
+FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE a.possible_duplicate AND a.finished_at >= @from AND a.finished_at < @to
+GROUP BY 1, 2, 3`},
 	}
 	var out []alerts.Tally
 	for _, q := range queries {
@@ -340,14 +364,35 @@ FROM alert_history ORDER BY at DESC, id DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, interpret(err, "list alert history")
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (alerts.Transition, error) {
-		var t alerts.Transition
-		var from, to string
-		err := r.Scan(&t.At, &t.RuleKey, &t.Alert, &t.InstanceKey, &t.Labels, &from, &to, &t.Value)
-		t.From, t.To = alerts.State(from), alerts.State(to)
-		return t, err
-	})
+	out, err := pgx.CollectRows(rows, scanTransition)
 	return out, interpret(err, "list alert history")
+}
+
+// AlertTransitions returns, oldest first, the transitions in [from, to) and each
+// instance's last one before from: what an instance was doing when the window opened.
+func (db *DB) AlertTransitions(ctx context.Context, from, to time.Time) ([]alerts.Transition, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT at, rule_key, alert, instance_key, labels, from_state, to_state, value FROM (
+	(SELECT DISTINCT ON (instance_key) id, at, rule_key, alert, instance_key, labels, from_state, to_state, value
+	 FROM alert_history WHERE at < $1 ORDER BY instance_key, at DESC, id DESC)
+	UNION ALL
+	SELECT id, at, rule_key, alert, instance_key, labels, from_state, to_state, value
+	FROM alert_history WHERE at >= $1 AND at < $2
+) h ORDER BY at, id`, from, to)
+	if err != nil {
+		return nil, interpret(err, "read alert transitions")
+	}
+	out, err := pgx.CollectRows(rows, scanTransition)
+	return out, interpret(err, "read alert transitions")
+}
+
+func scanTransition(r pgx.CollectableRow) (alerts.Transition, error) {
+	var t alerts.Transition
+	var from, to string
+	err := r.Scan(&t.At, &t.RuleKey, &t.Alert, &t.InstanceKey, &t.Labels, &from, &to, &t.Value)
+	t.From, t.To = alerts.State(from), alerts.State(to)
+	t.At = t.At.UTC()
+	return t, err
 }
 
 // PruneAlerts deletes delivered notifications and history older than their cut-offs.

@@ -79,13 +79,25 @@ FROM generate_series(1, 20000) g JOIN LATERAL (SELECT id FROM operations OFFSET 
 		}
 		for name, plan := range plans {
 			for _, table := range []string{"operations", "audit_log", "client_requests", "attempts", "evidence", "provider_events"} {
-				if strings.Contains(plan, "Seq Scan on "+table) {
+				if seqScan(plan, table) {
 					t.Errorf("%s, %s: sequential scan of %s:\n%s", c.name, name, table, plan)
 				}
 			}
-			if name == "audit" && strings.Contains(plan, "Sort") && c.audit.EntityID == "" {
+			// A Merge Append of the monthly partitions' indexes is read in order; a Sort node is not.
+			if name == "audit" && strings.Contains(plan, "Sort  (cost") && c.audit.EntityID == "" {
 				t.Errorf("%s: the audit page sorts instead of reading an index in order:\n%s", c.name, plan)
 			}
 		}
 	}
+}
+
+// seqScan says whether plan reads table, or one of its monthly partitions, sequentially. A
+// month that holds no row yet (planned at cost 0) is read in no time whatever the plan.
+func seqScan(plan, table string) bool {
+	for _, line := range strings.Split(plan, "\n") {
+		if strings.Contains(line, "Seq Scan on "+table) && !strings.Contains(line, "(cost=0.00..0.00 ") {
+			return true
+		}
+	}
+	return false
 }

@@ -4,9 +4,11 @@ package pg
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -21,11 +23,35 @@ type DB struct {
 	group *group
 }
 
-// Open connects to url and checks the server answers.
-func Open(ctx context.Context, url string) (*DB, error) {
+// Option adjusts the pool's configuration before it connects.
+type Option func(*pgxpool.Config)
+
+// WithAsyncCommit lets the pool's commits return before their WAL reaches the disk: for
+// bulk writes whose loss in a crash costs nothing (the demo's history), never for a
+// server's ledger.
+func WithAsyncCommit() Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["synchronous_commit"] = "off" }
+}
+
+// WithTracer hands every statement to t as it starts and ends: benchmarks use it to tell
+// the time spent in the ledger's statements from the rest of a request.
+func WithTracer(t pgx.QueryTracer) Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
+}
+
+// Open connects to url and checks the server answers. Statements are sent so that a pooler
+// in transaction mode may stand between Settle and Postgres (see poolerSafeExecMode),
+// unless url sets default_query_exec_mode.
+func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, &ops.Error{Code: ops.EINVALID, Message: "The database URL is malformed; expected postgres://user@host:port/db.", Err: err}
+	}
+	if !namesExecMode(url) {
+		cfg.ConnConfig.DefaultQueryExecMode = poolerSafeExecMode
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -45,13 +71,13 @@ func (db *DB) SetGroupCommit(flushers int) { db.group.flushers = flushers }
 // Close closes the pool.
 func (db *DB) Close() { db.Pool.Close() }
 
-func (db *DB) goose(ctx context.Context) (*goose.Provider, *sql.DB, error) {
+func (db *DB) goose(ctx context.Context, opts ...goose.ProviderOption) (*goose.Provider, *sql.DB, error) {
 	sqldb := stdlib.OpenDBFromPool(db.Pool)
 	sub, err := fs.Sub(migrations.FS, ".")
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, sub)
+	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, sub, opts...)
 	if err != nil {
 		sqldb.Close()
 		return nil, nil, fmt.Errorf("load migrations: %w", err)
@@ -59,9 +85,14 @@ func (db *DB) goose(ctx context.Context) (*goose.Provider, *sql.DB, error) {
 	return p, sqldb, nil
 }
 
-// Migrate applies every pending migration.
+// Migrate applies every pending migration, under a lock that lets one process migrate at a
+// time (see migrationLock).
 func (db *DB) Migrate(ctx context.Context) error {
-	p, sqldb, err := db.goose(ctx)
+	locker, err := migrationLock()
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, sqldb, err := db.goose(ctx, locker)
 	if err != nil {
 		return err
 	}
@@ -100,3 +131,23 @@ func (db *DB) CheckSchema(ctx context.Context) error {
 
 // Ping checks the database answers.
 func (db *DB) Ping(ctx context.Context) error { return db.Pool.Ping(ctx) }
+
+// ErrReadOnly means the database answers but takes no writes: a standby that has not been
+// promoted, or a server set read-only.
+var ErrReadOnly = errors.New("the database answers but is read-only (a standby, or default_transaction_read_only)")
+
+// Writable returns nil when a session of the pool can write: a primary answers and is not
+// read-only. During a failover a standby answers reads before it is promoted while every
+// write of Settle's would fail, so readiness asks this rather than a ping. With several hosts
+// in DATABASE_URL and target_session_attrs=read-write, pgx connects only to the writable one.
+func (db *DB) Writable(ctx context.Context) error {
+	var readOnly bool
+	err := db.Pool.QueryRow(ctx, `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'`).Scan(&readOnly)
+	if err != nil {
+		return fmt.Errorf("ask whether the database takes writes: %w", err)
+	}
+	if readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}

@@ -331,8 +331,9 @@ func (o JobOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, 
 	return o.DB.markFailed(ctx, "job_outbox", "job event", id, retryAt, reason)
 }
 
-// ApplyOnce implements outbox.InboxStore: the inbox row and apply share one transaction.
-func (db *DB) ApplyOnce(ctx context.Context, consumer string, e outbox.Event, at time.Time, apply func(ctx context.Context) error) (bool, error) {
+// ApplyOnce implements outbox.InboxStore: the inbox row and apply's writes share one
+// transaction, which apply gets as an outbox.Tx.
+func (db *DB) ApplyOnce(ctx context.Context, consumer string, e outbox.Event, at time.Time, apply func(ctx context.Context, tx outbox.Tx) error) (bool, error) {
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return false, interpret(err, "begin inbox transaction")
@@ -346,11 +347,28 @@ VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, event_id) DO NOTHING`, co
 	if tag.RowsAffected() == 0 {
 		return false, nil
 	}
-	if err := apply(ctx); err != nil {
+	if err := apply(ctx, inboxTx{tx}); err != nil {
 		return false, fmt.Errorf("apply: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return false, interpret(err, "commit consumed event")
 	}
 	return true, nil
+}
+
+// inboxTx is the inbox's transaction as outbox.Tx, for a receiver's own writes.
+type inboxTx struct{ tx pgx.Tx }
+
+// Exec implements outbox.Tx.
+func (t inboxTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := t.tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, fmt.Errorf("receiver's statement: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// QueryRow implements outbox.Tx.
+func (t inboxTx) QueryRow(ctx context.Context, sql string, args ...any) outbox.Row {
+	return t.tx.QueryRow(ctx, sql, args...)
 }

@@ -28,7 +28,7 @@ func (db *DB) QueueCounts(ctx context.Context, f desk.QueueFilter) (map[ops.Stat
 	var err error
 	// The repeated status list lets the planner use the partial queue index in the scanned
 	// counts; without it each count reads the whole table.
-	if f.OlderThan <= 0 && f.Search == "" {
+	if f.OlderThan <= 0 && f.Search == "" && !f.Awaiting {
 		// Unknown and expired from the maintained counts; received and in-progress rows are
 		// few and counted from their partial indexes, capped like the scanned counts.
 		// Only the filters given go into the live counts, so they run as index-only scans.
@@ -123,6 +123,10 @@ func queueWhere(f desk.QueueFilter, now time.Time) (string, pgx.NamedArgs) {
 	if f.OlderThan > 0 {
 		conds = append(conds, "o.created_at <= @cutoff")
 		args["cutoff"] = now.Add(-f.OlderThan)
+	}
+	if f.Awaiting {
+		conds = append(conds, "EXISTS (SELECT 1 FROM close_proposals cp WHERE cp.operation_id = o.id AND cp.state = 'open' AND cp.expires_at > @awaiting_at)")
+		args["awaiting_at"] = now
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
 		alts := []string{"o.order_ref = @q", "o.customer_ref = @q", "o.chat_ref = @q", "o.provider_key = @q", "o.payment_ref = @q"}

@@ -223,9 +223,15 @@ func (db *DB) SentToLLM(ctx context.Context, provider string, w recon.Window, wi
 	rows, err := db.Pool.Query(ctx, `
 SELECT date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b, coalesce(o.request->>'model', '') AS m,
 	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'),
-	count(*) FILTER (WHERE a.outcome = 'ok'),
-	count(*) FILTER (WHERE a.outcome IS NULL OR a.outcome IN ('timeout', 'server_error', 'key_in_use'))
+	count(*) FILTER (WHERE a.outcome = 'ok' OR x.found),
+	count(*) FILTER (WHERE `+uncertainAttempt+` AND NOT x.found)
 FROM attempts a JOIN operations o ON o.id = a.operation_id
+CROSS JOIN LATERAL (SELECT `+uncertainAttempt+`
+	AND NOT EXISTS (SELECT 1 FROM attempts k WHERE k.operation_id = a.operation_id AND k.outcome = 'ok')
+	AND (SELECT count(*) FROM attempts u WHERE u.operation_id = a.operation_id AND u.n <= a.n
+		AND (u.outcome IS NULL OR u.outcome IN ('timeout', 'server_error', 'key_in_use')))
+		<= (SELECT count(*) FROM provider_charges pc WHERE pc.operation_id = a.operation_id AND pc.status IN `+chargedStatuses+`)
+	AS found) x
 WHERE a.started_at >= @from AND a.started_at < @to AND o.provider = @provider
 GROUP BY 1, 2 ORDER BY 1, 2`, pgx.NamedArgs{"secs": width.Seconds(), "from": w.From, "to": w.To, "provider": provider})
 	if err != nil {
@@ -239,6 +245,12 @@ GROUP BY 1, 2 ORDER BY 1, 2`, pgx.NamedArgs{"secs": width.Seconds(), "from": w.F
 	})
 	return out, interpret(err, "count attempts sent")
 }
+
+// uncertainAttempt holds for an attempt a of SentToLLM whose outcome is not known. Such an
+// attempt counts as answered when a completion the provider stored explains it: its
+// operation has no answered attempt, and lookups recorded as many charges for it as it has
+// uncertain attempts up to this one.
+const uncertainAttempt = `(a.outcome IS NULL OR a.outcome IN ('timeout', 'server_error', 'key_in_use'))`
 
 // ListExceptions implements recon.ExceptionStore.
 func (db *DB) ListExceptions(ctx context.Context, f recon.ExceptionFilter) ([]*recon.Exception, error) {
@@ -382,4 +394,74 @@ WHERE entity = $1 AND entity_id = $2 ORDER BY id`, entity, id)
 		return a, err
 	})
 	return out, interpret(err, "read audit log")
+}
+
+// RecordMatchedCharges implements recon.Store in one statement per call: the records are
+// sent as arrays, matched against their operations by primary key, and recorded unless a
+// row for the charge already says something else (another operation, another status), which
+// the ledger must see. The listing's copy of the record is not kept: the operation holds the
+// provider's own answer as its evidence, and a kilobyte per charge would be most of a
+// million-refund run's writes. A record from another account than its operation's tenant's is never
+// matched: the ledger's guard on connected accounts decides what it is. A ref listed twice is
+// matched once; its repeat goes to the ledger.
+func (db *DB) RecordMatchedCharges(ctx context.Context, provider string, recs []ops.ProviderRecord, seenAt time.Time) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(recs) == 0 {
+		return out, nil
+	}
+	n := len(recs)
+	refs, opIDs, currencies, statuses, accounts := make([]string, n), make([]*string, n), make([]string, n), make([]string, n), make([]string, n)
+	amounts, created := make([]int64, n), make([]time.Time, n)
+	dup := make(map[string]bool, n)
+	for i, r := range recs {
+		if dup[r.Ref] {
+			r.OperationID = "" // matches no operation, so the statement never names a charge twice
+		}
+		dup[r.Ref] = true
+		refs[i], amounts[i], currencies[i], statuses[i], accounts[i] = r.Ref, r.AmountCents, r.Currency, r.Status, r.Account
+		if id, ok := operationIDArg(r.OperationID).(string); ok {
+			opIDs[i] = &id
+		}
+		created[i] = r.Created
+		if created[i].IsZero() {
+			created[i] = seenAt
+		}
+	}
+	rows, err := db.Pool.Query(ctx, `
+WITH r AS (
+	SELECT * FROM unnest(@refs::text[], @ops::uuid[], @amounts::bigint[], @currencies::text[], @statuses::text[],
+		@created::timestamptz[], @accounts::text[]) AS r(ref, op_id, amount, currency, status, created, account)
+), m AS (
+	-- done: a charge a run reconciled before, unchanged: nothing to write, not even seen_at, so
+	-- a window read again costs reads only.
+	SELECT r.*, o.tenant_id, coalesce(pc.operation_id = r.op_id AND pc.status = r.status AND pc.reconciled_at IS NOT NULL,
+		false) AS done
+	FROM r
+	JOIN operations o ON o.id = r.op_id
+	JOIN tenants t ON t.id = o.tenant_id
+	LEFT JOIN provider_charges pc ON pc.provider = @provider AND pc.charge_ref = r.ref
+	WHERE o.status = 'succeeded' AND o.provider = @provider AND o.provider_ref = r.ref
+		AND r.status IN `+chargedStatuses+`
+		AND r.account = CASE WHEN @provider = '`+stripeProvider+`' THEN coalesce(t.stripe_account, '') ELSE '' END
+), ins AS (
+	INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at,
+		seen_at, reconciled_at)
+	SELECT tenant_id, @provider, ref, op_id, amount, currency, status, created, @seen, @seen FROM m WHERE NOT done
+	ON CONFLICT (provider, charge_ref) DO UPDATE SET seen_at = excluded.seen_at, reconciled_at = excluded.reconciled_at
+		WHERE provider_charges.operation_id = excluded.operation_id AND provider_charges.status = excluded.status
+	RETURNING charge_ref
+)
+SELECT ref FROM m WHERE done UNION ALL SELECT charge_ref FROM ins`, pgx.NamedArgs{"refs": refs, "ops": opIDs, "amounts": amounts, "currencies": currencies,
+		"statuses": statuses, "created": created, "accounts": accounts, "provider": provider, "seen": seenAt})
+	if err != nil {
+		return nil, interpret(err, "record matched charges")
+	}
+	matched, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpret(err, "record matched charges")
+	}
+	for _, ref := range matched {
+		out[ref] = true
+	}
+	return out, nil
 }

@@ -22,23 +22,53 @@ const (
 // chargesCTE lists the charged provider records the table counts, each with the time that
 // places it in a window: the creation of its operation, so a charge sits in the same row as
 // the operation it pays for, or its own time for a charge with no operation. n numbers the
-// charges of one operation; n > 1 is a double charge. Both halves are index-served: the
-// first by operations_created_idx and provider_charges_operation_idx, the second by
-// provider_charges_orphan_idx.
+// charges of one operation; n > 1 is a double charge. micros is the charge's money in
+// micro-units of its currency; a generation an LLM lookup found carries no amount of its
+// own (a stored completion has no price on it), so it costs what its operation's stored
+// generation cost, in USD, as the third half counts it. The first two halves are index-served: the first by
+// operations_created_idx and provider_charges_operation_idx, the second by
+// provider_charges_orphan_idx. The third adds the double generations of LLM operations
+// (doubleGenerations).
 const chargesCTE = `c AS (
-	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, pc.currency, pc.amount_cents, pc.charge_ref,
-		pc.status, pc.operation_id,
+	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider,
+		CASE WHEN ` + llmUnpriced + ` THEN 'usd' ELSE pc.currency END AS currency, pc.amount_cents,
+		CASE WHEN ` + llmUnpriced + ` THEN o.cost_micros ELSE pc.amount_cents * 10000 END AS micros,
+		pc.charge_ref, pc.status, pc.operation_id,
 		row_number() OVER (PARTITION BY pc.operation_id ORDER BY pc.charged_at, pc.id) AS n
 	FROM operations o JOIN provider_charges pc ON pc.operation_id = o.id
 	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + chargedStatuses + `
 		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
 	UNION ALL
-	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, pc.currency, pc.amount_cents, pc.charge_ref,
-		pc.status, NULL, 1
+	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, pc.currency, pc.amount_cents, pc.amount_cents * 10000,
+		pc.charge_ref, pc.status, NULL, 1
 	FROM provider_charges pc
 	WHERE pc.operation_id IS NULL AND pc.charged_at >= @from AND pc.charged_at < @to AND pc.status IN ` + chargedStatuses + `
 		AND (@tenant = 0 OR pc.tenant_id = @tenant) AND @kind = '' AND (@provider = '' OR pc.provider = @provider)
+	UNION ALL
+	SELECT o.created_at, o.tenant_id, o.kind, o.provider, 'usd', 0, o.cost_micros,
+		e.ref || '#' || g.n, 'succeeded', o.id, g.n + 1
+	FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
+		CROSS JOIN LATERAL generate_series(1, ` + extraGenerations + `) AS g(n)
+	WHERE ` + doubleGenerations + ` AND o.created_at >= @from AND o.created_at < @to
+		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
 )`
+
+// llmUnpriced says a charge pc of operation o is a generation found at an LLM provider,
+// recorded without an amount.
+const llmUnpriced = `(o.kind IN ('llm_call', 'llm_job') AND pc.amount_cents = 0)`
+
+// doubleGenerations selects, over recon_exceptions e joined to operations o, the confirmed
+// double generations of LLM operations: the double-charge exceptions that lookups and usage
+// reports record for them, counted like the second refund of a refund's double charge. An
+// operation whose extra generations are provider charges of their own is counted by those
+// charges instead, never twice. Each costs what the stored generation cost, in USD.
+const doubleGenerations = `e.kind = 'double_charge' AND o.kind IN ('llm_call', 'llm_job')
+		AND (SELECT count(*) FROM provider_charges p2 WHERE p2.operation_id = o.id AND p2.status IN ` + chargedStatuses + `) < 2`
+
+// extraGenerations is how many generations beyond the first an exception e of
+// doubleGenerations stands for: its charge references name every generation billed, and
+// one at least is extra.
+const extraGenerations = `greatest(cardinality(e.charge_refs) - 1, 1)`
 
 func metricsArgs(f recon.MetricsFilter) pgx.NamedArgs {
 	return pgx.NamedArgs{"from": f.From, "to": f.To, "secs": f.Bucket.Seconds(), "tenant": f.TenantID,
@@ -223,7 +253,7 @@ func (rows metricsRows) addAttempts(rs pgx.Rows) error {
 var countChargesSQL = `WITH ` + chargesCTE + `
 SELECT ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.currency,
 	count(*), count(*) FILTER (WHERE c.operation_id IS NULL), count(*) FILTER (WHERE c.n > 1),
-	coalesce(sum(c.amount_cents) FILTER (WHERE c.n > 1), 0) * 10000
+	coalesce(sum(c.micros) FILTER (WHERE c.n > 1), 0)
 FROM c GROUP BY 1, 2, 3, 4, 5`
 
 func (rows metricsRows) addCharges(rs pgx.Rows) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 var (
@@ -22,7 +23,7 @@ var (
 // LatestForIntent implements refund.Store.
 func (db *DB) LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error) {
 	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o
-WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 ORDER BY o.created_at DESC LIMIT 1`, tenantID, string(kind), intentKey))
+WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 ORDER BY o.intent_seq DESC LIMIT 1`, tenantID, string(kind), intentKey))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No operation for this intent.")
 	}
@@ -59,8 +60,8 @@ WHERE o.tenant_id = $1 AND o.payment_ref = $2 AND o.payment_ref <> '' AND o.stat
 
 // RecordRejected implements refund.Store.
 func (db *DB) RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error {
-	_, err := db.Pool.Exec(ctx, `INSERT INTO client_requests (tenant_id, kind, request_ref, answer, received_at, answered_at)
-VALUES ($1, $2, $3, 'rejected', $4, $4)`, tenantID, string(kind), requestRef, at)
+	_, err := db.Pool.Exec(ctx, `INSERT INTO client_requests (tenant_id, kind, request_ref, request_id, answer, received_at, answered_at)
+VALUES ($1, $2, $3, $4, 'rejected', $5, $5)`, tenantID, string(kind), requestRef, reqlog.Get(ctx, reqlog.RequestID), at)
 	return interpret(err, "record rejected request")
 }
 

@@ -173,7 +173,8 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 
 // changedMinutes returns, as windows to recompute, the older minutes (before from) whose
 // rows changed since the last run: an operation closed or went unknown (every status change
-// writes an audit row), or a charge was recorded.
+// writes an audit row), a charge was recorded, or a double charge was found (an LLM
+// operation's double generation counts as one).
 func changedMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.RollupParams, from time.Time, rep *recon.RollupReport) ([]recon.Window, error) {
 	rows, err := tx.Query(ctx, `
 WITH changed AS (
@@ -184,6 +185,8 @@ WITH changed AS (
 	UNION ALL SELECT cr.received_at FROM changed c JOIN client_requests cr ON cr.operation_id = c.id
 	UNION ALL SELECT coalesce(o.created_at, pc.charged_at)
 		FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id WHERE pc.seen_at >= @since
+	UNION ALL SELECT o.created_at FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
+		WHERE e.kind = 'double_charge' AND e.last_seen_at >= @since
 )
 SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @from`,
 		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from})
@@ -196,7 +199,17 @@ SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @f
 	}
 	rep.Changed = len(changed)
 	var windows []recon.Window
+	horizon, err := retentionHorizon(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
 	for _, w := range recon.MinuteRuns(changed, changedRunGap) {
+		if !w.To.After(horizon) {
+			continue
+		}
+		if w.From.Before(horizon) {
+			w.From = horizon
+		}
 		if !st.MinutesFrom.IsZero() && w.From.Truncate(time.Hour).Before(st.MinutesFrom) {
 			// Its hour's other minutes may be pruned: recompute the whole hours from
 			// the raw rows, so the quarter hours and hours summed from them stay exact.

@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 var _ ops.Store = (*DB)(nil)
@@ -22,7 +22,7 @@ const opCols = `o.id::text, o.tenant_id, o.kind, o.provider, o.intent_key, o.pro
 	o.order_ref, o.customer_ref, o.chat_ref, o.payment_ref, o.amount_cents, o.currency, o.request,
 	o.status, o.phase, o.version, o.attempts, o.lease_owner, o.lease_until, o.first_sent_at, o.retry_until,
 	o.retention_seconds, o.provider_ref, o.provider_request_id, o.result, o.usage, o.cost_micros,
-	o.created_at, o.updated_at, o.closed_at, o.closed_by, o.key_waits`
+	o.created_at, o.updated_at, o.closed_at, o.closed_by, o.key_waits, o.purged_at`
 
 // openReturns is opCols for Open: an operation it creates comes back without its request,
 // which the caller has just sent (a long prompt would cross the wire twice); an existing
@@ -44,7 +44,7 @@ func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 		&o.OrderRef, &o.CustomerRef, &o.ChatRef, &o.PaymentRef, &o.AmountCents, &o.Currency, &request,
 		&status, &phase, &o.Version, &o.Attempts, &o.LeaseOwner, &o.LeaseUntil, &o.FirstSentAt, &o.RetryUntil,
 		&retention, &o.ProviderRef, &o.ProviderRequestID, &result, &usage, &o.CostMicros,
-		&o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.ClosedBy, &o.KeyWaits}
+		&o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.ClosedBy, &o.KeyWaits, &o.PurgedAt}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
@@ -54,86 +54,6 @@ func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 	return &o, nil
 }
 
-// openQuery is the one statement of Open.
-var openQuery = `
-WITH ins AS (
-	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
-		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
-		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
-		created_at, updated_at)
-	SELECT @id, @tenant, @kind, @provider, @intent, @pkey, @fp,
-		@order, @customer, @chat, @payment, @amount, @currency, @request::jsonb,
-		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
-		CASE WHEN @claimed THEN 'sending' ELSE '' END,
-		CASE WHEN @claimed THEN 1 ELSE 0 END,
-		@claim, @lease::timestamptz,
-		CASE WHEN @claimed THEN @now::timestamptz END,
-		CASE WHEN @claimed THEN @retry_until::timestamptz END,
-		@retention, @now::timestamptz, @now::timestamptz
-	WHERE NOT @guarded OR @latest::text = coalesce((SELECT l.id::text FROM operations l
-		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.created_at DESC LIMIT 1), '')
-	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN ` + openStatuses + `
-	DO UPDATE SET duplicate_requests = o.duplicate_requests + 1
-	RETURNING ` + openReturns + `, (o.xmax <> 0) AS existed
-), cr AS (
-	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at, answered_at)
-	SELECT tenant_id, id::uuid, kind, @ref, existed,
-		CASE WHEN existed THEN NULL ELSE 'new' END, @now, CASE WHEN existed THEN NULL ELSE @now::timestamptz END
-	FROM ins
-	RETURNING id
-), att AS (
-	INSERT INTO attempts (operation_id, n, provider_key, owner, started_at)
-	SELECT id::uuid, 1, provider_key, @claim, @now FROM ins WHERE NOT existed AND @claimed
-	RETURNING id
-), aud AS (
-	INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
-	SELECT @now, @actor, 'open', 'operation', id, jsonb_build_object('status', status, 'version', version)
-	FROM ins WHERE NOT existed
-)
-SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON true`
-
-// Open implements ops.Store: one statement inserts the operation (or finds the open one for
-// the intent, even one committed a moment ago by a concurrent request), records the client
-// request, and for a new claimed operation begins its first attempt and writes the audit row.
-func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
-	op := p.Op
-	claimed := p.Claim != ""
-	args := pgx.NamedArgs{
-		"id": op.ID, "tenant": op.TenantID, "kind": string(op.Kind), "provider": op.Provider,
-		"intent": op.IntentKey, "pkey": op.ProviderKey, "fp": op.Fingerprint,
-		"order": op.OrderRef, "customer": op.CustomerRef, "chat": op.ChatRef, "payment": op.PaymentRef,
-		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
-		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
-		"retention": int64(op.Retention / time.Second), "now": p.Now, "ref": p.RequestRef, "actor": p.Actor,
-		"guarded": p.Latest != nil, "latest": "",
-	}
-	if p.Latest != nil {
-		args["latest"] = *p.Latest
-	}
-	var out ops.Opened
-	var existed bool
-	var attemptID int64
-	var o *ops.Operation
-	err := db.group.queryRow(openQuery, args, func(row pgx.Row) (err error) {
-		o, err = scanOp(row, &existed, &out.ClientRequestID, &attemptID)
-		return err
-	})
-	if errors.Is(err, pgx.ErrNoRows) && p.Latest != nil {
-		return out, &ops.Error{Code: ops.ECONFLICT, Reason: ops.ReasonSuperseded, Message: "A newer operation of this intent appeared meanwhile."}
-	}
-	if err != nil {
-		return out, interpret(err, "open operation")
-	}
-	if !existed {
-		o.Request = op.Request
-	}
-	out.Op, out.Created = o, !existed
-	if attemptID > 0 {
-		out.Attempt = &ops.Attempt{ID: attemptID, OperationID: o.ID, N: 1, ProviderKey: o.ProviderKey, Owner: p.Claim, StartedAt: p.Now}
-	}
-	return out, nil
-}
-
 // Join implements ops.Store.
 func (db *DB) Join(ctx context.Context, opID, requestRef string, now time.Time) (ops.Opened, error) {
 	row := db.Pool.QueryRow(ctx, `
@@ -141,11 +61,11 @@ WITH up AS (
 	UPDATE operations o SET duplicate_requests = duplicate_requests + 1 WHERE id = @id
 	RETURNING `+opCols+`
 ), cr AS (
-	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, received_at)
-	SELECT tenant_id, id::uuid, kind, @ref, true, @now FROM up
+	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, request_id, duplicate, received_at)
+	SELECT tenant_id, id::uuid, kind, @ref, @request_id, true, @now FROM up
 	RETURNING id
 )
-SELECT up.*, cr.id FROM up, cr`, pgx.NamedArgs{"id": opID, "ref": requestRef, "now": now})
+SELECT up.*, cr.id FROM up, cr`, pgx.NamedArgs{"id": opID, "ref": requestRef, "now": now, "request_id": reqlog.Get(ctx, reqlog.RequestID)})
 	var out ops.Opened
 	o, err := scanOp(row, &out.ClientRequestID)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -222,7 +142,9 @@ SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Versio
 // transitionSQL is Transition's one statement. up is the compare-and-set on the operation's
 // version, status and lease; every other part writes only when up changed a row: the attempt's
 // finish (fin), the evidence (ev), the audit row (aud), the outbox event of a status change
-// (ob), the provider charge of a success (ch) and the client request's answer (cr).
+// (ob), the provider charge of a success (ch) and the client request's answer (cr). A close
+// that carries an approval applies only while its proposal is open and marks it approved;
+// any other close to a final status marks the operation's open proposal superseded (pr).
 const transitionSQL = `
 WITH up AS (
 	UPDATE operations o SET status = @to, phase = @phase, version = version + 1, updated_at = @now,
@@ -237,12 +159,21 @@ WITH up AS (
 	WHERE id = @id AND version = @version AND status = @from
 		AND (@owner = '' OR lease_owner = @owner)
 		AND (NOT @require_expired OR lease_until IS NULL OR lease_until <= @now)
+		AND (@pid::bigint = 0 OR EXISTS (SELECT 1 FROM close_proposals cp
+			WHERE cp.id = @pid AND cp.operation_id = o.id AND cp.state = 'open' AND cp.expires_at > @now))
 	RETURNING ` + opCols + `
+), pr AS (
+	UPDATE close_proposals cp SET decided_at = @now,
+		state = CASE WHEN cp.id = @pid THEN 'approved' ELSE 'superseded' END,
+		decided_by = CASE WHEN cp.id = @pid THEN @approved_by ELSE @actor END,
+		outcome = CASE WHEN cp.id = @pid THEN '' ELSE 'closed as ' || up.status || ' by ' || @actor END
+	FROM up WHERE @final AND cp.operation_id = up.id::uuid AND cp.state = 'open' AND cp.expires_at > @now
 ), fin AS (
 	UPDATE attempts SET finished_at = @fat, outcome = @outcome, http_status = @http_status,
 		provider_request_id = @prid, error_code = @ecode, usage = @a_usage::jsonb, cost_micros = @a_cost::bigint,
 		possible_duplicate = @a_dup
 	WHERE id = @aid AND EXISTS (SELECT 1 FROM up)
+		AND (@astart::timestamptz IS NULL OR started_at BETWEEN @astart::timestamptz - interval '1 second' AND @astart::timestamptz + interval '1 second')
 ), ev AS (
 	INSERT INTO evidence (operation_id, kind, provider_ref, summary, data, recorded_by, recorded_at)
 	SELECT id::uuid, @ev_kind, @ev_ref, @ev_summary, @ev_data, @ev_by, @ev_at FROM up WHERE @ev_kind <> ''
@@ -251,7 +182,7 @@ WITH up AS (
 	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason, evidence_id)
 	SELECT @now, @actor, @action, 'operation', up.id,
 		jsonb_build_object('status', @from::text, 'version', @version::bigint),
-		jsonb_build_object('status', up.status, 'version', up.version, 'phase', up.phase),
+		jsonb_build_object('status', up.status, 'version', up.version, 'phase', up.phase) || @approval::jsonb,
 		@reason, (SELECT id FROM ev)
 	FROM up
 ), ob AS (
@@ -259,7 +190,7 @@ WITH up AS (
 	SELECT @event_id::uuid, 'operation.' || up.status, up.id, jsonb_build_object(
 		'event_id', @event_id::text, 'operation_id', up.id, 'tenant_id', up.tenant_id, 'kind', up.kind,
 		'status', up.status, 'previous_status', @from::text, 'version', up.version, 'provider_ref', up.provider_ref,
-		'actor', @actor::text, 'at', @now::timestamptz), @now
+		'actor', @actor::text, 'at', @now::timestamptz) || @approval::jsonb, @now
 	FROM up WHERE @from <> @to
 ), ch AS (
 	INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at, seen_at)
@@ -280,15 +211,24 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 		"now": p.Now, "actor": p.Actor, "action": p.Action, "reason": p.Reason, "owner": p.Owner,
 		"lease": p.LeaseUntil, "require_expired": p.RequireLeaseExpired, "final": p.To.Final(),
 		"event_id": uuid.Must(uuid.NewV7()).String(), "crid": p.AnswerRequest, "answer": nullStr(string(p.Answer)),
-		"aid": int64(0), "outcome": nil, "http_status": 0, "prid": "", "ecode": "", "fat": nil,
+		"aid": int64(0), "astart": nil, "outcome": nil, "http_status": 0, "prid": "", "ecode": "", "fat": nil,
 		"a_usage": nil, "a_cost": nil, "a_dup": false,
 		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
 		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0),
+		"pid": int64(0), "approved_by": "", "approval": "{}",
+	}
+	if a := p.Approval; a != nil {
+		b, _ := json.Marshal(map[string]any{"proposal_id": a.ProposalID, "proposed_by": a.ProposedBy, "approved_by": a.ApprovedBy})
+		args["pid"], args["approved_by"], args["approval"] = a.ProposalID, a.ApprovedBy, string(b)
 	}
 	if f := p.Finish; f != nil {
 		args["aid"], args["outcome"], args["http_status"], args["prid"], args["ecode"], args["fat"] =
 			f.AttemptID, string(f.Outcome), f.HTTPStatus, f.ProviderRequestID, f.ErrorCode, f.FinishedAt
 		args["a_usage"], args["a_cost"], args["a_dup"] = jsonOrNil(f.Usage), f.CostMicros, f.PossibleDuplicate
+		if !f.StartedAt.IsZero() {
+			// A second either way: the row holds the time rounded to the microsecond.
+			args["astart"] = f.StartedAt
+		}
 	}
 	if e := p.Evidence; e != nil {
 		args["ev_kind"], args["ev_ref"], args["ev_summary"], args["ev_data"], args["ev_by"], args["ev_at"] =
@@ -456,25 +396,6 @@ func collectOps(rows pgx.Rows) ([]*ops.Operation, error) {
 }
 
 // interpret turns a database error into a domain error once, at the boundary.
-func interpret(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "23505":
-			return &ops.Error{Code: ops.ECONFLICT, Message: "That already exists.", Err: fmt.Errorf("%s: %w", what, err)}
-		case "23503", "23514", "22P02", "22001":
-			return &ops.Error{Code: ops.EINVALID, Message: "The request breaks a rule of the ledger.", Err: fmt.Errorf("%s: %w", what, err)}
-		}
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("%s: %w", what, err)}
-}
-
 func jsonOrNil(b json.RawMessage) any {
 	if len(b) == 0 {
 		return nil

@@ -25,8 +25,11 @@ import (
 type RefundSource interface {
 	// Name is the provider's name as stored on operations ("stripe").
 	Name() string
-	// ListRefunds returns every refund created in [from, to), all pages of it.
-	ListRefunds(ctx context.Context, from, to time.Time) ([]ops.ProviderRecord, error)
+	// ListRefunds hands each every refund created in [from, to), a batch at a time, in
+	// every account the provider keeps Settle's tenants' payments in, each record naming
+	// its account. When some of it cannot be read it lists the rest and returns the error;
+	// an error from each stops it and is returned as it is.
+	ListRefunds(ctx context.Context, from, to time.Time, each func([]ops.ProviderRecord) error) error
 	// Lookup returns the provider's refunds that carry the operation's id.
 	Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error)
 }
@@ -74,6 +77,10 @@ type Reconciler struct {
 	// LeaseFor is how long one run may take; the run is cut off before its lease runs out,
 	// so two replicas never act at once.
 	LeaseFor time.Duration
+	// Heartbeat, when set and Store is a LeaseRenewer, is how long the lease lasts unless its
+	// holder renews it, which a run does every third of it: a replica that dies mid-run is
+	// then taken over within Heartbeat instead of LeaseFor. LeaseFor still bounds a run.
+	Heartbeat time.Duration
 	// UsageWidth is the bucket of the LLM usage comparison; ReportDelay is how long after a
 	// bucket ends before its usage report is taken as complete.
 	UsageWidth  time.Duration
@@ -82,6 +89,31 @@ type Reconciler struct {
 	// has not seen.
 	MissingBatch int
 	Logger       *slog.Logger
+	// Progress, when set, hears how far a run is: a one-off run over many days takes long
+	// enough that the person who started it wants to see it move.
+	Progress Progress
+}
+
+// Progress is told about each stage of a run: its size, the units done, its end. The
+// command line's progress reporter is one; the background runs leave it unset.
+type Progress interface {
+	Start(total int, unit string)
+	Add(n int)
+	Done()
+}
+
+// noProgress is the Progress of a reconciler that has none.
+type noProgress struct{}
+
+func (noProgress) Start(int, string) {}
+func (noProgress) Add(int)           {}
+func (noProgress) Done()             {}
+
+func (r *Reconciler) progress() Progress {
+	if r.Progress != nil {
+		return r.Progress
+	}
+	return noProgress{}
 }
 
 // Report says what one run did. Counts of new things are what this run added; a second
@@ -229,7 +261,12 @@ func (r *Reconciler) run(ctx context.Context, provider string, window func(time.
 	leaseFor := orDefault(r.LeaseFor, DefaultLeaseFor)
 	// A token per run, so two runs in one process exclude each other as two replicas do.
 	owner := r.owner() + "#" + ops.NewOperationID()[28:]
-	lease, ok, err := r.Store.AcquireLease(ctx, LeaseName(provider), owner, now, now.Add(leaseFor))
+	renewer, heartbeat := r.heartbeat()
+	until := now.Add(leaseFor)
+	if heartbeat > 0 {
+		until = now.Add(heartbeat)
+	}
+	lease, ok, err := r.Store.AcquireLease(ctx, LeaseName(provider), owner, now, until)
 	if err != nil {
 		return rep, fmt.Errorf("take the reconciler lease: %w", err)
 	}
@@ -242,6 +279,9 @@ func (r *Reconciler) run(ctx context.Context, provider string, window func(time.
 	// Stop well before the lease runs out: past it another replica may start.
 	runCtx, cancel := context.WithTimeout(ctx, leaseFor*9/10)
 	defer cancel()
+	if heartbeat > 0 {
+		defer r.keepLease(runCtx, cancel, renewer, LeaseName(provider), owner, heartbeat)()
+	}
 	if refunds != nil {
 		err = r.reconcileRefunds(runCtx, refunds, w, &rep)
 	} else {

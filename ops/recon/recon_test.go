@@ -28,6 +28,7 @@ type world struct {
 	db      *pg.DB
 	clock   *ops.ManualClock
 	fake    *fake.Stripe
+	base    string
 	outside *stripeclient.API // someone else's Stripe client: a broken service, the Stripe dashboard
 	adapter *stripe.Adapter
 	ledger  *ops.Ledger
@@ -48,6 +49,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.fake.Close() })
+	w.base = base
 	w.fake.AddPaymentIntent(pi, 100_000, "usd", fake.OwnedBy("shop"))
 	w.outside = stripeclient.New("sk_test_outside", &stripelib.Backends{API: stripelib.GetBackendWithConfig(stripelib.APIBackend,
 		&stripelib.BackendConfig{URL: stripelib.String(base), MaxNetworkRetries: stripelib.Int64(0),
@@ -394,12 +396,12 @@ type gatedSource struct {
 	release chan struct{}
 }
 
-func (g *gatedSource) ListRefunds(ctx context.Context, from, to time.Time) ([]ops.ProviderRecord, error) {
+func (g *gatedSource) ListRefunds(ctx context.Context, from, to time.Time, each func([]ops.ProviderRecord) error) error {
 	if g.calls.Add(1) == 1 {
 		close(g.entered)
 		<-g.release
 	}
-	return g.RefundSource.ListRefunds(ctx, from, to)
+	return g.RefundSource.ListRefunds(ctx, from, to, each)
 }
 
 func TestMissingChargeIsReportedOnceAndLateRefundsAreFound(t *testing.T) {

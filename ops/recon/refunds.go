@@ -3,48 +3,188 @@ package recon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
 )
 
 // reconcileRefunds records every refund of the window, closes what they explain, and
-// reports double, orphan and missing charges.
+// reports double, orphan and missing charges. The listing is applied a batch at a time as it
+// is read, so a window of millions of refunds never sits in memory. A source that could
+// list only some of its accounts lists the rest with an error: that much is applied, the
+// missing-charge lookups wait for a complete listing, and the run fails so the window is
+// read again.
 func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w Window, rep *Report) error {
 	provider := src.Name()
-	recs, err := src.ListRefunds(ctx, w.From, w.To)
-	if err != nil {
-		return fmt.Errorf("list %s refunds: %w", provider, err)
+	known := map[string]bool{}
+	// The provider lists newest first and says nothing of how many there are: progress is
+	// how much of the window the listing has gone back through, in minutes.
+	pr := r.progress()
+	total := int(w.To.Sub(w.From) / time.Minute)
+	pr.Start(total, "minutes")
+	covered := 0
+	// The listing reads the next pages while the batch before is applied: the provider and
+	// the database each wait for the other only when one is twice as slow.
+	batches := make(chan []ops.ProviderRecord, 1)
+	failed := make(chan struct{})
+	var refs []string
+	var applyErr error
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		for batch := range batches {
+			if applyErr != nil {
+				continue
+			}
+			if applyErr = r.applyBatch(ctx, provider, batch, known, rep); applyErr != nil {
+				close(failed)
+				continue
+			}
+			for _, rec := range batch {
+				refs = append(refs, rec.Ref)
+			}
+			rep.Listed += len(batch)
+			if back := min(total, minutesBack(w.To, batch)); back > covered {
+				pr.Add(back - covered)
+				covered = back
+			}
+		}
+	}()
+	listErr := src.ListRefunds(ctx, w.From, w.To, func(batch []ops.ProviderRecord) error {
+		select {
+		case batches <- batch:
+			return nil
+		case <-failed:
+			return errApplyFailed
+		}
+	})
+	close(batches)
+	<-applied
+	if listErr == nil && applyErr == nil {
+		pr.Add(total - covered)
 	}
-	rep.Listed = len(recs)
-	refs := make([]string, 0, len(recs))
-	for _, rec := range recs {
-		refs = append(refs, rec.Ref)
+	pr.Done()
+	if applyErr != nil {
+		return applyErr
 	}
-	known, err := r.Store.KnownCharges(ctx, provider, refs)
+	if listErr != nil && rep.Listed == 0 {
+		return fmt.Errorf("list %s refunds: %w", provider, listErr)
+	}
+	if listErr == nil {
+		found, err := r.lookUpMissing(ctx, src, w, known, rep)
+		if err != nil {
+			return err
+		}
+		refs = append(refs, found...)
+	}
+	if err := r.doubles(ctx, provider, refs, rep); err != nil {
+		return err
+	}
+	if listErr != nil {
+		return fmt.Errorf("list %s refunds (what was listed is applied; the window is read again): %w", provider, listErr)
+	}
+	return nil
+}
+
+// minutesBack is how far before to the oldest record of batch lies.
+func minutesBack(to time.Time, batch []ops.ProviderRecord) int {
+	back := 0
+	for _, rec := range batch {
+		if !rec.Created.IsZero() {
+			back = max(back, int(to.Sub(rec.Created)/time.Minute))
+		}
+	}
+	return back
+}
+
+// errApplyFailed stops a listing whose records could not be applied; the apply error is the
+// one returned.
+var errApplyFailed = errors.New("applying the listed refunds failed")
+
+// applyBatch records one batch of listed refunds. Those that only confirm what the ledger
+// holds (an operation of the record's own account that succeeded with that very charge) are
+// recorded together in a few statements; every other record goes through the ledger one by
+// one, which closes, fails or flags what it explains.
+func (r *Reconciler) applyBatch(ctx context.Context, provider string, batch []ops.ProviderRecord, known map[string]bool, rep *Report) error {
+	refs := make([]string, len(batch))
+	for i, rec := range batch {
+		refs[i] = rec.Ref
+	}
+	seen, err := r.Store.KnownCharges(ctx, provider, refs)
 	if err != nil {
 		return err
 	}
-	for _, rec := range recs {
+	for ref := range seen {
+		known[ref] = true
+	}
+	matched, err := r.Store.RecordMatchedCharges(ctx, provider, batch, r.Ledger.Clock.Now())
+	if err != nil {
+		return err
+	}
+	var rest []string
+	for _, rec := range batch {
+		if matched[rec.Ref] {
+			if !known[rec.Ref] {
+				known[rec.Ref] = true
+				rep.NewCharges++
+			}
+			continue
+		}
 		if err := r.apply(ctx, rec, known, rep); err != nil {
 			return err
 		}
+		rest = append(rest, rec.Ref)
 	}
-	if err := r.Store.MarkReconciled(ctx, provider, refs, r.Ledger.Clock.Now()); err != nil {
-		return err
+	return r.Store.MarkReconciled(ctx, provider, rest, r.Ledger.Clock.Now())
+}
+
+// doublesBatch bounds how many charges one question about double charges names.
+const doublesBatch = 10000
+
+// doubles reports each operation that the given charges show charged more than once, once
+// however many of the batches name it.
+func (r *Reconciler) doubles(ctx context.Context, provider string, refs []string, rep *Report) error {
+	reported := map[string]bool{}
+	for len(refs) > 0 {
+		n := min(len(refs), doublesBatch)
+		doubles, err := r.Store.DoubleCharges(ctx, provider, refs[:n])
+		if err != nil {
+			return err
+		}
+		refs = refs[n:]
+		for _, d := range doubles {
+			if reported[d.OperationID] {
+				continue
+			}
+			reported[d.OperationID] = true
+			if err := r.double(ctx, provider, d, rep); err != nil {
+				return err
+			}
+		}
 	}
-	// Succeeded operations whose charge the listing did not show: the refund may have been
-	// made outside the window (a resend hours later), so ask about each one before calling
-	// it missing.
+	return nil
+}
+
+// lookUpMissing asks about each succeeded operation whose charge the listing did not show:
+// the refund may have been made outside the window (a resend hours later), so it is looked
+// up before it is called missing. It returns the refs the lookups found.
+func (r *Reconciler) lookUpMissing(ctx context.Context, src RefundSource, w Window, known map[string]bool, rep *Report) ([]string, error) {
+	provider := src.Name()
 	cands, err := r.Store.MissingCandidates(ctx, provider, w, orDefault(r.MissingBatch, DefaultMissingBatch))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var refs []string
+	pr := r.progress()
+	pr.Start(len(cands), "lookups")
+	defer pr.Done()
 	for _, op := range cands {
 		res, err := src.Lookup(ctx, op)
 		if err != nil {
-			return fmt.Errorf("look up operation %s at %s: %w", op.ID, provider, err)
+			return refs, fmt.Errorf("look up operation %s at %s: %w", op.ID, provider, err)
 		}
 		rep.Looked++
 		charged := false
@@ -54,37 +194,29 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w W
 		}
 		seen, err := r.Store.KnownCharges(ctx, provider, found)
 		if err != nil {
-			return err
+			return refs, err
 		}
 		for ref := range seen {
 			known[ref] = true
 		}
 		for _, rec := range res.Records {
 			if err := r.apply(ctx, rec, known, rep); err != nil {
-				return err
+				return refs, err
 			}
 			charged = charged || rec.Charged()
 		}
 		if err := r.Store.MarkReconciled(ctx, provider, found, r.Ledger.Clock.Now()); err != nil {
-			return err
+			return refs, err
 		}
 		refs = append(refs, found...)
+		pr.Add(1)
 		if !charged {
 			if err := r.missing(ctx, op, res, rep); err != nil {
-				return err
+				return refs, err
 			}
 		}
 	}
-	doubles, err := r.Store.DoubleCharges(ctx, provider, refs)
-	if err != nil {
-		return err
-	}
-	for _, d := range doubles {
-		if err := r.double(ctx, provider, d, rep); err != nil {
-			return err
-		}
-	}
-	return nil
+	return refs, nil
 }
 
 // apply records one provider record through the ledger, which closes the operation it
@@ -122,13 +254,17 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 				ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
 			Resolved: true, Note: fmt.Sprintf("Closed as %s by reconciliation with %s as evidence.", op.Status, rec.Ref),
 			Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
-	case "orphan":
+	case "orphan", ops.OutcomeForeignAccount:
 		if !rec.Charged() {
 			return nil // a refund that failed moved no money: recorded, nothing to settle
 		}
 		rep.Orphans++
 		why := "carries no settle_operation_id"
-		if rec.OperationID != "" {
+		switch {
+		case applied.Outcome == ops.OutcomeForeignAccount:
+			// Nobody else's operation may be explained by it: it is this account's orphan.
+			why = fmt.Sprintf("names operation %q, whose tenant's refunds do not go to %s", truncate(rec.OperationID, 80), accountOf(rec))
+		case rec.OperationID != "":
 			why = fmt.Sprintf("names operation %q, which Settle does not have", truncate(rec.OperationID, 80))
 		}
 		return r.record(ctx, rep, Finding{Kind: ExceptionOrphanCharge, Provider: rec.Provider, Ref: rec.Ref,
@@ -205,6 +341,14 @@ func details(op *ops.Operation, recs ...ops.ProviderRecord) json.RawMessage {
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// accountOf names the provider account a record comes from.
+func accountOf(rec ops.ProviderRecord) string {
+	if rec.Account == "" {
+		return "the platform account"
+	}
+	return "account " + rec.Account
 }
 
 func truncate(s string, n int) string {

@@ -350,8 +350,9 @@ type UsageRow struct {
 }
 
 // SentRow is what Settle sent to an LLM provider in one time bucket for one model: every
-// attempt that left, those answered, and those whose outcome is uncertain (and so may have
-// been billed).
+// attempt that left, those answered (or explained by a completion a lookup found in the
+// provider's store), and those whose outcome is still uncertain (and so may have been
+// billed).
 type SentRow struct {
 	Start     time.Time
 	Model     string
@@ -366,6 +367,12 @@ type Store interface {
 	ops.EventStore
 	// KnownCharges returns which of refs are recorded already for the provider.
 	KnownCharges(ctx context.Context, provider string, refs []string) (map[string]bool, error)
+	// RecordMatchedCharges records, together and as reconciled, the records that only
+	// confirm what the ledger holds: each names an operation of the record's own account
+	// that succeeded with that very charge, and is charged, and is either new or unchanged
+	// since it was last seen. It returns their refs; the others are left for the ledger, one
+	// by one.
+	RecordMatchedCharges(ctx context.Context, provider string, recs []ops.ProviderRecord, seenAt time.Time) (map[string]bool, error)
 	// MarkReconciled records that the provider's own listing or lookup showed these charges.
 	MarkReconciled(ctx context.Context, provider string, refs []string, at time.Time) error
 	// DoubleCharges returns the operations, among those the given charges belong to, that
@@ -390,6 +397,9 @@ type Store interface {
 	RecordUsage(ctx context.Context, provider string, rows []UsageRow, seenAt time.Time) (int, error)
 	// SentToLLM counts the attempts sent to an LLM provider per bucket and model.
 	SentToLLM(ctx context.Context, provider string, w Window, width time.Duration) ([]SentRow, error)
+	// UnknownLLM lists up to limit llm_call and llm_job operations of the provider that
+	// have been unknown or expired since before, newest first.
+	UnknownLLM(ctx context.Context, provider string, before time.Time, limit int) ([]*ops.Operation, error)
 }
 
 // ExceptionStore is what the exception queue needs.

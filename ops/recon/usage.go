@@ -26,6 +26,9 @@ type bucketUsage struct {
 // reconcileUsage records the provider's usage report for the whole buckets of w that have
 // ended long enough ago to be complete, and compares each with the attempts we sent.
 //
+// Unknown LLM operations are first looked up in the provider's stored completions when the
+// source can read them (StoredLookups).
+//
 // LLM providers take no idempotency key, so every answered attempt is billed once, and an
 // attempt whose outcome is unknown (a timeout) may have been billed too. A bucket is in
 // order when billed equals answered. Billed above answered but within answered plus
@@ -34,6 +37,11 @@ type bucketUsage struct {
 // never sent (high). Billed below answered means the report is missing requests (medium).
 func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Window, rep *Report) error {
 	provider := src.Name()
+	if s, ok := src.(StoredLookups); ok {
+		if err := r.reconcileStored(ctx, s.StoredLookups(), provider, rep); err != nil {
+			return fmt.Errorf("look up %s's unknown calls in its stored completions: %w", provider, err)
+		}
+	}
 	width := orDefault(r.UsageWidth, DefaultUsageWidth)
 	now := r.Ledger.Clock.Now()
 	from := w.From.Truncate(width)
@@ -59,7 +67,12 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 	if err != nil {
 		return err
 	}
-	for _, b := range usageBuckets(rows, sent, cw, width) {
+	buckets := usageBuckets(rows, sent, cw, width)
+	pr := r.progress()
+	pr.Start(len(buckets), "buckets")
+	defer pr.Done()
+	for _, b := range buckets {
+		pr.Add(1)
 		rep.Buckets++
 		rep.Billed += b.Billed
 		rep.Answered += b.Answered

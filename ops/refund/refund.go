@@ -33,6 +33,10 @@ type Payment struct {
 	Refunds     []ops.ProviderRecord
 	// Metadata is the payment's own metadata at the provider; it names its tenant.
 	Metadata map[string]string
+	// Account is the connected account the payment was read from: the calling tenant's own
+	// (its binding), "" for the platform account. A payment in the tenant's own account is
+	// the tenant's without a label; one in the platform account must carry its name.
+	Account string
 }
 
 // DefaultTenantKey is the metadata key naming the tenant a payment belongs to.
@@ -99,12 +103,25 @@ type Tool struct {
 	Deadline time.Duration
 	Sleep    ops.Sleeper
 	// TenantKey is the payment metadata key naming its tenant (default settle_tenant). A
-	// tenant refunds only payments that carry its name there.
+	// tenant refunds only payments that carry its name there, unless it is bound to a
+	// connected account: the provider then shows it that account's payments only, and each
+	// of them is its own.
 	TenantKey string
 	// AnyTenantsPayments turns the ownership check off, for an install with one tenant: then
 	// any token may refund any payment of the Stripe account.
 	AnyTenantsPayments bool
+	// ReplayFor is how long the same order, amount and currency answer with the refund
+	// already made for them instead of making another (default ReplayWindow). Every answer
+	// but "refunded" tells the caller that calling again is safe; a caller who does so after
+	// the refund went through, by a lookup, the reaper or a person, must get that refund, not
+	// a second one, even when the payment has room for it.
+	ReplayFor time.Duration
 }
+
+// ReplayWindow is the default of Tool.ReplayFor: longer than any retry of a customer's
+// request (an agent's session, a support ticket's follow-up). Refunding the same amount of
+// one order twice on purpose waits until it ends.
+const ReplayWindow = 7 * 24 * time.Hour
 
 var (
 	orderRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,63}$`)
@@ -190,7 +207,7 @@ func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 		Fingerprint: ops.Fingerprint(map[string]any{"order_id": req.OrderID, "amount": req.AmountCents, "currency": req.Currency,
 			"payment_intent": req.PaymentIntent, "reason": req.Reason}),
 		OrderRef: req.OrderID, PaymentRef: req.PaymentIntent, AmountCents: req.AmountCents, Currency: req.Currency,
-		Retention: s.Provider.Retention(), RequestRef: req.RequestRef, Owner: owner,
+		Retention: s.Provider.Retention(), RequestRef: req.RequestRef, Owner: owner, ReplayFor: s.replayFor(),
 		// A new refund must fit in what is left of the payment.
 		Check: func(ctx context.Context) error { return s.checkRemainder(ctx, req) },
 	}
@@ -236,6 +253,13 @@ func (s *Tool) tenantKey() string {
 	return DefaultTenantKey
 }
 
+func (s *Tool) replayFor() time.Duration {
+	if s.ReplayFor > 0 {
+		return s.ReplayFor
+	}
+	return ReplayWindow
+}
+
 func (s *Tool) deadline() time.Duration {
 	if s.Deadline > 0 {
 		return s.Deadline
@@ -268,7 +292,7 @@ func IsPending(op *ops.Operation) bool {
 }
 
 // UnconfirmedNote is the sentence that goes with "unconfirmed".
-const UnconfirmedNote = "Not confirmed yet. Calling again with the same arguments is safe and never refunds twice."
+const UnconfirmedNote = "Not confirmed yet. Calling again with the same arguments within 7 days is safe: it answers with this refund and never refunds twice."
 
 // AnswerFor says what a refund operation's status allows a caller to say: refunded
 // only with the provider's refund id, checking while nobody knows.
@@ -305,7 +329,7 @@ func (s *Tool) checkRemainder(ctx context.Context, req Request) error {
 	if err != nil {
 		return err
 	}
-	if !s.AnyTenantsPayments && p.Metadata[s.tenantKey()] != req.Tenant {
+	if !s.AnyTenantsPayments && p.Account == "" && p.Metadata[s.tenantKey()] != req.Tenant {
 		return UnknownPayment(req.PaymentIntent, nil)
 	}
 	if p.Currency != "" && p.Currency != req.Currency {

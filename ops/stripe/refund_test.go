@@ -315,8 +315,8 @@ func TestRemainderIsCheckedAgainstStripeAndOpenRefunds(t *testing.T) {
 	if a, err := w.refunds.Refund(ctx, half); err != nil || a.Status != refund.Refunded {
 		t.Fatalf("first half: %+v (%v)", a, err)
 	}
-	// The same order and amount again, later, is a new intent once the first closed, and fits.
-	w.clock.Advance(time.Minute)
+	// The same order and amount again, after the replay window, is a new intent, and fits.
+	w.clock.Advance(refund.ReplayWindow + time.Minute)
 	again := w.req("b")
 	again.AmountCents = 1900
 	if a, err := w.refunds.Refund(ctx, again); err != nil || a.Status != refund.Refunded {

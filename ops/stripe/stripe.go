@@ -36,11 +36,19 @@ type Config struct {
 	// Retention is how long Stripe keeps idempotency keys (at least 24 h for API v1).
 	Retention     time.Duration
 	WebhookSecret string
+	// ConnectWebhookSecret signs the events of Stripe's Connect endpoint, the one that
+	// receives connected accounts' events; it may point at the same URL as the account
+	// endpoint, whose events WebhookSecret signs.
+	ConnectWebhookSecret string
 	// ReadsPerSecond caps lookups and listings, well under Stripe's read limit.
 	ReadsPerSecond float64
 	// TenantReadsPerSecond caps one tenant's share of them (default half of ReadsPerSecond),
 	// so one tenant's burst of remainder checks and lookups cannot delay another's refunds.
 	TenantReadsPerSecond float64
+	// Accounts says which connected account each tenant is bound to; every call made for a
+	// bound tenant carries it as Stripe-Account. Nil binds no tenant: every call goes to the
+	// platform account.
+	Accounts Accounts
 }
 
 // Adapter talks to Stripe for the refund tool.
@@ -126,10 +134,16 @@ func (a *Adapter) Name() string { return "stripe" }
 // Retention implements refund.Provider.
 func (a *Adapter) Retention() time.Duration { return a.cfg.Retention }
 
-// Send implements ops.Sender: one POST /v1/refunds with the operation's key and id.
+// Send implements ops.Sender: one POST /v1/refunds with the operation's key and id, in the
+// tenant's connected account when it is bound to one.
 func (a *Adapter) Send(ctx context.Context, op *ops.Operation, at *ops.Attempt) ops.AttemptResult {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.AttemptTimeout)
 	defer cancel()
+	account, err := a.accountOf(ctx, op.TenantID)
+	if err != nil {
+		// Sent to no account rather than perhaps the wrong one.
+		return ops.AttemptResult{Outcome: ops.OutcomeNotSent, ErrorCode: "account_unreadable"}
+	}
 	hdr := &caught{}
 	ctx = context.WithValue(ctx, caughtKey{}, hdr)
 	p := &stripego.RefundParams{
@@ -142,6 +156,9 @@ func (a *Adapter) Send(ctx context.Context, op *ops.Operation, at *ops.Attempt) 
 	}
 	p.Context = ctx
 	p.SetIdempotencyKey(op.ProviderKey)
+	if account != "" {
+		p.SetStripeAccount(account)
+	}
 	refund, err := a.send.Refunds.New(p)
 	if err != nil {
 		return Classify(err, hdr.header())
@@ -213,13 +230,22 @@ func retryAfter(h http.Header) time.Duration {
 	return 0
 }
 
-// Payment implements refund.Provider: the payment intent and every refund on it.
+// Payment implements refund.Provider: the payment intent and every refund on it, read in the
+// tenant's connected account when it is bound to one, where another account's payment is
+// as missing as one that does not exist.
 func (a *Adapter) Payment(ctx context.Context, tenantID int64, paymentRef string) (refund.Payment, error) {
+	account, err := a.accountOf(ctx, tenantID)
+	if err != nil {
+		return refund.Payment{}, err
+	}
 	if err := a.read(ctx, tenantID); err != nil {
 		return refund.Payment{}, err
 	}
 	p := &stripego.PaymentIntentParams{}
 	p.Context = ctx
+	if account != "" {
+		p.SetStripeAccount(account)
+	}
 	pi, err := a.api.PaymentIntents.Get(paymentRef, p)
 	if err != nil {
 		var se *stripego.Error
@@ -228,7 +254,7 @@ func (a *Adapter) Payment(ctx context.Context, tenantID int64, paymentRef string
 		}
 		return refund.Payment{}, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not be asked what is left to refund; try again shortly.", Err: err}
 	}
-	refunds, err := a.list(ctx, tenantID, &stripego.RefundListParams{PaymentIntent: stripego.String(paymentRef)})
+	refunds, err := a.list(ctx, tenantID, account, &stripego.RefundListParams{PaymentIntent: stripego.String(paymentRef)})
 	if err != nil {
 		return refund.Payment{}, err
 	}
@@ -236,13 +262,19 @@ func (a *Adapter) Payment(ctx context.Context, tenantID int64, paymentRef string
 	if amount == 0 {
 		amount = pi.Amount
 	}
-	return refund.Payment{Ref: pi.ID, AmountCents: amount, Currency: string(pi.Currency), Refunds: refunds, Metadata: pi.Metadata}, nil
+	return refund.Payment{Ref: pi.ID, AmountCents: amount, Currency: string(pi.Currency), Refunds: refunds, Metadata: pi.Metadata,
+		Account: account}, nil
 }
 
 // Lookup implements refund.Provider. Refunds cannot be searched by metadata, so it lists
-// the refunds of the operation's payment intent and keeps those carrying its id.
+// the refunds of the operation's payment intent, in the account its tenant's refunds go to,
+// and keeps those carrying its id.
 func (a *Adapter) Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error) {
-	all, err := a.list(ctx, op.TenantID, &stripego.RefundListParams{PaymentIntent: stripego.String(op.PaymentRef)})
+	account, err := a.accountOf(ctx, op.TenantID)
+	if err != nil {
+		return ops.LookupResult{}, err
+	}
+	all, err := a.list(ctx, op.TenantID, account, &stripego.RefundListParams{PaymentIntent: stripego.String(op.PaymentRef)})
 	if err != nil {
 		return ops.LookupResult{}, err
 	}
@@ -255,36 +287,61 @@ func (a *Adapter) Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResu
 	return res, nil
 }
 
-// ListRefunds returns every refund created in [from, to), for reconciliation.
-func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time) ([]ops.ProviderRecord, error) {
-	return a.list(ctx, 0, &stripego.RefundListParams{CreatedRange: &stripego.RangeQueryParams{
-		GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}})
+// list reads every page of a refund listing in account ("" for the platform account) within
+// the tenant's share of reads; each record carries the account.
+func (a *Adapter) list(ctx context.Context, tenantID int64, account string, p *stripego.RefundListParams) ([]ops.ProviderRecord, error) {
+	var out []ops.ProviderRecord
+	err := a.listEach(ctx, tenantID, account, p, func(batch []ops.ProviderRecord) error {
+		out = append(out, batch...)
+		return nil
+	})
+	return out, err
 }
 
-func (a *Adapter) list(ctx context.Context, tenantID int64, p *stripego.RefundListParams) ([]ops.ProviderRecord, error) {
+// listBatch is how many listed refunds are handed on at a time: ten pages.
+const listBatch = 1000
+
+// listEach lists refunds page after page and hands them to each a batch at a time, so a
+// listing of millions never sits in memory; an error from each stops the listing and is
+// returned as it is.
+func (a *Adapter) listEach(ctx context.Context, tenantID int64, account string, p *stripego.RefundListParams,
+	each func([]ops.ProviderRecord) error) error {
 	p.Context = ctx
 	p.Limit = stripego.Int64(100)
+	if account != "" {
+		p.SetStripeAccount(account)
+	}
 	// Each page is one read request; wait for the bucket before each. List fetches the
 	// first page itself, so the first wait comes before it.
 	if err := a.read(ctx, tenantID); err != nil {
-		return nil, err
+		return err
 	}
 	it := a.api.Refunds.List(p)
-	var out []ops.ProviderRecord
+	batch := make([]ops.ProviderRecord, 0, listBatch)
 	n := 0
 	for it.Next() {
 		n++
 		if n%100 == 0 {
 			if err := a.read(ctx, tenantID); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		out = append(out, Record(it.Refund()))
+		rec := Record(it.Refund())
+		rec.Account = account
+		if batch = append(batch, rec); len(batch) == listBatch {
+			if err := each(batch); err != nil {
+				return err
+			}
+			batch = make([]ops.ProviderRecord, 0, listBatch)
+		}
 	}
 	if err := it.Err(); err != nil {
-		return nil, &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not list refunds; try again shortly.", Err: err}
+		return &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe could not list refunds; try again shortly.", Err: err}
 	}
-	return out, nil
+	if len(batch) > 0 {
+		return each(batch)
+	}
+	return nil
 }
 
 // Record converts a Stripe refund into a provider record.
@@ -300,14 +357,26 @@ func Record(r *stripego.Refund) ops.ProviderRecord {
 
 // ParseWebhook verifies a webhook's signature (300 s tolerance) and turns it into a
 // provider event. Events of another API version are accepted: Settle reads only the
-// refund's id, amount, currency, status and metadata, which every version carries.
+// refund's id, amount, currency, status and metadata, and the event's account, which every
+// version carries.
 func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) (ops.ProviderEvent, error) {
-	ev, err := webhook.ConstructEventWithOptions(payload, signature, a.cfg.WebhookSecret, webhook.ConstructEventOptions{
-		Tolerance: 300 * time.Second, IgnoreAPIVersionMismatch: true})
+	var ev stripego.Event
+	err := errors.New("no webhook signing secret is configured")
+	for _, secret := range []string{a.cfg.WebhookSecret, a.cfg.ConnectWebhookSecret} {
+		if secret == "" {
+			continue
+		}
+		if ev, err = webhook.ConstructEventWithOptions(payload, signature, secret, webhook.ConstructEventOptions{
+			Tolerance: 300 * time.Second, IgnoreAPIVersionMismatch: true}); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return ops.ProviderEvent{}, &ops.Error{Code: ops.EUNAUTHORIZED, Reason: "bad_signature", Message: "The webhook signature does not verify.", Err: err}
 	}
-	out := ops.ProviderEvent{Provider: "stripe", ID: ev.ID, Type: string(ev.Type), Payload: payload, ReceivedAt: now}
+	// A Connect event names the connected account it happened in; the ledger lets it change
+	// only the operations of the tenant bound to that account.
+	out := ops.ProviderEvent{Provider: "stripe", ID: ev.ID, Type: string(ev.Type), Payload: payload, ReceivedAt: now, Account: ev.Account}
 	switch ev.Type {
 	case "refund.created", "refund.updated", "refund.failed":
 		var r stripego.Refund
@@ -315,6 +384,7 @@ func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) 
 			return out, &ops.Error{Code: ops.EINVALID, Reason: "bad_event", Message: "The refund in the event cannot be read.", Err: err}
 		}
 		rec := Record(&r)
+		rec.Account = ev.Account
 		out.Record = &rec
 	case "charge.refunded":
 		// The charge lists its refunds; the newest is the one this event announces.
@@ -324,6 +394,7 @@ func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) 
 		}
 		if c.Refunds != nil && len(c.Refunds.Data) > 0 {
 			rec := Record(c.Refunds.Data[0])
+			rec.Account = ev.Account
 			out.Record = &rec
 		}
 	}

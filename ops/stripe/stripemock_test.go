@@ -105,7 +105,7 @@ func TestRequestShapesPassStripesOwnValidation(t *testing.T) {
 		t.Fatalf("lookup refused: %v", err)
 	}
 	now := time.Now()
-	if _, err := a.ListRefunds(ctx, now.Add(-24*time.Hour), now); err != nil {
+	if err := a.ListRefunds(ctx, now.Add(-24*time.Hour), now, func([]ops.ProviderRecord) error { return nil }); err != nil {
 		t.Fatalf("list by creation window refused: %v", err)
 	}
 	// The check has teeth: a request Stripe's schema rejects comes back as a refusal.

@@ -6,7 +6,9 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// Webhooks receives Stripe's webhooks: verify, then apply once through the ledger.
+// Webhooks receives Stripe's webhooks, the account endpoint's and the Connect endpoint's:
+// verify, then apply once through the ledger, which lets an event change only operations
+// of the tenant whose calls go to the account the event comes from.
 type Webhooks struct {
 	Adapter *Adapter
 	Ledger  *ops.Ledger

@@ -31,6 +31,11 @@ type Options struct {
 	Settings map[string]string
 	// Log receives the server's output; nil discards it into Dir/server.log.
 	Log *os.File
+	// StandbyOf, when set, is the connection string of a running primary: a new cluster is
+	// then a base backup of it that streams its WAL as a read-only standby (see standby.go),
+	// not an empty one. Its application_name is the standby's name in the primary's
+	// synchronous_standby_names.
+	StandbyOf string
 }
 
 // Cluster is a running private PostgreSQL server.
@@ -46,8 +51,9 @@ type Cluster struct {
 // ErrNoServer means the machine has no PostgreSQL server binaries.
 var ErrNoServer = errors.New("no PostgreSQL server binaries found (install the Debian package postgresql)")
 
-// FindBin returns the directory holding initdb and postgres: SETTLE_PG_BIN if set, then
-// PATH, then the newest /usr/lib/postgresql/NN/bin.
+// FindBin returns the directory holding initdb, postgres and pg_basebackup: SETTLE_PG_BIN if
+// set, then initdb's own folder when PATH holds it or a link to it, then the newest
+// /usr/lib/postgresql/NN/bin.
 func FindBin() (string, error) {
 	if d := os.Getenv("SETTLE_PG_BIN"); d != "" {
 		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
@@ -56,6 +62,11 @@ func FindBin() (string, error) {
 		return d, nil
 	}
 	if p, err := exec.LookPath("initdb"); err == nil {
+		// A link to initdb in PATH points at the folder that holds the other binaries
+		// (pg_basebackup among them).
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		return filepath.Dir(p), nil
 	}
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
@@ -108,7 +119,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	c := &Cluster{Dir: dir, SocketDir: sock, done: make(chan error, 1)}
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil && opts.StandbyOf != "" {
+		if err := baseBackup(ctx, bin, dir, opts.StandbyOf, cred); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", dir, "-U", "postgres",
 			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
 		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

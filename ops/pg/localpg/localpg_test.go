@@ -89,3 +89,70 @@ func TestBadServerFolderIsNamed(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A standby made from a primary's base backup streams its commits, refuses writes, and once
+// the primary is stopped as by a crash and the standby promoted, takes writes with every
+// commit the primary acknowledged under synchronous replication.
+func TestStandbyFollowsAndTakesOverWhenPromoted(t *testing.T) {
+	ctx := context.Background()
+	primary, err := localpg.Start(ctx, localpg.Options{Dir: projectTemp(t),
+		Settings: map[string]string{"synchronous_standby_names": "standby1", "synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { primary.Stop(); os.RemoveAll(primary.Dir) })
+	standby, err := localpg.Start(ctx, localpg.Options{Dir: projectTemp(t),
+		StandbyOf: primary.URL("postgres") + "&application_name=standby1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { standby.Stop(); os.RemoveAll(standby.Dir) })
+	if standby.Port == primary.Port || standby.Dir == primary.Dir {
+		t.Fatalf("the standby shares the primary's port or folder: %d %s", standby.Port, standby.Dir)
+	}
+
+	pc, err := pgx.Connect(ctx, primary.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	if err := primary.WaitSynchronous(ctx, "standby1"); err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledged under synchronous replication: on the standby before the primary dies.
+	if _, err := pc.Exec(ctx, `CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)`); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := pgx.Connect(ctx, standby.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A write that does not depend on the standby having replayed kept yet: synchronous
+	// commit waits for the standby to flush the primary's WAL, not to apply it.
+	if _, err := sc.Exec(ctx, `CREATE TABLE refused (v int)`); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("a write on the standby: %v; want refused as read-only", err)
+	}
+	sc.Close(ctx)
+
+	if err := primary.StopImmediate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgx.Connect(ctx, primary.URL("postgres")); err == nil {
+		t.Fatal("the primary still answers after StopImmediate")
+	}
+	if err := standby.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc, err = pgx.Connect(ctx, standby.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(ctx)
+	var sum int
+	if _, err := sc.Exec(ctx, `INSERT INTO kept VALUES (1)`); err != nil {
+		t.Fatalf("a write on the promoted standby: %v", err)
+	}
+	if err := sc.QueryRow(ctx, `SELECT sum(v) FROM kept`).Scan(&sum); err != nil || sum != 43 {
+		t.Fatalf("after promotion kept sums to %d (%v), want 43", sum, err)
+	}
+}

@@ -119,14 +119,21 @@ func setup(ctx context.Context) error {
 // New returns a fresh, migrated database for t, dropped when t ends.
 func New(t testing.TB) *pg.DB {
 	t.Helper()
-	ctx := context.Background()
+	db, _ := NewWithURL(t)
+	return db
+}
+
+// NewWithURL is New with the URL of its database, for a test that also hands the database to
+// a process or a command of its own.
+func NewWithURL(t testing.TB) (*pg.DB, string) {
+	t.Helper()
 	name := NewDatabase(t)
-	db, err := pg.Open(ctx, URL(name))
+	db, err := pg.Open(context.Background(), URL(name))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(db.Close)
-	return db
+	return db, URL(name)
 }
 
 // NewDatabase creates a fresh migrated database for t and returns its name; it is dropped

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// replica is one `settle serve` process, named by its SETTLE_WORKER_ID.
+type replica struct {
+	name, addr string
+	cmd        *exec.Cmd
+	exited     chan struct{}
+	killed     atomic.Bool
+	peakKB     atomic.Int64 // the largest VmHWM read
+}
+
+// startReplica starts `settle serve` on addr, its output into the run's folder, and waits
+// until it answers /healthz.
+func (w *world) startReplica(ctx context.Context, name, addr string) (*replica, error) {
+	logf, err := os.Create(filepath.Join(w.runDir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	r := &replica{name: name, addr: addr, exited: make(chan struct{})}
+	r.cmd = exec.Command(w.cfg.settleBin, "serve", "--addr", addr)
+	r.cmd.Env = append(append(os.Environ(), w.env...), "SETTLE_WORKER_ID="+name)
+	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	// A replica must not outlive the run, also when the run itself is killed.
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := r.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		_ = r.cmd.Wait()
+		close(r.exited)
+	}()
+	w.mu.Lock()
+	w.all = append(w.all, r)
+	w.mu.Unlock()
+	if err := r.waitHealthy(ctx, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("%s: %w (its log: %s)", name, err, logf.Name())
+	}
+	return r, nil
+}
+
+func (r *replica) url() string { return "http://" + r.addr }
+
+func (r *replica) alive() bool {
+	select {
+	case <-r.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (r *replica) waitHealthy(ctx context.Context, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get(r.url() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		if !r.alive() {
+			return fmt.Errorf("exited at start")
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("did not answer /healthz in %s: %v", within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill ends the replica as a crash would: SIGKILL, nothing flushed, nothing released.
+func (r *replica) kill() {
+	r.killed.Store(true)
+	_ = r.cmd.Process.Signal(syscall.SIGKILL)
+	<-r.exited
+}
+
+// stop asks the replica to shut down with SIGTERM and kills it if it has not within 20 s.
+func (r *replica) stop() {
+	if !r.alive() {
+		return
+	}
+	r.sample()
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-r.exited:
+	case <-time.After(20 * time.Second):
+		_ = r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.exited
+	}
+}
+
+// sample reads the process's VmHWM, the peak of its resident set, from /proc.
+func (r *replica) sample() {
+	if !r.alive() {
+		return
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		v, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err == nil && kb > r.peakKB.Load() {
+			r.peakKB.Store(kb)
+		}
+		return
+	}
+}
+
+// freeAddr returns a loopback address with a port free at the moment.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// loadApprovalsEnv reads the global four-eyes policy (ops rule 13): SETTLE_APPROVAL_MIN_CENTS
+// (unset or off: no threshold), SETTLE_APPROVAL_NOT_EXECUTED (on or off) and
+// SETTLE_APPROVAL_TTL. Each tenant's own settings ('settle tenant approvals') override the
+// first two.
+func loadApprovalsEnv(getenv func(string) string) (ops.ApprovalPolicy, error) {
+	var p ops.ApprovalPolicy
+	switch v := strings.TrimSpace(getenv("SETTLE_APPROVAL_MIN_CENTS")); v {
+	case "", "off":
+	default:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return p, usagef("SETTLE_APPROVAL_MIN_CENTS=%q is not a whole number of cents (0 or more) or off", v)
+		}
+		p.MinCents = &n
+	}
+	switch v := strings.TrimSpace(getenv("SETTLE_APPROVAL_NOT_EXECUTED")); v {
+	case "", "off":
+	case "on":
+		p.NotExecuted = true
+	default:
+		return p, usagef("SETTLE_APPROVAL_NOT_EXECUTED=%q is not on or off", v)
+	}
+	ttl, err := durationEnv(getenv, "SETTLE_APPROVAL_TTL", ops.DefaultApprovalTTL)
+	if err != nil {
+		return p, err
+	}
+	if ttl < time.Minute {
+		return p, usagef("SETTLE_APPROVAL_TTL=%s is shorter than a minute: nobody could approve a proposal in time", ttl)
+	}
+	p.TTL = ttl
+	return p, nil
+}
+
+// tenantApprovalsHow is the usage of 'settle tenant approvals'.
+const tenantApprovalsHow = "settle tenant approvals NAME [--min-cents N|off|default] [--not-executed on|off|default]"
+
+// readTenantApprovals turns the flags of 'tenant approvals' into the tenant's settings:
+// "default" follows the global setting again.
+func readTenantApprovals(name, minCents, notExecuted string) (ops.TenantApprovals, error) {
+	var t ops.TenantApprovals
+	if name == "" {
+		return t, usagef("tenant approvals: name the tenant: %s", tenantApprovalsHow)
+	}
+	switch minCents {
+	case "default":
+	case "off":
+		t.MinOff = true
+	default:
+		n, err := strconv.ParseInt(minCents, 10, 64)
+		if err != nil || n < 0 {
+			return t, usagef("tenant approvals: --min-cents %q is not a whole number of cents (0 or more), off or default", minCents)
+		}
+		t.MinCents = &n
+	}
+	switch notExecuted {
+	case "default":
+	case "on", "off":
+		on := notExecuted == "on"
+		t.NotExecuted = &on
+	default:
+		return t, usagef("tenant approvals: --not-executed %q is not on, off or default", notExecuted)
+	}
+	return t, nil
+}
+
+// readTenantApprovalsCommand reads 'tenant approvals NAME --min-cents … --not-executed …':
+// the name may come before or after the flags.
+func readTenantApprovalsCommand(cfg Config, args []string) (Config, []string, error) {
+	fs := flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	minCents := fs.String("min-cents", "default", "amount in cents from which a close needs approval; off, or default for the global setting")
+	notExecuted := fs.String("not-executed", "default", "on, off, or default: whether every close as not executed needs approval")
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, nil, err
+		}
+		return cfg, nil, usagef("tenant approvals: %v; %s", err, tenantApprovalsHow)
+	}
+	rest := fs.Args()
+	if name == "" && len(rest) > 0 {
+		name, rest = rest[0], rest[1:]
+	}
+	if len(rest) > 0 {
+		return cfg, nil, usagef("tenant approvals: unexpected argument %q; %s", rest[0], tenantApprovalsHow)
+	}
+	t, err := readTenantApprovals(name, *minCents, *notExecuted)
+	cfg.Tenant, cfg.TenantApprovals = name, t
+	return cfg, nil, err
+}
+
+// tenantApprovals stores a tenant's approval settings; the audit log names the command
+// line as the actor. Servers apply them from the next close.
+func tenantApprovals(ctx context.Context, cfg Config, stdout io.Writer) error {
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	t := cfg.TenantApprovals
+	if _, err := db.SetTenantApprovals(ctx, cfg.Tenant, t, "cli", time.Now()); err != nil {
+		return err
+	}
+	min, notExec := "the global threshold (SETTLE_APPROVAL_MIN_CENTS)", "the global setting (SETTLE_APPROVAL_NOT_EXECUTED)"
+	switch {
+	case t.MinOff:
+		min = "no threshold"
+	case t.MinCents != nil:
+		min = fmt.Sprintf("closes from %d cents", *t.MinCents)
+	}
+	if t.NotExecuted != nil {
+		notExec = map[bool]string{true: "always", false: "only by the amount threshold"}[*t.NotExecuted]
+	}
+	fmt.Fprintf(stdout, "tenant %s: approval needed for %s; closes as not executed need approval: %s\n", cfg.Tenant, min, notExec)
+	return nil
+}
+
+// approvalsLine is a tenant's own approval settings in 'tenant list': "default" for a
+// setting that follows the global one.
+func approvalsLine(a *ops.TenantApprovals) string {
+	min, notExec := "default", "default"
+	if a != nil {
+		switch {
+		case a.MinOff:
+			min = "off"
+		case a.MinCents != nil:
+			min = strconv.FormatInt(*a.MinCents, 10)
+		}
+		if a.NotExecuted != nil {
+			notExec = map[bool]string{true: "on", false: "off"}[*a.NotExecuted]
+		}
+	}
+	return "min-cents=" + min + ",not-executed=" + notExec
+}

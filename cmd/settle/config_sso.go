@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/web"
+	"github.com/settle-dev/settle/web/sso"
+)
+
+// ssoCallbackPath is the dashboard's route the provider sends people back to.
+const ssoCallbackPath = "/login/oidc/callback"
+
+// SSOConfig is single sign-on through an OpenID Connect provider (SETTLE_OIDC_*), and
+// whether password sign-in stays on (SETTLE_PASSWORD_LOGIN).
+type SSOConfig struct {
+	// Provider is the provider's registration; its Issuer is empty when SSO is off.
+	Provider sso.Config
+	// PasswordLoginOff refuses password sign-ins; it needs a provider.
+	PasswordLoginOff bool
+}
+
+// loadSSOEnv reads SETTLE_OIDC_* and SETTLE_PASSWORD_LOGIN. The client secret is never
+// repeated in a message.
+func loadSSOEnv(sc *SSOConfig, getenv func(string) string) error {
+	switch v := getenv("SETTLE_PASSWORD_LOGIN"); v {
+	case "", "on":
+		sc.PasswordLoginOff = false
+	case "off":
+		sc.PasswordLoginOff = true
+	default:
+		return usagef("SETTLE_PASSWORD_LOGIN=%q: use on or off", v)
+	}
+	// The issuer is kept exactly as given: the discovery document must name the same one,
+	// trailing slash included (some providers' issuers end with one).
+	c := sso.Config{Issuer: getenv("SETTLE_OIDC_ISSUER"), ClientID: getenv("SETTLE_OIDC_CLIENT_ID"),
+		ClientSecret: getenv("SETTLE_OIDC_CLIENT_SECRET"), RedirectURL: getenv("SETTLE_OIDC_REDIRECT_URL"),
+		Name: getenv("SETTLE_OIDC_PROVIDER_NAME"), RoleClaim: getenv("SETTLE_OIDC_ROLE_CLAIM")}
+	if c.Issuer == "" {
+		for _, name := range []string{"SETTLE_OIDC_CLIENT_ID", "SETTLE_OIDC_CLIENT_SECRET", "SETTLE_OIDC_REDIRECT_URL", "SETTLE_OIDC_ROLES", "SETTLE_OIDC_ROLE_CLAIM", "SETTLE_OIDC_PROVIDER_NAME"} {
+			if getenv(name) != "" {
+				return usagef("%s is set but SETTLE_OIDC_ISSUER is not; set it to the identity provider's issuer URL", name)
+			}
+		}
+		if sc.PasswordLoginOff {
+			return usagef("SETTLE_PASSWORD_LOGIN=off leaves no way to sign in: configure single sign-on with SETTLE_OIDC_ISSUER first")
+		}
+		sc.Provider = c
+		return nil
+	}
+	iu, err := url.Parse(c.Issuer)
+	if err != nil || iu.Host == "" || (iu.Scheme != "https" && !(iu.Scheme == "http" && loopback(iu.Hostname()))) {
+		return usagef("SETTLE_OIDC_ISSUER=%q is not an https URL (plain http is accepted on loopback only)", c.Issuer)
+	}
+	if c.ClientID == "" {
+		return usagef("SETTLE_OIDC_CLIENT_ID is not set; set it to the client id Settle is registered with at %s", c.Issuer)
+	}
+	if c.RedirectURL, err = redirectURL(c.RedirectURL, getenv("SETTLE_EXTERNAL_URL")); err != nil {
+		return err
+	}
+	if c.Roles, err = desk.ParseRoleMap(getenv("SETTLE_OIDC_ROLES")); err != nil {
+		return usagef("SETTLE_OIDC_ROLES: %v; write group=role pairs, e.g. settle-admins=admin,settle-oncall=oncall", err)
+	}
+	if c.RoleClaim == "" {
+		c.RoleClaim = "groups"
+	}
+	if c.Name == "" {
+		c.Name = iu.Hostname()
+	}
+	sc.Provider = c
+	return nil
+}
+
+// redirectURL is SETTLE_OIDC_REDIRECT_URL, or the callback under SETTLE_EXTERNAL_URL.
+func redirectURL(explicit, external string) (string, error) {
+	if explicit == "" {
+		if external == "" {
+			return "", usagef("set SETTLE_OIDC_REDIRECT_URL (https://settle.example.com%s) or SETTLE_EXTERNAL_URL, so Settle knows the callback registered at the identity provider", ssoCallbackPath)
+		}
+		explicit = strings.TrimRight(external, "/") + ssoCallbackPath
+	}
+	u, err := url.Parse(explicit)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != ssoCallbackPath || u.RawQuery != "" {
+		return "", usagef("SETTLE_OIDC_REDIRECT_URL=%q must be Settle's address followed by %s", explicit, ssoCallbackPath)
+	}
+	return explicit, nil
+}
+
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// ssoDeps reads the provider's discovery document when single sign-on is configured, so a
+// wrong or unreachable issuer stops serve at start with one line.
+func (p *Program) ssoDeps(ctx context.Context) (web.SSODeps, error) {
+	sc := p.Config.Web.SSO
+	if sc.Provider.Issuer == "" {
+		return web.SSODeps{}, nil
+	}
+	prov, err := sso.New(ctx, sc.Provider)
+	if err != nil {
+		return web.SSODeps{}, fmt.Errorf("SETTLE_OIDC_ISSUER: %w", err)
+	}
+	return web.SSODeps{SSO: prov, PasswordLoginOff: sc.PasswordLoginOff}, nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+// SETTLE_RETENTION defaults to 400 days, takes days, Go durations or off, and refuses, in one
+// line with exit status 2, a retention shorter than what the guarantees need.
+func TestRetentionIsConfigured(t *testing.T) {
+	t.Parallel()
+	db := "postgres://u@127.0.0.1:1/x"
+	for v, want := range map[string]time.Duration{"": 400 * 24 * time.Hour, "400d": 400 * 24 * time.Hour, "9600h": 9600 * time.Hour,
+		"off": 0, "200h": 200 * time.Hour} {
+		cfg, err := LoadConfig([]string{"serve"}, env(map[string]string{"DATABASE_URL": db, "SETTLE_RETENTION": v}), t.TempDir())
+		if err != nil || cfg.Retention.Keep != want {
+			t.Errorf("SETTLE_RETENTION=%q: keep %s, %v; want %s", v, cfg.Retention.Keep, err, want)
+		}
+	}
+	for _, c := range []struct {
+		vars map[string]string
+		want string
+	}{
+		{map[string]string{"SETTLE_RETENTION": "soon"}, `SETTLE_RETENTION="soon" is not a duration`},
+		{map[string]string{"SETTLE_RETENTION": "3d"}, "SETTLE_RETENTION=3d is shorter than 168h0m0s"},
+		{map[string]string{"SETTLE_RETENTION": "7d"}, "SETTLE_RETENTION=7d is shorter than 192h0m0s (SETTLE_LLM_KEY_TTL plus SETTLE_LLM_BODY_KEEP"},
+		{map[string]string{"SETTLE_RETENTION": "10d", "SETTLE_OUTBOX_KEEP": "720h"}, "shorter than 720h0m0s (SETTLE_OUTBOX_KEEP"},
+	} {
+		c.vars["DATABASE_URL"] = db
+		for _, args := range [][]string{{"serve"}, {"retention", "run"}} {
+			code, stdout, stderr := run(t, args, c.vars, "")
+			if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("settle %v with %v: exit %d, stderr %q; want 2 and one line with %q", args, c.vars, code, stderr, c.want)
+			}
+		}
+	}
+	if code, _, stderr := run(t, []string{"retention", "start"}, map[string]string{"DATABASE_URL": db}, ""); code != 2 ||
+		!strings.Contains(stderr, "did you mean 'retention run'?") {
+		t.Errorf("settle retention start: exit %d, %q", code, stderr)
+	}
+}
+
+// 'settle retention run --dry-run' counts and removes nothing; 'settle retention run' removes
+// the closed operation closed long ago, keeps the open one as old, and says what it did.
+func TestRetentionRunCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(pgtest.NewDatabase(t))
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	old := time.Now().Add(-500 * 24 * time.Hour)
+	if _, err := conn.Exec(ctx, `
+WITH tn AS (INSERT INTO tenants (name) VALUES ('acme') RETURNING id)
+INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, status, created_at, updated_at, closed_at)
+SELECT gen_random_uuid(), tn.id, 'refund', 'stripe', 'i' || g, 'k' || g, 'fp', s, $1, $1, CASE WHEN s = 'succeeded' THEN $1::timestamptz END
+FROM tn, generate_series(1, 2) g, LATERAL (SELECT CASE WHEN g = 1 THEN 'succeeded' ELSE 'unknown' END AS s) st`, old); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q string) int {
+		var n int
+		if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	vars := map[string]string{"DATABASE_URL": url}
+	code, stdout, stderr := run(t, []string{"retention", "run", "--dry-run"}, vars, "")
+	if code != 0 || !strings.Contains(stdout, "1 closed operations") || !strings.Contains(stdout, "would be removed") || count(`SELECT count(*) FROM operations`) != 2 {
+		t.Fatalf("dry run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, []string{"retention", "run"}, vars, "")
+	if code != 0 || !strings.Contains(stdout, "removed 1 operations") || !strings.Contains(stderr, "retention: done") {
+		t.Fatalf("run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if n := count(`SELECT count(*) FROM operations WHERE status = 'unknown'`) + count(`SELECT count(*) FROM operations`); n != 2 {
+		t.Errorf("after the run: %d; want the unknown operation alone", n)
+	}
+	if n := count(`SELECT count(*) FROM audit_log WHERE action = 'retention.pass'`); n != 1 {
+		t.Errorf("%d retention audit rows, want 1", n)
+	}
+}

@@ -1,0 +1,128 @@
+package desk
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/recon"
+)
+
+// isLLM reports whether op is a generation at an LLM provider (a gateway call or a job's).
+func isLLM(op *ops.Operation) bool { return op.Kind == ops.KindLLMCall || op.Kind == ops.KindLLMJob }
+
+// RecordHint names the provider record a person gives to close an operation of kind k as
+// succeeded: a refund id, a completion id.
+func RecordHint(k ops.Kind) string {
+	if k == ops.KindLLMCall || k == ops.KindLLMJob {
+		return "chatcmpl-..."
+	}
+	return "re_..."
+}
+
+// CanLookUp says whether a lookup at the provider exists for op, and if not, why.
+func (d *Desk) CanLookUp(ctx context.Context, op *ops.Operation) (bool, string) {
+	if op.Kind == ops.KindRefund {
+		return true, ""
+	}
+	if why := d.Completions.Available(ctx, op); why != "" {
+		return false, why
+	}
+	return true, ""
+}
+
+// lookupLLM looks an llm_call or llm_job operation up in its provider's stored completions:
+// one found closes it as succeeded with the completion stored, so the client's retry with its
+// key replays it and a job goes on from its generation; two or more are a double generation,
+// raised as an exception.
+func (d *Desk) lookupLLM(ctx context.Context, op *ops.Operation, actor string) (LookupOutcome, error) {
+	now := d.Ledger.Clock.Now()
+	out := LookupOutcome{OperationID: op.ID, Op: op}
+	byHand := " Close it by hand: when the provider's records show its completion, close it as succeeded with the completion id (chatcmpl-...)."
+	switch {
+	case d.Completions == nil || d.Completions.Store == nil:
+		out.Outcome, out.Message = LookupUnsupported, "No LLM provider with stored completions is configured on this server."+byHand
+		return out, nil
+	case d.Completions.Store.StoreState(ctx) == llm.StoreUnknown:
+		out.Outcome, out.Message = LookupUnavailable, fmt.Sprintf("%s could not be asked whether it stores completions; try again in a moment.", op.Provider)
+		return out, nil
+	}
+	if why := d.Completions.Available(ctx, op); why != "" {
+		out.Outcome, out.Message = LookupUnsupported, why+byHand
+		return out, nil
+	}
+	if op.Leased(now) {
+		out.Outcome = LookupInFlight
+		out.Message = fmt.Sprintf("A worker is sending it until %s; look again once the lease has ended.", op.LeaseUntil.UTC().Format(time.RFC3339))
+		return out, nil
+	}
+	res, applied, err := d.Completions.Lookup(ctx, op, actor)
+	if ended, err := lookupEnded(&out, res, applied, err); ended {
+		return out, err
+	}
+	switch {
+	case !res.Found():
+		out.Outcome = LookupNotFound
+		out.Message = fmt.Sprintf("%s has no stored completion carrying this operation's id. A provider may show one a little after it billed it, so look again in a few minutes; if none appears, the send most likely never generated, but only the provider's usage report can tell.", op.Provider) + byHand
+		return out, nil
+	}
+	d.describeLLM(&out, applied, len(res.Records))
+	if len(res.Records) > 1 {
+		return out, d.recordDouble(ctx, op, res, actor, &out)
+	}
+	return out, nil
+}
+
+// describeLLM says what applying the completions found did.
+func (d *Desk) describeLLM(out *LookupOutcome, applied ops.Applied, found int) {
+	switch applied.Outcome {
+	case "closed":
+		out.Outcome = LookupClosed
+		next := "a retry with the client's key now replays it."
+		if applied.Op.Kind == ops.KindLLMJob {
+			next = "the job goes on from its generation."
+		}
+		if len(applied.Op.Result) == 0 {
+			next = "its text could not be read, so a retry with the client's key is told to ask again with a new key."
+		}
+		out.Message = fmt.Sprintf("Closed as succeeded: %s stored completion %s for it; %s", applied.Op.Provider, applied.Op.ProviderRef, next)
+	case "already_closed":
+		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(applied.Op).Message
+	case "in_flight":
+		out.Outcome, out.Message = LookupInFlight, "A worker started sending it meanwhile; look again once its lease has ended."
+	default:
+		out.Outcome, out.Message = LookupFailed, "The provider's completion could not be applied."
+	}
+}
+
+// recordDouble raises the double generation the lookup found as an exception.
+func (d *Desk) recordDouble(ctx context.Context, op *ops.Operation, res ops.LookupResult, actor string, out *LookupOutcome) error {
+	out.Message += fmt.Sprintf(" %s holds %d completions for this one operation: a double generation", op.Provider, len(res.Records))
+	if d.Findings == nil {
+		out.Message += " to report."
+		return nil
+	}
+	refs := make([]string, len(res.Records))
+	for i, r := range res.Records {
+		refs[i] = r.Ref
+	}
+	if _, _, err := recon.RecordDoubles(ctx, d.Findings, op.Provider, refs, actor, d.Ledger.Clock.Now()); err != nil {
+		out.Message += "; recording it as an exception failed."
+		return err
+	}
+	out.Message += ", recorded as an exception."
+	return nil
+}
+
+// answerFor fetches the provider's answer of the completion a person closes an LLM
+// operation with, so the client's key replays it. Nil with a reason when the provider
+// cannot give it: the close stands on the person's word, and the key then answers
+// answer_not_stored.
+func (d *Desk) answerFor(ctx context.Context, op *ops.Operation, ref string) (*ops.Result, string, error) {
+	if d.Completions == nil || d.Completions.Store == nil {
+		return nil, "no LLM provider with stored completions is configured", nil
+	}
+	return d.Completions.Fetch(ctx, op, ref)
+}

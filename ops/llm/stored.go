@@ -1,0 +1,260 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// LLM providers take no idempotency key, so an attempt that timed out may or may not have
+// generated (and billed) a completion. A provider that stores completions (OpenAI's
+// `store: true`) can tell: Settle tags every attempt with the operation's id in the
+// completion's metadata (MetaOperation) and asks the provider for completions carrying it.
+// One found is the answer the client never got, and closes the operation as succeeded with
+// it; two are a double generation.
+
+// The metadata keys Settle sets on every stored completion.
+const (
+	// MetaOperation names the operation an attempt belongs to.
+	MetaOperation = "settle_operation_id"
+	// MetaTenant names the tenant (its id) whose operation it is.
+	MetaTenant = "settle_tenant"
+)
+
+// Store says whether a provider keeps the completions Settle sends it, so they can be
+// looked up: on, off, or not known yet (the probe could not tell).
+type Store int
+
+// The states of a provider's store.
+const (
+	StoreUnknown Store = iota
+	StoreOn
+	StoreOff
+)
+
+// Stored is one completion a provider keeps.
+type Stored struct {
+	ID string
+	// OperationID and Tenant are read from the completion's metadata.
+	OperationID string
+	Tenant      string
+	// RequestID is the provider's request id, when the stored copy carries it.
+	RequestID string
+	Created   time.Time
+	// Body is the completion as the provider returns it.
+	Body json.RawMessage
+}
+
+// StoredCompletions is a provider's store of completions, as ops/openai reads it.
+type StoredCompletions interface {
+	// Name is the provider's name as stored on operations.
+	Name() string
+	// StoreState says whether calls to the provider are stored; it may ask the provider
+	// once, and remembers the answer.
+	StoreState(ctx context.Context) Store
+	// FindStored returns the stored completions whose metadata names the operation.
+	FindStored(ctx context.Context, operationID string) ([]Stored, error)
+	// GetStored returns one stored completion by id, or an ENOTFOUND error.
+	GetStored(ctx context.Context, id string) (*Stored, error)
+}
+
+// ResultOf turns a completion the provider stored into the result the gateway stores after
+// a call that finished: the completion in the gateway's shape, with its usage and cost, so a
+// retry replays it, as JSON or as a stream, exactly as if it had been answered.
+func ResultOf(s Stored, prices *PriceTable) (*ops.Result, error) {
+	c, err := parseCompletion(s.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read stored completion %s: %w", s.ID, err)
+	}
+	if c.ID != s.ID {
+		return nil, fmt.Errorf("stored completion %s carries id %q", s.ID, c.ID)
+	}
+	c.Object = "chat.completion"
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode stored completion %s: %w", s.ID, err)
+	}
+	u, _ := parseUsage(c.Usage)
+	rec := usageRecord{Usage: u, Model: c.Model, ProviderRequestID: s.RequestID}
+	rec.CostMicros, rec.CostKnown = prices.Cost(c.Model, u)
+	if rec.CostKnown {
+		rec.Currency = prices.Currency
+	}
+	usage, _ := json.Marshal(rec)
+	return &ops.Result{ProviderRef: c.ID, ProviderRequestID: s.RequestID, Body: body, Usage: usage, CostMicros: rec.CostMicros}, nil
+}
+
+// Lookups closes llm_call and llm_job operations from the provider's stored completions.
+// Every close goes through Ledger.Close, the checked compare-and-set of ops rule 6.
+type Lookups struct {
+	Ledger *ops.Ledger
+	// Events records each completion found as a provider charge, once per completion id.
+	Events ops.EventStore
+	Store  StoredCompletions
+	Prices *PriceTable
+}
+
+// Available says why the operation's completions cannot be looked up, or "" when they can.
+func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
+	switch {
+	case k == nil || k.Store == nil:
+		return "No LLM provider with stored completions is configured on this server."
+	case k.Store.Name() != op.Provider:
+		return fmt.Sprintf("Settle does not call %s any more, so its stored completions cannot be read.", op.Provider)
+	case OptedOut(op):
+		return "The client sent store: false, so the provider keeps no copy of this call."
+	}
+	switch k.Store.StoreState(ctx) {
+	case StoreOff:
+		return fmt.Sprintf("%s does not store completions (SETTLE_LLM_STORE is off, or it refused store), so its calls cannot be looked up.", op.Provider)
+	case StoreUnknown:
+		return fmt.Sprintf("%s could not be asked whether it stores completions; try again in a moment.", op.Provider)
+	}
+	return ""
+}
+
+// OptedOut reports whether the client of an llm_call asked the provider not to store it
+// (store: false), which Settle honours: no lookup can find such a call.
+func OptedOut(op *ops.Operation) bool {
+	if op.Kind != ops.KindLLMCall {
+		return false
+	}
+	var s struct {
+		Body struct {
+			Store *bool `json:"store"`
+		} `json:"body"`
+	}
+	return json.Unmarshal(op.Request, &s) == nil && s.Body.Store != nil && !*s.Body.Store
+}
+
+// Find returns the provider's stored completions of op, oldest first. Completions whose
+// metadata names another tenant are not op's and are left out.
+func (k *Lookups) Find(ctx context.Context, op *ops.Operation) ([]Stored, error) {
+	found, err := k.Store.FindStored(ctx, op.ID)
+	if err != nil {
+		return nil, fmt.Errorf("find the stored completions of %s: %w", op.ID, err)
+	}
+	tenant := strconv.FormatInt(op.TenantID, 10)
+	var out []Stored
+	for _, s := range found {
+		if s.OperationID == op.ID && (s.Tenant == "" || s.Tenant == tenant) {
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// Record turns a stored completion into the provider record it is, a billed generation.
+func Record(op *ops.Operation, s Stored) ops.ProviderRecord {
+	raw, _ := json.Marshal(map[string]any{"id": s.ID, "created": s.Created.UTC(), "operation_id": s.OperationID,
+		"tenant": s.Tenant, "request_id": s.RequestID})
+	return ops.ProviderRecord{Provider: op.Provider, Ref: s.ID, OperationID: op.ID, Status: "succeeded", Created: s.Created, Raw: raw}
+}
+
+// Close records every completion found as a provider charge and, when nobody is sending
+// for op and nobody closed it, closes it as succeeded with the oldest one stored as its
+// answer. kind is the evidence (a lookup from the dashboard, the reconciler's). Outcomes
+// are those of ops.Applied: closed, already_closed, in_flight.
+func (k *Lookups) Close(ctx context.Context, op *ops.Operation, found []Stored, kind ops.EvidenceKind, actor string) (ops.Applied, error) {
+	now := k.Ledger.Clock.Now()
+	for _, s := range found {
+		if err := k.Events.RecordCharge(ctx, Record(op, s), op.TenantID, now); err != nil {
+			return ops.Applied{Op: op, Outcome: "error"}, fmt.Errorf("record completion %s: %w", s.ID, err)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return ops.Applied{Op: op}, nil
+	case op.Status.Final():
+		return ops.Applied{Op: op, Outcome: "already_closed"}, nil
+	case op.Leased(now):
+		return ops.Applied{Op: op, Outcome: "in_flight"}, nil
+	}
+	first := found[0]
+	res, rerr := ResultOf(first, k.Prices)
+	summary := fmt.Sprintf("%s stored completion %s for this operation (created %s).", op.Provider, first.ID, first.Created.UTC().Format(time.RFC3339))
+	if rerr != nil {
+		// The provider made it, so it succeeded; only its text cannot be kept.
+		summary += " Its text could not be read, so retries with the key are told the answer is not stored."
+		res = nil
+	}
+	if len(found) > 1 {
+		summary += fmt.Sprintf(" The provider holds %d completions for it: a double generation.", len(found))
+	}
+	ev := ops.Evidence{Kind: kind, ProviderRef: first.ID, Summary: summary, Data: Record(op, first).Raw}
+	out, err := k.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Evidence: ev, Actor: actor, Result: res})
+	var e *ops.Error
+	if errors.As(err, &e) && e.Closed != nil {
+		cur, _ := k.Ledger.Get(ctx, op.ID)
+		return ops.Applied{Op: cur, Outcome: "already_closed"}, nil
+	}
+	if err != nil {
+		return ops.Applied{Op: op, Outcome: "error"}, err
+	}
+	return ops.Applied{Op: out, Outcome: "closed"}, nil
+}
+
+// Lookup finds op's stored completions and closes op with them (Close), as a lookup asked
+// from the dashboard.
+func (k *Lookups) Lookup(ctx context.Context, op *ops.Operation, actor string) (ops.LookupResult, ops.Applied, error) {
+	res := ops.LookupResult{OperationID: op.ID, CheckedAt: k.Ledger.Clock.Now()}
+	found, err := k.Find(ctx, op)
+	if err != nil {
+		return res, ops.Applied{Op: op}, err
+	}
+	for _, s := range found {
+		res.Records = append(res.Records, Record(op, s))
+	}
+	applied, err := k.Close(ctx, op, found, ops.EvidenceLookup, actor)
+	return res, applied, err
+}
+
+// Fetch returns the stored answer of the completion id a person gave to close op as
+// succeeded, or nil when the provider cannot give it (why says so). A completion whose
+// metadata names another operation is refused: it is not this call's answer.
+func (k *Lookups) Fetch(ctx context.Context, op *ops.Operation, id string) (res *ops.Result, why string, err error) {
+	if why := k.Available(ctx, op); why != "" {
+		return nil, why, nil
+	}
+	s, err := k.Store.GetStored(ctx, id)
+	switch {
+	case ops.ErrorCode(err) == ops.ENOTFOUND:
+		return nil, fmt.Sprintf("%s has no stored completion %s.", op.Provider, id), nil
+	case err != nil:
+		return nil, fmt.Sprintf("%s could not be asked for %s: %s", op.Provider, id, ops.ErrorMessage(err)), nil
+	case s.OperationID != "" && s.OperationID != op.ID:
+		return nil, "", ops.Errorf(ops.EINVALID, "Completion %s belongs to operation %s, not to this one.", id, s.OperationID)
+	}
+	res, err = ResultOf(*s, k.Prices)
+	if err != nil {
+		return nil, fmt.Sprintf("%s's stored completion %s cannot be read.", op.Provider, id), nil
+	}
+	return res, "", nil
+}
+
+// unknownError is the 409 of a key whose operation's outcome is unknown.
+func (g *Gateway) unknownError(ctx context.Context, op *ops.Operation) error {
+	return &ops.Error{Code: ops.ECONFLICT, Reason: ReasonOutcomeUnknown,
+		Message: fmt.Sprintf("The outcome of the first request with this key is unknown (operation %s is %s): the provider may have billed it. %s", op.ID, op.Status, g.whatNext(ctx, op))}
+}
+
+// whatNext says what will happen to an operation whose outcome is unknown, and no more
+// (ops rule 12): a lookup at the provider is promised only when the provider stores the
+// call, and the reconciler only when one runs.
+func (g *Gateway) whatNext(ctx context.Context, op *ops.Operation) string {
+	lookups := &Lookups{Store: g.cfg.Stored}
+	if why := lookups.Available(context.WithoutCancel(ctx), op); why != "" {
+		return fmt.Sprintf("Nothing more is sent for this key until a person settles operation %s by hand: %s", op.ID, why)
+	}
+	if g.cfg.Reconciled {
+		return fmt.Sprintf("Nothing more is sent for this key: %s stores its completions, and the reconciler looks this one up there and settles it; a retry with this key then gets the answer found.", op.Provider)
+	}
+	return fmt.Sprintf("Nothing more is sent for this key until an on-call person looks it up at %s, which stores its completions, or settles it by hand; a retry with this key then gets the answer found.", op.Provider)
+}

@@ -1,0 +1,81 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/settle-dev/settle/ops/outbox"
+)
+
+// Webhook posts each notification as Slack-compatible JSON ({"text": …, "blocks": […]}) to
+// a URL, such as a Slack incoming webhook. The event id travels in the Settle-Event-Id
+// header and in the message's last block, so a copy sent again is recognised.
+type Webhook struct {
+	URL        string
+	Operations Operations
+	Client     *http.Client
+}
+
+var _ outbox.Publisher = (*Webhook)(nil)
+
+// Publish posts e; any status other than 2xx is a failed delivery, tried again later.
+func (w *Webhook) Publish(ctx context.Context, e outbox.Event) error {
+	m, err := Compose(ctx, w.Operations, e)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(slackBody(m))
+	if err != nil {
+		return fmt.Errorf("encode notification: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Settle-Event-Id", m.EventID)
+	c := w.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("post notification %s: %w", m.EventID, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("post notification %s: receiver answered %s", m.EventID, resp.Status)
+	}
+	return nil
+}
+
+type slackText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type slackBlock struct {
+	Type     string      `json:"type"`
+	Text     *slackText  `json:"text,omitempty"`
+	Elements []slackText `json:"elements,omitempty"`
+}
+
+// slackBody is the message in Slack's shape: text for notifications and receivers that
+// read no blocks, blocks for the outcome, the sentence to copy, and the ids.
+func slackBody(m Message) map[string]any {
+	return map[string]any{
+		"text": m.What + " has settled: " + m.Headline + ". Send the customer now: " + m.Sentence,
+		"blocks": []slackBlock{
+			{Type: "section", Text: &slackText{Type: "mrkdwn", Text: "*" + m.What + "* has settled: *" + m.Headline + "*"}},
+			{Type: "section", Text: &slackText{Type: "plain_text", Text: m.Sentence}},
+			{Type: "context", Elements: []slackText{{Type: "mrkdwn",
+				Text: "Operation " + m.OperationID + " · for " + m.To + " · notification " + m.EventID}}},
+		},
+	}
+}

@@ -1,0 +1,180 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/outbox"
+)
+
+var _ desk.FollowUpStore = (*DB)(nil)
+
+// AddFollowUp implements desk.FollowUpStore. The share lock on the operation's row makes a
+// close that runs at the same time wait for this insert, and the close's trigger
+// (migration 00030) then sees the new follow-up and settles it; a close that got there first
+// leaves the row closed, and nothing is inserted.
+func (db *DB) AddFollowUp(ctx context.Context, userID int64, opID string, now time.Time) (bool, error) {
+	if _, err := uuid.Parse(opID); err != nil {
+		return false, ops.Errorf(ops.ENOTFOUND, "No operation %q.", opID)
+	}
+	var id int64
+	err := db.Pool.QueryRow(ctx, `
+WITH o AS (
+	SELECT id FROM operations WHERE id = @op AND status IN ('received', 'in_progress', 'unknown', 'expired') FOR SHARE
+)
+INSERT INTO follow_ups (user_id, operation_id, created_at) SELECT @user, id, @now FROM o
+ON CONFLICT (user_id, operation_id) DO NOTHING
+RETURNING id`, pgx.NamedArgs{"op": opID, "user": userID, "now": now}).Scan(&id)
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return false, interpret(err, "add follow-up")
+	}
+	var exists bool
+	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM follow_ups WHERE user_id = $1 AND operation_id = $2)`,
+		userID, opID).Scan(&exists); err != nil {
+		return false, interpret(err, "add follow-up")
+	}
+	if exists {
+		return false, nil
+	}
+	return false, db.lostRace(ctx, opID, "follow")
+}
+
+// FollowUpsOf implements desk.FollowUpStore.
+func (db *DB) FollowUpsOf(ctx context.Context, userID int64, limit int) ([]desk.FollowUp, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT `+opCols+`, f.id, f.user_id, f.created_at, f.settled_at, coalesce(f.outcome, ''), f.read_at
+FROM follow_ups f JOIN operations o ON o.id = f.operation_id
+WHERE f.user_id = $1
+ORDER BY CASE WHEN f.settled_at IS NOT NULL AND f.read_at IS NULL THEN 0 WHEN f.settled_at IS NULL THEN 1 ELSE 2 END,
+	coalesce(f.settled_at, f.created_at) DESC, f.id DESC
+LIMIT $2`, userID, limit)
+	if err != nil {
+		return nil, interpret(err, "list follow-ups")
+	}
+	defer rows.Close()
+	var out []desk.FollowUp
+	for rows.Next() {
+		var f desk.FollowUp
+		var outcome string
+		if f.Op, err = scanOp(rows, &f.ID, &f.UserID, &f.CreatedAt, &f.SettledAt, &outcome, &f.ReadAt); err != nil {
+			return nil, interpret(err, "list follow-ups")
+		}
+		f.Outcome = ops.Status(outcome)
+		out = append(out, f)
+	}
+	return out, interpret(rows.Err(), "list follow-ups")
+}
+
+// UnreadFollowUps implements desk.FollowUpStore.
+func (db *DB) UnreadFollowUps(ctx context.Context, userID int64) (int, error) {
+	var n int
+	err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM follow_ups WHERE user_id = $1 AND settled_at IS NOT NULL AND read_at IS NULL`,
+		userID).Scan(&n)
+	return n, interpret(err, "count follow-ups")
+}
+
+// MarkFollowUpRead implements desk.FollowUpStore.
+func (db *DB) MarkFollowUpRead(ctx context.Context, userID, id int64, at time.Time) error {
+	tag, err := db.Pool.Exec(ctx, `UPDATE follow_ups SET read_at = coalesce(read_at, $3)
+WHERE id = $2 AND user_id = $1 AND settled_at IS NOT NULL`, userID, id, at)
+	if err != nil {
+		return interpret(err, "mark follow-up read")
+	}
+	if tag.RowsAffected() == 0 {
+		return ops.Errorf(ops.ENOTFOUND, "No settled follow-up %d of yours.", id)
+	}
+	return nil
+}
+
+// FollowUpOutbox is one channel's part of the follow-ups' outbox, for an outbox.Relay:
+// the relays of the two channels ("webhook", "email") never hold each other's rows, so a
+// receiver that fails delays only its own channel.
+type FollowUpOutbox struct {
+	DB      *DB
+	Channel string
+}
+
+var (
+	_ outbox.Store  = FollowUpOutbox{}
+	_ outbox.Pruner = FollowUpOutbox{}
+)
+
+// ClaimEvents implements outbox.Store: like the operations' outbox, a row is held by one
+// relay (of any replica) until holdUntil, so only one delivers it at a time.
+func (o FollowUpOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
+	rows, err := o.DB.Pool.Query(ctx, `
+WITH s AS (
+	SELECT id FROM follow_up_outbox
+	WHERE channel = @channel AND published_at IS NULL AND (locked_until IS NULL OR locked_until <= @now)
+	ORDER BY id LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE follow_up_outbox o SET locked_until = @hold, attempts = attempts + 1
+FROM s WHERE o.id = s.id
+RETURNING o.id, o.event_id::text, 'follow_up.settled', o.follow_up_id::text, o.payload, o.created_at, o.attempts`,
+		pgx.NamedArgs{"channel": o.Channel, "now": now, "hold": holdUntil, "limit": limit})
+	if err != nil {
+		return nil, interpret(err, "claim follow-up notifications")
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Event, error) {
+		var e outbox.Event
+		err := r.Scan(&e.ID, &e.EventID, &e.Topic, &e.EntityID, &e.Payload, &e.CreatedAt, &e.Attempts)
+		return e, err
+	})
+	return evs, interpret(err, "claim follow-up notifications")
+}
+
+// MarkPublished implements outbox.Store.
+func (o FollowUpOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
+	return o.DB.markPublished(ctx, "follow_up_outbox", "follow-up notification", ids, at)
+}
+
+// MarkFailed implements outbox.Store.
+func (o FollowUpOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
+	return o.DB.markFailed(ctx, "follow_up_outbox", "follow-up notification", id, retryAt, reason)
+}
+
+// PruneEvents implements outbox.Pruner for both channels.
+func (o FollowUpOutbox) PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error) {
+	return o.DB.pruneDelivered(ctx, "follow_up_outbox", publishedBefore)
+}
+
+// FollowUpDelivery is one notification row as a test or an operator reads it.
+type FollowUpDelivery struct {
+	EventID     string
+	Channel     string
+	FollowUpID  int64
+	Attempts    int
+	LastError   string
+	PublishedAt *time.Time
+}
+
+// FollowUpDeliveries lists the follow-ups' outbox rows of one operation, oldest first.
+func (db *DB) FollowUpDeliveries(ctx context.Context, opID string) ([]FollowUpDelivery, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT n.event_id::text, n.channel, n.follow_up_id, n.attempts, n.last_error, n.published_at
+FROM follow_up_outbox n JOIN follow_ups f ON f.id = n.follow_up_id
+WHERE f.operation_id = $1 ORDER BY n.id`, opID)
+	if err != nil {
+		return nil, interpret(err, "list follow-up notifications")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FollowUpDelivery, error) {
+		var d FollowUpDelivery
+		err := r.Scan(&d.EventID, &d.Channel, &d.FollowUpID, &d.Attempts, &d.LastError, &d.PublishedAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list follow-up notifications: %w", interpret(err, "read"))
+	}
+	return out, nil
+}

@@ -1,0 +1,100 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/reqlog"
+)
+
+// openQuery is the one statement of Open.
+var openQuery = `
+WITH ins AS (
+	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
+		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
+		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
+		created_at, updated_at, intent_seq)
+	SELECT @id, @tenant, @kind, @provider, @intent, @pkey, @fp,
+		@order, @customer, @chat, @payment, @amount, @currency, @request::jsonb,
+		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
+		CASE WHEN @claimed THEN 'sending' ELSE '' END,
+		CASE WHEN @claimed THEN 1 ELSE 0 END,
+		@claim, @lease::timestamptz,
+		CASE WHEN @claimed THEN @now::timestamptz END,
+		CASE WHEN @claimed THEN @retry_until::timestamptz END,
+		@retention, @now::timestamptz, @now::timestamptz, coalesce(latest.intent_seq, 0) + 1
+	FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT l.id::text AS id, l.intent_seq FROM operations l
+		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.intent_seq DESC LIMIT 1) latest ON true
+	WHERE NOT @guarded OR @latest::text = coalesce(latest.id, '')
+	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN ` + openStatuses + `
+	DO UPDATE SET duplicate_requests = o.duplicate_requests + 1
+	RETURNING ` + openReturns + `, (o.xmax <> 0) AS existed
+), cr AS (
+	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, request_id, duplicate, answer, received_at, answered_at)
+	SELECT tenant_id, id::uuid, kind, @ref, @request_id, existed,
+		CASE WHEN existed THEN NULL ELSE 'new' END, @now, CASE WHEN existed THEN NULL ELSE @now::timestamptz END
+	FROM ins
+	RETURNING id
+), att AS (
+	INSERT INTO attempts (operation_id, n, provider_key, owner, started_at)
+	SELECT id::uuid, 1, provider_key, @claim, @now FROM ins WHERE NOT existed AND @claimed
+	RETURNING id
+), aud AS (
+	INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
+	SELECT @now, @actor, 'open', 'operation', id, jsonb_build_object('status', status, 'version', version)
+	FROM ins WHERE NOT existed
+)
+SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON true`
+
+// Open implements ops.Store: one statement inserts the operation (or finds the open one for
+// the intent, even one committed a moment ago by a concurrent request), records the client
+// request, and for a new claimed operation begins its first attempt and writes the audit row.
+func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
+	op := p.Op
+	claimed := p.Claim != ""
+	args := pgx.NamedArgs{
+		"id": op.ID, "tenant": op.TenantID, "kind": string(op.Kind), "provider": op.Provider,
+		"intent": op.IntentKey, "pkey": op.ProviderKey, "fp": op.Fingerprint,
+		"order": op.OrderRef, "customer": op.CustomerRef, "chat": op.ChatRef, "payment": op.PaymentRef,
+		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
+		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
+		"retention": int64(op.Retention / time.Second), "now": p.Now, "ref": p.RequestRef, "actor": p.Actor,
+		"guarded": p.Latest != nil, "latest": "", "request_id": reqlog.Get(ctx, reqlog.RequestID),
+	}
+	if p.Latest != nil {
+		args["latest"] = *p.Latest
+	}
+	var out ops.Opened
+	var existed bool
+	var attemptID int64
+	var o *ops.Operation
+	var err error
+	// A caller that named no operation it saw asks for whatever the intent is now: losing the
+	// race for the next number to a request that committed a moment ago is answered by
+	// running the statement again, which then joins that request's operation. A caller that
+	// named one is told its view is stale.
+	for try := 0; try == 0 || (try < 3 && p.Latest == nil && intentRaced(err)); try++ {
+		err = db.group.queryRow(openQuery, args, func(row pgx.Row) (err error) {
+			o, err = scanOp(row, &existed, &out.ClientRequestID, &attemptID)
+			return err
+		})
+	}
+	if (errors.Is(err, pgx.ErrNoRows) && p.Latest != nil) || intentRaced(err) {
+		return out, &ops.Error{Code: ops.ECONFLICT, Reason: ops.ReasonSuperseded, Message: "A newer operation of this intent appeared meanwhile."}
+	}
+	if err != nil {
+		return out, interpret(err, "open operation")
+	}
+	if !existed {
+		o.Request = op.Request
+	}
+	out.Op, out.Created = o, !existed
+	if attemptID > 0 {
+		out.Attempt = &ops.Attempt{ID: attemptID, OperationID: o.ID, N: 1, ProviderKey: o.ProviderKey, Owner: p.Claim, StartedAt: p.Now}
+	}
+	return out, nil
+}

@@ -1,0 +1,92 @@
+package pg
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops/llm"
+)
+
+var _ llm.PurgeStore = (*DB)(nil)
+
+// purgeLockKey is the advisory lock that lets one replica purge bodies at a time
+// ("settle purge" in ASCII).
+const purgeLockKey int64 = 0x736574746c507267
+
+// purgeOperationsSQL deletes the request and result of up to @batch finished LLM operations
+// whose key's TTL (their retention) and @keep have passed, oldest first, on
+// operations_body_purge_idx. Neither version nor status changes: no one's view goes stale.
+const purgeOperationsSQL = `
+WITH c AS (
+	SELECT id FROM operations
+	WHERE purged_at IS NULL AND kind IN ('llm_call', 'llm_job') AND status NOT IN ('received', 'in_progress')
+		AND created_at < @now::timestamptz - @keep::interval
+		AND created_at + make_interval(secs => retention_seconds) + @keep::interval <= @now
+	ORDER BY created_at LIMIT @batch
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE operations o SET request = NULL, result = NULL, purged_at = @now FROM c WHERE o.id = c.id`
+
+// purgeJobsSQL deletes the document and result of up to @batch published or failed jobs
+// created more than @ttl plus @keep ago, and the results of their checkpoints (a later job
+// of the same computation then does those stages again: a checkpoint without its result is
+// never reused).
+const purgeJobsSQL = `
+WITH c AS (
+	SELECT id FROM jobs
+	WHERE purged_at IS NULL AND status IN ('published', 'failed')
+		AND created_at < @now::timestamptz - @ttl::interval - @keep::interval
+	ORDER BY created_at LIMIT @batch
+	FOR UPDATE SKIP LOCKED
+), j AS (
+	UPDATE jobs SET document_text = NULL, result = NULL, purged_at = @now FROM c WHERE jobs.id = c.id
+	RETURNING jobs.id
+), cp AS (
+	UPDATE job_checkpoints SET result = NULL WHERE job_id IN (SELECT id FROM j)
+)
+SELECT count(*) FROM j`
+
+// PurgeBodies implements llm.PurgeStore: one short transaction per batch, each under the
+// purge's advisory lock, until a batch comes back short.
+func (db *DB) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeReport, error) {
+	var rep llm.PurgeReport
+	args := pgx.NamedArgs{"now": p.Now, "keep": p.Keep, "ttl": p.JobTTL, "batch": p.Batch}
+	for _, step := range []struct {
+		sql  string
+		what string
+		n    *int
+	}{{purgeOperationsSQL, "purge operation bodies", &rep.Operations}, {purgeJobsSQL, "purge job bodies", &rep.Jobs}} {
+		for {
+			n, locked, err := db.purgeBatch(ctx, step.sql, args)
+			if err != nil {
+				return rep, interpret(err, step.what)
+			}
+			if !locked {
+				rep.Skipped = true
+				return rep, nil
+			}
+			*step.n += n
+			if n < p.Batch || ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return rep, nil
+}
+
+// purgeBatch runs one batch of sql in its own transaction, if the purge's lock is free.
+func (db *DB) purgeBatch(ctx context.Context, sql string, args pgx.NamedArgs) (n int, locked bool, err error) {
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, purgeLockKey).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		if sql == purgeJobsSQL {
+			return tx.QueryRow(ctx, sql, args).Scan(&n)
+		}
+		tag, err := tx.Exec(ctx, sql, args)
+		n = int(tag.RowsAffected())
+		return err
+	})
+	return n, locked, err
+}

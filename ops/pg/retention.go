@@ -1,0 +1,273 @@
+package pg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/settle-dev/settle/ops/retain"
+)
+
+var _ retain.Store = (*DB)(nil)
+
+// retentionLockKey is the advisory lock that lets one replica run the retention at a time
+// ("settlRet" in ASCII).
+const retentionLockKey int64 = 0x736574746c526574
+
+// retentionName is the row of retention_state.
+const retentionName = "retention"
+
+// dueSQL is the filter of a due operation: closed before the cutoff, past its key's
+// retention, and needed by nothing that is still alive: no job that is not finished or
+// changed since the cutoff, no exception not resolved before it, no client request since
+// it (a replay answered from it lately; the partition of received_at prunes to recent
+// months).
+const dueSQL = `
+	o.status IN ('succeeded', 'failed') AND o.closed_at < @cutoff
+	AND o.created_at + make_interval(secs => o.retention_seconds) < @cutoff
+	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.operation_id = o.id
+		AND (j.status NOT IN ('published', 'failed') OR j.updated_at >= @cutoff))
+	AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id = o.id
+		AND (e.status <> 'resolved' OR e.resolved_at >= @cutoff))
+	AND NOT EXISTS (SELECT 1 FROM client_requests cr WHERE cr.operation_id = o.id AND cr.received_at >= @cutoff)`
+
+// retentionSteps delete the rows hanging from the batch's operations (@ids), children before
+// parents, all in the batch's transaction. @from is the batch's oldest creation: no row of
+// these operations is older, so the partitioned tables skip the months before it. Outbox
+// events are removed once delivered before the cutoff; one not yet delivered outlives its
+// operation (its payload is whole, so it is still delivered at least once, ops rule 10).
+var retentionSteps = []struct {
+	sql   string
+	count func(*retain.Counts) *int64
+}{
+	{`DELETE FROM job_checkpoints WHERE job_id IN (SELECT id FROM jobs WHERE operation_id = ANY(@ids))`,
+		func(c *retain.Counts) *int64 { return &c.Checkpoints }},
+	{`DELETE FROM job_outbox WHERE published_at < @cutoff
+		AND entity_id IN (SELECT id::text FROM jobs WHERE operation_id = ANY(@ids))`,
+		func(c *retain.Counts) *int64 { return &c.OutboxEvents }},
+	{`DELETE FROM jobs WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Jobs }},
+	{`DELETE FROM audit_log WHERE at >= @from AND entity = 'recon_exception'
+		AND entity_id IN (SELECT id::text FROM recon_exceptions WHERE operation_id = ANY(@ids))`,
+		func(c *retain.Counts) *int64 { return &c.AuditRows }},
+	{`DELETE FROM recon_exceptions WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Exceptions }},
+	{`DELETE FROM audit_log WHERE at >= @from AND evidence_id IN (SELECT id FROM evidence WHERE operation_id = ANY(@ids))`,
+		func(c *retain.Counts) *int64 { return &c.AuditRows }},
+	{`DELETE FROM audit_log WHERE at >= @from AND entity = 'operation' AND entity_id = ANY(@ids::text[])`,
+		func(c *retain.Counts) *int64 { return &c.AuditRows }},
+	{`DELETE FROM evidence WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Evidence }},
+	{`DELETE FROM client_requests WHERE received_at >= @from AND operation_id = ANY(@ids)`,
+		func(c *retain.Counts) *int64 { return &c.ClientRequests }},
+	{`DELETE FROM attempts WHERE started_at >= @from AND operation_id = ANY(@ids)`,
+		func(c *retain.Counts) *int64 { return &c.Attempts }},
+	{`DELETE FROM provider_charges WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Charges }},
+	{`DELETE FROM provider_events WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.ProviderEvents }},
+	{`DELETE FROM outbox WHERE published_at < @cutoff AND entity_id = ANY(@ids::text[])`,
+		func(c *retain.Counts) *int64 { return &c.OutboxEvents }},
+	{`DELETE FROM operations WHERE id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Operations }},
+}
+
+// orphanSteps delete, a batch at a time, old rows that belong to no operation and that
+// nothing reads but history: refused client requests, the retention's own audit rows, and
+// the receivers' inbox of applied events.
+var orphanSteps = []struct {
+	sql   string
+	count func(*retain.Counts) *int64
+}{
+	{`DELETE FROM client_requests WHERE (id, received_at) IN (SELECT id, received_at FROM client_requests
+		WHERE received_at < @cutoff AND operation_id IS NULL LIMIT @batch)`,
+		func(c *retain.Counts) *int64 { return &c.ClientRequests }},
+	{`DELETE FROM audit_log WHERE (id, at) IN (SELECT id, at FROM audit_log
+		WHERE at < @cutoff AND entity = 'retention' LIMIT @batch)`,
+		func(c *retain.Counts) *int64 { return &c.AuditRows }},
+	// A receiver's inbox only has to outlive redelivery, and events are pruned from the
+	// outboxes after SETTLE_OUTBOX_KEEP, which the retention is never shorter than.
+	{`DELETE FROM consumed_events WHERE (consumer, event_id) IN (SELECT consumer, event_id FROM consumed_events
+		WHERE applied_at < @cutoff ORDER BY applied_at LIMIT @batch)`,
+		func(c *retain.Counts) *int64 { return &c.ConsumedEvents }},
+}
+
+// EnsurePartitions implements retain.Store, under the retention's lock so that two replicas
+// starting at once do not both create a month. When another replica holds the lock, it is
+// in a pass, which creates the months itself: this one creates nothing.
+func (db *DB) EnsurePartitions(ctx context.Context, now time.Time, ahead int) (int, error) {
+	var n int
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, retentionLockKey).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT settle_month_partitions($1, $1::timestamptz + make_interval(months => $2))`,
+			now, ahead).Scan(&n)
+	})
+	if err != nil {
+		return 0, interpret(err, "create monthly partitions")
+	}
+	return n, nil
+}
+
+// CountDue implements retain.Store.
+func (db *DB) CountDue(ctx context.Context, p retain.BatchParams) (int64, error) {
+	var n int64
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM operations o WHERE `+dueSQL,
+		pgx.NamedArgs{"cutoff": p.Cutoff}).Scan(&n); err != nil {
+		return 0, interpret(err, "count operations due for removal")
+	}
+	return n, nil
+}
+
+// RemoveBatch implements retain.Store: one transaction under the retention's lock. It also
+// takes the rollup job's lock, so a rollup pass never counts raw rows half removed, and
+// moves removed_before, which keeps the rollup job from recomputing those hours.
+func (db *DB) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Batch, bool, error) {
+	var b retain.Batch
+	var locked bool
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, retentionLockKey).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '10s'`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, rollupLockKey); err != nil {
+			return err
+		}
+		var ids []string
+		var from *time.Time
+		if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(id::text), '{}'), min(created_at) FROM (
+	SELECT o.id, o.created_at FROM operations o WHERE `+dueSQL+`
+	ORDER BY o.closed_at LIMIT @batch FOR UPDATE SKIP LOCKED) d`,
+			pgx.NamedArgs{"cutoff": p.Cutoff, "batch": p.Batch}).Scan(&ids, &from); err != nil {
+			return err
+		}
+		args := pgx.NamedArgs{"ids": ids, "from": from, "cutoff": p.Cutoff, "batch": p.Batch}
+		if len(ids) > 0 {
+			for _, s := range retentionSteps {
+				tag, err := tx.Exec(ctx, s.sql, args)
+				if err != nil {
+					return err
+				}
+				*s.count(&b.Counts) += tag.RowsAffected()
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO retention_state (name, removed_before) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET removed_before = greatest(retention_state.removed_before, excluded.removed_before)`,
+				retentionName, p.Cutoff); err != nil {
+				return err
+			}
+		}
+		b.More = len(ids) == p.Batch
+		for _, s := range orphanSteps {
+			tag, err := tx.Exec(ctx, s.sql, args)
+			if err != nil {
+				return err
+			}
+			*s.count(&b.Counts) += tag.RowsAffected()
+			b.More = b.More || tag.RowsAffected() == int64(p.Batch)
+		}
+		return nil
+	})
+	if err != nil {
+		return retain.Batch{}, locked, interpret(err, "remove a retention batch")
+	}
+	return b, locked, nil
+}
+
+// RecordPass implements retain.Store.
+func (db *DB) RecordPass(ctx context.Context, rep retain.Report, now time.Time, actor string) error {
+	report, _ := json.Marshal(rep)
+	_, err := db.Pool.Exec(ctx, `
+WITH st AS (
+	INSERT INTO retention_state (name, last_run_at, last_report) VALUES (@name, @now, @report)
+	ON CONFLICT (name) DO UPDATE SET last_run_at = excluded.last_run_at, last_report = excluded.last_report
+)
+INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
+VALUES (@now, @actor, 'retention.pass', 'retention', @name, @report)`,
+		pgx.NamedArgs{"name": retentionName, "now": now, "report": report, "actor": actor})
+	return interpret(err, "record the retention pass")
+}
+
+// partitionedTables are the tables partitioned by month (migration 00031).
+var partitionedTables = []string{"client_requests", "attempts", "audit_log"}
+
+// DropEmptyPartitions implements retain.Store. Dropping a partition takes an ACCESS
+// EXCLUSIVE lock on its table for an instant: each drop is its own transaction that waits at
+// most half a second for it, so a busy table delays the drop to the next pass instead of
+// queueing the writers behind it.
+func (db *DB) DropEmptyPartitions(ctx context.Context, cutoff time.Time) ([]string, bool, error) {
+	rows, err := db.Pool.Query(ctx, `
+SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+WHERE p.relname = ANY($1) AND c.relname ~ '_[0-9]{4}_[0-9]{2}$'
+	AND to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month' <= $2::timestamptz AT TIME ZONE 'UTC'
+ORDER BY c.relname`, partitionedTables, cutoff)
+	if err != nil {
+		return nil, false, interpret(err, "list old partitions")
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, false, interpret(err, "list old partitions")
+	}
+	var dropped []string
+	for _, name := range names {
+		ok, locked, err := db.dropIfEmpty(ctx, name)
+		if err != nil || !locked {
+			return dropped, locked, err
+		}
+		if ok {
+			dropped = append(dropped, name)
+		}
+	}
+	return dropped, true, nil
+}
+
+// dropIfEmpty drops the partition name if it holds no row; a lock not had in time is no
+// error (ok false).
+func (db *DB) dropIfEmpty(ctx context.Context, name string) (ok, locked bool, err error) {
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, retentionLockKey).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
+			return err
+		}
+		ident := pgx.Identifier{name}.Sanitize()
+		var any bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+ident+`)`).Scan(&any); err != nil || any {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DROP TABLE `+ident); err != nil {
+			return err
+		}
+		ok = true
+		return nil
+	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "55P03" {
+		return false, true, nil
+	}
+	if err != nil {
+		return false, locked, interpret(err, "drop partition "+name)
+	}
+	return ok, locked, nil
+}
+
+// retentionHorizon is the first whole hour the retention has removed nothing before: the
+// rollup job recomputes no hour before it, since its raw rows may be gone, and its rollups
+// stay as they were computed. Zero when nothing was ever removed.
+func retentionHorizon(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	var before *time.Time
+	err := tx.QueryRow(ctx, `SELECT removed_before FROM retention_state WHERE name = $1`, retentionName).Scan(&before)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && before == nil) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, interpret(err, "read the retention horizon")
+	}
+	h := before.UTC().Truncate(time.Hour)
+	if h.Before(*before) {
+		h = h.Add(time.Hour)
+	}
+	return h, nil
+}

@@ -1,0 +1,84 @@
+package stripe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// Accounts says which Stripe connected account each tenant is bound to
+// (ops.Tenant.StripeAccount); the Postgres store is one. The adapter asks on every call
+// rather than caching: every attempt and lookup of an operation must go to the account its
+// first attempt went to, and a binding changes only while its tenant has no open operation,
+// which holds only if no process acts on an older binding.
+type Accounts interface {
+	// StripeAccountOf returns the connected account a tenant is bound to, "" for none.
+	StripeAccountOf(ctx context.Context, tenantID int64) (string, error)
+	// StripeAccounts returns every bound connected account with its tenant's id.
+	StripeAccounts(ctx context.Context) (map[string]int64, error)
+}
+
+// accountOf is the account a tenant's calls go to, "" for the platform account. A binding
+// that cannot be read stops the call: sending or reading in the platform account instead
+// would act on payments that are not the tenant's, or miss its own.
+func (a *Adapter) accountOf(ctx context.Context, tenantID int64) (string, error) {
+	if a.cfg.Accounts == nil || tenantID == 0 {
+		return "", nil
+	}
+	account, err := a.cfg.Accounts.StripeAccountOf(ctx, tenantID)
+	if err != nil {
+		return "", &ops.Error{Code: ops.EUNAVAILABLE, Message: "The tenant's Stripe account could not be read; try again shortly.", Err: err}
+	}
+	return account, nil
+}
+
+// ListRefunds hands each every refund created in [from, to) for reconciliation, a batch
+// at a time: the platform account's, then each bound connected account's, each record naming
+// its account. An account that cannot be listed does not stop the others; its error comes
+// back with the rest listed. An error from each stops the listing and is returned alone.
+func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time, each func([]ops.ProviderRecord) error) error {
+	accounts := []string{""}
+	if a.cfg.Accounts != nil {
+		bound, err := a.cfg.Accounts.StripeAccounts(ctx)
+		if err != nil {
+			return fmt.Errorf("list the bound stripe accounts: %w", err)
+		}
+		accounts = append(accounts, slices.Sorted(maps.Keys(bound))...)
+	}
+	var errs []error
+	var applyErr error
+	apply := func(batch []ops.ProviderRecord) error {
+		applyErr = each(batch)
+		return applyErr
+	}
+	for _, account := range accounts {
+		// Reconciliation is Settle's own work: it reads as tenant 0, not within a tenant's share.
+		err := a.listEach(ctx, 0, account, &stripego.RefundListParams{CreatedRange: &stripego.RangeQueryParams{
+			GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}}, apply)
+		if applyErr != nil {
+			return applyErr
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list the refunds of %s: %w", accountName(account), err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// accountName names an account in messages.
+func accountName(account string) string {
+	if account == "" {
+		return "the platform account"
+	}
+	return "connected account " + account
+}

@@ -1,0 +1,53 @@
+package stripe_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/refund"
+)
+
+// An agent told "unconfirmed: calling again with the same arguments is safe" calls again
+// after a lookup closed the refund as made. The payment has room for a second refund of the
+// same amount; the answer must still be the refund already made, and Stripe refunds once.
+// Found by the chaos simulation (a client that retries after the reaper or a person settled
+// its refund).
+func TestCallingAgainAfterUnconfirmedNeverRefundsTwice(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 200*time.Millisecond, 200*time.Millisecond)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 300 * time.Millisecond})
+	ctx := context.Background()
+	first := w.req("toolu_01")
+	first.AmountCents = 1900
+	a, err := w.refunds.Refund(ctx, first)
+	if err != nil || a.Status != refund.Unconfirmed {
+		t.Fatalf("first call %+v (%v), want unconfirmed", a, err)
+	}
+	time.Sleep(150 * time.Millisecond) // the fake commits the refund after the call gave up
+	w.clock.Advance(2 * time.Hour)     // past the call's lease
+	res, applied, err := w.refunds.Lookup(ctx, w.db, a.OperationID, "oncall@example.com")
+	if err != nil || !res.Found() || applied.Op == nil || applied.Op.Status != ops.StatusSucceeded {
+		t.Fatalf("lookup %+v %+v (%v)", res, applied, err)
+	}
+	w.clock.Advance(3 * time.Hour)
+	again := w.req("toolu_02")
+	again.AmountCents = 1900
+	b, err := w.refunds.Refund(ctx, again)
+	if err != nil || b.Status != refund.Refunded || b.OperationID != a.OperationID {
+		t.Fatalf("calling again answered %+v (%v), want the refund of %s", b, err, a.OperationID)
+	}
+	if n := len(w.fake.Refunds()); n != 1 {
+		t.Fatalf("%d refunds at Stripe, want 1", n)
+	}
+	// After the replay window the same order and amount is a new intent (a second refund on
+	// purpose), and the payment's remainder is checked as usual.
+	w.clock.Advance(refund.ReplayWindow)
+	later := w.req("toolu_03")
+	later.AmountCents = 1900
+	if c, err := w.refunds.Refund(ctx, later); err != nil || c.Status != refund.Refunded || c.OperationID == a.OperationID {
+		t.Fatalf("after the window: %+v (%v), want a new refund", c, err)
+	}
+}

@@ -1,0 +1,133 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/views"
+	"github.com/settle-dev/settle/web/sso"
+)
+
+// SSODeps is what signing in through an OpenID Connect provider needs.
+type SSODeps struct {
+	// SSO is the identity provider; nil leaves single sign-on off.
+	SSO *sso.Provider
+	// SSOUsers creates and updates the provider's people as they sign in.
+	SSOUsers desk.ExternalUsers
+	// PasswordLoginOff refuses password sign-ins: the sign-in page offers only the provider.
+	PasswordLoginOff bool
+}
+
+// sessionSSOFlow is the session key of the sign-in in progress at the provider.
+const sessionSSOFlow = "sso_flow"
+
+func (s *Server) mountSSO(r chi.Router) {
+	if s.SSO == nil {
+		return
+	}
+	r.Get("/login/oidc", s.handleSSOStart)
+	r.Get("/login/oidc/callback", s.handleSSOCallback)
+}
+
+// handleSSOStart sends the browser to the provider. A second start in the same browser
+// replaces the first, whose callback is then refused.
+func (s *Server) handleSSOStart(w http.ResponseWriter, r *http.Request) {
+	f, to := s.SSO.Begin(s.Clock.Now(), safeNext(r.URL.Query().Get("next")))
+	b, err := json.Marshal(f)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	s.Sessions.Put(r.Context(), sessionSSOFlow, string(b))
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// handleSSOCallback finishes a sign-in. The flow leaves the session before anything is
+// checked, so a callback URL works once, whatever it brings.
+func (s *Server) handleSSOCallback(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	var f sso.Flow
+	if v := s.Sessions.PopString(ctx, sessionSSOFlow); v != "" {
+		_ = json.Unmarshal([]byte(v), &f) // an unreadable flow is no flow, refused below
+	}
+	p, err := s.SSO.Finish(ctx, f, s.Clock.Now(), r.URL.Query())
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	u, err := s.ssoUser(ctx, p)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	if err := s.Sessions.RenewToken(ctx); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	s.Sessions.Put(ctx, sessionUserID, u.ID)
+	s.Logger.InfoContext(ctx, "signed in", "user_id", u.ID, "role", u.Role, "issuer", s.SSO.Issuer())
+	http.Redirect(w, r, safeNext(f.Next), http.StatusSeeOther)
+}
+
+// ssoUser maps the person's groups to a role and signs them in as their user. A refusal
+// that names the person (no mapped group, a disabled account, an email taken by another
+// user) is audited as login.refused.
+func (s *Server) ssoUser(ctx context.Context, p *sso.Person) (*desk.User, error) {
+	role, ok := s.SSO.RoleFor(p.Groups)
+	if !ok {
+		s.auditSSORefusal(ctx, p, "no_mapped_group")
+		return nil, ops.Errorf(ops.EFORBIDDEN, "%s signed you in as %s, but none of your groups there gives a Settle role. Ask your admin to add you to one of the groups Settle maps.",
+			s.SSO.Name(), personName(p))
+	}
+	in, err := s.SSOUsers.SignInExternal(ctx, p.Identity, role, s.Clock.Now())
+	switch ops.ErrorCode(err) {
+	case "":
+	case ops.EFORBIDDEN, ops.ECONFLICT, ops.EINVALID:
+		s.auditSSORefusal(ctx, p, ops.ErrorCode(err))
+		return nil, err
+	default:
+		return nil, err
+	}
+	if in.Created || in.PreviousRole != "" {
+		s.Logger.InfoContext(ctx, "user of the identity provider", "user_id", in.User.ID, "created", in.Created,
+			"role", in.User.Role, "previous_role", in.PreviousRole)
+	}
+	return in.User, nil
+}
+
+func personName(p *sso.Person) string {
+	if p.Identity.Email != "" {
+		return p.Identity.Email
+	}
+	return p.Identity.Subject
+}
+
+// auditSSORefusal records who was refused and what the provider said of them. A failure to
+// record is logged: the person refused has nothing to do about it.
+func (s *Server) auditSSORefusal(ctx context.Context, p *sso.Person, reason string) {
+	if s.LoginAudit == nil {
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"issuer": p.Identity.Issuer, "subject": p.Identity.Subject,
+		"email": p.Identity.Email, "groups": p.Groups, "reason": reason})
+	e := desk.AuditLogEntry{At: s.Clock.Now(), Actor: "oidc:" + p.Identity.Issuer, Action: "login.refused",
+		Entity: "login", EntityID: personName(p), After: b}
+	if err := s.LoginAudit.RecordAudit(context.WithoutCancel(ctx), e); err != nil {
+		s.Logger.WarnContext(ctx, "record a refused sign-in in the audit log", "action", e.Action, "err", err)
+	}
+}
+
+// loginPage is the sign-in page's model with what this server offers.
+func (s *Server) loginPage(next string) views.LoginPage {
+	m := views.LoginPage{Next: next, PasswordOff: s.PasswordLoginOff}
+	if s.SSO != nil {
+		m.SSOName, m.SSOURL = s.SSO.Name(), "/login/oidc?next="+url.QueryEscape(next)
+	}
+	return m
+}

@@ -1,0 +1,171 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/settle-dev/settle/internal/oidctest"
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/web"
+	"github.com/settle-dev/settle/web/sso"
+)
+
+// ssoEnv is the dashboard signing people in through a real OpenID Connect provider on
+// loopback, behind a front door that can hold the provider's callbacks so a test may
+// tamper with one, replay one, or let one wait too long.
+type ssoEnv struct {
+	*dashEnv
+	idp   *oidctest.Provider
+	front *frontDoor
+}
+
+const ssoRoles = "settle-support=support,settle-oncall=oncall,settle-managers=manager,settle-admins=admin"
+
+func newSSOEnv(t *testing.T, passwordOff bool) *ssoEnv {
+	t.Helper()
+	e := buildDashEnv(t)
+	front := &frontDoor{}
+	e.env = start(t, e.world, front)
+	e.url = e.env.url
+	callback := e.url + "/login/oidc/callback"
+	idp := oidctest.Start(t, callback)
+	roles, err := desk.ParseRoleMap(ssoRoles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sso.New(context.Background(), sso.Config{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
+		RedirectURL: callback, Name: "Test IdP", RoleClaim: "groups", Roles: roles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.server.SSODeps = web.SSODeps{SSO: p, SSOUsers: e.db, PasswordLoginOff: passwordOff}
+	h := e.server.Handler()
+	front.h.Store(&h)
+	return &ssoEnv{dashEnv: e, idp: idp, front: front}
+}
+
+// frontDoor passes every request to the dashboard, noting the provider's callbacks; while
+// hold is set it keeps a callback from the dashboard and answers a page saying so.
+type frontDoor struct {
+	h         atomic.Pointer[http.Handler]
+	hold      atomic.Bool
+	mu        sync.Mutex
+	callbacks []string
+}
+
+func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/login/oidc/callback" {
+		f.mu.Lock()
+		f.callbacks = append(f.callbacks, r.URL.RequestURI())
+		f.mu.Unlock()
+		if f.hold.Load() {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, `<!doctype html><p data-testid="held">held</p>`)
+			return
+		}
+	}
+	(*f.h.Load()).ServeHTTP(w, r)
+}
+
+// lastCallback is the path and query of the latest callback the provider sent a browser to.
+func (f *frontDoor) lastCallback(t *testing.T) string {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.callbacks) == 0 {
+		t.Fatal("the provider sent no browser back to the callback")
+	}
+	return f.callbacks[len(f.callbacks)-1]
+}
+
+// atProvider starts a sign-in from the sign-in page and signs in at the provider as
+// username; the browser then follows the provider's redirect back to the callback.
+func (e *ssoEnv) atProvider(t *testing.T, ctx context.Context, username string) {
+	t.Helper()
+	do(t, ctx, username+" signs in at the provider",
+		chromedp.Navigate(e.url+"/login"),
+		chromedp.WaitVisible(byID("login-sso")),
+		chromedp.Click(byID("login-sso")),
+		chromedp.WaitVisible(byID("idp-form")),
+		chromedp.SendKeys(byID("idp-username"), username),
+		chromedp.Click(byID("idp-submit")),
+	)
+}
+
+// ssoLogin signs in as username through the provider and waits for the dashboard.
+func (e *ssoEnv) ssoLogin(t *testing.T, ctx context.Context, username string) {
+	t.Helper()
+	e.atProvider(t, ctx, username)
+	do(t, ctx, username+" lands on the dashboard", chromedp.WaitVisible(byID("nav-email")))
+}
+
+// errorPage waits for the error page and returns its status and message.
+func errorPage(t *testing.T, ctx context.Context) (string, string) {
+	t.Helper()
+	do(t, ctx, "error page", chromedp.WaitVisible(byID("error-message")))
+	return textOf(t, ctx, "error-status"), textOf(t, ctx, "error-message")
+}
+
+// withQuery is a path and query with one parameter set to v.
+func withQuery(t *testing.T, uri, k, v string) string {
+	t.Helper()
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set(k, v)
+	u.RawQuery = q.Encode()
+	return u.RequestURI()
+}
+
+// userByEmail is the user with that email in the admin list, nil when there is none.
+func (e *ssoEnv) userByEmail(t *testing.T, email string) *desk.UserAccount {
+	t.Helper()
+	users, err := e.db.Users(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range users {
+		if users[i].Email == email {
+			return &users[i]
+		}
+	}
+	return nil
+}
+
+// auditRows are the audit log's rows of one action, newest first.
+func (e *ssoEnv) auditRows(t *testing.T, action string) []desk.AuditLogEntry {
+	t.Helper()
+	p, err := e.db.AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Entries
+}
+
+func jsonOf(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("audit json %s: %v", b, err)
+	}
+	return m
+}
+
+func (e *ssoEnv) usersNow(t *testing.T) []desk.UserAccount {
+	t.Helper()
+	users, err := e.db.Users(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return users
+}
