@@ -122,6 +122,15 @@ func textOf(t *testing.T, ctx context.Context, testid string) string {
 
 func byID(testid string) chromedp.CSS { return chromedp.CSS(`[data-testid="` + testid + `"]`) }
 
+// freshFlash is a flash message shown after markFlashesStale: waiting for it waits out the
+// answer to a second press instead of finding the flash of the first one still on the page.
+var freshFlash = chromedp.CSS(`[data-testid="flash"]:not([data-stale])`)
+
+// markFlashesStale marks the flash messages on the page now.
+func markFlashesStale() chromedp.Action[chromedp.Void] {
+	return chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('[data-testid="flash"]').forEach(e => { e.dataset.stale = "1" })`)
+}
+
 // count returns how many elements match a CSS selector, without waiting for any.
 func count(t *testing.T, ctx context.Context, css string) int {
 	t.Helper()
