@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,6 +44,11 @@ func reconcileSizes(b *testing.B) []int {
 // is left is the matching. Each size runs once; its figures are the metrics.
 func BenchmarkReconcileListing(b *testing.B) {
 	ctx := context.Background()
+	// settle runs with the collector's target at 400 unless GOGC is given (cmd/settle's
+	// tuneGC); the reconciler is measured the way it runs.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(400))
+	}
 	for _, n := range reconcileSizes(b) {
 		b.Run(fmt.Sprintf("refunds=%d", n), func(b *testing.B) {
 			name := fmt.Sprintf("bench_recon_%d", n)

@@ -260,6 +260,7 @@ func (s *Stripe) listRefunds(req *apiRequest) (response, []*eventRecord) {
 		}
 	}
 	created, _, _ := createdFilter(p)
+	plain := !exp["data.charge"] && !exp["data.payment_intent"]
 	var items []listItem
 	for i := start; i > stop; i-- {
 		r := s.refunds[i]
@@ -268,7 +269,12 @@ func (s *Stripe) listRefunds(req *apiRequest) (response, []*eventRecord) {
 			continue
 		}
 		items = append(items, listItem{id: r.ID, pos: i, created: r.Created.Unix(),
-			render: func() any { return s.refundWithExpand(r, exp, "data.") }})
+			render: func() any {
+				if plain {
+					return listedRefundOf(r)
+				}
+				return s.refundWithExpand(r, exp, "data.")
+			}})
 		if p.Get("ending_before") == "" && len(items) > maxListLimit {
 			break
 		}

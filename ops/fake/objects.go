@@ -65,6 +65,45 @@ func refundObject(r *Refund) obj {
 	return o
 }
 
+// listedRefund is refundObject as a struct, for listings: the same JSON byte for byte (its
+// fields in the sorted order a map's keys are written in), several times cheaper to encode,
+// which a listing of a million refunds feels. A test keeps the two equal.
+type listedRefund struct {
+	Amount                    int64             `json:"amount"`
+	BalanceTransaction        any               `json:"balance_transaction"`
+	Charge                    string            `json:"charge"`
+	Created                   int64             `json:"created"`
+	Currency                  string            `json:"currency"`
+	DestinationDetails        any               `json:"destination_details"`
+	FailureBalanceTransaction any               `json:"failure_balance_transaction"`
+	FailureReason             string            `json:"failure_reason,omitempty"`
+	ID                        string            `json:"id"`
+	Metadata                  map[string]string `json:"metadata"`
+	Object                    string            `json:"object"`
+	PaymentIntent             *string           `json:"payment_intent"`
+	Reason                    *string           `json:"reason"`
+	ReceiptNumber             any               `json:"receipt_number"`
+	SourceTransferReversal    any               `json:"source_transfer_reversal"`
+	Status                    string            `json:"status"`
+	TransferReversal          any               `json:"transfer_reversal"`
+}
+
+func listedRefundOf(r *Refund) listedRefund {
+	md := r.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	orNil := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return listedRefund{Amount: r.Amount, Charge: r.Charge, Created: r.Created.Unix(), Currency: r.Currency,
+		FailureReason: r.FailureReason, ID: r.ID, Metadata: md, Object: "refund", PaymentIntent: orNil(r.PaymentIntent),
+		Reason: orNil(r.Reason), Status: r.Status}
+}
+
 func chargeObject(c *charge) obj {
 	return obj{
 		"id":                  c.id,

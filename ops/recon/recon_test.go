@@ -516,3 +516,74 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// oneByOne hands the listing on one record at a time, so each record is a batch of its own.
+type oneByOne struct{ recon.RefundSource }
+
+func (s oneByOne) ListRefunds(ctx context.Context, from, to time.Time, each func([]ops.ProviderRecord) error) error {
+	return s.RefundSource.ListRefunds(ctx, from, to, func(batch []ops.ProviderRecord) error {
+		for _, rec := range batch {
+			if err := each([]ops.ProviderRecord{rec}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// A double charge is found even when its charges come in different batches and none was
+// recorded before the run, and a third charge in a later batch widens the same exception:
+// one double in the report, all three charges and both extra amounts in the exception.
+func TestDoubleChargeAcrossBatchesIsReportedOnceWithEveryCharge(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	op := w.unknown(t, 2500, "500")[0]
+	w.outsideRefund(t, 2500, map[string]string{stripe.MetadataKey: op.ID})
+	w.outsideRefund(t, 2500, map[string]string{stripe.MetadataKey: op.ID})
+	w.recon.Refunds = []recon.RefundSource{oneByOne{w.adapter}}
+	rep, err := w.recon.Reconcile(ctx, "stripe", w.window())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Listed != 3 || rep.DoubleCharges != 1 || rep.Closed != 1 || rep.NewExceptions != 2 || rep.SeenExceptions != 0 {
+		t.Fatalf("report: %s", rep.Summary())
+	}
+	var refs []string
+	var extra int64
+	if err := w.db.Pool.QueryRow(ctx, `SELECT charge_refs, amount_cents FROM recon_exceptions
+WHERE kind = 'double_charge' AND operation_id = $1`, op.ID).Scan(&refs, &extra); err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 3 || extra != 5000 {
+		t.Fatalf("the double charge names %v and %d cents more than once, want 3 charges and 5000", refs, extra)
+	}
+}
+
+// A run that only confirms the charges the write path recorded marks them reconciled and
+// nothing else: their seen_at stays, so the rollups and the charge alerts, which count the
+// charges seen in a window, do not count them a second time.
+func TestConfirmedChargesAreMarkedReconciledOnly(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	op := w.succeeded(t, "600", 3800)
+	var seen time.Time
+	if err := w.db.Pool.QueryRow(ctx, `SELECT seen_at FROM provider_charges WHERE charge_ref = $1`, op.ProviderRef).Scan(&seen); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(10 * time.Minute)
+	rep, err := w.recon.Reconcile(ctx, "stripe", recon.Window{From: w.clock.Now().Add(-time.Hour), To: w.clock.Now()})
+	if err != nil || rep.Listed != 1 || rep.NewCharges != 0 {
+		t.Fatalf("%+v (%v)", rep, err)
+	}
+	var after time.Time
+	var reconciled *time.Time
+	if err := w.db.Pool.QueryRow(ctx, `SELECT seen_at, reconciled_at FROM provider_charges WHERE charge_ref = $1`, op.ProviderRef).
+		Scan(&after, &reconciled); err != nil {
+		t.Fatal(err)
+	}
+	if !after.Equal(seen) || reconciled == nil || !reconciled.Equal(w.clock.Now()) {
+		t.Fatalf("seen_at %v → %v, reconciled_at %v; want seen_at kept and reconciled at %v", seen, after, reconciled, w.clock.Now())
+	}
+}

@@ -20,6 +20,10 @@ import (
 func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w Window, rep *Report) error {
 	provider := src.Name()
 	known := map[string]bool{}
+	// Double charges are asked for batch by batch, for the charges just recorded: a double is
+	// found with the batch that records the second of its charges. reported holds how many
+	// charges each double was reported with in this run.
+	reported := map[string]int{}
 	// The provider lists newest first and says nothing of how many there are: progress is
 	// how much of the window the listing has gone back through, in minutes.
 	pr := r.progress()
@@ -30,7 +34,6 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w W
 	// the database each wait for the other only when one is twice as slow.
 	batches := make(chan []ops.ProviderRecord, 1)
 	failed := make(chan struct{})
-	var refs []string
 	var applyErr error
 	applied := make(chan struct{})
 	go func() {
@@ -39,12 +42,9 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w W
 			if applyErr != nil {
 				continue
 			}
-			if applyErr = r.applyBatch(ctx, provider, batch, known, rep); applyErr != nil {
+			if applyErr = r.applyBatch(ctx, provider, batch, known, reported, rep); applyErr != nil {
 				close(failed)
 				continue
-			}
-			for _, rec := range batch {
-				refs = append(refs, rec.Ref)
 			}
 			rep.Listed += len(batch)
 			if back := min(total, minutesBack(w.To, batch)); back > covered {
@@ -78,10 +78,9 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w W
 		if err != nil {
 			return err
 		}
-		refs = append(refs, found...)
-	}
-	if err := r.doubles(ctx, provider, refs, rep); err != nil {
-		return err
+		if err := r.doubles(ctx, provider, found, reported, rep); err != nil {
+			return err
+		}
 	}
 	if listErr != nil {
 		return fmt.Errorf("list %s refunds (what was listed is applied; the window is read again): %w", provider, listErr)
@@ -107,8 +106,9 @@ var errApplyFailed = errors.New("applying the listed refunds failed")
 // applyBatch records one batch of listed refunds. Those that only confirm what the ledger
 // holds (an operation of the record's own account that succeeded with that very charge) are
 // recorded together in a few statements; every other record goes through the ledger one by
-// one, which closes, fails or flags what it explains.
-func (r *Reconciler) applyBatch(ctx context.Context, provider string, batch []ops.ProviderRecord, known map[string]bool, rep *Report) error {
+// one, which closes, fails or flags what it explains. Then the batch's double charges are
+// reported.
+func (r *Reconciler) applyBatch(ctx context.Context, provider string, batch []ops.ProviderRecord, known map[string]bool, reported map[string]int, rep *Report) error {
 	refs := make([]string, len(batch))
 	for i, rec := range batch {
 		refs[i] = rec.Ref
@@ -138,16 +138,19 @@ func (r *Reconciler) applyBatch(ctx context.Context, provider string, batch []op
 		}
 		rest = append(rest, rec.Ref)
 	}
-	return r.Store.MarkReconciled(ctx, provider, rest, r.Ledger.Clock.Now())
+	if err := r.Store.MarkReconciled(ctx, provider, rest, r.Ledger.Clock.Now()); err != nil {
+		return err
+	}
+	return r.doubles(ctx, provider, refs, reported, rep)
 }
 
 // doublesBatch bounds how many charges one question about double charges names.
 const doublesBatch = 10000
 
-// doubles reports each operation that the given charges show charged more than once, once
-// however many of the batches name it.
-func (r *Reconciler) doubles(ctx context.Context, provider string, refs []string, rep *Report) error {
-	reported := map[string]bool{}
+// doubles reports each operation that the given charges show charged more than once, unless
+// reported has it with as many charges already. One charged a third time in a later batch is
+// recorded again with all of them (its exception then counts one sighting more in this run).
+func (r *Reconciler) doubles(ctx context.Context, provider string, refs []string, reported map[string]int, rep *Report) error {
 	for len(refs) > 0 {
 		n := min(len(refs), doublesBatch)
 		doubles, err := r.Store.DoubleCharges(ctx, provider, refs[:n])
@@ -156,11 +159,12 @@ func (r *Reconciler) doubles(ctx context.Context, provider string, refs []string
 		}
 		refs = refs[n:]
 		for _, d := range doubles {
-			if reported[d.OperationID] {
+			before := reported[d.OperationID]
+			if len(d.Charges) <= before {
 				continue
 			}
-			reported[d.OperationID] = true
-			if err := r.double(ctx, provider, d, rep); err != nil {
+			reported[d.OperationID] = len(d.Charges)
+			if err := r.double(ctx, provider, d, before > 0, rep); err != nil {
 				return err
 			}
 		}
@@ -304,8 +308,12 @@ func (r *Reconciler) missing(ctx context.Context, op *ops.Operation, res ops.Loo
 		Details: details(op), Actor: r.actor(op.Provider), At: r.Ledger.Clock.Now()})
 }
 
-func (r *Reconciler) double(ctx context.Context, provider string, d DoubleCharge, rep *Report) error {
-	rep.DoubleCharges++
+// double records the double charge d; again says this run reported it already with fewer
+// charges, so the report counts it once.
+func (r *Reconciler) double(ctx context.Context, provider string, d DoubleCharge, again bool, rep *Report) error {
+	if !again {
+		rep.DoubleCharges++
+	}
 	var refs []string
 	var extra int64
 	currency := ""
@@ -317,11 +325,16 @@ func (r *Reconciler) double(ctx context.Context, provider string, d DoubleCharge
 		currency = c.Currency
 	}
 	b, _ := json.Marshal(map[string]any{"operation_id": d.OperationID, "charges": d.Charges})
-	return r.record(ctx, rep, Finding{Kind: ExceptionDoubleCharge, Provider: provider, Ref: d.OperationID,
+	f := Finding{Kind: ExceptionDoubleCharge, Provider: provider, Ref: d.OperationID,
 		TenantID: d.TenantID, OperationID: d.OperationID, ChargeRefs: refs, AmountCents: extra, Currency: currency,
 		Summary: fmt.Sprintf("Operation %s was charged %d times at %s (%s); %s more than once.", d.OperationID, len(d.Charges),
 			provider, strings.Join(refs, ", "), ops.FormatMoney(extra, currency)),
-		Details: b, Actor: r.actor(provider), At: r.Ledger.Clock.Now()})
+		Details: b, Actor: r.actor(provider), At: r.Ledger.Clock.Now()}
+	if again {
+		_, _, err := r.Store.RecordFinding(ctx, f)
+		return err
+	}
+	return r.record(ctx, rep, f)
 }
 
 // details is what the exception keeps of what the reconciler saw.
