@@ -399,6 +399,14 @@ WHERE entity = $1 AND entity_id = $2 ORDER BY id`, entity, id)
 	return out, interpret(err, "read audit log")
 }
 
+// sharedCharge says whether another charge names the operation op of the charge ref: a
+// double charge to look at. It is asked only of the charges a batch records or finds done,
+// one index probe each.
+func sharedCharge(op, ref string) string {
+	return `EXISTS (SELECT 1 FROM provider_charges p2 WHERE p2.operation_id = ` + op + `
+	AND p2.charge_ref <> ` + ref + ` AND p2.status IN ` + chargedStatuses + `)`
+}
+
 // RecordMatchedCharges implements recon.Store in one statement per call: the records are
 // sent as arrays, matched against their operations by primary key, and recorded unless a
 // row for the charge already says something else (another operation, another status), which
@@ -407,8 +415,8 @@ WHERE entity = $1 AND entity_id = $2 ORDER BY id`, entity, id)
 // million-refund run's writes. A record from another account than its operation's tenant's is never
 // matched: the ledger's guard on connected accounts decides what it is. A ref listed twice is
 // matched once; its repeat goes to the ledger.
-func (db *DB) RecordMatchedCharges(ctx context.Context, provider string, recs []ops.ProviderRecord, seenAt time.Time) (map[string]bool, error) {
-	out := map[string]bool{}
+func (db *DB) RecordMatchedCharges(ctx context.Context, provider string, recs []ops.ProviderRecord, seenAt time.Time) (map[string]recon.MatchedCharge, error) {
+	out := map[string]recon.MatchedCharge{}
 	if len(recs) == 0 {
 		return out, nil
 	}
@@ -454,19 +462,22 @@ WITH r AS (
 	SELECT tenant_id, @provider, ref, op_id, amount, currency, status, created, @seen, @seen FROM m WHERE NOT done
 	ON CONFLICT (provider, charge_ref) DO UPDATE SET reconciled_at = excluded.reconciled_at
 		WHERE provider_charges.operation_id = excluded.operation_id AND provider_charges.status = excluded.status
-	RETURNING charge_ref
+	-- xmax is 0 on a row this statement inserted, and set on one it updated.
+	RETURNING charge_ref, xmax <> 0 AS known, `+sharedCharge("provider_charges.operation_id", "provider_charges.charge_ref")+`
 )
-SELECT ref FROM m WHERE done UNION ALL SELECT charge_ref FROM ins`, pgx.NamedArgs{"refs": refs, "ops": opIDs, "amounts": amounts, "currencies": currencies,
+SELECT ref, true, `+sharedCharge("m.op_id", "m.ref")+` FROM m WHERE done UNION ALL SELECT * FROM ins`, pgx.NamedArgs{"refs": refs, "ops": opIDs, "amounts": amounts, "currencies": currencies,
 		"statuses": statuses, "created": created, "accounts": accounts, "provider": provider, "seen": seenAt})
 	if err != nil {
 		return nil, interpret(err, "record matched charges")
 	}
-	matched, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var ref string
+	var m recon.MatchedCharge
+	_, err = pgx.ForEachRow(rows, []any{&ref, &m.Known, &m.Shared}, func() error {
+		out[ref] = m
+		return nil
+	})
 	if err != nil {
 		return nil, interpret(err, "record matched charges")
-	}
-	for _, ref := range matched {
-		out[ref] = true
 	}
 	return out, nil
 }

@@ -177,8 +177,9 @@ func TestOneUnreadableAccountDoesNotHideTheOthers(t *testing.T) {
 	lost := w.lostIn(t, "600", 1500)
 	time.Sleep(700 * time.Millisecond)
 	w.clock.Advance(time.Second)
-	// The listings run platform, acct_A, acct_B: the third fails.
-	w.fake.AddFault(fake.Fault{Method: "GET", Path: "/v1/refunds", Calls: []int{3}, Kind: fake.FaultUnavailable})
+	// The listings run platform, acct_A, acct_B, each in two parts of the window read at
+	// once (one page each): acct_B's fail.
+	w.fake.AddFault(fake.Fault{Method: "GET", Path: "/v1/refunds", Calls: []int{5, 6}, Kind: fake.FaultUnavailable})
 	reps, err := w.recon.RunOnce(ctx)
 	if err == nil || !strings.Contains(err.Error(), "acct_B") {
 		t.Fatalf("a failed account listing: %v (%+v), want an error naming acct_B", err, reps)

@@ -453,8 +453,10 @@ func TestFailedPageLeavesTheRunResumable(t *testing.T) {
 		w.outsideRefund(t, 10, map[string]string{"n": fmt.Sprint(i)})
 	}
 	w.clock.Advance(time.Second)
-	// The second page of the listing fails.
-	w.fake.AddFault(fake.Fault{Method: "GET", Path: "/v1/refunds", Calls: []int{2}, Kind: fake.FaultUnavailable})
+	// The window is listed in two parts at once: an empty older half (one page) and the
+	// newer half with the 105 refunds (two pages). Whatever their order, failing the second
+	// and third page reads fails the newer half before it hands anything on.
+	w.fake.AddFault(fake.Fault{Method: "GET", Path: "/v1/refunds", Calls: []int{2, 3}, Kind: fake.FaultUnavailable})
 	reps, err := w.recon.RunOnce(ctx)
 	if err == nil {
 		t.Fatalf("a failed page passed unnoticed: %+v", reps)
@@ -464,6 +466,7 @@ func TestFailedPageLeavesTheRunResumable(t *testing.T) {
 	if done != nil {
 		t.Fatalf("a failed run moved the watermark to %s", done)
 	}
+	w.fake.ClearFaults() // the third read may not have come yet
 	w.clock.Advance(time.Minute)
 	reps, err = w.recon.RunOnce(ctx)
 	if err != nil {
@@ -585,5 +588,29 @@ func TestConfirmedChargesAreMarkedReconciledOnly(t *testing.T) {
 	}
 	if !after.Equal(seen) || reconciled == nil || !reconciled.Equal(w.clock.Now()) {
 		t.Fatalf("seen_at %v → %v, reconciled_at %v; want seen_at kept and reconciled at %v", seen, after, reconciled, w.clock.Now())
+	}
+}
+
+// A charge that only confirms its operation still shows a double charge when another
+// charge of that operation was recorded before, outside the window read (here as a webhook
+// would have recorded it): the double is found with the confirming charge.
+func TestConfirmingChargeRevealsADoubleRecordedEarlier(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	op := w.succeeded(t, "700", 3800)
+	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents,
+	currency, status, charged_at, seen_at, reconciled_at)
+VALUES ($1, 'stripe', 're_earlier_700', $2, 3800, 'usd', 'succeeded', $3, $3, $3)`, w.tenant, op.ID, w.clock.Now().Add(-48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.recon.Reconcile(ctx, "stripe", w.window())
+	if err != nil || rep.Listed != 1 || rep.DoubleCharges != 1 {
+		t.Fatalf("%+v (%v), want the one listed charge to reveal a double", rep, err)
+	}
+	var refs []string
+	if err := w.db.Pool.QueryRow(ctx, `SELECT charge_refs FROM recon_exceptions WHERE kind = 'double_charge' AND operation_id = $1`,
+		op.ID).Scan(&refs); err != nil || len(refs) != 2 {
+		t.Fatalf("double charge names %v (%v)", refs, err)
 	}
 }

@@ -24,12 +24,14 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w W
 	// found with the batch that records the second of its charges. reported holds how many
 	// charges each double was reported with in this run.
 	reported := map[string]int{}
-	// The provider lists newest first and says nothing of how many there are: progress is
-	// how much of the window the listing has gone back through, in minutes.
+	// The provider says nothing of how many refunds there are, and may list parts of the
+	// window at once: progress is how much of the window's time the listed batches span, in
+	// minutes.
 	pr := r.progress()
 	total := int(w.To.Sub(w.From) / time.Minute)
 	pr.Start(total, "minutes")
 	covered := 0
+	var spanned time.Duration
 	// The listing reads the next pages while the batch before is applied: the provider and
 	// the database each wait for the other only when one is twice as slow.
 	batches := make(chan []ops.ProviderRecord, 1)
@@ -47,9 +49,10 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w W
 				continue
 			}
 			rep.Listed += len(batch)
-			if back := min(total, minutesBack(w.To, batch)); back > covered {
-				pr.Add(back - covered)
-				covered = back
+			spanned += span(batch)
+			if m := min(total, int(spanned/time.Minute)); m > covered {
+				pr.Add(m - covered)
+				covered = m
 			}
 		}
 	}()
@@ -88,15 +91,21 @@ func (r *Reconciler) reconcileRefunds(ctx context.Context, src RefundSource, w W
 	return nil
 }
 
-// minutesBack is how far before to the oldest record of batch lies.
-func minutesBack(to time.Time, batch []ops.ProviderRecord) int {
-	back := 0
+// span is the time between the oldest and the newest record of batch.
+func span(batch []ops.ProviderRecord) time.Duration {
+	var oldest, newest time.Time
 	for _, rec := range batch {
-		if !rec.Created.IsZero() {
-			back = max(back, int(to.Sub(rec.Created)/time.Minute))
+		if rec.Created.IsZero() {
+			continue
+		}
+		if oldest.IsZero() || rec.Created.Before(oldest) {
+			oldest = rec.Created
+		}
+		if rec.Created.After(newest) {
+			newest = rec.Created
 		}
 	}
-	return back
+	return newest.Sub(oldest)
 }
 
 // errApplyFailed stops a listing whose records could not be applied; the apply error is the
@@ -109,39 +118,56 @@ var errApplyFailed = errors.New("applying the listed refunds failed")
 // one, which closes, fails or flags what it explains. Then the batch's double charges are
 // reported.
 func (r *Reconciler) applyBatch(ctx context.Context, provider string, batch []ops.ProviderRecord, known map[string]bool, reported map[string]int, rep *Report) error {
-	refs := make([]string, len(batch))
-	for i, rec := range batch {
-		refs[i] = rec.Ref
+	matched, err := r.Store.RecordMatchedCharges(ctx, provider, batch, r.Ledger.Clock.Now())
+	if err != nil {
+		return err
 	}
-	seen, err := r.Store.KnownCharges(ctx, provider, refs)
+	// Double charges are asked for the charges the ledger must see and those that share
+	// their operation with another charge; a charge that only confirms its operation and
+	// is its only charge cannot make a double.
+	var rest, check []string
+	for _, rec := range batch {
+		if m, ok := matched[rec.Ref]; ok {
+			if !m.Known && !known[rec.Ref] {
+				rep.NewCharges++
+			}
+			known[rec.Ref] = true
+			if m.Shared {
+				check = append(check, rec.Ref)
+			}
+			continue
+		}
+		rest = append(rest, rec.Ref)
+	}
+	if err := r.applyRest(ctx, provider, batch, matched, rest, known, rep); err != nil {
+		return err
+	}
+	return r.doubles(ctx, provider, append(check, rest...), reported, rep)
+}
+
+// applyRest records through the ledger, one by one, the records of batch that did not
+// only confirm it (rest, by ref), and marks their charges reconciled.
+func (r *Reconciler) applyRest(ctx context.Context, provider string, batch []ops.ProviderRecord, matched map[string]MatchedCharge,
+	rest []string, known map[string]bool, rep *Report) error {
+	if len(rest) == 0 {
+		return nil
+	}
+	seen, err := r.Store.KnownCharges(ctx, provider, rest)
 	if err != nil {
 		return err
 	}
 	for ref := range seen {
 		known[ref] = true
 	}
-	matched, err := r.Store.RecordMatchedCharges(ctx, provider, batch, r.Ledger.Clock.Now())
-	if err != nil {
-		return err
-	}
-	var rest []string
 	for _, rec := range batch {
-		if matched[rec.Ref] {
-			if !known[rec.Ref] {
-				known[rec.Ref] = true
-				rep.NewCharges++
-			}
+		if _, ok := matched[rec.Ref]; ok {
 			continue
 		}
 		if err := r.apply(ctx, rec, known, rep); err != nil {
 			return err
 		}
-		rest = append(rest, rec.Ref)
 	}
-	if err := r.Store.MarkReconciled(ctx, provider, rest, r.Ledger.Clock.Now()); err != nil {
-		return err
-	}
-	return r.doubles(ctx, provider, refs, reported, rep)
+	return r.Store.MarkReconciled(ctx, provider, rest, r.Ledger.Clock.Now())
 }
 
 // doublesBatch bounds how many charges one question about double charges names.

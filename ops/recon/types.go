@@ -361,6 +361,14 @@ type SentRow struct {
 	Uncertain int64
 }
 
+// MatchedCharge is what recording a charge that confirms the ledger found of it.
+type MatchedCharge struct {
+	// Known says the charge was recorded before.
+	Known bool
+	// Shared says another charge names the same operation: a double charge to look at.
+	Shared bool
+}
+
 // Store is what the reconciler needs from the store: the ledger's EventStore to close
 // operations, and the provider charges, findings, leases and usage reports.
 type Store interface {
@@ -370,9 +378,9 @@ type Store interface {
 	// RecordMatchedCharges records, together and as reconciled, the records that only
 	// confirm what the ledger holds: each names an operation of the record's own account
 	// that succeeded with that very charge, and is charged, and is either new or unchanged
-	// since it was last seen. It returns their refs; the others are left for the ledger, one
-	// by one.
-	RecordMatchedCharges(ctx context.Context, provider string, recs []ops.ProviderRecord, seenAt time.Time) (map[string]bool, error)
+	// since it was last seen. It returns what it found of each by ref; the others are left
+	// for the ledger, one by one.
+	RecordMatchedCharges(ctx context.Context, provider string, recs []ops.ProviderRecord, seenAt time.Time) (map[string]MatchedCharge, error)
 	// MarkReconciled records that the provider's own listing or lookup showed these charges.
 	MarkReconciled(ctx context.Context, provider string, refs []string, at time.Time) error
 	// DoubleCharges returns the operations, among those the given charges belong to, that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	stripego "github.com/stripe/stripe-go/v76"
@@ -59,9 +60,7 @@ func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time, each func
 		return applyErr
 	}
 	for _, account := range accounts {
-		// Reconciliation is Settle's own work: it reads as tenant 0, not within a tenant's share.
-		err := a.listEach(ctx, 0, account, &stripego.RefundListParams{CreatedRange: &stripego.RangeQueryParams{
-			GreaterThanOrEqual: from.Unix(), LesserThan: to.Unix()}}, apply)
+		err := a.listAccount(ctx, account, from, to, apply)
 		if applyErr != nil {
 			return applyErr
 		}
@@ -81,4 +80,55 @@ func accountName(account string) string {
 		return "the platform account"
 	}
 	return "connected account " + account
+}
+
+// listAccount lists one account's refunds of [from, to) in parts of the window read at
+// once, newest first within each part, handing each batch on under a lock so each is never
+// called twice at a time. A part that fails does not stop the others; an error from each
+// stops them all.
+func (a *Adapter) listAccount(ctx context.Context, account string, from, to time.Time, each func([]ops.ProviderRecord) error) error {
+	bounds := windowParts(from.Unix(), to.Unix(), a.cfg.ListParts)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var eachErr error
+	serial := func(batch []ops.ProviderRecord) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if eachErr == nil {
+			if eachErr = each(batch); eachErr != nil {
+				cancel()
+			}
+		}
+		return eachErr
+	}
+	errs := make([]error, len(bounds)-1)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			// Reconciliation is Settle's own work: it reads as tenant 0, not within a tenant's share.
+			errs[i] = a.listEach(ctx, 0, account, &stripego.RefundListParams{CreatedRange: &stripego.RangeQueryParams{
+				GreaterThanOrEqual: bounds[i], LesserThan: bounds[i+1]}}, serial)
+		})
+	}
+	wg.Wait()
+	if eachErr != nil {
+		return eachErr
+	}
+	return errors.Join(errs...)
+}
+
+// windowParts cuts [from, to), in Unix seconds as Stripe's created filter takes them, into
+// at most n parts of whole seconds (2 when n is 0), returned as their n+1 bounds.
+func windowParts(from, to int64, n int) []int64 {
+	if n <= 0 {
+		n = 2
+	}
+	n = int(min(int64(n), max(to-from, 1)))
+	bounds := make([]int64, n+1)
+	for i := range n {
+		bounds[i] = from + (to-from)*int64(i)/int64(n)
+	}
+	bounds[n] = to
+	return bounds
 }

@@ -46,6 +46,10 @@ type Config struct {
 	// TenantReadsPerSecond caps one tenant's share of them (default half of ReadsPerSecond),
 	// so one tenant's burst of remainder checks and lookups cannot delay another's refunds.
 	TenantReadsPerSecond float64
+	// ListParts is how many parts of a reconciliation window are listed at once (default 2):
+	// a listing reads page after page, each waiting for the one before, so one reader leaves
+	// a core idle while Stripe answers. Every page still waits for the read limit.
+	ListParts int
 	// Accounts says which connected account each tenant is bound to; every call made for a
 	// bound tenant carries it as Stripe-Account. Nil binds no tenant: every call goes to the
 	// platform account.
