@@ -29,15 +29,7 @@ func TestListedRecordsKeepStripesOwnBytes(t *testing.T) {
 			Amount: int64(100 + i), Created: from.Add(time.Duration(i) * time.Minute),
 			Metadata: map[string]string{stripe.MetadataKey: fmt.Sprintf("op-%d", i)}}
 	}
-	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
-	if err := fk.ImportRefunds(rs); err != nil {
-		t.Fatal(err)
-	}
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fk.Close() })
+	_, base := fakeWithHistory(t, rs)
 	a := stripe.New(stripe.Config{APIKey: "sk_test_list", BaseURL: base, ReadsPerSecond: 1e6})
 	var recs []ops.ProviderRecord
 	batches := 0
@@ -101,15 +93,7 @@ func TestListingStopsAtTheCallersError(t *testing.T) {
 		rs[i] = fake.Refund{ID: fmt.Sprintf("re_stop_%d", i), Currency: "usd", Status: "succeeded", Amount: 100,
 			Created: from.Add(time.Duration(i) * time.Second)}
 	}
-	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
-	if err := fk.ImportRefunds(rs); err != nil {
-		t.Fatal(err)
-	}
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fk.Close() })
+	fk, base := fakeWithHistory(t, rs)
 	a := stripe.New(stripe.Config{APIKey: "sk_test_list", BaseURL: base, ReadsPerSecond: 1e6, ListParts: 3})
 	stop := errors.New("the ledger is gone")
 	pages := func() int {
@@ -122,7 +106,7 @@ func TestListingStopsAtTheCallersError(t *testing.T) {
 		return n
 	}
 	calls, atStop := 0, 0
-	err = a.ListRefunds(context.Background(), from, from.Add(time.Hour), func([]ops.ProviderRecord) error {
+	err := a.ListRefunds(context.Background(), from, from.Add(time.Hour), func([]ops.ProviderRecord) error {
 		calls++
 		atStop = pages()
 		return stop
@@ -135,4 +119,19 @@ func TestListingStopsAtTheCallersError(t *testing.T) {
 	if after := pages(); after > atStop+3 {
 		t.Fatalf("%d pages read after the caller stopped the listing at %d", after, atStop)
 	}
+}
+
+// fakeWithHistory starts a fake Stripe holding rs, stopped when the test ends.
+func fakeWithHistory(t *testing.T, rs []fake.Refund) (*fake.Stripe, string) {
+	t.Helper()
+	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
+	if err := fk.ImportRefunds(rs); err != nil {
+		t.Fatal(err)
+	}
+	base, err := fk.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fk.Close() })
+	return fk, base
 }
