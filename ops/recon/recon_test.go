@@ -614,3 +614,35 @@ VALUES ($1, 'stripe', 're_earlier_700', $2, 3800, 'usd', 'succeeded', $3, $3, $3
 		t.Fatalf("double charge names %v (%v)", refs, err)
 	}
 }
+
+// twice hands every batch on two times, as a listing that overlaps itself would.
+type twice struct{ recon.RefundSource }
+
+func (s twice) ListRefunds(ctx context.Context, from, to time.Time, each func([]ops.ProviderRecord) error) error {
+	return s.RefundSource.ListRefunds(ctx, from, to, func(batch []ops.ProviderRecord) error {
+		if err := each(batch); err != nil {
+			return err
+		}
+		return each(batch)
+	})
+}
+
+// A charge that confirms its operation but was not recorded yet counts as new once, however
+// often the listing hands it on.
+func TestAChargeListedTwiceIsNewOnce(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	op := w.succeeded(t, "800", 3800)
+	if _, err := w.db.Pool.Exec(ctx, `DELETE FROM provider_charges WHERE charge_ref = $1`, op.ProviderRef); err != nil {
+		t.Fatal(err)
+	}
+	w.recon.Refunds = []recon.RefundSource{twice{w.adapter}}
+	rep, err := w.recon.Reconcile(ctx, "stripe", w.window())
+	if err != nil || rep.Listed != 2 || rep.NewCharges != 1 || rep.DoubleCharges != 0 {
+		t.Fatalf("%+v (%v), want one new charge from two listings of it", rep, err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM provider_charges WHERE charge_ref = $1 AND reconciled_at IS NOT NULL`, op.ProviderRef); n != 1 {
+		t.Fatalf("%d reconciled rows for the charge, want 1", n)
+	}
+}

@@ -128,10 +128,11 @@ func (r *Reconciler) applyBatch(ctx context.Context, provider string, batch []op
 	var rest, check []string
 	for _, rec := range batch {
 		if m, ok := matched[rec.Ref]; ok {
-			if !m.Known && !known[rec.Ref] {
+			// Not kept in known: a window of a million refunds would hold a million refs,
+			// and a ref listed again is simply Known the second time.
+			if !m.Known {
 				rep.NewCharges++
 			}
-			known[rec.Ref] = true
 			if m.Shared {
 				check = append(check, rec.Ref)
 			}
