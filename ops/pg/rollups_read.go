@@ -104,6 +104,13 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 		return nil, interpret(err, "read rollups")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// Over a year of rollups the planner's estimate for these few thousand rows crosses the
+	// parallel threshold, and starting two workers took 150 ms of a 2 ms read on two cores
+	// (the /insights reads were 4-5x slower at a million operations of history for that
+	// alone; BENCHMARKS.md). A page's read never gains from workers.
+	if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+		return nil, interpret(err, "read rollups")
+	}
 	// Minute rows are read for the edges outside the level's whole units, or for the whole
 	// window when no level fits the bucket.
 	if lfrom, lto := args["lfrom"].(time.Time), args["lto"].(time.Time); lfrom.After(f.From) || lto.Before(f.To) {
