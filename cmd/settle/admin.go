@@ -13,8 +13,23 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 )
 
+// openDB opens the configured database with the options every command uses.
 func openDB(ctx context.Context, cfg Config) (*pg.DB, error) {
 	return pg.Open(ctx, cfg.DatabaseURL, dbOptions(cfg)...)
+}
+
+// openChecked is openDB for a command that works on the schema as it is: it refuses a
+// database not migrated to this binary's newest version.
+func openChecked(ctx context.Context, cfg Config) (*pg.DB, error) {
+	db, err := openDB(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.CheckSchema(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // migrate brings the schema up to date.

@@ -73,14 +73,11 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 	if err != nil {
 		return err
 	}
-	db, err := pg.Open(ctx, cfg.DatabaseURL, dbOptions(cfg)...)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := db.CheckSchema(ctx); err != nil {
-		return err
-	}
 	r := newReconciler(cfg, ops.NewLedger(db, clock), db, logger)
 	r.Progress = newReporter("reconcile "+rc.Provider, stderr, logger)
 	rep, err := r.Reconcile(ctx, rc.Provider, w)

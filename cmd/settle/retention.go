@@ -95,14 +95,11 @@ func (p *Program) startRetention(ctx context.Context) {
 // retentionCmd is 'settle retention run [--dry-run]': one pass now, its progress on stderr
 // when it is a terminal, the summary on stdout.
 func retentionCmd(ctx context.Context, cfg Config, stdout, stderr io.Writer, logger *slog.Logger) error {
-	db, err := pg.Open(ctx, cfg.DatabaseURL, dbOptions(cfg)...)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := db.CheckSchema(ctx); err != nil {
-		return err
-	}
 	r := newRetention(cfg, db, ops.SystemClock{}, logger)
 	r.Progress = newReporter("retention", stderr, logger)
 	rep, err := r.RunOnce(ctx, cfg.Retention.DryRun)
