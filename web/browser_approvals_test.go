@@ -42,7 +42,7 @@ func TestBrowserFourEyesNotExecuted(t *testing.T) {
 	do(t, alice, "alice proposes closing as not executed", chromedp.Navigate(e.url+"/ops/"+op.ID),
 		chromedp.WaitVisible(byID("not-executed-approval")),
 		chromedp.SendKeys(byID("not-executed-note"), "Stripe has no refund for order 7001; the customer was told."),
-		chromedp.Click(byID("not-executed-button")), chromedp.WaitVisible(byID("op-proposal")))
+		clickLoad(byID("not-executed-button")), chromedp.WaitVisible(byID("op-proposal")))
 	if got := textOf(t, alice, "proposal-badge"); got != "awaiting approval" {
 		t.Fatalf("proposal badge = %q", got)
 	}
@@ -78,7 +78,7 @@ func TestBrowserFourEyesNotExecuted(t *testing.T) {
 		t.Fatalf("bob reads the note %q", got)
 	}
 	shot(t, bob, "approval-awaiting")
-	do(t, bob, "bob approves", chromedp.Click(byID("approve-button")), chromedp.WaitVisible(byID("flash")))
+	do(t, bob, "bob approves", clickLoad(byID("approve-button")), chromedp.WaitVisible(byID("flash")))
 	if got := textOf(t, bob, "op-status"); got != "failed" {
 		t.Fatalf("after the approval the status is %q (%s)", got, textOf(t, bob, "flash"))
 	}

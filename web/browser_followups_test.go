@@ -37,25 +37,25 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	do(t, support, "follow from the support page",
 		chromedp.Navigate(e.url+"/support?q=4630"),
 		chromedp.WaitVisible(byID("follow-button")),
-		chromedp.Click(byID("follow-button")),
+		clickLoad(byID("follow-button")),
 		chromedp.WaitVisible(byID("flash")),
 	)
 	if got := textOf(t, support, "flash"); !strings.Contains(got, "You follow this operation now") {
 		t.Fatalf("after following: %q", got)
 	}
-	do(t, support, "press again", markFlashesStale(), chromedp.Click(byID("follow-button")), chromedp.WaitVisible(freshFlash))
+	do(t, support, "press again", markFlashesStale(), clickLoad(byID("follow-button")), chromedp.WaitVisible(freshFlash))
 	if got := textOf(t, support, "flash"); !strings.Contains(got, "already follow") {
 		t.Fatalf("after pressing again: %q", got)
 	}
 	if n := count(t, support, `[data-testid="nav-followups-unread"]`); n != 0 {
 		t.Fatalf("a badge before anything settled")
 	}
-	do(t, support, "the waiting follow-up", chromedp.Click(byID("nav-followups")), chromedp.WaitVisible(byID("followup-waiting")))
+	do(t, support, "the waiting follow-up", clickLoad(byID("nav-followups")), chromedp.WaitVisible(byID("followup-waiting")))
 
 	oncall := newSession(t, alloc)
 	e.browserLogin(t, oncall, "oncall@example.com")
 	do(t, oncall, "settle with a lookup", chromedp.Navigate(e.url+"/ops/"+op.ID), chromedp.WaitVisible(byID("lookup-button")),
-		chromedp.Click(byID("lookup-button")), chromedp.WaitVisible(byID("lookup-result")))
+		clickLoad(byID("lookup-button")), chromedp.WaitVisible(byID("lookup-result")))
 	if got := textOf(t, oncall, "op-status"); got != "succeeded" {
 		t.Fatalf("status after the lookup = %q", got)
 	}
@@ -68,7 +68,7 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	if n := count(t, support, `[data-testid="follow-button"]`); n != 0 {
 		t.Fatalf("a closed refund still offers to follow it")
 	}
-	do(t, support, "open the follow-ups", chromedp.Click(byID("nav-followups")),
+	do(t, support, "open the follow-ups", clickLoad(byID("nav-followups")),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="followup"][data-settled="true"]`)))
 	want := desk.CustomerStatusOf(e.get(t, op.ID)).Sentence
 	sentence, err := chromedp.Run(support, chromedp.Value(byID("customer-sentence")))
@@ -81,7 +81,7 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	do(t, support, "copy the sentence", chromedp.Click(byID("copy-sentence")),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="copy-sentence"][data-copied="true"]`)))
 	shot(t, support, "follow-ups")
-	do(t, support, "mark as read", chromedp.Click(byID("followup-read")), chromedp.WaitVisible(byID("followup")))
+	do(t, support, "mark as read", clickLoad(byID("followup-read")), chromedp.WaitVisible(byID("followup")))
 	if n := count(t, support, `[data-testid="nav-followups-unread"], [data-testid="followup-read"]`); n != 0 {
 		t.Fatalf("the badge or the mark-as-read button is still there after marking read")
 	}

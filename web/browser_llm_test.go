@@ -40,13 +40,13 @@ func TestBrowserLLMLookup(t *testing.T) {
 		row := chromedp.CSS(`[data-testid="queue-row"][data-id="` + op.ID + `"]`)
 		do(t, oncall, "open "+string(op.Kind)+" from the Unknown queue",
 			chromedp.Navigate(w.url+"/ops"),
-			chromedp.Click(byID("queue-tab-unknown")),
+			clickLoad(byID("queue-tab-unknown")),
 			chromedp.WaitVisible(row),
-			chromedp.Click(chromedp.CSS(`[data-testid="queue-row"][data-id="`+op.ID+`"] a`)),
+			clickLoad(chromedp.CSS(`[data-testid="queue-row"][data-id="`+op.ID+`"] a`)),
 			chromedp.WaitVisible(byID("lookup-button")),
 		)
 		shot(t, oncall, "llm-unknown-"+string(op.Kind))
-		do(t, oncall, "look "+string(op.Kind)+" up at the provider", chromedp.Click(byID("lookup-button")), chromedp.WaitVisible(byID("lookup-result")))
+		do(t, oncall, "look "+string(op.Kind)+" up at the provider", clickLoad(byID("lookup-button")), chromedp.WaitVisible(byID("lookup-result")))
 		if got := textOf(t, oncall, "lookup-result"); !strings.Contains(got, "Closed as succeeded") {
 			t.Fatalf("%s lookup result = %q", op.Kind, got)
 		}

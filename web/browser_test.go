@@ -131,6 +131,17 @@ func markFlashesStale() chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('[data-testid="flash"]').forEach(e => { e.dataset.stale = "1" })`)
 }
 
+// clickLoad presses target and waits until the browser shows the next document. Waiting
+// for an element alone is not enough when the page before the press already had it: the
+// wait would succeed on the old page while the new one is still loading.
+func clickLoad(target chromedp.CSS) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Evaluate[chromedp.Void](`document.documentElement.dataset.stale = "1"`),
+		chromedp.Click(target),
+		chromedp.WaitVisible(chromedp.CSS(`html:not([data-stale]) body`)),
+	)
+}
+
 // count returns how many elements match a CSS selector, without waiting for any.
 func count(t *testing.T, ctx context.Context, css string) int {
 	t.Helper()
@@ -198,7 +209,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 	do(t, support, "support search",
 		chromedp.Navigate(e.url+"/support"),
 		chromedp.SendKeys(byID("support-search"), "4417"),
-		chromedp.Click(byID("support-submit")),
+		clickLoad(byID("support-submit")),
 		chromedp.WaitVisible(byID("support-result")),
 	)
 	sentence, err := chromedp.Run(support, chromedp.Value(byID("customer-sentence")))
@@ -219,16 +230,16 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 		t.Fatalf("htmx is not loaded on the queue page (%v)", err)
 	}
 	do(t, oncall, "open the Unknown tab and the operation",
-		chromedp.Click(byID("queue-tab-unknown")),
+		clickLoad(byID("queue-tab-unknown")),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="queue-row"][data-id="`+op.ID+`"]`)),
-		chromedp.Click(chromedp.CSS(`[data-testid="queue-row"][data-id="`+op.ID+`"] a`)),
+		clickLoad(chromedp.CSS(`[data-testid="queue-row"][data-id="`+op.ID+`"] a`)),
 		chromedp.WaitVisible(byID("lookup-button")),
 	)
 	if got := textOf(t, oncall, "op-status"); got != "unknown" {
 		t.Fatalf("status before the lookup = %q", got)
 	}
 	shot(t, oncall, "detail-unknown")
-	do(t, oncall, "look up at the provider", chromedp.Click(byID("lookup-button")), chromedp.WaitVisible(byID("lookup-result")))
+	do(t, oncall, "look up at the provider", clickLoad(byID("lookup-button")), chromedp.WaitVisible(byID("lookup-result")))
 	refundID := e.fake.Refunds()[0].ID
 	if got := textOf(t, oncall, "lookup-result"); !strings.Contains(got, "Closed as succeeded") || !strings.Contains(got, refundID) {
 		t.Fatalf("lookup result = %q, want closed with %s", got, refundID)
@@ -245,7 +256,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 		chromedp.Navigate(e.url+"/ops?tab=unknown&refresh=0"),
 		chromedp.WaitVisible(byID("lookup-filter")),
 		chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
-		chromedp.Click(byID("lookup-filter")),
+		clickLoad(byID("lookup-filter")),
 		chromedp.WaitVisible(`[data-testid="bulk-run-state"][data-state="running"]`),
 	)
 	// The run is background work: a runner does it while the page follows it by itself.
@@ -276,7 +287,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 	shot(t, admin, "users")
 	do(t, admin, "issue a token", chromedp.Navigate(e.url+"/admin/tokens"), chromedp.WaitVisible(byID("token-add-form")),
 		chromedp.SendKeys(byID("token-add-tenant"), "browser-shop"), chromedp.SendKeys(byID("token-add-name"), "support agent"),
-		chromedp.Click(byID("token-add-submit")), chromedp.WaitVisible(byID("token-issued")))
+		clickLoad(byID("token-add-submit")), chromedp.WaitVisible(byID("token-issued")))
 	tctx, cancel := context.WithTimeout(admin, 20*time.Second)
 	got, err := chromedp.Run(tctx, chromedp.Value(byID("token-value")))
 	cancel()
@@ -288,7 +299,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 	}
 	shot(t, admin, "tokens")
 	do(t, admin, "sign out", chromedp.Navigate(e.url+"/login"), chromedp.WaitVisible(byID("nav")))
-	do(t, admin, "login page", chromedp.Click(chromedp.CSS(`[data-testid="logout-form"] button`)), chromedp.WaitVisible(byID("login-form")))
+	do(t, admin, "login page", clickLoad(chromedp.CSS(`[data-testid="logout-form"] button`)), chromedp.WaitVisible(byID("login-form")))
 	shot(t, admin, "login")
 }
 
@@ -311,11 +322,11 @@ func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
 			chromedp.Click(byID("close-to-succeeded")), chromedp.SendKeys(byID("close-ref"), "re_seen_in_stripe"),
 			chromedp.SendKeys(byID("close-note"), "Stripe's dashboard shows the refund. ("+who+")"))
 	}
-	do(t, alice, "alice closes", chromedp.Click(byID("close-button")), chromedp.WaitVisible(byID("flash")))
+	do(t, alice, "alice closes", clickLoad(byID("close-button")), chromedp.WaitVisible(byID("flash")))
 	if got := textOf(t, alice, "op-status"); got != "succeeded" {
 		t.Fatalf("after alice's close: %q", got)
 	}
-	do(t, bob, "bob closes", chromedp.Click(byID("close-button")), chromedp.WaitVisible(byID("flash")))
+	do(t, bob, "bob closes", clickLoad(byID("close-button")), chromedp.WaitVisible(byID("flash")))
 	got := textOf(t, bob, "flash")
 	if !strings.Contains(got, "Already closed by alice@example.com") {
 		t.Fatalf("bob is told %q, want who closed it first", got)
