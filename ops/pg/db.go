@@ -19,8 +19,11 @@ import (
 
 // DB is a connection pool to Settle's database.
 type DB struct {
-	Pool  *pgxpool.Pool
-	group *group
+	Pool *pgxpool.Pool
+	// writes carries the ledger's group-committed statements when they are prepared
+	// (see ledgerWritePool); nil when they share Pool.
+	writes *pgxpool.Pool
+	group  *group
 }
 
 // Option adjusts the pool's configuration before it connects.
@@ -61,15 +64,29 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("database at %s:%d is unreachable: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	return &DB{Pool: pool, group: newGroup(pool)}, nil
+	writes, err := ledgerWritePool(ctx, cfg)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	db := &DB{Pool: pool, writes: writes, group: newGroup(pool)}
+	if writes != nil {
+		db.group = newGroup(writes)
+	}
+	return db, nil
 }
 
 // SetGroupCommit sets how many batches of concurrent ledger writes may be at the server at
 // once (default 2); 0 sends every write on its own. Call it before any write.
 func (db *DB) SetGroupCommit(flushers int) { db.group.flushers = flushers }
 
-// Close closes the pool.
-func (db *DB) Close() { db.Pool.Close() }
+// Close closes the pools.
+func (db *DB) Close() {
+	if db.writes != nil {
+		db.writes.Close()
+	}
+	db.Pool.Close()
+}
 
 func (db *DB) goose(ctx context.Context, opts ...goose.ProviderOption) (*goose.Provider, *sql.DB, error) {
 	sqldb := stdlib.OpenDBFromPool(db.Pool)

@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -70,6 +71,39 @@ func PreparedWhenDirect() Option {
 			c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 		}
 	}
+}
+
+// ledgerWritesConns bounds the write pool: one connection per group-commit flusher and
+// room for the statements a failed batch re-runs one at a time.
+const ledgerWritesConns = 4
+
+// ledgerWritePool opens the pool that carries the ledger's two statements of a lifecycle
+// (the admission and the checked transition) when statements are prepared, with
+// plan_cache_mode=force_generic_plan; otherwise it returns nil and they share the main pool.
+//
+// A prepared statement is planned anew for its parameters (a custom plan) as long as
+// Postgres estimates that cheaper than one plan for every call (the generic plan). Those
+// two statements are large common table expressions whose parts are switched on and off by
+// their parameters (no evidence, no charge, no answer to store), so their custom plans always
+// look cheaper, and planning them took a third of the server's time in a lifecycle
+// (BENCHMARKS.md). Their generic plan is the same index probes with the switches checked at
+// run time. The setting stays off the main pool: the dashboard's queries choose partial
+// indexes and partitions by their parameters, which only a custom plan can do. A
+// plan_cache_mode set in the connection string wins.
+func ledgerWritePool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	if cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return nil, nil
+	}
+	wcfg := cfg.Copy()
+	if _, set := wcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		wcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	wcfg.MaxConns, wcfg.MinConns = ledgerWritesConns, 0
+	pool, err := pgxpool.NewWithConfig(ctx, wcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database for ledger writes: %w", err)
+	}
+	return pool, nil
 }
 
 // direct reports whether a connection made with cfg reaches a Postgres server process

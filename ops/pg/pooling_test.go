@@ -2,10 +2,12 @@ package pg_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
@@ -33,5 +35,48 @@ func TestOpenChoosesAPoolerSafeExecMode(t *testing.T) {
 			t.Errorf("%s: mode %v (%v), want %v", c.url, got, err, c.want)
 		}
 		db.Close()
+	}
+}
+
+// On a direct connection the ledger's two statements of a lifecycle run on their generic
+// plans (planned once per connection, see ledgerWritePool), while the main pool leaves the
+// choice to Postgres, so the dashboard's queries keep plans made for their parameters.
+func TestLedgerWritesRunOnGenericPlans(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for i := range 8 { // past the five custom plans Postgres tries before it may choose
+		o, err := f.ledger.Open(ctx, f.refund(fmt.Sprintf("plan-%d", i), 1200), fmt.Sprintf("req-%d", i), "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+			Result: &ops.Result{ProviderRef: fmt.Sprintf("re_plan_%d", i)}})
+		if err != nil || op.Status != ops.StatusSucceeded {
+			t.Fatalf("lifecycle %d: %v", i, err)
+		}
+	}
+	w := pg.LedgerWrites(f.db)
+	if w == nil {
+		t.Fatal("no pool of its own for the ledger's writes on a direct connection")
+	}
+	var generic, custom int64
+	for _, c := range w.AcquireAllIdle(ctx) {
+		var g, cu int64
+		err := c.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+			FROM pg_prepared_statements WHERE statement LIKE '%INSERT INTO operations AS o%'
+				OR statement LIKE '%INSERT INTO evidence%'`).Scan(&g, &cu)
+		c.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		generic, custom = generic+g, custom+cu
+	}
+	if generic < 16 || custom != 0 {
+		t.Errorf("ledger statements: %d generic plans, %d custom, want at least 16 and none", generic, custom)
+	}
+	var mode string
+	if err := f.db.Pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != "auto" {
+		t.Errorf("main pool's plan_cache_mode %q (%v), want auto", mode, err)
 	}
 }

@@ -173,7 +173,8 @@ WITH up AS (
 		provider_request_id = @prid, error_code = @ecode, usage = @a_usage::jsonb, cost_micros = @a_cost::bigint,
 		possible_duplicate = @a_dup
 	WHERE id = @aid AND EXISTS (SELECT 1 FROM up)
-		AND (@astart::timestamptz IS NULL OR started_at BETWEEN @astart::timestamptz - interval '1 second' AND @astart::timestamptz + interval '1 second')
+		AND started_at BETWEEN coalesce(@astart::timestamptz - interval '1 second', '-infinity')
+			AND coalesce(@astart::timestamptz + interval '1 second', 'infinity')
 ), ev AS (
 	INSERT INTO evidence (operation_id, kind, provider_ref, summary, data, recorded_by, recorded_at)
 	SELECT id::uuid, @ev_kind, @ev_ref, @ev_summary, @ev_data, @ev_by, @ev_at FROM up WHERE @ev_kind <> ''
@@ -226,7 +227,9 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 			f.AttemptID, string(f.Outcome), f.HTTPStatus, f.ProviderRequestID, f.ErrorCode, f.FinishedAt
 		args["a_usage"], args["a_cost"], args["a_dup"] = jsonOrNil(f.Usage), f.CostMicros, f.PossibleDuplicate
 		if !f.StartedAt.IsZero() {
-			// A second either way: the row holds the time rounded to the microsecond.
+			// A second either way: the row holds the time rounded to the microsecond. The
+			// bounds stay a range even without a start, so that the attempts' monthly
+			// partitions are pruned when the statement runs on its generic plan.
 			args["astart"] = f.StartedAt
 		}
 	}

@@ -26,8 +26,14 @@ func TestCallingAgainAfterUnconfirmedNeverRefundsTwice(t *testing.T) {
 	if err != nil || a.Status != refund.Unconfirmed {
 		t.Fatalf("first call %+v (%v), want unconfirmed", a, err)
 	}
-	time.Sleep(150 * time.Millisecond) // the fake commits the refund after the call gave up
-	w.clock.Advance(2 * time.Hour)     // past the call's lease
+	// The fake commits the refund after the call gave up; on a busy machine that can take
+	// longer than the fault's delay.
+	for deadline := time.Now().Add(10 * time.Second); len(w.fake.Refunds()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the fake never committed the refund the call gave up on")
+		}
+	}
+	w.clock.Advance(2 * time.Hour) // past the call's lease
 	res, applied, err := w.refunds.Lookup(ctx, w.db, a.OperationID, "oncall@example.com")
 	if err != nil || !res.Found() || applied.Op == nil || applied.Op.Status != ops.StatusSucceeded {
 		t.Fatalf("lookup %+v %+v (%v)", res, applied, err)

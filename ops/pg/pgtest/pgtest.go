@@ -128,7 +128,9 @@ func New(t testing.TB) *pg.DB {
 func NewWithURL(t testing.TB) (*pg.DB, string) {
 	t.Helper()
 	name := NewDatabase(t)
-	db, err := pg.Open(context.Background(), URL(name))
+	// As settle serve opens it on a direct connection: prepared statements, and the
+	// ledger's writes on a pool of their own.
+	db, err := pg.Open(context.Background(), URL(name), pg.PreparedWhenDirect())
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
