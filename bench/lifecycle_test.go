@@ -69,8 +69,9 @@ var lifecycleResults = map[string]lifecycleResult{}
 // b.N is the number of lifecycles (or jobs); commits/op is the database's
 // pg_stat_database.xact_commit delta over the run divided by b.N.
 func BenchmarkLifecycle(b *testing.B) {
-	b.Run("settle", func(b *testing.B) { benchSettle(b, "settle", 2) })
-	b.Run("settle_nogroup", func(b *testing.B) { benchSettle(b, "settle_nogroup", 0) })
+	b.Run("settle", func(b *testing.B) { benchSettle(b, "settle", 2, "") })
+	b.Run("settle_custom_plans", func(b *testing.B) { benchSettle(b, "settle_custom_plans", 2, "&plan_cache_mode=auto") })
+	b.Run("settle_nogroup", func(b *testing.B) { benchSettle(b, "settle_nogroup", 0, "") })
 	b.Run("naive", benchNaive)
 	b.Run("river", func(b *testing.B) { benchRiver(b, "river", riverDefault) })
 	b.Run("river_tuned", func(b *testing.B) { benchRiver(b, "river_tuned", riverTuned) })
@@ -86,11 +87,14 @@ func BenchmarkLifecycle(b *testing.B) {
 		b.ReportMetric(s.perSecond/n.perSecond, "settle_vs_naive_x")
 		b.ReportMetric(s.perSecond/r.perSecond, "settle_vs_river_x")
 		b.ReportMetric(s.perSecond/rt.perSecond, "settle_vs_river_tuned_x")
+		if c := lifecycleResults["settle_custom_plans"]; c.perSecond > 0 {
+			b.ReportMetric(s.perSecond/c.perSecond, "settle_vs_custom_plans_x")
+		}
 	})
 	printSummary()
 }
 
-var variants = []string{"settle", "settle_nogroup", "naive", "river", "river_tuned"}
+var variants = []string{"settle", "settle_custom_plans", "settle_nogroup", "naive", "river", "river_tuned"}
 
 func printSummary() {
 	for _, v := range variants {
@@ -148,14 +152,16 @@ func intent(tenantID int64, run string, i int) ops.Intent {
 }
 
 // benchSettle runs the ledger with the given number of group-commit flushers (0: every
-// write on its own), to show what batching concurrent writes buys.
-func benchSettle(b *testing.B, variant string, flushers int) {
+// write on its own), to show what batching concurrent writes buys. params is appended to
+// the connection string: settle_custom_plans sets plan_cache_mode=auto, which the ledger's
+// write pool then keeps, to show what their generic plans buy.
+func benchSettle(b *testing.B, variant string, flushers int, params string) {
 	ctx := context.Background()
 	url := database(b, settleDB, true)
 	before := counts(b, settleDB)
 	// As settle serve opens it (SETTLE_DB_POOLER=auto): prepared statements on this direct
 	// connection.
-	db, err := pg.Open(ctx, url, pg.PreparedWhenDirect())
+	db, err := pg.Open(ctx, url+params, pg.PreparedWhenDirect())
 	if err != nil {
 		b.Fatal(err)
 	}
