@@ -277,7 +277,7 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 		Finish: &AttemptFinish{AttemptID: a.ID, StartedAt: a.StartedAt, Outcome: r.Outcome, HTTPStatus: r.HTTPStatus,
 			ProviderRequestID: r.ProviderRequestID, ErrorCode: r.ErrorCode, FinishedAt: now,
 			Usage: r.Usage, CostMicros: r.CostMicros, PossibleDuplicate: r.PossibleDuplicate},
-		AnswerRequest: r.ClientRequestID, Answer: r.Answer,
+		AnswerRequest: r.ClientRequestID, Answer: r.Answer, AnswerSince: op.CreatedAt,
 	}
 	if next == StatusInProgress {
 		// Keep the lease for the next attempt of this call; the caller releases it when done.
@@ -303,7 +303,8 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 func (l *Ledger) Release(ctx context.Context, op *Operation, owner string, clientRequestID int64, a Answer) (*Operation, error) {
 	now := l.Clock.Now()
 	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
-		Now: now, Actor: owner, Owner: owner, Action: "release", AnswerRequest: clientRequestID, Answer: a})
+		Now: now, Actor: owner, Owner: owner, Action: "release", AnswerRequest: clientRequestID, Answer: a,
+		AnswerSince: op.CreatedAt})
 }
 
 // MarkUnknown stops all sending for op until someone closes it.

@@ -115,6 +115,9 @@ type TransitionParams struct {
 	Result              *Result
 	AnswerRequest       int64
 	Answer              Answer
+	// AnswerSince is the operation's creation, before which its client requests cannot have
+	// been received: it keeps the answer's update to the months since (their partitions).
+	AnswerSince time.Time
 	// Approval, when set, is the approved proposal a close carries out (rule 13): the change
 	// applies only while that proposal is open, marks it approved in the same transaction,
 	// and names both people in the audit row and the outbox event.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -78,5 +79,48 @@ func TestLedgerWritesRunOnGenericPlans(t *testing.T) {
 	var mode string
 	if err := f.db.Pool.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode); err != nil || mode != "auto" {
 		t.Errorf("main pool's plan_cache_mode %q (%v), want auto", mode, err)
+	}
+}
+
+// A close that answers a client request finds the request in its month's partition although
+// the close runs a month later (the update is bounded by the operation's creation so that its
+// generic plan touches only the months since), and a close with no request to answer leaves
+// every request as it was.
+func TestCloseAnswersARequestOfAnEarlierMonth(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.db.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, t0, t0.AddDate(0, 2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	o, err := f.ledger.Open(ctx, f.refund("month-1", 2500), "req-month", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(40 * 24 * time.Hour) // into the next month's partition
+	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+		Result: &ops.Result{ProviderRef: "re_month_1"}, ClientRequestID: o.ClientRequestID, Answer: ops.AnswerRetried})
+	if err != nil || op.Status != ops.StatusSucceeded {
+		t.Fatalf("close: %v", err)
+	}
+	var answer, part string
+	if err := f.db.Pool.QueryRow(ctx, `SELECT answer, tableoid::regclass::text FROM client_requests WHERE id = $1`,
+		o.ClientRequestID).Scan(&answer, &part); err != nil {
+		t.Fatal(err)
+	}
+	if answer != string(ops.AnswerRetried) || part != "client_requests_2026_11" {
+		t.Fatalf("request in %s answered %q, want %q in client_requests_2026_11", part, answer, ops.AnswerRetried)
+	}
+
+	o2, err := f.ledger.Open(ctx, f.refund("month-2", 2500), "req-month-2", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.ledger.FinishAttempt(ctx, o2.Op, o2.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+		Result: &ops.Result{ProviderRef: "re_month_2"}, ClientRequestID: o2.ClientRequestID}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE answer IS DISTINCT FROM 'new'`); n != 1 {
+		t.Fatalf("%d requests answered other than new, want only the first", n)
 	}
 }

@@ -200,7 +200,8 @@ WITH up AS (
 	ON CONFLICT (provider, charge_ref) DO NOTHING
 ), cr AS (
 	UPDATE client_requests SET answer = @answer::text, answered_at = @now
-	WHERE id = @crid AND @answer::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
+	WHERE id = @crid AND received_at >= coalesce(@cr_since::timestamptz - interval '1 second', 'infinity')
+		AND @answer::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
 )
 SELECT * FROM up`
 
@@ -216,7 +217,12 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 		"a_usage": nil, "a_cost": nil, "a_dup": false,
 		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
 		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0),
-		"pid": int64(0), "approved_by": "", "approval": "{}",
+		"pid": int64(0), "approved_by": "", "approval": "{}", "cr_since": nil,
+	}
+	if p.AnswerRequest != 0 && p.Answer != "" {
+		// Without a request to answer the bound is infinity and the update's generic plan
+		// prunes every month at its start, locking none of their indexes.
+		args["cr_since"] = p.AnswerSince
 	}
 	if a := p.Approval; a != nil {
 		b, _ := json.Marshal(map[string]any{"proposal_id": a.ProposalID, "proposed_by": a.ProposedBy, "approved_by": a.ApprovedBy})
