@@ -78,8 +78,10 @@ func PreparedWhenDirect() Option {
 const ledgerWritesConns = 4
 
 // ledgerWritePool opens the pool that carries the ledger's two statements of a lifecycle
-// (the admission and the checked transition) when statements are prepared, with
-// plan_cache_mode=force_generic_plan; otherwise it returns nil and they share the main pool.
+// (the admission and the checked transition) when PreparedWhenDirect found a direct
+// connection, with plan_cache_mode=force_generic_plan; otherwise it returns nil and they
+// share the main pool. A connection string that chooses the statement mode itself may name a
+// pooler, which would refuse the startup parameter, so it gets no such pool.
 //
 // A prepared statement is planned anew for its parameters (a custom plan) as long as
 // Postgres estimates that cheaper than one plan for every call (the generic plan). Those
@@ -91,7 +93,7 @@ const ledgerWritesConns = 4
 // indexes and partitions by their parameters, which only a custom plan can do. A
 // plan_cache_mode set in the connection string wins.
 func ledgerWritePool(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
-	if cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+	if namesExecMode(cfg.ConnString()) || cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return nil, nil
 	}
 	wcfg := cfg.Copy()

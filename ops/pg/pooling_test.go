@@ -124,3 +124,19 @@ func TestCloseAnswersARequestOfAnEarlierMonth(t *testing.T) {
 		t.Fatalf("%d requests answered other than new, want only the first", n)
 	}
 }
+
+// A statement mode named in the connection string may be meant for a pooler, which refuses
+// unknown startup parameters: such a connection gets no pool of generic plans.
+func TestNamedExecModeGetsNoGenericPlanPool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(pgtest.NewDatabase(t))
+	db, err := pg.Open(ctx, url+"&default_query_exec_mode=cache_statement", pg.PreparedWhenDirect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if pg.LedgerWrites(db) != nil {
+		t.Fatal("a pool with plan_cache_mode for a connection string that names its statement mode")
+	}
+}
