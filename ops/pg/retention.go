@@ -70,13 +70,33 @@ var retentionSteps = []struct {
 	{`DELETE FROM operations WHERE id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Operations }},
 }
 
+// settledOrphanException is the filter of an exception that names no operation (a charge or
+// usage the ledger does not explain) and that nobody needs any more: resolved, and neither
+// resolved nor seen again since the cutoff. The oldest go first.
+const settledOrphanException = `SELECT id FROM recon_exceptions
+		WHERE operation_id IS NULL AND status = 'resolved' AND resolved_at < @cutoff AND last_seen_at < @cutoff
+		ORDER BY id LIMIT @batch`
+
 // orphanSteps delete, a batch at a time, old rows that belong to no operation and that
-// nothing reads but history: refused client requests, the retention's own audit rows, and
-// the receivers' inbox of applied events.
+// nothing reads but history: refused client requests, the retention's own audit rows, the
+// receivers' inbox of applied events, and charges the provider made that no operation
+// explains (with their settled exceptions and those exceptions' audit rows). Such a charge
+// stays while an exception still names it: an open one, or one resolved since the cutoff.
 var orphanSteps = []struct {
 	sql   string
 	count func(*retain.Counts) *int64
 }{
+	{`DELETE FROM audit_log WHERE entity = 'recon_exception'
+		AND entity_id IN (SELECT id::text FROM (` + settledOrphanException + `) e)`,
+		func(c *retain.Counts) *int64 { return &c.AuditRows }},
+	{`DELETE FROM recon_exceptions WHERE id IN (` + settledOrphanException + `)`,
+		func(c *retain.Counts) *int64 { return &c.Exceptions }},
+	{`DELETE FROM provider_charges WHERE id IN (SELECT pc.id FROM provider_charges pc
+		WHERE pc.operation_id IS NULL AND pc.charged_at < @cutoff AND pc.seen_at < @cutoff
+			AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id IS NULL
+				AND e.provider = pc.provider AND (e.ref = pc.charge_ref OR pc.charge_ref = ANY(e.charge_refs)))
+		ORDER BY pc.charged_at LIMIT @batch)`,
+		func(c *retain.Counts) *int64 { return &c.Charges }},
 	{`DELETE FROM client_requests WHERE (id, received_at) IN (SELECT id, received_at FROM client_requests
 		WHERE received_at < @cutoff AND operation_id IS NULL LIMIT @batch)`,
 		func(c *retain.Counts) *int64 { return &c.ClientRequests }},
@@ -152,11 +172,6 @@ func (db *DB) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Bat
 				}
 				*s.count(&b.Counts) += tag.RowsAffected()
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO retention_state (name, removed_before) VALUES ($1, $2)
-ON CONFLICT (name) DO UPDATE SET removed_before = greatest(retention_state.removed_before, excluded.removed_before)`,
-				retentionName, p.Cutoff); err != nil {
-				return err
-			}
 		}
 		b.More = len(ids) == p.Batch
 		for _, s := range orphanSteps {
@@ -167,7 +182,14 @@ ON CONFLICT (name) DO UPDATE SET removed_before = greatest(retention_state.remov
 			*s.count(&b.Counts) += tag.RowsAffected()
 			b.More = b.More || tag.RowsAffected() == int64(p.Batch)
 		}
-		return nil
+		if b.Counts.Operations+b.Counts.Charges == 0 {
+			return nil
+		}
+		// The rollups counted these rows; their hours are not recomputed from what is left.
+		_, err := tx.Exec(ctx, `INSERT INTO retention_state (name, removed_before) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET removed_before = greatest(retention_state.removed_before, excluded.removed_before)`,
+			retentionName, p.Cutoff)
+		return err
 	})
 	if err != nil {
 		return retain.Batch{}, locked, interpret(err, "remove a retention batch")
