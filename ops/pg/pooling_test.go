@@ -140,3 +140,28 @@ func TestNamedExecModeGetsNoGenericPlanPool(t *testing.T) {
 		t.Fatal("a pool with plan_cache_mode for a connection string that names its statement mode")
 	}
 }
+
+// A client request answered long after it was received (past the day the first try looks
+// in) is still answered, from its own month.
+func TestAnswerFindsARequestOfAnEarlierMonth(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.db.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, t0, t0.AddDate(0, 2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	o, err := f.ledger.Open(ctx, f.refund("late-answer", 2500), "req-late", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(40 * 24 * time.Hour)
+	if err := f.ledger.Answer(ctx, o.ClientRequestID, ops.AnswerReplayed); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE id = $1 AND answer = 'replayed'`, o.ClientRequestID); n != 1 {
+		t.Fatalf("the request of an earlier month was not answered")
+	}
+	if err := f.ledger.Answer(ctx, 1<<40, ops.AnswerReplayed); ops.ErrorCode(err) != ops.ENOTFOUND {
+		t.Fatalf("answering a request that does not exist: %v, want not found", err)
+	}
+}

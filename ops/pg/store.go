@@ -276,16 +276,28 @@ RETURNING `+opCols, pgx.NamedArgs{"id": id, "owner": owner, "phase": string(phas
 	return o, nil
 }
 
+// answerRecentSQL answers a client request received within a day of the answer, which is
+// every answer given while the request is being handled: planned for its parameters, the
+// update reads the months of that day instead of every month of client_requests.
+// answerAnySQL, run only when that finds nothing, looks in every month.
+const (
+	answerRecentSQL = `UPDATE client_requests SET answer = $2, answered_at = $3
+	WHERE id = $1 AND received_at >= $3::timestamptz - interval '1 day'`
+	answerAnySQL = `UPDATE client_requests SET answer = $2, answered_at = $3 WHERE id = $1`
+)
+
 // AnswerClientRequest implements ops.Store.
 func (db *DB) AnswerClientRequest(ctx context.Context, id int64, a ops.Answer, at time.Time) error {
-	tag, err := db.Pool.Exec(ctx, `UPDATE client_requests SET answer = $2, answered_at = $3 WHERE id = $1`, id, string(a), at)
-	if err != nil {
-		return interpret(err, "answer client request")
+	for _, q := range []string{answerRecentSQL, answerAnySQL} {
+		tag, err := db.Pool.Exec(ctx, q, id, string(a), at)
+		if err != nil {
+			return interpret(err, "answer client request")
+		}
+		if tag.RowsAffected() > 0 {
+			return nil
+		}
 	}
-	if tag.RowsAffected() == 0 {
-		return ops.Errorf(ops.ENOTFOUND, "No client request %d.", id)
-	}
-	return nil
+	return ops.Errorf(ops.ENOTFOUND, "No client request %d.", id)
 }
 
 // ClaimStalled implements ops.Store.
