@@ -16,10 +16,12 @@ import (
 
 var _ desk.FollowUpStore = (*DB)(nil)
 
-// AddFollowUp implements desk.FollowUpStore. The share lock on the operation's row makes a
-// close that runs at the same time wait for this insert, and the close's trigger
-// (migration 00030) then sees the new follow-up and settles it; a close that got there first
-// leaves the row closed, and nothing is inserted.
+// AddFollowUp implements desk.FollowUpStore. It marks the operation followed, which is what
+// lets the close's trigger (migrations 00030 and 00037) fire for it; the update's lock on
+// the operation's row makes a close that runs at the same time wait for this insert, and
+// the close then carries the flag and its trigger sees the new follow-up and settles it. A
+// close that got there first leaves the row closed, and nothing is inserted. The flag is
+// not part of the operation's version: no compare-and-set of the ledger fails for it.
 func (db *DB) AddFollowUp(ctx context.Context, userID int64, opID string, now time.Time) (bool, error) {
 	if _, err := uuid.Parse(opID); err != nil {
 		return false, ops.Errorf(ops.ENOTFOUND, "No operation %q.", opID)
@@ -27,7 +29,9 @@ func (db *DB) AddFollowUp(ctx context.Context, userID int64, opID string, now ti
 	var id int64
 	err := db.Pool.QueryRow(ctx, `
 WITH o AS (
-	SELECT id FROM operations WHERE id = @op AND status IN ('received', 'in_progress', 'unknown', 'expired') FOR SHARE
+	UPDATE operations SET followed = true
+	WHERE id = @op AND status IN ('received', 'in_progress', 'unknown', 'expired')
+	RETURNING id
 )
 INSERT INTO follow_ups (user_id, operation_id, created_at) SELECT @user, id, @now FROM o
 ON CONFLICT (user_id, operation_id) DO NOTHING

@@ -221,9 +221,10 @@ func TestFollowRacingACloseIsSettledOrRefused(t *testing.T) {
 }
 
 // TestACloseThatWaitedForAFollowSettlesIt pins the case the trigger exists for: a follow
-// holds its share lock on the operation, the close waits for it, and the close then settles
-// the follow-up committed while it waited (a part of the close statement would have read
-// the snapshot from before the wait, and missed it).
+// holds its lock on the operation (the update that marks it followed, as AddFollowUp does),
+// the close waits for it, and the close then settles the follow-up committed while it
+// waited (a part of the close statement would have read the snapshot from before the wait,
+// and missed it; a close that did not see the flag would not fire the trigger).
 func TestACloseThatWaitedForAFollowSettlesIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -239,7 +240,7 @@ func TestACloseThatWaitedForAFollowSettlesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM operations WHERE id = $1 FOR SHARE`, op.ID); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE operations SET followed = true WHERE id = $1`, op.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO follow_ups (user_id, operation_id, created_at) VALUES ($1, $2, $3)`, user, op.ID, f.clock.Now()); err != nil {
@@ -260,6 +261,34 @@ func TestACloseThatWaitedForAFollowSettlesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	f.assertSettledWithClose(t, op, user, ops.StatusSucceeded)
+}
+
+// Operations followed before migration 00037 keep their follow-ups: the migration marks them
+// followed, so their close still fires the trigger and settles them.
+func TestFollowsMadeBeforeTheFlagStillSettle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	if err := f.db.MigrateDownTo(ctx, 36); err != nil {
+		t.Fatal(err)
+	}
+	op := f.toUnknown(t, "followed-early")
+	var user int64
+	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ('early@example.com', 'x', 'support') RETURNING id`).
+		Scan(&user); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO follow_ups (user_id, operation_id, created_at) VALUES ($1, $2, $3)`, user, op.ID, f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Actor: "oncall@example.com",
+		Evidence: ops.Evidence{Kind: ops.EvidenceNote, ProviderRef: "re_early", Summary: "seen"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.assertSettledWithClose(t, op, user, ops.StatusSucceeded)
