@@ -212,7 +212,7 @@ GROUP BY 1, 2, 3`},
 		{alerts.MetricPossibleDuplicates, nil, `
 SELECT coalesce(t.name, ''), o.kind, o.provider, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
-WHERE a.possible_duplicate AND a.finished_at >= @from AND a.finished_at < @to
+WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
 GROUP BY 1, 2, 3`},
 	}
 	var out []alerts.Tally

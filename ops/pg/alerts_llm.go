@@ -10,11 +10,13 @@ import (
 )
 
 // possibleDuplicatesSQL counts the attempts flagged as possible duplicates that finished in
-// [@from, @to), on attempts_possible_duplicate_idx; the flag is written when they finish.
+// [@from, @to); the flag is written when they finish. They are found on
+// attempts_possible_duplicate_started_idx (migration 00038): an attempt that finished before
+// @to started before it.
 const possibleDuplicatesSQL = `
 SELECT o.tenant_id, o.kind, o.provider, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id
-WHERE a.possible_duplicate AND a.finished_at >= @from AND a.finished_at < @to
+WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
 GROUP BY 1, 2, 3`
 
 // dupCount is the possible duplicates of one tenant, kind and provider.
