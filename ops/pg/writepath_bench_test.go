@@ -28,14 +28,15 @@ import (
 // records and bytes (from pg_waldump between the insert positions around the run), the heap
 // inserts, HOT and non-HOT updates, the b-tree leaf inserts (index entries), and the
 // server's parse-and-plan and executor time (pg_stat_statements with track_planning). Each
-// statement mode runs in turn, twice, in the order ABBA, so a machine that gets busier
-// favours neither:
+// statement mode runs in turn, twice, in the order ABCCBA, so a machine that gets busier
+// favours none:
 //
 //	go test ./ops/pg -run '^$' -bench WritePath -benchtime 4000x
 func BenchmarkWritePath(b *testing.B) {
 	c := writePathCluster(b)
-	for i, mode := range []string{"cache_describe", "cache_statement", "cache_statement", "cache_describe"} {
-		b.Run(fmt.Sprintf("%s/%d", mode, i/2+1), func(b *testing.B) { writePathRun(b, c, mode) })
+	modes := []string{"cache_describe", "cache_statement", "generic", "generic", "cache_statement", "cache_describe"}
+	for i, mode := range modes {
+		b.Run(fmt.Sprintf("%s/%d", mode, 1+i/(len(modes)/2)), func(b *testing.B) { writePathRun(b, c, mode) })
 	}
 }
 
@@ -77,10 +78,16 @@ func writePathCluster(b *testing.B) *localpg.Cluster {
 	return c
 }
 
-// writePathRun runs b.N lifecycles from 4 clients with statements sent in mode.
+// writePathRun runs b.N lifecycles from 4 clients with statements sent in mode: a pgx
+// statement mode named in the connection string, or "generic" for the pool settle serve opens
+// on a direct connection (prepared statements, the ledger's writes on generic plans).
 func writePathRun(b *testing.B, c *localpg.Cluster, mode string) {
 	ctx := context.Background()
-	db, err := pg.Open(ctx, c.URL("postgres")+"&default_query_exec_mode="+mode)
+	url, opts := c.URL("postgres")+"&default_query_exec_mode="+mode, []pg.Option(nil)
+	if mode == "generic" {
+		url, opts = c.URL("postgres"), []pg.Option{pg.PreparedWhenDirect()}
+	}
+	db, err := pg.Open(ctx, url, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
