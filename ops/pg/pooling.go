@@ -86,9 +86,10 @@ const ledgerWritesConns = 4
 // A prepared statement is planned anew for its parameters (a custom plan) as long as
 // Postgres estimates that cheaper than one plan for every call (the generic plan). Those
 // two statements are large common table expressions whose parts are switched on and off by
-// their parameters (no evidence, no charge, no answer to store), so their custom plans always
-// look cheaper, and planning them took a third of the server's time in a lifecycle
-// (BENCHMARKS.md). Their generic plan is the same index probes with the switches checked at
+// their parameters (no evidence, no charge, no answer to store), so their custom plans can
+// look cheaper, and when Postgres kept them, planning took a third of the server's time in a
+// lifecycle (BENCHMARKS.md); on a database with many months of partitions it also opened and
+// locked every month. Their generic plan is the same index probes with the switches checked at
 // run time. The setting stays off the main pool: the dashboard's queries choose partial
 // indexes and partitions by their parameters, which only a custom plan can do. A
 // plan_cache_mode set in the connection string wins.
