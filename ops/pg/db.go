@@ -69,11 +69,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		pool.Close()
 		return nil, err
 	}
-	db := &DB{Pool: pool, writes: writes, group: newGroup(pool)}
+	ledgerPool := pool
 	if writes != nil {
-		db.group = newGroup(writes)
+		ledgerPool = writes
 	}
-	return db, nil
+	return &DB{Pool: pool, writes: writes, group: newGroup(ledgerPool)}, nil
 }
 
 // SetGroupCommit sets how many batches of concurrent ledger writes may be at the server at

@@ -90,14 +90,7 @@ func TestCloseAnswersARequestOfAnEarlierMonth(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.db.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, t0, t0.AddDate(0, 2, 0)); err != nil {
-		t.Fatal(err)
-	}
-	o, err := f.ledger.Open(ctx, f.refund("month-1", 2500), "req-month", "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.clock.Advance(40 * 24 * time.Hour) // into the next month's partition
+	o := f.openAMonthAgo(t, "month-1")
 	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
 		Result: &ops.Result{ProviderRef: "re_month_1"}, ClientRequestID: o.ClientRequestID, Answer: ops.AnswerRetried})
 	if err != nil || op.Status != ops.StatusSucceeded {
@@ -147,14 +140,7 @@ func TestAnswerFindsARequestOfAnEarlierMonth(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.db.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, t0, t0.AddDate(0, 2, 0)); err != nil {
-		t.Fatal(err)
-	}
-	o, err := f.ledger.Open(ctx, f.refund("late-answer", 2500), "req-late", "w1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.clock.Advance(40 * 24 * time.Hour)
+	o := f.openAMonthAgo(t, "late-answer")
 	if err := f.ledger.Answer(ctx, o.ClientRequestID, ops.AnswerReplayed); err != nil {
 		t.Fatal(err)
 	}
@@ -164,4 +150,20 @@ func TestAnswerFindsARequestOfAnEarlierMonth(t *testing.T) {
 	if err := f.ledger.Answer(ctx, 1<<40, ops.AnswerReplayed); ops.ErrorCode(err) != ops.ENOTFOUND {
 		t.Fatalf("answering a request that does not exist: %v, want not found", err)
 	}
+}
+
+// openAMonthAgo opens a refund for order with the client request in this month's partition,
+// then moves the clock 40 days on, into the next month's.
+func (f *fixture) openAMonthAgo(t *testing.T, order string) ops.Opened {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := f.db.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, t0, t0.AddDate(0, 2, 0)); err != nil {
+		t.Fatal(err)
+	}
+	o, err := f.ledger.Open(ctx, f.refund(order, 2500), "req-"+order, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(40 * 24 * time.Hour)
+	return o
 }
