@@ -211,9 +211,10 @@ func TestKeyInUseWaitsAndReusesTheKey(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 250*time.Millisecond, 5*time.Second)
 	w.refunds.Ledger.Limits.BaseBackoff, w.refunds.Ledger.Limits.MaxBackoff = 200*time.Millisecond, 200*time.Millisecond
-	// The first send is slow at the fake (500 ms): the client gives up at 250 ms and sends
-	// again within 200 ms, while the first still runs, so Stripe answers 409.
-	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 500 * time.Millisecond})
+	// The first send is slow at the fake (1.2 s): the client gives up at 250 ms and sends
+	// again 200 ms later, while the first still runs, so Stripe answers 409. The margin is
+	// wide so that a busy machine, late by most of a second, still sends the second in time.
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 1200 * time.Millisecond})
 	ctx := context.Background()
 	a, err := w.refunds.Refund(ctx, w.req("a"))
 	if err != nil {
