@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,19 +15,25 @@ import (
 	"github.com/settle-dev/settle/ops/recon"
 )
 
-// historySize reads SETTLE_BENCH_HISTORY, the closed operations of history loaded before the
-// measures (default 1,000,000; 30000000 for the long run).
-func historySize(b *testing.B) int {
+// historySizes reads SETTLE_BENCH_HISTORY, the closed operations of history loaded before
+// the measures: one count or several separated by commas, each its own database (default
+// 1000000). Each operation comes with four more rows (its client request, attempt and two
+// audit rows), so 6000000 is 30 M rows of history.
+func historySizes(b *testing.B) []int {
 	b.Helper()
-	n := 1_000_000
-	if s := os.Getenv("SETTLE_BENCH_HISTORY"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			b.Fatalf("bench: SETTLE_BENCH_HISTORY=%q: want a positive count", s)
-		}
-		n = v
+	s := os.Getenv("SETTLE_BENCH_HISTORY")
+	if s == "" {
+		return []int{1_000_000}
 	}
-	return n
+	var ns []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			b.Fatalf("bench: SETTLE_BENCH_HISTORY=%q: want positive counts separated by commas", s)
+		}
+		ns = append(ns, v)
+	}
+	return ns
 }
 
 // historyLoaded says which history databases this run has filled.
@@ -49,7 +56,10 @@ const historyRounds = 3
 // lifecycles, 4 clients, durable). It ends with each figure at the long history as a ratio
 // of the same at the empty one.
 func BenchmarkHistory(b *testing.B) {
-	sizes := []historyShape{{0, false}, {0, true}, {historySize(b), true}}
+	sizes := []historyShape{{0, false}, {0, true}}
+	for _, n := range historySizes(b) {
+		sizes = append(sizes, historyShape{n, true})
+	}
 	dbs := map[historyShape]*pg.DB{}
 	for _, h := range sizes {
 		name := fmt.Sprintf("bench_history_%d_%t", h.n, h.months)

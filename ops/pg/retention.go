@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,43 +71,54 @@ var retentionSteps = []struct {
 	{`DELETE FROM operations WHERE id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Operations }},
 }
 
-// settledOrphanException is the filter of an exception that names no operation (a charge or
-// usage the ledger does not explain) and that nobody needs any more: resolved, and neither
-// resolved nor seen again since the cutoff. The oldest go first.
-const settledOrphanException = `SELECT id FROM recon_exceptions
-		WHERE operation_id IS NULL AND status = 'resolved' AND resolved_at < @cutoff AND last_seen_at < @cutoff
-		ORDER BY id LIMIT @batch`
+// settledOrphan is the filter of an exception e that names no operation (a charge or usage
+// the ledger does not explain) and that nobody needs any more: resolved, and neither
+// resolved nor seen again since the cutoff.
+const settledOrphan = `e.operation_id IS NULL AND e.status = 'resolved' AND e.resolved_at < @cutoff AND e.last_seen_at < @cutoff`
 
-// orphanSteps delete, a batch at a time, old rows that belong to no operation and that
-// nothing reads but history: refused client requests, the retention's own audit rows, the
-// receivers' inbox of applied events, and charges the provider made that no operation
-// explains (with their settled exceptions and those exceptions' audit rows). Such a charge
-// stays while an exception still names it: an open one, or one resolved since the cutoff.
-var orphanSteps = []struct {
-	sql   string
-	count func(*retain.Counts) *int64
-}{
-	{`DELETE FROM audit_log WHERE entity = 'recon_exception'
-		AND entity_id IN (SELECT id::text FROM (` + settledOrphanException + `) e)`,
+// orphanStep deletes, a batch at a time, old rows of table that belong to no operation: those
+// whose key is in pick. pick is a SELECT with one %s where its LIMIT goes, so that a dry run
+// counts with the same filter what a whole pass would remove.
+type orphanStep struct {
+	table, key, pick string
+	count            func(*retain.Counts) *int64
+}
+
+// sql is the step's DELETE of one batch, or with dry its count over all batches.
+func (s orphanStep) sql(dry bool) string {
+	if dry {
+		return fmt.Sprintf(`SELECT count(*) FROM %s WHERE %s IN (`+s.pick+`)`, s.table, s.key, "")
+	}
+	return fmt.Sprintf(`DELETE FROM %s WHERE %s IN (`+s.pick+`)`, s.table, s.key, "LIMIT @batch")
+}
+
+// orphanSteps delete old rows that belong to no operation and that nothing reads but
+// history: refused client requests, the retention's own audit rows, the receivers' inbox of
+// applied events, and charges the provider made that no operation explains (with their
+// settled exceptions, oldest first, and those exceptions' audit rows). Such a charge stays
+// while an exception that is not settled still names it: an open one, or one resolved since
+// the cutoff.
+var orphanSteps = []orphanStep{
+	{"audit_log", "(id, at)", `SELECT id, at FROM audit_log WHERE entity = 'recon_exception'
+		AND entity_id IN (SELECT e.id::text FROM recon_exceptions e WHERE ` + settledOrphan + ` ORDER BY e.id %s)`,
 		func(c *retain.Counts) *int64 { return &c.AuditRows }},
-	{`DELETE FROM recon_exceptions WHERE id IN (` + settledOrphanException + `)`,
+	{"recon_exceptions", "id", `SELECT e.id FROM recon_exceptions e WHERE ` + settledOrphan + ` ORDER BY e.id %s`,
 		func(c *retain.Counts) *int64 { return &c.Exceptions }},
-	{`DELETE FROM provider_charges WHERE id IN (SELECT pc.id FROM provider_charges pc
+	{"provider_charges", "id", `SELECT pc.id FROM provider_charges pc
 		WHERE pc.operation_id IS NULL AND pc.charged_at < @cutoff AND pc.seen_at < @cutoff
-			AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id IS NULL
-				AND e.provider = pc.provider AND (e.ref = pc.charge_ref OR pc.charge_ref = ANY(e.charge_refs)))
-		ORDER BY pc.charged_at LIMIT @batch)`,
+			AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id IS NULL AND e.provider = pc.provider
+				AND (e.ref = pc.charge_ref OR pc.charge_ref = ANY(e.charge_refs)) AND NOT (` + settledOrphan + `))
+		ORDER BY pc.charged_at %s`,
 		func(c *retain.Counts) *int64 { return &c.Charges }},
-	{`DELETE FROM client_requests WHERE (id, received_at) IN (SELECT id, received_at FROM client_requests
-		WHERE received_at < @cutoff AND operation_id IS NULL LIMIT @batch)`,
+	{"client_requests", "(id, received_at)", `SELECT id, received_at FROM client_requests
+		WHERE received_at < @cutoff AND operation_id IS NULL %s`,
 		func(c *retain.Counts) *int64 { return &c.ClientRequests }},
-	{`DELETE FROM audit_log WHERE (id, at) IN (SELECT id, at FROM audit_log
-		WHERE at < @cutoff AND entity = 'retention' LIMIT @batch)`,
+	{"audit_log", "(id, at)", `SELECT id, at FROM audit_log WHERE at < @cutoff AND entity = 'retention' %s`,
 		func(c *retain.Counts) *int64 { return &c.AuditRows }},
 	// A receiver's inbox only has to outlive redelivery, and events are pruned from the
 	// outboxes after SETTLE_OUTBOX_KEEP, which the retention is never shorter than.
-	{`DELETE FROM consumed_events WHERE (consumer, event_id) IN (SELECT consumer, event_id FROM consumed_events
-		WHERE applied_at < @cutoff ORDER BY applied_at LIMIT @batch)`,
+	{"consumed_events", "(consumer, event_id)", `SELECT consumer, event_id FROM consumed_events
+		WHERE applied_at < @cutoff ORDER BY applied_at %s`,
 		func(c *retain.Counts) *int64 { return &c.ConsumedEvents }},
 }
 
@@ -137,6 +149,25 @@ func (db *DB) CountDue(ctx context.Context, p retain.BatchParams) (int64, error)
 		return 0, interpret(err, "count operations due for removal")
 	}
 	return n, nil
+}
+
+// CountOrphans implements retain.Store, in one read-only snapshot.
+func (db *DB) CountOrphans(ctx context.Context, p retain.BatchParams) (retain.Counts, error) {
+	var c retain.Counts
+	err := pgx.BeginTxFunc(ctx, db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		for _, s := range orphanSteps {
+			var n int64
+			if err := tx.QueryRow(ctx, s.sql(true), pgx.NamedArgs{"cutoff": p.Cutoff}).Scan(&n); err != nil {
+				return err
+			}
+			*s.count(&c) += n
+		}
+		return nil
+	})
+	if err != nil {
+		return retain.Counts{}, interpret(err, "count rows of no operation due for removal")
+	}
+	return c, nil
 }
 
 // RemoveBatch implements retain.Store: one transaction under the retention's lock. It also
@@ -175,7 +206,7 @@ func (db *DB) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Bat
 		}
 		b.More = len(ids) == p.Batch
 		for _, s := range orphanSteps {
-			tag, err := tx.Exec(ctx, s.sql, args)
+			tag, err := tx.Exec(ctx, s.sql(false), args)
 			if err != nil {
 				return err
 			}

@@ -2,10 +2,12 @@ package pg_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/retain"
 )
 
 // Charges the provider made that no operation explains are history like the rest: past the
@@ -49,9 +51,26 @@ func TestRetentionRemovesOldOrphanChargesAndKeepsThoseStillNamed(t *testing.T) {
 	exception("re_orphan_late", "resolved", &lateResolve)
 	charge("re_orphan_recent", recent)
 
+	// A dry run counts what the pass below removes, and removes nothing.
+	dry, err := newRetention(f, ops.NewManualClock(retainNow)).RunOnce(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := dry.Orphans; o.Charges != 2 || o.Exceptions != 1 || o.AuditRows != 1 || dry.Counts != (retain.Counts{}) {
+		t.Fatalf("dry run counted %+v, want 2 charges, 1 exception and its audit row, and nothing removed", dry)
+	}
+	if !strings.Contains(dry.Summary(), "4 rows that belong to no operation") {
+		t.Errorf("dry run says %q", dry.Summary())
+	}
+	if n := f.count(t, `SELECT count(*) FROM provider_charges`) + f.count(t, `SELECT count(*) FROM recon_exceptions`); n != 8 {
+		t.Fatalf("the dry run changed rows: %d charges and exceptions, want 8", n)
+	}
 	rep, err := newRetention(f, ops.NewManualClock(retainNow)).RunOnce(ctx, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rep.Orphans != (retain.Counts{}) {
+		t.Errorf("a pass reports orphans counted, want them in its removed counts: %+v", rep.Orphans)
 	}
 	if rep.Charges != 2 || rep.Exceptions != 1 {
 		t.Fatalf("removed %d charges and %d exceptions, want 2 and 1: %+v", rep.Charges, rep.Exceptions, rep)

@@ -91,6 +91,12 @@ func (c *Counts) Add(o Counts) {
 	c.ConsumedEvents += o.ConsumedEvents
 }
 
+// Total is the number of rows c counts.
+func (c Counts) Total() int64 {
+	return c.Operations + c.ClientRequests + c.Attempts + c.Evidence + c.AuditRows + c.OutboxEvents +
+		c.Jobs + c.Checkpoints + c.Charges + c.ProviderEvents + c.Exceptions + c.ConsumedEvents
+}
+
 // Report is what one pass did.
 type Report struct {
 	Cutoff time.Time `json:"cutoff"`
@@ -98,6 +104,9 @@ type Report struct {
 	// Due is how many operations were due for removal when the pass began.
 	Due int64 `json:"due"`
 	Counts
+	// Orphans, in a dry run only, are the rows belonging to no operation that a pass would
+	// remove (a pass counts those it removes in Counts).
+	Orphans           Counts   `json:"orphans,omitzero"`
 	PartitionsCreated int      `json:"partitions_created"`
 	PartitionsDropped []string `json:"partitions_dropped,omitempty"`
 	// Skipped says another replica's pass held the retention's lock.
@@ -110,8 +119,9 @@ func (r Report) Summary() string {
 		return "retention: another replica is running a pass; nothing done"
 	}
 	if r.DryRun {
-		return fmt.Sprintf("retention (dry run): %d closed operations closed before %s would be removed",
-			r.Due, r.Cutoff.UTC().Format(time.RFC3339))
+		o := r.Orphans
+		return fmt.Sprintf("retention (dry run): %d closed operations closed before %s would be removed with their rows, and %d rows that belong to no operation (%d refused client requests, %d provider charges, %d reconciliation exceptions, %d audit rows, %d applied events)",
+			r.Due, r.Cutoff.UTC().Format(time.RFC3339), o.Total(), o.ClientRequests, o.Charges, o.Exceptions, o.AuditRows, o.ConsumedEvents)
 	}
 	return fmt.Sprintf("retention: removed %d operations closed before %s (%d client requests, %d attempts, %d evidence, %d audit rows, %d outbox events, %d jobs, %d charges), %d partitions created, %d dropped",
 		r.Operations, r.Cutoff.UTC().Format(time.RFC3339), r.ClientRequests, r.Attempts, r.Evidence, r.AuditRows,
@@ -133,6 +143,9 @@ type Store interface {
 	EnsurePartitions(ctx context.Context, now time.Time, ahead int) (int, error)
 	// CountDue counts the operations a pass with p would remove.
 	CountDue(ctx context.Context, p BatchParams) (int64, error)
+	// CountOrphans counts the rows belonging to no operation that a whole pass with p would
+	// remove.
+	CountOrphans(ctx context.Context, p BatchParams) (Counts, error)
 	// RemoveBatch removes up to p.Batch due operations with all their rows, children first,
 	// and up to a batch of the old rows that belong to no operation.
 	RemoveBatch(ctx context.Context, p BatchParams) (b Batch, locked bool, err error)
@@ -189,6 +202,9 @@ func (r *Retention) RunOnce(ctx context.Context, dryRun bool) (Report, error) {
 		return rep, fmt.Errorf("retention: count due operations: %w", err)
 	}
 	if dryRun {
+		if rep.Orphans, err = r.Store.CountOrphans(ctx, p); err != nil {
+			return rep, fmt.Errorf("retention: count rows of no operation: %w", err)
+		}
 		return rep, nil
 	}
 	if err := r.removeAll(ctx, p, &rep); err != nil || rep.Skipped {
