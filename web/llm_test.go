@@ -203,6 +203,18 @@ func (w *llmWorld) waitStatus(t *testing.T, key string, status ops.Status) *ops.
 	}
 }
 
+// waitAdmitted polls until a request with key has opened its operation, so that a request
+// sent next finds the key taken however slow this machine is.
+func (w *llmWorld) waitAdmitted(t *testing.T, key string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); w.count(t, `SELECT count(*) FROM operations WHERE intent_key = $1`, key) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no operation of key %s after 10 s", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // sseText reads a raw SSE answer and returns the text of its first choice, the number of
 // chunks and whether [DONE] ended it.
 func sseText(t *testing.T, r io.Reader) (string, int, bool) {
@@ -324,7 +336,7 @@ func TestLLMTwoIdenticalRequestsAtOnceOneGeneration(t *testing.T) {
 			text, _, _ := sseText(t, resp.Body)
 			first <- text
 		}()
-		time.Sleep(200 * time.Millisecond) // the first stream is under way
+		w.waitAdmitted(t, "msg-3") // the first stream is under way
 		resp := w.post(t, "shop", "msg-3", chatBody("stream the summary", 0.2, true), "Prefer", "wait=10")
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != "true" || resp.Header.Get("Preference-Applied") != "wait=10" {
 			t.Fatalf("waiter got %d %v", resp.StatusCode, resp.Header)
@@ -650,7 +662,7 @@ func TestLLMWaitAcrossProcesses(t *testing.T) {
 	_, url2 := w.gateway(t, w.world.Server(ops.NewManualClock(t0)), llmSetup{})
 	first := make(chan int, 1)
 	go func() { first <- w.post(t, "shop", "x-proc", chatBody("hello", 0.2, false)).StatusCode }()
-	time.Sleep(150 * time.Millisecond)
+	w.waitAdmitted(t, "x-proc")
 	other := &llmWorld{db: w.db, url: url2, tokens: w.tokens}
 	resp := other.post(t, "shop", "x-proc", chatBody("hello", 0.2, true), "Prefer", "wait=5")
 	text, _, done := sseText(t, resp.Body)
@@ -660,7 +672,7 @@ func TestLLMWaitAcrossProcesses(t *testing.T) {
 	}
 	// Without Prefer, the other process answers 409 with Retry-After while the key is in flight.
 	go func() { first <- w.post(t, "shop", "x-proc-2", chatBody("hello", 0.3, false)).StatusCode }()
-	time.Sleep(150 * time.Millisecond)
+	w.waitAdmitted(t, "x-proc-2")
 	busy := other.post(t, "shop", "x-proc-2", chatBody("hello", 0.3, false))
 	if busy.Header.Get("Retry-After") != "1" {
 		t.Fatalf("Retry-After %q", busy.Header.Get("Retry-After"))

@@ -144,7 +144,7 @@ func TestOpenAPIChatProblems(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(150 * time.Millisecond)
+	w.waitAdmitted(t, "slow-1")
 	c.want(t, apiCall{method: http.MethodPost, url: chat, hdr: keyed, body: body}, 409, "idempotency_key_in_use")
 	<-first
 

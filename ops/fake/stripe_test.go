@@ -305,7 +305,9 @@ func TestConcurrentSameKey(t *testing.T) {
 	t.Parallel()
 	s, url := start(t, fake.StripeOptions{})
 	s.AddPaymentIntent("pi_1", 3800, "usd")
-	s.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: 800 * time.Millisecond, Calls: []int{1}})
+	// The first request is held 2 s, the second sent 0.5 s after it: wide margins both ways,
+	// so that a busy machine still sends them in this order and overlapping.
+	s.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: 2 * time.Second, Calls: []int{1}})
 	sc := newClient(t, url, testKey, 5*time.Second)
 
 	type result struct {
@@ -317,7 +319,7 @@ func TestConcurrentSameKey(t *testing.T) {
 		r, err := sc.Refunds.New(refundParams("pi_1", 3800, "key-1"))
 		done <- result{r, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // let the first request take the key
+	time.Sleep(500 * time.Millisecond) // let the first request take the key
 	_, err := sc.Refunds.New(refundParams("pi_1", 3800, "key-1"))
 	if se := stripeErr(t, err); se.HTTPStatusCode != 409 || se.Type != stripe.ErrorTypeIdempotency ||
 		se.Code != stripe.ErrorCodeIdempotencyKeyInUse {
