@@ -18,12 +18,12 @@ import (
 // historySizes reads SETTLE_BENCH_HISTORY, the closed operations of history loaded before
 // the measures: one count or several separated by commas, each its own database. Each
 // operation comes with four more rows (its client request, attempt and two audit rows), so
-// the default, 1000000,6000000, is 5 M and 30 M rows of history.
+// the default, 200000,1000000,6000000, is 1 M, 5 M and 30 M rows of history.
 func historySizes(b *testing.B) []int {
 	b.Helper()
 	s := os.Getenv("SETTLE_BENCH_HISTORY")
 	if s == "" {
-		return []int{1_000_000, 6_000_000}
+		return []int{200_000, 1_000_000, 6_000_000}
 	}
 	var ns []int
 	for _, f := range strings.Split(s, ",") {
