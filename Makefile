@@ -17,7 +17,7 @@ test: deps check-generated lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 bench: deps
-	cd bench && $(GO) test -run '^$$' -bench . -benchtime=5s -timeout 60m .
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime=5s -timeout 120m .
 	$(GO) test -run '^$$' -bench GatewayOverhead -benchtime=3000x ./ops/llm/
 
 # bench-compare runs the lifecycle and gateway benchmarks of BASE (default d849190) and of
