@@ -120,9 +120,10 @@ func storyArgs() map[string]any {
 // gets the refund the first one made.
 func TestMCPIssueRefundTwiceAcrossTimeoutRefundsOnce(t *testing.T) {
 	t.Parallel()
-	// The call's deadline is one attempt long, as when the agent's own tool call times out.
-	e := newMCPEnv(t, 300*time.Millisecond, 300*time.Millisecond)
-	e.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 1200 * time.Millisecond})
+	// The call's deadline is one attempt long, as when the agent's own tool call times out;
+	// a second, so that a busy machine still sends the request before it ends.
+	e := newMCPEnv(t, time.Second, time.Second)
+	e.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 2 * time.Second})
 	cs := e.session(t)
 
 	res, first, text := call(t, cs, "issue_refund", storyArgs(), mcp.Meta{"tool_call_id": "toolu_01"})
@@ -132,7 +133,7 @@ func TestMCPIssueRefundTwiceAcrossTimeoutRefundsOnce(t *testing.T) {
 	if !strings.HasPrefix(text, "unconfirmed") || !strings.Contains(text, "never refunds twice") || strings.Contains(text, "\n") {
 		t.Fatalf("toolu_01 text %q: want one line saying calling again is safe", text)
 	}
-	time.Sleep(900 * time.Millisecond) // the first request finishes at the fake
+	time.Sleep(1200 * time.Millisecond) // the first request finishes at the fake
 
 	res, second, text := call(t, cs, "issue_refund", storyArgs(), mcp.Meta{"tool_call_id": "toolu_02"})
 	refunds := e.fake.Refunds()

@@ -77,11 +77,11 @@ func (w *world) count(t *testing.T, q string, args ...any) int {
 // stored refund.
 func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
 	t.Parallel()
-	// The caller's deadline is one attempt long, as when the agent's own tool call times out.
-	w := newWorld(t, 300*time.Millisecond, 300*time.Millisecond)
-	// Stripe commits the refund but answers only after the caller has given up; meanwhile
-	// any resend of the key gets 409 (in use).
-	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 1200 * time.Millisecond})
+	// The caller's deadline is one attempt long, as when the agent's own tool call times out;
+	// a second, so that a busy machine still sends the request before it ends.
+	w := newWorld(t, time.Second, time.Second)
+	// Stripe commits the refund but answers only after the caller has given up.
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 2 * time.Second})
 	ctx := context.Background()
 	first, err := w.refunds.Refund(ctx, w.req("toolu_01"))
 	if err != nil {
@@ -93,7 +93,7 @@ func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
 	if n := len(w.fake.Refunds()); n != 1 {
 		t.Fatalf("the fake committed %d refunds during the timeout, want 1", n)
 	}
-	time.Sleep(900 * time.Millisecond) // the first request finishes at the fake
+	time.Sleep(1200 * time.Millisecond) // the first request finishes at the fake
 	second, err := w.refunds.Refund(ctx, w.req("toolu_02"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,10 +122,10 @@ func TestSeedStoryTimeoutThenTryAgain(t *testing.T) {
 // answers unconfirmed, not checking, and the operation never becomes unknown.
 func TestSeedStoryStripeHoldsLongerThanTheFirstCall(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 300*time.Millisecond, 300*time.Millisecond)
+	w := newWorld(t, time.Second, time.Second)
 	// Stripe is still running the first request (and holding its key) when the call gives
 	// up, and commits the refund only after it.
-	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 2500 * time.Millisecond})
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultSlow, Delay: 3500 * time.Millisecond})
 	ctx := context.Background()
 	first, err := w.refunds.Refund(ctx, w.req("toolu_01"))
 	if err != nil || first.Status != refund.Unconfirmed {
@@ -274,8 +274,10 @@ func TestBudgetOfSixAcrossCallsEndsUnknown(t *testing.T) {
 
 func TestPastRetentionExpiresWithoutSending(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 200*time.Millisecond, 200*time.Millisecond)
-	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 300 * time.Millisecond})
+	// A second for the call: its payment check and its operation come first, and on a busy
+	// machine a shorter call can run out before its request reaches Stripe at all.
+	w := newWorld(t, time.Second, time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 1500 * time.Millisecond})
 	ctx := context.Background()
 	a, err := w.refunds.Refund(ctx, w.req("1"))
 	if err != nil || a.Status != refund.Unconfirmed {

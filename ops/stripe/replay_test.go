@@ -17,8 +17,9 @@ import (
 // its refund).
 func TestCallingAgainAfterUnconfirmedNeverRefundsTwice(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, 200*time.Millisecond, 200*time.Millisecond)
-	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 300 * time.Millisecond})
+	// A second for the call, so that a busy machine still sends its request before it ends.
+	w := newWorld(t, time.Second, time.Second)
+	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 1500 * time.Millisecond})
 	ctx := context.Background()
 	first := w.req("toolu_01")
 	first.AmountCents = 1900
