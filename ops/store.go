@@ -117,6 +117,8 @@ type TransitionParams struct {
 	Answer              Answer
 	// AnswerSince is the operation's creation, before which its client requests cannot have
 	// been received: it keeps the answer's update to the months since (their partitions).
+	// The store allows a day before it, since another replica's clock may have stamped the
+	// request.
 	AnswerSince time.Time
 	// Approval, when set, is the approved proposal a close carries out (rule 13): the change
 	// applies only while that proposal is open, marks it approved in the same transaction,

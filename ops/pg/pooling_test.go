@@ -118,6 +118,29 @@ func TestCloseAnswersARequestOfAnEarlierMonth(t *testing.T) {
 	}
 }
 
+// A request stamped by a replica whose clock runs seconds behind the one that created the
+// operation is still answered by the close: the bound on its months allows a day.
+func TestCloseAnswersARequestStampedByASlowerClock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	o, err := f.ledger.Open(ctx, f.refund("skew-1", 2500), "req-skew-1", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Pool.Exec(ctx, `UPDATE client_requests SET received_at = received_at - interval '10 seconds'
+		WHERE id = $1`, o.ClientRequestID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+		Result: &ops.Result{ProviderRef: "re_skew_1"}, ClientRequestID: o.ClientRequestID, Answer: ops.AnswerRetried}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE id = $1 AND answer = 'retried'`, o.ClientRequestID); n != 1 {
+		t.Fatal("the request stamped 10 s before the operation's creation was not answered")
+	}
+}
+
 // A statement mode named in the connection string may be meant for a pooler, which refuses
 // unknown startup parameters: such a connection gets no pool of generic plans.
 func TestNamedExecModeGetsNoGenericPlanPool(t *testing.T) {

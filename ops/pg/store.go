@@ -200,7 +200,7 @@ WITH up AS (
 	ON CONFLICT (provider, charge_ref) DO NOTHING
 ), cr AS (
 	UPDATE client_requests SET answer = @answer::text, answered_at = @now
-	WHERE id = @crid AND received_at >= coalesce(@cr_since::timestamptz - interval '1 second', 'infinity')
+	WHERE id = @crid AND received_at >= coalesce(@cr_since::timestamptz - interval '1 day', 'infinity')
 		AND @answer::text IS NOT NULL AND EXISTS (SELECT 1 FROM up)
 )
 SELECT * FROM up`
