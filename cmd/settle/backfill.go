@@ -51,7 +51,7 @@ type historyPlan struct {
 // storyline is when the history's incidents happen, relative to its end.
 type storyline struct {
 	stormFrom, stormTo time.Time // Stripe loses half the answers
-	release            time.Time // a client release doubles the double clicks for a day
+	release            time.Time // a client release doubles the day's duplicate rate
 	doubles            [2]time.Time
 	doubleGeneration   time.Time
 }
@@ -98,7 +98,8 @@ type history struct {
 
 	orders, chats int
 	// clicks adds up the double-click rate of each customer; each whole one is a double click.
-	clicks float64
+	// agains does the same for the customers who ask again after an answer that was not final.
+	clicks, agains float64
 	// doubleOps are the operations refunded twice; acted marks the people's steps done.
 	doubleOps [2]string
 	acted     [3]bool

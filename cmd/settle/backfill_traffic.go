@@ -21,10 +21,13 @@ type event struct {
 	do func(context.Context) error
 }
 
-// The history's double-click rates: a client release doubles them for a day.
+// The history's double-click rates. On an ordinary day double clicks and customers asking
+// again make about one request in ten a duplicate; the release day's clicks double that.
 const (
 	doubleClickRate        = 0.08
-	releaseDoubleClickRate = 0.16
+	releaseDoubleClickRate = 0.24
+	// askAgainRate is the share of customers who ask again after an answer that was not final.
+	askAgainRate = 0.5
 )
 
 // historyLLMFaults are the fake LLM's faults while the history is written: refusals the
@@ -156,8 +159,8 @@ func (h *history) customer(ctx context.Context, dup float64) error {
 	if err != nil {
 		return h.tolerate(err)
 	}
-	// Double clicks come at their rate exactly rather than by chance, so a day's rate
-	// depends on the day's clients, not on the draw.
+	// Double clicks and second asks come at their rates exactly rather than by chance, so
+	// a day's duplicate rate depends on the day's clients and faults, not on the draw.
 	if h.clicks += dup; h.clicks >= 1 {
 		h.clicks--
 		h.clock.Advance(700 * time.Millisecond)
@@ -166,7 +169,11 @@ func (h *history) customer(ctx context.Context, dup float64) error {
 			return h.tolerate(err)
 		}
 	}
-	if ans.Status != refund.Refunded && ans.Status != refund.Failed && h.rnd.IntN(2) == 0 {
+	if ans.Status == refund.Refunded || ans.Status == refund.Failed {
+		return nil
+	}
+	if h.agains += askAgainRate; h.agains >= 1 {
+		h.agains--
 		h.clock.Advance(3 * time.Minute)
 		req.RequestRef += "_again"
 		_, err = h.refunds.Refund(ctx, req)
