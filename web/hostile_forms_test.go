@@ -1,0 +1,121 @@
+package web_test
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/internal/testworld"
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/web"
+)
+
+// hostileFormValues are what a careless or hostile person types or pastes into a form field or
+// an address: nothing, a huge paste, bytes that are not text, numbers out of range, markup
+// and quoting.
+var hostileFormValues = []string{"", strings.Repeat("x", 70000), "a\x00b", "\xff\xfe", "-1", "99999999999999999999",
+	"' OR 1=1 --", "<script>alert(1)</script>", "%zz", "00000000-0000-0000-0000-000000000000"}
+
+// hostileFormFields are the names of every field the dashboard's forms read.
+var hostileFormFields = []string{"to", "note", "provider_ref", "version", "ids", "q", "tab", "status", "kind", "tenant",
+	"email", "password", "role", "name", "query", "page", "scope", "label", "assignee", "action", "back", "next",
+	"reason", "op", "provider", "age", "awaiting", "from", "severity", "state", "resolution"}
+
+// TestHostileFormsNeverFail posts hostile values, as an admin who may use every form, to
+// every form route of the dashboard, with hostile ids in the address and with the id of a
+// real unknown refund: no answer is a server error, each refusal is a readable page, and
+// the refund is neither closed nor changed.
+func TestHostileFormsNeverFail(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t, withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}), func(s *web.Server, tw *testworld.World) {
+		s.Recon, s.Insights = tw.DB, tw.DB
+		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: tw.DB, Store: tw.DB, Clock: s.Clock, Owner: "test"}
+		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: tw.DB, AlertTest: ev}
+	})
+	op := e.notSentUnknown(t, "hostile-1")
+	c := e.signIn(t, "admin@example.com", desk.RoleAdmin)
+
+	var routes []string
+	err := chi.Walk(e.server.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if method != http.MethodPost {
+			return nil
+		}
+		for _, api := range []string{"/api/", "/v1/", "/mcp", "/webhooks/", "/login", "/logout"} {
+			if strings.HasPrefix(route, api) {
+				return nil
+			}
+		}
+		routes = append(routes, route)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(routes) < 15 {
+		t.Fatalf("found %d form routes, want the dashboard's every form: %v", len(routes), routes)
+	}
+
+	ids := []string{op.ID, "not-an-id", "-1", "99999999999999999999", "%00", "00000000-0000-0000-0000-000000000000"}
+	for _, route := range routes {
+		paths := []string{route}
+		if strings.Contains(route, "{id}") {
+			paths = paths[:0]
+			for _, id := range ids {
+				paths = append(paths, strings.ReplaceAll(route, "{id}", id))
+			}
+		}
+		for _, path := range paths {
+			for _, v := range hostileFormValues {
+				form := url.Values{}
+				for _, f := range hostileFormFields {
+					form.Set(f, v)
+				}
+				hostilePost(t, e, c, path, form)
+			}
+		}
+	}
+
+	got := e.get(t, op.ID)
+	if got.Status != op.Status || got.Version != op.Version || got.ClosedAt != nil {
+		t.Errorf("hostile forms changed the refund: %s v%d closed %v, was %s v%d", got.Status, got.Version, got.ClosedAt, op.Status, op.Version)
+	}
+	if n := e.count(t, `SELECT count(*) FROM close_proposals`); n != 0 {
+		t.Errorf("hostile forms proposed %d closes", n)
+	}
+}
+
+// hostilePost posts form to path and fails the test on a server error or a refusal that is
+// not a page a person can read.
+func hostilePost(t *testing.T, e *dashEnv, c *http.Client, path string, form url.Values) {
+	t.Helper()
+	resp, err := c.PostForm(e.url+path, form)
+	if err != nil {
+		t.Fatalf("POST %.60q: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	what := "POST " + path + " with every field " + shortValue(form.Get("note"))
+	switch {
+	case resp.StatusCode >= 500:
+		t.Errorf("%s = %d: %.300s", what, resp.StatusCode, body)
+	case resp.StatusCode >= 400 && !strings.Contains(resp.Header.Get("Content-Type"), "text/html"):
+		t.Errorf("%s = %d as %q, want a page", what, resp.StatusCode, resp.Header.Get("Content-Type"))
+	case resp.StatusCode >= 400 && !strings.Contains(string(body), "</html>"):
+		t.Errorf("%s = %d without a whole page: %.300s", what, resp.StatusCode, body)
+	}
+}
+
+// shortValue names a hostile value in a failure's message.
+func shortValue(v string) string {
+	if len(v) > 40 {
+		return "a paste of " + itoa(int64(len(v))) + " bytes"
+	}
+	return strconv.Quote(v)
+}
