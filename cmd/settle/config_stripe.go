@@ -1,9 +1,13 @@
 package main
 
 import (
+	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/settle-dev/settle/ops/stripe"
 )
 
 // StripeConfig is how Settle reaches Stripe.
@@ -22,6 +26,20 @@ type StripeConfig struct {
 	// tenant install.
 	TenantKey          string
 	AnyTenantsPayments bool
+	// ReadsPerSecond caps this process's reads at Stripe (payment checks, lookups, the
+	// reconciler's listings); TenantReadsPerSecond caps one tenant's share of them.
+	ReadsPerSecond, TenantReadsPerSecond float64
+}
+
+// Stripe's read caps unless set: 20 reads/s for the process, half of that for one tenant.
+const defaultStripeReads = 20
+
+// adapter is the one Stripe adapter of a command: refunds, lookups, webhooks and the
+// reconciler share it, and so share its read limit.
+func (sc StripeConfig) adapter(accounts stripe.Accounts) *stripe.Adapter {
+	return stripe.New(stripe.Config{APIKey: sc.APIKey, BaseURL: sc.APIBase, AttemptTimeout: sc.Timeout,
+		WebhookSecret: sc.WebhookSecret, ConnectWebhookSecret: sc.ConnectWebhookSecret,
+		ReadsPerSecond: sc.ReadsPerSecond, TenantReadsPerSecond: sc.TenantReadsPerSecond, Accounts: accounts})
 }
 
 // maxRefundDeadline keeps a refund call inside the 60 s request timeout most clients and
@@ -57,10 +75,43 @@ func loadStripeEnv(sc *StripeConfig, getenv func(string) string) error {
 	case sc.Timeout > sc.Deadline:
 		return usagef("SETTLE_STRIPE_TIMEOUT=%s is longer than SETTLE_REFUND_DEADLINE=%s; one attempt must fit in a call", sc.Timeout, sc.Deadline)
 	}
+	if err := loadStripeReads(sc, getenv); err != nil {
+		return err
+	}
 	if b := sc.APIBase; b != "" {
 		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return usagef("STRIPE_API_BASE=%q is not an http(s) URL", b)
 		}
 	}
 	return nil
+}
+
+// loadStripeReads reads the Stripe read caps: a process's, and one tenant's share, which
+// cannot be more than the process's.
+func loadStripeReads(sc *StripeConfig, getenv func(string) string) error {
+	var err error
+	if sc.ReadsPerSecond, err = rateEnv(getenv, "SETTLE_STRIPE_READS_PER_SECOND", defaultStripeReads); err != nil {
+		return err
+	}
+	if sc.TenantReadsPerSecond, err = rateEnv(getenv, "SETTLE_STRIPE_TENANT_READS_PER_SECOND", sc.ReadsPerSecond/2); err != nil {
+		return err
+	}
+	if sc.TenantReadsPerSecond > sc.ReadsPerSecond {
+		return usagef("SETTLE_STRIPE_TENANT_READS_PER_SECOND=%g is more than SETTLE_STRIPE_READS_PER_SECOND=%g; one tenant's share cannot exceed the whole",
+			sc.TenantReadsPerSecond, sc.ReadsPerSecond)
+	}
+	return nil
+}
+
+// rateEnv reads key as a positive number of events per second, def when it is unset.
+func rateEnv(getenv func(string) string, key string, def float64) (float64, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, usagef("%s=%q is not a positive number of reads per second such as 20 or 2.5", key, v)
+	}
+	return f, nil
 }

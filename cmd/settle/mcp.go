@@ -17,7 +17,6 @@ import (
 	"github.com/settle-dev/settle/ops/mcptool"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/refund"
-	"github.com/settle-dev/settle/ops/stripe"
 )
 
 // mcpTokenEnv names the variable holding the API token 'settle mcp --stdio' acts with.
@@ -55,8 +54,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	}
 	var refunds mcptool.Refunder = unconfiguredRefunds{}
 	if cfg.Stripe.APIKey != "" {
-		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
-			AttemptTimeout: cfg.Stripe.Timeout, Accounts: db})
+		adapter := cfg.Stripe.adapter(db)
 		refunds = &refund.Tool{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 	}

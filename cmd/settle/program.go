@@ -55,6 +55,9 @@ type Program struct {
 	// gateway is the LLM gateway when a provider is configured; it knows each call's policy.
 	gateway *llm.Gateway
 	Refunds *refund.Tool
+	// stripe is the one Stripe adapter when a key is set: the refund tool, the webhooks and
+	// the reconciler share its read limit.
+	stripe *stripe.Adapter
 	// metrics is /metrics's own listener when SETTLE_METRICS_ADDR is set.
 	metrics metricsListener
 
@@ -175,8 +178,8 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	p.Ledger.Limits = operationLimits(p.Ledger.Limits, cfg.OperationLease)
 	senders := map[ops.Kind]ops.Sender{}
 	if cfg.Stripe.APIKey != "" {
-		adapter := stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase, AttemptTimeout: cfg.Stripe.Timeout,
-			WebhookSecret: cfg.Stripe.WebhookSecret, ConnectWebhookSecret: cfg.Stripe.ConnectWebhookSecret, Accounts: p.DB})
+		adapter := cfg.Stripe.adapter(p.DB)
+		p.stripe = adapter
 		p.Refunds = &refund.Tool{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 		srv.Refunds = p.Refunds

@@ -78,7 +78,11 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 		return err
 	}
 	defer db.Close()
-	r := newReconciler(cfg, ops.NewLedger(db, clock), db, logger)
+	var adapter *stripe.Adapter
+	if cfg.Stripe.APIKey != "" {
+		adapter = cfg.Stripe.adapter(db)
+	}
+	r := newReconciler(cfg, ops.NewLedger(db, clock), db, adapter, logger)
 	r.Progress = newReporter("reconcile "+rc.Provider, stderr, logger)
 	rep, err := r.Reconcile(ctx, rc.Provider, w)
 	if err != nil {
@@ -100,7 +104,7 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 // act at a time, and a run renews it every third of SETTLE_ROLE_LEASE, so a replica killed
 // mid-run holds the reconciler up for at most that long.
 func (p *Program) startReconciler(ctx context.Context, interval time.Duration, usage ...recon.UsageSource) {
-	r := newReconciler(p.Config, p.Ledger, p.DB, p.Logger, usage...)
+	r := newReconciler(p.Config, p.Ledger, p.DB, p.stripe, p.Logger, usage...)
 	if interval <= 0 || len(r.Providers()) == 0 {
 		return
 	}
@@ -108,14 +112,13 @@ func (p *Program) startReconciler(ctx context.Context, interval time.Duration, u
 	p.goService(func() { r.Start(ctx) })
 }
 
-// newReconciler builds the reconciler the configuration allows: Stripe when a key is set,
-// and any LLM usage reports given.
-func newReconciler(cfg Config, ledger *ops.Ledger, db *pg.DB, logger *slog.Logger, usage ...recon.UsageSource) *recon.Reconciler {
+// newReconciler builds the reconciler the configuration allows: Stripe through adapter when
+// one is given, and any LLM usage reports given.
+func newReconciler(cfg Config, ledger *ops.Ledger, db *pg.DB, adapter *stripe.Adapter, logger *slog.Logger, usage ...recon.UsageSource) *recon.Reconciler {
 	r := &recon.Reconciler{Ledger: ledger, Store: db, Owner: "reconciler:" + cfg.WorkerID, Heartbeat: cfg.RoleLease,
 		Usage: usage, Logger: logger}
-	if cfg.Stripe.APIKey != "" {
-		r.Refunds = append(r.Refunds, stripe.New(stripe.Config{APIKey: cfg.Stripe.APIKey, BaseURL: cfg.Stripe.APIBase,
-			AttemptTimeout: cfg.Stripe.Timeout, Accounts: db}))
+	if adapter != nil {
+		r.Refunds = append(r.Refunds, adapter)
 	}
 	return r
 }

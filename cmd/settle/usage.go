@@ -46,6 +46,9 @@ Environment:
   STRIPE_WEBHOOK_SECRET   signing secret of the Stripe webhook endpoint
   STRIPE_CONNECT_WEBHOOK_SECRET  signing secret of the Connect endpoint (connected accounts' events)
   SETTLE_STRIPE_TIMEOUT   one attempt at Stripe (default 8s)
+  SETTLE_STRIPE_READS_PER_SECOND  reads at Stripe per second from this process, all tenants and
+                          the reconciler together (default 20)
+  SETTLE_STRIPE_TENANT_READS_PER_SECOND  one tenant's share of them (default half, at most the whole)
   SETTLE_STRIPE_TENANT_KEY    payment metadata key naming its tenant (default settle_tenant)
   SETTLE_STRIPE_TENANT_CHECK  on (default): a tenant refunds only its own payments (labelled, or in
                           its bound connected account); off: any payment it can see, for one tenant only
