@@ -180,6 +180,9 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	if cfg.Stripe.APIKey != "" {
 		adapter := cfg.Stripe.adapter(p.DB)
 		p.stripe = adapter
+		if srv.Registry != nil {
+			srv.Registry.MustRegister(newStripeReadsCollector(adapter))
+		}
 		p.Refunds = &refund.Tool{Ledger: p.Ledger, Store: p.DB, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 		srv.Refunds = p.Refunds

@@ -55,14 +55,7 @@ func TestStripeReadCapsAreConfigured(t *testing.T) {
 	// another get at most six reads, three checks, however fast the machine. The default
 	// cap would allow about eleven.
 	env["SETTLE_STRIPE_TENANT_READS_PER_SECOND"] = "2"
-	st := fake.NewStripe(fake.StripeOptions{})
-	base, err := st.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	st.AddPaymentIntent("pi_reads", 5000, "usd")
-	env["STRIPE_API_BASE"] = base
+	env["STRIPE_API_BASE"] = fakeStripeWith(t, "pi_reads")
 	if cfg, err = LoadConfig([]string{"serve"}, func(k string) string { return env[k] }, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
@@ -78,4 +71,46 @@ func TestStripeReadCapsAreConfigured(t *testing.T) {
 	if checks < 1 || checks > 3 {
 		t.Errorf("%d payment checks in two seconds at 2 reads/s, want 1 to 3", checks)
 	}
+}
+
+// TestServeCountsStripeReadsOnMetrics: serve's /metrics shows the reads its Stripe adapter
+// sent and those its caps refused, so an operator sees when the caps hold refunds back.
+func TestServeCountsStripeReadsOnMetrics(t *testing.T) {
+	t.Parallel()
+	p := serveWith(t, map[string]string{"STRIPE_API_KEY": "sk_test_metrics", "STRIPE_API_BASE": fakeStripeWith(t, "pi_metrics"),
+		"SETTLE_STRIPE_TENANT_READS_PER_SECOND": "1", "SETTLE_RECONCILE_INTERVAL": "off"})
+	if p.stripe == nil || p.Refunds == nil || p.Refunds.Provider != p.stripe {
+		t.Fatal("the refund tool does not read through serve's one Stripe adapter")
+	}
+	// A tenant's burst is two reads: one payment check (the payment and its refunds); the
+	// next two checks would wait a second for the next read, longer than their calls.
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := p.stripe.Payment(ctx, 7, "pi_metrics")
+		cancel()
+		if (i == 0) != (err == nil) {
+			t.Fatalf("payment check %d: %v", i+1, err)
+		}
+	}
+	_, body := getWith(t, p.URL()+"/metrics")
+	for _, want := range []string{"settle_stripe_reads_total 2\n", `settle_stripe_reads_refused_total{cap="tenant"} 2` + "\n",
+		`settle_stripe_reads_refused_total{cap="account"} 0` + "\n", "settle_stripe_read_wait_seconds_total "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
+}
+
+// fakeStripeWith starts a fake Stripe holding one payment of 50.00, for the test's life,
+// and returns its base URL.
+func fakeStripeWith(t *testing.T, paymentIntent string) string {
+	t.Helper()
+	st := fake.NewStripe(fake.StripeOptions{})
+	base, err := st.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	st.AddPaymentIntent(paymentIntent, 5000, "usd")
+	return base
 }

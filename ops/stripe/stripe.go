@@ -65,6 +65,7 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	tenants map[int64]*rate.Limiter
+	stats   ReadStats
 }
 
 // New returns an adapter with stripe-go's own retries turned off, so that every HTTP send
@@ -107,13 +108,41 @@ func (a *Adapter) read(ctx context.Context, tenantID int64) error {
 		a.tenants[tenantID] = l
 	}
 	a.mu.Unlock()
+	started := time.Now()
 	if err := l.Wait(ctx); err != nil {
+		a.count(func(s *ReadStats) { s.RefusedTenant++ })
 		return &ops.Error{Code: ops.EUNAVAILABLE, Message: "Too many Stripe reads for this account right now; try again in a moment.", Err: err}
 	}
 	if err := a.limiter.Wait(ctx); err != nil {
+		a.count(func(s *ReadStats) { s.RefusedAccount++ })
 		return &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe is being read at its limit right now; try again in a moment.", Err: err}
 	}
+	waited := time.Since(started)
+	a.count(func(s *ReadStats) { s.Reads++; s.Waited += waited })
 	return nil
+}
+
+// ReadStats are an adapter's reads at Stripe since it was made: those sent, those its caps
+// refused because the wait would outlast the call (by the tenant's share or by the whole),
+// and the time reads spent waiting on the caps. A growing refusal count or wait says the
+// read caps (Config.ReadsPerSecond) are too low for the traffic.
+type ReadStats struct {
+	Reads                         uint64
+	RefusedTenant, RefusedAccount uint64
+	Waited                        time.Duration
+}
+
+// ReadStats returns the adapter's read counts so far.
+func (a *Adapter) ReadStats() ReadStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+func (a *Adapter) count(f func(*ReadStats)) {
+	a.mu.Lock()
+	f(&a.stats)
+	a.mu.Unlock()
 }
 
 func newAPI(cfg Config, rt http.RoundTripper) *client.API {
