@@ -78,14 +78,14 @@ func TestStripeReadCapsAreConfigured(t *testing.T) {
 func TestServeCountsStripeReadsOnMetrics(t *testing.T) {
 	t.Parallel()
 	p := serveWith(t, map[string]string{"STRIPE_API_KEY": "sk_test_metrics", "STRIPE_API_BASE": fakeStripeWith(t, "pi_metrics"),
-		"SETTLE_STRIPE_TENANT_READS_PER_SECOND": "1", "SETTLE_RECONCILE_INTERVAL": "off"})
+		"SETTLE_STRIPE_TENANT_READS_PER_SECOND": "0.01", "SETTLE_RECONCILE_INTERVAL": "off"})
 	if p.stripe == nil || p.Refunds == nil || p.Refunds.Provider != p.stripe {
 		t.Fatal("the refund tool does not read through serve's one Stripe adapter")
 	}
-	// A tenant's burst is two reads: one payment check (the payment and its refunds); the
-	// next two checks would wait a second for the next read, longer than their calls.
+	// A tenant's burst is two reads: one payment check (the payment and its refunds); at
+	// 0.01 reads/s the next two checks would wait 100 s for a read, far past their calls.
 	for i := range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := p.stripe.Payment(ctx, 7, "pi_metrics")
 		cancel()
 		if (i == 0) != (err == nil) {
