@@ -1,9 +1,7 @@
 package main
 
 import (
-	"math"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -101,17 +99,4 @@ func loadStripeReads(sc *StripeConfig, getenv func(string) string) error {
 			sc.TenantReadsPerSecond, sc.ReadsPerSecond)
 	}
 	return nil
-}
-
-// rateEnv reads key as a positive number of events per second, def when it is unset.
-func rateEnv(getenv func(string) string, key string, def float64) (float64, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, usagef("%s=%q is not a positive number of reads per second such as 20 or 2.5", key, v)
-	}
-	return f, nil
 }

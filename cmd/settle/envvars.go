@@ -1,6 +1,10 @@
 package main
 
-import "time"
+import (
+	"math"
+	"strconv"
+	"time"
+)
 
 // durationEnv reads key as a positive Go duration, def when it is unset.
 func durationEnv(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
@@ -21,4 +25,17 @@ func envOr(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
+}
+
+// rateEnv reads key as a positive number of reads per second, def when it is unset.
+func rateEnv(getenv func(string) string, key string, def float64) (float64, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, usagef("%s=%q is not a positive number of reads per second such as 20 or 2.5", key, v)
+	}
+	return f, nil
 }
