@@ -83,6 +83,27 @@ func rollupArgs(f recon.MetricsFilter) pgx.NamedArgs {
 	return args
 }
 
+// rollupReadSettings are the planner's settings for a read of the rollups. Over a year of
+// rollups the planner misjudges a page's few thousand rows: it takes the width and the window
+// for independent, while the minute rows, most of the table, all lie in the last weeks, so
+// it expects about six times a month of hours. With that estimate it started two parallel
+// workers (150 ms of a 2 ms read on two cores) and sorted the rows to group them, where
+// hashing them is 1.4x faster (BENCHMARKS.md). A page's read never gains from workers, and
+// its groups, a few thousand at most, always fit a hash.
+const rollupReadSettings = `SELECT set_config('max_parallel_workers_per_gather', '0', true),
+	set_config('enable_sort', 'off', true)`
+
+// rollupCountsSQL is RollupMetrics's read of the counts, summed per bucket.
+var rollupCountsSQL = func() string {
+	cols, sums := "", ""
+	for _, c := range rollupCols {
+		cols += ", " + c
+		sums += ", sum(" + c + ")::bigint"
+	}
+	return `SELECT date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `), tenant_id, kind, provider` + sums + `
+FROM ` + rollupRange("rollups", cols) + ` GROUP BY 1, 2, 3, 4`
+}()
+
 // RollupMetrics implements recon.MetricsStore from the rollups: one index range scan of hour
 // (or minute) rows and one of their money, grouped by bucket.
 func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
@@ -90,11 +111,6 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 		return nil, err
 	}
 	args := rollupArgs(f)
-	cols, sums := "", ""
-	for _, c := range rollupCols {
-		cols += ", " + c
-		sums += ", sum(" + c + ")::bigint"
-	}
 	bucket := `date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `)`
 	out := map[recon.MetricsKey]*recon.MetricsRow{}
 	// One snapshot for both reads, so a rollup run committing between them cannot leave
@@ -104,11 +120,7 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 		return nil, interpret(err, "read rollups")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	// Over a year of rollups the planner's estimate for these few thousand rows crosses the
-	// parallel threshold, and starting two workers took 150 ms of a 2 ms read on two cores
-	// (the /insights reads were 4-5x slower at a million operations of history for that
-	// alone; BENCHMARKS.md). A page's read never gains from workers.
-	if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+	if _, err := tx.Exec(ctx, rollupReadSettings); err != nil {
 		return nil, interpret(err, "read rollups")
 	}
 	// Minute rows are read for the edges outside the level's whole units, or for the whole
@@ -122,8 +134,7 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 			return nil, err
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider`+sums+`
-FROM `+rollupRange("rollups", cols)+` GROUP BY 1, 2, 3, 4`, args)
+	rows, err := tx.Query(ctx, rollupCountsSQL, args)
 	if err != nil {
 		return nil, interpret(err, "read rollups")
 	}
