@@ -323,11 +323,7 @@ func TestFakeStripeCommandServesAndRefusesBadFaults(t *testing.T) {
 
 func TestStripeTimeoutsMustFitTheCallersRequest(t *testing.T) {
 	t.Parallel()
-	db := "postgres://u@127.0.0.1:1/x"
-	for _, c := range []struct {
-		vars map[string]string
-		want string
-	}{
+	wantServeRefused(t, []refusedEnv{
 		{map[string]string{"SETTLE_REFUND_DEADLINE": "3m"}, "SETTLE_REFUND_DEADLINE=3m0s is longer"},
 		{map[string]string{"SETTLE_STRIPE_TIMEOUT": "45s", "SETTLE_REFUND_DEADLINE": "30s"}, "SETTLE_STRIPE_TIMEOUT=45s is longer than"},
 		{map[string]string{"SETTLE_STRIPE_TIMEOUT": "soon"}, "not a positive Go duration"},
@@ -335,11 +331,24 @@ func TestStripeTimeoutsMustFitTheCallersRequest(t *testing.T) {
 		{map[string]string{"SETTLE_OUTBOX_KEEP": "a week"}, `SETTLE_OUTBOX_KEEP="a week" is not a positive Go duration`},
 		{map[string]string{"SETTLE_OUTBOX_KEEP": "-1h"}, "SETTLE_OUTBOX_KEEP"},
 		{map[string]string{"SETTLE_ROLLUP_MINUTES_KEEP": "24h"}, "SETTLE_ROLLUP_MINUTES_KEEP=24h0m0s is shorter than 48h0m0s"},
-	} {
-		c.vars["DATABASE_URL"] = db
+	})
+}
+
+// refusedEnv is a setting serve must refuse, and what its one line must say.
+type refusedEnv struct {
+	vars map[string]string
+	want string
+}
+
+// wantServeRefused starts serve with each case's variables (and a database it never
+// reaches) and wants exit 2 with one line saying what the case wants.
+func wantServeRefused(t *testing.T, cases []refusedEnv) {
+	t.Helper()
+	for _, c := range cases {
+		c.vars["DATABASE_URL"] = "postgres://u@127.0.0.1:1/x"
 		code, _, stderr := run(t, []string{"serve"}, c.vars, "")
 		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("%v: exit %d, stderr %q", c.vars, code, stderr)
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", c.vars, code, stderr, c.want)
 		}
 	}
 }

@@ -13,11 +13,7 @@ import (
 // command builds; a bad value is one line and starts nothing.
 func TestStripeReadCapsAreConfigured(t *testing.T) {
 	t.Parallel()
-	db := "postgres://u@127.0.0.1:1/x"
-	for _, c := range []struct {
-		vars map[string]string
-		want string
-	}{
+	wantServeRefused(t, []refusedEnv{
 		{map[string]string{"SETTLE_STRIPE_READS_PER_SECOND": "fast"}, `SETTLE_STRIPE_READS_PER_SECOND="fast" is not a positive number`},
 		{map[string]string{"SETTLE_STRIPE_READS_PER_SECOND": "0"}, "SETTLE_STRIPE_READS_PER_SECOND"},
 		{map[string]string{"SETTLE_STRIPE_READS_PER_SECOND": "-5"}, "SETTLE_STRIPE_READS_PER_SECOND"},
@@ -26,15 +22,9 @@ func TestStripeReadCapsAreConfigured(t *testing.T) {
 		{map[string]string{"SETTLE_STRIPE_READS_PER_SECOND": "10", "SETTLE_STRIPE_TENANT_READS_PER_SECOND": "12"},
 			"SETTLE_STRIPE_TENANT_READS_PER_SECOND=12 is more than SETTLE_STRIPE_READS_PER_SECOND=10"},
 		{map[string]string{"SETTLE_STRIPE_TENANT_READS_PER_SECOND": "25"}, "is more than SETTLE_STRIPE_READS_PER_SECOND=20"},
-	} {
-		c.vars["DATABASE_URL"] = db
-		code, _, stderr := run(t, []string{"serve"}, c.vars, "")
-		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", c.vars, code, stderr, c.want)
-		}
-	}
+	})
 
-	env := map[string]string{"DATABASE_URL": db, "STRIPE_API_KEY": "sk_test_reads"}
+	env := map[string]string{"DATABASE_URL": "postgres://u@127.0.0.1:1/x", "STRIPE_API_KEY": "sk_test_reads"}
 	cfg, err := LoadConfig([]string{"serve"}, func(k string) string { return env[k] }, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
