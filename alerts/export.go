@@ -120,7 +120,7 @@ func ExportPrometheus(s *RuleSet, w io.Writer) error {
 	fmt.Fprintf(w, "# They read Settle's /metrics; scrape every replica, the rules reduce them with max.\n")
 	fmt.Fprintf(w, "# /metrics carries every tenant's figures: it answers loopback clients only, unless\n")
 	fmt.Fprintf(w, "# SETTLE_METRICS_TOKEN is set (scrape with authorization: credentials_file) or\n")
-	fmt.Fprintf(w, "# SETTLE_METRICS_ADDR is (scrape that port). README, \"Scraping /metrics\", has each job.\n")
+	fmt.Fprintf(w, "# SETTLE_METRICS_ADDR is (scrape that port). docs/metrics.md has each job.\n")
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
 	if err := enc.Encode(f); err != nil {

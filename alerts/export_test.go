@@ -91,12 +91,12 @@ tests:
             exp_annotations:
               summary: "50% of llm_call attempts at openai for busy are resends that may be billed twice"
               description: "LLM attempts of busy time out and are sent again far more than usual over both the last hour and the last 5 minutes; each resend may be a second generation the provider bills."
-              runbook_url: "https://github.com/settle-dev/settle/blob/main/README.md#llmdoublebillingsuspected"
+              runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#llmdoublebillingsuspected"
           - exp_labels: {severity: ticket, tenant: busy, kind: llm_call, provider: openai}
             exp_annotations:
               summary: "50% of llm_call attempts at openai for busy are possible double billing over 6h"
               description: "A slow, steady excess of LLM resends after uncertain sends."
-              runbook_url: "https://github.com/settle-dev/settle/blob/main/README.md#llmdoublebillingsuspected"
+              runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#llmdoublebillingsuspected"
 `)
 }
 
@@ -119,6 +119,6 @@ tests:
             exp_annotations:
               summary: "1 double charge(s) of llm_call at openai for shop in the last 24h"
               description: "The provider billed one operation more than once (a refund made twice, or an LLM generation billed twice). Open the reconciliation exceptions and settle the extra charge."
-              runbook_url: "https://github.com/settle-dev/settle/blob/main/README.md#doublechargedetected"
+              runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#doublechargedetected"
 `)
 }

@@ -25,14 +25,21 @@ func TestDefaultRulesCoverTheProduct(t *testing.T) {
 			t.Errorf("default rule %s is missing", n)
 		}
 	}
-	// Every rule's runbook is a section of the README.
-	readme, err := os.ReadFile("../README.md")
+	// Every rule's runbook_url names its own section of the runbooks page, and the section
+	// is there.
+	runbooks, err := os.ReadFile("../docs/runbooks.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, r := range set.Rules() {
+		want := "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#" + strings.ToLower(r.Alert)
+		if got := r.Annotations["runbook_url"]; got != want {
+			t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, want)
+		}
+	}
 	for n := range names {
-		if !strings.Contains(string(readme), "\n### "+n+"\n") {
-			t.Errorf("README has no runbook section for %s", n)
+		if !strings.Contains(string(runbooks), "\n## "+n+"\n") {
+			t.Errorf("docs/runbooks.md has no section for %s", n)
 		}
 	}
 	// The SRE workbook's pairs for a 30-day objective.
