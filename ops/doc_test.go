@@ -214,3 +214,29 @@ func TestOnePackageComment(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryRuleIsCitedByATest keeps each numbered rule traced to at least one test that
+// would fail if it broke: a rule no test cites is a guarantee nobody checks.
+func TestEveryRuleIsCitedByATest(t *testing.T) {
+	t.Parallel()
+	n := documentedRules(t)
+	cited := map[int][]string{}
+	walkSources(t, moduleRoot(t), func(rel string, src []byte) {
+		if !strings.HasSuffix(rel, "_test.go") || rel == "ops/doc_test.go" {
+			return
+		}
+		for _, c := range goComments(src) {
+			for _, m := range ruleRe.FindAllStringSubmatch(c.text, -1) {
+				for _, num := range numRe.FindAllString(m[2], -1) {
+					k, _ := strconv.Atoi(num)
+					cited[k] = append(cited[k], rel)
+				}
+			}
+		}
+	})
+	for k := 1; k <= n; k++ {
+		if len(cited[k]) == 0 {
+			t.Errorf("rule %d of the package documentation is cited by no test: cite it (\"ops rule %d\") in the test that holds it", k, k)
+		}
+	}
+}

@@ -139,6 +139,7 @@ func TestNextStatus(t *testing.T) {
 	}
 }
 
+// rule 4: backoff has full jitter and honours Retry-After.
 func TestBackoffHasJitterAndHonoursRetryAfter(t *testing.T) {
 	lim := ops.DefaultLimits
 	r := rand.New(rand.NewPCG(1, 2))

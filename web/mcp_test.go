@@ -401,6 +401,7 @@ func TestMCPToolsDescribeTheTruthAndTheLimits(t *testing.T) {
 // Stripe, so its outcome is unknown; the agent tries again with another reason. The
 // answer is the first operation's status, with a note that the other argument was not
 // used, never a refusal that reads as "nothing was refunded".
+// ops rule 12: the answer never says more than Settle knows.
 func TestMCPTryAgainWithAnotherReasonStaysTruthful(t *testing.T) {
 	t.Parallel()
 	e := newMCPEnv(t, time.Second, 3*time.Second)

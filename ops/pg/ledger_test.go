@@ -67,6 +67,7 @@ func (f *fixture) toUnknown(t *testing.T, order string) *ops.Operation {
 	return op
 }
 
+// ops rule 2: concurrent opens of one intent make one open operation; the losers read the winner.
 func TestFiftyConcurrentOpensMakeOneOperation(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -133,6 +134,7 @@ func TestOpenWithOtherFingerprintIsRefused(t *testing.T) {
 	}
 }
 
+// ops rule 1: the provider key is committed with the operation before the first attempt, and every attempt reuses it.
 func TestProviderKeyIsCommittedBeforeTheFirstAttemptAndReused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -171,6 +173,7 @@ func TestProviderKeyIsCommittedBeforeTheFirstAttemptAndReused(t *testing.T) {
 	}
 }
 
+// ops rule 6: closing is a compare-and-set on status and version; of two closers one wins and the other is told who did.
 func TestTwoClosersRaceOneWins(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -340,6 +343,7 @@ func TestSendIsRefusedForUnknownExpiredAndPastRetention(t *testing.T) {
 	}
 }
 
+// ops rule 4: an operation gets at most six attempts, however many calls ask.
 func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -376,6 +380,7 @@ func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 	}
 }
 
+// ops rule 8: every client request and attempt of a lifecycle is recorded.
 func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

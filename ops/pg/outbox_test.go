@@ -36,6 +36,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// ops rule 10: events leave through the outbox at least once, each with its id, and a receiver applies each once.
 func TestOutboxDeliversAtLeastOnceAndReceiverAppliesOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -124,6 +125,7 @@ func TestOutboxRetriesAFailedDelivery(t *testing.T) {
 	}
 }
 
+// ops rule 7: no transaction holding row locks is open while the provider call runs.
 func TestNoTransactionIsOpenDuringTheProviderCall(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -150,6 +150,7 @@ func TestSeedStoryStripeHoldsLongerThanTheFirstCall(t *testing.T) {
 	}
 }
 
+// ops rule 3: twenty concurrent calls for one intent make one refund at Stripe.
 func TestTwentyConcurrentCallsRefundOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 2*time.Second, 5*time.Second)
@@ -186,6 +187,7 @@ func TestTwentyConcurrentCallsRefundOnce(t *testing.T) {
 	}
 }
 
+// ops rule 5: a saved provider 500 replays itself, so the operation is unknown at once and nothing more is sent.
 func TestSavedServerErrorMeansCheckingAndNoMoreSends(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, time.Second, 3*time.Second)
@@ -442,6 +444,7 @@ func TestRefusalAtStripeFailsWithItsReason(t *testing.T) {
 	}
 }
 
+// ops rule 4: backoff honours the provider's Retry-After.
 func TestRateLimitHonoursRetryAfter(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, time.Second, 5*time.Second)
