@@ -21,6 +21,9 @@ type TokenCache struct {
 
 	mu      sync.Mutex
 	tenants map[[32]byte]cachedTenant
+	// epoch counts the Forgets. A lookup keeps its answer only if no Forget came while it
+	// read the database: it may have read a token that was revoked meanwhile.
+	epoch uint64
 }
 
 type cachedTenant struct {
@@ -37,6 +40,7 @@ func (c *TokenCache) TenantByToken(ctx context.Context, token string) (*ops.Tena
 	now := c.Clock.Now()
 	c.mu.Lock()
 	e, ok := c.tenants[key]
+	epoch := c.epoch
 	c.mu.Unlock()
 	if ok && now.Before(e.until) {
 		t := *e.tenant
@@ -47,17 +51,21 @@ func (c *TokenCache) TenantByToken(ctx context.Context, token string) (*ops.Tena
 		return nil, err
 	}
 	c.mu.Lock()
-	if c.tenants == nil || len(c.tenants) >= maxCachedTokens {
-		c.tenants = map[[32]byte]cachedTenant{}
+	if c.epoch == epoch {
+		if c.tenants == nil || len(c.tenants) >= maxCachedTokens {
+			c.tenants = map[[32]byte]cachedTenant{}
+		}
+		c.tenants[key] = cachedTenant{tenant: t, until: now.Add(c.TTL)}
 	}
-	c.tenants[key] = cachedTenant{tenant: t, until: now.Add(c.TTL)}
 	c.mu.Unlock()
 	return t, nil
 }
 
-// Forget drops every cached token, so a token revoked in this process is refused at once.
+// Forget drops every cached token, and the answers of lookups still in flight, so a token
+// revoked in this process is refused from the next request on.
 func (c *TokenCache) Forget() {
 	c.mu.Lock()
 	c.tenants = nil
+	c.epoch++
 	c.mu.Unlock()
 }
