@@ -5,7 +5,7 @@ export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
 GO ?= go
 
-.PHONY: demo test bench bench-compare deps generate check-generated lint build vendor chromium alerting pgbouncer
+.PHONY: demo test check bench bench-compare deps generate check-generated lint build vendor chromium alerting pgbouncer stripe-mock
 
 demo: deps build
 	./bin/settle demo
@@ -15,6 +15,13 @@ build:
 
 test: deps check-generated lint
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# check is the quick loop: the unit and Postgres tests without the race detector, leaving
+# out (with -short) the browser, Alertmanager, pgbouncer, failover, crash and chaos tests
+# that make test runs. A test that needs a program the machine lacks skips and names the
+# command that installs it, unless SETTLE_TEST_STRICT=1.
+check:
+	$(GO) test -short -count=1 -timeout 10m ./...
 
 bench: deps
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime=5s -timeout 120m .
@@ -58,7 +65,7 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 		for c in /etc/postgresql/*/main; do [ -d "$$c" ] && pg_ctlcluster "$$(basename "$$(dirname "$$c")")" main stop >/dev/null 2>&1; done; true; \
 	fi
-	@$(MAKE) --no-print-directory vendor chromium alerting pgbouncer
+	@$(MAKE) --no-print-directory vendor chromium alerting pgbouncer stripe-mock
 
 # alerting installs the real Alertmanager and promtool the alert tests run against. Their
 # Debian packages start services on install; policy-rc.d keeps them from starting.
@@ -91,6 +98,12 @@ static/vendor/htmx.min.js: package.json package-lock.json
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null; }
 	npm ci --no-audit --no-fund
 	npm run --silent vendor
+
+# stripe-mock checks the Stripe adapter's request shapes against Stripe's OpenAPI.
+STRIPE_MOCK_VERSION := v0.203.0
+stripe-mock:
+	@command -v stripe-mock >/dev/null || [ -x "$$($(GO) env GOPATH | cut -d: -f1)/bin/stripe-mock" ] || \
+		GOFLAGS= $(GO) install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
 
 # chromium is what the browser tests drive, headless.
 chromium:

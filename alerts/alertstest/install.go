@@ -1,11 +1,9 @@
-// Package alertstest gives tests the real Alertmanager and promtool, installing Debian's
-// packages when they are missing. It never skips: a test that needs them fails loudly
-// when they cannot be had.
+// Package alertstest gives tests the real Alertmanager and promtool. Tests never install
+// them: `make deps` does, and a test that finds one missing skips, or fails under
+// SETTLE_TEST_STRICT=1.
 package alertstest
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/settle-dev/settle/internal/testtool"
 )
 
 // The binaries and the Debian packages that provide them.
@@ -26,86 +26,18 @@ const (
 	PromtoolPkg     = "prometheus"
 )
 
-var mu sync.Mutex
-
-// Need returns bin, installing pkg with apt-get first when bin is missing. Test binaries
-// of several packages may ask at once, so installs are serialised with a file lock, and
-// the package's service is kept from starting with a temporary policy-rc.d.
+// Need returns bin. When it is missing the test skips, naming the Debian package to
+// install, or fails under SETTLE_TEST_STRICT=1 (as in CI, where `make deps` installed it).
 func Need(t testing.TB, bin, pkg string) string {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	if err := install(bin, pkg); err != nil {
-		t.Fatalf("%s is missing and could not be installed: %v\ninstall it with: sudo apt-get install -y --no-install-recommends %s", bin, err, pkg)
-	}
-	return bin
-}
-
-func install(bin, pkg string) error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("not root, so apt-get cannot run")
-	}
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "settle-apt.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Errorf("open install lock: %w", err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("take install lock: %w", err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if _, err := os.Stat(bin); err == nil {
-		return nil // another test binary installed it while we waited
-	}
-	// Debian starts a package's service on install; a test wants none running.
-	const policy = "/usr/sbin/policy-rc.d"
-	if _, err := os.Stat(policy); os.IsNotExist(err) {
-		if err := os.WriteFile(policy, []byte("#!/bin/sh\nexit 101\n"), 0o755); err != nil {
-			return fmt.Errorf("write %s: %w", policy, err)
-		}
-		defer os.Remove(policy)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	apt := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=300", "-qq"}, args...)...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, tail(out))
-		}
-		return nil
-	}
-	if err := apt("install", "-y", "--no-install-recommends", pkg); err != nil {
-		// The package lists may be missing or stale on a fresh machine.
-		if uerr := apt("update"); uerr != nil {
-			return uerr
-		}
-		if err := apt("install", "-y", "--no-install-recommends", pkg); err != nil {
-			return err
-		}
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("%s installed but %s is still missing", pkg, bin)
-	}
-	return nil
-}
-
-func tail(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 2000 {
-		s = "..." + s[len(s)-2000:]
-	}
-	return s
+	return testtool.Need(t, bin, "sudo apt-get install -y --no-install-recommends "+pkg+" (or make deps)")
 }
 
 // Alertmanager starts a real Alertmanager on loopback with a temporary configuration and
 // storage, and returns its base URL; it is stopped when t ends.
 func Alertmanager(t testing.TB) string {
 	t.Helper()
+	testtool.Heavy(t, "a real Alertmanager")
 	bin := Need(t, AlertmanagerBin, AlertmanagerPkg)
 	dir := t.TempDir()
 	// One receiver that goes nowhere: the test reads alerts back from the API.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -18,6 +19,7 @@ import (
 // first, with the story's refunds already in it; the live traffic must go on from there, not
 // crash on an operation it did not just open.
 func TestDemoStartsAgainOnItsOwnDatabase(t *testing.T) {
+	testtool.Heavy(t, "the demo started twice")
 	t.Parallel()
 	root := filepath.Join(pgtest.ProjectDir(), ".settle")
 	if err := os.MkdirAll(root, 0o755); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
@@ -39,6 +40,7 @@ var failoverReplicaNames = []string{"replica-a", "replica-b"}
 // Stripe answer was lost with the primary was resumed with its own key and is one refund at
 // Stripe; and every answer a client got names rows the new primary holds.
 func TestFailoverToAPromotedStandby(t *testing.T) {
+	testtool.Heavy(t, "a failover to a standby")
 	t.Parallel()
 	bin := buildSettle(t)
 	ctx := context.Background()

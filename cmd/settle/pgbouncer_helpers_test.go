@@ -9,56 +9,21 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/internal/testtool"
 )
 
-var (
-	pgbouncerOnce sync.Once
-	pgbouncerBin  string
-	pgbouncerErr  error
-)
-
-// findPgbouncer returns the pgbouncer program, installing Debian's package first when it is
-// missing and the test runs as root (through the Makefile's pgbouncer target, which keeps
-// the package's service from starting). Otherwise the test fails and says what to install:
-// it never skips.
+// findPgbouncer returns the pgbouncer program. Tests never install it (`make deps` does):
+// when it is missing the test skips, or fails under SETTLE_TEST_STRICT=1.
 func findPgbouncer(t *testing.T) string {
 	t.Helper()
-	pgbouncerOnce.Do(func() {
-		find := func() (string, error) {
-			if p, err := exec.LookPath("pgbouncer"); err == nil {
-				return p, nil
-			}
-			const deb = "/usr/sbin/pgbouncer"
-			_, err := os.Stat(deb)
-			return deb, err
-		}
-		if pgbouncerBin, pgbouncerErr = find(); pgbouncerErr == nil {
-			return
-		}
-		if os.Geteuid() != 0 {
-			pgbouncerErr = fmt.Errorf("pgbouncer is not installed: run 'sudo apt-get install -y pgbouncer' or 'make deps' as root")
-			return
-		}
-		cmd := exec.Command("make", "--no-print-directory", "pgbouncer")
-		cmd.Dir = pgtest.ProjectDir()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			pgbouncerErr = fmt.Errorf("install pgbouncer with apt-get: %w\n%s", err, out)
-			return
-		}
-		pgbouncerBin, pgbouncerErr = find()
-	})
-	if pgbouncerErr != nil {
-		t.Fatalf("pgbouncer: %v", pgbouncerErr)
-	}
-	return pgbouncerBin
+	testtool.Heavy(t, "pgbouncer")
+	return testtool.Need(t, "pgbouncer", "sudo apt-get install -y pgbouncer (or make deps)", "/usr/sbin")
 }
 
 // pgbouncer is a pgbouncer process of a test, in front of one database.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
@@ -24,6 +25,7 @@ const (
 // replica at a time, and when the replica holding one is killed with SIGKILL, another takes
 // it over once its lease has run out, within the lease and one interval, and does its work.
 func TestReplicasTakeOverRolesAfterSIGKILL(t *testing.T) {
+	testtool.Heavy(t, "replicas killed with SIGKILL")
 	t.Parallel()
 	ctx := context.Background()
 	db, url := pgtest.NewWithURL(t)

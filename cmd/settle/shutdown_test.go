@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
@@ -86,6 +87,7 @@ func freeAddr(t *testing.T) string {
 // once, waits for the refund, records it and answers the client "refunded", then exits 0.
 // By default it waits as long as a refund call may last, plus 10 s.
 func TestSigtermFinishesARefundInFlight(t *testing.T) {
+	testtool.Heavy(t, "a settle process stopped with SIGTERM")
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
@@ -240,6 +242,7 @@ func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
 // 3 s: the program waits for the answer, records the refund and only then closes the
 // database.
 func TestStopFinishesTheReapersResend(t *testing.T) {
+	testtool.Heavy(t, "a settle process stopped mid-resend")
 	t.Parallel()
 	ctx := context.Background()
 	db, url := pgtest.NewWithURL(t)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
@@ -73,6 +74,7 @@ type outcome struct {
 // of the one test cluster, and checks the invariants after each. A failing seed prints its
 // schedule and how to run it alone.
 func TestChaos(t *testing.T) {
+	testtool.Heavy(t, "the chaos simulation")
 	list, err := seeds()
 	if err != nil {
 		t.Fatal(err)

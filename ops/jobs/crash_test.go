@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
@@ -116,6 +117,7 @@ func (p *proc) wait(t *testing.T, d time.Duration) {
 // dedup key except where a resend was allowed (by the policy or by a person), which the
 // ledger counts as a duplicate.
 func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
+	testtool.Heavy(t, "workers killed at each crash point")
 	t.Parallel()
 	bin := buildWorker(t)
 	cases := []struct {

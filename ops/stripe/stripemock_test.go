@@ -11,37 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
 const stripeMockVersion = "v0.203.0"
 
-// stripeMock finds stripe-mock or installs it with the Go toolchain. It fails the test when
-// neither works: request shapes are never left unchecked silently.
+// stripeMock finds stripe-mock. Tests never install it (`make deps` does): when it is
+// missing the test skips, or fails under SETTLE_TEST_STRICT=1, as in CI, where request
+// shapes are never left unchecked silently.
 func stripeMock(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("stripe-mock"); err == nil {
-		return p
-	}
-	gobin := os.Getenv("GOBIN")
-	if gobin == "" {
-		out, err := exec.Command("go", "env", "GOPATH").Output()
-		if err != nil {
-			t.Fatalf("stripe-mock: go env GOPATH: %v", err)
-		}
-		gobin = filepath.Join(strings.TrimSpace(string(out)), "bin")
-	}
-	p := filepath.Join(gobin, "stripe-mock")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	cmd := exec.Command("go", "install", "github.com/stripe/stripe-mock@"+stripeMockVersion)
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("STRIPE-MOCK COULD NOT BE INSTALLED, request shapes are unchecked: %v\n%s", err, out)
-	}
-	return p
+	return testtool.Need(t, "stripe-mock", "go install github.com/stripe/stripe-mock@"+stripeMockVersion+" (or make deps)", testtool.GoBin())
 }
 
 func startStripeMock(t *testing.T) string {
