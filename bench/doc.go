@@ -1,5 +1,6 @@
-// Package bench holds Settle's benchmark suite. It is a module of its own so that River,
-// the reference it is measured against, stays out of the product's go.mod.
+// Package bench holds Settle's benchmark suite. It is a module of its own so that the peers
+// it is measured against, DBOS Transact (the same job: a durable workflow per intent) and
+// River (a queue, kept for reference), stay out of the product's go.mod.
 //
 // Everything is in the _test.go files; run it from the repository root with `make bench`
 // (the exact command is at the top of BENCHMARKS.md). One private, durable Postgres cluster
