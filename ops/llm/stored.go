@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -18,6 +19,11 @@ import (
 // completion's metadata (MetaOperation) and asks the provider for completions carrying it.
 // One found is the answer the client never got, and closes the operation as succeeded with
 // it; two are a double generation.
+//
+// The provider account's store is shared by every tenant and by anyone who holds its key, so
+// a completion is an operation's only when its metadata names both the operation and its
+// tenant (owns), and only Settle writes those keys: a client's own keys with Settle's prefix
+// are dropped before any request leaves (SettleKey), whatever Settle knows of the store.
 
 // The metadata keys Settle sets on every stored completion.
 const (
@@ -25,7 +31,21 @@ const (
 	MetaOperation = "settle_operation_id"
 	// MetaTenant names the tenant (its id) whose operation it is.
 	MetaTenant = "settle_tenant"
+	// MetaPrefix begins every metadata key Settle sets.
+	MetaPrefix = "settle_"
 )
+
+// SettleKey reports whether a metadata key is one only Settle may send: it begins with
+// MetaPrefix, in any case. A client's keys that do are dropped from its request.
+func SettleKey(k string) bool {
+	return len(k) >= len(MetaPrefix) && strings.EqualFold(k[:len(MetaPrefix)], MetaPrefix)
+}
+
+// owns reports whether a stored completion is op's: its metadata names op and op's tenant,
+// as Settle tags every attempt it sends. A completion without both proves nothing about op.
+func owns(op *ops.Operation, s Stored) bool {
+	return s.OperationID == op.ID && s.Tenant == strconv.FormatInt(op.TenantID, 10)
+}
 
 // Store says whether a provider keeps the completions Settle sends it, so they can be
 // looked up: on, off, or not known yet (the probe could not tell).
@@ -134,16 +154,16 @@ func OptedOut(op *ops.Operation) bool {
 }
 
 // Find returns the provider's stored completions of op, oldest first. Completions whose
-// metadata names another tenant are not op's and are left out.
+// metadata does not name op's tenant as well as op are not op's and are left out: they
+// neither close op nor count as its generations (ops rules 9 and 12).
 func (k *Lookups) Find(ctx context.Context, op *ops.Operation) ([]Stored, error) {
 	found, err := k.Store.FindStored(ctx, op.ID)
 	if err != nil {
 		return nil, fmt.Errorf("find the stored completions of %s: %w", op.ID, err)
 	}
-	tenant := strconv.FormatInt(op.TenantID, 10)
 	var out []Stored
 	for _, s := range found {
-		if s.OperationID == op.ID && (s.Tenant == "" || s.Tenant == tenant) {
+		if owns(op, s) {
 			out = append(out, s)
 		}
 	}
@@ -218,7 +238,9 @@ func (k *Lookups) Lookup(ctx context.Context, op *ops.Operation, actor string) (
 
 // Fetch returns the stored answer of the completion id a person gave to close op as
 // succeeded, or nil when the provider cannot give it (why says so). A completion whose
-// metadata names another operation is refused: it is not this call's answer.
+// metadata names another tenant or another operation is refused: it is not this call's
+// answer. One whose metadata does not name op and its tenant gives no answer either, since
+// nothing ties its text to this call: the close then stands on the person's word alone.
 func (k *Lookups) Fetch(ctx context.Context, op *ops.Operation, id string) (res *ops.Result, why string, err error) {
 	if why := k.Available(ctx, op); why != "" {
 		return nil, why, nil
@@ -229,8 +251,12 @@ func (k *Lookups) Fetch(ctx context.Context, op *ops.Operation, id string) (res 
 		return nil, fmt.Sprintf("%s has no stored completion %s.", op.Provider, id), nil
 	case err != nil:
 		return nil, fmt.Sprintf("%s could not be asked for %s: %s", op.Provider, id, ops.ErrorMessage(err)), nil
+	case s.Tenant != "" && s.Tenant != strconv.FormatInt(op.TenantID, 10):
+		return nil, "", ops.Errorf(ops.EINVALID, "Completion %s belongs to another tenant's call, not to this one.", id)
 	case s.OperationID != "" && s.OperationID != op.ID:
 		return nil, "", ops.Errorf(ops.EINVALID, "Completion %s belongs to operation %s, not to this one.", id, s.OperationID)
+	case !owns(op, *s):
+		return nil, fmt.Sprintf("%s's stored completion %s does not name this operation and its tenant, as Settle tags every call it sends, so its text is not taken as this call's answer.", op.Provider, id), nil
 	}
 	res, err = ResultOf(*s, k.Prices)
 	if err != nil {

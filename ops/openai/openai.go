@@ -98,19 +98,22 @@ func (o *Client) Name() string { return o.cfg.Name }
 // maxAnswer is the largest non-streaming answer read.
 const maxAnswer = 32 << 20
 
-// Send implements llm.Upstream: one POST /chat/completions, classified. When the provider
-// stores completions, the body asks it to, tagged with the operation (tagBody); a provider
-// that refuses store in auto mode (a 400 about it, which billed nothing) is remembered and
-// sent the body as it came.
+// Send implements llm.Upstream: one POST /chat/completions, classified. The client's own
+// keys among Settle's metadata never leave (untagged). When the provider stores
+// completions, the body asks it to, tagged with the operation (tagBody); a provider that
+// refuses store in auto mode (a 400 about it, which billed nothing) is remembered and sent
+// the body untagged.
 func (o *Client) Send(ctx context.Context, c llm.Call) llm.Reply {
+	plain, fields := untagged(c.Body)
+	c.Body = plain
 	if o.StoreState(ctx) != llm.StoreOn {
 		return o.send(ctx, c)
 	}
-	plain := c.Body
-	var tagged bool
-	if c.Body, tagged = tagBody(c.Body, c.OperationID, c.TenantID); !tagged {
+	tagged, ok := tagBody(fields, c.OperationID, c.TenantID)
+	if !ok {
 		return o.send(ctx, c)
 	}
+	c.Body = tagged
 	r := o.send(ctx, c)
 	if o.cfg.Store == StoreAuto && r.HTTPStatus == http.StatusBadRequest && mentionsStore(r.Message) {
 		o.storeOff()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strconv"
@@ -94,23 +95,51 @@ func refusesStore(err error) bool {
 	return false
 }
 
-// tagBody returns the body of an attempt as sent to a provider that stores completions:
-// store: true, and metadata naming the operation and its tenant. The client's own metadata
-// is kept beside Settle's keys, which win; past the provider's 16 pairs the client's keys
-// last in order are left out. A client that sent store: false is not overruled: the body
-// goes as it came, and the call cannot be looked up. ok says whether the body asks to store.
-func tagBody(body []byte, opID string, tenantID int64) (_ []byte, ok bool) {
+// untagged returns the body of an attempt with every metadata key only Settle may send
+// (llm.SettleKey) dropped, and its top-level fields, nil when it is not a JSON object. It
+// runs before every send, whatever is known of the provider's store: a client that named
+// another operation in those keys would otherwise have its completion stored as that
+// operation's, and a lookup would take it for that operation's answer. A body with metadata
+// is sent as re-encoded from the fields read, so the provider reads the same keys as here.
+func untagged(body []byte) ([]byte, map[string]json.RawMessage) {
 	var fields map[string]json.RawMessage
-	if opID == "" || json.Unmarshal(body, &fields) != nil || fields == nil {
-		return body, false
+	if json.Unmarshal(body, &fields) != nil || fields == nil {
+		return body, nil
+	}
+	raw, ok := fields["metadata"]
+	if !ok {
+		return body, fields
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(raw, &meta) == nil && meta != nil {
+		for k := range meta {
+			if llm.SettleKey(k) {
+				delete(meta, k)
+			}
+		}
+		fields["metadata"], _ = json.Marshal(meta)
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return body, fields
+	}
+	return out, fields
+}
+
+// tagBody returns the body of an attempt as sent to a provider that stores completions,
+// from its fields as untagged read them: store: true, and metadata naming the operation and
+// its tenant. The client's own metadata is kept beside Settle's keys; past the provider's 16
+// pairs the client's keys last in order are left out. A client that sent store: false is
+// not overruled: ok is false, the body goes untagged, and the call cannot be looked up.
+func tagBody(fields map[string]json.RawMessage, opID string, tenantID int64) (_ []byte, ok bool) {
+	if opID == "" || fields == nil {
+		return nil, false
 	}
 	if raw, ok := fields["store"]; ok && strings.TrimSpace(string(raw)) == "false" {
-		return body, false
+		return nil, false
 	}
 	meta := map[string]string{}
 	_ = json.Unmarshal(fields["metadata"], &meta)
-	delete(meta, llm.MetaOperation)
-	delete(meta, llm.MetaTenant)
 	if len(meta) > maxMetadata-2 {
 		keys := make([]string, 0, len(meta))
 		for k := range meta {
@@ -122,11 +151,12 @@ func tagBody(body []byte, opID string, tenantID int64) (_ []byte, ok bool) {
 		}
 	}
 	meta[llm.MetaOperation], meta[llm.MetaTenant] = opID, strconv.FormatInt(tenantID, 10)
-	fields["store"] = json.RawMessage("true")
-	fields["metadata"], _ = json.Marshal(meta)
-	out, err := json.Marshal(fields)
+	tagged := maps.Clone(fields)
+	tagged["store"] = json.RawMessage("true")
+	tagged["metadata"], _ = json.Marshal(meta)
+	out, err := json.Marshal(tagged)
 	if err != nil {
-		return body, false
+		return nil, false
 	}
 	return out, true
 }
