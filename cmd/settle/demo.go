@@ -62,18 +62,15 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr i
 	}
 	defer fl.Close()
 	setup.Add(1)
-	cluster, err := localpg.Start(ctx, localpg.Options{Dir: cfg.DemoDir, Durable: true})
+	cluster, err := startDemoDatabase(ctx, &cfg)
 	if err != nil {
-		return fmt.Errorf("start the demo database: %w", err)
+		return err
 	}
 	defer func() {
 		if err := cluster.Stop(); err != nil {
 			logger.Error("stop the demo database", "err", err)
 		}
 	}()
-	// The cluster is the demo's alone, so its maintenance database holds the tables.
-	cfg.DatabaseURL = cluster.URL("postgres")
-	cfg.Migrate = true
 	setup.Add(1)
 	if days > 0 {
 		setup.Done()
@@ -86,38 +83,66 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr i
 
 	p := NewProgram(cfg, logger)
 	defer p.Close()
-	if err := p.Run(ctx); err != nil {
+	tenant, token, err := runDemoProgram(ctx, p, setup)
+	if err != nil {
 		return err
+	}
+	setup.Done()
+	traffic := &demoTraffic{p: p, fake: fk, tenant: tenant, token: token, log: logger,
+		webhookURL: p.URL() + "/webhooks/stripe", backfill: newReporter("demo backfill", stderr, logger)}
+	go traffic.run(ctx)
+	printDemoBanner(stdout, p.URL(), token, cluster.Dir)
+	return p.Wait(ctx)
+}
+
+// startDemoDatabase starts the demo's durable cluster in cfg.DemoDir and points cfg at it,
+// with migrations on.
+func startDemoDatabase(ctx context.Context, cfg *Config) (*localpg.Cluster, error) {
+	cluster, err := localpg.Start(ctx, localpg.Options{Dir: cfg.DemoDir, Durable: true})
+	if err != nil {
+		return nil, fmt.Errorf("start the demo database: %w", err)
+	}
+	// The cluster is the demo's alone, so its maintenance database holds the tables.
+	cfg.DatabaseURL = cluster.URL("postgres")
+	cfg.Migrate = true
+	return cluster, nil
+}
+
+// runDemoProgram runs the program and gives the demo its users, its tenant and a fresh API
+// token for it, counting three steps of the setup.
+func runDemoProgram(ctx context.Context, p *Program, setup *Reporter) (*ops.Tenant, string, error) {
+	if err := p.Run(ctx); err != nil {
+		return nil, "", err
 	}
 	setup.Add(1)
 	for _, u := range demoUsers {
 		_, err := p.DB.CreateUser(ctx, u.email, demoPassword, u.role)
 		if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
-			return fmt.Errorf("create demo user %s: %w", u.email, err)
+			return nil, "", fmt.Errorf("create demo user %s: %w", u.email, err)
 		}
 	}
 	setup.Add(1)
 	// Tokens are kept only as hashes, so each run makes a fresh one to show.
 	token, err := ensureToken(ctx, p.DB, demoTenant, "demo")
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	tenant, err := p.DB.EnsureTenant(ctx, demoTenant)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	setup.Add(1)
-	setup.Done()
-	traffic := &demoTraffic{p: p, fake: fk, tenant: tenant, token: token, log: logger,
-		webhookURL: p.URL() + "/webhooks/stripe", backfill: newReporter("demo backfill", stderr, logger)}
-	go traffic.run(ctx)
+	return tenant, token, nil
+}
 
-	fmt.Fprintf(stdout, "Settle demo is running at %s\n\nSign in with any of these (password %q):\n", p.URL(), demoPassword)
+// printDemoBanner tells the person who started the demo where it runs, how to sign in, the
+// API token and where the data stays.
+func printDemoBanner(stdout io.Writer, url, token, dataDir string) {
+	fmt.Fprintf(stdout, "Settle demo is running at %s\n\nSign in with any of these (password %q):\n", url, demoPassword)
 	for _, u := range demoUsers {
 		fmt.Fprintf(stdout, "  %-22s %s\n", u.email, u.role)
 	}
-	fmt.Fprintf(stdout, "\nAPI token for tenant %q:\n  %s\n\nThe data stays in %s. Press Ctrl-C to stop.\n", demoTenant, token, cluster.Dir)
-	return p.Wait(ctx)
+	fmt.Fprintf(stdout, "\nAPI token for tenant %q:\n  %s\n\nThe data stays in %s. Press Ctrl-C to stop.\n", demoTenant, token, dataDir)
 }
 
 // demoHistory writes days of history into a new demo database before the

@@ -96,47 +96,81 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cred != nil && !traversable(filepath.Dir(dir)) {
-		// The server runs as postgres, which cannot reach a folder under, say, /root: keep
-		// the cluster in the system's temporary folder instead, under a name tied to dir.
-		dir = filepath.Join(os.TempDir(), "settle-pg-"+strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_"))
-	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return nil, fmt.Errorf("create cluster folder: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
-		return nil, fmt.Errorf("create cluster folder: %w", err)
-	}
-	sock, err := os.MkdirTemp("", "settle-pg-")
+	dir, sock, err := makeFolders(dir, cred)
 	if err != nil {
-		return nil, fmt.Errorf("create socket folder: %w", err)
-	}
-	if cred != nil {
-		for _, d := range []string{dir, sock} {
-			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
-				return nil, fmt.Errorf("give %s to the postgres user: %w", d, err)
-			}
-		}
+		return nil, err
 	}
 	c := &Cluster{Dir: dir, SocketDir: sock, done: make(chan error, 1)}
-	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil && opts.StandbyOf != "" {
-		if err := baseBackup(ctx, bin, dir, opts.StandbyOf, cred); err != nil {
-			return nil, err
-		}
-	} else if err != nil {
-		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", dir, "-U", "postgres",
-			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
-		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		if out, err := initdb.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("initdb in %s: %w: %s", dir, err, lastLine(out))
-		}
+	if err := createCluster(ctx, bin, dir, opts.StandbyOf, cred); err != nil {
+		return nil, err
 	}
 	// A server left running by a killed process holds the folder: stop it first.
 	c.stopStale(bin, cred)
 	if c.Port, err = freePort(); err != nil {
 		return nil, err
 	}
-	args := []string{"-D", dir, "-p", strconv.Itoa(c.Port), "-k", sock, "-c", "listen_addresses=127.0.0.1",
+	if err := c.startServer(bin, opts, cred); err != nil {
+		return nil, err
+	}
+	go func() { c.done <- c.cmd.Wait() }()
+	if err := c.waitReady(ctx); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// makeFolders creates the cluster's folder and a private socket folder, both owned by the
+// server's user cred when the server runs as another user. It returns the cluster's folder
+// as used: one the server's user can reach, in the system's temporary folder if dir is not.
+func makeFolders(dir string, cred *syscall.Credential) (clusterDir, sock string, err error) {
+	if cred != nil && !traversable(filepath.Dir(dir)) {
+		// The server runs as postgres, which cannot reach a folder under, say, /root: keep
+		// the cluster in the system's temporary folder instead, under a name tied to dir.
+		dir = filepath.Join(os.TempDir(), "settle-pg-"+strings.ReplaceAll(strings.Trim(dir, "/"), "/", "_"))
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", "", fmt.Errorf("create cluster folder: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return "", "", fmt.Errorf("create cluster folder: %w", err)
+	}
+	sock, err = os.MkdirTemp("", "settle-pg-")
+	if err != nil {
+		return "", "", fmt.Errorf("create socket folder: %w", err)
+	}
+	if cred != nil {
+		for _, d := range []string{dir, sock} {
+			if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
+				return "", "", fmt.Errorf("give %s to the postgres user: %w", d, err)
+			}
+		}
+	}
+	return dir, sock, nil
+}
+
+// createCluster fills an empty cluster folder: a base backup of the primary standbyOf when
+// it is set, else a new cluster from initdb. A folder that already holds a cluster is kept.
+func createCluster(ctx context.Context, bin, dir, standbyOf string, cred *syscall.Credential) error {
+	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
+	switch {
+	case err != nil && standbyOf != "":
+		return baseBackup(ctx, bin, dir, standbyOf, cred)
+	case err != nil:
+		initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", dir, "-U", "postgres",
+			"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+		initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if out, err := initdb.CombinedOutput(); err != nil {
+			return fmt.Errorf("initdb in %s: %w: %s", dir, err, lastLine(out))
+		}
+	}
+	return nil
+}
+
+// startServer starts postgres on the cluster's folder, port and socket folder with the
+// settings opts asks for, its output going to opts.Log or to server.log in the folder.
+func (c *Cluster) startServer(bin string, opts Options, cred *syscall.Credential) error {
+	args := []string{"-D", c.Dir, "-p", strconv.Itoa(c.Port), "-k", c.SocketDir, "-c", "listen_addresses=127.0.0.1",
 		"-c", "max_connections=200", "-c", "shared_buffers=128MB"}
 	if !opts.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
@@ -149,21 +183,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	logf := opts.Log
 	if logf == nil {
-		if logf, err = os.OpenFile(filepath.Join(dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-			return nil, fmt.Errorf("server log: %w", err)
+		var err error
+		if logf, err = os.OpenFile(filepath.Join(c.Dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return fmt.Errorf("server log: %w", err)
 		}
 		c.logFile = logf
 	}
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	go func() { c.done <- c.cmd.Wait() }()
-	if err := c.waitReady(ctx); err != nil {
-		_ = c.Stop()
-		return nil, err
-	}
-	return c, nil
+	return nil
 }
 
 // URL returns a connection string for database db on this cluster.
