@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops/outbox"
@@ -67,15 +68,26 @@ type slackBlock struct {
 }
 
 // slackBody is the message in Slack's shape: text for notifications and receivers that
-// read no blocks, blocks for the outcome, the sentence to copy, and the ids.
+// read no blocks, blocks for the outcome, the sentence to copy, and the ids. Every value is
+// escaped (slackEscape): an order id, an email or a provider reference is chosen by a tenant,
+// a person or a provider, and unescaped it could ping a channel or hide a link.
 func slackBody(m Message) map[string]any {
+	what, headline, sentence := slackEscape(m.What), slackEscape(m.Headline), slackEscape(m.Sentence)
 	return map[string]any{
-		"text": m.What + " has settled: " + m.Headline + ". Send the customer now: " + m.Sentence,
+		"text": what + " has settled: " + headline + ". Send the customer now: " + sentence,
 		"blocks": []slackBlock{
-			{Type: "section", Text: &slackText{Type: "mrkdwn", Text: "*" + m.What + "* has settled: *" + m.Headline + "*"}},
-			{Type: "section", Text: &slackText{Type: "plain_text", Text: m.Sentence}},
+			{Type: "section", Text: &slackText{Type: "mrkdwn", Text: "*" + what + "* has settled: *" + headline + "*"}},
+			{Type: "section", Text: &slackText{Type: "plain_text", Text: sentence}},
 			{Type: "context", Elements: []slackText{{Type: "mrkdwn",
-				Text: "Operation " + m.OperationID + " · for " + m.To + " · notification " + m.EventID}}},
+				Text: "Operation " + slackEscape(m.OperationID) + " · for " + slackEscape(m.To) + " · notification " + slackEscape(m.EventID)}}},
 		},
 	}
 }
+
+// slackEscaper escapes the three characters Slack reads as control characters in a
+// message's text: < and > open and close a mention (<!channel>, <@U123>) or a link
+// (<https://…|text>), and & starts the escapes themselves. A link Settle builds into a
+// message is written around escaped values, never passed through this.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+func slackEscape(s string) string { return slackEscaper.Replace(s) }
