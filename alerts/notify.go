@@ -1,18 +1,17 @@
 package alerts
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/settle-dev/settle/httppost"
 )
 
 // Notifier delivers one notice to one receiver. It may be called more than once for the
@@ -150,39 +149,11 @@ func (w *Webhook) Notify(ctx context.Context, eventID string, n Notice) error {
 	return post(ctx, w.Client, w.URL, eventID, body)
 }
 
+// post sends one notification. Its error is stored in the alert outbox's row, so it names
+// the receiver's host only: a webhook's URL may be its secret (httppost).
 func post(ctx context.Context, c *http.Client, target, eventID string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Settle-Event-Id", eventID)
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		// The URL may carry a token; the error names the host only.
-		return fmt.Errorf("notify %s: %w", hostOf(target), unwrapURLError(err))
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("notify %s: answered %s: %s", hostOf(target), resp.Status, strings.TrimSpace(string(msg)))
+	if err := httppost.JSON(ctx, c, target, eventID, body); err != nil {
+		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
-}
-
-func hostOf(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Host
-	}
-	return "receiver"
-}
-
-func unwrapURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
-	}
-	return err
 }

@@ -184,6 +184,7 @@
 //   - ops/fake: stateful fake Stripe and LLM providers with fault injection.
 //
 // Imports point one way: code under ops/ imports nothing of the module outside ops/ but
-// migrations and alerts (whose store ops/pg implements), and neither of those imports
-// anything under ops/. The test in internal/layering checks it.
+// migrations, alerts (whose store ops/pg implements) and httppost (how every notifier posts
+// to a receiver without writing its URL into an error), and none of those imports anything
+// under ops/. The test in internal/layering checks it.
 package ops

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -70,17 +69,6 @@ func loadAlertsEnv(ac *AlertsConfig, getenv func(string) string) error {
 // alertsExportFlags adds the flags of 'alerts export' to fs.
 func alertsExportFlags(fs *flag.FlagSet, ac *AlertsConfig) {
 	fs.StringVar(&ac.Format, "format", "prometheus", "output format; only prometheus")
-}
-
-func checkHTTPURL(name, s string) error {
-	if s == "" {
-		return nil
-	}
-	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// The URL may hold a token; say which setting is wrong, not what it holds.
-		return usagef("%s holds a value that is not an http(s) URL", name)
-	}
-	return nil
 }
 
 // alertsExport writes the alert rules for another system: 'settle alerts export --format

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -363,10 +362,8 @@ func loadServeEnv(cfg *Config, getenv func(string) string) error {
 		return err
 	}
 	cfg.OutboxURL = getenv("SETTLE_OUTBOX_URL")
-	if b := cfg.OutboxURL; b != "" {
-		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("SETTLE_OUTBOX_URL=%q is not an http(s) URL", b)
-		}
+	if err := checkHTTPURL("SETTLE_OUTBOX_URL", cfg.OutboxURL); err != nil {
+		return err
 	}
 	if cfg.OutboxKeep, err = durationEnv(getenv, "SETTLE_OUTBOX_KEEP", outbox.DefaultKeep); err != nil {
 		return err
@@ -407,10 +404,8 @@ func loadLLMEnv(cfg *Config, getenv func(string) string) error {
 	l := &cfg.LLM
 	l.BaseURL, l.APIKey, l.ProviderName = getenv("SETTLE_LLM_BASE_URL"), getenv("SETTLE_LLM_API_KEY"), getenv("SETTLE_LLM_PROVIDER_NAME")
 	l.Prices = getenv("SETTLE_LLM_PRICES")
-	if b := l.BaseURL; b != "" {
-		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("SETTLE_LLM_BASE_URL=%q is not an http(s) URL", b)
-		}
+	if err := checkHTTPURL("SETTLE_LLM_BASE_URL", l.BaseURL); err != nil {
+		return err
 	}
 	l.Policy = envOr(getenv, "SETTLE_LLM_POLICY", "interactive")
 	if l.Policy != "interactive" && l.Policy != "batch" {

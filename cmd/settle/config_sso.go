@@ -54,7 +54,8 @@ func loadSSOEnv(sc *SSOConfig, getenv func(string) string) error {
 	}
 	iu, err := url.Parse(c.Issuer)
 	if err != nil || iu.Host == "" || (iu.Scheme != "https" && !(iu.Scheme == "http" && loopback(iu.Hostname()))) {
-		return usagef("SETTLE_OIDC_ISSUER=%q is not an https URL (plain http is accepted on loopback only)", c.Issuer)
+		// Said without the value, as for every URL setting: a URL may hold a token.
+		return usagef("SETTLE_OIDC_ISSUER holds a value that is not an https URL (plain http is accepted on loopback only)")
 	}
 	if c.ClientID == "" {
 		return usagef("SETTLE_OIDC_CLIENT_ID is not set; set it to the client id Settle is registered with at %s", c.Issuer)
@@ -85,7 +86,7 @@ func redirectURL(explicit, external string) (string, error) {
 	}
 	u, err := url.Parse(explicit)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != ssoCallbackPath || u.RawQuery != "" {
-		return "", usagef("SETTLE_OIDC_REDIRECT_URL=%q must be Settle's address followed by %s", explicit, ssoCallbackPath)
+		return "", usagef("SETTLE_OIDC_REDIRECT_URL must be Settle's address followed by %s", ssoCallbackPath)
 	}
 	return explicit, nil
 }

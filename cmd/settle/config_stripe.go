@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/url"
 	"strings"
 	"time"
 
@@ -76,12 +75,7 @@ func loadStripeEnv(sc *StripeConfig, getenv func(string) string) error {
 	if err := loadStripeReads(sc, getenv); err != nil {
 		return err
 	}
-	if b := sc.APIBase; b != "" {
-		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("STRIPE_API_BASE=%q is not an http(s) URL", b)
-		}
-	}
-	return nil
+	return checkHTTPURL("STRIPE_API_BASE", sc.APIBase)
 }
 
 // loadStripeReads reads the Stripe read caps: a process's, and one tenant's share, which

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -17,6 +18,19 @@ func durationEnv(getenv func(string) string, key string, def time.Duration) (tim
 		return 0, usagef("%s=%q is not a positive Go duration such as 8s or 1m", key, v)
 	}
 	return d, nil
+}
+
+// checkHTTPURL refuses s, the value of the setting name, unless it is empty or an http(s)
+// URL with a host. A URL may hold a password or a token (a Slack webhook's path is its
+// secret), so the refusal names the setting and never repeats the value.
+func checkHTTPURL(name, s string) error {
+	if s == "" {
+		return nil
+	}
+	if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("%s holds a value that is not an http(s) URL", name)
+	}
+	return nil
 }
 
 // envOr reads key, def when it is unset.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -48,8 +47,8 @@ func loadJobsEnv(getenv func(string) string) (JobsConfig, error) {
 		if u = strings.TrimSpace(u); u == "" {
 			continue
 		}
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			return c, usagef("SETTLE_JOB_WEBHOOK_URL: %q is not an http(s) URL", u)
+		if err := checkHTTPURL("SETTLE_JOB_WEBHOOK_URL", u); err != nil {
+			return c, err
 		}
 		c.WebhookURLs = append(c.WebhookURLs, u)
 	}

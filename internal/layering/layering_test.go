@@ -19,6 +19,7 @@ const module = "github.com/settle-dev/settle"
 var belowOps = map[string]string{
 	"migrations": "the SQL schema that ops/pg applies",
 	"alerts":     "the alert evaluator, whose store and counters ops/pg implements",
+	"httppost":   "the one way notifiers post to a receiver, shared by ops/outbox, ops/notify and alerts",
 }
 
 type listed struct {

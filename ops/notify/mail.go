@@ -34,10 +34,10 @@ type SMTP struct {
 }
 
 // ParseSMTPURL reads an smtp:// or smtps:// URL. The sender comes from the from parameter.
+// The URL holds a password, so no error repeats any part of it.
 func ParseSMTPURL(raw string) (SMTP, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		// url's error quotes the URL, password included.
 		return SMTP{}, errors.New("SMTP URL: not a URL")
 	}
 	var s SMTP
@@ -47,7 +47,7 @@ func ParseSMTPURL(raw string) (SMTP, error) {
 	case "smtps":
 		s.ImplicitTLS, port = true, "465"
 	default:
-		return SMTP{}, fmt.Errorf("SMTP URL: scheme %q, want smtp or smtps", u.Scheme)
+		return SMTP{}, errors.New("SMTP URL: the scheme is not smtp or smtps")
 	}
 	if u.Hostname() == "" {
 		return SMTP{}, errors.New("SMTP URL: no host")
@@ -60,9 +60,10 @@ func ParseSMTPURL(raw string) (SMTP, error) {
 		s.User = u.User.Username()
 		s.Password, _ = u.User.Password()
 	}
+	// mail's errors may quote the address they could not read.
 	from, err := mail.ParseAddress(u.Query().Get("from"))
 	if err != nil {
-		return SMTP{}, fmt.Errorf("SMTP URL: the from parameter must be the sender's address: %w", err)
+		return SMTP{}, errors.New("SMTP URL: the from parameter must be the sender's address")
 	}
 	s.From = from.Address
 	return s, nil

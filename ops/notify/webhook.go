@@ -1,15 +1,13 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/settle-dev/settle/httppost"
 	"github.com/settle-dev/settle/ops/outbox"
 )
 
@@ -19,12 +17,15 @@ import (
 type Webhook struct {
 	URL        string
 	Operations Operations
-	Client     *http.Client
+	// Client sends the posts; nil is one with httppost.DefaultTimeout.
+	Client *http.Client
 }
 
 var _ outbox.Publisher = (*Webhook)(nil)
 
-// Publish posts e; any status other than 2xx is a failed delivery, tried again later.
+// Publish posts e; any status other than 2xx is a failed delivery, tried again later. The
+// error is stored in the notification's row and names the receiver's host only: the URL of
+// a Slack incoming webhook is its secret (httppost).
 func (w *Webhook) Publish(ctx context.Context, e outbox.Event) error {
 	m, err := Compose(ctx, w.Operations, e)
 	if err != nil {
@@ -34,24 +35,8 @@ func (w *Webhook) Publish(ctx context.Context, e outbox.Event) error {
 	if err != nil {
 		return fmt.Errorf("encode notification: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Settle-Event-Id", m.EventID)
-	c := w.Client
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := c.Do(req)
-	if err != nil {
+	if err := httppost.JSON(ctx, w.Client, w.URL, m.EventID, body); err != nil {
 		return fmt.Errorf("post notification %s: %w", m.EventID, err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("post notification %s: receiver answered %s", m.EventID, resp.Status)
 	}
 	return nil
 }

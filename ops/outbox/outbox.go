@@ -5,15 +5,14 @@
 package outbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/settle-dev/settle/httppost"
 	"github.com/settle-dev/settle/ops"
 )
 
@@ -155,35 +154,21 @@ func (r *Relay) logger() *slog.Logger {
 // Webhook posts each event as JSON to a URL, with its id in the Settle-Event-Id
 // header so the receiver can drop repeats.
 type Webhook struct {
-	URL    string
+	URL string
+	// Client sends the posts; nil is one with httppost.DefaultTimeout.
 	Client *http.Client
 }
 
-// Publish posts e and treats any status other than 2xx as a failed delivery.
+// Publish posts e and treats any status other than 2xx as a failed delivery. Its error is
+// stored in the event's row, so it names the receiver's host, never its URL (httppost).
 func (w *Webhook) Publish(ctx context.Context, e Event) error {
 	body, err := json.Marshal(map[string]any{"event_id": e.EventID, "topic": e.Topic, "entity_id": e.EntityID,
 		"created_at": e.CreatedAt, "data": e.Payload})
 	if err != nil {
 		return fmt.Errorf("encode event: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Settle-Event-Id", e.EventID)
-	c := w.Client
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
-	}
-	resp, err := c.Do(req)
-	if err != nil {
+	if err := httppost.JSON(ctx, w.Client, w.URL, e.EventID, body); err != nil {
 		return fmt.Errorf("deliver event %s: %w", e.EventID, err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("deliver event %s: receiver answered %s", e.EventID, resp.Status)
 	}
 	return nil
 }

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+// secretURL is a receiver nobody listens on whose path is its credential, as a Slack
+// incoming webhook's is.
+const secretURL = "http://127.0.0.1:1/services/SECRET"
+
+// syncBuffer is a log destination the services of a program write to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestNoSecretOfAReceiverURLInARowOrALog runs serve with every receiver that posts (the
+// operations' outbox, the follow-ups' webhook and mail, Alertmanager and an alert webhook) at
+// an address whose path, password or query is a secret, and nobody listening. Every
+// delivery fails; the failures are recorded in the outboxes' rows and may be logged, and
+// neither any row of the database nor any log line holds the secret: they name the host and
+// the reason only.
+func TestNoSecretOfAReceiverURLInARowOrALog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	vars := map[string]string{"DATABASE_URL": pgtest.URL(pgtest.NewDatabase(t)),
+		"SETTLE_OUTBOX_URL":         secretURL + "?token=SECRET",
+		"SETTLE_NOTIFY_WEBHOOK_URL": secretURL,
+		"SETTLE_SMTP_URL":           "smtp://settle:SECRET@127.0.0.1:1?from=settle@example.com",
+		"SETTLE_ALERTMANAGER_URL":   "http://user:SECRET@127.0.0.1:1/SECRET",
+		"SETTLE_ALERT_WEBHOOK_URLS": secretURL}
+	cfg, err := LoadConfig([]string{"serve", "--addr", "127.0.0.1:0"}, env(vars), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	p := NewProgram(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	db, err := pgx.Connect(ctx, vars["DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+
+	settleFollowedRefund(t, p)
+	// A test notification to every alert receiver, as the alerts page's button sends it.
+	receivers := alerts.Receivers(cfg.Alerts.AlertmanagerURL, cfg.Alerts.WebhookURLs, nil, "")
+	ev := &alerts.Evaluator{Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers)}
+	if _, err := ev.SendTest(ctx, "admin@example.com"); err != nil {
+		t.Fatal(err)
+	}
+
+	tables := []string{"outbox", "follow_up_outbox", "alert_outbox"}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		waiting := 0
+		for _, table := range tables {
+			waiting += countRows(t, db, `SELECT count(*) FROM `+table+` WHERE published_at IS NULL AND last_error = ''`)
+		}
+		if waiting == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows still wait for a first delivery attempt", waiting)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, table := range tables {
+		rows, err := db.Query(ctx, `SELECT last_error FROM `+table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(errs) == 0 {
+			t.Errorf("%s: no row written", table)
+		}
+		for _, e := range errs {
+			if !strings.Contains(e, "127.0.0.1:1") {
+				t.Errorf("%s: last error %q does not name the receiver's host", table, e)
+			}
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, where := range rowsHolding(t, db, "SECRET") {
+		t.Errorf("a row of %s holds the secret of a receiver's URL", where)
+	}
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "SECRET") {
+			t.Errorf("a log line holds the secret of a receiver's URL: %s", line)
+		}
+	}
+}
+
+// settleFollowedRefund records a refund that a person follows, leaves it unknown and closes
+// it, so the operations' outbox and the follow-ups' outbox (both channels) each get rows.
+func settleFollowedRefund(t *testing.T, p *Program) {
+	t.Helper()
+	ctx := context.Background()
+	var tenant, user int64
+	if err := p.DB.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&tenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.DB.Pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ('sam@example.com', 'x', 'support') RETURNING id`).Scan(&user); err != nil {
+		t.Fatal(err)
+	}
+	in := ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "4520:3800:usd",
+		Fingerprint: "fp-4520", OrderRef: "4520", AmountCents: 3800, Currency: "usd", PaymentRef: "pi_1", Retention: 24 * time.Hour}
+	o, err := p.Ledger.Open(ctx, in, "req-4520", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, err := p.Ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DB.AddFollowUp(ctx, user, op.ID, p.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Actor: "oncall@example.com",
+		Evidence: ops.Evidence{Kind: ops.EvidenceLookup, ProviderRef: "re_4520", Summary: "found at Stripe"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rowsHolding names every table of the database with a row whose text holds s.
+func rowsHolding(t *testing.T, db *pgx.Conn, s string) []string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT format('%I.%I', table_schema, table_name) FROM information_schema.tables
+		WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, table := range tables {
+		if n := countRows(t, db, fmt.Sprintf(`SELECT count(*) FROM %s r WHERE strpos(r::text, $1) > 0`, table), s); n > 0 {
+			out = append(out, table)
+		}
+	}
+	return out
+}
+
+func countRows(t *testing.T, db *pgx.Conn, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestURLSettingsNeverEchoTheirValue sets each setting that holds a URL, which may carry a
+// password or a token, to values that are not valid for it and that hold a secret: serve
+// refuses each, and its message names the setting without repeating the value.
+func TestURLSettingsNeverEchoTheirValue(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"DATABASE_URL": "postgres://settle@127.0.0.1:1/settle"}
+	httpBad := []string{"ftp://user:SECRET@hooks.example.com/x", "http://hooks.example.com:SECRET/x",
+		"https:///services/SECRET", "SECRET", "hooks.example.com/services/SECRET", "http://[SECRET/x"}
+	cases := map[string][]string{
+		"DATABASE_URL":              {"postgres://settle:SECRET@127.0.0.1:bad/settle", "SECRET", "postgres://settle@127.0.0.1/settle?sslmode=SECRET"},
+		"SETTLE_SMTP_URL":           {"smtp://settle:SECRET@mail.example.com:587", "SECRET://settle:p@mail.example.com?from=a@example.com", "smtp://settle:p@mail.example.com?from=SECRET", "smtp://settle:p@mail.example.com?from=a@example.com,SECRET@example.com", "smtp://settle:SECRET@mail.example.com:bad?from=a@example.com", "smtp:///SECRET?from=a@example.com"},
+		"SETTLE_OUTBOX_URL":         httpBad,
+		"SETTLE_NOTIFY_WEBHOOK_URL": httpBad,
+		"SETTLE_ALERTMANAGER_URL":   httpBad,
+		"SETTLE_ALERT_WEBHOOK_URLS": httpBad,
+		"SETTLE_EXTERNAL_URL":       httpBad,
+		"SETTLE_LLM_BASE_URL":       httpBad,
+		"STRIPE_API_BASE":           httpBad,
+		"SETTLE_JOB_WEBHOOK_URL":    httpBad,
+		"SETTLE_OIDC_ISSUER":        append([]string{"http://idp.example.com/SECRET"}, httpBad...),
+		"SETTLE_OIDC_REDIRECT_URL":  append([]string{"https://settle.example.com/SECRET", "https://settle.example.com/auth/callback?SECRET"}, httpBad...),
+	}
+	for name, values := range cases {
+		for _, v := range values {
+			vars := map[string]string{name: v}
+			for k, x := range base {
+				if _, ok := vars[k]; !ok {
+					vars[k] = x
+				}
+			}
+			if strings.HasPrefix(name, "SETTLE_OIDC_") && name != "SETTLE_OIDC_ISSUER" {
+				vars["SETTLE_OIDC_ISSUER"], vars["SETTLE_OIDC_CLIENT_ID"] = "https://idp.example.com", "settle"
+			}
+			_, err := LoadConfig([]string{"serve"}, env(vars), t.TempDir())
+			switch {
+			case err == nil:
+				t.Errorf("%s=%q was accepted", name, v)
+			case strings.Contains(strings.ToUpper(err.Error()), "SECRET"): // url.Parse lowers a scheme
+				t.Errorf("%s=%q: the refusal repeats the value: %v", name, v, err)
+			case !strings.Contains(err.Error(), name):
+				t.Errorf("%s=%q: the refusal does not name the setting: %v", name, v, err)
+			}
+		}
+	}
+}
