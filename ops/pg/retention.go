@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -26,7 +27,9 @@ const retentionName = "retention"
 // retention, and needed by nothing that is still alive: no job that is not finished or
 // changed since the cutoff, no exception not resolved before it, no client request since
 // it (a replay answered from it lately; the partition of received_at prunes to recent
-// months).
+// months), and no notification of a follow-up that a relay is still trying to deliver (it is
+// worded from the operation; ops rule 10). A notification no relay ever took is of a channel
+// left unset, which never delivers it: it does not hold its operation.
 const dueSQL = `
 	o.status IN ('succeeded', 'failed') AND o.closed_at < @cutoff
 	AND o.created_at + make_interval(secs => o.retention_seconds) < @cutoff
@@ -34,41 +37,78 @@ const dueSQL = `
 		AND (j.status NOT IN ('published', 'failed') OR j.updated_at >= @cutoff))
 	AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id = o.id
 		AND (e.status <> 'resolved' OR e.resolved_at >= @cutoff))
-	AND NOT EXISTS (SELECT 1 FROM client_requests cr WHERE cr.operation_id = o.id AND cr.received_at >= @cutoff)`
+	AND NOT EXISTS (SELECT 1 FROM client_requests cr WHERE cr.operation_id = o.id AND cr.received_at >= @cutoff)
+	AND NOT (o.followed AND EXISTS (SELECT 1 FROM follow_ups f JOIN follow_up_outbox n ON n.follow_up_id = f.id
+		WHERE f.operation_id = o.id AND n.published_at IS NULL AND n.attempts > 0))`
+
+// retentionStep deletes from table the rows of the batch's operations (@ids) that where
+// matches. @ids is a uuid[]: a where that compares it with text casts it there
+// (@ids::uuid[]::text[]), since a dry run's count puts several wheres in one statement, where
+// the parameter can have one type only.
+type retentionStep struct {
+	table, where string
+	count        func(*retain.Counts) *int64
+}
 
 // retentionSteps delete the rows hanging from the batch's operations (@ids), children before
 // parents, all in the batch's transaction. @from is the batch's oldest creation: no row of
 // these operations is older, so the partitioned tables skip the months before it. Outbox
 // events are removed once delivered before the cutoff; one not yet delivered outlives its
 // operation (its payload is whole, so it is still delivered at least once, ops rule 10).
-var retentionSteps = []struct {
-	sql   string
-	count func(*retain.Counts) *int64
-}{
-	{`DELETE FROM job_checkpoints WHERE job_id IN (SELECT id FROM jobs WHERE operation_id = ANY(@ids))`,
+// A follow-up's notifications go with it: those delivered, and those of a channel left
+// unset, which no relay ever took (one a relay is still trying to deliver keeps the
+// operation from being due). Every foreign key into a table a step deletes from must come from a
+// table a step before it deletes from, or the batch fails, and so does every later pass
+// (TestRetentionHandlesEveryForeignKeyIntoWhatItRemoves reads them from the catalog).
+var retentionSteps = []retentionStep{
+	{"job_checkpoints", `job_id IN (SELECT id FROM jobs WHERE operation_id = ANY(@ids))`,
 		func(c *retain.Counts) *int64 { return &c.Checkpoints }},
-	{`DELETE FROM job_outbox WHERE published_at < @cutoff
-		AND entity_id IN (SELECT id::text FROM jobs WHERE operation_id = ANY(@ids))`,
+	{"job_outbox", `published_at < @cutoff AND entity_id IN (SELECT id::text FROM jobs WHERE operation_id = ANY(@ids))`,
 		func(c *retain.Counts) *int64 { return &c.OutboxEvents }},
-	{`DELETE FROM jobs WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Jobs }},
-	{`DELETE FROM audit_log WHERE at >= @from AND entity = 'recon_exception'
+	{"jobs", `operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Jobs }},
+	{"audit_log", `at >= @from AND entity = 'recon_exception'
 		AND entity_id IN (SELECT id::text FROM recon_exceptions WHERE operation_id = ANY(@ids))`,
 		func(c *retain.Counts) *int64 { return &c.AuditRows }},
-	{`DELETE FROM recon_exceptions WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Exceptions }},
-	{`DELETE FROM audit_log WHERE at >= @from AND evidence_id IN (SELECT id FROM evidence WHERE operation_id = ANY(@ids))`,
+	{"recon_exceptions", `operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Exceptions }},
+	{"audit_log", `at >= @from AND evidence_id IN (SELECT id FROM evidence WHERE operation_id = ANY(@ids))`,
 		func(c *retain.Counts) *int64 { return &c.AuditRows }},
-	{`DELETE FROM audit_log WHERE at >= @from AND entity = 'operation' AND entity_id = ANY(@ids::text[])`,
+	{"audit_log", `at >= @from AND entity = 'operation' AND entity_id = ANY(@ids::uuid[]::text[])`,
 		func(c *retain.Counts) *int64 { return &c.AuditRows }},
-	{`DELETE FROM evidence WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Evidence }},
-	{`DELETE FROM client_requests WHERE received_at >= @from AND operation_id = ANY(@ids)`,
+	{"evidence", `operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Evidence }},
+	{"client_requests", `received_at >= @from AND operation_id = ANY(@ids)`,
 		func(c *retain.Counts) *int64 { return &c.ClientRequests }},
-	{`DELETE FROM attempts WHERE started_at >= @from AND operation_id = ANY(@ids)`,
+	{"attempts", `started_at >= @from AND operation_id = ANY(@ids)`,
 		func(c *retain.Counts) *int64 { return &c.Attempts }},
-	{`DELETE FROM provider_charges WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Charges }},
-	{`DELETE FROM provider_events WHERE operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.ProviderEvents }},
-	{`DELETE FROM outbox WHERE published_at < @cutoff AND entity_id = ANY(@ids::text[])`,
+	{"provider_charges", `operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Charges }},
+	{"provider_events", `operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.ProviderEvents }},
+	{"outbox", `published_at < @cutoff AND entity_id = ANY(@ids::uuid[]::text[])`,
 		func(c *retain.Counts) *int64 { return &c.OutboxEvents }},
-	{`DELETE FROM operations WHERE id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Operations }},
+	{"follow_up_outbox", `follow_up_id IN (SELECT id FROM follow_ups WHERE operation_id = ANY(@ids))`,
+		func(c *retain.Counts) *int64 { return &c.Notifications }},
+	{"follow_ups", `operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.FollowUps }},
+	{"close_proposals", `operation_id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Proposals }},
+	{"operations", `id = ANY(@ids)`, func(c *retain.Counts) *int64 { return &c.Operations }},
+}
+
+// deleteSQL is the step at i's DELETE.
+func deleteSQL(i int) string {
+	s := retentionSteps[i]
+	return `DELETE FROM ` + s.table + ` WHERE ` + s.where
+}
+
+// countSQL counts what the step at i would delete: the rows it matches that no earlier step
+// deletes first from the same table (an operation's audit row may also name its evidence).
+// Each step's subqueries read only tables that later steps delete from, so nothing counted
+// here depends on a deletion not made.
+func countSQL(i int) string {
+	s := retentionSteps[i]
+	q := `SELECT count(*) FROM ` + s.table + ` WHERE (` + s.where + `)`
+	for _, e := range retentionSteps[:i] {
+		if e.table == s.table {
+			q += ` AND NOT coalesce((` + e.where + `), false)`
+		}
+	}
+	return q
 }
 
 // settledOrphan is the filter of an exception e that names no operation (a charge or usage
@@ -151,6 +191,58 @@ func (db *DB) CountDue(ctx context.Context, p retain.BatchParams) (int64, error)
 	return n, nil
 }
 
+// CountRemoved implements retain.Store: in one read-only snapshot, the due operations a batch
+// at a time, in the order of their closing, with each step's count of what it would delete
+// from them.
+func (db *DB) CountRemoved(ctx context.Context, p retain.BatchParams) (retain.Counts, error) {
+	type due struct {
+		id              string
+		created, closed time.Time
+	}
+	var c retain.Counts
+	err := pgx.BeginTxFunc(ctx, db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		last := due{id: uuid.Nil.String()}
+		for {
+			rows, err := tx.Query(ctx, `SELECT o.id::text, o.created_at, o.closed_at FROM operations o WHERE `+dueSQL+`
+	AND (o.closed_at, o.id) > (@after_at, @after_id::uuid) ORDER BY o.closed_at, o.id LIMIT @batch`,
+				pgx.NamedArgs{"cutoff": p.Cutoff, "batch": p.Batch, "after_at": last.closed, "after_id": last.id})
+			if err != nil {
+				return err
+			}
+			batch, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (d due, err error) {
+				err = r.Scan(&d.id, &d.created, &d.closed)
+				return d, err
+			})
+			if err != nil || len(batch) == 0 {
+				return err
+			}
+			ids, from := make([]string, len(batch)), batch[0].created
+			for i, d := range batch {
+				ids[i] = d.id
+				if d.created.Before(from) {
+					from = d.created
+				}
+			}
+			args := pgx.NamedArgs{"ids": ids, "from": from, "cutoff": p.Cutoff}
+			for i, s := range retentionSteps {
+				var n int64
+				if err := tx.QueryRow(ctx, countSQL(i), args).Scan(&n); err != nil {
+					return err
+				}
+				*s.count(&c) += n
+			}
+			if len(batch) < p.Batch {
+				return nil
+			}
+			last = batch[len(batch)-1]
+		}
+	})
+	if err != nil {
+		return retain.Counts{}, interpret(err, "count the rows of the operations due for removal")
+	}
+	return c, nil
+}
+
 // CountOrphans implements retain.Store, in one read-only snapshot.
 func (db *DB) CountOrphans(ctx context.Context, p retain.BatchParams) (retain.Counts, error) {
 	var c retain.Counts
@@ -196,8 +288,8 @@ func (db *DB) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Bat
 		}
 		args := pgx.NamedArgs{"ids": ids, "from": from, "cutoff": p.Cutoff, "batch": p.Batch}
 		if len(ids) > 0 {
-			for _, s := range retentionSteps {
-				tag, err := tx.Exec(ctx, s.sql, args)
+			for i, s := range retentionSteps {
+				tag, err := tx.Exec(ctx, deleteSQL(i), args)
 				if err != nil {
 					return err
 				}

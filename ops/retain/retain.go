@@ -73,6 +73,12 @@ type Counts struct {
 	Exceptions     int64 `json:"recon_exceptions"`
 	// ConsumedEvents are receivers' inbox rows of events applied before the cutoff.
 	ConsumedEvents int64 `json:"consumed_events"`
+	// FollowUps are people's follow-ups of the removed operations, and Notifications the
+	// rows of the follow-ups' outbox that told them how those ended.
+	FollowUps     int64 `json:"follow_ups"`
+	Notifications int64 `json:"follow_up_notifications"`
+	// Proposals are the removed operations' close proposals, whatever became of them.
+	Proposals int64 `json:"close_proposals"`
 }
 
 // Add adds o to c.
@@ -89,12 +95,16 @@ func (c *Counts) Add(o Counts) {
 	c.ProviderEvents += o.ProviderEvents
 	c.Exceptions += o.Exceptions
 	c.ConsumedEvents += o.ConsumedEvents
+	c.FollowUps += o.FollowUps
+	c.Notifications += o.Notifications
+	c.Proposals += o.Proposals
 }
 
 // Total is the number of rows c counts.
 func (c Counts) Total() int64 {
 	return c.Operations + c.ClientRequests + c.Attempts + c.Evidence + c.AuditRows + c.OutboxEvents +
-		c.Jobs + c.Checkpoints + c.Charges + c.ProviderEvents + c.Exceptions + c.ConsumedEvents
+		c.Jobs + c.Checkpoints + c.Charges + c.ProviderEvents + c.Exceptions + c.ConsumedEvents +
+		c.FollowUps + c.Notifications + c.Proposals
 }
 
 // Report is what one pass did.
@@ -103,6 +113,8 @@ type Report struct {
 	DryRun bool      `json:"dry_run,omitempty"`
 	// Due is how many operations were due for removal when the pass began.
 	Due int64 `json:"due"`
+	// Counts are the rows the pass removed; in a dry run, the rows it would remove with the
+	// due operations.
 	Counts
 	// Orphans, in a dry run only, are the rows belonging to no operation that a pass would
 	// remove (a pass counts those it removes in Counts).
@@ -120,12 +132,17 @@ func (r Report) Summary() string {
 	}
 	if r.DryRun {
 		o := r.Orphans
-		return fmt.Sprintf("retention (dry run): %d closed operations closed before %s would be removed with their rows, and %d rows that belong to no operation (%d refused client requests, %d provider charges, %d reconciliation exceptions, %d audit rows, %d applied events)",
-			r.Due, r.Cutoff.UTC().Format(time.RFC3339), o.Total(), o.ClientRequests, o.Charges, o.Exceptions, o.AuditRows, o.ConsumedEvents)
+		return fmt.Sprintf("retention (dry run): %d closed operations closed before %s would be removed with their rows (%s), and %d rows that belong to no operation (%d refused client requests, %d provider charges, %d reconciliation exceptions, %d audit rows, %d applied events)",
+			r.Due, r.Cutoff.UTC().Format(time.RFC3339), r.Counts.rows(), o.Total(), o.ClientRequests, o.Charges, o.Exceptions, o.AuditRows, o.ConsumedEvents)
 	}
-	return fmt.Sprintf("retention: removed %d operations closed before %s (%d client requests, %d attempts, %d evidence, %d audit rows, %d outbox events, %d jobs, %d charges), %d partitions created, %d dropped",
-		r.Operations, r.Cutoff.UTC().Format(time.RFC3339), r.ClientRequests, r.Attempts, r.Evidence, r.AuditRows,
-		r.OutboxEvents, r.Jobs, r.Charges, r.PartitionsCreated, len(r.PartitionsDropped))
+	return fmt.Sprintf("retention: removed %d operations closed before %s (%s), %d partitions created, %d dropped",
+		r.Operations, r.Cutoff.UTC().Format(time.RFC3339), r.Counts.rows(), r.PartitionsCreated, len(r.PartitionsDropped))
+}
+
+// rows names the rows hanging from operations that c counts, for the summary.
+func (c Counts) rows() string {
+	return fmt.Sprintf("%d client requests, %d attempts, %d evidence, %d audit rows, %d outbox events, %d jobs, %d charges, %d follow-ups, %d follow-up notifications, %d close proposals",
+		c.ClientRequests, c.Attempts, c.Evidence, c.AuditRows, c.OutboxEvents, c.Jobs, c.Charges, c.FollowUps, c.Notifications, c.Proposals)
 }
 
 // BatchParams is one batch of a pass.
@@ -143,6 +160,9 @@ type Store interface {
 	EnsurePartitions(ctx context.Context, now time.Time, ahead int) (int, error)
 	// CountDue counts the operations a pass with p would remove.
 	CountDue(ctx context.Context, p BatchParams) (int64, error)
+	// CountRemoved counts the rows a whole pass with p would remove with the due
+	// operations, the operations included.
+	CountRemoved(ctx context.Context, p BatchParams) (Counts, error)
 	// CountOrphans counts the rows belonging to no operation that a whole pass with p would
 	// remove.
 	CountOrphans(ctx context.Context, p BatchParams) (Counts, error)
@@ -180,6 +200,8 @@ type Retention struct {
 	Actor    string
 	Progress Progress
 	Logger   *slog.Logger
+
+	outages ops.OutageLog
 }
 
 // RunOnce does one pass: partitions ahead, then batches until none is due or ctx ends, then
@@ -202,6 +224,9 @@ func (r *Retention) RunOnce(ctx context.Context, dryRun bool) (Report, error) {
 		return rep, fmt.Errorf("retention: count due operations: %w", err)
 	}
 	if dryRun {
+		if rep.Counts, err = r.Store.CountRemoved(ctx, p); err != nil {
+			return rep, fmt.Errorf("retention: count the rows of the due operations: %w", err)
+		}
 		if rep.Orphans, err = r.Store.CountOrphans(ctx, p); err != nil {
 			return rep, fmt.Errorf("retention: count rows of no operation: %w", err)
 		}
@@ -257,9 +282,12 @@ func (r *Retention) Start(ctx context.Context) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if rep, err := r.RunOnce(ctx, false); err != nil && ctx.Err() == nil {
+		rep, err := r.RunOnce(ctx, false)
+		switch {
+		case ctx.Err() != nil, r.outages.Pass(r.logger(), "retention", err):
+		case err != nil:
 			r.logger().Error("retention pass failed", "err", err)
-		} else if err == nil && (rep.Operations > 0 || rep.PartitionsCreated > 0 || len(rep.PartitionsDropped) > 0) {
+		case rep.Operations > 0 || rep.PartitionsCreated > 0 || len(rep.PartitionsDropped) > 0:
 			r.logger().Info(rep.Summary())
 		}
 		select {
