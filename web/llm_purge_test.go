@@ -3,10 +3,12 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/llm"
 )
 
@@ -53,5 +55,51 @@ func TestLLMReplayAfterPurgeIsAnswerPurged(t *testing.T) {
 	w.generations(t, 1)
 	if rep := purge(before.CreatedAt.Add(ttl + keep + time.Hour)); rep.Operations != 0 {
 		t.Fatalf("a second purge purged %d operations again", rep.Operations)
+	}
+}
+
+// TestLLMLateCloseLeavesAPurgedCallPurged: a call whose outcome is unknown has its prompt
+// purged with the rest once the key's TTL and the keep have passed. A lookup that closes it
+// later from the provider's stored completion settles it, but keeps no completion past its
+// time: the operation stays purged, the purge that runs next finds nothing left to delete,
+// and the lookup says why no answer is kept.
+func TestLLMLateCloseLeavesAPurgedCallPurged(t *testing.T) {
+	t.Parallel()
+	w := newLookupWorld(t, lookupSetup{})
+	ctx := context.Background()
+	op, gen := w.billedThenTimedOut(t, "doc-late", "classify the late document")
+	ttl, keep := 24*time.Hour, llm.DefaultBodyKeep
+	purge := func(at time.Time) llm.PurgeReport {
+		t.Helper()
+		rep, err := (&llm.Purger{Store: w.db, Clock: ops.NewManualClock(at), Keep: keep, JobTTL: ttl, Batch: 1}).RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	due := op.CreatedAt.Add(ttl + keep + time.Minute)
+	if rep := purge(due); rep.Operations != 1 {
+		t.Fatalf("purged %d operations, want the unknown one", rep.Operations)
+	}
+
+	w.clock.Set(due.Add(time.Hour))
+	out, err := w.desk.Lookup(ctx, op.ID, "oncall@example.com")
+	if err != nil || out.Outcome != desk.LookupClosed {
+		t.Fatalf("lookup: %s %q %v", out.Outcome, out.Message, err)
+	}
+	if !strings.Contains(out.Message, "SETTLE_LLM_BODY_KEEP") || strings.Contains(out.Message, "replays it") {
+		t.Errorf("the lookup says %q", out.Message)
+	}
+	purge(due.Add(2 * time.Hour))
+	after := w.op(t, "doc-late")
+	if after.Status != ops.StatusSucceeded || after.ProviderRef != gen.ID {
+		t.Fatalf("after the lookup: %s %s, want succeeded with %s", after.Status, after.ProviderRef, gen.ID)
+	}
+	if len(after.Result) != 0 || len(after.Request) != 0 || after.PurgedAt == nil {
+		t.Fatalf("past its time the call keeps a result of %d bytes and a request of %d bytes (purged_at %v)",
+			len(after.Result), len(after.Request), after.PurgedAt)
+	}
+	if n := w.count(t, `SELECT count(*) FROM operations WHERE purged_at IS NOT NULL AND (result IS NOT NULL OR request IS NOT NULL)`); n != 0 {
+		t.Fatalf("%d purged operations hold a body", n)
 	}
 }

@@ -84,7 +84,10 @@ func (d *Desk) describeLLM(out *LookupOutcome, applied ops.Applied, found int) {
 		if applied.Op.Kind == ops.KindLLMJob {
 			next = "the job goes on from its generation."
 		}
-		if len(applied.Op.Result) == 0 {
+		switch {
+		case applied.Op.PurgedAt != nil:
+			next = "its text is not kept: the key's TTL and SETTLE_LLM_BODY_KEEP have passed, and this call's prompt and answer were deleted."
+		case len(applied.Op.Result) == 0:
 			next = "its text could not be read, so a retry with the client's key is told to ask again with a new key."
 		}
 		out.Message = fmt.Sprintf("Closed as succeeded: %s stored completion %s for it; %s", applied.Op.Provider, applied.Op.ProviderRef, next)

@@ -145,13 +145,18 @@ SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Versio
 // (ob), the provider charge of a success (ch) and the client request's answer (cr). A close
 // that carries an approval applies only while its proposal is open and marks it approved;
 // any other close to a final status marks the operation's open proposal superseded (pr).
+// A result is not written onto an operation whose bodies the purge deleted: the purge went
+// past the key's TTL and SETTLE_LLM_BODY_KEEP, so a completion found later is already past
+// its time too, and the purge, which never looks at a purged row again, would leave it for
+// good.
 const transitionSQL = `
 WITH up AS (
 	UPDATE operations o SET status = @to, phase = @phase, version = version + 1, updated_at = @now,
 		lease_until = CASE WHEN @to = 'in_progress' THEN coalesce(@lease::timestamptz, @now::timestamptz) END,
 		provider_ref = CASE WHEN @res_ref = '' THEN provider_ref ELSE @res_ref END,
 		provider_request_id = CASE WHEN @res_prid <> '' THEN @res_prid WHEN @prid <> '' THEN @prid ELSE provider_request_id END,
-		result = coalesce(@res_body::jsonb, result), usage = coalesce(@res_usage::jsonb, usage),
+		result = CASE WHEN o.purged_at IS NULL THEN coalesce(@res_body::jsonb, result) END,
+		usage = coalesce(@res_usage::jsonb, usage),
 		cost_micros = cost_micros + @res_cost,
 		key_waits = key_waits + CASE WHEN @outcome::text = 'key_in_use' THEN 1 ELSE 0 END,
 		closed_at = CASE WHEN @final THEN @now::timestamptz END,
