@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settle-dev/settle/httppost"
+	"github.com/settle-dev/settle/internal/httppost"
 )
 
 // Notifier delivers one notice to one receiver. It may be called more than once for the

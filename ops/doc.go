@@ -114,7 +114,12 @@
 //     any close as not executed), a close a person asserts takes two people: one proposes
 //     it with the note and evidence, and a second with the on-call role or above approves
 //     it before the proposal expires. Nobody approves their own proposal, and an operation
-//     has at most one open proposal. The approval carries out the close with every check
+//     has at most one open proposal. People are told apart by their dashboard accounts,
+//     never by the emails the accounts show; with single sign-on configured, only people
+//     its identity provider signs in propose and approve such a close; and the admin who
+//     created or re-enabled the proposer's account within a proposal's lifetime before the
+//     proposal, or since, does not approve it. An approval names the proposal its person
+//     saw and applies only to that one. The approval carries out the close with every check
 //     of rules 6 and 11 made again at that moment, applies only while the proposal is open,
 //     and names both people in the audit row and the outbox event; a close by anyone or
 //     anything else meanwhile supersedes the proposal, so nothing is closed twice.
@@ -184,7 +189,7 @@
 //   - ops/fake: stateful fake Stripe and LLM providers with fault injection.
 //
 // Imports point one way: code under ops/ imports nothing of the module outside ops/ but
-// migrations, alerts (whose store ops/pg implements) and httppost (how every notifier posts
-// to a receiver without writing its URL into an error), and none of those imports anything
-// under ops/. The test in internal/layering checks it.
+// migrations, alerts (whose store ops/pg implements) and internal/httppost (how every
+// notifier posts to a receiver without writing its URL into an error), and none of those
+// imports anything under ops/. The test in internal/layering checks it.
 package ops

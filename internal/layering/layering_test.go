@@ -17,9 +17,9 @@ const module = "github.com/settle-dev/settle"
 // belowOps are the only module packages outside ops/ that production code under ops/ may
 // import, each with the reason. They must not depend on anything under ops/ themselves.
 var belowOps = map[string]string{
-	"migrations": "the SQL schema that ops/pg applies",
-	"alerts":     "the alert evaluator, whose store and counters ops/pg implements",
-	"httppost":   "the one way notifiers post to a receiver, shared by ops/outbox, ops/notify and alerts",
+	"migrations":        "the SQL schema that ops/pg applies",
+	"alerts":            "the alert evaluator, whose store and counters ops/pg implements",
+	"internal/httppost": "the one way notifiers post to a receiver, shared by ops/outbox, ops/notify and alerts",
 }
 
 type listed struct {
@@ -78,8 +78,14 @@ func inModuleOnly(paths []string) []string {
 func underOps(rel string) bool { return rel == "ops" || strings.HasPrefix(rel, "ops/") }
 
 // folder is the top-level folder of a package: "ops/pg" is in "ops", "cmd/settle" in "cmd".
+// Each package under internal/ counts as a folder of its own: they are unrelated helpers (a
+// leaf like internal/httppost, test worlds that build on everything), not one layer.
 func folder(rel string) string {
-	f, _, _ := strings.Cut(rel, "/")
+	f, rest, _ := strings.Cut(rel, "/")
+	if f == "internal" {
+		sub, _, _ := strings.Cut(rest, "/")
+		return f + "/" + sub
+	}
 	return f
 }
 

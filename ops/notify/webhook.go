@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/settle-dev/settle/httppost"
+	"github.com/settle-dev/settle/internal/httppost"
 	"github.com/settle-dev/settle/ops/outbox"
 )
 

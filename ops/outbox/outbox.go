@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/settle-dev/settle/httppost"
+	"github.com/settle-dev/settle/internal/httppost"
 	"github.com/settle-dev/settle/ops"
 )
 

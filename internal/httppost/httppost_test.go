@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/httppost"
+	"github.com/settle-dev/settle/internal/httppost"
 )
 
 // TestAFailedPostNamesTheHostAndTheReasonOnly posts to receivers that fail in every way a
