@@ -331,6 +331,9 @@ type UsersPage struct {
 type UserRow struct {
 	ID, Email, Role, Created string
 	Disabled                 bool
+	// StoppedFollows, on a disabled user, says how many open operations they follow: those
+	// follows send them nothing until they are enabled again.
+	StoppedFollows int
 	// Self is the signed-in admin: they cannot lock themselves out.
 	Self bool
 }

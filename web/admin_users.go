@@ -44,8 +44,12 @@ func (s *Server) renderUsers(w http.ResponseWriter, r *http.Request, status int,
 		m.Roles = append(m.Roles, string(ro))
 	}
 	for _, u := range users {
-		m.Users = append(m.Users, views.UserRow{ID: strconv.FormatInt(u.ID, 10), Email: u.Email, Role: string(u.Role),
-			Created: formatTime(u.CreatedAt), Disabled: u.DisabledAt != nil, Self: u.ID == me.ID})
+		row := views.UserRow{ID: strconv.FormatInt(u.ID, 10), Email: u.Email, Role: string(u.Role),
+			Created: formatTime(u.CreatedAt), Disabled: u.DisabledAt != nil, Self: u.ID == me.ID}
+		if row.Disabled {
+			row.StoppedFollows = u.OpenFollows
+		}
+		m.Users = append(m.Users, row)
 	}
 	s.render(w, r, status, views.Users(m))
 }
@@ -88,7 +92,7 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleUserDisable(w http.ResponseWriter, r *http.Request) {
 	s.changeUser(w, r, func(ctx context.Context, id int64) (string, error) {
-		return "User disabled; their sessions stop working now.", s.UserAdmin.SetUserDisabled(ctx, id, true, actor(r), s.Clock.Now())
+		return "User disabled; their sessions stop working now, and the operations they follow send them nothing until they are enabled again.", s.UserAdmin.SetUserDisabled(ctx, id, true, actor(r), s.Clock.Now())
 	})
 }
 

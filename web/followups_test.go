@@ -59,3 +59,34 @@ func TestFollowFromTheOperationsPage(t *testing.T) {
 		t.Fatalf("marking another person's follow-up read answered %d", resp.StatusCode)
 	}
 }
+
+// TestAdminsSeeADisabledPersonsFollowsStopped: the users page says, on a disabled person's
+// row, how many of the operations they follow are still open and that those follows are
+// stopped (they send the person nothing); enabling the person again takes the note away.
+func TestAdminsSeeADisabledPersonsFollowsStopped(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t, withFollowUps)
+	a, b := e.notSentUnknown(t, "7101"), e.notSentUnknown(t, "7102")
+	support := e.signIn(t, "follower@example.com", desk.RoleSupport)
+	for _, op := range []string{a.ID, b.ID} {
+		if resp := e.post(t, support, "/ops/"+op+"/follow", nil); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("follow answered %d", resp.StatusCode)
+		}
+	}
+	admin := e.signIn(t, "admin@example.com", desk.RoleAdmin)
+	var id string
+	if err := e.db.Pool.QueryRow(t.Context(), `SELECT id::text FROM users WHERE email = 'follower@example.com'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.page(t, admin, "/admin/users")
+	if strings.Contains(body, `data-testid="user-follows-stopped"`) {
+		t.Fatal("an enabled person's follows are shown as stopped")
+	}
+	e.post(t, admin, "/admin/users/"+id+"/disable", nil)
+	_, body = e.page(t, admin, "/admin/users")
+	mustContain(t, body, `data-testid="user-follows-stopped"`, "2 follows stopped: user disabled", "nothing is sent to them")
+	e.post(t, admin, "/admin/users/"+id+"/enable", nil)
+	if _, body = e.page(t, admin, "/admin/users"); strings.Contains(body, `data-testid="user-follows-stopped"`) {
+		t.Fatal("follows still shown as stopped after the person was enabled again")
+	}
+}

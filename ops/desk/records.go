@@ -52,6 +52,9 @@ type AuditPage struct {
 type UserAccount struct {
 	User
 	DisabledAt *time.Time
+	// OpenFollows counts the open operations the user follows. A disabled user's follows
+	// are stopped: they send the user nothing until the user is enabled again.
+	OpenFollows int
 }
 
 // APIToken is an API token as an admin sees it: its tenant, label and first characters,

@@ -186,16 +186,19 @@ func supportQuery(q string, limit int) (string, pgx.NamedArgs) {
 ORDER BY o.created_at DESC LIMIT @limit`, pgx.NamedArgs{"q": q, "limit": limit}
 }
 
-// Users lists every dashboard user, enabled or not, by email.
+// Users lists every dashboard user, enabled or not, by email, with how many open
+// operations each follows.
 func (db *DB) Users(ctx context.Context) ([]desk.UserAccount, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT id, email, role, created_at, disabled_at FROM users ORDER BY lower(email) LIMIT 1000`)
+	rows, err := db.Pool.Query(ctx, `SELECT u.id, u.email, u.role, u.created_at, u.disabled_at,
+	(SELECT count(*) FROM follow_ups f WHERE f.user_id = u.id AND f.settled_at IS NULL)
+FROM users u ORDER BY lower(u.email) LIMIT 1000`)
 	if err != nil {
 		return nil, interpret(err, "list users")
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (desk.UserAccount, error) {
 		var u desk.UserAccount
 		var role string
-		err := r.Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.DisabledAt)
+		err := r.Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.DisabledAt, &u.OpenFollows)
 		u.Role = desk.Role(role)
 		return u, err
 	})

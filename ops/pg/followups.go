@@ -113,20 +113,34 @@ var (
 	_ outbox.Pruner = FollowUpOutbox{}
 )
 
+// StoppedDisabled is the last error of a follow-up notification that was never sent because
+// its follower was disabled when it came to be sent.
+const StoppedDisabled = "not sent: the follower is disabled"
+
 // ClaimEvents implements outbox.Store: like the operations' outbox, a row is held by one
-// relay (of any replica) until holdUntil, so only one delivers it at a time.
+// relay (of any replica) until holdUntil, so only one delivers it at a time. A disabled
+// person is sent nothing: a row of theirs that comes up while they are disabled, whether
+// its operation settled before or after that, is taken out of the queue here, unsent, with
+// StoppedDisabled as its last error (and published_at set, so it is pruned like a sent
+// one). Enabling the person again resumes their follows: what comes up from then on is
+// sent. Only a notification a relay already holds when the person is disabled may still
+// leave.
 func (o FollowUpOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
 	rows, err := o.DB.Pool.Query(ctx, `
 WITH s AS (
-	SELECT id FROM follow_up_outbox
-	WHERE channel = @channel AND published_at IS NULL AND (locked_until IS NULL OR locked_until <= @now)
-	ORDER BY id LIMIT @limit
-	FOR UPDATE SKIP LOCKED
+	SELECT n.id, u.disabled_at IS NOT NULL AS stopped
+	FROM follow_up_outbox n JOIN follow_ups f ON f.id = n.follow_up_id JOIN users u ON u.id = f.user_id
+	WHERE n.channel = @channel AND n.published_at IS NULL AND (n.locked_until IS NULL OR n.locked_until <= @now)
+	ORDER BY n.id LIMIT @limit
+	FOR UPDATE OF n SKIP LOCKED
+), stop AS (
+	UPDATE follow_up_outbox o SET published_at = @now, locked_until = NULL, last_error = @stopped
+	FROM s WHERE o.id = s.id AND s.stopped
 )
 UPDATE follow_up_outbox o SET locked_until = @hold, attempts = attempts + 1
-FROM s WHERE o.id = s.id
+FROM s WHERE o.id = s.id AND NOT s.stopped
 RETURNING o.id, o.event_id::text, 'follow_up.settled', o.follow_up_id::text, o.payload, o.created_at, o.attempts`,
-		pgx.NamedArgs{"channel": o.Channel, "now": now, "hold": holdUntil, "limit": limit})
+		pgx.NamedArgs{"channel": o.Channel, "now": now, "hold": holdUntil, "limit": limit, "stopped": StoppedDisabled})
 	if err != nil {
 		return nil, interpret(err, "claim follow-up notifications")
 	}
@@ -155,11 +169,13 @@ func (o FollowUpOutbox) PruneEvents(ctx context.Context, publishedBefore time.Ti
 
 // FollowUpDelivery is one notification row as a test or an operator reads it.
 type FollowUpDelivery struct {
-	EventID     string
-	Channel     string
-	FollowUpID  int64
-	Attempts    int
-	LastError   string
+	EventID    string
+	Channel    string
+	FollowUpID int64
+	Attempts   int
+	LastError  string
+	// PublishedAt is when the row left the queue: sent, or not sent with LastError
+	// StoppedDisabled.
 	PublishedAt *time.Time
 }
 
