@@ -400,11 +400,14 @@ type SavedViewsBar struct {
 	// Query is the page's current filter, which "Save this view" keeps.
 	Query string
 	Views []SavedViewLink
+	// Hidden counts the views the person could see that the bar leaves out.
+	Hidden int
 	// Roles are whom a view can be shared with on this page, the least selected.
 	Roles []Option
 }
 
-// SavedViewLink is one saved view as a link.
+// SavedViewLink is one saved view as a link; a view whose filter is too long to open has no
+// URL, and is offered for deletion only.
 type SavedViewLink struct {
 	Name, URL, Role, CreatedBy string
 	// Count is how many operations the view matches now, on the queues only.

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,21 +17,29 @@ import (
 
 // SavedViews keeps the team's named filters.
 type SavedViews interface {
-	Visible(ctx context.Context, page string, role desk.Role) ([]desk.SavedView, error)
+	Visible(ctx context.Context, page, viewer string, role desk.Role) (desk.Offered, error)
 	Save(ctx context.Context, v desk.SavedView, actor string) (desk.SavedView, error)
 	Delete(ctx context.Context, id int64, actor string, role desk.Role) (desk.SavedView, error)
 }
 
-// savedViewPaths are where each page with saved views lives, and the query keys that page
-// one of its results rather than filter it: a saved view always opens at its first page.
+// savedViewPaths are where each page with saved views lives, and the query keys of its
+// filter: the keys its parser reads (parseQueueFilter, parseReconQuery,
+// parseExceptionsFilter), and no other. A saved view keeps these only, so it always opens at
+// the first page of its results (the paging keys are not filters) and an address's other
+// keys, whatever their length, are never saved nor offered again.
 var savedViewPaths = map[string]struct {
-	path   string
-	paging []string
+	path    string
+	filters []string
 }{
-	desk.PageQueue:      {"/ops", []string{"after_created", "after_id", "refresh"}},
-	desk.PageReconcile:  {"/reconcile", []string{"page"}},
-	desk.PageExceptions: {"/reconcile/exceptions", []string{"before"}},
+	desk.PageQueue:      {"/ops", []string{"tab", "tenant", "kind", "provider", "age", "q", "awaiting"}},
+	desk.PageReconcile:  {"/reconcile", []string{"range", "bucket", "tenant", "kind", "provider"}},
+	desk.PageExceptions: {"/reconcile/exceptions", []string{"status", "kind", "severity"}},
 }
+
+// maxSaveViewForm bounds the body of the form that saves a view: a name of
+// desk.MaxSavedViewName characters and a filter of desk.MaxSavedViewQuery bytes, each
+// percent-encoded, fit in it with room to spare.
+const maxSaveViewForm = 8 << 10
 
 // mountSavedViews adds saving and deleting views; anyone signed in may save one for a page
 // they can open, which the page's own filter check decides.
@@ -41,7 +50,19 @@ func (s *Server) mountSavedViews(r chi.Router) {
 }
 
 func (s *Server) handleSaveView(w http.ResponseWriter, r *http.Request) {
-	if !s.formFor(w, r, s.SavedViews != nil) {
+	if s.SavedViews == nil {
+		s.notConfigured(w, r)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxSaveViewForm)
+	if err := r.ParseForm(); err != nil {
+		var big *http.MaxBytesError
+		if errors.As(err, &big) {
+			s.Error(w, r, &ops.Error{Code: ETOOLARGE, Message: fmt.Sprintf(
+				"This view is too large to save (the form is over %d KB); give it a short name and save it from the page.", maxSaveViewForm>>10)})
+		} else {
+			s.Error(w, r, ops.Errorf(ops.EINVALID, "The form could not be read."))
+		}
 		return
 	}
 	ctx := r.Context()
@@ -54,9 +75,7 @@ func (s *Server) handleSaveView(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := url.ParseQuery(r.PostForm.Get("query"))
 	if err == nil {
-		for _, k := range p.paging {
-			q.Del(k)
-		}
+		q = pageFilter(page, q)
 		err = s.checkViewQuery(ctx, page, q)
 	} else {
 		err = ops.Errorf(ops.EINVALID, "The filter to save could not be read; open the page again and save from there.")
@@ -110,19 +129,19 @@ func (s *Server) checkViewQuery(ctx context.Context, page string, q url.Values) 
 	}
 }
 
-// viewQuery is q without its paging keys and empty values, in a stable order.
-func viewQuery(page string, q url.Values) string {
+// pageFilter is the first non-empty value of each of page's filter keys in q.
+func pageFilter(page string, q url.Values) url.Values {
 	v := url.Values{}
-	for k, vs := range q {
-		if len(vs) > 0 && vs[0] != "" {
+	for _, k := range savedViewPaths[page].filters {
+		if vs := q[k]; len(vs) > 0 && vs[0] != "" {
 			v.Set(k, vs[0])
 		}
 	}
-	for _, k := range savedViewPaths[page].paging {
-		v.Del(k)
-	}
-	return v.Encode()
+	return v
 }
+
+// viewQuery is page's filter in q, in a stable order.
+func viewQuery(page string, q url.Values) string { return pageFilter(page, q).Encode() }
 
 // savedViewsBar is the saved views of page for the signed-in person; count, when set, says
 // how many rows a view's filter matches now.
@@ -132,26 +151,33 @@ func (s *Server) savedViewsBar(ctx context.Context, page string, current url.Val
 		return views.SavedViewsBar{}, nil
 	}
 	u := userFrom(ctx)
-	list, err := s.SavedViews.Visible(ctx, page, u.Role)
+	offered, err := s.SavedViews.Visible(ctx, page, u.Email, u.Role)
 	if err != nil {
 		return views.SavedViewsBar{}, err
 	}
 	here := viewQuery(page, current)
-	b := views.SavedViewsBar{Page: page, Query: here}
+	b := views.SavedViewsBar{Page: page, Query: here, Hidden: offered.Hidden}
 	least := desk.SavedViewPages[page]
 	for _, r := range desk.Roles {
 		if r.AtLeast(least) {
 			b.Roles = append(b.Roles, views.Option{Value: string(r), Label: string(r), Selected: r == least})
 		}
 	}
-	for _, v := range list {
-		link := views.SavedViewLink{Name: v.Name, URL: savedViewPaths[page].path + "?" + v.Query, Role: string(v.Role),
-			CreatedBy: v.CreatedBy, Active: v.Query == here}
+	for _, v := range offered.Views {
+		link := views.SavedViewLink{Name: v.Name, Role: string(v.Role), CreatedBy: v.CreatedBy}
 		if v.CreatedBy == u.Email || u.Role.AtLeast(desk.RoleAdmin) {
 			link.DeleteURL = "/views/" + strconv.FormatInt(v.ID, 10) + "/delete"
 		}
+		// A view kept from before filters were bounded is offered for deletion only; one
+		// within the bound opens with its page's filter keys alone, as a view saved now would.
+		q, err := url.ParseQuery(v.Query)
+		if !v.Openable() || err != nil {
+			b.Views = append(b.Views, link)
+			continue
+		}
+		q = pageFilter(page, q)
+		link.URL, link.Active = savedViewPaths[page].path+"?"+q.Encode(), q.Encode() == here
 		if count != nil {
-			q, _ := url.ParseQuery(v.Query)
 			if link.Count, err = count(q); err != nil {
 				return b, err
 			}

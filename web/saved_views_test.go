@@ -171,3 +171,173 @@ func readBody(t *testing.T, resp *http.Response) string {
 	}
 	return string(b)
 }
+
+// savedViewQuery is the stored filter of the view named name.
+func savedViewQuery(t *testing.T, e *dashEnv, name string) string {
+	t.Helper()
+	var q string
+	if err := e.world.DB.Pool.QueryRow(context.Background(), `SELECT query FROM saved_views WHERE name = $1`, name).Scan(&q); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// insertView stores a view as it could have been saved before views were bounded, or by
+// many people, without going through the save form.
+func insertView(t *testing.T, e *dashEnv, page, name, query, role, by string) {
+	t.Helper()
+	if _, err := e.world.DB.Pool.Exec(context.Background(), `INSERT INTO saved_views (page, name, query, role, created_by, created_at)
+VALUES ($1, $2, $3, $4, $5, now())`, page, name, query, role, by); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSavedViewsKeepOnlyThePagesFilters: a saved view keeps the filter keys its page reads
+// and nothing else, whatever the saved address carried; a view kept from before, with
+// unknown keys or a filter too long to open, cannot make a page that offers it large.
+func TestSavedViewsKeepOnlyThePagesFilters(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon = tw.DB })
+	oncall := e.signIn(t, "oncall@example.com", desk.RoleOncall)
+	manager := e.signIn(t, "manager@example.com", desk.RoleManager)
+	junk := strings.Repeat("j", 3000)
+
+	for _, c := range []struct {
+		who        *http.Client
+		page, name string
+		query      string
+		want       string
+	}{
+		{oncall, "ops", "Unknown refunds", "tab=unknown&kind=refund&utm_source=mail&junk=" + junk + "&refresh=5&after_id=x", "kind=refund&tab=unknown"},
+		{manager, "reconcile", "A week", "range=7d&bucket=day&junk=" + junk + "&page=2", "bucket=day&range=7d"},
+		{oncall, "exceptions", "Double charges", "status=open&kind=double_charge&junk=" + junk + "&before=9", "kind=double_charge&status=open"},
+	} {
+		resp := e.post(t, c.who, "/views", url.Values{"page": {c.page}, "name": {c.name}, "role": {string(desk.SavedViewPages[c.page])}, "query": {c.query}})
+		if resp.StatusCode != 303 || !strings.HasSuffix(resp.Header.Get("Location"), "?"+c.want) {
+			t.Errorf("save on %s = %d to %.100q, want 303 to the view with its filter keys only", c.page, resp.StatusCode, resp.Header.Get("Location"))
+		}
+		if got := savedViewQuery(t, e, c.name); got != c.want {
+			t.Errorf("saved %s filter = %.100q, want %q", c.page, got, c.want)
+		}
+	}
+
+	if _, err := e.world.DB.Pool.Exec(context.Background(), `INSERT INTO saved_views (page, name, query, role, created_by, created_at)
+VALUES ('ops', 'long', $1, 'support', 'x@example.com', now())`, "tab=expired&q="+junk); err == nil {
+		t.Error("the table took a filter over the bound")
+	}
+	// As in a database that kept views from before they were bounded.
+	if _, err := e.world.DB.Pool.Exec(context.Background(), `ALTER TABLE saved_views DROP CONSTRAINT saved_views_query_length`); err != nil {
+		t.Fatal(err)
+	}
+	insertView(t, e, "ops", "Old with a key", "tab=expired&utm_source=mail", "support", "old@example.com")
+	insertView(t, e, "ops", "Old with junk", "tab=expired&junk="+strings.Repeat("j", 2<<20), "support", "old@example.com")
+	insertView(t, e, "ops", "Old and long", "tab=expired&age="+strings.Repeat("0", 5000)+"1h", "support", "old@example.com")
+	_, page := e.page(t, oncall, "/ops")
+	if len(page) > 100<<10 {
+		t.Fatalf("/ops with views saved before the bounds is %d bytes", len(page))
+	}
+	mustContain(t, page, `data-name="Old with a key"`, `href="/ops?tab=expired"`, `data-testid="saved-view-broken"`,
+		`data-name="Old with junk"`, `data-name="Old and long"`, "too long to open")
+	if strings.Contains(page, "utm_source") || strings.Contains(page, "jjjj") || strings.Contains(page, "0000000000") {
+		t.Error("the page repeats a saved view's unknown keys or over-long filter")
+	}
+}
+
+// TestSavedViewsAreBounded: a view's filter is at most 1 KB, a person keeps at most 10 views
+// on a page, and the save form's body is at most a few kilobytes; each refusal is a page that
+// says why, and nothing is saved.
+func TestSavedViewsAreBounded(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	oncall := e.signIn(t, "oncall@example.com", desk.RoleOncall)
+	for _, c := range []struct {
+		form url.Values
+		code int
+		says string
+	}{
+		{url.Values{"page": {"ops"}, "name": {"padded"}, "role": {"oncall"}, "query": {"q=x" + strings.Repeat("+", 2000)}}, 422, "too long"},
+		{url.Values{"page": {"ops"}, "name": {"zeros"}, "role": {"oncall"}, "query": {"age=" + strings.Repeat("0", 2000) + "1h"}}, 422, "too long"},
+		{url.Values{"page": {"ops"}, "name": {"body"}, "role": {"oncall"}, "query": {"tab=unknown"}, "pad": {strings.Repeat("p", 100<<10)}}, 413, "too large"},
+	} {
+		resp, err := oncall.PostForm(e.url+"/views", c.form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readBody(t, resp)
+		if resp.StatusCode != c.code || !strings.Contains(body, c.says) || !strings.Contains(body, "</html>") {
+			t.Errorf("save %q = %d, want a page %d saying %q: %.200s", c.form.Get("name"), resp.StatusCode, c.code, c.says, body)
+		}
+	}
+	if n := e.count(t, `SELECT count(*) FROM saved_views`); n != 0 {
+		t.Fatalf("%d views saved by refused forms", n)
+	}
+
+	for i := range desk.MaxSavedViewsPerUser {
+		if resp := e.post(t, oncall, "/views", url.Values{"page": {"ops"}, "name": {fmt.Sprintf("mine %02d", i)}, "role": {"oncall"},
+			"query": {"tab=unknown"}}); resp.StatusCode != 303 {
+			t.Fatalf("view %d of the allowed %d = %d", i+1, desk.MaxSavedViewsPerUser, resp.StatusCode)
+		}
+	}
+	resp, err := oncall.PostForm(e.url+"/views", url.Values{"page": {"ops"}, "name": {"one too many"}, "role": {"oncall"}, "query": {"tab=expired"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readBody(t, resp); resp.StatusCode != 422 || !strings.Contains(body, "delete one") {
+		t.Errorf("view %d = %d, want 422 asking to delete one first: %.200s", desk.MaxSavedViewsPerUser+1, resp.StatusCode, body)
+	}
+	if n := e.count(t, `SELECT count(*) FROM saved_views`); n != desk.MaxSavedViewsPerUser {
+		t.Fatalf("%d views kept, want %d", n, desk.MaxSavedViewsPerUser)
+	}
+	if resp := e.post(t, oncall, "/views", url.Values{"page": {"exceptions"}, "name": {"another page"}, "role": {"oncall"},
+		"query": {"status=open"}}); resp.StatusCode != 303 {
+		t.Errorf("a view on another page = %d, want 303: the limit is per page", resp.StatusCode)
+	}
+	e.post(t, oncall, "/views/"+savedViewID(t, e, "mine 00")+"/delete", nil)
+	if resp := e.post(t, oncall, "/views", url.Values{"page": {"ops"}, "name": {"one too many"}, "role": {"oncall"},
+		"query": {"tab=expired"}}); resp.StatusCode != 303 {
+		t.Errorf("a view after deleting one = %d, want 303", resp.StatusCode)
+	}
+}
+
+// TestSavedViewsBarGivesTheTeamItsShare: the bar offers at most 20 views. A person's own
+// views take at most half of it, and the views others shared are taken in turn from each
+// author, so neither someone's many views nor their names' order push the team's views out
+// of anyone's bar; what is left out is counted.
+func TestSavedViewsBarGivesTheTeamItsShare(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	viewer := e.signIn(t, "viewer@example.com", desk.RoleSupport)
+	other := e.signIn(t, "other@example.com", desk.RoleSupport)
+	for i := range 10 {
+		insertView(t, e, "ops", fmt.Sprintf("m viewer %02d", i), "tab=unknown", "support", "viewer@example.com")
+		for _, a := range []string{"a1", "a2", "a3"} {
+			insertView(t, e, "ops", fmt.Sprintf("a %s %02d", a, i), "tab=expired", "support", a+"@example.com")
+		}
+	}
+	insertView(t, e, "ops", "z team", "tab=in_progress", "support", "team@example.com")
+
+	for who, c := range map[string]*http.Client{"viewer": viewer, "other": other} {
+		_, page := e.page(t, c, "/ops")
+		names := savedCounts(page)
+		if len(names) != desk.MaxSavedViewsPerPage {
+			t.Errorf("%s's bar offers %d views, want %d", who, len(names), desk.MaxSavedViewsPerPage)
+		}
+		if _, ok := names["z team"]; !ok {
+			t.Errorf("%s's bar lost the team's view to others' many views: %v", who, names)
+		}
+		mine := 0
+		for n := range names {
+			if strings.HasPrefix(n, "m viewer") {
+				mine++
+			}
+		}
+		want := 10
+		if who == "other" {
+			want = 4 // one author among five, in turn
+		}
+		if mine != want {
+			t.Errorf("%s's bar offers %d of viewer's views, want %d", who, mine, want)
+		}
+		mustContain(t, page, `data-testid="saved-views-more"`, "21 more views not shown")
+	}
+}

@@ -20,30 +20,75 @@ func scanSavedView(row pgx.CollectableRow) (desk.SavedView, error) {
 	return v, err
 }
 
-// SaveView implements desk.SavedViewStore.
-func (db *DB) SaveView(ctx context.Context, v desk.SavedView) (desk.SavedView, error) {
-	rows, err := db.Pool.Query(ctx, `INSERT INTO saved_views (page, name, query, role, created_by, created_at)
-VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+savedViewCols, v.Page, v.Name, v.Query, string(v.Role), v.CreatedBy, v.CreatedAt)
-	if err != nil {
-		return v, interpret(err, "save view")
+// SaveView implements desk.SavedViewStore. An author's saves on one page take turns under a
+// transaction's advisory lock, so two at once cannot both find room for one more view; the
+// insert's own statement, which starts after the lock, counts the views.
+func (db *DB) SaveView(ctx context.Context, v desk.SavedView, perUser int) (desk.SavedView, error) {
+	var out desk.SavedView
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('saved_views ' || $1), hashtext($2))`, v.Page, v.CreatedBy); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `INSERT INTO saved_views (page, name, query, role, created_by, created_at)
+SELECT $1, $2, $3, $4, $5, $6
+WHERE (SELECT count(*) FROM saved_views WHERE page = $1 AND created_by = $5) < $7
+RETURNING `+savedViewCols, v.Page, v.Name, v.Query, string(v.Role), v.CreatedBy, v.CreatedAt, perUser)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectExactlyOneRow(rows, scanSavedView)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return desk.ErrSavedViewLimit
+		}
+		return err
+	})
+	if errors.Is(err, desk.ErrSavedViewLimit) {
+		return v, err
 	}
-	out, err := pgx.CollectExactlyOneRow(rows, scanSavedView)
 	return out, interpret(err, "save view")
 }
 
-// ListSavedViews implements desk.SavedViewStore.
-func (db *DB) ListSavedViews(ctx context.Context, page string, roles []desk.Role) ([]desk.SavedView, error) {
+// ListSavedViews implements desk.SavedViewStore. The filter is cut in the statement, so a
+// view saved before filters were bounded costs a page at most a kilobyte.
+func (db *DB) ListSavedViews(ctx context.Context, page string, roles []desk.Role, viewer string, limit int) (desk.SavedViewList, error) {
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = string(r)
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT `+savedViewCols+` FROM saved_views WHERE page = $1 AND role = ANY($2)
-ORDER BY lower(name) LIMIT $3`, page, names, desk.MaxSavedViewsPerPage)
+	rows, err := db.Pool.Query(ctx, `
+WITH v AS (
+	SELECT id, page, left(name, @name_max) AS name, left(query, @query_max + 1) AS query, role, created_by, created_at,
+		created_by = @viewer AS own, row_number() OVER (PARTITION BY created_by ORDER BY lower(name), id) AS turn
+	FROM saved_views WHERE page = @page AND role = ANY(@roles)
+), own AS (
+	SELECT *, count(*) OVER () AS total, row_number() OVER (ORDER BY lower(name), id) AS pos
+	FROM v WHERE own ORDER BY pos LIMIT @limit
+), shared AS (
+	SELECT *, count(*) OVER () AS total, row_number() OVER (ORDER BY turn, lower(name), id) AS pos
+	FROM v WHERE NOT own ORDER BY pos LIMIT @limit
+)
+SELECT `+savedViewCols+`, own, total FROM (SELECT * FROM own UNION ALL SELECT * FROM shared) l ORDER BY own DESC, pos`,
+		pgx.NamedArgs{"page": page, "roles": names, "viewer": viewer, "limit": limit,
+			"name_max": desk.MaxSavedViewName, "query_max": desk.MaxSavedViewQuery})
 	if err != nil {
-		return nil, interpret(err, "list saved views")
+		return desk.SavedViewList{}, interpret(err, "list saved views")
 	}
-	list, err := pgx.CollectRows(rows, scanSavedView)
-	return list, interpret(err, "list saved views")
+	defer rows.Close()
+	var l desk.SavedViewList
+	for rows.Next() {
+		var v desk.SavedView
+		var own bool
+		var total int
+		if err := rows.Scan(&v.ID, &v.Page, &v.Name, &v.Query, &v.Role, &v.CreatedBy, &v.CreatedAt, &own, &total); err != nil {
+			return l, interpret(err, "list saved views")
+		}
+		if own {
+			l.Own, l.OwnTotal = append(l.Own, v), total
+		} else {
+			l.Shared, l.SharedTotal = append(l.Shared, v), total
+		}
+	}
+	return l, interpret(rows.Err(), "list saved views")
 }
 
 // GetSavedView implements desk.SavedViewStore.
