@@ -64,7 +64,7 @@ func TestLookupsAcceptOnlyCompletionsTaggedForTheirOperation(t *testing.T) {
 
 	bare := storeDirect(t, base, nil)
 	unowned := storeDirect(t, base, map[string]string{llm.MetaOperation: op.ID})
-	otherTenant := storeDirect(t, base, map[string]string{llm.MetaOperation: op.ID, llm.MetaTenant: "8"})
+	otherTenant := storeDirect(t, base, map[string]string{llm.MetaOperation: op.ID, llm.MetaTenant: "80417"})
 	r := c.Send(ctx, llm.Call{Body: []byte(body), OperationID: op.ID, TenantID: op.TenantID, Attempt: 1})
 	var own struct {
 		ID string `json:"id"`
@@ -88,7 +88,7 @@ func TestLookupsAcceptOnlyCompletionsTaggedForTheirOperation(t *testing.T) {
 			t.Errorf("a person's close with untagged %s: result %v, why %q, err %v; want no answer taken from it", id, res != nil, why, err)
 		}
 	}
-	if res, _, err := k.Fetch(ctx, op, otherTenant); ops.ErrorCode(err) != ops.EINVALID || res != nil || strings.Contains(ops.ErrorMessage(err), "8") {
+	if res, _, err := k.Fetch(ctx, op, otherTenant); ops.ErrorCode(err) != ops.EINVALID || res != nil || strings.Contains(ops.ErrorMessage(err), "80417") {
 		t.Errorf("a person's close with another tenant's completion: result %v, err %v; want it refused without naming the tenant", res != nil, err)
 	}
 	if res, why, err := k.Fetch(ctx, op, own.ID); err != nil || res == nil || res.ProviderRef != own.ID {
