@@ -126,13 +126,17 @@ type Proposal struct {
 	ProviderRef string
 	Note        string
 	// Why says why the close needs approval.
-	Why        string
-	ProposedBy string
-	ProposedAt time.Time
-	ExpiresAt  time.Time
-	State      ProposalState
-	DecidedBy  string
-	DecidedAt  *time.Time
+	Why string
+	// ProposedBy is the proposer as records show them; ProposedByID is their dashboard
+	// account, by which four-eyes tells people apart (0 for a proposal whose proposer is
+	// unknown, which nobody may approve).
+	ProposedBy   string
+	ProposedByID int64
+	ProposedAt   time.Time
+	ExpiresAt    time.Time
+	State        ProposalState
+	DecidedBy    string
+	DecidedAt    *time.Time
 	// Outcome says how it ended: the reject note, or what closed the operation instead.
 	Outcome string
 }
@@ -145,22 +149,30 @@ func (p *Proposal) StateAt(now time.Time) ProposalState {
 	return p.State
 }
 
-// NewProposal is the proposal of a person's close under policy p at now.
-func (p ApprovalPolicy) NewProposal(op *Operation, kind CloseKind, to Status, ref, note, why, by string, now time.Time) Proposal {
+// NewProposal is the proposal of a person's close under policy p at now; by names the
+// proposer and byID is their dashboard account.
+func (p ApprovalPolicy) NewProposal(op *Operation, kind CloseKind, to Status, ref, note, why, by string, byID int64, now time.Time) Proposal {
 	return Proposal{OperationID: op.ID, TenantID: op.TenantID, Kind: kind, To: to, ProviderRef: ref, Note: note, Why: why,
-		ProposedBy: by, ProposedAt: now, ExpiresAt: now.Add(p.ttl()), State: ProposalOpen}
+		ProposedBy: by, ProposedByID: byID, ProposedAt: now, ExpiresAt: now.Add(p.ttl()), State: ProposalOpen}
 }
 
-// CheckApprove says why approver may not approve pr at now (rule 13), or nil: only an open
-// proposal before its end, and never by the person who proposed it, whatever their role.
-func CheckApprove(pr *Proposal, approver string, now time.Time) error {
+// CheckApprove says why the account approverID may not approve pr at now (rule 13), or nil:
+// only an open proposal before its end, with a known proposer, and never by the account that
+// proposed it, whatever its role. Accounts are compared, never the emails they show; who
+// may hold which account is the caller's to check.
+func CheckApprove(pr *Proposal, approverID int64, now time.Time) error {
 	switch st := pr.StateAt(now); {
 	case st == ProposalExpired:
 		return &Error{Code: EINVALID, Reason: "proposal_expired", Message: fmt.Sprintf(
 			"The proposal expired at %s and can no longer be approved; propose the close again.", pr.ExpiresAt.UTC().Format(time.RFC3339))}
+	case st == ProposalApproved:
+		return &Error{Code: ECONFLICT, Reason: "proposal_approved", Message: fmt.Sprintf(
+			"%s approved it first: closed as %s as %s proposed; nothing more was changed.", pr.DecidedBy, pr.To, pr.ProposedBy)}
 	case st != ProposalOpen:
 		return &Error{Code: ECONFLICT, Reason: "proposal_" + string(st), Message: fmt.Sprintf("The proposal is %s already; nothing was changed.", st)}
-	case approver == pr.ProposedBy:
+	case approverID == 0 || pr.ProposedByID == 0:
+		return &Error{Code: EFORBIDDEN, Reason: "unknown_person", Message: "Four-eyes cannot tell who proposed or who approves this close, so it cannot be approved; propose it again while signed in."}
+	case approverID == pr.ProposedByID:
 		return &Error{Code: EFORBIDDEN, Reason: "self_approval", Message: "You proposed this close: a second person must approve it."}
 	}
 	return nil

@@ -352,7 +352,8 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	if strings.TrimSpace(p.Actor) == "" {
 		return nil, Errorf(EINVALID, "Closing needs an actor.")
 	}
-	if a := p.Approval; a != nil && (a.ApprovedBy == "" || a.ApprovedBy == p.Actor || a.ProposedBy != p.Actor) {
+	if a := p.Approval; a != nil && (a.ApprovedBy == "" || a.ApprovedBy == p.Actor || a.ProposedBy != p.Actor ||
+		a.ProposerID == 0 || a.ApproverID == 0 || a.ProposerID == a.ApproverID) {
 		return nil, &Error{Code: EFORBIDDEN, Reason: "self_approval", Message: "A proposed close is approved by a second person, never by the one who proposed it (rule 13)."}
 	}
 	op, err := l.store.Get(ctx, p.ID)

@@ -127,10 +127,14 @@ type TransitionParams struct {
 }
 
 // Approval is a second person's approval of a proposal, carried by the close it allows.
+// ProposedBy and ApprovedBy are the people as records show them; ProposerID and
+// ApproverID are their dashboard accounts, which must differ (rule 13).
 type Approval struct {
 	ProposalID int64
 	ProposedBy string
 	ApprovedBy string
+	ProposerID int64
+	ApproverID int64
 }
 
 // AttemptFinish is the end of one attempt.

@@ -27,5 +27,8 @@ type ProposalView struct {
 	CanDecide bool
 	Own       bool
 	Version   string
-	URL       string
+	// ID is the proposal's id, which the approve and reject forms carry so that a decision
+	// applies only to the proposal the person saw.
+	ID  string
+	URL string
 }

@@ -47,15 +47,26 @@ func (s *Server) handleReject(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ops/"+url.PathEscape(dec.OperationID), http.StatusSeeOther)
 }
 
-// decisionForm reads an approve or reject form as the signed-in person's decision.
+// decisionForm reads an approve or reject form as the signed-in person's decision on the
+// proposal they saw.
 func (s *Server) decisionForm(w http.ResponseWriter, r *http.Request) (desk.Decision, bool) {
 	id, version, ok := s.closeForm(w, r)
 	if !ok {
 		return desk.Decision{}, false
 	}
+	pid, err := strconv.ParseInt(r.PostForm.Get("proposal_id"), 10, 64)
+	if err != nil || pid <= 0 {
+		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form does not say which proposal you saw; reload the page and try again."))
+		return desk.Decision{}, false
+	}
 	u := userFrom(r.Context())
-	return desk.Decision{OperationID: id, Version: version, By: u.Email, Role: u.Role, Note: r.PostForm.Get("note")}, true
+	return desk.Decision{OperationID: id, Version: version, ProposalID: pid, By: u.Email, ByID: u.ID, Role: u.Role,
+		Note: r.PostForm.Get("note")}, true
 }
+
+// fourEyesRefusals are the reasons a person may not propose or approve a close (ops rule
+// 13), told on the operation's page rather than as an error page.
+var fourEyesRefusals = map[string]bool{"self_approval": true, "sso_required": true, "vouched_account": true, "unknown_person": true}
 
 // proposedFlash tells the proposer their close awaits a second person.
 func proposedFlash(pr *ops.Proposal) flashMsg {
@@ -63,8 +74,9 @@ func proposedFlash(pr *ops.Proposal) flashMsg {
 		pr.Why, formatTime(pr.ExpiresAt))}
 }
 
-// proposalView is the operation's latest proposal as viewer sees it at now.
-func proposalView(pr *ops.Proposal, op *ops.Operation, v views.Viewer, now time.Time) *views.ProposalView {
+// proposalView is the operation's latest proposal as viewer (account viewerID) sees it at
+// now.
+func proposalView(pr *ops.Proposal, op *ops.Operation, v views.Viewer, viewerID int64, now time.Time) *views.ProposalView {
 	if pr == nil {
 		return nil
 	}
@@ -75,8 +87,8 @@ func proposalView(pr *ops.Proposal, op *ops.Operation, v views.Viewer, now time.
 	p := &views.ProposalView{State: string(state), Awaiting: state == ops.ProposalOpen, Outcome: string(pr.To),
 		What: proposalWhat(pr), ProviderRef: pr.ProviderRef, Note: pr.Note, Why: pr.Why, ProposedBy: pr.ProposedBy,
 		ProposedAt: formatTime(pr.ProposedAt), ExpiresAt: formatTime(pr.ExpiresAt), ExpiresISO: pr.ExpiresAt.UTC().Format(time.RFC3339),
-		DecidedBy: pr.DecidedBy, Decision: pr.Outcome, CanDecide: v.CanAct(), Own: v.Email == pr.ProposedBy,
-		Version: strconv.FormatInt(op.Version, 10), URL: "/ops/" + url.PathEscape(op.ID)}
+		DecidedBy: pr.DecidedBy, Decision: pr.Outcome, CanDecide: v.CanAct(), Own: pr.ProposedByID != 0 && pr.ProposedByID == viewerID,
+		Version: strconv.FormatInt(op.Version, 10), ID: strconv.FormatInt(pr.ID, 10), URL: "/ops/" + url.PathEscape(op.ID)}
 	if pr.DecidedAt != nil {
 		p.DecidedAt = formatTime(*pr.DecidedAt)
 	}

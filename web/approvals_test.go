@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -43,16 +44,18 @@ func TestDashboardProposesCloseAboveThreshold(t *testing.T) {
 	e.post(t, bob, "/ops/"+big.ID+"/close", closeForm)
 	_, body = e.page(t, bob, "/ops/"+big.ID)
 	mustContain(t, body, "awaits approval until", "so a newer one is refused")
+	seen := shownProposal(body)
 
-	e.post(t, bob, "/ops/"+big.ID+"/reject", url.Values{"version": {itoa(big.Version)}, "note": {" "}})
+	e.post(t, bob, "/ops/"+big.ID+"/reject", url.Values{"version": {itoa(big.Version)}, "proposal_id": {seen}, "note": {" "}})
 	_, body = e.page(t, bob, "/ops/"+big.ID)
 	mustContain(t, body, "Write a note that says why you reject")
-	e.post(t, bob, "/ops/"+big.ID+"/reject", url.Values{"version": {itoa(big.Version)}, "note": {"No such refund in Stripe."}})
+	e.post(t, bob, "/ops/"+big.ID+"/reject", url.Values{"version": {itoa(big.Version)}, "proposal_id": {seen}, "note": {"No such refund in Stripe."}})
 	_, body = e.page(t, bob, "/ops/"+big.ID)
 	mustContain(t, body, `data-state="rejected"`, "No such refund in Stripe.", "Proposed close rejected")
 
 	e.post(t, alice, "/ops/"+big.ID+"/close", closeForm)
-	if resp := e.post(t, root, "/ops/"+big.ID+"/approve", url.Values{"version": {itoa(big.Version)}}); resp.StatusCode != http.StatusSeeOther {
+	_, body = e.page(t, root, "/ops/"+big.ID)
+	if resp := e.post(t, root, "/ops/"+big.ID+"/approve", url.Values{"version": {itoa(big.Version)}, "proposal_id": {shownProposal(body)}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("approve = %d", resp.StatusCode)
 	}
 	if cur := e.get(t, big.ID); cur.Status != ops.StatusSucceeded || cur.ClosedBy != "alice@example.com" {
@@ -90,11 +93,117 @@ func TestApprovalFindsRefundMadeMeanwhile(t *testing.T) {
 	if res := e.adapter.Send(context.Background(), op, &ops.Attempt{N: 2}); res.Outcome != ops.OutcomeOK {
 		t.Fatalf("fake Stripe refused the late refund: %+v", res)
 	}
-	e.post(t, bob, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}})
+	_, body := e.page(t, bob, "/ops/"+op.ID)
+	e.post(t, bob, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {shownProposal(body)}})
 	cur := e.get(t, op.ID)
 	if cur.Status != ops.StatusSucceeded || cur.ProviderRef != e.fake.Refunds()[0].ID {
 		t.Fatalf("after the approval: %s with %q", cur.Status, cur.ProviderRef)
 	}
-	_, body := e.page(t, bob, "/ops/"+op.ID)
+	_, body = e.page(t, bob, "/ops/"+op.ID)
 	mustContain(t, body, "The proposal was superseded", `data-state="superseded"`)
+}
+
+// shownProposal is the proposal id the approve and reject forms of a page carry, "" when
+// they carry none.
+func shownProposal(body string) string {
+	m := regexp.MustCompile(`name="proposal_id" value="([^"]*)"`).FindStringSubmatch(body)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+// TestApproveRefusesReplacedProposal: bob opens a proposal to close as succeeded with one
+// record; meanwhile alice withdraws it and proposes another record. Bob's approval of what
+// he saw is refused and closes nothing, and so is his rejection; the proposal he did not
+// see stays open until someone approves it having seen it (ops rule 13).
+func TestApproveRefusesReplacedProposal(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t, withApprovals(ops.ApprovalPolicy{MinCents: new(int64)}))
+	op := e.notSentUnknown(t, "8201")
+	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
+	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
+	propose := func(ref string) {
+		t.Helper()
+		e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
+			"provider_ref": {ref}, "note": {"Stripe shows " + ref + "."}})
+	}
+	propose("re_shown")
+	_, body := e.page(t, bob, "/ops/"+op.ID)
+	mustContain(t, body, "re_shown", `data-testid="approve-form"`)
+	seen := shownProposal(body)
+	if seen == "" {
+		t.Errorf("the approve form carries no proposal id")
+		pr, err := e.desk.Proposal(t.Context(), op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = itoa(pr.ID)
+	}
+
+	e.post(t, alice, "/ops/"+op.ID+"/reject", url.Values{"version": {itoa(op.Version)}, "proposal_id": {seen}, "note": {"Wrong record."}})
+	propose("re_other")
+	e.post(t, bob, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {seen}})
+	if cur := e.get(t, op.ID); cur.Status != ops.StatusUnknown {
+		t.Fatalf("bob's approval of re_shown closed it as %s with %q", cur.Status, cur.ProviderRef)
+	}
+	_, body = e.page(t, bob, "/ops/"+op.ID)
+	mustContain(t, body, "The proposal you saw was withdrawn or replaced; nothing was changed.", "re_other", `data-state="open"`)
+	e.post(t, bob, "/ops/"+op.ID+"/reject", url.Values{"version": {itoa(op.Version)}, "proposal_id": {seen}, "note": {"No."}})
+	_, body = e.page(t, bob, "/ops/"+op.ID)
+	mustContain(t, body, "The proposal you saw was withdrawn or replaced; nothing was changed.", `data-state="open"`)
+
+	now := shownProposal(body)
+	if now == "" || now == seen {
+		t.Fatalf("the page shows proposal %q, want the new one", now)
+	}
+	e.post(t, bob, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {now}})
+	if cur := e.get(t, op.ID); cur.Status != ops.StatusSucceeded || cur.ProviderRef != "re_other" {
+		t.Fatalf("bob's approval of re_other: %s with %q", cur.Status, cur.ProviderRef)
+	}
+	carol := e.signIn(t, "carol@example.com", desk.RoleOncall)
+	e.post(t, carol, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {now}})
+	_, body = e.page(t, carol, "/ops/"+op.ID)
+	mustContain(t, body, "bob@example.com approved it first: closed as succeeded as alice@example.com proposed; nothing more was changed.")
+}
+
+// TestApproverWhoVouchedForProposerIsRefused: an admin who added a user, or re-enabled one,
+// cannot approve that user's proposal made within a proposal's lifetime of it, however
+// the account was used; another person can (ops rule 13).
+func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t, withApprovals(ops.ApprovalPolicy{MinCents: new(int64)}))
+	root := e.signIn(t, "root@example.com", desk.RoleAdmin)
+	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
+	carol := e.signIn(t, "carol@example.com", desk.RoleOncall)
+	e.post(t, root, "/admin/users", url.Values{"email": {"puppet@example.com"}, "password": {password}, "role": {"oncall"}})
+	puppet := client(t)
+	if resp := e.login(t, puppet, "puppet@example.com", password); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the new account signs in: %d", resp.StatusCode)
+	}
+	var carolID int64
+	if err := e.db.Pool.QueryRow(t.Context(), `SELECT id FROM users WHERE email = 'carol@example.com'`).Scan(&carolID); err != nil {
+		t.Fatal(err)
+	}
+	e.post(t, root, "/admin/users/"+itoa(carolID)+"/disable", nil)
+	e.clock.Advance(time.Hour)
+	e.post(t, root, "/admin/users/"+itoa(carolID)+"/enable", nil)
+
+	for who, c := range map[string]*http.Client{"puppet": puppet, "carol": carol} {
+		op := e.notSentUnknown(t, "8301-"+who)
+		e.post(t, c, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
+			"provider_ref": {"re_" + who}, "note": {"Stripe shows it."}})
+		_, body := e.page(t, root, "/ops/"+op.ID)
+		id := shownProposal(body)
+		e.post(t, root, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {id}})
+		if cur := e.get(t, op.ID); cur.Status != ops.StatusUnknown {
+			t.Fatalf("root approved %s's proposal: %s", who, cur.Status)
+		}
+		_, body = e.page(t, root, "/ops/"+op.ID)
+		mustContain(t, body, "a person who did not vouch for that account must approve it")
+		e.post(t, bob, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {id}})
+		if cur := e.get(t, op.ID); cur.Status != ops.StatusSucceeded {
+			t.Fatalf("bob's approval of %s's proposal: %s", who, cur.Status)
+		}
+	}
 }

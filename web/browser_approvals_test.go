@@ -18,7 +18,7 @@ import (
 func withApprovals(pol ops.ApprovalPolicy) func(*web.Server, *testworld.World) {
 	return func(s *web.Server, tw *testworld.World) {
 		d := s.Desk.(*desk.Desk)
-		d.Approvals, d.Proposals = pol, tw.DB
+		d.Approvals, d.Proposals, d.People = pol, tw.DB, tw.DB
 	}
 }
 
@@ -59,9 +59,12 @@ func TestBrowserFourEyesNotExecuted(t *testing.T) {
 	do(t, alice, "alice posts an approval anyway", chromedp.Evaluate[chromedp.Void](`(() => {
 		const f = document.createElement("form");
 		f.method = "post"; f.action = location.pathname + "/approve";
-		const v = document.createElement("input");
-		v.name = "version"; v.value = document.querySelector('[data-testid="reject-form"] input[name="version"]').value;
-		f.appendChild(v); document.body.appendChild(f); f.submit();
+		for (const name of ["version", "proposal_id"]) {
+			const v = document.createElement("input");
+			v.name = name; v.value = document.querySelector('[data-testid="reject-form"] input[name="' + name + '"]').value;
+			f.appendChild(v);
+		}
+		document.body.appendChild(f); f.submit();
 	})()`), chromedp.WaitVisible(byID("flash")))
 	if got := textOf(t, alice, "flash"); !strings.Contains(got, "You proposed this close: a second person must approve it.") {
 		t.Fatalf("alice's own approval is answered %q", got)

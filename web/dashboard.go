@@ -45,7 +45,7 @@ type DashboardDeps struct {
 type Desk interface {
 	Lookup(ctx context.Context, opID, actor string) (desk.LookupOutcome, error)
 	LookupMany(ctx context.Context, ids []string, actor string) desk.BulkOutcome
-	CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (desk.LookupOutcome, error)
+	CloseNotExecutedBy(ctx context.Context, p desk.NotExecutedClose) (desk.LookupOutcome, error)
 	CloseManually(ctx context.Context, p desk.ManualClose) (desk.CloseOutcome, error)
 	// Approve carries out an operation's proposed close as a second person (ops rule 13);
 	// Reject ends the proposal without closing.

@@ -26,7 +26,7 @@ var hostileFormValues = []string{"", strings.Repeat("x", 70000), "a\x00b", "\xff
 // hostileFormFields are the names of every field the dashboard's forms read.
 var hostileFormFields = []string{"to", "note", "provider_ref", "version", "ids", "q", "tab", "status", "kind", "tenant",
 	"email", "password", "role", "name", "query", "page", "scope", "label", "assignee", "action", "back", "next",
-	"reason", "op", "provider", "age", "awaiting", "from", "severity", "state", "resolution"}
+	"reason", "op", "provider", "age", "awaiting", "from", "severity", "state", "resolution", "proposal_id"}
 
 // TestHostileFormsNeverFail posts hostile values, as an admin who may use every form, to
 // every form route of the dashboard, with hostile ids in the address and with the id of a

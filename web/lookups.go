@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -59,7 +60,7 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.Desk.CloseManually(r.Context(), desk.ManualClose{ID: id, Version: version, To: ops.Status(r.PostForm.Get("to")),
-		ProviderRef: r.PostForm.Get("provider_ref"), Note: r.PostForm.Get("note"), Actor: actor(r)})
+		ProviderRef: r.PostForm.Get("provider_ref"), Note: r.PostForm.Get("note"), Actor: actor(r), ActorID: userFrom(r.Context()).ID})
 	if err != nil {
 		s.afterCloseError(w, r, id, err)
 		return
@@ -88,7 +89,8 @@ func (s *Server) handleCloseNotExecuted(w http.ResponseWriter, r *http.Request) 
 	if !ok {
 		return
 	}
-	out, err := s.Desk.CloseNotExecuted(r.Context(), id, version, r.PostForm.Get("note"), actor(r))
+	out, err := s.Desk.CloseNotExecutedBy(r.Context(), desk.NotExecutedClose{ID: id, Version: version, Note: r.PostForm.Get("note"),
+		Actor: actor(r), ActorID: userFrom(r.Context()).ID})
 	if err != nil {
 		s.afterCloseError(w, r, id, err)
 		return
@@ -118,8 +120,12 @@ func (s *Server) afterCloseError(w http.ResponseWriter, r *http.Request, id stri
 		}
 		s.putFlash(r.Context(), flashMsg{Kind: "warn", Message: msg})
 	case ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT || ops.ErrorCode(err) == ops.EUNAVAILABLE,
-		ops.ErrorReason(err) == "self_approval":
-		s.putFlash(r.Context(), flashMsg{Kind: "error", Message: ops.ErrorMessage(err) + " Nothing was changed."})
+		fourEyesRefusals[ops.ErrorReason(err)]:
+		msg := ops.ErrorMessage(err)
+		if !strings.Contains(strings.ToLower(msg), "nothing was changed") {
+			msg += " Nothing was changed."
+		}
+		s.putFlash(r.Context(), flashMsg{Kind: "error", Message: msg})
 	default:
 		s.Error(w, r, err)
 		return

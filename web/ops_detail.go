@@ -57,7 +57,7 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 			s.Error(w, r, err)
 			return
 		}
-		m.Proposal = proposalView(pr, op, v, now)
+		m.Proposal = proposalView(pr, op, v, userFrom(ctx).ID, now)
 		m.Actions.Awaiting = m.Proposal != nil && m.Proposal.Awaiting
 	}
 	if op.Kind == ops.KindLLMJob {

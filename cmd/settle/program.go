@@ -193,7 +193,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	}
 	// Without Stripe, Desk.Refunds stays nil and lookups answer "unavailable".
 	dsk := &desk.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB, Bulk: p.DB,
-		Approvals: cfg.Web.Approvals, Proposals: p.DB}
+		Approvals: cfg.Web.Approvals, Proposals: p.DB, People: p.DB, SSOIssuer: cfg.Web.SSO.Provider.Issuer}
 	srv.DashboardDeps = web.DashboardDeps{
 		Desk: dsk, Bulk: dsk, SavedViews: &desk.SavedViews{Store: p.DB, Audit: p.DB, Clock: p.Clock}, Timelines: p.DB,
 		SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB, JobViews: p.DB,

@@ -15,8 +15,15 @@ type Decision struct {
 	// Version is the operation's version the person saw: a changed operation refuses the
 	// approval instead of closing something they did not see.
 	Version int64
-	By      string
-	Role    Role
+	// ProposalID is the proposal the person saw. Proposing or withdrawing leaves the
+	// operation's version as it was, so without it an approval could carry out a proposal
+	// that replaced the one they read.
+	ProposalID int64
+	// By names the person in the records; ByID is their dashboard account, by which
+	// four-eyes tells people apart.
+	By   string
+	ByID int64
+	Role Role
 	// Note says why; a rejection needs one.
 	Note string
 }
@@ -44,9 +51,10 @@ func (d *Desk) ApprovalNeeded(ctx context.Context, op *ops.Operation, kind ops.C
 	return need, why, nil
 }
 
-// proposeIfNeeded records actor's close as a proposal when the tenant's policy asks for a
-// second person (ops rule 13), and returns it; nil when the close may go ahead now.
-func (d *Desk) proposeIfNeeded(ctx context.Context, op *ops.Operation, kind ops.CloseKind, to ops.Status, ref, note, actor string) (*ops.Proposal, error) {
+// proposeIfNeeded records the close of actor (account actorID) as a proposal when the
+// tenant's policy asks for a second person (ops rule 13), and returns it; nil when the
+// close may go ahead now.
+func (d *Desk) proposeIfNeeded(ctx context.Context, op *ops.Operation, kind ops.CloseKind, to ops.Status, ref, note, actor string, actorID int64) (*ops.Proposal, error) {
 	pol, err := d.policyFor(ctx, op)
 	if err != nil {
 		return nil, err
@@ -55,8 +63,11 @@ func (d *Desk) proposeIfNeeded(ctx context.Context, op *ops.Operation, kind ops.
 	if !need {
 		return nil, nil
 	}
+	if err := d.checkProposer(ctx, actorID, why); err != nil {
+		return nil, err
+	}
 	now := d.Ledger.Clock.Now()
-	return d.Proposals.Propose(ctx, pol.NewProposal(op, kind, to, ref, note, why, actor, now), now)
+	return d.Proposals.Propose(ctx, pol.NewProposal(op, kind, to, ref, note, why, actor, actorID, now), now)
 }
 
 // proposedOutcome is a close as not executed that became a proposal.
@@ -123,7 +134,8 @@ func (d *Desk) AwaitingApproval(ctx context.Context, opIDs []string) (map[string
 	return d.Proposals.OpenProposals(ctx, opIDs)
 }
 
-// openProposal returns op's proposal that a decision applies to, checking who decides.
+// openProposal returns op's proposal that a decision applies to, checking who decides and
+// that it is the proposal they saw: the operation's latest.
 func (d *Desk) openProposal(ctx context.Context, dec Decision) (*ops.Proposal, *ops.Operation, error) {
 	if d.Proposals == nil {
 		return nil, nil, ops.Errorf(ops.EUNAVAILABLE, "Approvals are not configured on this server.")
@@ -131,12 +143,18 @@ func (d *Desk) openProposal(ctx context.Context, dec Decision) (*ops.Proposal, *
 	if !dec.Role.AtLeast(RoleOncall) {
 		return nil, nil, ops.Errorf(ops.EFORBIDDEN, "Approving or rejecting a close needs the on-call role or above.")
 	}
+	if dec.ProposalID <= 0 {
+		return nil, nil, ops.Errorf(ops.EINVALID, "The form does not say which proposal you saw; reload the page and try again.")
+	}
 	pr, err := d.Proposals.LatestProposal(ctx, dec.OperationID)
 	if err != nil {
 		return nil, nil, err
 	}
 	if pr == nil {
 		return nil, nil, ops.Errorf(ops.ENOTFOUND, "No close of operation %s awaits approval.", dec.OperationID)
+	}
+	if pr.ID != dec.ProposalID {
+		return nil, nil, errReplaced()
 	}
 	op, err := d.Ledger.Get(ctx, dec.OperationID)
 	if err != nil {
@@ -158,16 +176,20 @@ func (d *Desk) Approve(ctx context.Context, dec Decision) (LookupOutcome, error)
 	if op.Status.Final() {
 		return LookupOutcome{}, d.supersede(ctx, pr, op)
 	}
-	if err := ops.CheckApprove(pr, dec.By, d.Ledger.Clock.Now()); err != nil {
+	if err := ops.CheckApprove(pr, dec.ByID, d.Ledger.Clock.Now()); err != nil {
+		return LookupOutcome{}, err
+	}
+	if err := d.checkApprover(ctx, pr, dec.ByID); err != nil {
 		return LookupOutcome{}, err
 	}
 	if op.Version != dec.Version {
 		return LookupOutcome{}, ops.Errorf(ops.ECONFLICT, "Operation %s changed since you looked; reload the page and check again.", op.ID)
 	}
-	ap := &ops.Approval{ProposalID: pr.ID, ProposedBy: pr.ProposedBy, ApprovedBy: dec.By}
+	// The close applies only while this proposal, the one the approver saw, is open.
+	ap := &ops.Approval{ProposalID: pr.ID, ProposedBy: pr.ProposedBy, ApprovedBy: dec.By, ProposerID: pr.ProposedByID, ApproverID: dec.ByID}
 	var out LookupOutcome
 	if pr.Kind == ops.CloseNotExecuted {
-		out, err = d.closeNotExecuted(ctx, op, op.Version, pr.Note, dec.By, ap)
+		out, err = d.closeNotExecuted(ctx, op, NotExecutedClose{Version: op.Version, Note: pr.Note, Actor: dec.By}, ap)
 	} else {
 		out.Op, err = d.closeManual(ctx, op, ManualClose{ID: op.ID, Version: op.Version, To: pr.To, ProviderRef: pr.ProviderRef,
 			Note: pr.Note, Actor: pr.ProposedBy}, ap)
@@ -188,8 +210,13 @@ func (d *Desk) Approve(ctx context.Context, dec Decision) (LookupOutcome, error)
 	return out, nil
 }
 
+// errReplaced refuses a decision on a proposal that is no longer the operation's latest.
+func errReplaced() error {
+	return &ops.Error{Code: ops.ECONFLICT, Reason: "proposal_replaced", Message: "The proposal you saw was withdrawn or replaced; nothing was changed."}
+}
+
 // approvalFailed explains why an approval changed nothing: an operation closed meanwhile
-// supersedes the proposal; a proposal decided meanwhile says how.
+// supersedes the proposal; a proposal decided or replaced meanwhile says how.
 func (d *Desk) approvalFailed(ctx context.Context, pr *ops.Proposal, err error) error {
 	var e *ops.Error
 	if errors.As(err, &e) && e.Closed != nil {
@@ -199,7 +226,9 @@ func (d *Desk) approvalFailed(ctx context.Context, pr *ops.Proposal, err error) 
 		return err
 	}
 	if ops.ErrorCode(err) == ops.ECONFLICT {
-		if cur, rerr := d.Proposals.LatestProposal(ctx, pr.OperationID); rerr == nil && cur != nil && cur.ID == pr.ID {
+		if cur, rerr := d.Proposals.LatestProposal(ctx, pr.OperationID); rerr == nil && cur != nil && cur.ID != pr.ID {
+			return errReplaced()
+		} else if rerr == nil && cur != nil {
 			if st := cur.StateAt(d.Ledger.Clock.Now()); st != ops.ProposalOpen {
 				return ops.Errorf(ops.ECONFLICT, "The proposal is %s; nothing was changed.", st)
 			}
@@ -209,21 +238,37 @@ func (d *Desk) approvalFailed(ctx context.Context, pr *ops.Proposal, err error) 
 }
 
 // supersede marks pr superseded by op's close, unless it was decided already, and returns
-// the error that tells the approver who closed the operation.
+// the error that tells the approver what became of it: who approved it first, or who
+// closed the operation instead.
 func (d *Desk) supersede(ctx context.Context, pr *ops.Proposal, op *ops.Operation) error {
 	closed := ops.AlreadyClosed(op)
-	if pr.StateAt(d.Ledger.Clock.Now()) == ops.ProposalOpen {
+	now := d.Ledger.Clock.Now()
+	st := pr.StateAt(now)
+	if st == ops.ProposalOpen {
 		outcome := fmt.Sprintf("closed as %s by %s", op.Status, op.ClosedBy)
-		_, err := d.Proposals.DecideProposal(ctx, pr.ID, ops.ProposalSuperseded, op.ClosedBy, outcome, d.Ledger.Clock.Now())
-		if ops.ErrorCode(err) == ops.ECONFLICT {
+		_, err := d.Proposals.DecideProposal(ctx, pr.ID, ops.ProposalSuperseded, op.ClosedBy, outcome, now)
+		switch {
+		case err == nil:
+			st = ops.ProposalSuperseded
+		case ops.ErrorCode(err) == ops.ECONFLICT:
 			// Decided meanwhile: another approver's approval of it may have made this close.
-			if cur, rerr := d.Proposals.LatestProposal(ctx, pr.OperationID); rerr == nil && cur != nil && cur.ID == pr.ID && cur.State == ops.ProposalApproved {
-				return &ops.Error{Code: ops.ECONFLICT, Closed: closed.Closed, Reason: "proposal_approved", Message: fmt.Sprintf(
-					"%s approved it first: closed as %s as %s proposed; nothing more was changed.", cur.DecidedBy, op.Status, cur.ProposedBy)}
+			if cur, rerr := d.Proposals.LatestProposal(ctx, pr.OperationID); rerr == nil && cur != nil && cur.ID == pr.ID {
+				pr, st = cur, cur.StateAt(now)
 			}
-		} else if err != nil {
+		default:
 			return err
 		}
+	}
+	switch st {
+	case ops.ProposalApproved:
+		msg := fmt.Sprintf("%s approved it first: closed as %s as %s proposed; nothing more was changed.", pr.DecidedBy, pr.To, pr.ProposedBy)
+		if op.Status != pr.To {
+			msg += fmt.Sprintf(" It is %s now.", op.Status)
+		}
+		return &ops.Error{Code: ops.ECONFLICT, Closed: closed.Closed, Reason: "proposal_approved", Message: msg}
+	case ops.ProposalRejected, ops.ProposalExpired:
+		return &ops.Error{Code: ops.ECONFLICT, Closed: closed.Closed, Reason: "proposal_" + string(st), Message: fmt.Sprintf(
+			"Already closed as %s by %s; the proposal was %s, and nothing was changed.", op.Status, orSomeone(op.ClosedBy), st)}
 	}
 	return &ops.Error{Code: ops.ECONFLICT, Closed: closed.Closed, Reason: "proposal_superseded",
 		Message: fmt.Sprintf("Already closed as %s by %s; the proposal is superseded and nothing was changed.", op.Status, orSomeone(op.ClosedBy))}

@@ -114,6 +114,13 @@ type Desk struct {
 	// Proposals override it. With Proposals nil no close needs approval.
 	Approvals ops.ApprovalPolicy
 	Proposals ops.ProposalStore
+	// People tells approvals who holds the dashboard's accounts; closes that need approval
+	// are refused without it.
+	People People
+	// SSOIssuer, set when single sign-on is configured, is its identity provider's issuer:
+	// closes that need approval are then proposed and approved only by its people, never
+	// by password accounts (ops rule 13).
+	SSOIssuer string
 }
 
 // Lookup asks the provider about one operation and closes it when the provider has a
@@ -267,27 +274,46 @@ func checkNote(note string) (string, error) {
 	return note, nil
 }
 
-// CloseNotExecuted closes a refund as failed because the provider never ran it: a fresh
+// NotExecutedClose is a person closing a refund as not executed.
+type NotExecutedClose struct {
+	ID      string
+	Version int64
+	Note    string
+	Actor   string
+	// ActorID is the person's dashboard account: only a signed-in person may propose a
+	// close that needs approval (ops rule 13).
+	ActorID int64
+}
+
+// CloseNotExecuted is CloseNotExecutedBy for an actor without a dashboard account, such as
+// a script: a close that needs approval is refused to it.
+func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (LookupOutcome, error) {
+	return d.CloseNotExecutedBy(ctx, NotExecutedClose{ID: id, Version: version, Note: note, Actor: actor})
+}
+
+// CloseNotExecutedBy closes a refund as failed because the provider never ran it: a fresh
 // lookup finds nothing and the key retention has passed (CheckNotExecuted). If the fresh
 // lookup does find the refund, the operation is closed as succeeded with it instead, and
 // the outcome says so. Where the tenant's approval policy asks for a second person
 // (ops rule 13), the close becomes a proposal instead, and the outcome is LookupProposed.
-func (d *Desk) CloseNotExecuted(ctx context.Context, id string, version int64, note, actor string) (LookupOutcome, error) {
-	note, err := checkNote(note)
+func (d *Desk) CloseNotExecutedBy(ctx context.Context, p NotExecutedClose) (LookupOutcome, error) {
+	note, err := checkNote(p.Note)
 	if err != nil {
 		return LookupOutcome{}, err
 	}
-	op, err := d.Ledger.Get(ctx, id)
+	p.Note = note
+	op, err := d.Ledger.Get(ctx, p.ID)
 	if err != nil {
 		return LookupOutcome{}, err
 	}
-	return d.closeNotExecuted(ctx, op, version, note, actor, nil)
+	return d.closeNotExecuted(ctx, op, p, nil)
 }
 
-// closeNotExecuted runs every check of a close as not executed on op as actor sees it at
-// version, then proposes it (when approval is nil and the policy asks for it) or closes it,
-// on behalf of the proposer when approval is set.
-func (d *Desk) closeNotExecuted(ctx context.Context, op *ops.Operation, version int64, note, actor string, approval *ops.Approval) (LookupOutcome, error) {
+// closeNotExecuted runs every check of a close as not executed on op as p's actor sees it
+// at p.Version, then proposes it (when approval is nil and the policy asks for it) or
+// closes it, on behalf of the proposer when approval is set.
+func (d *Desk) closeNotExecuted(ctx context.Context, op *ops.Operation, p NotExecutedClose, approval *ops.Approval) (LookupOutcome, error) {
+	version, note, actor := p.Version, p.Note, p.Actor
 	if op.Version != version && !op.Status.Final() {
 		return LookupOutcome{}, ops.Errorf(ops.ECONFLICT, "Operation %s changed since you looked; reload the page and check again.", op.ID)
 	}
@@ -317,7 +343,7 @@ func (d *Desk) closeNotExecuted(ctx context.Context, op *ops.Operation, version 
 		return out, err
 	}
 	if approval == nil {
-		if pr, err := d.proposeIfNeeded(ctx, op, ops.CloseNotExecuted, ops.StatusFailed, "", note, actor); err != nil || pr != nil {
+		if pr, err := d.proposeIfNeeded(ctx, op, ops.CloseNotExecuted, ops.StatusFailed, "", note, actor, p.ActorID); err != nil || pr != nil {
 			return proposedOutcome(out, pr), err
 		}
 	}
@@ -344,6 +370,9 @@ type ManualClose struct {
 	ProviderRef string
 	Note        string
 	Actor       string
+	// ActorID is the person's dashboard account: only a signed-in person may propose a
+	// close that needs approval (ops rule 13).
+	ActorID int64
 }
 
 // CloseOutcome is what a person's close by hand came to: the operation closed, or, where a
@@ -392,7 +421,7 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 		if err := d.checkManual(ctx, op, p); err != nil {
 			return CloseOutcome{}, err
 		}
-		pr, err := d.proposeIfNeeded(ctx, op, ops.CloseManual, p.To, p.ProviderRef, note, p.Actor)
+		pr, err := d.proposeIfNeeded(ctx, op, ops.CloseManual, p.To, p.ProviderRef, note, p.Actor, p.ActorID)
 		if err != nil || pr != nil {
 			return CloseOutcome{Op: op, Proposal: pr}, err
 		}

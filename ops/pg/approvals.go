@@ -15,13 +15,13 @@ var _ ops.ProposalStore = (*DB)(nil)
 
 // proposalCols are the close_proposals columns scanProposal reads, in its order.
 const proposalCols = `p.id, p.operation_id::text, p.tenant_id, p.kind, p.to_status, p.provider_ref, p.note, p.why,
-	p.proposed_by, p.proposed_at, p.expires_at, p.state, p.decided_by, p.decided_at, p.outcome`
+	p.proposed_by, coalesce(p.proposed_by_user, 0), p.proposed_at, p.expires_at, p.state, p.decided_by, p.decided_at, p.outcome`
 
 func scanProposal(row pgx.Row) (*ops.Proposal, error) {
 	var p ops.Proposal
 	var kind, to, state string
 	err := row.Scan(&p.ID, &p.OperationID, &p.TenantID, &kind, &to, &p.ProviderRef, &p.Note, &p.Why,
-		&p.ProposedBy, &p.ProposedAt, &p.ExpiresAt, &state, &p.DecidedBy, &p.DecidedAt, &p.Outcome)
+		&p.ProposedBy, &p.ProposedByID, &p.ProposedAt, &p.ExpiresAt, &state, &p.DecidedBy, &p.DecidedAt, &p.Outcome)
 	p.Kind, p.To, p.State = ops.CloseKind(kind), ops.Status(to), ops.ProposalState(state)
 	return &p, err
 }
@@ -30,8 +30,8 @@ func scanProposal(row pgx.Row) (*ops.Proposal, error) {
 // waits for a close in flight, so a proposal never opens on an operation that just closed.
 const proposeSQL = `
 INSERT INTO close_proposals AS p (operation_id, tenant_id, kind, to_status, provider_ref, note, why,
-	proposed_by, proposed_at, expires_at)
-SELECT o.id, o.tenant_id, @kind, @to, @ref, @note, @why, @by, @now, @expires
+	proposed_by, proposed_by_user, proposed_at, expires_at)
+SELECT o.id, o.tenant_id, @kind, @to, @ref, @note, @why, @by, @by_user, @now, @expires
 FROM operations o WHERE o.id = @op::uuid AND o.status IN ` + openStatuses + `
 FOR SHARE
 RETURNING ` + proposalCols
@@ -46,7 +46,7 @@ WHERE operation_id = $1::uuid AND state = 'open' AND expires_at <= $2`, in.Opera
 		}
 		p, err := scanProposal(tx.QueryRow(ctx, proposeSQL, pgx.NamedArgs{"op": in.OperationID, "kind": string(in.Kind),
 			"to": string(in.To), "ref": in.ProviderRef, "note": in.Note, "why": in.Why, "by": in.ProposedBy,
-			"now": in.ProposedAt, "expires": in.ExpiresAt}))
+			"by_user": nullID(in.ProposedByID), "now": in.ProposedAt, "expires": in.ExpiresAt}))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return ops.Errorf(ops.ECONFLICT, "Operation %s is closed already; nothing was proposed.", in.OperationID)
