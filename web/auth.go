@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
@@ -81,21 +84,48 @@ func (s *Server) requireRole(min desk.Role) func(http.Handler) http.Handler {
 	}
 }
 
-// safeNext keeps the post-login redirect on this site: only a local absolute path is
-// accepted, never "//host" or a full URL, so the login form cannot be an open redirect.
-func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, `/\`) {
-		return "/ops"
+// home is where a redirect named by a request goes when safeNext refuses it.
+const home = "/ops"
+
+// safeNext keeps a redirect named by the request itself (the sign-in's next, a form's back)
+// on a page of this dashboard, so that no link can use Settle to send someone elsewhere.
+// It returns next only when next is already a clean path of one of the dashboard's GET
+// routes, sign-in's own excepted, and /ops otherwise. Nothing is repaired, since repairs
+// are where open redirects hide: browsers take a backslash for a slash and drop tabs and
+// newlines, so "/\host", and "/<tab>/host" once its tab is dropped, open "//host", another
+// site; and http.Redirect cleans "/./\host" into "/\host". So a next with a scheme, a host,
+// a leading "//", a backslash or a control character (plain or percent-encoded), or a path
+// that cleaning would change (dot segments, doubled slashes, encoded or not) is refused.
+func safeNext(r *http.Request, next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsFunc(next, unsafeInPath) {
+		return home
 	}
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" {
-		return "/ops"
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		strings.ContainsFunc(u.Path, unsafeInPath) || path.Clean(u.Path) != u.Path ||
+		u.Path == "/login" || strings.HasPrefix(u.Path, "/login/") {
+		return home
+	}
+	// The route is matched as the router will match the request for it: on the path as
+	// sent, still encoded, when it differs from the decoded one.
+	p := u.RawPath
+	if p == "" {
+		p = u.Path
+	}
+	if rc := chi.RouteContext(r.Context()); rc == nil || rc.Routes == nil || !rc.Routes.Match(chi.NewRouteContext(), http.MethodGet, p) {
+		return home
 	}
 	return next
 }
 
+// unsafeInPath is a character no redirect path of the dashboard holds, and that browsers
+// read otherwise than servers: a backslash, or a control character.
+func unsafeInPath(c rune) bool {
+	return c == '\\' || c < 0x20 || c == 0x7f
+}
+
 func (s *Server) handleLoginPage(w http.ResponseWriter, r *http.Request) {
-	next := safeNext(r.URL.Query().Get("next"))
+	next := safeNext(r, r.URL.Query().Get("next"))
 	if s.Sessions.GetInt64(r.Context(), sessionUserID) != 0 {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
@@ -113,7 +143,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.EFORBIDDEN, "Password sign-in is turned off on this server; use the sign-in page's single sign-on button."))
 		return
 	}
-	page := s.loginPage(safeNext(r.PostForm.Get("next")))
+	page := s.loginPage(safeNext(r, r.PostForm.Get("next")))
 	page.Email = r.PostForm.Get("email")
 	u := s.checkPassword(w, r, page, r.PostForm.Get("password"))
 	if u == nil {

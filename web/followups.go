@@ -39,7 +39,7 @@ func (s *Server) handleFollow(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	back := "/ops/" + url.PathEscape(id)
 	if b := r.PostForm.Get("back"); b != "" {
-		back = safeNext(b)
+		back = safeNext(r, b)
 	}
 	msg, created, err := s.FollowUps.Watch(ctx, userFrom(ctx), id)
 	var e *ops.Error

@@ -38,7 +38,7 @@ func (s *Server) mountSSO(r chi.Router) {
 // handleSSOStart sends the browser to the provider. A second start in the same browser
 // replaces the first, whose callback is then refused.
 func (s *Server) handleSSOStart(w http.ResponseWriter, r *http.Request) {
-	f, to := s.SSO.Begin(s.Clock.Now(), safeNext(r.URL.Query().Get("next")))
+	f, to := s.SSO.Begin(s.Clock.Now(), safeNext(r, r.URL.Query().Get("next")))
 	b, err := json.Marshal(f)
 	if err != nil {
 		s.Error(w, r, err)
@@ -72,7 +72,7 @@ func (s *Server) handleSSOCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Sessions.Put(ctx, sessionUserID, u.ID)
 	s.Logger.InfoContext(ctx, "signed in", "user_id", u.ID, "role", u.Role, "issuer", s.SSO.Issuer())
-	http.Redirect(w, r, safeNext(f.Next), http.StatusSeeOther)
+	http.Redirect(w, r, safeNext(r, f.Next), http.StatusSeeOther)
 }
 
 // ssoUser maps the person's groups to a role and signs them in as their user. A refusal

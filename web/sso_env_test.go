@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/settle-dev/settle/internal/oidctest"
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/web"
 	"github.com/settle-dev/settle/web/sso"
@@ -31,7 +33,14 @@ const ssoRoles = "settle-support=support,settle-oncall=oncall,settle-managers=ma
 
 func newSSOEnv(t *testing.T, passwordOff bool) *ssoEnv {
 	t.Helper()
-	e := buildDashEnv(t)
+	return newSSOEnvWith(t, passwordOff, nil)
+}
+
+// newSSOEnvWith is newSSOEnv with the provider's settings changed by cfg (when not nil) and
+// the dashboard's dependencies added by wire.
+func newSSOEnvWith(t *testing.T, passwordOff bool, cfg func(*sso.Config), wire ...func(*web.Server, *testworld.World)) *ssoEnv {
+	t.Helper()
+	e := buildDashEnv(t, wire...)
 	front := &frontDoor{}
 	e.env = start(t, e.world, front)
 	e.url = e.env.url
@@ -41,8 +50,12 @@ func newSSOEnv(t *testing.T, passwordOff bool) *ssoEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := sso.New(context.Background(), sso.Config{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
-		RedirectURL: callback, Name: "Test IdP", RoleClaim: "groups", Roles: roles})
+	c := sso.Config{Issuer: idp.Issuer, ClientID: idp.ClientID, ClientSecret: idp.ClientSecret,
+		RedirectURL: callback, Name: "Test IdP", RoleClaim: "groups", Roles: roles}
+	if cfg != nil {
+		cfg(&c)
+	}
+	p, err := sso.New(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,4 +181,25 @@ func (e *ssoEnv) usersNow(t *testing.T) []desk.UserAccount {
 		t.Fatal(err)
 	}
 	return users
+}
+
+// signInOverHTTP starts a sign-in at /login/oidc with next, signs in at the provider as
+// username, and returns Settle's answer to the callback and its body, all through c.
+func (e *ssoEnv) signInOverHTTP(t *testing.T, c *http.Client, next, username string) (*http.Response, string) {
+	t.Helper()
+	start, err := c.Get(e.url + "/login/oidc?next=" + url.QueryEscape(next))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callback := e.idp.SignIn(t, c, start, username)
+	resp, err := c.Get(callback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
 }
