@@ -76,9 +76,19 @@ func (s *Server) handleSSOCallback(w http.ResponseWriter, r *http.Request) {
 }
 
 // ssoUser maps the person's groups to a role and signs them in as their user. A refusal
-// that names the person (no mapped group, a disabled account, an email taken by another
-// user) is audited as login.refused.
+// that names the person (an email address the provider did not confirm, no mapped group,
+// a disabled account, an email taken by another user) is audited as login.refused.
 func (s *Server) ssoUser(ctx context.Context, p *sso.Person) (*desk.User, error) {
+	if p.Identity.Email == "" {
+		if p.UnconfirmedEmail != "" {
+			s.auditSSORefusal(ctx, p, "email_not_verified")
+			return nil, ops.Errorf(ops.EFORBIDDEN, "%s signed you in, but did not confirm that %s is your email address, so Settle cannot sign you in with it. Confirm the address at %s (or ask its admin to), then sign in again.",
+				s.SSO.Name(), p.UnconfirmedEmail, s.SSO.Name())
+		}
+		s.auditSSORefusal(ctx, p, "no_email")
+		return nil, ops.Errorf(ops.EFORBIDDEN, "%s signed you in, but sent Settle no confirmed email address, which Settle needs to know who you are. Ask its admin to release your verified email address to Settle.",
+			s.SSO.Name())
+	}
 	role, ok := s.SSO.RoleFor(p.Groups)
 	if !ok {
 		s.auditSSORefusal(ctx, p, "no_mapped_group")
@@ -114,8 +124,12 @@ func (s *Server) auditSSORefusal(ctx context.Context, p *sso.Person, reason stri
 	if s.LoginAudit == nil {
 		return
 	}
-	b, _ := json.Marshal(map[string]any{"issuer": p.Identity.Issuer, "subject": p.Identity.Subject,
-		"email": p.Identity.Email, "groups": p.Groups, "reason": reason})
+	after := map[string]any{"issuer": p.Identity.Issuer, "subject": p.Identity.Subject,
+		"email": p.Identity.Email, "groups": p.Groups, "reason": reason}
+	if p.Identity.Email == "" {
+		after["claimed_email"], after["email_verified"] = p.UnconfirmedEmail, p.EmailVerified
+	}
+	b, _ := json.Marshal(after)
 	e := desk.AuditLogEntry{At: s.Clock.Now(), Actor: "oidc:" + p.Identity.Issuer, Action: "login.refused",
 		Entity: "login", EntityID: personName(p), After: b}
 	if err := s.LoginAudit.RecordAudit(context.WithoutCancel(ctx), e); err != nil {

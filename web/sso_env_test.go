@@ -203,3 +203,10 @@ func (e *ssoEnv) signInOverHTTP(t *testing.T, c *http.Client, next, username str
 	}
 	return resp, string(b)
 }
+
+// signedIn reports whether c holds a dashboard session.
+func (e *ssoEnv) signedIn(t *testing.T, c *http.Client) bool {
+	t.Helper()
+	resp, _ := e.env.get(t, c, "/ops")
+	return resp.StatusCode == http.StatusOK
+}

@@ -39,9 +39,10 @@ func loadSSOEnv(sc *SSOConfig, getenv func(string) string) error {
 	// trailing slash included (some providers' issuers end with one).
 	c := sso.Config{Issuer: getenv("SETTLE_OIDC_ISSUER"), ClientID: getenv("SETTLE_OIDC_CLIENT_ID"),
 		ClientSecret: getenv("SETTLE_OIDC_CLIENT_SECRET"), RedirectURL: getenv("SETTLE_OIDC_REDIRECT_URL"),
-		Name: getenv("SETTLE_OIDC_PROVIDER_NAME"), RoleClaim: getenv("SETTLE_OIDC_ROLE_CLAIM")}
+		Name: getenv("SETTLE_OIDC_PROVIDER_NAME"), RoleClaim: getenv("SETTLE_OIDC_ROLE_CLAIM"),
+		TrustedEmailClaim: getenv("SETTLE_OIDC_TRUSTED_EMAIL_CLAIM")}
 	if c.Issuer == "" {
-		for _, name := range []string{"SETTLE_OIDC_CLIENT_ID", "SETTLE_OIDC_CLIENT_SECRET", "SETTLE_OIDC_REDIRECT_URL", "SETTLE_OIDC_ROLES", "SETTLE_OIDC_ROLE_CLAIM", "SETTLE_OIDC_PROVIDER_NAME"} {
+		for _, name := range []string{"SETTLE_OIDC_CLIENT_ID", "SETTLE_OIDC_CLIENT_SECRET", "SETTLE_OIDC_REDIRECT_URL", "SETTLE_OIDC_ROLES", "SETTLE_OIDC_ROLE_CLAIM", "SETTLE_OIDC_PROVIDER_NAME", "SETTLE_OIDC_TRUSTED_EMAIL_CLAIM"} {
 			if getenv(name) != "" {
 				return usagef("%s is set but SETTLE_OIDC_ISSUER is not; set it to the identity provider's issuer URL", name)
 			}
@@ -68,6 +69,9 @@ func loadSSOEnv(sc *SSOConfig, getenv func(string) string) error {
 	}
 	if c.RoleClaim == "" {
 		c.RoleClaim = "groups"
+	}
+	if strings.ContainsAny(c.TrustedEmailClaim, " \t,=") || c.TrustedEmailClaim == "email_verified" {
+		return usagef("SETTLE_OIDC_TRUSTED_EMAIL_CLAIM=%q is not the name of one ID token claim holding an address, e.g. upn or preferred_username", c.TrustedEmailClaim)
 	}
 	if c.Name == "" {
 		c.Name = iu.Hostname()

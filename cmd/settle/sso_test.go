@@ -39,6 +39,9 @@ func TestSSOSettingsMistakesAreOneLine(t *testing.T) {
 		{"password off alone", map[string]string{"SETTLE_OIDC_ISSUER": "", "SETTLE_OIDC_CLIENT_ID": "", "SETTLE_OIDC_CLIENT_SECRET": "",
 			"SETTLE_OIDC_ROLES": "", "SETTLE_PASSWORD_LOGIN": "off"}, 2, "leaves no way to sign in"},
 		{"unreachable issuer", map[string]string{"SETTLE_OIDC_ISSUER": closed}, 1, "SETTLE_OIDC_ISSUER: read the discovery document of " + closed},
+		{"trusted claim alone", map[string]string{"SETTLE_OIDC_ISSUER": "", "SETTLE_OIDC_CLIENT_ID": "", "SETTLE_OIDC_CLIENT_SECRET": "",
+			"SETTLE_OIDC_ROLES": "", "SETTLE_OIDC_TRUSTED_EMAIL_CLAIM": "upn"}, 2, "SETTLE_OIDC_TRUSTED_EMAIL_CLAIM is set but SETTLE_OIDC_ISSUER is not"},
+		{"trusted claims", map[string]string{"SETTLE_OIDC_TRUSTED_EMAIL_CLAIM": "upn,email"}, 2, "is not the name of one ID token claim"},
 	} {
 		vars := map[string]string{}
 		for k, v := range base {

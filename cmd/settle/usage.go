@@ -82,6 +82,9 @@ Environment:
   SETTLE_OIDC_ROLE_CLAIM  ID token claim naming the person's groups (default groups)
   SETTLE_OIDC_ROLES       groups to roles, e.g. settle-admins=admin,settle-oncall=oncall (the most powerful wins)
   SETTLE_OIDC_PROVIDER_NAME  what the sign-in button calls the provider (default the issuer's host)
+  SETTLE_OIDC_TRUSTED_EMAIL_CLAIM  ID token claim whose address is taken as confirmed when the email claim
+                          is not, for a provider that sends no email_verified, e.g. preferred_username
+                          for Entra ID (default none: only an email claim with email_verified=true)
   SETTLE_PASSWORD_LOGIN   on (default) or off: off leaves only single sign-on
   SETTLE_WORKERS          job workers inside serve and demo (default 2; 0 for separate 'settle worker' processes)
   SETTLE_JOB_WEBHOOK_URL  comma-separated receivers of job.published events

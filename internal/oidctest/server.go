@@ -24,7 +24,24 @@ type Person struct {
 	Email    string
 	// Groups is what the provider's "groups" claim says of them.
 	Groups []string
+	// EmailVerified is what the ID token's email_verified claim says of Email. The zero
+	// value, VerifiedTrue, is what most providers send for an address they checked.
+	EmailVerified Verified
+	// Claims are more claims of the ID token, e.g. upn; they are sent as given.
+	Claims map[string]any
 }
+
+// Verified is what the provider says of a person's email in the email_verified claim.
+type Verified int
+
+const (
+	// VerifiedTrue sends email_verified=true.
+	VerifiedTrue Verified = iota
+	// VerifiedFalse sends email_verified=false: the provider never checked the address.
+	VerifiedFalse
+	// VerifiedAbsent leaves email_verified out, as providers that never check addresses do.
+	VerifiedAbsent
+)
 
 // Provider is a running OpenID Connect provider.
 type Provider struct {

@@ -178,9 +178,20 @@ func (s *storage) SetUserinfoFromScopes(_ context.Context, info *oidc.UserInfo, 
 	for _, p := range s.people {
 		if p.Subject == subject {
 			info.Subject = p.Subject
-			info.Email, info.EmailVerified = p.Email, true
+			info.Email = p.Email
 			info.PreferredUsername = p.Username
 			info.AppendClaims("groups", p.Groups)
+			// The op package leaves a false email_verified out, so false is sent as a
+			// claim of its own.
+			switch p.EmailVerified {
+			case VerifiedTrue:
+				info.EmailVerified = true
+			case VerifiedFalse:
+				info.AppendClaims("email_verified", false)
+			}
+			for k, v := range p.Claims {
+				info.AppendClaims(k, v)
+			}
 			return nil
 		}
 	}

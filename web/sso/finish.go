@@ -5,8 +5,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net/mail"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -74,24 +74,44 @@ func providerErr(err error, format string, args ...any) error {
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonProvider, Message: fmt.Sprintf(format, args...), Err: err}
 }
 
-// person reads who signed in from a verified ID token. The email is the email claim, or
-// preferred_username when that is an address (Entra ID's UPN); the groups are the role
-// claim's value, one string or a list of them.
+// person reads who signed in from a verified ID token. Their email is the email claim when
+// the provider says it confirmed the address, else the trusted claim's when one is
+// configured: an address a person may type into their profile at the provider unchecked
+// must not become their Settle identity. The groups are the role claim's value, one string
+// or a list of them.
 func (p *Provider) person(idt *oidc.IDToken) (*Person, error) {
 	var c map[string]any
 	if err := idt.Claims(&c); err != nil {
 		return nil, providerErr(err, "%s's ID token could not be read.", p.cfg.Name)
 	}
+	out := &Person{Identity: desk.ExternalIdentity{Issuer: idt.Issuer, Subject: idt.Subject},
+		EmailVerified: c["email_verified"], Groups: stringsOf(c[p.cfg.RoleClaim])}
 	email, _ := c["email"].(string)
-	if email == "" {
-		if u, _ := c["preferred_username"].(string); u != "" {
-			if a, err := mail.ParseAddress(u); err == nil && a.Address == u {
-				email = u
-			}
-		}
+	trusted := ""
+	if p.cfg.TrustedEmailClaim != "" {
+		trusted, _ = c[p.cfg.TrustedEmailClaim].(string)
 	}
-	return &Person{Identity: desk.ExternalIdentity{Issuer: idt.Issuer, Subject: idt.Subject, Email: email},
-		Groups: stringsOf(c[p.cfg.RoleClaim])}, nil
+	switch {
+	case email != "" && confirmed(out.EmailVerified):
+		out.Identity.Email = email
+	case trusted != "":
+		out.Identity.Email = trusted
+	default:
+		out.UnconfirmedEmail = email
+	}
+	return out, nil
+}
+
+// confirmed reads email_verified: a JSON true, or the string "true" that some providers
+// (Amazon Cognito) send instead.
+func confirmed(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case string:
+		return strings.EqualFold(v, "true")
+	}
+	return false
 }
 
 func stringsOf(v any) []string {

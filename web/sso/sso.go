@@ -40,6 +40,11 @@ type Config struct {
 	RoleClaim string
 	// Roles maps the claim's values to Settle roles.
 	Roles desk.RoleMap
+	// TrustedEmailClaim, when set, is an ID token claim whose address Settle takes as
+	// confirmed when the email claim is not, for a provider that sends no email_verified
+	// but manages its people's addresses itself (e.g. preferred_username at Entra ID).
+	// Without it, only an email claim with email_verified true is taken.
+	TrustedEmailClaim string
 	// HTTPClient reaches the provider; nil is a client of its own.
 	HTTPClient *http.Client
 }
@@ -106,7 +111,14 @@ func random() string {
 
 // Person is who the provider says signed in.
 type Person struct {
+	// Identity's Email is an address the provider confirmed (or the trusted claim's), empty
+	// when there is none.
 	Identity desk.ExternalIdentity
+	// UnconfirmedEmail is the email claim when it was not taken as confirmed: kept to tell the
+	// person and the audit log which address was refused.
+	UnconfirmedEmail string
+	// EmailVerified is the email_verified claim as the provider sent it, nil when absent.
+	EmailVerified any
 	// Groups are the values of the role claim.
 	Groups []string
 }
