@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -22,40 +23,61 @@ type SSODeps struct {
 	SSOUsers desk.ExternalUsers
 	// PasswordLoginOff refuses password sign-ins: the sign-in page offers only the provider.
 	PasswordLoginOff bool
+	// SSOFlows seals the sign-ins in progress into the browser's cookie; every server of a
+	// deployment needs the same key (serve keeps it in the database). Nil seals with a key
+	// of this process only, so a sign-in must finish on the server that started it.
+	SSOFlows *sso.FlowSealer
 }
 
-// sessionSSOFlow is the session key of the sign-in in progress at the provider.
-const sessionSSOFlow = "sso_flow"
+// ssoFlowCookie holds the sign-in in progress at the provider, sealed, from the start to
+// the callback: nothing is stored on the server for a visitor until the provider has
+// answered, however many times anyone opens /login/oidc.
+const ssoFlowCookie = "settle_sso_flow"
+
+// maxFlowNext bounds the page a flow returns to, so the sealed flow stays well within the
+// 4 KB browsers keep of a cookie; a longer one returns to /ops.
+const maxFlowNext = 2000
 
 func (s *Server) mountSSO(r chi.Router) {
 	if s.SSO == nil {
 		return
 	}
+	if s.SSOFlows == nil {
+		s.SSOFlows = sso.NewLocalFlowSealer()
+	}
 	r.Get("/login/oidc", s.handleSSOStart)
 	r.Get("/login/oidc/callback", s.handleSSOCallback)
 }
 
-// handleSSOStart sends the browser to the provider. A second start in the same browser
-// replaces the first, whose callback is then refused.
+// handleSSOStart sends the browser to the provider with the flow in its cookie. A second
+// start in the same browser replaces the first, whose callback is then refused.
 func (s *Server) handleSSOStart(w http.ResponseWriter, r *http.Request) {
-	f, to := s.SSO.Begin(s.Clock.Now(), safeNext(r, r.URL.Query().Get("next")))
-	b, err := json.Marshal(f)
-	if err != nil {
-		s.Error(w, r, err)
-		return
+	next := safeNext(r, r.URL.Query().Get("next"))
+	if len(next) > maxFlowNext {
+		next = home
 	}
-	s.Sessions.Put(r.Context(), sessionSSOFlow, string(b))
+	f, to := s.SSO.Begin(s.Clock.Now(), next)
+	http.SetCookie(w, s.flowCookie(s.SSOFlows.Seal(f), int(sso.FlowLifetime/time.Second)))
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
-// handleSSOCallback finishes a sign-in. The flow leaves the session before anything is
-// checked, so a callback URL works once, whatever it brings.
+// flowCookie is the cookie of the sign-in in progress, sent only to the sign-in's own
+// routes; a negative maxAge deletes it.
+func (s *Server) flowCookie(value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: ssoFlowCookie, Value: value, Path: "/login/oidc", MaxAge: maxAge,
+		HttpOnly: true, Secure: s.Sessions.Cookie.Secure, SameSite: http.SameSiteLaxMode}
+}
+
+// handleSSOCallback finishes a sign-in. The browser is told to drop the flow before
+// anything is checked, so a callback URL works once, whatever it brings; the code it
+// carries is spent at the provider, so the flow cannot serve again from a copy either.
 func (s *Server) handleSSOCallback(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var f sso.Flow
-	if v := s.Sessions.PopString(ctx, sessionSSOFlow); v != "" {
-		_ = json.Unmarshal([]byte(v), &f) // an unreadable flow is no flow, refused below
+	if c, err := r.Cookie(ssoFlowCookie); err == nil {
+		f = s.SSOFlows.Open(c.Value) // a value Settle did not seal is no flow, refused below
 	}
+	http.SetCookie(w, s.flowCookie("", -1))
 	p, err := s.SSO.Finish(ctx, f, s.Clock.Now(), r.URL.Query())
 	if err != nil {
 		s.Error(w, r, err)

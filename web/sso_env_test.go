@@ -59,7 +59,16 @@ func newSSOEnvWith(t *testing.T, passwordOff bool, cfg func(*sso.Config), wire .
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.server.SSODeps = web.SSODeps{SSO: p, SSOUsers: e.db, PasswordLoginOff: passwordOff}
+	// The flows are sealed with the database's key, as serve seals them.
+	key, err := e.db.SecretKey(context.Background(), "sso_flow", sso.FlowKeySize, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows, err := sso.NewFlowSealer(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.server.SSODeps = web.SSODeps{SSO: p, SSOUsers: e.db, PasswordLoginOff: passwordOff, SSOFlows: flows}
 	h := e.server.Handler()
 	front.h.Store(&h)
 	return &ssoEnv{dashEnv: e, idp: idp, front: front}
@@ -202,6 +211,16 @@ func (e *ssoEnv) signInOverHTTP(t *testing.T, c *http.Client, next, username str
 		t.Fatal(err)
 	}
 	return resp, string(b)
+}
+
+// sessionRows counts the rows of the dashboard's session store.
+func (e *ssoEnv) sessionRows(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := e.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM sessions`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // signedIn reports whether c holds a dashboard session.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
 	"github.com/settle-dev/settle/web/sso"
 )
@@ -98,6 +99,20 @@ func redirectURL(explicit, external string) (string, error) {
 func loopback(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// ssoFlowKey names the key, kept in the database, that seals sign-ins in progress into the
+// browser's cookie: every replica reads the same one, so a sign-in started on one finishes
+// on any.
+const ssoFlowKey = "sso_flow"
+
+// ssoFlows is what seals sign-ins in progress, with the deployment's key from db.
+func (p *Program) ssoFlows(ctx context.Context, db *pg.DB) (*sso.FlowSealer, error) {
+	key, err := db.SecretKey(ctx, ssoFlowKey, sso.FlowKeySize, p.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	return sso.NewFlowSealer(key)
 }
 
 // ssoDeps reads the provider's discovery document when single sign-on is configured, so a

@@ -104,6 +104,11 @@ func (p *Program) Run(ctx context.Context) error {
 		// An old schema would fail later and in odd places; refuse now and say how to fix it.
 		return err
 	}
+	if ssoDeps.SSO != nil {
+		if ssoDeps.SSOFlows, err = p.ssoFlows(ctx, db); err != nil {
+			return err
+		}
+	}
 
 	ln, err := net.Listen("tcp", p.Config.Addr)
 	if errors.Is(err, syscall.EADDRINUSE) {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -99,5 +101,72 @@ func TestServeOffersSSO(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a password POST answered %d, want 403", resp.StatusCode)
+	}
+}
+
+// A sign-in started on one replica finishes on another: the flow the browser keeps is
+// sealed with a key every replica reads from the database, and nothing of it is stored
+// until the provider answers.
+func TestSSOSignInFinishesOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.URL(pgtest.NewDatabase(t))
+	var addrs []string
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		ln.Close()
+	}
+	idp := oidctest.Start(t, "http://"+addrs[0]+"/login/oidc/callback")
+	idp.AddPerson(oidctest.Person{Username: "olga", Subject: "sub-olga", Email: "olga@corp.example", Groups: []string{"settle-oncall"}})
+	var urls []string
+	for _, addr := range addrs {
+		cfg, err := LoadConfig([]string{"serve", "--addr", addr}, env(map[string]string{
+			"DATABASE_URL": dbURL, "SETTLE_OIDC_ISSUER": idp.Issuer, "SETTLE_OIDC_CLIENT_ID": idp.ClientID,
+			"SETTLE_OIDC_CLIENT_SECRET": idp.ClientSecret, "SETTLE_EXTERNAL_URL": "http://" + addrs[0],
+			"SETTLE_OIDC_ROLES": "settle-oncall=oncall"}), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := NewProgram(cfg, testLogger(t))
+		if err := p.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		urls = append(urls, p.URL())
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	start, err := c.Get(urls[0] + "/login/oidc?next=%2Fops%3Ftab%3Dexpired")
+	if err != nil {
+		t.Fatal(err)
+	}
+	callback, err := url.Parse(idp.SignIn(t, c, start, "olga"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callback.Host = addrs[1]
+	resp, err := c.Get(callback.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ops?tab=expired" {
+		t.Fatalf("the second replica answered the callback %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for _, u := range urls {
+		resp, err := c.Get(u + "/ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("signed in at the second replica, GET %s/ops answered %d", u, resp.StatusCode)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package sso signs people in to the dashboard through an OpenID Connect provider with the
-// authorization code flow: PKCE (S256), state and nonce, all checked here, kept by the
-// caller in its server-side session between the two legs, and used once.
+// authorization code flow: PKCE (S256), state and nonce, all checked here, kept sealed in
+// the person's browser between the two legs (FlowSealer), and used once.
 package sso
 
 import (
@@ -86,6 +86,7 @@ func (p *Provider) Issuer() string { return p.cfg.Issuer }
 func (p *Provider) RoleFor(groups []string) (desk.Role, bool) { return p.cfg.Roles.RoleFor(groups) }
 
 // Flow is one sign-in in progress: what the callback must match, and where to go after.
+// It is kept sealed in the browser (FlowSealer) until the callback.
 type Flow struct {
 	State    string    `json:"state"`
 	Verifier string    `json:"verifier"`
@@ -94,8 +95,8 @@ type Flow struct {
 	Expires  time.Time `json:"expires"`
 }
 
-// Begin starts a sign-in: the flow to keep in the session, and the provider's URL to send
-// the browser to.
+// Begin starts a sign-in: the flow to keep until the callback, and the provider's URL to
+// send the browser to.
 func (p *Provider) Begin(now time.Time, next string) (Flow, string) {
 	f := Flow{State: random(), Verifier: oauth2.GenerateVerifier(), Nonce: random(), Next: next, Expires: now.Add(FlowLifetime)}
 	return f, p.oauth.AuthCodeURL(f.State, oauth2.S256ChallengeOption(f.Verifier), oidc.Nonce(f.Nonce))
