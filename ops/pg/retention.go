@@ -27,9 +27,8 @@ const retentionName = "retention"
 // retention, and needed by nothing that is still alive: no job that is not finished or
 // changed since the cutoff, no exception not resolved before it, no client request since
 // it (a replay answered from it lately; the partition of received_at prunes to recent
-// months), and no notification of a follow-up that a relay is still trying to deliver (it is
-// worded from the operation; ops rule 10). A notification no relay ever took is of a channel
-// left unset, which never delivers it: it does not hold its operation.
+// months). Follow-up notifications hold nothing: each carries its own text, and one still
+// undelivered past the whole retention is one its receiver will not take.
 const dueSQL = `
 	o.status IN ('succeeded', 'failed') AND o.closed_at < @cutoff
 	AND o.created_at + make_interval(secs => o.retention_seconds) < @cutoff
@@ -37,9 +36,7 @@ const dueSQL = `
 		AND (j.status NOT IN ('published', 'failed') OR j.updated_at >= @cutoff))
 	AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id = o.id
 		AND (e.status <> 'resolved' OR e.resolved_at >= @cutoff))
-	AND NOT EXISTS (SELECT 1 FROM client_requests cr WHERE cr.operation_id = o.id AND cr.received_at >= @cutoff)
-	AND NOT (o.followed AND EXISTS (SELECT 1 FROM follow_ups f JOIN follow_up_outbox n ON n.follow_up_id = f.id
-		WHERE f.operation_id = o.id AND n.published_at IS NULL AND n.attempts > 0))`
+	AND NOT EXISTS (SELECT 1 FROM client_requests cr WHERE cr.operation_id = o.id AND cr.received_at >= @cutoff)`
 
 // retentionStep deletes from table the rows of the batch's operations (@ids) that where
 // matches. @ids is a uuid[]: a where that compares it with text casts it there
