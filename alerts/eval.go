@@ -179,6 +179,10 @@ type Evaluator struct {
 	// ExternalURL is where people reach Settle; alerts link to its /alerts page.
 	ExternalURL string
 	Logger      *slog.Logger
+	// Quiet, when set, is told how each pass ended (nil for one that worked) and reports
+	// whether it logged the error itself: the server logs a database it cannot reach once per
+	// outage rather than once per pass.
+	Quiet func(err error) bool
 
 	lastEval  map[string]time.Time
 	lastPrune time.Time
@@ -233,9 +237,14 @@ func (e *Evaluator) Start(ctx context.Context) {
 	t := time.NewTicker(e.tick())
 	defer t.Stop()
 	for {
-		if res, err := e.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		res, err := e.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case e.Quiet != nil && e.Quiet(err):
+			// An outage of the database, which Quiet logged.
+		case err != nil:
 			e.logger().Error("alert evaluation failed", "err", err)
-		} else if res.Errors > 0 {
+		case res.Errors > 0:
 			e.logger().Warn("alert rules failed to evaluate", "rules", res.Errors)
 		}
 		select {

@@ -25,6 +25,8 @@ type Reaper struct {
 	Sleep  Sleeper
 	Logger *slog.Logger
 	Batch  int
+
+	outages OutageLog
 }
 
 // Reaped counts what one pass did.
@@ -37,7 +39,7 @@ func (r *Reaper) Start(ctx context.Context) {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		if _, err := r.RunOnce(ctx); ctx.Err() == nil && !r.outages.Pass(r.logger(), "reaper", err) && err != nil {
 			r.logger().Error("reaper pass failed", "err", err)
 		}
 		select {

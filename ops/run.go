@@ -83,7 +83,8 @@ type RunSpec struct {
 // never past the deadline (rule 4). Every attempt is recorded before it is sent and after it
 // ends; while it runs the lease is renewed and its phases written. When the call's budget
 // runs out with the operation still open, the lease is released so the next call or the
-// reaper may go on with the same key (rule 1).
+// reaper may go on with the same key (rule 1). An outage of the database met after an
+// attempt was sent is returned as MayHaveRun: the provider may have run it (rule 12).
 func (l *Ledger) Run(ctx context.Context, op *Operation, s Sender, spec RunSpec) (*Operation, error) {
 	r := &runner{l: l, ctx: ctx, sender: s, bg: context.WithoutCancel(ctx), spec: spec,
 		pol: l.policy(op.Kind, spec.Policy), possibleDup: spec.PossibleDuplicate,
@@ -91,7 +92,11 @@ func (l *Ledger) Run(ctx context.Context, op *Operation, s Sender, spec RunSpec)
 	if r.spec.Sleep == nil {
 		r.spec.Sleep = SleepContext
 	}
-	return r.run(op)
+	out, err := r.run(op)
+	if r.sent {
+		err = MayHaveRun(err, fmt.Sprintf("Retrying with the same key goes on with operation %s from its record once its lease runs out.", op.ID))
+	}
+	return out, err
 }
 
 // runner is one call of Run.
@@ -103,6 +108,8 @@ type runner struct {
 	pol         Policy
 	possibleDup bool
 	rnd         *rand.Rand
+	// sent says an attempt of this run left for the provider.
+	sent bool
 }
 
 func (r *runner) run(op *Operation) (*Operation, error) {
@@ -181,6 +188,7 @@ func (r *runner) attempt(op *Operation, a *Attempt) (*Operation, AttemptResult, 
 		}
 	}
 	t := r.l.track(r.bg, op, r.spec.Owner, r.spec.PhaseDelay)
+	r.sent = true
 	res := r.sender.Send(withTracker(r.ctx, t), op, a)
 	reqlog.Set(r.ctx, reqlog.ProviderRequestID, res.ProviderRequestID)
 	op = t.stop()

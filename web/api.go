@@ -19,6 +19,10 @@ func tenantFrom(ctx context.Context) *ops.Tenant {
 	return t
 }
 
+// callAgainNote is what a request that met an outage of the database before it reached its
+// flow (its token could not be read) tells the client to do.
+const callAgainNote = "Call again with the same request (the same arguments or Idempotency-Key) in a few seconds."
+
 // requireToken resolves the bearer token to its tenant; every API handler is scoped by it.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -29,7 +33,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		}
 		t, err := s.Accounts.TenantByToken(r.Context(), strings.TrimSpace(token))
 		if err != nil {
-			s.Error(w, r, err)
+			s.Error(w, r, ops.NothingSent(err, callAgainNote))
 			return
 		}
 		reqlog.Set(r.Context(), reqlog.Tenant, t.Name)

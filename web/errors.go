@@ -73,10 +73,14 @@ func statusOf(err error) (status int, code string) {
 
 // Error answers a failed request with the status statusOf gives: API clients get
 // application/problem+json, people get the error page. Retry-After comes from the error
-// when it carries one (the gateway's), else 5 s for a 503. A provider's refusal relayed by
-// the gateway keeps the provider's 4xx status. Internal errors are logged and their text
-// never leaves the server.
+// when it carries one (the gateway's), else ops.RetryAfterUnavailable for a 503. A
+// provider's refusal relayed by the gateway keeps the provider's 4xx status. An outage of
+// the database is a 503 even where a layer that did not recognise it called it internal.
+// Internal errors are logged and their text never leaves the server.
 func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
+	if ops.ErrorCode(err) == ops.EINTERNAL && ops.Unreachable(err) {
+		err = ops.DatabaseUnreachable(err)
+	}
 	status, code := statusOf(err)
 	p, _ := llm.ProblemOf(err)
 	if code == llm.ReasonRefused && p.UpstreamStatus >= 400 && p.UpstreamStatus < 500 {
@@ -86,7 +90,7 @@ func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
 	case p.RetryAfter > 0:
 		w.Header().Set("Retry-After", strconv.Itoa(int((p.RetryAfter+time.Second-1)/time.Second)))
 	case status == http.StatusServiceUnavailable:
-		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Retry-After", strconv.Itoa(int(ops.RetryAfterUnavailable/time.Second)))
 	}
 	if ops.ErrorCode(err) == ops.EINTERNAL {
 		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -83,7 +83,8 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 		Pipeline: b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
 	})
 	if err != nil {
-		s.Error(w, r, err)
+		// A submission never calls the provider itself: its workers do, once it is recorded.
+		s.Error(w, r, ops.NothingSent(err, "Submit it again with the same Idempotency-Key in a few seconds: it makes one job however often it is sent."))
 		return
 	}
 	j := res.Job

@@ -64,7 +64,7 @@ func (s *Server) mcpToken(next http.Handler) http.Handler {
 			t, err = s.Accounts.TenantByToken(r.Context(), strings.TrimSpace(token))
 		}
 		if err != nil {
-			s.Error(w, r, err)
+			s.Error(w, r, ops.NothingSent(err, callAgainNote))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))

@@ -14,8 +14,8 @@ const (
 	SessionLifetime    = 12 * time.Hour
 )
 
-// NewSessions returns the dashboard's session manager on store (pgxstore in production).
-// secure marks the cookie HTTPS-only; leave it off for plain-HTTP local use.
+// NewSessions returns the dashboard's session manager on store (pg.DB.SessionStore in
+// production). secure marks the cookie HTTPS-only; leave it off for plain-HTTP local use.
 func NewSessions(store scs.Store, secure bool) *scs.SessionManager {
 	sm := scs.New()
 	sm.Store = store

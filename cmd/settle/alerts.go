@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
@@ -106,8 +107,10 @@ func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Serv
 		rules = alerts.DefaultRules()
 	}
 	receivers := alerts.Receivers(ac.AlertmanagerURL, ac.WebhookURLs, &http.Client{Timeout: 10 * time.Second}, ac.ExternalURL)
+	var outages ops.OutageLog
 	ev := &alerts.Evaluator{Rules: rules, Source: p.DB, Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers),
-		Owner: "alerts:" + p.Config.WorkerID, Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger}
+		Owner: "alerts:" + p.Config.WorkerID, Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger,
+		Quiet: func(err error) bool { return outages.Pass(p.Logger, "alert evaluator", err) }}
 	p.goService(func() { ev.Start(ctx) })
 	if len(receivers) > 0 {
 		relay := &outbox.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},

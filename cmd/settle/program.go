@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -132,7 +131,7 @@ func (p *Program) Run(ctx context.Context) error {
 		Clock:    p.Clock,
 		Logger:   p.Logger,
 		// No cleanup goroutine in the store: sweepSessions does that job and stops cleanly.
-		Sessions:   web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), p.Config.SecureCookies),
+		Sessions:   web.NewSessions(db.SessionStore(), p.Config.SecureCookies),
 		Registry:   reg,
 		Operations: db,
 		Refunds:    unconfiguredRefunds{},
@@ -261,13 +260,17 @@ func (p *Program) sweepSessions(ctx context.Context) {
 	defer close(p.swept)
 	t := time.NewTicker(sessionSweepInterval)
 	defer t.Stop()
+	var outages ops.OutageLog
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			n, err := p.DB.DeleteExpiredSessions(ctx, p.Clock.Now())
-			if err != nil && ctx.Err() == nil {
+			if ctx.Err() != nil || outages.Pass(p.Logger, "session sweep", err) {
+				continue
+			}
+			if err != nil {
 				p.Logger.WarnContext(ctx, "delete expired sessions", "err", err)
 			} else if n > 0 {
 				p.Logger.DebugContext(ctx, "deleted expired sessions", "count", n)

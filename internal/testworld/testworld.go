@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/settle-dev/settle/ops"
@@ -119,7 +118,7 @@ func (w *World) Server(clock ops.Clock) *web.Server {
 		Accounts: w.DB, Queues: w.DB, DB: w.DB,
 		Clock:    clock,
 		Logger:   slog.New(slog.DiscardHandler),
-		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(w.DB.Pool, 0), false),
+		Sessions: web.NewSessions(w.DB.SessionStore(), false),
 		Registry: prometheus.NewRegistry(),
 		// Refused sign-ins are audited as in production.
 		LoginDeps: web.LoginDeps{LoginAudit: w.DB},

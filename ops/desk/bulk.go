@@ -152,6 +152,8 @@ type BulkRunner struct {
 	// Interval is how often an idle runner looks for work (default 1 s).
 	Interval time.Duration
 	Logger   *slog.Logger
+
+	outages ops.OutageLog
 }
 
 // Start runs bulk lookups until ctx ends.
@@ -161,7 +163,7 @@ func (r *BulkRunner) Start(ctx context.Context) {
 	for {
 		for {
 			ran, err := r.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil && r.Logger != nil {
+			if ctx.Err() == nil && r.Logger != nil && !r.outages.Pass(r.Logger, "bulk lookups", err) && err != nil {
 				r.Logger.ErrorContext(ctx, "bulk lookup failed", "err", err)
 			}
 			if !ran || err != nil || ctx.Err() != nil {

@@ -78,6 +78,8 @@ type Worker struct {
 	Hooks  WorkerHooks
 	Sleep  ops.Sleeper
 	Logger *slog.Logger
+	// outages keeps an unreachable database to one line per outage.
+	outages ops.OutageLog
 }
 
 // WorkerHooks are calls a test binary installs into a worker. Production leaves them nil.
@@ -96,7 +98,7 @@ func (w *Worker) Start(ctx context.Context) {
 	}
 	for ctx.Err() == nil {
 		n, err := w.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() == nil && !w.outages.Pass(w.logger(), "job worker "+w.Owner, err) && err != nil {
 			w.logger().Error("job worker pass failed", "worker", w.Owner, "err", err)
 		}
 		if n > 0 {

@@ -179,19 +179,24 @@ type exchange struct {
 	dups        int
 	// in is the request's intent, kept to admit it again after a wait.
 	in ops.Intent
+	// op is the operation admission found or opened; sent says this request sent an
+	// attempt of it to the provider.
+	op   *ops.Operation
+	sent bool
 }
 
 // Complete answers one chat completion request: from the stored result when its key has
 // one, by waiting for or joining the request in flight, or by calling the provider. Errors
 // returned before the Sink began are for the transport to answer (their Reason says how);
 // once it began, failures are written into the stream and Complete returns nil.
-func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
+func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error) {
 	g.stats.requests.Add(1)
 	if r.Tenant == nil || r.Tenant.ID <= 0 {
 		return ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
 	}
 	x := &exchange{g: g, ctx: ctx, tenant: r.Tenant, ref: r.RequestRef, out: out, start: g.clock.Now(),
 		owner: "llm:" + ops.NewProviderKey()[7:19]}
+	defer func() { err = x.outage(err) }()
 	route := r.Route
 	if route == "" {
 		route = "/v1/chat/completions"
@@ -214,6 +219,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) error {
 	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol
 	x.in = in
 	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
+	x.op = adm.Op
 	if adm.Verdict == ops.VerdictConflict {
 		x.g.stats.conflicts.Add(1)
 		return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused, Err: err,
@@ -487,4 +493,25 @@ func (x *exchange) streamFailed(err error) error {
 	x.write(sse(b))
 	x.g.cfg.Logger.WarnContext(x.ctx, "llm stream ended with an error", "err", err)
 	return nil
+}
+
+// outage words err, when it is an outage of the database, for the client (ops rule 12): a
+// request that stopped before the provider was asked sent nothing; after, the provider may
+// have generated (and billed) it, and what a retry with the key does then depends on the
+// policy: an interactive call is sent again, a batch one waits for a lookup.
+func (x *exchange) outage(err error) error {
+	switch {
+	case !ops.Unreachable(err):
+		return err
+	case !x.sent && ops.ErrorReason(err) != ops.ReasonOutcomeUnrecorded:
+		return ops.NothingSent(err, "Retry with the same Idempotency-Key in a few seconds.")
+	case x.op == nil:
+		return ops.MayHaveRun(err, "Retry with the same Idempotency-Key in a few seconds.")
+	}
+	lease := x.g.cfg.Ledger.Limits.Lease
+	next := fmt.Sprintf("A retry with the same Idempotency-Key goes on with operation %s once its lease runs out (%s) and sends it again: the provider takes no idempotency key, so it may generate and bill it a second time, which Settle counts as a possible duplicate.", x.op.ID, lease)
+	if !x.g.policy(x.mode).RetryUncertain {
+		next = fmt.Sprintf("Once operation %s's lease runs out (%s) its outcome is unknown. %s", x.op.ID, lease, x.g.whatNext(context.WithoutCancel(x.ctx), x.op))
+	}
+	return ops.MayHaveRun(err, next)
 }

@@ -57,6 +57,8 @@ type Purger struct {
 	Interval time.Duration
 	Batch    int
 	Logger   *slog.Logger
+
+	outages ops.OutageLog
 }
 
 // Start purges every Interval (default 10 minutes) until ctx ends.
@@ -68,9 +70,12 @@ func (p *Purger) Start(ctx context.Context) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if rep, err := p.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		rep, err := p.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil, p.outages.Pass(p.logger(), "body purge", err):
+		case err != nil:
 			p.logger().Error("body purge failed", "err", err)
-		} else if rep.Operations+rep.Jobs > 0 {
+		case rep.Operations+rep.Jobs > 0:
 			p.logger().Info("purged bodies", "operations", rep.Operations, "jobs", rep.Jobs)
 		}
 		select {

@@ -58,6 +58,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 					g.stats.possibleDups.Add(1)
 				}
 				g.stats.upstream.Add(1)
+				x.sent = true
 				return nil
 			},
 			AfterAttempt: func(_ context.Context, _ *ops.Operation, r ops.AttemptResult) error {
@@ -160,10 +161,11 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 	return x.fail(failure(op, res, reply, unknown))
 }
 
-// fail answers an error: returned while nothing was sent, written into the stream after.
+// fail answers an error: returned while nothing was sent, written into the stream after
+// (Complete words the returned one for an outage of the database).
 func (x *exchange) fail(err error) error {
 	if x.began {
-		return x.streamFailed(err)
+		return x.streamFailed(x.outage(err))
 	}
 	return err
 }

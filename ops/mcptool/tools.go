@@ -9,6 +9,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -331,12 +332,16 @@ func Line(a refund.Answer) string {
 // or that calling again is safe. Internal details never reach the model.
 func refused(tool string, err error) *mcp.CallToolResult {
 	var msg string
-	switch code := ops.ErrorCode(err); code {
-	case ops.EINVALID:
+	switch code := ops.ErrorCode(err); {
+	case ops.Unreachable(err):
+		// The refund flow said whether this call sent anything (ops rule 12).
+		msg = fmt.Sprintf("%s could not finish: %s Do not say the refund succeeded or failed; wait %d seconds before calling again, or tell the customer a colleague will handle it.",
+			tool, ops.ErrorMessage(err), int(ops.RetryAfterUnavailable/time.Second))
+	case code == ops.EINVALID:
 		msg = fmt.Sprintf("%s refused the arguments (%s): %s This call sent nothing to the payment provider; fix the argument and call again. Do not tell the customer whether the refund was made.", tool, ops.ErrorReason(err), ops.ErrorMessage(err))
-	case ops.EUNAUTHORIZED, ops.EFORBIDDEN:
+	case code == ops.EUNAUTHORIZED || code == ops.EFORBIDDEN:
 		msg = fmt.Sprintf("%s is not allowed: %s This call sent nothing to the payment provider. Tell the customer a colleague will handle the refund.", tool, ops.ErrorMessage(err))
-	case ops.EUNAVAILABLE:
+	case code == ops.EUNAVAILABLE:
 		msg = fmt.Sprintf("%s is unavailable: %s This call sent nothing to the payment provider. Do not say the refund succeeded or failed; try again later or tell the customer a colleague will handle it.", tool, ops.ErrorMessage(err))
 	default:
 		msg = fmt.Sprintf("%s could not finish (%s). Do not say the refund succeeded or failed. Calling again with the same arguments within 7 days is safe and never refunds twice; if it keeps failing, tell the customer: \"%s\"", tool, code, CustomerChecking)

@@ -60,6 +60,7 @@ type Relay struct {
 	Logger *slog.Logger
 
 	lastPrune time.Time
+	outages   ops.OutageLog
 }
 
 // Pruner is a Store that can delete the events it delivered long ago.
@@ -77,7 +78,7 @@ func (r *Relay) Start(ctx context.Context) {
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {
-		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		if _, err := r.RunOnce(ctx); ctx.Err() == nil && !r.outages.Pass(r.logger(), "outbox relay", err) && err != nil {
 			r.logger().Error("outbox relay pass failed", "err", err)
 		}
 		select {

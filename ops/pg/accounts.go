@@ -88,7 +88,7 @@ func (db *DB) CreateUser(ctx context.Context, email, password string, role desk.
 	if sqlState(err) == "23505" {
 		return nil, &ops.Error{Code: ops.ECONFLICT, Message: fmt.Sprintf("A user with email %s already exists.", email), Err: err}
 	} else if err != nil {
-		return nil, fmt.Errorf("create user: %w", err)
+		return nil, translate(err, "create user")
 	}
 	return u, nil
 }
@@ -121,7 +121,7 @@ func (db *DB) Authenticate(ctx context.Context, email, password string) (*desk.U
 		_ = bcrypt.CompareHashAndPassword(dummyPasswordHash, []byte(password))
 		return nil, wrong
 	} else if err != nil {
-		return nil, fmt.Errorf("find user: %w", err)
+		return nil, translate(err, "find user")
 	}
 	if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)); err != nil {
 		return nil, wrong
@@ -137,7 +137,7 @@ func (db *DB) UserByID(ctx context.Context, id int64) (*desk.User, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("No user with id %d.", id), Err: err}
 	} else if err != nil {
-		return nil, fmt.Errorf("find user %d: %w", id, err)
+		return nil, translate(err, fmt.Sprintf("find user %d", id))
 	}
 	return u, nil
 }
@@ -154,7 +154,7 @@ func (db *DB) EnsureTenant(ctx context.Context, name string) (*ops.Tenant, error
 		 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 		 RETURNING `+accountTenantCols, name))
 	if err != nil {
-		return nil, fmt.Errorf("ensure tenant %s: %w", name, err)
+		return nil, translate(err, "ensure tenant "+name)
 	}
 	return t, nil
 }
@@ -172,7 +172,7 @@ func (db *DB) CreateToken(ctx context.Context, tenantID int64, name string) (str
 	if sqlState(err) == "23503" {
 		return "", &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("No tenant with id %d.", tenantID), Err: err}
 	} else if err != nil {
-		return "", fmt.Errorf("create token: %w", err)
+		return "", translate(err, "create token")
 	}
 	return token, nil
 }
@@ -196,7 +196,7 @@ WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, sum[:]))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, bad
 	} else if err != nil {
-		return nil, fmt.Errorf("find token: %w", err)
+		return nil, translate(err, "find token")
 	}
 	return t, nil
 }
@@ -205,11 +205,11 @@ WHERE k.token_hash = $1 AND k.revoked_at IS NULL`, sum[:]))
 func (db *DB) Tenants(ctx context.Context) ([]*ops.Tenant, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+accountTenantCols+` FROM tenants t ORDER BY t.name`)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, translate(err, "list tenants")
 	}
 	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*ops.Tenant, error) { return scanAccountTenant(r) })
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, translate(err, "list tenants")
 	}
 	return ts, nil
 }
@@ -229,7 +229,7 @@ func sqlState(err error) string {
 func (db *DB) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
 	tag, err := db.Pool.Exec(ctx, `DELETE FROM sessions WHERE expiry < $1`, now)
 	if err != nil {
-		return 0, fmt.Errorf("delete expired sessions: %w", err)
+		return 0, translate(err, "delete expired sessions")
 	}
 	return tag.RowsAffected(), nil
 }

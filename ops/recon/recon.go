@@ -92,6 +92,8 @@ type Reconciler struct {
 	// Progress, when set, hears how far a run is: a one-off run over many days takes long
 	// enough that the person who started it wants to see it move.
 	Progress Progress
+
+	outages ops.OutageLog
 }
 
 // Progress is told about each stage of a run: its size, the units done, its end. The
@@ -181,7 +183,7 @@ func (r *Reconciler) Start(ctx context.Context) {
 	defer t.Stop()
 	for {
 		reports, err := r.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() == nil && !r.outages.Pass(r.logger(), "reconciler", err) && err != nil {
 			r.logger().Error("reconciliation failed", "err", err)
 		}
 		for _, rep := range reports {

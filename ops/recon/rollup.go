@@ -97,6 +97,8 @@ type Rollups struct {
 	// value keeps every minute.
 	MinuteKeep time.Duration
 	Logger     *slog.Logger
+
+	outages ops.OutageLog
 }
 
 // Start runs a pass every Interval until ctx ends; while a pass has not caught up with the
@@ -110,7 +112,7 @@ func (r *Rollups) Start(ctx context.Context) {
 	defer t.Stop()
 	for {
 		rep, err := r.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() == nil && !r.outages.Pass(r.logger(), "rollups", err) && err != nil {
 			r.logger().Error("rollup pass failed", "err", err)
 		}
 		if err == nil && !rep.CaughtUp && !rep.Skipped {

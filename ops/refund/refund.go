@@ -192,8 +192,12 @@ func StoredReason(op *ops.Operation) string {
 	return b.Reason
 }
 
-// Refund performs the refund of req at most once and answers truthfully.
-func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
+// Refund performs the refund of req at most once and answers truthfully. When the database
+// cannot be reached the error says whether this call sent anything to Stripe (ops rule 12).
+func (s *Tool) Refund(ctx context.Context, req Request) (ans Answer, err error) {
+	var opID string
+	var sent bool
+	defer func() { err = s.outage(err, opID, sent) }()
 	if err := req.Validate(); err != nil {
 		if req.TenantID > 0 {
 			_ = s.Ledger.Reject(ctx, req.TenantID, ops.KindRefund, ops.CleanRef(req.RequestRef))
@@ -216,6 +220,9 @@ func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.deadline())
 	defer cancel()
 	adm, err := s.Ledger.Admit(ctx, in)
+	if adm.Op != nil {
+		opID = adm.Op.ID
+	}
 	if adm.Verdict == ops.VerdictConflict {
 		// The same order and amount with another optional argument: this intent is already
 		// being refunded, so the truthful answer is that refund's status, not a refusal
@@ -230,7 +237,11 @@ func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 	op := adm.Op
 	switch adm.Verdict {
 	case ops.VerdictSend:
-		op, err = s.Ledger.Run(ctx, op, s.Provider, ops.RunSpec{Owner: owner, First: adm.Attempt, Sleep: s.Sleep})
+		op, err = s.Ledger.Run(ctx, op, s.Provider, ops.RunSpec{Owner: owner, First: adm.Attempt, Sleep: s.Sleep,
+			Hooks: ops.Hooks{BeforeSend: func(context.Context, *ops.Operation, *ops.Attempt, bool) error {
+				sent = true
+				return nil
+			}}})
 	case ops.VerdictInFlight:
 		err = s.Ledger.Answer(ctx, adm.ClientRequestID, ops.AnswerInProgress)
 	}
@@ -238,6 +249,24 @@ func (s *Tool) Refund(ctx context.Context, req Request) (Answer, error) {
 		return Answer{}, err
 	}
 	return s.answer(context.WithoutCancel(ctx), op)
+}
+
+// NothingSentNote is what a call that met an outage of the database before it sent anything
+// tells its caller to do.
+const NothingSentNote = "Call again with the same arguments in a few seconds: it never refunds twice."
+
+// MayHaveRunNote is what a call that met an outage of the database after it sent operation
+// %s to Stripe tells its caller; %s is the operation's lease.
+const MayHaveRunNote = "The refund may have been made: do not say it succeeded or failed. Calling again with the same arguments is safe: once operation %s's lease runs out (%s), the call or the reaper resends it with the same idempotency key, which Stripe answers with the refund it made, never a second one."
+
+// outage words err, when it is an outage of the database, for the caller: nothing was sent
+// when the call stopped before Stripe was asked, and the refund may have been made when it
+// stopped after (ops rule 12).
+func (s *Tool) outage(err error, opID string, sent bool) error {
+	if sent || ops.ErrorReason(err) == ops.ReasonOutcomeUnrecorded {
+		return ops.MayHaveRun(err, fmt.Sprintf(MayHaveRunNote, opID, s.Ledger.Limits.Lease))
+	}
+	return ops.NothingSent(err, NothingSentNote)
 }
 
 // Reject records a refund request that could not even be read (malformed, too large), so
