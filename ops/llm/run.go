@@ -170,6 +170,27 @@ func (x *exchange) fail(err error) error {
 	return err
 }
 
+// outage words err, when it is an outage of the database, for the client (ops rule 12): a
+// request that stopped before the provider was asked sent nothing; after, the provider may
+// have generated (and billed) it, and what a retry with the key does then depends on the
+// policy: an interactive call is sent again, a batch one waits for a lookup.
+func (x *exchange) outage(err error) error {
+	switch {
+	case !ops.Unreachable(err):
+		return err
+	case !x.sent && ops.ErrorReason(err) != ops.ReasonOutcomeUnrecorded:
+		return ops.NothingSent(err, "Retry with the same Idempotency-Key in a few seconds.")
+	case x.op == nil:
+		return ops.MayHaveRun(err, "Retry with the same Idempotency-Key in a few seconds.")
+	}
+	lease := x.g.cfg.Ledger.Limits.Lease
+	next := fmt.Sprintf("A retry with the same Idempotency-Key goes on with operation %s once its lease runs out (%s) and sends it again: the provider takes no idempotency key, so it may generate and bill it a second time, which Settle counts as a possible duplicate.", x.op.ID, lease)
+	if !x.g.policy(x.mode).RetryUncertain {
+		next = fmt.Sprintf("Once operation %s's lease runs out (%s) its outcome is unknown. %s", x.op.ID, lease, x.g.whatNext(context.WithoutCancel(x.ctx), x.op))
+	}
+	return ops.MayHaveRun(err, next)
+}
+
 // failure explains to the client why its request ended without a completion; unknown says
 // what happens to an operation whose outcome is unknown (Gateway.whatNext).
 func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, unknown string) error {
