@@ -11,6 +11,12 @@
 // it:
 //
 //	make load RATE=100 DURATION=60s
+//
+// `settle-load gateway` is the gateway benchmark instead (gateway.go): chat completions at
+// fixed rates sent to the fake LLM directly, through a bare reverse proxy and through
+// Settle, in turn, and what each adds; `make bench-gateway` runs it:
+//
+//	make bench-gateway RATES=100,300,500 DURATION=60s
 package main
 
 import (
@@ -42,6 +48,14 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "gateway":
+			os.Exit(gatewayMain(os.Args[2:]))
+		case "reverse-proxy":
+			os.Exit(reverseProxyMain(os.Args[2:]))
+		}
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "settle-load:", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,7 +18,8 @@ import (
 	"time"
 )
 
-// replica is one `settle serve` process, named by its SETTLE_WORKER_ID.
+// replica is one `settle serve` process, named by its SETTLE_WORKER_ID, or another server
+// process of the run (the gateway benchmark's reverse proxy).
 type replica struct {
 	name, addr string
 	cmd        *exec.Cmd
@@ -28,14 +31,20 @@ type replica struct {
 // startReplica starts `settle serve` on addr, its output into the run's folder, and waits
 // until it answers /healthz.
 func (w *world) startReplica(ctx context.Context, name, addr string) (*replica, error) {
+	return w.startServer(ctx, name, addr, append(slices.Clip(w.env), "SETTLE_WORKER_ID="+name), w.cfg.settleBin, "serve", "--addr", addr)
+}
+
+// startServer starts bin with args and env beside the inherited environment, its output
+// into the run's folder as name.log, and waits until it answers HTTP on addr.
+func (w *world) startServer(ctx context.Context, name, addr string, env []string, bin string, args ...string) (*replica, error) {
 	logf, err := os.Create(filepath.Join(w.runDir, name+".log"))
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
 	r := &replica{name: name, addr: addr, exited: make(chan struct{})}
-	r.cmd = exec.Command(w.cfg.settleBin, "serve", "--addr", addr)
-	r.cmd.Env = append(append(os.Environ(), w.env...), "SETTLE_WORKER_ID="+name)
+	r.cmd = exec.Command(bin, args...)
+	r.cmd.Env = append(os.Environ(), env...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	// A replica must not outlive the run, also when the run itself is killed.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -129,6 +138,43 @@ func (r *replica) sample() {
 		return
 	}
 }
+
+// cpu returns the processor time the process has used so far, user and system; 0 when it
+// cannot be read.
+func (r *replica) cpu() time.Duration {
+	_, cpu, _ := procStat(r.cmd.Process.Pid)
+	return cpu
+}
+
+// procStat reads the parent of process pid and the processor time it has used so far, user
+// and system (the utime and stime fields of /proc/<pid>/stat).
+func procStat(pid int) (ppid int, cpu time.Duration, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name, field 2, is in parentheses and may hold spaces and parentheses:
+	// count from after the last one.
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, err = strconv.Atoi(f[1])
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err != nil || err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return ppid, time.Duration(utime+stime) * time.Second / clockTicks, true
+}
+
+// clockTicks is the unit of /proc's times, USER_HZ: 100 per second on every Linux
+// architecture Go supports.
+const clockTicks = 100
 
 // freeAddr returns a loopback address with a port free at the moment.
 func freeAddr() string {

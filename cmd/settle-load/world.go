@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +31,7 @@ type world struct {
 	db      *pg.DB
 	stripe  *fake.Stripe
 	llm     *fake.LLM
+	llmBase string   // the fake LLM's base URL, http://host:port/v1
 	env     []string // the replicas' environment beside the inherited one
 	tokens  []string // the API token of each tenant
 
@@ -43,30 +45,20 @@ type world struct {
 
 // startWorld starts the run's parts. On an error, what was started is stopped again.
 func startWorld(ctx context.Context, cfg config, out io.Writer) (w *world, err error) {
-	if _, err := os.Stat(cfg.settleBin); err != nil {
-		return nil, fmt.Errorf("the settle binary: %w (make build makes bin/settle)", err)
-	}
-	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+	if w, err = newWorld(cfg, "load-"); err != nil {
 		return nil, err
 	}
-	runDir, err := os.MkdirTemp(cfg.dir, "load-")
-	if err != nil {
-		return nil, err
-	}
-	// As root the server runs as postgres, which must reach its folder.
-	_ = os.Chmod(runDir, 0o755)
-	w = &world{cfg: cfg, runDir: runDir}
 	defer func() {
 		if err != nil {
 			w.close()
 		}
 	}()
-	fmt.Fprintf(out, "load run in %s: starting a durable Postgres, the fakes and two replicas\n", runDir)
+	fmt.Fprintf(out, "load run in %s: starting a durable Postgres, the fakes and two replicas\n", w.runDir)
 	if err := w.startDatabase(ctx); err != nil {
 		return nil, err
 	}
 	w.startFakes()
-	if err := w.prepare(ctx); err != nil {
+	if err := w.prepare(ctx, replicaEnv); err != nil {
 		return nil, err
 	}
 	for i := range w.slots {
@@ -78,6 +70,24 @@ func startWorld(ctx context.Context, cfg config, out io.Writer) (w *world, err e
 	}
 	go w.sampleRSS(ctx)
 	return w, nil
+}
+
+// newWorld checks the settle binary and makes the run's folder, named prefix and a random
+// tail, under cfg.dir; nothing is started yet.
+func newWorld(cfg config, prefix string) (*world, error) {
+	if _, err := os.Stat(cfg.settleBin); err != nil {
+		return nil, fmt.Errorf("the settle binary: %w (make build makes bin/settle)", err)
+	}
+	if err := os.MkdirAll(cfg.dir, 0o755); err != nil {
+		return nil, err
+	}
+	runDir, err := os.MkdirTemp(cfg.dir, prefix)
+	if err != nil {
+		return nil, err
+	}
+	// As root the server runs as postgres, which must reach its folder.
+	_ = os.Chmod(runDir, 0o755)
+	return &world{cfg: cfg, runDir: runDir}, nil
 }
 
 // startDatabase starts the private cluster, durable as in production (fsync and
@@ -116,9 +126,10 @@ func (w *world) startFakes() {
 	}
 }
 
-// prepare migrates the database, creates the tenant's API token with the settle binary, as
-// an operator would, and fixes the replicas' environment.
-func (w *world) prepare(ctx context.Context) error {
+// prepare migrates the database, creates the tenants' API tokens with the settle binary, as
+// an operator would, and fixes the replicas' environment: base, then the addresses of the
+// database and the fakes.
+func (w *world) prepare(ctx context.Context, base []string) error {
 	stripeBase, err := w.stripe.Start("127.0.0.1:0")
 	if err != nil {
 		return err
@@ -127,7 +138,8 @@ func (w *world) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.env = append(replicaEnv, "DATABASE_URL="+w.url, "STRIPE_API_BASE="+stripeBase, "SETTLE_LLM_BASE_URL="+llmBase)
+	w.llmBase = llmBase
+	w.env = append(slices.Clip(base), "DATABASE_URL="+w.url, "STRIPE_API_BASE="+stripeBase, "SETTLE_LLM_BASE_URL="+llmBase)
 	if _, err := w.runSettle(ctx, "migrate"); err != nil {
 		return err
 	}

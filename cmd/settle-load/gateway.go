@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/settle-dev/settle/ops/fake"
+)
+
+// The gateway benchmark (`settle-load gateway`, `make bench-gateway`) measures what Settle's
+// LLM gateway adds to a chat completion under load, beside what a bare reverse proxy adds.
+// At each rate it offers the same open-loop traffic, for the same time, first to the fake
+// LLM directly, then through a plain httputil.ReverseProxy process, then through a
+// `settle serve` process on a private, durable Postgres, so the three are measured in the
+// same sitting under the same machine load. Half the requests stream. A plain call is timed
+// to the end of its answer, a stream to its first chunk, which the fake sends after its
+// fixed time to first token. Every request carries its own Idempotency-Key.
+
+// gatewayConfig is what one gateway benchmark does.
+type gatewayConfig struct {
+	rates      []float64     // requests per second, in the order they are offered
+	duration   time.Duration // how long each target is offered each rate
+	rounds     int           // how many turns the duration is cut into at each rate
+	warmup     time.Duration // traffic at the first rate sent to each target first, not measured
+	pause      time.Duration // rest between two phases
+	ttft       time.Duration // the fake's wait before its first chunk or its whole answer
+	chunks     int           // the content chunks of a streamed answer (a token each)
+	chunkDelay time.Duration // the fake's pause before each content chunk
+	timeout    time.Duration // a request's limit, answer included
+	settleBin  string
+	dir        string
+}
+
+func gatewayMain(args []string) int {
+	cfg, err := parseGatewayFlags(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "settle-load gateway:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := runGateway(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "settle-load gateway:", err)
+		return 2
+	}
+	return 0
+}
+
+func parseGatewayFlags(args []string) (gatewayConfig, error) {
+	fs := flag.NewFlagSet("settle-load gateway", flag.ContinueOnError)
+	var c gatewayConfig
+	rates := fs.String("rates", envString("RATES", "100,300,500"), "requests per second offered, in turn (env RATES)")
+	fs.DurationVar(&c.duration, "duration", envDuration("DURATION", 60*time.Second), "how long each target is offered each rate (env DURATION)")
+	fs.IntVar(&c.rounds, "rounds", 1, "cut each rate's duration into this many turns of direct, proxy, settle, to spread a shared machine's drift over the three")
+	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "unmeasured traffic at the first rate sent to each target before the run")
+	fs.DurationVar(&c.pause, "pause", 2*time.Second, "rest between two phases")
+	fs.DurationVar(&c.ttft, "ttft", 50*time.Millisecond, "the fake LLM's time to its first chunk (and to a whole unstreamed answer)")
+	fs.IntVar(&c.chunks, "chunks", 20, "content chunks of a streamed answer, besides its opening and closing chunks")
+	fs.DurationVar(&c.chunkDelay, "chunk-delay", 5*time.Millisecond, "the fake LLM's pause before each content chunk")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "a request's limit, its answer read to the end included")
+	fs.StringVar(&c.settleBin, "settle", "bin/settle", "the settle binary to run")
+	fs.StringVar(&c.dir, "dir", ".settle", "folder under which the run keeps its cluster and the servers' logs")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for _, s := range strings.Split(*rates, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || r <= 0 {
+			return c, fmt.Errorf("-rates %q: want positive numbers separated by commas", *rates)
+		}
+		c.rates = append(c.rates, r)
+	}
+	if c.duration <= 0 || c.rounds <= 0 || c.chunks <= 0 || c.ttft < 0 || c.chunkDelay < 0 || c.timeout <= 0 {
+		return c, fmt.Errorf("-duration, -rounds, -chunks and -timeout must be positive, -ttft and -chunk-delay not negative")
+	}
+	bin, err := filepath.Abs(c.settleBin)
+	if err != nil {
+		return c, err
+	}
+	c.settleBin = bin
+	return c, nil
+}
+
+func envString(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// gatewayEnv is Settle's environment in the benchmark beside the database and the fake:
+// production's defaults, so its background work (reconciler, workers, leases) runs at its
+// usual pace, and no Stripe key, so refunds are off.
+var gatewayEnv = []string{"SETTLE_LLM_API_KEY=sk-gatewaybench"}
+
+// target is one of the three things measured.
+type target struct {
+	name   string
+	url    string
+	token  string
+	proc   *replica // the server process, for its CPU and RSS; nil for the fake, which runs in this one
+	client *http.Client
+}
+
+// runGateway makes one benchmark and prints its table to out.
+func runGateway(ctx context.Context, cfg gatewayConfig, out io.Writer) error {
+	before := loadAverage()
+	w, targets, err := startGatewayWorld(ctx, cfg, out)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	fsync := fdatasyncCost(w.cluster.Dir)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	if cfg.warmup > 0 {
+		for _, t := range targets {
+			t.drive(ctx, cfg.rates[0], cfg.warmup, run+"-warm", w)
+			sleep(ctx, cfg.pause)
+		}
+	}
+	var phases []*phase
+	for _, rate := range cfg.rates {
+		at := make([]*phase, len(targets))
+		for round := range cfg.rounds {
+			for i, t := range targets {
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted")
+				}
+				p := t.drive(ctx, rate, cfg.duration/time.Duration(cfg.rounds), fmt.Sprintf("%s-%d", run, round), w)
+				fmt.Fprintf(out, "  %4.0f/s %-7s %6d requests, %d failed, last answer %.1fs after the start\n",
+					rate, t.name, p.sent, sum(p.errors), p.span.Seconds())
+				at[i] = at[i].add(p)
+				sleep(ctx, cfg.pause)
+			}
+		}
+		phases = append(phases, at...)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted")
+	}
+	printGateway(out, cfg, phases, before, loadAverage(), fsync)
+	fmt.Fprintf(out, "servers' logs: %s\n", w.runDir)
+	return nil
+}
+
+// startGatewayWorld starts the durable cluster, the fake LLM (in this process), Settle
+// with one tenant and its API token, and the reverse proxy (this binary again), and
+// returns the three targets: the fake directly, the proxy, Settle.
+func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w *world, targets []*target, err error) {
+	if w, err = newWorld(config{settleBin: cfg.settleBin, dir: cfg.dir, tenants: 1}, "gateway-"); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
+	fmt.Fprintf(out, "gateway benchmark in %s: starting a durable Postgres, the fake LLM, Settle and a reverse proxy\n", w.runDir)
+	if err := w.startDatabase(ctx); err != nil {
+		return nil, nil, err
+	}
+	w.stripe = fake.NewStripe(fake.StripeOptions{})
+	w.llm = fake.NewLLM(fake.LLMOptions{Latency: cfg.ttft, ChunkDelay: cfg.chunkDelay, Words: cfg.chunks})
+	if err := w.prepare(ctx, gatewayEnv); err != nil {
+		return nil, nil, err
+	}
+	settle, err := w.startReplica(ctx, "settle", freeAddr())
+	if err != nil {
+		return nil, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	addr := freeAddr()
+	proxy, err := w.startServer(ctx, "proxy", addr, nil, self, "reverse-proxy", "-addr", addr, "-upstream", strings.TrimSuffix(w.llmBase, "/v1"))
+	if err != nil {
+		return nil, nil, err
+	}
+	const path = "/v1/chat/completions"
+	targets = []*target{
+		{name: "direct", url: w.llmBase + "/chat/completions", token: "sk-gatewaybench"},
+		{name: "proxy", url: proxy.url() + path, token: "sk-gatewaybench", proc: proxy},
+		{name: "settle", url: settle.url() + path, token: w.tokens[0], proc: settle},
+	}
+	for _, t := range targets {
+		// Connections are kept and reused, one pool per target: a request in flight holds
+		// one, so the pool must hold as many as are ever in flight at once.
+		t.client = &http.Client{Timeout: cfg.timeout, Transport: &http.Transport{
+			MaxIdleConns: 0, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 5 * time.Minute, DisableCompression: true}}
+	}
+	return w, targets, nil
+}
+
+// chatBodies are the two requests sent, unstreamed and streamed: a short question, the same
+// every time, so the fake's and Settle's work per request does not grow with the run.
+var chatBodies = [2][]byte{
+	[]byte(`{"model":"fake-small","messages":[{"role":"user","content":"How long does a refund take to reach my card?"}]}`),
+	[]byte(`{"model":"fake-small","stream":true,"messages":[{"role":"user","content":"How long does a refund take to reach my card?"}]}`),
+}
+
+// phase is one target offered one rate: what each request got.
+type phase struct {
+	target  *target
+	rate    float64
+	sent    int
+	errors  map[string]int
+	plain   []time.Duration // whole answers, sorted
+	stream  []time.Duration // first chunks, sorted
+	late    []time.Duration // how late each request left against its schedule, sorted
+	span    time.Duration   // from the first request's schedule to the last answer
+	cpu     time.Duration   // the target process's user and system time over the span
+	pgCPU   time.Duration   // Postgres's, all its processes together
+	walSync int64           // WAL flushes to disk over the span (pg_stat_wal.wal_sync)
+	peakRSS int64           // the target process's VmHWM at the end, kB
+}
+
+// add returns p with q's requests added (another turn of the same target and rate); p may be
+// nil.
+func (p *phase) add(q *phase) *phase {
+	if p == nil {
+		return q
+	}
+	p.sent += q.sent
+	for k, v := range q.errors {
+		p.errors[k] += v
+	}
+	p.plain = append(p.plain, q.plain...)
+	p.stream = append(p.stream, q.stream...)
+	p.late = append(p.late, q.late...)
+	slices.Sort(p.plain)
+	slices.Sort(p.stream)
+	slices.Sort(p.late)
+	p.span += q.span
+	p.cpu += q.cpu
+	p.pgCPU += q.pgCPU
+	p.walSync += q.walSync
+	p.peakRSS = max(p.peakRSS, q.peakRSS)
+	return p
+}
+
+// sample is one request's outcome.
+type sample struct {
+	stream  bool
+	latency time.Duration
+	late    time.Duration
+	fail    string // why it failed; "" when it did not
+}
+
+// drive offers rate requests per second for d on a fixed schedule, request i leaving at
+// i/rate whatever became of those before it (open loop), every other one streamed, and
+// returns once every answer is in. pgDir is the cluster's data folder, whose processes'
+// CPU time and WAL flushes are measured too.
+func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run string, w *world) *phase {
+	n := int(rate * d.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	samples := make([]sample, n)
+	var cpu0 time.Duration
+	if t.proc != nil {
+		cpu0 = t.proc.cpu()
+	}
+	pg0, wal0 := clusterCPU(w.cluster.Dir), walSyncs(ctx, w)
+	start := time.Now()
+	var wg sync.WaitGroup
+	sent := 0
+	for i := range n {
+		at := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(at); wait > 0 {
+			time.Sleep(wait)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		key := fmt.Sprintf("gw-%s-%s-%g-%d", run, t.name, rate, i)
+		wg.Go(func() { samples[i] = t.call(ctx, at, i%2 == 1, key) })
+		sent++
+	}
+	wg.Wait()
+	p := &phase{target: t, rate: rate, sent: sent, errors: map[string]int{}, span: time.Since(start),
+		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0}
+	if t.proc != nil {
+		p.cpu = t.proc.cpu() - cpu0
+		t.proc.sample()
+		p.peakRSS = t.proc.peakKB.Load()
+	}
+	for _, s := range samples[:sent] {
+		p.late = append(p.late, s.late)
+		switch {
+		case s.fail != "":
+			p.errors[s.fail]++
+		case s.stream:
+			p.stream = append(p.stream, s.latency)
+		default:
+			p.plain = append(p.plain, s.latency)
+		}
+	}
+	slices.Sort(p.plain)
+	slices.Sort(p.stream)
+	slices.Sort(p.late)
+	return p
+}
+
+// call sends one chat completion scheduled for at and reads its answer to the end.
+func (t *target) call(ctx context.Context, at time.Time, stream bool, key string) sample {
+	s := sample{stream: stream}
+	body := chatBodies[0]
+	if stream {
+		body = chatBodies[1]
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		s.fail = classTransport
+		return s
+	}
+	req.Header.Set("Authorization", "Bearer "+t.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	start := time.Now()
+	s.late = start.Sub(at)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		s.fail = classTransport
+		return s
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		_, _ = io.Copy(io.Discard, resp.Body)
+		s.fail = "HTTP " + strconv.Itoa(resp.StatusCode)
+	case stream:
+		s.latency, s.fail = firstChunk(resp.Body, start)
+	default:
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			s.fail = classTransport
+		}
+		s.latency = time.Since(start)
+	}
+	return s
+}
+
+// clusterCPU returns the processor time the cluster whose data folder is dir has used so
+// far: its postmaster's and its children's (backends, WAL writer, checkpointer ...); a
+// backend that has exited is no longer counted, and Settle's pool keeps its connections.
+func clusterCPU(dir string) time.Duration {
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	postmaster, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0
+	}
+	_, total, _ := procStat(postmaster)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, cpu, ok := procStat(pid); ok && ppid == postmaster {
+			total += cpu
+		}
+	}
+	return total
+}
+
+// walSyncs returns how many times the cluster has flushed its WAL to disk since its start.
+// Each backend adds its own flushes to the figure when it reports its statistics, at most
+// a second after a transaction or ten seconds after it went idle, so a phase's count may
+// take in flushes of the moments before it.
+func walSyncs(ctx context.Context, w *world) int64 {
+	var n int64
+	_ = w.db.Pool.QueryRow(ctx, "SELECT wal_sync FROM pg_stat_wal").Scan(&n)
+	return n
+}
+
+// firstChunk reads a stream of server-sent events to its end and returns how long after
+// start its first event arrived, and why the stream failed: an error event, or no [DONE].
+func firstChunk(body io.Reader, start time.Time) (time.Duration, string) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20)
+	var first time.Duration
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if first == 0 {
+			first = time.Since(start)
+		}
+		switch {
+		case bytes.Equal(data, []byte("[DONE]")):
+			return first, ""
+		case bytes.HasPrefix(data, []byte(`{"error"`)):
+			return first, classStreamFail
+		}
+	}
+	return first, classStreamCut
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The gateway benchmark's figures come from these; the run itself needs Postgres and the
+// binary, and is `make bench-gateway`.
+func TestGatewayFiguresAndStreams(t *testing.T) {
+	start := time.Now()
+	if first, fail := firstChunk(strings.NewReader("data: {\"id\":\"chatcmpl-1\"}\n\ndata: [DONE]\n\n"), start); fail != "" || first <= 0 {
+		t.Errorf("a whole stream reads as %q after %s", fail, first)
+	}
+	if _, fail := firstChunk(strings.NewReader("data: {\"id\":\"chatcmpl-1\"}\n\n"), start); fail != classStreamCut {
+		t.Errorf("a stream without [DONE] reads as %q", fail)
+	}
+	if _, fail := firstChunk(strings.NewReader("data: {\"id\":\"c\"}\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n"), start); fail != classStreamFail {
+		t.Errorf("a stream ending in an error reads as %q", fail)
+	}
+
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	if got := quantiles(ms(50, 51, 52), nil, true); got != "51.00 52.00 52.00" {
+		t.Errorf("absolute quantiles = %q", got)
+	}
+	if got := quantiles(ms(53, 55, 60), ms(50, 51, 52), false); got != "+4.00 +8.00 +8.00" {
+		t.Errorf("added quantiles = %q", got)
+	}
+
+	a := &phase{sent: 2, errors: map[string]int{"HTTP 500": 1}, plain: ms(3), cpu: time.Second, peakRSS: 10}
+	b := &phase{sent: 3, errors: map[string]int{"HTTP 500": 1, classTransport: 1}, plain: ms(1), stream: ms(2), cpu: time.Second, peakRSS: 20}
+	var m *phase
+	m = m.add(a).add(b)
+	if m.sent != 5 || m.errors["HTTP 500"] != 2 || m.errors[classTransport] != 1 || m.cpu != 2*time.Second || m.peakRSS != 20 ||
+		len(m.plain) != 2 || m.plain[0] != time.Millisecond || len(m.stream) != 1 {
+		t.Errorf("two turns add up to %+v", m)
+	}
+	if got := failures(m.errors); got != "2 HTTP 500, 1 transport" {
+		t.Errorf("failures = %q", got)
+	}
+
+	// This process has run the test so far: its CPU time reads as positive, its parent as
+	// the one the kernel names.
+	ppid, cpu, ok := procStat(os.Getpid())
+	if !ok || ppid != os.Getppid() || cpu < 0 {
+		t.Errorf("procStat(self) = %d, %s, %v; parent %d", ppid, cpu, ok, os.Getppid())
+	}
+}
+
+func TestGatewayFlags(t *testing.T) {
+	t.Setenv("RATES", "")
+	t.Setenv("DURATION", "")
+	c, err := parseGatewayFlags(nil)
+	if err != nil || len(c.rates) != 3 || c.rates[0] != 100 || c.rates[2] != 500 || c.duration != time.Minute || c.rounds != 1 {
+		t.Errorf("defaults: %+v, %v", c, err)
+	}
+	c, err = parseGatewayFlags([]string{"-rates", "50, 200", "-duration", "10s"})
+	if err != nil || len(c.rates) != 2 || c.rates[1] != 200 || c.duration != 10*time.Second {
+		t.Errorf("-rates 50,200 -duration 10s: %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{{"-rates", "100,x"}, {"-rates", "0"}, {"-rounds", "0"}, {"-chunks", "0"}} {
+		if _, err := parseGatewayFlags(bad); err == nil {
+			t.Errorf("%v was taken", bad)
+		}
+	}
+}
