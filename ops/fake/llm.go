@@ -56,8 +56,11 @@ type LLMOptions struct {
 
 // Generation is one billed completion as the fake's ledger records it.
 type Generation struct {
-	// ID is the completion id (chatcmpl-...).
+	// ID is the completion id (chatcmpl-...), the response id (resp_...) or, for
+	// embeddings, which have no id, the request id.
 	ID string `json:"id"`
+	// API is the route that billed it: chat.completions, responses or embeddings.
+	API LLMAPI `json:"api"`
 	// RequestID is the x-request-id header the answer carried (req_...).
 	RequestID string `json:"request_id"`
 	// APIKeyID identifies the API key that paid (see LLMKeyID); the key itself is not kept.
@@ -106,6 +109,8 @@ type LLM struct {
 	store storeOptions
 	// stored holds the completions created with store: true, oldest first (under mu).
 	stored []*storedCompletion
+	// runs holds the stored responses of the Responses API by id (under mu).
+	runs map[string]*responseRun
 }
 
 // NewLLM returns a fake LLM provider with no faults.
@@ -125,6 +130,7 @@ func NewLLM(opts LLMOptions) *LLM {
 		prompts: map[string]bool{},
 		faults:  newRuleSet[LLMFault](rand.New(rand.NewPCG(uint64(opts.Seed), uint64(opts.Seed)^0x11a))),
 		store:   newStoreOptions(opts),
+		runs:    map[string]*responseRun{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", l.chatCompletions)
@@ -132,9 +138,11 @@ func NewLLM(opts LLMOptions) *LLM {
 	mux.HandleFunc("GET /v1/chat/completions/{id}", l.getStored)
 	mux.HandleFunc("GET /v1/usage", l.usage)
 	mux.HandleFunc("GET /v1/organization/usage/completions", l.usage)
-	mux.HandleFunc("GET /_fake/llm/generations", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, l.Generations())
-	})
+	mux.HandleFunc("POST /v1/responses", l.createResponse)
+	mux.HandleFunc("GET /v1/responses/{id}", l.getResponse)
+	mux.HandleFunc("POST /v1/embeddings", l.embeddings)
+	mux.HandleFunc("GET /v1/organization/usage/embeddings", l.usage)
+	mux.HandleFunc("GET /_fake/llm/generations", l.adminGenerations)
 	mux.HandleFunc("GET /_fake/llm/faults", l.adminListFaults)
 	mux.HandleFunc("POST /_fake/llm/faults", l.adminAddFaults)
 	mux.HandleFunc("DELETE /_fake/llm/faults", func(w http.ResponseWriter, _ *http.Request) {
@@ -355,6 +363,9 @@ func (l *LLM) failBeforeGenerating(w http.ResponseWriter, r *http.Request, fault
 	case LLMFaultServerError:
 		openAIError(w, http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request. Sorry about that!")
 		return "fault"
+	case LLMFaultOverloaded:
+		openAIError(w, http.StatusServiceUnavailable, "server_error", "", "The engine is currently overloaded, please try again later.")
+		return "fault"
 	case LLMFaultGarbage:
 		h.Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
@@ -393,7 +404,7 @@ func (l *LLM) generateChat(r *http.Request, req chatRequest, body []byte, reqID,
 	promptTokens := countPromptTokens(req.Messages)
 	g := Generation{
 		ID: newID("chatcmpl-"), RequestID: reqID, APIKeyID: LLMKeyID(key), ClientRequestID: r.Header.Get("X-Client-Request-Id"),
-		Model: req.Model, Stream: req.Stream, PromptTokens: promptTokens, CompletionTokens: completionTokens,
+		API: APIChatCompletions, Model: req.Model, Stream: req.Stream, PromptTokens: promptTokens, CompletionTokens: completionTokens,
 		Created: now, Content: choices[0].content,
 	}
 	if fault != nil {

@@ -24,13 +24,21 @@ const (
 	LLMFaultDropStream LLMFaultKind = "drop_stream"
 	// LLMFaultRateLimit answers 429 with Retry-After. Nothing is billed.
 	LLMFaultRateLimit LLMFaultKind = "rate_limit"
-	// LLMFaultServerError answers 500 server_error. Nothing is billed.
+	// LLMFaultServerError answers 500 server_error. Nothing is billed. With Chunk set, a
+	// stream of the Responses or Messages API (and a background response) is billed instead
+	// and fails after Chunk events: an error event, then response.failed at the Responses
+	// API, whose stored response says failed.
 	LLMFaultServerError LLMFaultKind = "server_error"
 	// LLMFaultGarbage answers 200 with a body that is not a completion (an HTML page from
 	// a broken proxy). Nothing is billed.
 	LLMFaultGarbage LLMFaultKind = "garbage"
 	// LLMFaultSlow waits Delay before generating; the request is billed as usual.
 	LLMFaultSlow LLMFaultKind = "slow"
+	// LLMFaultOverloaded answers that the provider is overloaded: 529 overloaded_error at
+	// the fake Anthropic, 503 at the fake OpenAI. Nothing is billed, unless Chunk is set on
+	// a stream: then the stream breaks off with an overloaded error after Chunk events,
+	// billed.
+	LLMFaultOverloaded LLMFaultKind = "overloaded"
 	// LLMFaultStoreLag answers as usual, but a completion created with store: true becomes
 	// visible to list and retrieve only Delay after it was billed (any rule's Lag does the
 	// same beside its own fault).
@@ -38,7 +46,7 @@ const (
 )
 
 var llmFaultKinds = []LLMFaultKind{LLMFaultBillThenTimeout, LLMFaultDropStream, LLMFaultRateLimit,
-	LLMFaultServerError, LLMFaultGarbage, LLMFaultSlow, LLMFaultStoreLag}
+	LLMFaultServerError, LLMFaultGarbage, LLMFaultSlow, LLMFaultStoreLag, LLMFaultOverloaded}
 
 func (k LLMFaultKind) valid() bool {
 	for _, known := range llmFaultKinds {
@@ -63,7 +71,9 @@ type LLMFault struct {
 	Kind        LLMFaultKind `json:"kind"`
 	// Delay is how long bill_then_timeout holds the answer and slow waits.
 	Delay time.Duration `json:"-"`
-	// Chunk is how many chunks drop_stream sends before it drops the connection.
+	// Chunk is how many chunks (server-sent events) drop_stream sends before it drops the
+	// connection; on the Responses and Messages APIs also how many events a stream sends
+	// before server_error or overloaded breaks it off.
 	Chunk int `json:"chunk,omitempty"`
 	// RetryAfter is the Retry-After value, in seconds, of a rate_limit answer.
 	RetryAfter int `json:"retry_after,omitempty"`
@@ -169,7 +179,7 @@ func (l *LLM) pickFault(path string) *LLMFault {
 //
 //	rule    = [ path ] kind { option }
 //	kind    = bill_then_timeout | drop_stream | rate_limit | server_error | garbage | slow
-//	        | store_lag
+//	        | store_lag | overloaded
 //	option  = "p=" float | "calls=" list | "delay=" duration | "chunk=" int
 //	        | "retry_after=" int | "times=" int | "lag=" duration
 //

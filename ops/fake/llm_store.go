@@ -96,15 +96,7 @@ func readMetadata(raw json.RawMessage) map[string]string {
 // keep stores a billed generation's completion; l.mu is held. Its copy becomes visible
 // after the store lag: the fault's lag (a store_lag fault's delay) or the fake's.
 func (l *LLM) keep(g Generation, choices []choice, fault *LLMFault) {
-	lag := l.store.lag
-	if fault != nil {
-		switch {
-		case fault.Lag > 0:
-			lag = fault.Lag
-		case fault.Kind == LLMFaultStoreLag:
-			lag = fault.Delay
-		}
-	}
+	lag := storeLag(l.store.lag, fault)
 	msgs := make([]obj, len(choices))
 	for i, c := range choices {
 		msgs[i] = obj{"index": i, "message": messageObject(c), "logprobs": nil, "finish_reason": finishReason(c)}
@@ -120,6 +112,20 @@ func (l *LLM) keep(g Generation, choices []choice, fault *LLMFault) {
 	})
 	l.stored = append(l.stored, &storedCompletion{id: g.ID, created: g.Created, visible: g.Created.Add(lag),
 		model: g.Model, metadata: g.Metadata, body: body})
+}
+
+// storeLag is how long the provider's record of a request hit by fault takes to become
+// visible: the rule's lag, a store_lag fault's delay, or else the fake's own lag.
+func storeLag(lag time.Duration, fault *LLMFault) time.Duration {
+	if fault != nil {
+		switch {
+		case fault.Lag > 0:
+			return fault.Lag
+		case fault.Kind == LLMFaultStoreLag:
+			return fault.Delay
+		}
+	}
+	return lag
 }
 
 // visibleStored returns the stored completions a reader sees now: past their lag and

@@ -10,10 +10,11 @@ import (
 )
 
 // usage answers GET /v1/usage (and the OpenAI path /v1/organization/usage/completions):
-// billed requests per time bucket, grouped by API key and model. Parameters: bucket (or
-// bucket_width) 1m, 1h or 1d; start and end (or start_time, end_time) in Unix seconds; an
-// optional api_key_id to see one key. Every bucket from start to end is listed, empty or
-// not.
+// billed requests per time bucket, grouped by API key and model. Chat completions and
+// responses count there, embeddings at /v1/organization/usage/embeddings. Parameters:
+// bucket (or bucket_width) 1m, 1h or 1d; start and end (or start_time, end_time) in Unix
+// seconds; an optional api_key_id to see one key. Every bucket from start to end is
+// listed, empty or not.
 func (l *LLM) usage(w http.ResponseWriter, r *http.Request) {
 	if _, ok := bearer(r); !ok {
 		openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "You didn't provide an API key.")
@@ -25,7 +26,7 @@ func (l *LLM) usage(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "bucket must be 1m, 1h or 1d.")
 		return
 	}
-	gens := l.Generations()
+	gens := l.usageGenerations(r.URL.Path)
 	now := l.clock()
 	start, err1 := unixParam(firstOf(q.Get("start"), q.Get("start_time")), time.Time{})
 	end, err2 := unixParam(firstOf(q.Get("end"), q.Get("end_time")), now.Add(width))
@@ -77,7 +78,7 @@ func (l *LLM) usage(w http.ResponseWriter, r *http.Request) {
 		results := make([]obj, 0, len(keys))
 		for _, k := range keys {
 			t := sums[k]
-			results = append(results, obj{"object": "organization.usage.completions.result", "input_tokens": t.in,
+			results = append(results, obj{"object": usageResultObject(r.URL.Path), "input_tokens": t.in,
 				"output_tokens": t.out, "input_cached_tokens": t.cached, "num_model_requests": t.n,
 				"api_key_id": k.key, "model": k.model, "project_id": nil, "user_id": nil, "batch": nil})
 		}
