@@ -187,11 +187,12 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 	var wg sync.WaitGroup
 	logs := map[string]*logLines{}
 	for name, start := range starts {
-		logs[name] = &logLines{}
+		l := &logLines{}
+		logs[name] = l
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start(ctx, slog.New(logs[name]))
+			start(ctx, slog.New(l))
 		}()
 	}
 	defer func() {
