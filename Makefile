@@ -77,7 +77,7 @@ deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
 		for c in /etc/postgresql/*/main; do [ -d "$$c" ] && pg_ctlcluster "$$(basename "$$(dirname "$$c")")" main stop >/dev/null 2>&1; done; true; \
 	fi
-	@$(MAKE) --no-print-directory vendor chromium alerting pgbouncer stripe-mock
+	@$(MAKE) --no-print-directory vendor chromium alerting pgbouncer patroni stripe-mock
 
 # alerting installs the real Alertmanager and promtool the alert tests run against. Their
 # Debian packages start services on install; policy-rc.d keeps them from starting.
@@ -99,6 +99,19 @@ pgbouncer:
 		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; \
 		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null; \
+		rc=$$?; rm -f /usr/sbin/policy-rc.d; exit $$rc; \
+	fi
+
+# patroni is the failover manager the Patroni failover tests run two PostgreSQL nodes under,
+# with etcd (etcd-server) as the store it keeps the leader in. Their Debian packages start
+# services on install; policy-rc.d keeps them from starting.
+.PHONY: patroni
+patroni:
+	@if [ ! -x /usr/bin/patroni ] || [ ! -x /usr/bin/etcd ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages: sudo apt-get install -y patroni etcd-server"; exit 1; fi; \
+		printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends patroni etcd-server >/dev/null; \
 		rc=$$?; rm -f /usr/sbin/policy-rc.d; exit $$rc; \
 	fi
 

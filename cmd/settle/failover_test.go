@@ -66,7 +66,7 @@ func TestFailoverToAPromotedStandby(t *testing.T) {
 	}
 	trafficDone := tr.start(6, time.Now().Add(50*time.Second))
 
-	inFlight := killPrimaryMidRefund(t, tr, primary)
+	inFlight := killPrimaryMidRefund(t, tr, primary.URL("settle"), primary.StopImmediate)
 	killed := time.Now()
 	for _, r := range tr.replicas {
 		waitReady(t, r, http.StatusServiceUnavailable, 10*time.Second, "after the primary stopped")
@@ -174,13 +174,16 @@ type failoverReplica struct {
 	out        *lockedBuffer
 }
 
-func startFailoverReplica(t *testing.T, bin, name, dbURL, stripeBase string) *failoverReplica {
+// startFailoverReplica starts a replica on dbURL and the fake Stripe at stripeBase, with env
+// added to its environment, and waits until it is ready.
+func startFailoverReplica(t *testing.T, bin, name, dbURL, stripeBase string, env ...string) *failoverReplica {
 	t.Helper()
 	r := &failoverReplica{name: name, addr: freeAddr(t), out: &lockedBuffer{}}
 	cmd := exec.Command(bin, "serve", "--addr", r.addr)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "STRIPE_API_KEY=sk_test_failover", "STRIPE_API_BASE="+stripeBase,
 		"SETTLE_RECONCILE_INTERVAL=off", "SETTLE_WORKERS=0", "SETTLE_OPERATION_LEASE=5s", "SETTLE_WORKER_ID="+name,
 		"SETTLE_LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -221,24 +224,26 @@ func waitReady(t *testing.T, r *failoverReplica, want int, within time.Duration,
 	t.Fatalf("%s: /readyz = %d %s, want %d within %s\n%s", r.name, code, when, want, within, r.out)
 }
 
-// killPrimaryMidRefund stops the primary as by a crash once some refunds are done and at
-// least two are waiting on Stripe, and returns the operations of those in flight.
-func killPrimaryMidRefund(t *testing.T, tr *failoverTraffic, primary *localpg.Cluster) []string {
+// killPrimaryMidRefund stops the primary at url with kill, as by a crash, once some refunds
+// are done and at least two are waiting on Stripe, and returns the operations of those
+// refunds in flight.
+func killPrimaryMidRefund(t *testing.T, tr *failoverTraffic, url string, kill func() error) []string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, primary.URL("settle"))
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		var inFlight []string
-		err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT operation_id::text), '{}') FROM attempts WHERE finished_at IS NULL`).Scan(&inFlight)
+		err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT a.operation_id::text), '{}')
+			FROM attempts a JOIN operations o ON o.id = a.operation_id WHERE a.finished_at IS NULL AND o.kind = 'refund'`).Scan(&inFlight)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if tr.refunded() >= 6 && len(inFlight) >= 2 {
-			if err := primary.StopImmediate(); err != nil {
+			if err := kill(); err != nil {
 				t.Fatal(err)
 			}
 			return inFlight

@@ -29,14 +29,15 @@ func findPgbouncer(t *testing.T) string {
 // pgbouncer is a pgbouncer process of a test, in front of one database.
 type pgbouncer struct {
 	port int
+	conf string // its configuration file
 	out  *lockedBuffer
 }
 
 // startPgbouncer runs pgbouncer on a free loopback port in transaction mode, with
-// serverPool server connections, in front of the database dsn names; it stops with the
-// test. It runs as the postgres user when the test runs as root, since pgbouncer refuses
-// root.
-func startPgbouncer(t *testing.T, dsn string, serverPool int) *pgbouncer {
+// serverPool server connections, in front of the database dsn names, with settings (lines
+// such as "server_login_retry = 1") added to its configuration; it stops with the test. It
+// runs as the postgres user when the test runs as root, since pgbouncer refuses root.
+func startPgbouncer(t *testing.T, dsn string, serverPool int, settings ...string) *pgbouncer {
 	t.Helper()
 	bin := findPgbouncer(t)
 	target, err := pgx.ParseConfig(dsn)
@@ -69,11 +70,14 @@ default_pool_size = %d
 max_client_conn = 200
 ignore_startup_parameters = extra_float_digits
 `, target.Host, target.Port, target.Database, target.User, b.port, serverPool)
-	path := filepath.Join(dir, "pgbouncer.ini")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+	for _, s := range settings {
+		conf += s + "\n"
+	}
+	b.conf = filepath.Join(dir, "pgbouncer.ini")
+	if err := os.WriteFile(b.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, path)
+	cmd := exec.Command(bin, b.conf)
 	cmd.Stdout, cmd.Stderr = b.out, b.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
