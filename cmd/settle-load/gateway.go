@@ -224,6 +224,7 @@ type phase struct {
 	late    []time.Duration // how late each request left against its schedule, sorted
 	span    time.Duration   // from the first request's schedule to the last answer
 	cpu     time.Duration   // the target process's user and system time over the span
+	waited  time.Duration   // how long its threads waited for a CPU, ready to run, over the span
 	pgCPU   time.Duration   // Postgres's, all its processes together
 	walSync int64           // WAL flushes to disk over the span (pg_stat_wal.wal_sync)
 	peakRSS int64           // the target process's VmHWM at the end, kB
@@ -247,6 +248,7 @@ func (p *phase) add(q *phase) *phase {
 	slices.Sort(p.late)
 	p.span += q.span
 	p.cpu += q.cpu
+	p.waited += q.waited
 	p.pgCPU += q.pgCPU
 	p.walSync += q.walSync
 	p.peakRSS = max(p.peakRSS, q.peakRSS)
@@ -269,9 +271,9 @@ func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run s
 	n := int(rate * d.Seconds())
 	interval := time.Duration(float64(time.Second) / rate)
 	samples := make([]sample, n)
-	var cpu0 time.Duration
+	var cpu0, wait0 time.Duration
 	if t.proc != nil {
-		cpu0 = t.proc.cpu()
+		cpu0, wait0 = t.proc.cpu(), t.proc.runQueueWait()
 	}
 	pg0, wal0 := clusterCPU(w.cluster.Dir), walSyncs(ctx, w)
 	start := time.Now()
@@ -293,7 +295,7 @@ func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run s
 	p := &phase{target: t, rate: rate, sent: sent, errors: map[string]int{}, span: time.Since(start),
 		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0}
 	if t.proc != nil {
-		p.cpu = t.proc.cpu() - cpu0
+		p.cpu, p.waited = t.proc.cpu()-cpu0, t.proc.runQueueWait()-wait0
 		t.proc.sample()
 		p.peakRSS = t.proc.peakKB.Load()
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,11 +48,18 @@ func TestGatewayFiguresAndStreams(t *testing.T) {
 		t.Errorf("failures = %q", got)
 	}
 
-	// This process has run the test so far: its CPU time reads as positive, its parent as
-	// the one the kernel names.
+	// After 50 ms of work, this process's CPU time reads as positive (/proc counts in
+	// hundredths of a second), its parent as the one the kernel names.
+	for burn := time.Now(); time.Since(burn) < 50*time.Millisecond; {
+	}
 	ppid, cpu, ok := procStat(os.Getpid())
-	if !ok || ppid != os.Getppid() || cpu < 0 {
+	if !ok || ppid != os.Getppid() || cpu <= 0 {
 		t.Errorf("procStat(self) = %d, %s, %v; parent %d", ppid, cpu, ok, os.Getppid())
+	}
+	self, _ := os.FindProcess(os.Getpid())
+	r := &replica{cmd: &exec.Cmd{Process: self}}
+	if r.cpu() <= 0 || r.runQueueWait() < 0 {
+		t.Errorf("this process as a replica: cpu %s, run-queue wait %s", r.cpu(), r.runQueueWait())
 	}
 }
 

@@ -146,6 +146,23 @@ func (r *replica) cpu() time.Duration {
 	return cpu
 }
 
+// runQueueWait returns how long the process's threads have waited so far, ready to run, for
+// a CPU: on a machine shared with other work, time the process lost to it. It is the second
+// field of /proc/<pid>/task/<tid>/schedstat, summed over the threads alive now.
+func (r *replica) runQueueWait() time.Duration {
+	dir := fmt.Sprintf("/proc/%d/task", r.cmd.Process.Pid)
+	tasks, _ := os.ReadDir(dir)
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if f := strings.Fields(string(b)); err == nil && len(f) >= 2 {
+			ns, _ := strconv.ParseInt(f[1], 10, 64)
+			total += time.Duration(ns)
+		}
+	}
+	return total
+}
+
 // procStat reads the parent of process pid and the processor time it has used so far, user
 // and system (the utime and stime fields of /proc/<pid>/stat).
 func procStat(pid int) (ppid int, cpu time.Duration, ok bool) {
