@@ -85,7 +85,7 @@ func (l *LLM) embeddings(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	l.generations = append(l.generations, g)
 	l.mu.Unlock()
-	if !l.holdBilled(w, r, fault, &outcome) {
+	if !holdBilled(l.sleep, w, r, fault, &outcome) {
 		return
 	}
 	if fault != nil && fault.Kind == LLMFaultDropStream {

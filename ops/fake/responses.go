@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -61,7 +62,7 @@ func (l *LLM) createResponse(w http.ResponseWriter, r *http.Request) {
 	// Generation: from here on the request is billed.
 	run := l.startRun(r, req, body, reqID, key, stored, fault, breaksRun)
 	w.Header().Set("openai-processing-ms", strconv.FormatInt(time.Since(start).Milliseconds(), 10))
-	if !l.holdBilled(w, r, fault, &outcome) {
+	if !holdBilled(l.sleep, w, r, fault, &outcome) {
 		return
 	}
 	dropAt := -1
@@ -200,10 +201,10 @@ func responsesSeed(body []byte) uint64 {
 	return contentSeed(b)
 }
 
-// holdBilled plays bill_then_timeout on a billed request: the answer waits for the fault's
-// delay (default 90 s, past any client's timeout). It returns false when the wait was cut
-// short; the connection is then dropped unanswered.
-func (l *LLM) holdBilled(w http.ResponseWriter, r *http.Request, fault *LLMFault, outcome *string) bool {
+// holdBilled plays bill_then_timeout on a billed request of either fake LLM: the answer
+// waits for the fault's delay (default 90 s, past any client's timeout) by sleep. It returns
+// false when the wait was cut short; the connection is then dropped unanswered.
+func holdBilled(sleep func(context.Context, time.Duration) bool, w http.ResponseWriter, r *http.Request, fault *LLMFault, outcome *string) bool {
 	if fault == nil || fault.Kind != LLMFaultBillThenTimeout {
 		return true
 	}
@@ -212,7 +213,7 @@ func (l *LLM) holdBilled(w http.ResponseWriter, r *http.Request, fault *LLMFault
 	if d <= 0 {
 		d = 90 * time.Second
 	}
-	if !l.sleep(r.Context(), d) {
+	if !sleep(r.Context(), d) {
 		dropConnection(w)
 		return false
 	}
