@@ -228,6 +228,25 @@ func mergeLogprobs(have, next json.RawMessage) json.RawMessage {
 	return out
 }
 
+// whole reports whether the stream ended with [DONE].
+func (a *assembler) whole() bool { return a.done }
+
+func (a *assembler) id() string { return a.c.ID }
+
+// answer is the completion the stream assembled to, encoded as it is stored.
+func (a *assembler) answer() (answer, error) {
+	if a.c.ID == "" {
+		return answer{}, fmt.Errorf("stream without chunks")
+	}
+	c := a.completion()
+	body, err := json.Marshal(c)
+	if err != nil {
+		return answer{}, err
+	}
+	u, _ := parseUsage(c.Usage)
+	return answer{body: body, id: c.ID, model: c.Model, usage: u}, nil
+}
+
 // completion returns what the stream assembled to, in the non-streaming shape.
 func (a *assembler) completion() *completion {
 	c := a.c

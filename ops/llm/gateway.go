@@ -163,7 +163,8 @@ type exchange struct {
 	g      *Gateway
 	ctx    context.Context
 	tenant *ops.Tenant
-	req    *chatRequest
+	api    api
+	req    *request
 	body   []byte
 	wait   time.Duration
 	ref    string
@@ -185,7 +186,8 @@ type exchange struct {
 	sent bool
 }
 
-// Complete answers one chat completion request: from the stored result when its key has
+// Complete answers one request of an OpenAI-compatible route (Request.Route: chat
+// completions, embeddings): from the stored result when its key has
 // one, by waiting for or joining the request in flight, or by calling the provider. Errors
 // returned before the Sink began are for the transport to answer (their Reason says how);
 // once it began, failures are written into the stream and Complete returns nil.
@@ -197,10 +199,10 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	x := &exchange{g: g, ctx: ctx, tenant: r.Tenant, ref: r.RequestRef, out: out, start: g.clock.Now(),
 		owner: "llm:" + ops.NewProviderKey()[7:19]}
 	defer func() { err = x.outage(err) }()
-	route := r.Route
-	if route == "" {
-		route = "/v1/chat/completions"
+	if x.api, err = apiFor(r.Route); err != nil {
+		return err
 	}
+	route := x.api.route()
 	key, err := x.check(r)
 	if err != nil {
 		g.stats.rejected.Add(1)
@@ -223,7 +225,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	if adm.Verdict == ops.VerdictConflict {
 		x.g.stats.conflicts.Add(1)
 		return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused, Err: err,
-			Message: "This Idempotency-Key was first used with another request (model, messages or parameters differ). Use a new key for a new request."}
+			Message: "This Idempotency-Key was first used with another request (" + x.api.differs() + "). Use a new key for a new request."}
 	}
 	if err != nil {
 		return err
@@ -259,7 +261,7 @@ func (x *exchange) check(r Request) (string, error) {
 	if err := errors.Join(ops.CheckRef(refFrom, r.RequestRef, ops.MaxRefBytes), ops.CheckRef("Settle-Chat-Ref", r.ChatRef, ops.MaxRefBytes)); err != nil {
 		return "", err
 	}
-	if x.req, err = parseRequest(body); err != nil {
+	if x.req, err = parseRequest(x.api, body); err != nil {
 		return "", err
 	}
 	x.body = body
@@ -387,7 +389,7 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 	for {
 		evs, done, changed := f.since(next)
 		for _, d := range evs {
-			x.forward(d, !x.req.IncludeUsage && isUsageOnly(d), Head{Stream: true, Replayed: true, OperationID: f.opID, ProviderRequestID: f.requestID(), PreferenceApplied: applied})
+			x.forward(d, !x.req.IncludeUsage && x.api.usageOnly(d), Head{Stream: true, Replayed: true, OperationID: f.opID, ProviderRequestID: f.requestID(), PreferenceApplied: applied})
 		}
 		next += len(evs)
 		if done {
@@ -425,11 +427,11 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 		// The first request did not stream: replay what it stored.
 		return x.replay(cur, applied)
 	}
-	x.write(doneEvent)
+	x.write(x.api.done())
 	return nil
 }
 
-// replay answers from the operation's stored completion: as JSON, or as an SSE stream.
+// replay answers from the operation's stored result: as JSON, or as an SSE stream.
 func (x *exchange) replay(op *ops.Operation, applied string) error {
 	h := Head{Stream: x.req.Stream, Replayed: true, OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, PreferenceApplied: applied}
 	if op.PurgedAt != nil {
@@ -450,14 +452,14 @@ func (x *exchange) replay(op *ops.Operation, applied string) error {
 		x.write(op.Result)
 		return nil
 	}
-	evs, err := replayEvents(op.Result, x.req.IncludeUsage)
+	evs, err := x.api.replay(op.Result, x.req)
 	if err != nil {
 		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("replay operation %s: %w", op.ID, err)}
 	}
 	for _, d := range evs {
-		x.forward(d, !x.req.IncludeUsage && isUsageOnly(d), h)
+		x.forward(d, !x.req.IncludeUsage && x.api.usageOnly(d), h)
 	}
-	x.write(doneEvent)
+	x.write(x.api.done())
 	return nil
 }
 
@@ -473,11 +475,11 @@ func (x *exchange) forward(data []byte, usageOnly bool, h Head) {
 		}
 		x.began = true
 	}
-	x.write(sse(data))
+	x.write(x.api.frame(data))
 }
 
 func (x *exchange) write(p []byte) {
-	if x.gone {
+	if x.gone || len(p) == 0 {
 		return
 	}
 	if err := x.out.Write(p); err != nil {
@@ -485,12 +487,10 @@ func (x *exchange) write(p []byte) {
 	}
 }
 
-// streamFailed ends a stream that began with an error event, as OpenAI-compatible
-// providers do, and without [DONE].
+// streamFailed ends a stream that began with the API's error event, as OpenAI-compatible
+// providers do, and without its closing event.
 func (x *exchange) streamFailed(err error) error {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": ops.ErrorMessage(err),
-		"type": "settle_error", "code": ops.ErrorReason(err)}})
-	x.write(sse(b))
+	x.write(x.api.streamError(err))
 	x.g.cfg.Logger.WarnContext(x.ctx, "llm stream ended with an error", "err", err)
 	return nil
 }

@@ -61,6 +61,8 @@ type Upstream interface {
 
 // Call is one attempt at the provider.
 type Call struct {
+	// Path is the API's path under the provider's base URL; "" is /chat/completions.
+	Path        string
 	Body        []byte
 	Stream      bool
 	OperationID string
@@ -73,9 +75,15 @@ type Call struct {
 	// arrive, before any event.
 	Answered func(requestID string)
 	// Event is called with each stream event's data, in order, as it arrives. An error
-	// stops the attempt: the event was not a completion chunk.
+	// stops the attempt: the event was not one of the API's.
 	Event func(data []byte) error
+	// Whole, when set, says whether the events delivered so far make a whole answer. A
+	// stream ends well with [DONE], or, for an API that sends none, when it ends whole.
+	Whole func() bool
 }
+
+// ChatPath is the provider's path of chat completions, a Call's default.
+const ChatPath = "/chat/completions"
 
 // Reply is how one attempt ended.
 type Reply struct {
@@ -100,10 +108,11 @@ func (r Reply) uncertain() bool {
 	return r.Outcome == ops.OutcomeTimeout || r.Outcome == ops.OutcomeKeyInUse
 }
 
-// Request is one client call of the chat completions route.
+// Request is one client call of an OpenAI-compatible route.
 type Request struct {
 	Tenant *ops.Tenant
-	// Route names the route for the policy; default /v1/chat/completions.
+	// Route is the route called, which says the API and names the route for the policy;
+	// default /v1/chat/completions.
 	Route string
 	// Key is the Idempotency-Key header; HasKey says whether it was sent at all.
 	Key    string

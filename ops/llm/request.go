@@ -127,9 +127,10 @@ func ParsePrefer(header string, max time.Duration) time.Duration {
 	return 0
 }
 
-// chatRequest is what the gateway itself reads of a chat completion request; everything
-// else is passed to the provider untouched.
-type chatRequest struct {
+// request is what the gateway itself reads of a client's request, whatever its API;
+// everything else is passed to the provider untouched.
+type request struct {
+	api           api
 	Model         string
 	Stream        bool
 	IncludeUsage  bool
@@ -138,8 +139,8 @@ type chatRequest struct {
 	fingerprinted map[string]any
 }
 
-// ExcludedFields are the request fields left out of the fingerprint: they change how the
-// answer travels or what is logged, never the answer or its price.
+// ExcludedFields are the chat completion request fields left out of the fingerprint: they
+// change how the answer travels or what is logged, never the answer or its price.
 //
 //	stream, stream_options  transport: a stored completion is replayed as JSON or SSE alike
 //	user, safety_identifier end-user ids for the provider's abuse monitoring
@@ -159,9 +160,9 @@ type chatRequest struct {
 // given as a string and as a list of text parts are different requests.
 var ExcludedFields = []string{"stream", "stream_options", "user", "safety_identifier", "metadata", "store"}
 
-// parseRequest reads a chat completion body: a JSON object with a model and at least one
-// message.
-func parseRequest(body []byte) (*chatRequest, error) {
+// parseRequest reads a request body of API a: a JSON object with a model, which a checks
+// further.
+func parseRequest(a api, body []byte) (*request, error) {
 	malformed := &ops.Error{Code: ops.EINVALID, Reason: "malformed_json", Message: "The body is not a JSON object."}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
@@ -177,26 +178,16 @@ func parseRequest(body []byte) (*chatRequest, error) {
 	if !utf8.Valid(body) {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: "The body is not valid UTF-8."}
 	}
-	req := &chatRequest{fields: fields}
+	req := &request{api: a, fields: fields}
 	if err := unmarshalField(fields, "model", &req.Model); err != nil || strings.TrimSpace(req.Model) == "" {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "model must be a non-empty string."}
 	}
 	if err := ops.CheckRef("model", req.Model, 256); err != nil {
 		return nil, err
 	}
-	if !nonEmptyArray(fields["messages"]) {
-		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "messages must be a non-empty array."}
+	if err := a.check(req); err != nil {
+		return nil, err
 	}
-	if err := unmarshalField(fields, "stream", &req.Stream); err != nil {
-		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "stream must be true or false."}
-	}
-	var so struct {
-		IncludeUsage bool `json:"include_usage"`
-	}
-	if err := unmarshalField(fields, "stream_options", &so); err != nil {
-		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "stream_options must be an object."}
-	}
-	req.IncludeUsage = so.IncludeUsage
 	_ = unmarshalField(fields, "user", &req.User)
 	if err := ops.CheckRef("user", req.User, 256); err != nil {
 		return nil, err
@@ -204,7 +195,7 @@ func parseRequest(body []byte) (*chatRequest, error) {
 
 	fp := make(map[string]any, len(fields))
 	for name, raw := range fields {
-		if excluded(name) || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if a.excluded(name) || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 			continue
 		}
 		v, err := canonical(raw)
@@ -235,8 +226,9 @@ func unmarshalField(fields map[string]json.RawMessage, name string, v any) error
 	return json.Unmarshal(raw, v)
 }
 
-func excluded(name string) bool {
-	for _, f := range ExcludedFields {
+// excluded reports whether name is one of fields.
+func excluded(fields []string, name string) bool {
+	for _, f := range fields {
 		if f == name {
 			return true
 		}
@@ -245,20 +237,26 @@ func excluded(name string) bool {
 }
 
 // Fingerprint returns the request's fingerprint for a tenant: SHA-256 over the canonical
-// JSON of every fingerprinted field (see ExcludedFields).
-func (r *chatRequest) Fingerprint(tenantID int64) string {
-	m := make(map[string]any, len(r.fingerprinted)+1)
+// JSON of every fingerprinted field (see ExcludedFields). A route other than chat
+// completions is fingerprinted too, so a key first used on one route is refused on
+// another, never answered with the other route's result; chat completions' fingerprints
+// stay as they were before there were other routes.
+func (r *request) Fingerprint(tenantID int64) string {
+	m := make(map[string]any, len(r.fingerprinted)+2)
 	for k, v := range r.fingerprinted {
 		m[k] = v
 	}
 	m["settle_tenant_id"] = tenantID
+	if route := r.api.route(); route != chatRoute {
+		m["settle_route"] = route
+	}
 	return ops.Fingerprint(m)
 }
 
-// FingerprintBody is the fingerprint of a raw request body for a tenant, for tools and
-// tests that compare requests the way the gateway does.
+// FingerprintBody is the fingerprint of a raw chat completion request body for a tenant,
+// for tools and tests that compare requests the way the gateway does.
 func FingerprintBody(tenantID int64, body []byte) (string, error) {
-	r, err := parseRequest(body)
+	r, err := parseRequest(chatAPI{}, body)
 	if err != nil {
 		return "", err
 	}
@@ -306,28 +304,4 @@ func canonicalNumber(n json.Number) json.Number {
 		return json.Number(strconv.FormatInt(int64(f), 10))
 	}
 	return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
-}
-
-// upstreamBody is the body sent to the provider: the client's, with usage asked for on a
-// stream so that every generation's tokens and cost are known.
-func (r *chatRequest) upstreamBody(original []byte) []byte {
-	if !r.Stream || r.IncludeUsage {
-		return original
-	}
-	fields := make(map[string]json.RawMessage, len(r.fields))
-	for k, v := range r.fields {
-		fields[k] = v
-	}
-	var so map[string]json.RawMessage
-	_ = unmarshalField(fields, "stream_options", &so)
-	if so == nil {
-		so = map[string]json.RawMessage{}
-	}
-	so["include_usage"] = json.RawMessage("true")
-	fields["stream_options"], _ = json.Marshal(so)
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return original
-	}
-	return b
 }

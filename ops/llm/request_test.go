@@ -65,7 +65,7 @@ func TestParseRequestRefusesBadBodies(t *testing.T) {
 		`{"model":"m"}`:     ReasonInvalidRequest,
 		`{"model":"m","messages":[{}],"stream":"yes"}`: ReasonInvalidRequest,
 	} {
-		_, err := parseRequest([]byte(b))
+		_, err := parseRequest(chatAPI{}, []byte(b))
 		if ops.ErrorReason(err) != reason {
 			t.Errorf("%s: got %v, want reason %s", b, err, reason)
 		}
@@ -186,7 +186,7 @@ func TestStreamAssemblesAndReplays(t *testing.T) {
 }
 
 func TestUpstreamBodyAsksForUsage(t *testing.T) {
-	r, err := parseRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`))
+	r, err := parseRequest(chatAPI{}, []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestUpstreamBodyAsksForUsage(t *testing.T) {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 	}
-	if err := json.Unmarshal(r.upstreamBody(nil), &sent); err != nil || !sent.StreamOptions.IncludeUsage {
+	if err := json.Unmarshal(chatAPI{}.upstreamBody(r, nil), &sent); err != nil || !sent.StreamOptions.IncludeUsage {
 		t.Fatalf("upstream body lacks include_usage: %v", err)
 	}
 	if r.IncludeUsage {

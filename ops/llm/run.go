@@ -19,15 +19,21 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	g := x.g
 	f := g.flights.open(op.ID, x.req.Stream)
 	defer g.flights.close(f)
-	upBody := x.req.upstreamBody(x.body)
+	upBody := x.api.upstreamBody(x.req, x.body)
 	var res ops.AttemptResult
 	var reply Reply
 	var body []byte
 	send := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
-		asm := newAssembler()
+		var asm streamAssembler
+		var whole func() bool
+		if x.req.Stream {
+			asm = x.api.assembler()
+			whole = asm.whole
+		}
 		requestID := ""
-		reply = g.cfg.Upstream.Send(ctx, Call{Body: upBody, Stream: x.req.Stream, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N,
-			Sent: func() { ops.ReportPhase(ctx, ops.PhaseSentToProvider) },
+		reply = g.cfg.Upstream.Send(ctx, Call{Path: x.api.path(), Body: upBody, Stream: x.req.Stream, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N,
+			Whole: whole,
+			Sent:  func() { ops.ReportPhase(ctx, ops.PhaseSentToProvider) },
 			Answered: func(id string) {
 				requestID = id
 				f.setRequestID(id)
@@ -92,33 +98,27 @@ type usageRecord struct {
 	PossibleDuplicates int `json:"possible_duplicates"`
 }
 
-// result turns the provider's reply into what the ledger records. An answer that is not a
-// completion is uncertain: the provider may have billed it.
-func (x *exchange) result(a *ops.Attempt, reply Reply, asm *assembler) (ops.AttemptResult, []byte) {
+// result turns the provider's reply into what the ledger records. An answer that is not
+// one of the API's is uncertain: the provider may have billed it.
+func (x *exchange) result(a *ops.Attempt, reply Reply, asm streamAssembler) (ops.AttemptResult, []byte) {
 	r := ops.AttemptResult{Outcome: reply.Outcome, HTTPStatus: reply.HTTPStatus, ProviderRequestID: reply.RequestID,
 		ErrorCode: reply.ErrorCode, RetryAfter: reply.RetryAfter}
 	if reply.Outcome != ops.OutcomeOK {
 		return r, nil
 	}
-	var c *completion
-	var body []byte
+	var ans answer
 	var err error
 	if x.req.Stream {
-		if asm.c.ID == "" {
-			err = fmt.Errorf("stream without chunks")
-		} else {
-			c = asm.completion()
-			body, err = json.Marshal(c)
-		}
-	} else if c, err = parseCompletion(reply.Body); err == nil {
-		body = reply.Body
+		ans, err = asm.answer()
+	} else {
+		ans, err = x.api.parseAnswer(reply.Body)
 	}
 	if err != nil {
 		r.Outcome, r.ErrorCode = ops.OutcomeTimeout, "upstream_bad_response"
 		return r, nil
 	}
-	u, _ := parseUsage(c.Usage)
-	model := c.Model
+	u, body := ans.usage, ans.body
+	model := ans.model
 	if model == "" {
 		model = x.req.Model
 	}
@@ -133,7 +133,7 @@ func (x *exchange) result(a *ops.Attempt, reply Reply, asm *assembler) (ops.Atte
 		cost := rec.CostMicros
 		r.CostMicros = &cost
 	}
-	r.Result = &ops.Result{ProviderRef: c.ID, ProviderRequestID: reply.RequestID, Body: body, Usage: usage, CostMicros: rec.CostMicros}
+	r.Result = &ops.Result{ProviderRef: ans.id, ProviderRequestID: reply.RequestID, Body: body, Usage: usage, CostMicros: rec.CostMicros}
 	return r, body
 }
 
@@ -144,7 +144,7 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 			if !x.began {
 				return x.replay(op, "")
 			}
-			x.write(doneEvent)
+			x.write(x.api.done())
 			return nil
 		}
 		if err := x.out.Begin(Head{OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, Length: len(body)}); err != nil {
@@ -158,7 +158,7 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 	if op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired {
 		unknown = x.g.whatNext(x.ctx, op)
 	}
-	return x.fail(failure(op, res, reply, unknown))
+	return x.fail(failure(op, res, reply, x.api.noun(), unknown))
 }
 
 // fail answers an error: returned while nothing was sent, written into the stream after
@@ -191,9 +191,9 @@ func (x *exchange) outage(err error) error {
 	return ops.MayHaveRun(err, next)
 }
 
-// failure explains to the client why its request ended without a completion; unknown says
-// what happens to an operation whose outcome is unknown (Gateway.whatNext).
-func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, unknown string) error {
+// failure explains to the client why its request ended without an answer (noun names one);
+// unknown says what happens to an operation whose outcome is unknown (Gateway.whatNext).
+func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, noun, unknown string) error {
 	next := fmt.Sprintf(" Retrying with the same key goes on with operation %s.", op.ID)
 	if op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired {
 		next = " The provider may have billed it. " + unknown
@@ -212,7 +212,7 @@ func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, unknown stri
 	case res.Outcome == ops.OutcomeNotSent:
 		e.Reason, e.Message = ReasonUnreachable, "The provider could not be reached; nothing was sent."+next
 	case res.ErrorCode == "upstream_bad_response":
-		e.Reason, e.Message = ReasonBadResponse, "The provider's answer was not a chat completion."+next
+		e.Reason, e.Message = ReasonBadResponse, "The provider's answer was not a "+noun+"."+next
 	case res.ErrorCode == "upstream_timeout":
 		e.Reason, e.Message = ReasonTimeout, "The provider did not finish its answer in time."+next
 	case res.ErrorCode == "stream_broken":

@@ -1,5 +1,6 @@
 // Package openai is the adapter of an OpenAI-compatible LLM provider over net/http: it
-// sends chat completions (JSON or an SSE stream) for the gateway and the job workers and
+// sends the gateway's requests (chat completions, JSON or an SSE stream, and every other API
+// the gateway serves, each to its own path) and the job workers' chat completions, and
 // classifies each reply into an attempt outcome (Client, which implements llm.Upstream), it
 // reads the provider's stored completions through the official openai-go SDK so a call whose
 // answer was lost can be looked up (Client, an llm.StoredCompletions), and it reads the
@@ -98,15 +99,16 @@ func (o *Client) Name() string { return o.cfg.Name }
 // maxAnswer is the largest non-streaming answer read.
 const maxAnswer = 32 << 20
 
-// Send implements llm.Upstream: one POST /chat/completions, classified. The client's own
-// keys among Settle's metadata never leave (untagged). When the provider stores
-// completions, the body asks it to, tagged with the operation (tagBody); a provider that
-// refuses store in auto mode (a 400 about it, which billed nothing) is remembered and sent
-// the body untagged.
+// Send implements llm.Upstream: one POST to the call's path (/chat/completions by default),
+// classified. The client's own keys among Settle's metadata never leave (untagged). When
+// the provider stores completions, a chat completion's body asks it to, tagged with the
+// operation (tagBody); a provider that refuses store in auto mode (a 400 about it, which
+// billed nothing) is remembered and sent the body untagged. Other APIs are sent untagged:
+// lookups read only stored chat completions.
 func (o *Client) Send(ctx context.Context, c llm.Call) llm.Reply {
 	plain, fields := untagged(c.Body)
 	c.Body = plain
-	if o.StoreState(ctx) != llm.StoreOn {
+	if (c.Path != "" && c.Path != llm.ChatPath) || o.StoreState(ctx) != llm.StoreOn {
 		return o.send(ctx, c)
 	}
 	tagged, ok := tagBody(fields, c.OperationID, c.TenantID)
@@ -132,7 +134,11 @@ func (o *Client) send(ctx context.Context, c llm.Call) llm.Reply {
 			c.Sent()
 		}
 	}})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.BaseURL+"/chat/completions", bytes.NewReader(c.Body))
+	path := c.Path
+	if path == "" {
+		path = llm.ChatPath
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.BaseURL+path, bytes.NewReader(c.Body))
 	if err != nil {
 		return llm.Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_request", Message: err.Error()}
 	}
@@ -185,7 +191,8 @@ func (o *Client) send(ctx context.Context, c llm.Call) llm.Reply {
 }
 
 // readStream passes each event's data to c.Event as it arrives. A stream that ends without
-// [DONE] broke: the provider may have billed it all.
+// [DONE] broke (the provider may have billed it all), unless c.Whole says its events made a
+// whole answer, as the streams of APIs that send no [DONE] end.
 func (o *Client) readStream(r llm.Reply, body io.Reader, c llm.Call, idle *time.Timer) llm.Reply {
 	// Most events fit the default 4 KiB; a longer one is gathered below.
 	br := bufio.NewReader(body)
@@ -233,6 +240,10 @@ func (o *Client) readStream(r llm.Reply, body io.Reader, c llm.Call, idle *time.
 			data = append(data, v...)
 		}
 		if err != nil {
+			if data == nil && c.Whole != nil && c.Whole() {
+				r.Outcome = ops.OutcomeOK
+				return r
+			}
 			r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "stream_broken", "The provider's stream broke off before it ended."
 			return r
 		}

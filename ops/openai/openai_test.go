@@ -55,6 +55,22 @@ func TestReadStreamWithoutDoneBroke(t *testing.T) {
 	}
 }
 
+// An API whose stream sends no [DONE] (the Responses API) ends well when its events made a
+// whole answer, and broke when they did not.
+func TestReadStreamEndsWholeWithoutDone(t *testing.T) {
+	for _, whole := range []bool{true, false} {
+		o := &Client{cfg: Config{IdleTimeout: time.Minute}}
+		idle := time.NewTimer(time.Minute)
+		n := 0
+		r := o.readStream(llm.Reply{}, strings.NewReader("event: a\ndata: {\"a\":1}\n\nevent: b\ndata: {\"a\":2}\n\n"),
+			llm.Call{Event: func([]byte) error { n++; return nil }, Whole: func() bool { return whole && n == 2 }}, idle)
+		idle.Stop()
+		if want := map[bool]ops.Outcome{true: ops.OutcomeOK, false: ops.OutcomeTimeout}[whole]; r.Outcome != want || n != 2 {
+			t.Fatalf("whole %v: outcome %s %s after %d events", whole, r.Outcome, r.ErrorCode, n)
+		}
+	}
+}
+
 func lengths(s []string) []int {
 	var n []int
 	for _, x := range s {

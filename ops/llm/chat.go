@@ -1,0 +1,90 @@
+package llm
+
+import (
+	"encoding/json"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// chatRoute is the route of chat completions, the gateway's first API.
+const chatRoute = "/v1/chat/completions"
+
+// chatAPI is POST /v1/chat/completions: JSON, or an SSE stream of chunks ending with
+// [DONE]. Its requests, answers and chunks are read in request.go and completion.go.
+type chatAPI struct{}
+
+func (chatAPI) route() string   { return chatRoute }
+func (chatAPI) path() string    { return ChatPath }
+func (chatAPI) noun() string    { return "chat completion" }
+func (chatAPI) differs() string { return "model, messages or parameters differ" }
+
+// check wants at least one message, and reads the stream flags.
+func (chatAPI) check(req *request) error {
+	if !nonEmptyArray(req.fields["messages"]) {
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "messages must be a non-empty array."}
+	}
+	if err := unmarshalField(req.fields, "stream", &req.Stream); err != nil {
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "stream must be true or false."}
+	}
+	var so struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	if err := unmarshalField(req.fields, "stream_options", &so); err != nil {
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "stream_options must be an object."}
+	}
+	req.IncludeUsage = so.IncludeUsage
+	return nil
+}
+
+func (chatAPI) excluded(name string) bool { return excluded(ExcludedFields, name) }
+
+// upstreamBody is the client's body, with usage asked for on a stream so that every
+// generation's tokens and cost are known.
+func (chatAPI) upstreamBody(r *request, original []byte) []byte {
+	if !r.Stream || r.IncludeUsage {
+		return original
+	}
+	fields := make(map[string]json.RawMessage, len(r.fields))
+	for k, v := range r.fields {
+		fields[k] = v
+	}
+	var so map[string]json.RawMessage
+	_ = unmarshalField(fields, "stream_options", &so)
+	if so == nil {
+		so = map[string]json.RawMessage{}
+	}
+	so["include_usage"] = json.RawMessage("true")
+	fields["stream_options"], _ = json.Marshal(so)
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return original
+	}
+	return b
+}
+
+func (chatAPI) assembler() streamAssembler { return newAssembler() }
+
+// parseAnswer keeps a completion as the provider sent it.
+func (chatAPI) parseAnswer(body []byte) (answer, error) {
+	c, err := parseCompletion(body)
+	if err != nil {
+		return answer{}, err
+	}
+	u, _ := parseUsage(c.Usage)
+	return answer{body: body, id: c.ID, model: c.Model, usage: u}, nil
+}
+
+func (chatAPI) replay(stored []byte, req *request) ([][]byte, error) {
+	return replayEvents(stored, req.IncludeUsage)
+}
+
+func (chatAPI) usageOnly(data []byte) bool { return isUsageOnly(data) }
+func (chatAPI) frame(data []byte) []byte   { return sse(data) }
+func (chatAPI) done() []byte               { return doneEvent }
+
+// streamError is an error event, as OpenAI-compatible providers end a stream that failed.
+func (chatAPI) streamError(err error) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": ops.ErrorMessage(err),
+		"type": "settle_error", "code": ops.ErrorReason(err)}})
+	return sse(b)
+}
