@@ -24,6 +24,7 @@ import (
 // and the job goes on from its generation and publishes it. Nothing is generated twice.
 func TestBrowserLLMLookup(t *testing.T) {
 	t.Parallel()
+	ensureChromium(t)
 	if !static.HasHTMX() {
 		t.Fatal("static/vendor/htmx.min.js was not embedded: run 'make deps' (npm ci) before the tests")
 	}

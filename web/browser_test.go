@@ -158,6 +158,7 @@ func (e *dashEnv) browserLogin(t *testing.T, ctx context.Context, email string) 
 // id; support then reads the refunded sentence.
 func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 	t.Parallel()
+	ensureChromium(t)
 	if !static.HasHTMX() {
 		t.Fatal("static/vendor/htmx.min.js was not embedded: run 'make deps' (npm ci) before the tests")
 	}
