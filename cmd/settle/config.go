@@ -94,6 +94,8 @@ type Config struct {
 	LLM LLMConfig
 	// FakeLLM holds the flags of "fake llm".
 	FakeLLM FakeLLMConfig
+	// FakeAnthropic holds the flags of "fake anthropic".
+	FakeAnthropic FakeLLMConfig
 
 	// MCPStdio selects the stdio transport of "mcp"; MCPToken is the API token it acts
 	// with (SETTLE_MCP_TOKEN), which decides the tenant.
@@ -124,7 +126,7 @@ type LLMConfig struct {
 	BodyKeep time.Duration
 }
 
-// FakeLLMConfig is what "fake llm" serves.
+// FakeLLMConfig is what "fake llm" or "fake anthropic" serves.
 type FakeLLMConfig struct {
 	Addr       string
 	Faults     string
@@ -259,6 +261,13 @@ func commandFlags(cfg *Config, role *string, getenv func(string) string, workDir
 		fs.DurationVar(&cfg.FakeLLM.Latency, "latency", 50*time.Millisecond, "wait before the first byte")
 		fs.DurationVar(&cfg.FakeLLM.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed chunks")
 		fs.Int64Var(&cfg.FakeLLM.Seed, "seed", 1, "seed of the fault probabilities")
+	case "fake anthropic":
+		needDB = false
+		fs.StringVar(&cfg.FakeAnthropic.Addr, "addr", "127.0.0.1:12113", "listen address (loopback only)")
+		fs.StringVar(&cfg.FakeAnthropic.Faults, "faults", "", "fault rules, e.g. 'overloaded p=0.1; drop_stream chunk=3 p=0.05'")
+		fs.DurationVar(&cfg.FakeAnthropic.Latency, "latency", 50*time.Millisecond, "wait before the first byte")
+		fs.DurationVar(&cfg.FakeAnthropic.ChunkDelay, "chunk-delay", 20*time.Millisecond, "pause between streamed deltas")
+		fs.Int64Var(&cfg.FakeAnthropic.Seed, "seed", 1, "seed of the fault probabilities")
 	case "user add":
 		fs.StringVar(&cfg.Email, "email", "", "the user's email")
 		fs.StringVar(role, "role", "", "support, oncall, manager or admin")

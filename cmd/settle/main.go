@@ -99,6 +99,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = fakeStripe(ctx, cfg, logger, stdout)
 	case "fake llm":
 		err = fakeLLM(ctx, cfg, logger, stdout)
+	case "fake anthropic":
+		err = fakeAnthropic(ctx, cfg, logger, stdout)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "settle:", errorLine(err))

@@ -22,7 +22,7 @@ type RetentionConfig struct {
 }
 
 // twoWordCommands are the commands named by two words, with their second words.
-var twoWordCommands = map[string][]string{"fake": {"stripe", "llm"}, "alerts": {"export"}, "retention": {"run"}}
+var twoWordCommands = map[string][]string{"fake": {"stripe", "llm", "anthropic"}, "alerts": {"export"}, "retention": {"run"}}
 
 // didYouMean lists the two-word commands of first: 'fake stripe' or 'fake llm'.
 func didYouMean(first string, subs []string) string {

@@ -34,7 +34,10 @@ Commands:
   fake stripe [--addr 127.0.0.1:12111] [--faults SPEC] [--webhook-url URL]
                           run the stateful fake Stripe API
   fake llm [--addr 127.0.0.1:12112] [--faults SPEC] [--latency D] [--chunk-delay D]
-                          run the stateful fake OpenAI-compatible provider
+                          run the stateful fake OpenAI-compatible provider (chat completions,
+                          responses, embeddings)
+  fake anthropic [--addr 127.0.0.1:12113] [--faults SPEC] [--latency D] [--chunk-delay D]
+                          run the stateful fake Anthropic Messages API, with its usage report
 
 Environment:
   DATABASE_URL            postgres://user@host:port/db
