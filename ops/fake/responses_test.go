@@ -124,7 +124,7 @@ func TestResponsesThroughTheSDK(t *testing.T) {
 // after the last sequence number seen and the text is whole, from one generation.
 func TestResponsesBackgroundResumes(t *testing.T) {
 	t.Parallel()
-	l, base := startLLM(t, fake.LLMOptions{ChunkDelay: 5 * time.Millisecond})
+	l, base := startLLM(t, fake.LLMOptions{ChunkDelay: 10 * time.Millisecond})
 	c := sdkFor(base)
 	ctx := context.Background()
 	bg := ask("summarise ticket 88")
@@ -154,6 +154,18 @@ func TestResponsesBackgroundResumes(t *testing.T) {
 		t.Fatalf("replay %v: %v", tail.types, tail.err)
 	}
 	wantSequence(t, tail.seqs, 21)
+	// The same replay asked for in the query, as OpenAI documents it.
+	req, _ := http.NewRequest(http.MethodGet, base+"/responses/"+r.ID+"?stream=true&starting_after=20", nil)
+	req.Header.Set("Authorization", "Bearer "+llmKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := events(t, resp.Body)
+	resp.Body.Close()
+	if err != nil || len(data) != len(tail.seqs) || !strings.Contains(data[0], `"sequence_number":21`) {
+		t.Fatalf("replay by query: %q, %v", data, err)
+	}
 
 	// The stream of a second background response drops after 6 events; the rest comes by
 	// resuming after the sixth (sequence number 5), while it is still being generated.
