@@ -38,33 +38,33 @@ type AlertsConfig struct {
 
 // loadAlertsEnv reads the alert settings of serve, demo and 'alerts export'. The rules file
 // is parsed here: a mistake in it is a configuration mistake with its file, line and reason.
-func loadAlertsEnv(ac *AlertsConfig, getenv func(string) string) error {
-	ac.RulesPath = getenv("SETTLE_ALERT_RULES")
+func loadAlertsEnv(ac *AlertsConfig, e environ) error {
+	ac.RulesPath = e.get(envAlertRules)
 	rules, err := alerts.Load(ac.RulesPath)
 	var pe *alerts.ParseError
 	switch {
 	case errors.As(err, &pe):
 		return usagef("alert rules: %v", pe)
 	case err != nil:
-		return usagef("SETTLE_ALERT_RULES=%q cannot be read: %v", ac.RulesPath, errors.Unwrap(err))
+		return usagef("%s=%q cannot be read: %v", envAlertRules.Name, ac.RulesPath, errors.Unwrap(err))
 	}
 	ac.Rules = rules
-	ac.AlertmanagerURL = strings.TrimRight(getenv("SETTLE_ALERTMANAGER_URL"), "/")
-	if err := checkHTTPURL("SETTLE_ALERTMANAGER_URL", ac.AlertmanagerURL); err != nil {
+	ac.AlertmanagerURL = strings.TrimRight(e.get(envAlertmanagerURL), "/")
+	if err := checkHTTPURL(envAlertmanagerURL, ac.AlertmanagerURL); err != nil {
 		return err
 	}
 	ac.WebhookURLs = nil
-	for _, u := range strings.Split(getenv("SETTLE_ALERT_WEBHOOK_URLS"), ",") {
+	for _, u := range strings.Split(e.get(envAlertWebhookURLs), ",") {
 		if u = strings.TrimSpace(u); u == "" {
 			continue
 		}
-		if err := checkHTTPURL("SETTLE_ALERT_WEBHOOK_URLS", u); err != nil {
+		if err := checkHTTPURL(envAlertWebhookURLs, u); err != nil {
 			return err
 		}
 		ac.WebhookURLs = append(ac.WebhookURLs, u)
 	}
-	ac.ExternalURL = strings.TrimRight(getenv("SETTLE_EXTERNAL_URL"), "/")
-	return checkHTTPURL("SETTLE_EXTERNAL_URL", ac.ExternalURL)
+	ac.ExternalURL = strings.TrimRight(e.get(envExternalURL), "/")
+	return checkHTTPURL(envExternalURL, ac.ExternalURL)
 }
 
 // alertsExportFlags adds the flags of 'alerts export' to fs.

@@ -153,15 +153,17 @@ func usagef(format string, args ...any) error { return &usageError{msg: fmt.Spri
 
 const defaultAddr = "127.0.0.1:8080"
 
-// LoadConfig reads args (without the program name) and the environment through getenv.
-// Flags win over the environment, which wins over defaults.
+// LoadConfig reads args (without the program name) and the environment through getenv, which
+// it asks only for the settings of the table (settings.go). Flags win over the environment,
+// which wins over defaults.
 func LoadConfig(args []string, getenv func(string) string, workDir string) (Config, error) {
 	cfg, args, err := readCommand(args)
 	if err != nil {
 		return cfg, err
 	}
+	e := environ(getenv)
 	var role string
-	fs, needDB, needAddr, err := commandFlags(&cfg, &role, getenv, workDir)
+	fs, needDB, needAddr, err := commandFlags(&cfg, &role, e, workDir)
 	if err != nil {
 		return cfg, err
 	}
@@ -176,7 +178,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		return cfg, usagef("%s: unexpected argument %q", cfg.Command, fs.Arg(0))
 	}
 
-	if err := loadCommonEnv(&cfg, getenv, needDB); err != nil {
+	if err := loadCommonEnv(&cfg, e, needDB); err != nil {
 		return cfg, err
 	}
 	if needAddr {
@@ -184,7 +186,7 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 			return cfg, usagef("%s: address %q is not host:port, e.g. 127.0.0.1:8080", cfg.Command, cfg.Addr)
 		}
 	}
-	if err := checkCommandFlags(&cfg, getenv); err != nil {
+	if err := checkCommandFlags(&cfg, e); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -221,21 +223,21 @@ func readCommand(args []string) (Config, []string, error) {
 
 // commandFlags defines the flags of cfg's command, writing into cfg (and role, for 'user
 // add'), and says whether the command needs a database and a listen address.
-func commandFlags(cfg *Config, role *string, getenv func(string) string, workDir string) (fs *flag.FlagSet, needDB, needAddr bool, err error) {
+func commandFlags(cfg *Config, role *string, e environ, workDir string) (fs *flag.FlagSet, needDB, needAddr bool, err error) {
 	fs = flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	needDB, needAddr = true, false
 	switch cfg.Command {
 	case "serve":
 		needAddr = true
-		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
+		fs.StringVar(&cfg.Addr, "addr", e.or(envAddr, defaultAddr), "listen address (env SETTLE_ADDR)")
 		fs.BoolVar(&cfg.Migrate, "migrate", false, "apply pending migrations before serving")
 		fs.BoolVar(&cfg.SecureCookies, "secure-cookies", false, "send the session cookie over HTTPS only")
 	case "demo":
 		needDB, needAddr = false, true
-		fs.StringVar(&cfg.Addr, "addr", envOr(getenv, "SETTLE_ADDR", defaultAddr), "listen address (env SETTLE_ADDR)")
+		fs.StringVar(&cfg.Addr, "addr", e.or(envAddr, defaultAddr), "listen address (env SETTLE_ADDR)")
 		fs.StringVar(&cfg.DemoDir, "dir", filepath.Join(workDir, ".settle", "demo-pg"), "folder of the demo's Postgres cluster")
-		fs.StringVar(&cfg.DemoHistory, "history", envOr(getenv, "SETTLE_DEMO_HISTORY", "30d"), "days of history for a new demo database: 30d, 7d, 0d")
+		fs.StringVar(&cfg.DemoHistory, "history", e.or(envDemoHistory, "30d"), "days of history for a new demo database: 30d, 7d, 0d")
 	case "migrate":
 	case "worker":
 	case "reconcile":
@@ -285,47 +287,46 @@ func commandFlags(cfg *Config, role *string, getenv func(string) string, workDir
 	return fs, needDB, needAddr, nil
 }
 
-// loadCommonEnv reads the environment the commands share: the log level, secure cookies,
-// the database URL when the command needs one, and the settings of the commands that serve
-// or send alerts.
-func loadCommonEnv(cfg *Config, getenv func(string) string, needDB bool) error {
-	if err := cfg.LogLevel.UnmarshalText([]byte(envOr(getenv, "SETTLE_LOG_LEVEL", "info"))); err != nil {
-		return usagef("SETTLE_LOG_LEVEL=%q is not a level; use debug, info, warn or error", getenv("SETTLE_LOG_LEVEL"))
-	}
-	if v := getenv("SETTLE_SECURE_COOKIES"); v != "" && !cfg.SecureCookies {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return usagef("SETTLE_SECURE_COOKIES=%q is not true or false", v)
-		}
-		cfg.SecureCookies = b
+// loadCommonEnv reads the environment the commands share: the log level, the database URL
+// when the command needs one, and the settings of the commands that serve or send alerts.
+func loadCommonEnv(cfg *Config, e environ, needDB bool) error {
+	if err := cfg.LogLevel.UnmarshalText([]byte(e.or(envLogLevel, "info"))); err != nil {
+		return usagef("%s=%q is not a level; use debug, info, warn or error", envLogLevel.Name, e.get(envLogLevel))
 	}
 	if needDB {
-		cfg.DatabaseURL = getenv("DATABASE_URL")
+		cfg.DatabaseURL = e.get(envDatabaseURL)
 		if cfg.DatabaseURL == "" {
-			return usagef("DATABASE_URL is not set; set it to postgres://user@host:port/db, or run 'settle demo' for a private database")
+			return usagef("%s is not set; set it to postgres://user@host:port/db, or run 'settle demo' for a private database", envDatabaseURL.Name)
 		}
 		// The URL may hold a password, so the message never repeats it.
 		if _, err := pgx.ParseConfig(cfg.DatabaseURL); err != nil {
-			return usagef("DATABASE_URL is malformed; expected postgres://user@host:port/db")
+			return usagef("%s is malformed; expected postgres://user@host:port/db", envDatabaseURL.Name)
 		}
-		pooler, err := readPooler(getenv(poolerEnv))
+		pooler, err := readPooler(e.get(envDBPooler))
 		if err != nil {
 			return err
 		}
 		cfg.DBPooler = pooler
 	}
-	if slices.Contains([]string{"serve", "demo", "mcp", "reconcile", "worker", "retention run"}, cfg.Command) {
-		if err := loadServeEnv(cfg, getenv); err != nil {
+	if slices.Contains(commandGroups["server commands"], cfg.Command) {
+		if err := loadServeEnv(cfg, e); err != nil {
 			return err
 		}
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "alerts export" {
-		if err := loadAlertsEnv(&cfg.Alerts, getenv); err != nil {
+		if err := loadAlertsEnv(&cfg.Alerts, e); err != nil {
 			return err
 		}
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" {
-		if err := loadWebEnv(&cfg.Web, cfg.Addr, getenv); err != nil {
+		if v := e.get(envSecureCookies); v != "" && !cfg.SecureCookies {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return usagef("%s=%q is not true or false", envSecureCookies.Name, v)
+			}
+			cfg.SecureCookies = b
+		}
+		if err := loadWebEnv(&cfg.Web, cfg.Addr, e); err != nil {
 			return err
 		}
 	}
@@ -333,7 +334,7 @@ func loadCommonEnv(cfg *Config, getenv func(string) string, needDB bool) error {
 }
 
 // checkCommandFlags refuses a command whose required flags or variables are missing.
-func checkCommandFlags(cfg *Config, getenv func(string) string) error {
+func checkCommandFlags(cfg *Config, e environ) error {
 	switch cfg.Command {
 	case "user add":
 		if cfg.Email == "" {
@@ -354,108 +355,108 @@ func checkCommandFlags(cfg *Config, getenv func(string) string) error {
 		if !cfg.MCPStdio {
 			return usagef("mcp: pass --stdio; agents connecting over HTTP use /mcp of 'settle serve'")
 		}
-		if cfg.MCPToken = getenv("SETTLE_MCP_TOKEN"); cfg.MCPToken == "" {
-			return usagef("mcp --stdio: set SETTLE_MCP_TOKEN to an API token made with 'settle token add'")
+		if cfg.MCPToken = e.get(envMCPToken); cfg.MCPToken == "" {
+			return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", envMCPToken.Name)
 		}
 	}
 	return nil
 }
 
 // loadServeEnv reads what serve and demo share: Stripe, the outbox and the worker name.
-func loadServeEnv(cfg *Config, getenv func(string) string) error {
-	if err := loadStripeEnv(&cfg.Stripe, getenv); err != nil {
+func loadServeEnv(cfg *Config, e environ) error {
+	if err := loadStripeEnv(&cfg.Stripe, e); err != nil {
 		return err
 	}
 	var err error
-	if cfg.ShutdownTimeout, err = durationEnv(getenv, "SETTLE_SHUTDOWN_TIMEOUT", cfg.Stripe.Deadline+shutdownMargin); err != nil {
+	if cfg.ShutdownTimeout, err = e.duration(envShutdownTimeout, cfg.Stripe.Deadline+shutdownMargin); err != nil {
 		return err
 	}
-	cfg.OutboxURL = getenv("SETTLE_OUTBOX_URL")
-	if err := checkHTTPURL("SETTLE_OUTBOX_URL", cfg.OutboxURL); err != nil {
+	cfg.OutboxURL = e.get(envOutboxURL)
+	if err := checkHTTPURL(envOutboxURL, cfg.OutboxURL); err != nil {
 		return err
 	}
-	if cfg.OutboxKeep, err = durationEnv(getenv, "SETTLE_OUTBOX_KEEP", outbox.DefaultKeep); err != nil {
+	if cfg.OutboxKeep, err = e.duration(envOutboxKeep, outbox.DefaultKeep); err != nil {
 		return err
 	}
-	if cfg.RollupMinuteKeep, err = durationEnv(getenv, "SETTLE_ROLLUP_MINUTES_KEEP", recon.DefaultRollupMinuteKeep); err != nil {
+	if cfg.RollupMinuteKeep, err = e.duration(envRollupMinutesKeep, recon.DefaultRollupMinuteKeep); err != nil {
 		return err
 	}
 	if cfg.RollupMinuteKeep < recon.MinRollupMinuteKeep {
-		return usagef("SETTLE_ROLLUP_MINUTES_KEEP=%s is shorter than %s: the insights page reads the last day's minutes", cfg.RollupMinuteKeep, recon.MinRollupMinuteKeep)
+		return usagef("%s=%s is shorter than %s: the insights page reads the last day's minutes", envRollupMinutesKeep.Name, cfg.RollupMinuteKeep, recon.MinRollupMinuteKeep)
 	}
-	if v := getenv("SETTLE_RECONCILE_INTERVAL"); v != "off" {
-		if cfg.Reconcile.Interval, err = durationEnv(getenv, "SETTLE_RECONCILE_INTERVAL", 5*time.Minute); err != nil {
+	if v := e.get(envReconcileInterval); v != "off" {
+		if cfg.Reconcile.Interval, err = e.duration(envReconcileInterval, 5*time.Minute); err != nil {
 			return err
 		}
 	}
-	if err := loadLLMEnv(cfg, getenv); err != nil {
+	if err := loadLLMEnv(cfg, e); err != nil {
 		return err
 	}
-	if cfg.Jobs, err = loadJobsEnv(getenv); err != nil {
+	if cfg.Jobs, err = loadJobsEnv(e); err != nil {
 		return err
 	}
-	if err := loadRolesEnv(cfg, getenv); err != nil {
+	if err := loadRolesEnv(cfg, e); err != nil {
 		return err
 	}
-	if cfg.OperationLease, err = operationLeaseEnv(getenv); err != nil {
+	if cfg.OperationLease, err = operationLeaseEnv(e); err != nil {
 		return err
 	}
-	cfg.WorkerID = getenv("SETTLE_WORKER_ID")
+	cfg.WorkerID = e.get(envWorkerID)
 	if cfg.WorkerID == "" {
 		host, _ := os.Hostname()
 		cfg.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	return loadNotifyEnv(&cfg.Notify, getenv)
+	return loadNotifyEnv(&cfg.Notify, e)
 }
 
 // loadLLMEnv reads the gateway's settings; without SETTLE_LLM_BASE_URL the gateway is off.
-func loadLLMEnv(cfg *Config, getenv func(string) string) error {
+func loadLLMEnv(cfg *Config, e environ) error {
 	l := &cfg.LLM
-	l.BaseURL, l.APIKey, l.ProviderName = getenv("SETTLE_LLM_BASE_URL"), getenv("SETTLE_LLM_API_KEY"), getenv("SETTLE_LLM_PROVIDER_NAME")
-	l.Prices = getenv("SETTLE_LLM_PRICES")
-	if err := checkHTTPURL("SETTLE_LLM_BASE_URL", l.BaseURL); err != nil {
+	l.BaseURL, l.APIKey, l.ProviderName = e.get(envLLMBaseURL), e.get(envLLMAPIKey), e.get(envLLMProviderName)
+	l.Prices = e.get(envLLMPrices)
+	if err := checkHTTPURL(envLLMBaseURL, l.BaseURL); err != nil {
 		return err
 	}
-	l.Policy = envOr(getenv, "SETTLE_LLM_POLICY", "interactive")
+	l.Policy = e.or(envLLMPolicy, "interactive")
 	if l.Policy != "interactive" && l.Policy != "batch" {
-		return usagef("SETTLE_LLM_POLICY=%q: use interactive or batch", l.Policy)
+		return usagef("%s=%q: use interactive or batch", envLLMPolicy.Name, l.Policy)
 	}
-	if v := getenv("SETTLE_LLM_TENANT_POLICIES"); v != "" {
+	if v := e.get(envLLMTenantPolicies); v != "" {
 		l.TenantPolicies = map[string]string{}
 		for _, pair := range strings.Split(v, ",") {
 			name, pol, ok := strings.Cut(strings.TrimSpace(pair), "=")
 			if !ok || name == "" || (pol != "interactive" && pol != "batch") {
-				return usagef("SETTLE_LLM_TENANT_POLICIES: %q is not tenant=interactive or tenant=batch", pair)
+				return usagef("%s: %q is not tenant=interactive or tenant=batch", envLLMTenantPolicies.Name, pair)
 			}
 			l.TenantPolicies[name] = pol
 		}
 	}
-	if err := loadKeyScopes(l, getenv("SETTLE_LLM_KEY_SCOPE")); err != nil {
+	if err := loadKeyScopes(l, e.get(envLLMKeyScope)); err != nil {
 		return err
 	}
-	l.Store = envOr(getenv, "SETTLE_LLM_STORE", "auto")
+	l.Store = e.or(envLLMStore, "auto")
 	if l.Store != "auto" && l.Store != "on" && l.Store != "off" {
-		return usagef("SETTLE_LLM_STORE=%q: use auto, on or off", l.Store)
+		return usagef("%s=%q: use auto, on or off", envLLMStore.Name, l.Store)
 	}
 	var err error
-	if l.KeyTTL, err = durationEnv(getenv, "SETTLE_LLM_KEY_TTL", 24*time.Hour); err != nil {
+	if l.KeyTTL, err = e.duration(envLLMKeyTTL, 24*time.Hour); err != nil {
 		return err
 	}
-	if l.BodyKeep, err = bodyKeepEnv(getenv); err != nil {
+	if l.BodyKeep, err = bodyKeepEnv(e); err != nil {
 		return err
 	}
-	if l.AttemptTimeout, err = durationEnv(getenv, "SETTLE_LLM_ATTEMPT_TIMEOUT", 10*time.Minute); err != nil {
+	if l.AttemptTimeout, err = e.duration(envLLMAttemptTimeout, 10*time.Minute); err != nil {
 		return err
 	}
-	if l.Deadline, err = durationEnv(getenv, "SETTLE_LLM_DEADLINE", 10*time.Minute); err != nil {
+	if l.Deadline, err = e.duration(envLLMDeadline, 10*time.Minute); err != nil {
 		return err
 	}
-	if l.MaxWait, err = durationEnv(getenv, "SETTLE_LLM_MAX_WAIT", 60*time.Second); err != nil {
+	if l.MaxWait, err = e.duration(envLLMMaxWait, 60*time.Second); err != nil {
 		return err
 	}
 	// The key must outlive every retry of the intent, or a late retry would run it again.
 	if l.KeyTTL <= l.Deadline+time.Hour {
-		return usagef("SETTLE_LLM_KEY_TTL=%s must be longer than SETTLE_LLM_DEADLINE=%s plus an hour", l.KeyTTL, l.Deadline)
+		return usagef("%s=%s must be longer than %s=%s plus an hour", envLLMKeyTTL.Name, l.KeyTTL, envLLMDeadline.Name, l.Deadline)
 	}
 	return nil
 }
@@ -473,7 +474,7 @@ func loadKeyScopes(l *LLMConfig, v string) error {
 		switch {
 		case part == "":
 		case scope != "tenant" && scope != "user", pair && name == "":
-			return usagef("SETTLE_LLM_KEY_SCOPE: %q is not tenant, user or tenant-name=tenant|user", part)
+			return usagef("%s: %q is not tenant, user or tenant-name=tenant|user", envLLMKeyScope.Name, part)
 		case !pair:
 			l.KeyScope = scope
 		default:

@@ -17,30 +17,30 @@ import (
 // (unset or off: no threshold), SETTLE_APPROVAL_NOT_EXECUTED (on or off) and
 // SETTLE_APPROVAL_TTL. Each tenant's own settings ('settle tenant approvals') override the
 // first two.
-func loadApprovalsEnv(getenv func(string) string) (ops.ApprovalPolicy, error) {
+func loadApprovalsEnv(e environ) (ops.ApprovalPolicy, error) {
 	var p ops.ApprovalPolicy
-	switch v := strings.TrimSpace(getenv("SETTLE_APPROVAL_MIN_CENTS")); v {
+	switch v := strings.TrimSpace(e.get(envApprovalMinCents)); v {
 	case "", "off":
 	default:
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return p, usagef("SETTLE_APPROVAL_MIN_CENTS=%q is not a whole number of cents (0 or more) or off", v)
+			return p, usagef("%s=%q is not a whole number of cents (0 or more) or off", envApprovalMinCents.Name, v)
 		}
 		p.MinCents = &n
 	}
-	switch v := strings.TrimSpace(getenv("SETTLE_APPROVAL_NOT_EXECUTED")); v {
+	switch v := strings.TrimSpace(e.get(envApprovalNotExecuted)); v {
 	case "", "off":
 	case "on":
 		p.NotExecuted = true
 	default:
-		return p, usagef("SETTLE_APPROVAL_NOT_EXECUTED=%q is not on or off", v)
+		return p, usagef("%s=%q is not on or off", envApprovalNotExecuted.Name, v)
 	}
-	ttl, err := durationEnv(getenv, "SETTLE_APPROVAL_TTL", ops.DefaultApprovalTTL)
+	ttl, err := e.duration(envApprovalTTL, ops.DefaultApprovalTTL)
 	if err != nil {
 		return p, err
 	}
 	if ttl < time.Minute {
-		return p, usagef("SETTLE_APPROVAL_TTL=%s is shorter than a minute: nobody could approve a proposal in time", ttl)
+		return p, usagef("%s=%s is shorter than a minute: nobody could approve a proposal in time", envApprovalTTL.Name, ttl)
 	}
 	p.TTL = ttl
 	return p, nil

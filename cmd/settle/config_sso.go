@@ -27,25 +27,25 @@ type SSOConfig struct {
 
 // loadSSOEnv reads SETTLE_OIDC_* and SETTLE_PASSWORD_LOGIN. The client secret is never
 // repeated in a message.
-func loadSSOEnv(sc *SSOConfig, getenv func(string) string) error {
-	switch v := getenv("SETTLE_PASSWORD_LOGIN"); v {
+func loadSSOEnv(sc *SSOConfig, e environ) error {
+	switch v := e.get(envPasswordLogin); v {
 	case "", "on":
 		sc.PasswordLoginOff = false
 	case "off":
 		sc.PasswordLoginOff = true
 	default:
-		return usagef("SETTLE_PASSWORD_LOGIN=%q: use on or off", v)
+		return usagef("%s=%q: use on or off", envPasswordLogin.Name, v)
 	}
 	// The issuer is kept exactly as given: the discovery document must name the same one,
 	// trailing slash included (some providers' issuers end with one).
-	c := sso.Config{Issuer: getenv("SETTLE_OIDC_ISSUER"), ClientID: getenv("SETTLE_OIDC_CLIENT_ID"),
-		ClientSecret: getenv("SETTLE_OIDC_CLIENT_SECRET"), RedirectURL: getenv("SETTLE_OIDC_REDIRECT_URL"),
-		Name: getenv("SETTLE_OIDC_PROVIDER_NAME"), RoleClaim: getenv("SETTLE_OIDC_ROLE_CLAIM"),
-		TrustedEmailClaim: getenv("SETTLE_OIDC_TRUSTED_EMAIL_CLAIM")}
+	c := sso.Config{Issuer: e.get(envOIDCIssuer), ClientID: e.get(envOIDCClientID),
+		ClientSecret: e.get(envOIDCClientSecret), RedirectURL: e.get(envOIDCRedirectURL),
+		Name: e.get(envOIDCProviderName), RoleClaim: e.get(envOIDCRoleClaim),
+		TrustedEmailClaim: e.get(envOIDCTrustedEmailClaim)}
 	if c.Issuer == "" {
-		for _, name := range []string{"SETTLE_OIDC_CLIENT_ID", "SETTLE_OIDC_CLIENT_SECRET", "SETTLE_OIDC_REDIRECT_URL", "SETTLE_OIDC_ROLES", "SETTLE_OIDC_ROLE_CLAIM", "SETTLE_OIDC_PROVIDER_NAME", "SETTLE_OIDC_TRUSTED_EMAIL_CLAIM"} {
-			if getenv(name) != "" {
-				return usagef("%s is set but SETTLE_OIDC_ISSUER is not; set it to the identity provider's issuer URL", name)
+		for _, s := range []*setting{envOIDCClientID, envOIDCClientSecret, envOIDCRedirectURL, envOIDCRoles, envOIDCRoleClaim, envOIDCProviderName, envOIDCTrustedEmailClaim} {
+			if e.get(s) != "" {
+				return usagef("%s is set but %s is not; set it to the identity provider's issuer URL", s.Name, envOIDCIssuer.Name)
 			}
 		}
 		if sc.PasswordLoginOff {
@@ -60,12 +60,13 @@ func loadSSOEnv(sc *SSOConfig, getenv func(string) string) error {
 		return usagef("SETTLE_OIDC_ISSUER holds a value that is not an https URL (plain http is accepted on loopback only)")
 	}
 	if c.ClientID == "" {
-		return usagef("SETTLE_OIDC_CLIENT_ID is not set; set it to the client id Settle is registered with at %s", c.Issuer)
+		// Said without the issuer, as for every URL setting: a URL may hold a token.
+		return usagef("%s is not set; set it to the client id Settle is registered with at the identity provider", envOIDCClientID.Name)
 	}
-	if c.RedirectURL, err = redirectURL(c.RedirectURL, getenv("SETTLE_EXTERNAL_URL")); err != nil {
+	if c.RedirectURL, err = redirectURL(c.RedirectURL, e.get(envExternalURL)); err != nil {
 		return err
 	}
-	if c.Roles, err = desk.ParseRoleMap(getenv("SETTLE_OIDC_ROLES")); err != nil {
+	if c.Roles, err = desk.ParseRoleMap(e.get(envOIDCRoles)); err != nil {
 		return usagef("SETTLE_OIDC_ROLES: %v; write group=role pairs, e.g. settle-admins=admin,settle-oncall=oncall", err)
 	}
 	if c.RoleClaim == "" {

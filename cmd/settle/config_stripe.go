@@ -45,52 +45,52 @@ const maxRefundDeadline = 55 * time.Second
 
 // loadStripeEnv reads how serve, demo, mcp and reconcile reach Stripe: the key and base URL,
 // the webhook secrets, the tenant check and the timeouts, each checked.
-func loadStripeEnv(sc *StripeConfig, getenv func(string) string) error {
-	*sc = StripeConfig{APIKey: getenv("STRIPE_API_KEY"), APIBase: getenv("STRIPE_API_BASE"),
-		WebhookSecret: getenv("STRIPE_WEBHOOK_SECRET"), ConnectWebhookSecret: getenv("STRIPE_CONNECT_WEBHOOK_SECRET"),
-		TenantKey: getenv("SETTLE_STRIPE_TENANT_KEY")}
-	switch v := getenv("SETTLE_STRIPE_TENANT_CHECK"); v {
+func loadStripeEnv(sc *StripeConfig, e environ) error {
+	*sc = StripeConfig{APIKey: e.get(envStripeAPIKey), APIBase: e.get(envStripeAPIBase),
+		WebhookSecret: e.get(envStripeWebhookSecret), ConnectWebhookSecret: e.get(envStripeConnectWebhookSecret),
+		TenantKey: e.get(envStripeTenantKey)}
+	switch v := e.get(envStripeTenantCheck); v {
 	case "", "on":
 	case "off":
 		sc.AnyTenantsPayments = true
 	default:
-		return usagef("SETTLE_STRIPE_TENANT_CHECK=%q: use on or off", v)
+		return usagef("%s=%q: use on or off", envStripeTenantCheck.Name, v)
 	}
 	if k := sc.TenantKey; k != "" && (len(k) > 40 || strings.ContainsAny(k, "[] \t\n")) {
-		return usagef("SETTLE_STRIPE_TENANT_KEY=%q is not a Stripe metadata key (at most 40 characters, no brackets or spaces)", k)
+		return usagef("%s=%q is not a Stripe metadata key (at most 40 characters, no brackets or spaces)", envStripeTenantKey.Name, k)
 	}
 	var err error
-	if sc.Timeout, err = durationEnv(getenv, "SETTLE_STRIPE_TIMEOUT", 8*time.Second); err != nil {
+	if sc.Timeout, err = e.duration(envStripeTimeout, 8*time.Second); err != nil {
 		return err
 	}
-	if sc.Deadline, err = durationEnv(getenv, "SETTLE_REFUND_DEADLINE", 25*time.Second); err != nil {
+	if sc.Deadline, err = e.duration(envRefundDeadline, 25*time.Second); err != nil {
 		return err
 	}
 	switch {
 	case sc.Deadline > maxRefundDeadline:
-		return usagef("SETTLE_REFUND_DEADLINE=%s is longer than a client's 60 s request timeout allows; use at most %s", sc.Deadline, maxRefundDeadline)
+		return usagef("%s=%s is longer than a client's 60 s request timeout allows; use at most %s", envRefundDeadline.Name, sc.Deadline, maxRefundDeadline)
 	case sc.Timeout > sc.Deadline:
-		return usagef("SETTLE_STRIPE_TIMEOUT=%s is longer than SETTLE_REFUND_DEADLINE=%s; one attempt must fit in a call", sc.Timeout, sc.Deadline)
+		return usagef("%s=%s is longer than %s=%s; one attempt must fit in a call", envStripeTimeout.Name, sc.Timeout, envRefundDeadline.Name, sc.Deadline)
 	}
-	if err := loadStripeReads(sc, getenv); err != nil {
+	if err := loadStripeReads(sc, e); err != nil {
 		return err
 	}
-	return checkHTTPURL("STRIPE_API_BASE", sc.APIBase)
+	return checkHTTPURL(envStripeAPIBase, sc.APIBase)
 }
 
 // loadStripeReads reads the Stripe read caps: a process's, and one tenant's share, which
 // cannot be more than the process's.
-func loadStripeReads(sc *StripeConfig, getenv func(string) string) error {
+func loadStripeReads(sc *StripeConfig, e environ) error {
 	var err error
-	if sc.ReadsPerSecond, err = rateEnv(getenv, "SETTLE_STRIPE_READS_PER_SECOND", defaultStripeReads); err != nil {
+	if sc.ReadsPerSecond, err = e.rate(envStripeReads, defaultStripeReads); err != nil {
 		return err
 	}
-	if sc.TenantReadsPerSecond, err = rateEnv(getenv, "SETTLE_STRIPE_TENANT_READS_PER_SECOND", sc.ReadsPerSecond/2); err != nil {
+	if sc.TenantReadsPerSecond, err = e.rate(envStripeTenantReads, sc.ReadsPerSecond/2); err != nil {
 		return err
 	}
 	if sc.TenantReadsPerSecond > sc.ReadsPerSecond {
-		return usagef("SETTLE_STRIPE_TENANT_READS_PER_SECOND=%g is more than SETTLE_STRIPE_READS_PER_SECOND=%g; one tenant's share cannot exceed the whole",
-			sc.TenantReadsPerSecond, sc.ReadsPerSecond)
+		return usagef("%s=%g is more than %s=%g; one tenant's share cannot exceed the whole",
+			envStripeTenantReads.Name, sc.TenantReadsPerSecond, envStripeReads.Name, sc.ReadsPerSecond)
 	}
 	return nil
 }

@@ -31,27 +31,27 @@ type WebConfig struct {
 
 // loadWebEnv reads the settings of the HTTP listener of serve and demo; addr is the main
 // listener's address.
-func loadWebEnv(wc *WebConfig, addr string, getenv func(string) string) error {
-	wc.MetricsAddr, wc.MetricsToken = getenv("SETTLE_METRICS_ADDR"), getenv("SETTLE_METRICS_TOKEN")
+func loadWebEnv(wc *WebConfig, addr string, e environ) error {
+	wc.MetricsAddr, wc.MetricsToken = e.get(envMetricsAddr), e.get(envMetricsToken)
 	if a := wc.MetricsAddr; a != "" {
 		_, port, err := net.SplitHostPort(a)
 		if err != nil || port == "" {
-			return usagef("SETTLE_METRICS_ADDR=%q is not host:port, e.g. 127.0.0.1:9090", a)
+			return usagef("%s=%q is not host:port, e.g. 127.0.0.1:9090", envMetricsAddr.Name, a)
 		}
 		if a == addr && port != "0" {
-			return usagef("SETTLE_METRICS_ADDR=%q is the main listen address; give /metrics another port, or leave it unset", a)
+			return usagef("%s=%q is the main listen address; give /metrics another port, or leave it unset", envMetricsAddr.Name, a)
 		}
 	}
 	// The token is a secret: the messages say what is wrong with it, never what it is.
 	if t := wc.MetricsToken; t != "" && (len(t) < minMetricsToken || strings.ContainsAny(t, " \t\r\n")) {
-		return usagef("SETTLE_METRICS_TOKEN must be at least %d characters with no spaces, e.g. the output of 'openssl rand -hex 32'", minMetricsToken)
+		return usagef("%s must be at least %d characters with no spaces, e.g. the output of 'openssl rand -hex 32'", envMetricsToken.Name, minMetricsToken)
 	}
 	var err error
-	if wc.Approvals, err = loadApprovalsEnv(getenv); err != nil {
+	if wc.Approvals, err = loadApprovalsEnv(e); err != nil {
 		return err
 	}
 	wc.TrustedProxies = nil
-	for _, s := range strings.Split(getenv("SETTLE_TRUSTED_PROXIES"), ",") {
+	for _, s := range strings.Split(e.get(envTrustedProxies), ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
@@ -59,11 +59,11 @@ func loadWebEnv(wc *WebConfig, addr string, getenv func(string) string) error {
 		if err != nil {
 			a, aerr := netip.ParseAddr(s)
 			if aerr != nil {
-				return usagef("SETTLE_TRUSTED_PROXIES: %q is not an address or a network such as 10.0.0.0/8", s)
+				return usagef("%s: %q is not an address or a network such as 10.0.0.0/8", envTrustedProxies.Name, s)
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
 		wc.TrustedProxies = append(wc.TrustedProxies, p.Masked())
 	}
-	return loadSSOEnv(&wc.SSO, getenv)
+	return loadSSOEnv(&wc.SSO, e)
 }

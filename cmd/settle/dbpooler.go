@@ -2,13 +2,11 @@ package main
 
 import "github.com/settle-dev/settle/ops/pg"
 
-// poolerEnv names what stands between Settle and Postgres: "auto" (the default) probes
-// once at start and keeps prepared statements on a direct connection, the pooler-safe mode
-// behind a pooler; "transaction" skips the probe and always uses the pooler-safe mode, for a
-// pooler in transaction mode that the probe might not recognise.
-const poolerEnv = "SETTLE_DB_POOLER"
-
-// readPooler checks the value of SETTLE_DB_POOLER.
+// readPooler checks the value of SETTLE_DB_POOLER, what stands between Settle and Postgres:
+// "auto" (the default) probes once at start and keeps prepared statements on a direct
+// connection, the pooler-safe mode behind a pooler; "transaction" skips the probe and always
+// uses the pooler-safe mode, for a pooler in transaction mode that the probe might not
+// recognise.
 func readPooler(v string) (string, error) {
 	switch v {
 	case "", "auto":
@@ -16,7 +14,7 @@ func readPooler(v string) (string, error) {
 	case "transaction":
 		return v, nil
 	}
-	return "", usagef("%s=%q is not auto or transaction", poolerEnv, v)
+	return "", usagef("%s=%q is not auto or transaction", envDBPooler.Name, v)
 }
 
 // dbOptions are the options every command opens the database with.

@@ -21,18 +21,18 @@ type NotifyConfig struct {
 }
 
 // loadNotifyEnv reads the follow-ups' notifier settings.
-func loadNotifyEnv(nc *NotifyConfig, getenv func(string) string) error {
-	nc.WebhookURL, nc.SMTP = getenv("SETTLE_NOTIFY_WEBHOOK_URL"), nil
+func loadNotifyEnv(nc *NotifyConfig, e environ) error {
+	nc.WebhookURL, nc.SMTP = e.get(envNotifyWebhookURL), nil
 	if b := nc.WebhookURL; b != "" {
 		if u, err := url.Parse(b); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("SETTLE_NOTIFY_WEBHOOK_URL is not an http(s) URL")
+			return usagef("%s is not an http(s) URL", envNotifyWebhookURL.Name)
 		}
 	}
-	if raw := getenv("SETTLE_SMTP_URL"); raw != "" {
+	if raw := e.get(envSMTPURL); raw != "" {
 		s, err := notify.ParseSMTPURL(raw)
 		if err != nil {
 			// The URL may hold a password: ParseSMTPURL's errors never quote it.
-			return usagef("SETTLE_SMTP_URL must look like smtp://user:pass@host:587?from=settle@example.com (%s)", err)
+			return usagef("%s must look like smtp://user:pass@host:587?from=settle@example.com (%s)", envSMTPURL.Name, err)
 		}
 		nc.SMTP = &s
 	}

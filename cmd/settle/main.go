@@ -34,8 +34,8 @@ func main() {
 const gcPercent = 400
 
 // tuneGC sets the garbage collector's target unless the operator chose one with GOGC.
-func tuneGC(getenv func(string) string) {
-	if getenv("GOGC") == "" {
+func tuneGC(e environ) {
+	if e.get(envGOGC) == "" {
 		debug.SetGCPercent(gcPercent)
 	}
 }
@@ -45,7 +45,7 @@ func tuneGC(getenv func(string) string) {
 // printed to stderr as one line starting with "settle: ".
 func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	}
 	wd, err := os.Getwd()
@@ -55,7 +55,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	cfg, err := LoadConfig(args, getenv, wd)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return 0
 	} else if err != nil {
 		fmt.Fprintln(stderr, "settle:", errorLine(err))

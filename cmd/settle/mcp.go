@@ -19,9 +19,6 @@ import (
 	"github.com/settle-dev/settle/ops/refund"
 )
 
-// mcpTokenEnv names the variable holding the API token 'settle mcp --stdio' acts with.
-const mcpTokenEnv = "SETTLE_MCP_TOKEN"
-
 // mcpStdio serves the refund tools to one local agent over stdin and stdout, acting for the
 // tenant of the API token in SETTLE_MCP_TOKEN. Logs go to the logger (stderr): stdout
 // carries the protocol.
@@ -35,7 +32,7 @@ func mcpStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 // are picked up by the reaper of 'settle serve'.
 func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
 	if token == "" {
-		return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", mcpTokenEnv)
+		return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", envMCPToken.Name)
 	}
 	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	db, err := pg.Open(openCtx, cfg.DatabaseURL, dbOptions(cfg)...)
@@ -50,7 +47,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	// The token is checked once: a stdio server lives as long as its one client.
 	tenant, err := db.TenantByToken(ctx, token)
 	if err != nil {
-		return fmt.Errorf("mcp --stdio: check %s: %w", mcpTokenEnv, err)
+		return fmt.Errorf("mcp --stdio: check %s: %w", envMCPToken.Name, err)
 	}
 	var refunds mcptool.Refunder = unconfiguredRefunds{}
 	if cfg.Stripe.APIKey != "" {

@@ -45,8 +45,8 @@ func TestMCPStdioRefundsOnce(t *testing.T) {
 	if err := serveMCPStdio(ctx, cfg, "stl_nope", strings.NewReader(""), io.Discard, testLogger(t)); ops.ErrorCode(err) != ops.EUNAUTHORIZED {
 		t.Fatalf("wrong token: %v, want unauthorized", err)
 	}
-	if err := serveMCPStdio(ctx, cfg, "", strings.NewReader(""), io.Discard, testLogger(t)); err == nil || !strings.Contains(err.Error(), mcpTokenEnv) {
-		t.Fatalf("no token: %v, want a pointer to %s", err, mcpTokenEnv)
+	if err := serveMCPStdio(ctx, cfg, "", strings.NewReader(""), io.Discard, testLogger(t)); err == nil || !strings.Contains(err.Error(), envMCPToken.Name) {
+		t.Fatalf("no token: %v, want a pointer to %s", err, envMCPToken.Name)
 	}
 
 	inR, inW := io.Pipe()   // the agent writes, the server reads

@@ -24,13 +24,13 @@ const (
 // operation waits this long to be resumed. Short means a quick resumption; the owner must
 // reach the database at least once in a third of it, or a second replica resends a call still
 // running (a refund stays single under Stripe's key, an LLM call may be billed twice).
-func operationLeaseEnv(getenv func(string) string) (time.Duration, error) {
-	d, err := durationEnv(getenv, "SETTLE_OPERATION_LEASE", ops.DefaultLimits.Lease)
+func operationLeaseEnv(e environ) (time.Duration, error) {
+	d, err := e.duration(envOperationLease, ops.DefaultLimits.Lease)
 	if err != nil {
 		return 0, err
 	}
 	if d < minOperationLease || d > maxOperationLease {
-		return 0, usagef("SETTLE_OPERATION_LEASE=%s is outside %s to %s", d, minOperationLease, maxOperationLease)
+		return 0, usagef("%s=%s is outside %s to %s", envOperationLease.Name, d, minOperationLease, maxOperationLease)
 	}
 	return d, nil
 }

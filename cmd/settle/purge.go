@@ -9,13 +9,13 @@ import (
 
 // bodyKeepEnv reads SETTLE_LLM_BODY_KEEP: how long prompts and completions outlive the key's
 // TTL. At least an hour, so a late replay or a person looking into a call still finds them.
-func bodyKeepEnv(getenv func(string) string) (time.Duration, error) {
-	keep, err := durationEnv(getenv, "SETTLE_LLM_BODY_KEEP", llm.DefaultBodyKeep)
+func bodyKeepEnv(e environ) (time.Duration, error) {
+	keep, err := e.duration(envLLMBodyKeep, llm.DefaultBodyKeep)
 	if err != nil {
 		return 0, err
 	}
 	if keep < time.Hour {
-		return 0, usagef("SETTLE_LLM_BODY_KEEP=%s is shorter than an hour", keep)
+		return 0, usagef("%s=%s is shorter than an hour", envLLMBodyKeep.Name, keep)
 	}
 	return keep, nil
 }

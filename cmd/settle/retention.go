@@ -36,12 +36,12 @@ func didYouMean(first string, subs []string) string {
 // loadRolesEnv reads the settings of the background roles that run on one replica at a
 // time: SETTLE_ROLE_LEASE and SETTLE_RETENTION. It runs after the LLM and outbox settings,
 // which bound the retention from below.
-func loadRolesEnv(cfg *Config, getenv func(string) string) error {
+func loadRolesEnv(cfg *Config, e environ) error {
 	var err error
-	if cfg.RoleLease, err = roleLeaseEnv(getenv); err != nil {
+	if cfg.RoleLease, err = roleLeaseEnv(e); err != nil {
 		return err
 	}
-	cfg.Retention.Keep, err = retentionEnv(getenv, *cfg)
+	cfg.Retention.Keep, err = retentionEnv(e, *cfg)
 	return err
 }
 
@@ -50,14 +50,14 @@ func loadRolesEnv(cfg *Config, getenv func(string) string) error {
 // provider's key retention (a removed operation frees its intent), an LLM key's TTL plus
 // SETTLE_LLM_BODY_KEEP (its replays), SETTLE_OUTBOX_KEEP (delivered events), and a week,
 // which outlives Stripe's webhook retries.
-func retentionEnv(getenv func(string) string, cfg Config) (time.Duration, error) {
-	v := getenv("SETTLE_RETENTION")
+func retentionEnv(e environ, cfg Config) (time.Duration, error) {
+	v := e.get(envRetention)
 	if v == "" {
 		return retain.DefaultKeep, nil
 	}
 	keep, err := retain.ParseKeep(v)
 	if err != nil {
-		return 0, usagef("SETTLE_RETENTION=%s", err)
+		return 0, usagef("%s=%s", envRetention.Name, err)
 	}
 	if keep == 0 {
 		return 0, nil
@@ -72,7 +72,7 @@ func retentionEnv(getenv func(string) string, cfg Config) (time.Duration, error)
 	}
 	for _, f := range floors {
 		if keep < f.d {
-			return 0, usagef("SETTLE_RETENTION=%s is shorter than %s (%s); use at least that, or off", v, f.d, f.why)
+			return 0, usagef("%s=%s is shorter than %s (%s); use at least that, or off", envRetention.Name, v, f.d, f.why)
 		}
 	}
 	return keep, nil

@@ -19,13 +19,13 @@ const (
 // roleLeaseEnv reads SETTLE_ROLE_LEASE: how long a role that runs on one replica at a time
 // stays with a replica that stopped renewing it, killed or cut off from the database. Short
 // means a quick takeover; the holder must reach the database at least once in a third of it.
-func roleLeaseEnv(getenv func(string) string) (time.Duration, error) {
-	d, err := durationEnv(getenv, "SETTLE_ROLE_LEASE", defaultRoleLease)
+func roleLeaseEnv(e environ) (time.Duration, error) {
+	d, err := e.duration(envRoleLease, defaultRoleLease)
 	if err != nil {
 		return 0, err
 	}
 	if d < minRoleLease {
-		return 0, usagef("SETTLE_ROLE_LEASE=%s is shorter than %s", d, minRoleLease)
+		return 0, usagef("%s=%s is shorter than %s", envRoleLease.Name, d, minRoleLease)
 	}
 	return d, nil
 }

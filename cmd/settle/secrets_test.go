@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -186,47 +187,82 @@ func countRows(t *testing.T, db *pgx.Conn, query string, args ...any) int {
 	return n
 }
 
-// TestURLSettingsNeverEchoTheirValue sets each setting that holds a URL, which may carry a
-// password or a token, to values that are not valid for it and that hold a secret: serve
-// refuses each, and its message names the setting without repeating the value.
+// TestURLSettingsNeverEchoTheirValue sets each secret setting of the table (a URL, which may
+// carry a password or a token, or a key, a token or a password itself) to values that hold a
+// secret, for every command that reads it: a URL that is not valid for its setting is
+// refused, any refusal names the setting, and none repeats the value.
 func TestURLSettingsNeverEchoTheirValue(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{"DATABASE_URL": "postgres://settle@127.0.0.1:1/settle"}
+	base := map[string]string{"DATABASE_URL": "postgres://settle@127.0.0.1:1/settle", "SETTLE_MCP_TOKEN": "t"}
 	httpBad := []string{"ftp://user:SECRET@hooks.example.com/x", "http://hooks.example.com:SECRET/x",
 		"https:///services/SECRET", "SECRET", "hooks.example.com/services/SECRET", "http://[SECRET/x"}
+	// Keys, tokens and passwords: most are taken as given, and those that are checked are
+	// refused without being repeated.
+	keyOdd := []string{"SECRET", "SECRET with spaces", "SECRET\n", "S", "SECRET\x00"}
 	cases := map[string][]string{
-		"DATABASE_URL":              {"postgres://settle:SECRET@127.0.0.1:bad/settle", "SECRET", "postgres://settle@127.0.0.1/settle?sslmode=SECRET"},
-		"SETTLE_SMTP_URL":           {"smtp://settle:SECRET@mail.example.com:587", "SECRET://settle:p@mail.example.com?from=a@example.com", "smtp://settle:p@mail.example.com?from=SECRET", "smtp://settle:p@mail.example.com?from=a@example.com,SECRET@example.com", "smtp://settle:SECRET@mail.example.com:bad?from=a@example.com", "smtp:///SECRET?from=a@example.com"},
-		"SETTLE_OUTBOX_URL":         httpBad,
-		"SETTLE_NOTIFY_WEBHOOK_URL": httpBad,
-		"SETTLE_ALERTMANAGER_URL":   httpBad,
-		"SETTLE_ALERT_WEBHOOK_URLS": httpBad,
-		"SETTLE_EXTERNAL_URL":       httpBad,
-		"SETTLE_LLM_BASE_URL":       httpBad,
-		"STRIPE_API_BASE":           httpBad,
-		"SETTLE_JOB_WEBHOOK_URL":    httpBad,
-		"SETTLE_OIDC_ISSUER":        append([]string{"http://idp.example.com/SECRET"}, httpBad...),
-		"SETTLE_OIDC_REDIRECT_URL":  append([]string{"https://settle.example.com/SECRET", "https://settle.example.com/auth/callback?SECRET"}, httpBad...),
+		"DATABASE_URL":             {"postgres://settle:SECRET@127.0.0.1:bad/settle", "SECRET", "postgres://settle@127.0.0.1/settle?sslmode=SECRET"},
+		"SETTLE_SMTP_URL":          {"smtp://settle:SECRET@mail.example.com:587", "SECRET://settle:p@mail.example.com?from=a@example.com", "smtp://settle:p@mail.example.com?from=SECRET", "smtp://settle:p@mail.example.com?from=a@example.com,SECRET@example.com", "smtp://settle:SECRET@mail.example.com:bad?from=a@example.com", "smtp:///SECRET?from=a@example.com"},
+		"SETTLE_OIDC_ISSUER":       append([]string{"http://idp.example.com/SECRET"}, httpBad...),
+		"SETTLE_OIDC_REDIRECT_URL": append([]string{"https://settle.example.com/SECRET", "https://settle.example.com/auth/callback?SECRET"}, httpBad...),
 	}
-	for name, values := range cases {
-		for _, v := range values {
-			vars := map[string]string{name: v}
-			for k, x := range base {
-				if _, ok := vars[k]; !ok {
-					vars[k] = x
+	for _, s := range readByTheTable() {
+		if !s.Secret {
+			continue
+		}
+		values, mustRefuse := cases[s.Name], true
+		switch {
+		case values != nil:
+		case strings.Contains(s.Parses, "URL"):
+			values = httpBad
+		default:
+			values, mustRefuse = keyOdd, false
+		}
+		for _, cmd := range expand(s.Commands) {
+			for _, v := range values {
+				vars := map[string]string{s.Name: v}
+				for k, x := range base {
+					if _, ok := vars[k]; !ok {
+						vars[k] = x
+					}
+				}
+				if strings.HasPrefix(s.Name, "SETTLE_OIDC_") {
+					// The rest of a provider's registration, so the setting itself is checked.
+					for _, k := range []string{"SETTLE_OIDC_ISSUER", "SETTLE_OIDC_CLIENT_ID", "SETTLE_OIDC_ROLES", "SETTLE_OIDC_REDIRECT_URL"} {
+						if k != s.Name {
+							vars[k] = validEnv[k]
+						}
+					}
+				}
+				_, err := LoadConfig(commandArgs[cmd], env(vars), t.TempDir())
+				switch {
+				case err == nil && mustRefuse:
+					t.Errorf("%s: %s=%q was accepted", cmd, s.Name, v)
+				case err == nil:
+				case strings.Contains(strings.ToUpper(err.Error()), "SECRET"): // url.Parse lowers a scheme
+					t.Errorf("%s: %s=%q: the refusal repeats the value: %v", cmd, s.Name, v, err)
+				case !strings.Contains(err.Error(), s.Name):
+					t.Errorf("%s: %s=%q: the refusal does not name the setting: %v", cmd, s.Name, v, err)
 				}
 			}
-			if strings.HasPrefix(name, "SETTLE_OIDC_") && name != "SETTLE_OIDC_ISSUER" {
-				vars["SETTLE_OIDC_ISSUER"], vars["SETTLE_OIDC_CLIENT_ID"] = "https://idp.example.com", "settle"
-			}
-			_, err := LoadConfig([]string{"serve"}, env(vars), t.TempDir())
-			switch {
-			case err == nil:
-				t.Errorf("%s=%q was accepted", name, v)
-			case strings.Contains(strings.ToUpper(err.Error()), "SECRET"): // url.Parse lowers a scheme
-				t.Errorf("%s=%q: the refusal repeats the value: %v", name, v, err)
-			case !strings.Contains(err.Error(), name):
-				t.Errorf("%s=%q: the refusal does not name the setting: %v", name, v, err)
+		}
+	}
+}
+
+// TestNoRefusalRepeatsASecret starts from a configuration every command accepts, whose
+// secret settings all hold a secret, and for each command leaves out or spoils each setting
+// in turn: whatever the command refuses, its message repeats no secret value, its own or
+// another setting's.
+func TestNoRefusalRepeatsASecret(t *testing.T) {
+	t.Parallel()
+	for cmd, args := range commandArgs {
+		for _, s := range readByTheTable() {
+			for _, v := range []string{"", "not a valid value"} {
+				vars := maps.Clone(validEnv)
+				vars[s.Name] = v
+				_, err := LoadConfig(args, env(vars), t.TempDir())
+				if err != nil && strings.Contains(strings.ToUpper(err.Error()), "SECRET") {
+					t.Errorf("%s with %s=%q: the refusal repeats a secret: %v", cmd, s.Name, v, err)
+				}
 			}
 		}
 	}

@@ -35,42 +35,42 @@ type JobsConfig struct {
 }
 
 // loadJobsEnv reads the jobs' settings from the environment.
-func loadJobsEnv(getenv func(string) string) (JobsConfig, error) {
+func loadJobsEnv(e environ) (JobsConfig, error) {
 	c := JobsConfig{Workers: 2, MaxAttempts: 3}
 	var err error
-	if v := getenv("SETTLE_WORKERS"); v != "" {
+	if v := e.get(envWorkers); v != "" {
 		if c.Workers, err = strconv.Atoi(v); err != nil || c.Workers < 0 || c.Workers > 64 {
-			return c, usagef("SETTLE_WORKERS=%q is not a number of workers from 0 to 64", v)
+			return c, usagef("%s=%q is not a number of workers from 0 to 64", envWorkers.Name, v)
 		}
 	}
-	for _, u := range strings.Split(getenv("SETTLE_JOB_WEBHOOK_URL"), ",") {
+	for _, u := range strings.Split(e.get(envJobWebhookURL), ",") {
 		if u = strings.TrimSpace(u); u == "" {
 			continue
 		}
-		if err := checkHTTPURL("SETTLE_JOB_WEBHOOK_URL", u); err != nil {
+		if err := checkHTTPURL(envJobWebhookURL, u); err != nil {
 			return c, err
 		}
 		c.WebhookURLs = append(c.WebhookURLs, u)
 	}
-	if c.Lease, err = durationEnv(getenv, "SETTLE_JOB_LEASE", jobs.DefaultLease); err != nil {
+	if c.Lease, err = e.duration(envJobLease, jobs.DefaultLease); err != nil {
 		return c, err
 	}
-	if v := getenv("SETTLE_JOB_RETRY_UNCERTAIN"); v != "" {
+	if v := e.get(envJobRetryUncertain); v != "" {
 		if c.RetryUncertain, err = strconv.ParseBool(v); err != nil {
-			return c, usagef("SETTLE_JOB_RETRY_UNCERTAIN=%q is not true or false", v)
+			return c, usagef("%s=%q is not true or false", envJobRetryUncertain.Name, v)
 		}
 	}
-	if v := getenv("SETTLE_JOB_MAX_ATTEMPTS"); v != "" {
+	if v := e.get(envJobMaxAttempts); v != "" {
 		if c.MaxAttempts, err = strconv.Atoi(v); err != nil || c.MaxAttempts < 1 {
-			return c, usagef("SETTLE_JOB_MAX_ATTEMPTS=%q is not a positive number", v)
+			return c, usagef("%s=%q is not a positive number", envJobMaxAttempts.Name, v)
 		}
 	}
-	if c.Deadline, err = durationEnv(getenv, "SETTLE_JOB_DEADLINE", time.Hour); err != nil {
+	if c.Deadline, err = e.duration(envJobDeadline, time.Hour); err != nil {
 		return c, err
 	}
-	if v := getenv("SETTLE_JOB_MAX_COST_MICROS"); v != "" {
+	if v := e.get(envJobMaxCostMicros); v != "" {
 		if c.MaxCostMicros, err = strconv.ParseInt(v, 10, 64); err != nil || c.MaxCostMicros < 0 {
-			return c, usagef("SETTLE_JOB_MAX_COST_MICROS=%q is not a cost in micro-units", v)
+			return c, usagef("%s=%q is not a cost in micro-units", envJobMaxCostMicros.Name, v)
 		}
 	}
 	return c, nil

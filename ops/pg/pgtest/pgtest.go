@@ -4,6 +4,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,6 +66,23 @@ func URL(db string) string {
 	return baseURL
 }
 
+// serverURL is the pattern of the test databases' URLs on the server u names: u with its
+// database, the path after the host, replaced by {db}. The URL may hold a password, so its
+// refusal never repeats it, nor pgx's error, which quotes it.
+func serverURL(u string) (string, error) {
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return "", errors.New("SETTLE_TEST_DATABASE_URL is malformed; expected postgres://user@host:port/db")
+	}
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		if i := strings.IndexByte(rest, '/'); i >= 0 && strings.HasPrefix(rest[i+1:], cfg.Database) {
+			at := len(u) - len(rest) + i + 1
+			return u[:at] + "{db}" + u[at+len(cfg.Database):], nil
+		}
+	}
+	return strings.Replace(u, "/"+cfg.Database, "/{db}", 1), nil
+}
+
 func setup(ctx context.Context) error {
 	mu.Lock()
 	defer mu.Unlock()
@@ -72,11 +90,10 @@ func setup(ctx context.Context) error {
 		return nil
 	}
 	if u := os.Getenv("SETTLE_TEST_DATABASE_URL"); u != "" {
-		cfg, err := pgx.ParseConfig(u)
-		if err != nil {
-			return fmt.Errorf("SETTLE_TEST_DATABASE_URL is malformed: %w", err)
+		var err error
+		if baseURL, err = serverURL(u); err != nil {
+			return err
 		}
-		baseURL = strings.Replace(u, "/"+cfg.Database, "/{db}", 1)
 	} else {
 		dir, err := os.MkdirTemp(filepath.Join(ProjectDir(), ".settle"), "test-")
 		if err != nil {

@@ -1,0 +1,87 @@
+package main
+
+// The settings of the process: its database, its listeners and its name, and the tools'.
+
+var (
+	envDatabaseURL = define(sectionProcess, setting{Name: "DATABASE_URL", Commands: []string{"database commands"},
+		Required: "required", Parses: "a PostgreSQL connection string: `postgres://user:pass@host:port/db?…` or `key=value` pairs",
+		Short: "the database: postgres://user@host:port/db ('settle demo' starts its own)",
+		Doc:   "the PostgreSQL database; `demo` starts its own", Secret: true})
+	envDBPooler = define(sectionProcess, setting{Name: "SETTLE_DB_POOLER", Commands: []string{"database commands"},
+		Default: "`auto`", Parses: "`auto` or `transaction`",
+		Short: "what stands between Settle and Postgres: auto probes once at start, transaction sends every statement unnamed for a pooler in transaction mode",
+		Doc: "what stands between Settle and Postgres: `auto` probes once at start (a pooler announces a process id no server process has) and, " +
+			"on a direct connection, prepares statements and runs the ledger's two statements of a lifecycle on generic plans through a pool of " +
+			"their own (at most 4 more connections per process); `transaction` skips the probe and sends every statement unnamed, for a pooler " +
+			"in transaction mode the probe might not recognise"})
+	envAddr = define(sectionProcess, setting{Name: "SETTLE_ADDR", Flag: "--addr", Commands: []string{"serve", "demo"},
+		Default: "`127.0.0.1:8080`", Parses: "`host:port`",
+		Short: "listen address of serve and demo",
+		Doc:   "listen address of `serve` and `demo`"})
+	_ = define(sectionProcess, setting{Flag: "serve --migrate", Commands: []string{"serve"},
+		Default: "off", Parses: "a flag",
+		Doc: "apply pending migrations; without it `serve` refuses an old schema"})
+	envDemoHistory = define(sectionProcess, setting{Name: "SETTLE_DEMO_HISTORY", Flag: "demo --history", Commands: []string{"demo"},
+		Default: "`30d`", Parses: "days, `0d` to `35d`",
+		Short: "days of history demo writes into a new demo database",
+		Doc:   "days of history `demo` writes into a new demo database before it serves; `0d` writes none"})
+	_ = define(sectionProcess, setting{Flag: "demo --dir", Commands: []string{"demo"},
+		Default: "`.settle/demo-pg`", Parses: "a folder",
+		Doc: "the demo's Postgres cluster, created on the first run and kept"})
+	envLogLevel = define(sectionProcess, setting{Name: "SETTLE_LOG_LEVEL", Commands: []string{"every command"},
+		Default: "`info`", Parses: "`debug`, `info`, `warn` or `error`, in any case",
+		Short: "debug, info, warn or error",
+		Doc:   "the least important log line written to stderr"})
+	envSecureCookies = define(sectionProcess, setting{Name: "SETTLE_SECURE_COOKIES", Flag: "serve --secure-cookies", Commands: []string{"serve", "demo"},
+		Default: "`false`", Parses: "a boolean: `true`, `false`, `1`, `0`, `t`, `f`",
+		Short: "true behind HTTPS: the session cookie goes over HTTPS only",
+		Doc:   "session cookie over HTTPS only (turn on behind TLS)"})
+	envTrustedProxies = define(sectionProcess, setting{Name: "SETTLE_TRUSTED_PROXIES", Commands: []string{"serve", "demo"},
+		Parses: "comma-separated IP addresses or networks such as `10.0.0.0/8`",
+		Short:  "reverse proxies whose X-Forwarded-For names the client sign-in throttling counts",
+		Doc: "the reverse proxies in front of `serve`: sign-in throttling takes the client from the `X-Forwarded-For` they append, and " +
+			"ignores the header from anyone else. Behind a proxy left out, every client shares its address"})
+	envMetricsAddr = define(sectionProcess, setting{Name: "SETTLE_METRICS_ADDR", Commands: []string{"serve", "demo"},
+		Parses: "`host:port`, not the main listen address",
+		Short:  "serve /metrics on a listener of its own there, and not on the main one",
+		Doc: "serve `/metrics` on a listener of its own at this `host:port` (e.g. `10.0.3.11:9090`), and not on `SETTLE_ADDR`; whoever " +
+			"reaches it may scrape (with the token, when one is set), so keep it off public networks"})
+	envMetricsToken = define(sectionProcess, setting{Name: "SETTLE_METRICS_TOKEN", Commands: []string{"serve", "demo"},
+		Parses: "at least 16 characters, no spaces",
+		Short:  "/metrics answers only Authorization: Bearer with it; without it or SETTLE_METRICS_ADDR, loopback clients only",
+		Doc: "`/metrics` answers only `Authorization: Bearer` with it (401 otherwise), wherever it is served. Without it or " +
+			"`SETTLE_METRICS_ADDR`, `/metrics` answers loopback clients only (403 otherwise)", Secret: true})
+	envShutdownTimeout = define(sectionProcess, setting{Name: "SETTLE_SHUTDOWN_TIMEOUT", Commands: []string{"server commands"},
+		Default: "`SETTLE_REFUND_DEADLINE` + `10s` (`35s`)", Parses: "a positive Go duration",
+		Short: "how long serve and demo wait after SIGTERM for work in flight",
+		Doc: "how long `serve` and `demo` wait after SIGTERM or Ctrl-C: new connections are refused at once, background services start " +
+			"no new work, and requests in flight and the services' work in hand (a refund or a reaper's resend waiting on Stripe, a job's " +
+			"generation) finish and are recorded before the database closes; what still runs then is left to the reaper, as after a crash. " +
+			"Give the process manager's grace period (Kubernetes' `terminationGracePeriodSeconds`, 30 s by default) more than this"})
+	envWorkerID = define(sectionProcess, setting{Name: "SETTLE_WORKER_ID", Commands: []string{"server commands"},
+		Default: "*hostname*-*pid*", Parses: "text",
+		Short: "this process's name in leases and the audit log",
+		Doc:   "this process's name in leases and the audit log"})
+)
+
+// The settings of the tools around Settle: its agent's stdio server, the private Postgres
+// clusters of the demo and the tests, and Go's runtime.
+var (
+	envMCPToken = define(sectionTools, setting{Name: "SETTLE_MCP_TOKEN", Commands: []string{"mcp"},
+		Required: "required by `mcp --stdio`", Parses: "an API token",
+		Short: "API token 'settle mcp --stdio' acts with (its tenant's refunds)",
+		Doc:   "the API token `settle mcp --stdio` acts with; it decides the tenant", Secret: true})
+	_ = define(sectionTools, setting{Name: "SETTLE_PG_BIN", Commands: []string{"demo", "go test", "settle-load"}, ReadIn: "ops/pg/localpg",
+		Default: "initdb's folder in `PATH`, else the newest `/usr/lib/postgresql/NN/bin`", Parses: "a folder holding `initdb`",
+		Short: "PostgreSQL server binaries for the private clusters of demo and the tests",
+		Doc:   "PostgreSQL server binaries (`initdb`, `postgres`, `pg_basebackup`) for the private clusters of `demo`, the tests and `settle-load`"})
+	_ = define(sectionTools, setting{Name: "SETTLE_TEST_DATABASE_URL", Commands: []string{"go test"}, ReadIn: "ops/pg/pgtest",
+		Parses: "a PostgreSQL URL; its database name is replaced by each test's",
+		Short:  "tests use this server (one database per test) instead of a private cluster",
+		Doc:    "tests use this server (one database per test) instead of a private cluster", Secret: true})
+	envGOGC = define(sectionTools, setting{Name: "GOGC", Commands: []string{"every command"},
+		Default: "`400`", Parses: "a percentage, or `off` (Go's runtime reads it)",
+		Short: "Go's garbage-collector target",
+		Doc: "Go's garbage-collector target; settle raises Go's default of 100 because its heap is small and collections were the " +
+			"largest part of the gateway's latency tail"})
+)
