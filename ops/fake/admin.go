@@ -81,14 +81,20 @@ func (s *Stripe) adminListFaults(w http.ResponseWriter, _ *http.Request) {
 // adminAddFaults appends rules given as a JSON array of Fault, or, with Content-Type
 // text/plain, as a ParseFaults spec.
 func (s *Stripe) adminAddFaults(w http.ResponseWriter, r *http.Request) {
-	faults, ok := readFaults(w, r, ParseFaults)
+	addFaults(w, r, ParseFaults, s.AddFault, s.Faults)
+}
+
+// addFaults appends the rules of an admin request to either fake (see readFaults) with add,
+// then answers with all the rules list returns.
+func addFaults[F interface{ Validate() error }](w http.ResponseWriter, r *http.Request, parse func(string) ([]F, error), add func(F), list func() []F) {
+	faults, ok := readFaults(w, r, parse)
 	if !ok {
 		return
 	}
 	for _, f := range faults {
-		s.AddFault(f)
+		add(f)
 	}
-	s.adminListFaults(w, r)
+	writeFaults(w, list())
 }
 
 // writeFaults answers with either fake's fault rules as a JSON array, [] when there are none.

@@ -208,14 +208,7 @@ func (a *Anthropic) pickFault(path string) *LLMFault {
 // adminAddFaults appends rules given as a JSON array of LLMFault, or, with Content-Type
 // text/plain, as a ParseLLMFaults spec.
 func (a *Anthropic) adminAddFaults(w http.ResponseWriter, r *http.Request) {
-	faults, ok := readFaults(w, r, ParseLLMFaults)
-	if !ok {
-		return
-	}
-	for _, f := range faults {
-		a.AddFault(f)
-	}
-	writeFaults(w, a.Faults())
+	addFaults(w, r, ParseLLMFaults, a.AddFault, a.Faults)
 }
 
 // AnthropicKeyID is the api_key_id the fake Anthropic reports for an API key in its ledger

@@ -2,7 +2,6 @@ package fake
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -44,18 +43,14 @@ const (
 // than stripe-go's default 80 s HTTP timeout so the client gives up first.
 const defaultTimeoutDelay = 90 * time.Second
 
-var faultKinds = []FaultKind{
-	FaultTimeoutAfterCommit, FaultDropAfterCommit, FaultRateLimit,
-	FaultServerError, FaultUnavailable, FaultSlow, FaultRefuse,
-}
-
-func (k FaultKind) valid() bool {
-	for _, known := range faultKinds {
-		if k == known {
-			return true
-		}
-	}
-	return false
+// stripeRules is the syntax of the fake Stripe's rules: they may name a method, and have
+// neither chunk nor lag.
+var stripeRules = ruleSyntax[FaultKind]{
+	kinds: []FaultKind{
+		FaultTimeoutAfterCommit, FaultDropAfterCommit, FaultRateLimit,
+		FaultServerError, FaultUnavailable, FaultSlow, FaultRefuse,
+	},
+	methods: true,
 }
 
 // frontDoor reports whether the fault answers before the request reaches the idempotency
@@ -151,19 +146,8 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 
 // Validate reports whether the rule can be used.
 func (f Fault) Validate() error {
-	if !f.Kind.valid() {
-		return fmt.Errorf("unknown fault kind %q", f.Kind)
-	}
-	if err := f.timing().check(); err != nil {
-		return err
-	}
-	if f.Delay < 0 || f.RetryAfter < 0 || f.Times < 0 {
-		return errors.New("fault delay, retry_after and times must not be negative")
-	}
-	if f.Path != "" && f.Path != "*" && !strings.HasPrefix(f.Path, "/") {
-		return fmt.Errorf("fault path %q must start with /", f.Path)
-	}
-	return nil
+	return stripeRules.check(rule[FaultKind]{method: f.Method, path: f.Path, kind: f.Kind, when: f.timing(),
+		delay: f.Delay, retryAfter: f.RetryAfter})
 }
 
 // timing is the part of the rule that says which matching requests it hits.
@@ -204,50 +188,8 @@ func (f Fault) matches(method, path string) bool {
 //
 //	POST /v1/refunds timeout_after_commit p=0.1 delay=3s; POST /v1/refunds server_error calls=3
 func ParseFaults(spec string) ([]Fault, error) {
-	return parseRules(spec, parseFaultRule)
-}
-
-func parseFaultRule(words []string) (Fault, error) {
-	var f Fault
-	kindAt := -1
-	for i, w := range words {
-		if FaultKind(w).valid() {
-			kindAt = i
-			break
-		}
-	}
-	if kindAt < 0 {
-		return f, fmt.Errorf("no fault kind (one of %v)", faultKinds)
-	}
-	f.Kind = FaultKind(words[kindAt])
-	for _, w := range words[:kindAt] {
-		switch {
-		case strings.HasPrefix(w, "/") || w == "*" && f.Method != "":
-			if f.Path != "" {
-				return f, fmt.Errorf("two paths: %q and %q", f.Path, w)
-			}
-			f.Path = w
-		case f.Method == "" && f.Path == "" && isMethod(w):
-			f.Method = strings.ToUpper(w)
-		default:
-			return f, fmt.Errorf("unexpected %q before the fault kind", w)
-		}
-	}
-	opts := ruleOptions{probability: &f.Probability, calls: &f.Calls, delay: &f.Delay,
-		retryAfter: &f.RetryAfter, times: &f.Times}
-	if err := opts.parse(words[kindAt+1:]); err != nil {
-		return f, err
-	}
-	return f, f.Validate()
-}
-
-func isMethod(w string) bool {
-	if w == "*" {
-		return true
-	}
-	switch strings.ToUpper(w) {
-	case "GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS":
-		return true
-	}
-	return false
+	return parseRules(spec, stripeRules, func(r rule[FaultKind]) Fault {
+		return Fault{Method: r.method, Path: r.path, Kind: r.kind, Calls: r.calls, Probability: r.probability,
+			Delay: r.delay, RetryAfter: r.retryAfter, Times: r.times}
+	})
 }

@@ -2,10 +2,8 @@ package fake
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -45,16 +43,13 @@ const (
 	LLMFaultStoreLag LLMFaultKind = "store_lag"
 )
 
-var llmFaultKinds = []LLMFaultKind{LLMFaultBillThenTimeout, LLMFaultDropStream, LLMFaultRateLimit,
-	LLMFaultServerError, LLMFaultGarbage, LLMFaultSlow, LLMFaultStoreLag, LLMFaultOverloaded}
-
-func (k LLMFaultKind) valid() bool {
-	for _, known := range llmFaultKinds {
-		if k == known {
-			return true
-		}
-	}
-	return false
+// llmRules is the syntax of the fake LLM's rules, which the fake Anthropic's share: no
+// method, and the chunk and lag options.
+var llmRules = ruleSyntax[LLMFaultKind]{
+	kinds: []LLMFaultKind{LLMFaultBillThenTimeout, LLMFaultDropStream, LLMFaultRateLimit,
+		LLMFaultServerError, LLMFaultGarbage, LLMFaultSlow, LLMFaultStoreLag, LLMFaultOverloaded},
+	chunk: true,
+	lag:   true,
 }
 
 // LLMFault is one fault rule of the fake LLM. It matches requests to Path (default every
@@ -136,19 +131,8 @@ func (f *LLMFault) UnmarshalJSON(b []byte) error {
 
 // Validate reports whether the rule can be used.
 func (f LLMFault) Validate() error {
-	if !f.Kind.valid() {
-		return fmt.Errorf("unknown fault kind %q (want one of %v)", f.Kind, llmFaultKinds)
-	}
-	if err := f.timing().check(); err != nil {
-		return err
-	}
-	if f.Delay < 0 || f.RetryAfter < 0 || f.Times < 0 || f.Chunk < 0 || f.Lag < 0 {
-		return errors.New("fault delay, lag, chunk, retry_after and times must not be negative")
-	}
-	if f.Path != "" && f.Path != "*" && !strings.HasPrefix(f.Path, "/") {
-		return fmt.Errorf("fault path %q must start with /", f.Path)
-	}
-	return nil
+	return llmRules.check(rule[LLMFaultKind]{path: f.Path, kind: f.Kind, when: f.timing(), delay: f.Delay,
+		lag: f.Lag, chunk: f.Chunk, retryAfter: f.RetryAfter})
 }
 
 // timing is the part of the rule that says which matching requests it hits.
@@ -187,37 +171,10 @@ func (l *LLM) pickFault(path string) *LLMFault {
 //
 //	bill_then_timeout p=0.05 delay=30s lag=5s; drop_stream p=0.05 chunk=5; rate_limit calls=3 retry_after=1
 func ParseLLMFaults(spec string) ([]LLMFault, error) {
-	return parseRules(spec, parseLLMFault)
-}
-
-func parseLLMFault(words []string) (LLMFault, error) {
-	var f LLMFault
-	if strings.HasPrefix(words[0], "/") || words[0] == "*" {
-		f.Path, words = words[0], words[1:]
-	}
-	if len(words) == 0 || !LLMFaultKind(words[0]).valid() {
-		return f, fmt.Errorf("no fault kind (one of %v)", llmFaultKinds)
-	}
-	f.Kind = LLMFaultKind(words[0])
-	opts := ruleOptions{probability: &f.Probability, calls: &f.Calls, delay: &f.Delay, chunk: &f.Chunk,
-		retryAfter: &f.RetryAfter, times: &f.Times}
-	var rest []string
-	for _, w := range words[1:] {
-		v, ok := strings.CutPrefix(strings.ToLower(w), "lag=")
-		if !ok {
-			rest = append(rest, w)
-			continue
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return f, fmt.Errorf("option %q: %w", w, err)
-		}
-		f.Lag = d
-	}
-	if err := opts.parse(rest); err != nil {
-		return f, err
-	}
-	return f, f.Validate()
+	return parseRules(spec, llmRules, func(r rule[LLMFaultKind]) LLMFault {
+		return LLMFault{Path: r.path, Kind: r.kind, Calls: r.calls, Probability: r.probability, Delay: r.delay,
+			Chunk: r.chunk, RetryAfter: r.retryAfter, Times: r.times, Lag: r.lag}
+	})
 }
 
 func (l *LLM) adminListFaults(w http.ResponseWriter, _ *http.Request) {
@@ -227,12 +184,5 @@ func (l *LLM) adminListFaults(w http.ResponseWriter, _ *http.Request) {
 // adminAddFaults appends rules given as a JSON array of LLMFault, or, with Content-Type
 // text/plain, as a ParseLLMFaults spec.
 func (l *LLM) adminAddFaults(w http.ResponseWriter, r *http.Request) {
-	faults, ok := readFaults(w, r, ParseLLMFaults)
-	if !ok {
-		return
-	}
-	for _, f := range faults {
-		l.AddFault(f)
-	}
-	l.adminListFaults(w, r)
+	addFaults(w, r, ParseLLMFaults, l.AddFault, l.Faults)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -380,5 +381,56 @@ func TestLLMAdminFaultsAndLoopback(t *testing.T) {
 	}
 	if _, err := fake.NewLLM(fake.LLMOptions{}).Start("0.0.0.0:0"); err == nil {
 		t.Fatal("the fake listened on every interface")
+	}
+}
+
+func TestParseLLMFaults(t *testing.T) {
+	t.Parallel()
+	got, err := fake.ParseLLMFaults("/v1/chat/completions bill_then_timeout p=0.05 delay=30s LAG=5s; drop_stream chunk=5 times=2\n" +
+		";* rate_limit calls=3,5-6 Retry-After=1;;store_lag delay=2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fake.LLMFault{
+		{Path: "/v1/chat/completions", Kind: fake.LLMFaultBillThenTimeout, Probability: 0.05, Delay: 30 * time.Second, Lag: 5 * time.Second},
+		{Kind: fake.LLMFaultDropStream, Chunk: 5, Times: 2},
+		{Path: "*", Kind: fake.LLMFaultRateLimit, Calls: []int{3, 5, 6}, RetryAfter: 1},
+		{Kind: fake.LLMFaultStoreLag, Delay: 2 * time.Second},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	for _, bad := range []string{
+		"explode",                 // unknown kind
+		"/v1/responses",           // no kind
+		"POST /v1/responses slow", // the fake LLM's rules name no method
+		"/v1/a /v1/b slow",        // two paths
+		"v1/responses slow",       // path without /
+		"slow delay=fast",         // bad duration
+		"slow lag=soon",           // bad lag
+		"slow lag=-1s",            // negative lag
+		"drop_stream chunk=-1",    // negative chunk
+		"slow p=2",                // probability out of range
+		"slow calls=0",            // calls are 1-based
+		"slow colour=red",         // unknown option
+		"slow delay",              // option without a value
+		"rate_limit slow",         // two kinds
+		"Store_Lag delay=2s",      // kinds are lower case
+	} {
+		if _, err := fake.ParseLLMFaults(bad); err == nil {
+			t.Errorf("ParseLLMFaults(%q) succeeded", bad)
+		}
+	}
+	// Rules round-trip through the admin JSON form, delay and lag as duration strings.
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"delay":"30s"`) || !strings.Contains(string(b), `"lag":"5s"`) {
+		t.Fatalf("JSON form %s", b)
+	}
+	var back []fake.LLMFault
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, want) {
+		t.Fatalf("JSON round trip: %s -> %+v, %v", b, back, err)
 	}
 }

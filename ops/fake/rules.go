@@ -3,6 +3,7 @@ package fake
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,38 +106,77 @@ func (s *ruleSet[F]) pick(matches func(F) bool, timing func(F) when) *F {
 	return picked
 }
 
+// ruleSyntax is what sets one fake's fault rules apart from the other's: its kinds, and
+// which optional parts its rules may have. K is the fake's kind type.
+type ruleSyntax[K ~string] struct {
+	kinds []K
+	// methods lets a rule name an HTTP method before its path.
+	methods bool
+	// chunk and lag allow the chunk= and lag= options.
+	chunk, lag bool
+}
+
+// rule is a fault rule of either fake in one form, so that both are read and checked by
+// the same code; each fake copies it to and from its own exported rule type.
+type rule[K ~string] struct {
+	method, path string
+	kind         K
+	when
+	delay, lag        time.Duration
+	chunk, retryAfter int
+}
+
 // parseRules reads a compact fault specification of either fake: rules separated by ";" or
-// newlines, blank rules ignored, each rule's words read by rule.
-func parseRules[F any](spec string, rule func(words []string) (F, error)) ([]F, error) {
+// newlines, blank rules ignored, each rule read by syntax, checked, and made into the
+// fake's rule type by out.
+func parseRules[K ~string, F any](spec string, syntax ruleSyntax[K], out func(rule[K]) F) ([]F, error) {
 	var faults []F
 	for i, raw := range strings.FieldsFunc(spec, func(r rune) bool { return r == ';' || r == '\n' }) {
 		words := strings.Fields(raw)
 		if len(words) == 0 {
 			continue
 		}
-		f, err := rule(words)
+		r, err := syntax.parse(words)
+		if err == nil {
+			err = syntax.check(r)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("fault rule %d %q: %w", i+1, strings.TrimSpace(raw), err)
 		}
-		faults = append(faults, f)
+		faults = append(faults, out(r))
 	}
 	return faults, nil
 }
 
-// ruleOptions points at the fields of a fault rule that its name=value options set. chunk
-// is nil for a fake whose rules have no chunk option.
-type ruleOptions struct {
-	probability *float64
-	calls       *[]int
-	delay       *time.Duration
-	chunk       *int
-	retryAfter  *int
-	times       *int
+// parse reads the words of one rule: [ method ] [ path ] kind { option }, a method only
+// where the syntax allows one.
+func (s ruleSyntax[K]) parse(words []string) (rule[K], error) {
+	var r rule[K]
+	kindAt := slices.IndexFunc(words, func(w string) bool { return slices.Contains(s.kinds, K(w)) })
+	if kindAt < 0 {
+		return r, fmt.Errorf("no fault kind (one of %v)", s.kinds)
+	}
+	r.kind = K(words[kindAt])
+	for _, w := range words[:kindAt] {
+		switch {
+		case strings.HasPrefix(w, "/") || w == "*" && (r.method != "" || !s.methods):
+			if r.path != "" {
+				return r, fmt.Errorf("two paths: %q and %q", r.path, w)
+			}
+			r.path = w
+		case s.methods && r.method == "" && r.path == "" && isMethod(w):
+			r.method = strings.ToUpper(w)
+		default:
+			return r, fmt.Errorf("unexpected %q before the fault kind", w)
+		}
+	}
+	return r, s.parseOptions(&r, words[kindAt+1:])
 }
 
-// parse reads the options of a rule: "p=" float, "calls=" list, "delay=" duration,
-// "chunk=" int, "retry_after=" int and "times=" int.
-func (o ruleOptions) parse(words []string) error {
+// parseOptions reads the options of a rule: "p=" float, "calls=" list, "delay=" duration,
+// "retry_after=" int, "times=" int, and where the syntax allows them "chunk=" int and
+// "lag=" duration.
+func (s ruleSyntax[K]) parseOptions(r *rule[K], words []string) error {
 	for _, w := range words {
 		name, value, ok := strings.Cut(w, "=")
 		if !ok || value == "" {
@@ -145,20 +185,25 @@ func (o ruleOptions) parse(words []string) error {
 		var err error
 		switch strings.ToLower(name) {
 		case "p", "probability":
-			*o.probability, err = strconv.ParseFloat(value, 64)
+			r.probability, err = strconv.ParseFloat(value, 64)
 		case "calls", "call":
-			*o.calls, err = parseCalls(value)
+			r.calls, err = parseCalls(value)
 		case "delay":
-			*o.delay, err = time.ParseDuration(value)
+			r.delay, err = time.ParseDuration(value)
 		case "chunk":
-			if o.chunk == nil {
+			if !s.chunk {
 				return fmt.Errorf("unknown option %q", name)
 			}
-			*o.chunk, err = strconv.Atoi(value)
+			r.chunk, err = strconv.Atoi(value)
+		case "lag":
+			if !s.lag {
+				return fmt.Errorf("unknown option %q", name)
+			}
+			r.lag, err = time.ParseDuration(value)
 		case "retry_after", "retry-after":
-			*o.retryAfter, err = strconv.Atoi(value)
+			r.retryAfter, err = strconv.Atoi(value)
 		case "times":
-			*o.times, err = strconv.Atoi(value)
+			r.times, err = strconv.Atoi(value)
 		default:
 			return fmt.Errorf("unknown option %q", name)
 		}
@@ -167,6 +212,44 @@ func (o ruleOptions) parse(words []string) error {
 		}
 	}
 	return nil
+}
+
+// check reports whether a rule can be used, whether it was parsed or sent as JSON: a known
+// kind, a timing that can be used, no negative amount, and a path that is "*" or starts
+// with "/".
+func (s ruleSyntax[K]) check(r rule[K]) error {
+	if !slices.Contains(s.kinds, r.kind) {
+		return fmt.Errorf("unknown fault kind %q (want one of %v)", r.kind, s.kinds)
+	}
+	if err := r.when.check(); err != nil {
+		return err
+	}
+	for _, n := range []struct {
+		name     string
+		negative bool
+	}{
+		{"delay", r.delay < 0}, {"lag", r.lag < 0}, {"chunk", r.chunk < 0},
+		{"retry_after", r.retryAfter < 0}, {"times", r.times < 0},
+	} {
+		if n.negative {
+			return fmt.Errorf("fault %s must not be negative", n.name)
+		}
+	}
+	if r.path != "" && r.path != "*" && !strings.HasPrefix(r.path, "/") {
+		return fmt.Errorf("fault path %q must start with /", r.path)
+	}
+	return nil
+}
+
+func isMethod(w string) bool {
+	if w == "*" {
+		return true
+	}
+	switch strings.ToUpper(w) {
+	case "GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
 }
 
 // parseCalls reads "3", "1,4" or "2-5" (ranges inclusive).

@@ -764,6 +764,9 @@ func TestParseFaults(t *testing.T) {
 		"slow calls=0",                     // calls are 1-based
 		"slow colour=red",                  // unknown option
 		"refunds slow",                     // path without /
+		"slow chunk=3",                     // chunk is the fake LLM's option
+		"slow lag=1s",                      // and so is lag
+		"POST PUT /v1/refunds slow",        // two methods
 	} {
 		if _, err := fake.ParseFaults(bad); err == nil {
 			t.Errorf("ParseFaults(%q) succeeded", bad)
