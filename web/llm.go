@@ -10,15 +10,26 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 )
 
-// ChatGateway is what the OpenAI-compatible route needs: the LLM gateway of ops/llm.
+// ChatGateway is what the OpenAI-compatible routes need: the LLM gateway of ops/llm.
 type ChatGateway interface {
 	Complete(ctx context.Context, req llm.Request, out llm.Sink) error
 }
 
 // handleChatCompletions is POST /v1/chat/completions: an OpenAI-compatible chat completion
-// that runs at most once per Idempotency-Key. The gateway decides everything; this turns
-// HTTP into its Request and Sink and its errors into problems.
+// that runs at most once per Idempotency-Key.
 func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
+	s.serveLLM(w, r, "/v1/chat/completions")
+}
+
+// handleEmbeddings is POST /v1/embeddings: OpenAI-compatible embeddings, requested from the
+// provider at most once per Idempotency-Key.
+func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
+	s.serveLLM(w, r, "/v1/embeddings")
+}
+
+// serveLLM answers one request of an OpenAI-compatible route. The gateway decides
+// everything; this turns HTTP into its Request and Sink and its errors into problems.
+func (s *Server) serveLLM(w http.ResponseWriter, r *http.Request, route string) {
 	if s.LLM == nil {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "The LLM gateway is not configured."))
 		return
@@ -31,7 +42,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	sink := &httpSink{w: w, rc: http.NewResponseController(w), timeout: timeout}
 	err := s.LLM.Complete(r.Context(), llm.Request{
-		Tenant: tenantFrom(r.Context()), Route: "/v1/chat/completions",
+		Tenant: tenantFrom(r.Context()), Route: route,
 		// The gateway parses the key with llm.ParseKey, as the jobs route does.
 		Key: key, HasKey: hasKey,
 		ContentType: r.Header.Get("Content-Type"), Body: r.Body, Prefer: r.Header.Get("Prefer"),
@@ -41,7 +52,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 	case sink.began:
-		s.Logger.WarnContext(r.Context(), "chat completion failed after the answer began", "err", err)
+		s.Logger.WarnContext(r.Context(), "LLM call failed after the answer began", "route", route, "err", err)
 	default:
 		s.Error(w, r, err)
 	}

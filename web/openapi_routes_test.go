@@ -121,6 +121,32 @@ func TestOpenAPIChatCompletions(t *testing.T) {
 	c.want(t, apiCall{method: http.MethodPost, url: chat, hdr: append(auth[2:], "Idempotency-Key", "chat-6"), body: body, offDoc: true}, 401, "unauthorized")
 }
 
+func TestOpenAPIEmbeddings(t *testing.T) {
+	t.Parallel()
+	c := newContract(t)
+	w := newLLMWorld(t, llmSetup{})
+	auth := []string{"Authorization", "Bearer " + w.tokens["shop"], "Content-Type", "application/json"}
+	url := w.url + "/v1/embeddings"
+	body := `{"model":"text-embedding-3-small","input":["Where is order 4417?","And 4418?"],"dimensions":64}`
+	keyed := append(auth, "Idempotency-Key", `"emb-1"`, "X-Request-Ref", "turn-1", "Prefer", "wait=5")
+
+	resp, _ := c.do(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: body})
+	if resp.StatusCode != 200 || resp.Header.Get("Settle-Operation-Id") == "" {
+		t.Fatalf("first: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = c.do(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: body})
+	if resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %v", resp.StatusCode, resp.Header)
+	}
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: strings.Replace(body, "64", "128", 1)}, 422, "idempotency_key_reused")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: auth, body: body}, 400, "missing_idempotency_key")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "a", "Idempotency-Key", "b"), body: body}, 400, "invalid_idempotency_key")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "emb-2"), body: `{"model":"text-embedding-3-small","input":[]}`, offDoc: true}, 400, "invalid_request")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth[2:], "Idempotency-Key", "emb-3"), body: body, offDoc: true}, 401, "unauthorized")
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/embeddings", Kind: fake.LLMFaultGarbage})
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "emb-4"), body: body}, 502, "upstream_bad_response")
+}
+
 // TestOpenAPIChatProblems covers the gateway's answers that need the provider's help: a
 // key still running (409 with Retry-After) and a provider answering garbage (502).
 func TestOpenAPIChatProblems(t *testing.T) {

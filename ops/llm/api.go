@@ -45,7 +45,7 @@ type api interface {
 }
 
 // apis are the routes the gateway serves, by Request.Route.
-var apis = [...]api{chatAPI{}}
+var apis = [...]api{chatAPI{}, embeddingsAPI{}}
 
 // apiFor returns the api of a route; "" is chat completions.
 func apiFor(route string) (api, error) {

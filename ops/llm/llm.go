@@ -1,9 +1,11 @@
 // Package llm is Settle's OpenAI-compatible LLM gateway: one generation per user intent.
 //
-// A client sends POST /v1/chat/completions with an Idempotency-Key per intent (one message
-// sent, one summary asked for). The gateway records the request in the ledger before
-// anything reaches the provider, sends it, stores the completion, and answers every later
-// request with the same key from what it stored: no second generation, no second bill.
+// A client sends POST /v1/chat/completions (or POST /v1/embeddings) with an Idempotency-Key
+// per intent (one message sent, one summary asked for, one document embedded). The gateway
+// records the request in the ledger before anything reaches the provider, sends it, stores
+// the answer, and answers every later request with the same key from what it stored: no
+// second generation, no second bill. Every route keeps the same protocol; what differs
+// between them (their requests, answers and streams) is an api of its own (api.go).
 //
 // The operation of a call (kind llm_call, intent key = the Idempotency-Key, scoped by
 // tenant) goes through the statuses of the LLM idempotency scenario as ledger statuses and
@@ -111,8 +113,8 @@ func (r Reply) uncertain() bool {
 // Request is one client call of an OpenAI-compatible route.
 type Request struct {
 	Tenant *ops.Tenant
-	// Route is the route called, which says the API and names the route for the policy;
-	// default /v1/chat/completions.
+	// Route is the route called, which says the API and names the route for the policy:
+	// /v1/chat/completions (the default) or /v1/embeddings.
 	Route string
 	// Key is the Idempotency-Key header; HasKey says whether it was sent at all.
 	Key    string

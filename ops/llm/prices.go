@@ -13,7 +13,8 @@ import (
 //go:embed prices.json
 var defaultPrices []byte
 
-// Price is what one model costs, in US dollars per million tokens.
+// Price is what one model costs, in US dollars per million tokens. An embedding model
+// has an input price only: its answers are not tokens.
 type Price struct {
 	Input       float64 `json:"input"`
 	CachedInput float64 `json:"cached_input"`

@@ -2,6 +2,8 @@ package llm
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -133,8 +135,22 @@ func (x *exchange) result(a *ops.Attempt, reply Reply, asm streamAssembler) (ops
 		cost := rec.CostMicros
 		r.CostMicros = &cost
 	}
-	r.Result = &ops.Result{ProviderRef: ans.id, ProviderRequestID: reply.RequestID, Body: body, Usage: usage, CostMicros: rec.CostMicros}
+	r.Result = &ops.Result{ProviderRef: answerRef(ans, reply.RequestID), ProviderRequestID: reply.RequestID, Body: body, Usage: usage, CostMicros: rec.CostMicros}
 	return r, body
+}
+
+// answerRef is the provider's name for an answer: its own id, or for an answer that has none
+// (a list of embeddings) the provider's request id, or from a provider that sends neither,
+// a digest of the answer it gave.
+func answerRef(a answer, requestID string) string {
+	switch {
+	case a.id != "":
+		return a.id
+	case requestID != "":
+		return requestID
+	}
+	sum := sha256.Sum256(a.body)
+	return "sha256:" + hex.EncodeToString(sum[:12])
 }
 
 // answer ends the request that ran the operation.

@@ -123,6 +123,8 @@ type Lookups struct {
 // Available says why the operation's completions cannot be looked up, or "" when they can.
 func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
 	switch {
+	case routeOf(op) != chatRoute:
+		return fmt.Sprintf("Settle looks up only chat completions at the provider, and this call went to %s.", routeOf(op))
 	case k == nil || k.Store == nil:
 		return "No LLM provider with stored completions is configured on this server."
 	case k.Store.Name() != op.Provider:
@@ -151,6 +153,21 @@ func OptedOut(op *ops.Operation) bool {
 		} `json:"body"`
 	}
 	return json.Unmarshal(op.Request, &s) == nil && s.Body.Store != nil && !*s.Body.Store
+}
+
+// routeOf is the gateway route an llm_call was sent to; jobs and calls stored before the
+// gateway served other routes are chat completions.
+func routeOf(op *ops.Operation) string {
+	if op.Kind != ops.KindLLMCall {
+		return chatRoute
+	}
+	var s struct {
+		Route string `json:"route"`
+	}
+	if json.Unmarshal(op.Request, &s) != nil || s.Route == "" {
+		return chatRoute
+	}
+	return s.Route
 }
 
 // Find returns the provider's stored completions of op, oldest first. Completions whose

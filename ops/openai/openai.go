@@ -1,6 +1,6 @@
 // Package openai is the adapter of an OpenAI-compatible LLM provider over net/http: it
-// sends the gateway's requests (chat completions, JSON or an SSE stream, and every other API
-// the gateway serves, each to its own path) and the job workers' chat completions, and
+// sends the gateway's requests (chat completions, JSON or an SSE stream, and embeddings, each
+// to its own path) and the job workers' chat completions, and
 // classifies each reply into an attempt outcome (Client, which implements llm.Upstream), it
 // reads the provider's stored completions through the official openai-go SDK so a call whose
 // answer was lost can be looked up (Client, an llm.StoredCompletions), and it reads the

@@ -169,3 +169,27 @@ func TestTaggingStaysWithinTheMetadataLimit(t *testing.T) {
 		t.Fatalf("lookup found %d (%v), want 1", len(found), err)
 	}
 }
+
+// TestSendPostsToTheCallsPath: an embeddings call goes to /embeddings as the client sent it,
+// never tagged with store or metadata (which the embeddings API does not take), and its
+// answer is the provider's as received.
+func TestSendPostsToTheCallsPath(t *testing.T) {
+	t.Parallel()
+	f, base := fakeLLM(t, fake.LLMOptions{Seed: 1})
+	c := client(t, base, openai.StoreOn)
+	in := `{"model":"text-embedding-3-small","input":"summarise order 12","dimensions":8}`
+	r := c.Send(context.Background(), llm.Call{Path: "/embeddings", Body: []byte(in), OperationID: ops.NewOperationID(), TenantID: 42, Attempt: 1})
+	var out struct {
+		Object string `json:"object"`
+		Data   []struct {
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+	}
+	if r.Outcome != ops.OutcomeOK || json.Unmarshal(r.Body, &out) != nil || out.Object != "list" || len(out.Data) != 1 || len(out.Data[0].Embedding) != 8 {
+		t.Fatalf("send: %+v", r)
+	}
+	g := f.GenerationsOf(fake.APIEmbeddings)
+	if len(g) != 1 || g[0].Stored || len(g[0].Metadata) != 0 || len(f.Generations()) != 1 {
+		t.Fatalf("the provider got %+v", f.Generations())
+	}
+}
