@@ -109,7 +109,7 @@ func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Serv
 	receivers := alerts.Receivers(ac.AlertmanagerURL, ac.WebhookURLs, &http.Client{Timeout: 10 * time.Second}, ac.ExternalURL)
 	var outages ops.OutageLog
 	ev := &alerts.Evaluator{Rules: rules, Source: p.DB, Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers),
-		Owner: "alerts:" + p.Config.WorkerID, Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger,
+		Owner: ops.NewOwner("alerts", p.Config.WorkerID), Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger,
 		Quiet: func(err error) bool { return outages.Pass(p.Logger, "alert evaluator", err) }}
 	p.goService(func() { ev.Start(ctx) })
 	if len(receivers) > 0 {

@@ -141,14 +141,14 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 		Logger: logger}
 	h.rollups = &recon.Rollups{Store: db, Clock: h.clock, Logger: logger}
 	h.evaluator = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: h.clock,
-		Owner: "alerts:" + historyActor, Lease: 3 * time.Second, Logger: logger}
+		Owner: ops.NewOwner("alerts", historyActor), Lease: 3 * time.Second, Logger: logger}
 	senders := map[ops.Kind]ops.Sender{ops.KindRefund: adapter}
 	if fl != nil {
 		if err := h.wireLLM(sleep); err != nil {
 			return nil, err
 		}
 	}
-	h.reaper = &ops.Reaper{Ledger: h.ledger, Owner: "reaper:" + historyActor, Senders: senders, Policy: h.policyOf,
+	h.reaper = &ops.Reaper{Ledger: h.ledger, Owner: ops.NewOwner("reaper", historyActor), Senders: senders, Policy: h.policyOf,
 		Sleep: sleep, Logger: logger}
 	var err error
 	if h.normal, err = fake.ParseFaults(historyFaults); err != nil {

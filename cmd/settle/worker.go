@@ -171,7 +171,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	pool := &jobs.Pool{}
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
-			Upstream: up, Prices: prices, Catalog: jobs.DefaultCatalog(), Owner: fmt.Sprintf("jobs:%s:%d", id, i),
+			Upstream: up, Prices: prices, Catalog: jobs.DefaultCatalog(), Owner: ops.NewOwner("jobs", fmt.Sprintf("%s:%d", id, i)),
 			Logger: p.Logger})
 	}
 	if len(jc.WebhookURLs) > 0 {

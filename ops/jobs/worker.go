@@ -137,7 +137,7 @@ func (w *Worker) TryReuse(ctx context.Context, j *Job) (*Job, error) {
 		return j, err
 	}
 	now := w.Ledger.Clock.Now()
-	owner := "api:" + j.ID
+	owner := ops.NewOwner("api", j.ID)
 	claimed, err := w.Store.ClaimJob(ctx, j.ID, owner, now, now.Add(w.Ledger.Limits.Lease))
 	if ops.ErrorCode(err) == ops.ECONFLICT {
 		return j, nil

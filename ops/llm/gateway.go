@@ -197,7 +197,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		return ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
 	}
 	x := &exchange{g: g, ctx: ctx, tenant: r.Tenant, ref: r.RequestRef, out: out, start: g.clock.Now(),
-		owner: "llm:" + ops.NewProviderKey()[7:19]}
+		owner: ops.NewOwner("llm", "")}
 	defer func() { err = x.outage(err) }()
 	if x.api, err = apiFor(r.Route); err != nil {
 		return err

@@ -262,7 +262,7 @@ func (r *Reconciler) run(ctx context.Context, provider string, window func(time.
 	now := r.Ledger.Clock.Now()
 	leaseFor := orDefault(r.LeaseFor, DefaultLeaseFor)
 	// A token per run, so two runs in one process exclude each other as two replicas do.
-	owner := r.owner() + "#" + ops.NewOperationID()[28:]
+	owner := ops.NewOwner(r.owner(), "")
 	renewer, heartbeat := r.heartbeat()
 	until := now.Add(leaseFor)
 	if heartbeat > 0 {

@@ -204,7 +204,7 @@ func (s *Tool) Refund(ctx context.Context, req Request) (ans Answer, err error) 
 		}
 		return Answer{}, err
 	}
-	owner := "refund:" + ops.NewProviderKey()[7:19]
+	owner := ops.NewOwner("refund", "")
 	in := ops.Intent{
 		TenantID: req.TenantID, Kind: ops.KindRefund, Provider: s.Provider.Name(),
 		IntentKey: IntentKey(req.OrderID, req.AmountCents, req.Currency),

@@ -73,7 +73,7 @@ func run(ctx context.Context) error {
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: db, Ledger: jobs.NewLedger(db, clock, lease, retry),
 			Upstream: up, Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(),
-			Owner: fmt.Sprintf("jobworker-%d-%d", os.Getpid(), i), Hooks: jobs.WorkerHooks{AtPoint: crashAt(point, logger)},
+			Owner: ops.NewOwner("jobworker", fmt.Sprintf("%d-%d", os.Getpid(), i)), Hooks: jobs.WorkerHooks{AtPoint: crashAt(point, logger)},
 			Poll: 100 * time.Millisecond, Logger: logger})
 	}
 	// The relay's hold on an event it delivers ends with the lease, so an event a killed
