@@ -196,8 +196,8 @@ func (l *Ledger) dispatch(ctx context.Context, in Intent, a Admission) (Admissio
 
 // resume takes over an open operation nobody holds (received, released by an earlier
 // call, or stalled) to send it again with its key. A dead worker's unfinished attempt is
-// recorded as a timeout first; a policy that forbids resending after an uncertain attempt
-// makes the operation unknown instead.
+// recorded as a timeout first; an operation whose policy forbids resending after an
+// uncertain attempt becomes unknown instead.
 func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission, error) {
 	claimed, err := l.Claim(ctx, a.Op, in.Owner)
 	if ErrorCode(err) == ECONFLICT {
@@ -212,8 +212,8 @@ func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission,
 	if err != nil {
 		return a, err
 	}
-	pol := l.policy(claimed.Kind, in.Policy)
-	op, _, uncertain, err := l.FinishDangling(ctx, claimed, in.Owner, &pol)
+	pol := claimed.Policy
+	op, _, uncertain, err := l.FinishDangling(ctx, claimed, in.Owner)
 	if err != nil {
 		return a, err
 	}

@@ -20,7 +20,8 @@ type Ledger struct {
 	store  Store
 	Clock  Clock
 	Limits Limits
-	// Policies are the default policies per kind; an Intent or a RunSpec may carry its own.
+	// Policies are the policies an operation of each kind is opened with when its Intent
+	// carries none.
 	Policies map[Kind]Policy
 	Logger   *slog.Logger
 }
@@ -116,7 +117,9 @@ type Intent struct {
 	// Check, when set, is asked before a new operation is opened (a refund must fit in
 	// what is left of its payment); its error refuses the request.
 	Check func(ctx context.Context) error
-	// Policy overrides the ledger's policy for the intent's kind (a tenant's own).
+	// Policy is the policy a new operation is opened with (a tenant's own); nil takes the
+	// ledger's for the kind. It is stored on the operation, and everything that later sends,
+	// reaps or closes it reads it from there, whatever the caller then asks.
 	Policy *Policy
 	// Holds is the operation the caller already belongs to (a job that opened or joined it
 	// on an earlier pass): meeting it again records no new client request.
@@ -167,6 +170,7 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 		IntentKey: in.IntentKey, ProviderKey: NewProviderKey(), Fingerprint: in.Fingerprint,
 		OrderRef: in.OrderRef, CustomerRef: in.CustomerRef, ChatRef: in.ChatRef, PaymentRef: in.PaymentRef,
 		AmountCents: in.AmountCents, Currency: in.Currency, Request: in.Request, Retention: in.Retention,
+		Policy: l.policy(in.Kind, in.Policy),
 	}
 	p := OpenParams{Op: op, RequestRef: requestRef, Now: now, Actor: owner, Latest: in.Latest}
 	if owner != "" {
@@ -256,10 +260,10 @@ type AttemptResult struct {
 // FinishAttempt records how attempt a of op ended and moves op where the rules say. The
 // returned bool says whether the caller may send again in this call.
 func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult) (*Operation, bool, error) {
-	return l.finish(ctx, op, a, owner, r, l.Policies[op.Kind])
+	return l.finish(ctx, op, a, owner, r)
 }
 
-func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult, pol Policy) (*Operation, bool, error) {
+func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult) (*Operation, bool, error) {
 	if a == nil {
 		return nil, false, Errorf(EINVALID, "There is no attempt of operation %s to finish.", op.ID)
 	}
@@ -270,7 +274,7 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 		return nil, false, Errorf(EINVALID, "A successful attempt needs the provider's record id.")
 	}
 	now := l.Clock.Now()
-	next, retry := NextStatus(op, r.Outcome, pol, now, l.Limits)
+	next, retry := NextStatus(op, r.Outcome, op.Policy, now, l.Limits)
 	p := TransitionParams{
 		ID: op.ID, Version: op.Version, From: op.Status, To: next, Now: now, Actor: owner, Owner: owner,
 		Action: "attempt." + string(r.Outcome),
@@ -372,7 +376,7 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list attempts: %w", err)
 		}
-		if err := CheckFail(op, attempts, p.Evidence, l.Policies[op.Kind], now); err != nil {
+		if err := CheckFail(op, attempts, p.Evidence, op.Policy, now); err != nil {
 			return nil, err
 		}
 	}
@@ -439,10 +443,11 @@ func (l *Ledger) GiveUp(ctx context.Context, op *Operation, owner, reason string
 }
 
 // FinishDangling takes over an operation claimed from a worker that died: its unfinished
-// attempt, which may have reached the provider, is recorded as a timeout and the policy
-// decides (rule 5). retry says this owner may send again; uncertain that the last attempt
-// may have been executed, so a resend to a provider without keys is a possible duplicate.
-func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string, pol *Policy) (_ *Operation, retry, uncertain bool, _ error) {
+// attempt, which may have reached the provider, is recorded as a timeout and the
+// operation's policy decides (rule 5). retry says this owner may send again; uncertain that
+// the last attempt may have been executed, so a resend to a provider without keys is a
+// possible duplicate.
+func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string) (_ *Operation, retry, uncertain bool, _ error) {
 	atts, err := l.store.Attempts(ctx, op.ID)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("list attempts: %w", err)
@@ -455,7 +460,7 @@ func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string
 		// No attempt was in flight: the dead worker stopped between two attempts.
 		return op, true, last.Outcome.Uncertain(), nil
 	}
-	cur, retry, err := l.finish(ctx, op, &last, owner, AttemptResult{Outcome: OutcomeTimeout, ErrorCode: "lease_expired"}, l.policy(op.Kind, pol))
+	cur, retry, err := l.finish(ctx, op, &last, owner, AttemptResult{Outcome: OutcomeTimeout, ErrorCode: "lease_expired"})
 	if err != nil {
 		return nil, false, false, fmt.Errorf("finish the dead worker's attempt: %w", err)
 	}

@@ -93,6 +93,10 @@ type Operation struct {
 	RetryUntil  *time.Time
 	// Retention is how long the provider keeps idempotency keys; zero means it keeps none.
 	Retention time.Duration
+	// Policy is how the operation treats an attempt whose outcome is uncertain, fixed when it
+	// was opened (its tenant's, its route's or its deployment's setting then): every process
+	// that sends, reaps or closes it reads it here.
+	Policy Policy
 
 	ProviderRef       string
 	ProviderRequestID string

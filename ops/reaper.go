@@ -9,22 +9,19 @@ import (
 
 // Reaper looks after operations nobody is looking after: it expires open operations past
 // the provider's key retention, and takes over in-progress ones whose lease ran out. A
-// stalled operation is sent again with the same key while the key is retained and its kind
-// allows a resend of an uncertain attempt; otherwise its outcome is unknown.
+// stalled operation is sent again with the same key while the key is retained and its own
+// policy allows a resend of an uncertain attempt; otherwise its outcome is unknown.
 type Reaper struct {
 	Ledger   *Ledger
 	Owner    string
 	Interval time.Duration
-	// Senders resend stalled operations, by kind. A kind without one whose policy allows a
-	// resend is released for its client's retry or its job's worker to go on with the same
-	// key; otherwise it is marked unknown.
+	// Senders resend stalled operations, by kind. An operation of a kind without one whose
+	// policy allows a resend is released for its client's retry or its job's worker to go on
+	// with the same key; otherwise it is marked unknown.
 	Senders map[Kind]Sender
-	// Policy, when set, is the policy of one operation: its tenant's LLM policy, the jobs'
-	// resend setting. Without it the ledger's defaults by kind apply.
-	Policy func(op *Operation) Policy
-	Sleep  Sleeper
-	Logger *slog.Logger
-	Batch  int
+	Sleep   Sleeper
+	Logger  *slog.Logger
+	Batch   int
 
 	outages OutageLog
 }
@@ -74,15 +71,11 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 			// in another process, takes them over.
 			break
 		}
-		pol := l.Policies[op.Kind]
-		if r.Policy != nil {
-			pol = r.Policy(op)
-		}
-		next, _ := NextStatus(op, OutcomeTimeout, pol, now, l.Limits)
+		next, _ := NextStatus(op, OutcomeTimeout, op.Policy, now, l.Limits)
 		s := r.Senders[op.Kind]
 		switch {
 		case next == StatusInProgress && s != nil:
-			if _, err := l.Run(context.WithoutCancel(ctx), op, s, r.resendSpec(ctx, pol)); err != nil {
+			if _, err := l.Run(context.WithoutCancel(ctx), op, s, r.resendSpec(ctx)); err != nil {
 				return out, fmt.Errorf("resend %s: %w", op.ID, err)
 			}
 			out.Resent++
@@ -110,12 +103,12 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 // ctx ends: cut short, a send the provider may have run is recorded as uncertain. Stopping
 // waits for its answer and records it; only then does the run end, releasing the lease
 // instead of sending again or waiting out a backoff.
-func (r *Reaper) resendSpec(ctx context.Context, pol Policy) RunSpec {
+func (r *Reaper) resendSpec(ctx context.Context) RunSpec {
 	sleep := r.Sleep
 	if sleep == nil {
 		sleep = SleepContext
 	}
-	return RunSpec{Owner: r.Owner, Policy: &pol,
+	return RunSpec{Owner: r.Owner,
 		Sleep: func(_ context.Context, d time.Duration) error { return sleep(ctx, d) },
 		Hooks: Hooks{MayRetry: func() bool { return ctx.Err() == nil }}}
 }

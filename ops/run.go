@@ -63,8 +63,6 @@ type RunSpec struct {
 	Owner string
 	// First is an attempt already begun (by Open), or nil.
 	First *Attempt
-	// Policy overrides the ledger's policy for the operation's kind (a tenant's own).
-	Policy *Policy
 	// Deadline, when set, bounds the run's attempts and backoff instead of ctx's deadline;
 	// a flow whose sends outlive its client's request sets it with a context that is never
 	// cancelled.
@@ -87,7 +85,7 @@ type RunSpec struct {
 // attempt was sent is returned as MayHaveRun: the provider may have run it (rule 12).
 func (l *Ledger) Run(ctx context.Context, op *Operation, s Sender, spec RunSpec) (*Operation, error) {
 	r := &runner{l: l, ctx: ctx, sender: s, bg: context.WithoutCancel(ctx), spec: spec,
-		pol: l.policy(op.Kind, spec.Policy), possibleDup: spec.PossibleDuplicate,
+		pol: op.Policy, possibleDup: spec.PossibleDuplicate,
 		rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
 	if r.spec.Sleep == nil {
 		r.spec.Sleep = SleepContext
@@ -181,7 +179,7 @@ func (r *runner) attempt(op *Operation, a *Attempt) (*Operation, AttemptResult, 
 	if h.BeforeSend != nil {
 		if err := h.BeforeSend(r.bg, op, a, r.possibleDup); err != nil {
 			res := AttemptResult{Outcome: OutcomeNotSent, ErrorCode: ErrorReason(err)}
-			if cur, _, ferr := r.l.finish(r.bg, op, a, r.spec.Owner, res, r.pol); ferr == nil && cur.Status == StatusInProgress {
+			if cur, _, ferr := r.l.finish(r.bg, op, a, r.spec.Owner, res); ferr == nil && cur.Status == StatusInProgress {
 				_, _ = r.release(cur)
 			}
 			return op, res, err
@@ -195,7 +193,7 @@ func (r *runner) attempt(op *Operation, a *Attempt) (*Operation, AttemptResult, 
 	if r.pol.NoProviderKey {
 		res.PossibleDuplicate = r.possibleDup
 	}
-	cur, _, err := r.l.finish(r.bg, op, a, r.spec.Owner, res, r.pol)
+	cur, _, err := r.l.finish(r.bg, op, a, r.spec.Owner, res)
 	if err != nil {
 		return op, res, fmt.Errorf("finish attempt: %w", err)
 	}

@@ -37,12 +37,9 @@ type dashEnv struct {
 	fake    *fake.Stripe
 	adapter *stripe.Adapter
 	ledger  *ops.Ledger
-	// unsure is the ledger with a policy that stops at the first timeout, to leave
-	// operations unknown the way a lost answer does.
-	unsure *ops.Ledger
-	tenant *ops.Tenant
-	server *web.Server
-	world  *testworld.World
+	tenant  *ops.Tenant
+	server  *web.Server
+	world   *testworld.World
 	// desk is the dashboard's desk, for running its bulk lookups in the test's own time.
 	desk *desk.Desk
 }
@@ -67,8 +64,6 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 	fk, base := tw.Stripe(fake.StripeOptions{WebhookSecret: hookSecret})
 	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_dash", AttemptTimeout: 2 * time.Second, ReadsPerSecond: 200})
 	ledger := ops.NewLedger(db, clock)
-	unsure := ops.NewLedger(db, clock)
-	unsure.Policies = map[ops.Kind]ops.Policy{ops.KindRefund: {RetryUncertain: false}, ops.KindLLMCall: {RetryUncertain: false}}
 	refunds := &refund.Tool{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
 	s.Operations = db
 	s.Refunds = refunds
@@ -84,7 +79,7 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 		w(s, tw)
 	}
 	return &dashEnv{env: &env{db: db}, clock: clock, fake: fk, adapter: adapter, ledger: ledger,
-		unsure: unsure, tenant: tw.Tenant("shop"), server: s, world: tw, desk: d}
+		tenant: tw.Tenant("shop"), server: s, world: tw, desk: d}
 }
 
 // runBulk runs the bulk lookups started so far to their end, as serve's runner does, with
@@ -106,14 +101,16 @@ func (e *dashEnv) runBulk(t *testing.T, pageSize int) int {
 }
 
 // open starts a refund of order the way the refund tool does: committed, leased to a
-// worker, first attempt begun.
+// worker, first attempt begun. Its policy stops at the first timeout, so that a lost answer
+// leaves it unknown; it is looked up before it fails, as every refund is.
 func (e *dashEnv) open(t *testing.T, order string, cents int64) (*ops.Operation, *ops.Attempt) {
 	t.Helper()
 	pi := "pi_" + strings.NewReplacer("<", "", ">", "", "/", "", " ", "", "\"", "", "'", "", "(", "", ")", "", "=", "", "&", "").Replace(order)
 	e.fake.AddPaymentIntent(pi, 10000, "usd", fake.OwnedBy("shop"))
 	o, err := e.ledger.Open(context.Background(), ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindRefund, Provider: "stripe",
 		IntentKey: refund.IntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
-		AmountCents: cents, Currency: "usd", Retention: e.adapter.Retention()}, "req-"+order, "worker-1")
+		AmountCents: cents, Currency: "usd", Retention: e.adapter.Retention(), Policy: &ops.Policy{HasLookup: true}},
+		"req-"+order, "worker-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +137,7 @@ func (e *dashEnv) notSentUnknown(t *testing.T, order string) *ops.Operation {
 
 func (e *dashEnv) lose(t *testing.T, op *ops.Operation, a *ops.Attempt) *ops.Operation {
 	t.Helper()
-	out, _, err := e.unsure.FinishAttempt(context.Background(), op, a, "worker-1",
+	out, _, err := e.ledger.FinishAttempt(context.Background(), op, a, "worker-1",
 		ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"})
 	if err != nil {
 		t.Fatal(err)

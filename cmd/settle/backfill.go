@@ -141,14 +141,14 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 		Logger: logger}
 	h.rollups = &recon.Rollups{Store: db, Clock: h.clock, Logger: logger}
 	h.evaluator = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: h.clock,
-		Owner: ops.NewOwner("alerts", historyActor), Lease: 3 * time.Second, Logger: logger}
+		Owner: "alerts:" + historyActor, Lease: 3 * time.Second, Logger: logger}
 	senders := map[ops.Kind]ops.Sender{ops.KindRefund: adapter}
 	if fl != nil {
 		if err := h.wireLLM(sleep); err != nil {
 			return nil, err
 		}
 	}
-	h.reaper = &ops.Reaper{Ledger: h.ledger, Owner: ops.NewOwner("reaper", historyActor), Senders: senders, Policy: h.policyOf,
+	h.reaper = &ops.Reaper{Ledger: h.ledger, Owner: "reaper:" + historyActor, Senders: senders,
 		Sleep: sleep, Logger: logger}
 	var err error
 	if h.normal, err = fake.ParseFaults(historyFaults); err != nil {
@@ -175,13 +175,6 @@ func (h *history) wireLLM(sleep ops.Sleeper) error {
 	h.reconciler.Usage = []recon.UsageSource{&openai.UsageReader{Provider: "openai", BaseURL: trimV1(h.llmBase), APIKey: "sk-demo",
 		Lookups: lookups, Limiter: rate.NewLimiter(rate.Inf, 1)}}
 	return nil
-}
-
-func (h *history) policyOf(op *ops.Operation) ops.Policy {
-	if op.Kind == ops.KindLLMCall && h.gateway != nil {
-		return h.gateway.PolicyOf(op)
-	}
-	return h.ledger.Policies[op.Kind]
 }
 
 // Run writes the history hour by hour, then runs the services once more at its end.

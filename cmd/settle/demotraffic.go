@@ -193,14 +193,16 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 		return nil
 	}
 	ledger := ops.NewLedger(d.p.DB, ops.SystemClock{})
-	ledger.Policies = map[ops.Kind]ops.Policy{ops.KindRefund: {RetryUncertain: false}}
+	pol := ledger.Policies[ops.KindRefund]
+	pol.RetryUncertain = false
 	provider := d.p.Refunds.Provider
 	for _, order := range []string{"4520", "4521", "4522"} {
 		pi := "pi_" + order
 		d.fake.AddPaymentIntent(pi, 8400, "usd", fake.OwnedBy(d.tenant.Name))
 		o, err := ledger.Open(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
 			IntentKey: refund.IntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
-			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention()},
+			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention(),
+			Policy: &pol},
 			"history", "demo-worker")
 		if err != nil {
 			return err

@@ -161,18 +161,6 @@ func (p *Program) Run(ctx context.Context) error {
 	return p.serveMetrics(srv)
 }
 
-// policyOf is an operation's own policy, as the flow that opened it applies it: the tenant's
-// LLM policy stored on a call, the jobs' resend setting, the ledger's default otherwise.
-func (p *Program) policyOf(op *ops.Operation) ops.Policy {
-	switch {
-	case op.Kind == ops.KindLLMCall && p.gateway != nil:
-		return p.gateway.PolicyOf(op)
-	case op.Kind == ops.KindLLMJob:
-		return ops.Policy{RetryUncertain: p.Config.Jobs.RetryUncertain, NoProviderKey: true}
-	}
-	return p.Ledger.Policies[op.Kind]
-}
-
 // wireLedger builds the ledger, the refund tool when Stripe is configured, the LLM gateway
 // when a provider is, the dashboard's tools, and the background services: the reaper of
 // stalled and expired operations, the reconciler and the outbox relay.
@@ -219,11 +207,11 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	}
 	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
 	// Each bulk lookup is claimed in its own row, so every replica may run them.
-	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}
+	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: "bulk:" + cfg.WorkerID, Logger: p.Logger}
 	p.goService(func() { bulk.Start(ctx) })
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
-	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: ops.NewOwner("reaper", cfg.WorkerID), Interval: reaperInterval(p.Ledger.Limits.Lease),
-		Senders: senders, Policy: p.policyOf, Logger: p.Logger}
+	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: reaperInterval(p.Ledger.Limits.Lease),
+		Senders: senders, Logger: p.Logger}
 	p.goService(func() { reaper.Start(ctx) })
 	p.startFollowUpRelays(ctx, cfg.Notify, cfg.OutboxKeep)
 	if cfg.OutboxURL != "" {

@@ -397,27 +397,10 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 	}
 }
 
-// policyOf is an operation's policy as the program applies it in its reaper.
-func (r *seedRun) policyOf(l *ops.Ledger, g *llm.Gateway) func(op *ops.Operation) ops.Policy {
-	return func(op *ops.Operation) ops.Policy {
-		switch op.Kind {
-		case ops.KindLLMCall:
-			return g.PolicyOf(op)
-		case ops.KindLLMJob:
-			return ops.Policy{RetryUncertain: r.s.JobRetry, NoProviderKey: true}
-		}
-		return l.Policies[op.Kind]
-	}
-}
-
 func (r *seedRun) reap(ctx context.Context, i int) error {
 	l := r.ledger(newProc(r.db))
-	g, err := r.gateway(l, r.upstream)
-	if err != nil {
-		return err
-	}
 	rp := &ops.Reaper{Ledger: l, Owner: fmt.Sprintf("reaper-%d-%d", r.s.Seed, i), Senders: map[ops.Kind]ops.Sender{ops.KindRefund: r.adapter},
-		Policy: r.policyOf(l, g), Sleep: sleep, Logger: discard}
+		Sleep: sleep, Logger: discard}
 	if _, err := rp.RunOnce(ctx); err != nil {
 		r.note("reaper: %v", err)
 	}

@@ -387,7 +387,7 @@ var providerRefRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
 // CheckManualFail says why a person may not close op as failed with a note now (ops rule
 // 11: the provider may have run it), or nil.
 func (d *Desk) CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now time.Time) error {
-	return ops.CheckFail(op, attempts, ops.Evidence{Kind: ops.EvidenceNote, Summary: "note"}, d.Ledger.Policies[op.Kind], now)
+	return ops.CheckFail(op, attempts, ops.Evidence{Kind: ops.EvidenceNote, Summary: "note"}, op.Policy, now)
 }
 
 // CloseManually closes an operation with a person's note as evidence. Succeeded also needs

@@ -119,16 +119,6 @@ func (g *Gateway) policy(m Mode) ops.Policy {
 	return ops.Policy{RetryUncertain: m != Batch, NoProviderKey: true}
 }
 
-// PolicyOf is the policy an llm_call operation was opened with: its tenant's and route's,
-// stored with its request, so every process (the reaper too) treats it alike.
-func (g *Gateway) PolicyOf(op *ops.Operation) ops.Policy {
-	var s stored
-	if json.Unmarshal(op.Request, &s) == nil && s.Mode.Valid() {
-		return g.policy(s.Mode)
-	}
-	return g.policy(g.cfg.Mode)
-}
-
 // ModeFor returns the policy of a tenant's calls on a route.
 func (g *Gateway) ModeFor(tenant string, route string) Mode {
 	if m, ok := g.cfg.TenantModes[tenant+" "+route]; ok {

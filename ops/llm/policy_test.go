@@ -7,21 +7,19 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// TestPolicyOfReadsTheCallsOwnPolicy: the reaper and every other process read an LLM
-// call's policy from what the call stored when it was opened, not from the defaults.
-func TestPolicyOfReadsTheCallsOwnPolicy(t *testing.T) {
-	g, err := New(Config{Ledger: ops.NewLedger(nil, ops.SystemClock{}), Upstream: nameOnly("stub")})
+// TestModesOpenTheirPolicy: a call is opened with its tenant's and route's mode as its
+// policy, stored on the operation: a batch call is never resent after an uncertain attempt,
+// an interactive one may be, and neither provider takes a key.
+func TestModesOpenTheirPolicy(t *testing.T) {
+	g, err := New(Config{Ledger: ops.NewLedger(nil, ops.SystemClock{}), Upstream: nameOnly("stub"),
+		TenantModes: map[string]Mode{"shop": Batch}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for mode, retry := range map[Mode]bool{Batch: false, Interactive: true} {
-		op := &ops.Operation{Kind: ops.KindLLMCall, Request: storedRequest(stored{Mode: mode, Route: "/v1/chat/completions"}, []byte(`{}`))}
-		if p := g.PolicyOf(op); p.RetryUncertain != retry || !p.NoProviderKey {
-			t.Errorf("%s: %+v", mode, p)
+	for tenant, retry := range map[string]bool{"shop": false, "other": true} {
+		if p := g.policy(g.ModeFor(tenant, "/v1/chat/completions")); p.RetryUncertain != retry || !p.NoProviderKey || p.HasLookup {
+			t.Errorf("%s: %+v", tenant, p)
 		}
-	}
-	if p := g.PolicyOf(&ops.Operation{Kind: ops.KindLLMCall, Request: []byte(`not json`)}); !p.RetryUncertain {
-		t.Errorf("an unreadable request falls back to the gateway's default: %+v", p)
 	}
 }
 

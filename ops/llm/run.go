@@ -55,9 +55,8 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 		res, body = x.result(a, reply, asm)
 		return res
 	})
-	pol := g.policy(x.mode)
 	op, err := g.cfg.Ledger.Run(context.WithoutCancel(x.ctx), op, send, ops.RunSpec{
-		Owner: x.owner, First: first, Policy: &pol, Deadline: time.Now().Add(g.cfg.Deadline),
+		Owner: x.owner, First: first, Deadline: time.Now().Add(g.cfg.Deadline),
 		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
 		Hooks: ops.Hooks{
 			BeforeSend: func(_ context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {

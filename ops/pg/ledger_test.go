@@ -484,26 +484,25 @@ func TestReaperResendsWithTheSameKeyOrMarksUnknown(t *testing.T) {
 
 // TestReaperAppliesTheOperationsOwnPolicy: a stalled LLM call of an interactive tenant and a
 // stalled job generation under a resend setting are the client's and the job worker's to go
-// on with, by their own policy; the reaper's defaults (which would make the job's unknown)
-// must not decide for them. A batch tenant's call is made unknown.
+// on with, by the policy they were opened with; a reaper on a ledger whose defaults would make
+// them unknown must not decide for them. A batch tenant's call is made unknown.
 func TestReaperAppliesTheOperationsOwnPolicy(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	open := func(kind ops.Kind, key string) *ops.Operation {
-		o, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: kind, Provider: "llm", IntentKey: key, Fingerprint: "f"}, "r", "dead-worker")
+	open := func(kind ops.Kind, key string, pol ops.Policy) *ops.Operation {
+		o, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: kind, Provider: "llm", IntentKey: key, Fingerprint: "f", Policy: &pol}, "r", "dead-worker")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return o.Op
 	}
-	interactive, batch, job := open(ops.KindLLMCall, "chat-1"), open(ops.KindLLMCall, "chat-2"), open(ops.KindLLMJob, "job-2")
-	policies := map[string]ops.Policy{
-		interactive.ID: {RetryUncertain: true, NoProviderKey: true},
-		batch.ID:       {RetryUncertain: false, NoProviderKey: true},
-		job.ID:         {RetryUncertain: true, NoProviderKey: true}, // SETTLE_JOB_RETRY_UNCERTAIN=true
-	}
-	r := &ops.Reaper{Ledger: f.ledger, Owner: "reaper", Policy: func(op *ops.Operation) ops.Policy { return policies[op.ID] }}
+	interactive := open(ops.KindLLMCall, "chat-1", ops.Policy{RetryUncertain: true, NoProviderKey: true})
+	batch := open(ops.KindLLMCall, "chat-2", ops.Policy{RetryUncertain: false, NoProviderKey: true})
+	job := open(ops.KindLLMJob, "job-2", ops.Policy{RetryUncertain: true, NoProviderKey: true}) // SETTLE_JOB_RETRY_UNCERTAIN=true
+	other := ops.NewLedger(f.db, f.clock)
+	other.Policies = map[ops.Kind]ops.Policy{ops.KindLLMCall: {}, ops.KindLLMJob: {}}
+	r := &ops.Reaper{Ledger: other, Owner: "reaper"}
 	f.clock.Advance(time.Hour)
 	got, err := r.RunOnce(ctx)
 	if err != nil || got.Released != 2 || got.Unknown != 1 {
@@ -514,6 +513,56 @@ func TestReaperAppliesTheOperationsOwnPolicy(t *testing.T) {
 		if op.Status != want || (want == ops.StatusInProgress && op.LeaseUntil != nil && op.LeaseUntil.After(f.clock.Now())) {
 			t.Fatalf("%s: %s leased until %v, want %s and free to resume", id, op.Status, op.LeaseUntil, want)
 		}
+	}
+}
+
+// TestAnOperationKeepsThePolicyItWasOpenedWith: the policy an operation was opened with is
+// the one every later step applies, whatever the defaults of the process that takes the
+// step. A call opened as batch is made unknown by a reaper whose defaults would resend it;
+// a refund opened without resends or lookups becomes unknown after a timeout finished by a
+// ledger that would resend it, and then takes a person's note as failed where that ledger
+// would ask for a lookup first (ops rules 5 and 11).
+func TestAnOperationKeepsThePolicyItWasOpenedWith(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	batch := ops.Policy{RetryUncertain: false, NoProviderKey: true}
+	call, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "llm", IntentKey: "chat-batch",
+		Fingerprint: "f", Policy: &batch}, "r", "dead-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLookup := ops.Policy{RetryUncertain: false, HasLookup: false}
+	in := f.refund("own-policy", 500)
+	in.Policy = &noLookup
+	ref, err := f.ledger.Open(ctx, in, "r", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another process, whose defaults resend every kind and look refunds up.
+	other := ops.NewLedger(f.db, f.clock)
+	other.Policies = map[ops.Kind]ops.Policy{
+		ops.KindLLMCall: {RetryUncertain: true, NoProviderKey: true},
+		ops.KindRefund:  {RetryUncertain: true, HasLookup: true},
+	}
+
+	op, retry, err := other.FinishAttempt(ctx, ref.Op, ref.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+	if err != nil || retry || op.Status != ops.StatusUnknown {
+		t.Fatalf("timeout of a refund opened without resends: %s retry=%v %v, want unknown", op.Status, retry, err)
+	}
+	closed, err := other.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Actor: "ana",
+		Evidence: ops.Evidence{Kind: ops.EvidenceNote, Summary: "the provider's dashboard shows nothing"}})
+	if err != nil || closed.Status != ops.StatusFailed {
+		t.Fatalf("failed close with a note of a refund opened without lookups: %v", err)
+	}
+
+	f.clock.Advance(time.Hour)
+	got, err := (&ops.Reaper{Ledger: other, Owner: "reaper"}).RunOnce(ctx)
+	if err != nil || got.Unknown != 1 || got.Released != 0 {
+		t.Fatalf("pass: %+v %v, want the batch call unknown", got, err)
+	}
+	if cur, _ := f.db.Get(ctx, call.Op.ID); cur.Status != ops.StatusUnknown {
+		t.Fatalf("batch call after the reaper: %s, want unknown", cur.Status)
 	}
 }
 
