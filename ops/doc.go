@@ -174,11 +174,11 @@
 //     classifies errors into attempt outcomes, looks refunds up, verifies webhooks, each in
 //     the tenant's connected account when it is bound to one.
 //   - ops/openai: the OpenAI-compatible provider adapter on net/http: sends chat
-//     completions (JSON or an SSE stream) and embeddings for the gateway and chat
-//     completions for the job workers, classifies replies into attempt outcomes, reads the
-//     provider's usage report for the reconciler, and reads its stored completions
+//     completions and responses (JSON or an SSE stream) and embeddings for the gateway and
+//     chat completions for the job workers, classifies replies into attempt outcomes, reads
+//     the provider's usage report for the reconciler, and reads its stored completions
 //     (through openai-go) for lookups.
-//   - ops/llm: the OpenAI-compatible LLM gateway (chat completions, embeddings).
+//   - ops/llm: the OpenAI-compatible LLM gateway (chat completions, responses, embeddings).
 //   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
 //   - ops/recon: reconciliation of provider charges and LLM usage against the ledger: the
 //     exceptions it finds and their workflow, the reconciliation table's metrics and

@@ -27,6 +27,12 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 	s.serveLLM(w, r, "/v1/embeddings")
 }
 
+// handleResponses is POST /v1/responses: OpenAI's Responses API, JSON or a stream of
+// events, generated at most once per Idempotency-Key.
+func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
+	s.serveLLM(w, r, "/v1/responses")
+}
+
 // serveLLM answers one request of an OpenAI-compatible route. The gateway decides
 // everything; this turns HTTP into its Request and Sink and its errors into problems.
 func (s *Server) serveLLM(w http.ResponseWriter, r *http.Request, route string) {

@@ -88,7 +88,7 @@ func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gatewa
 		ledger.Limits.Lease = o.lease
 	}
 	gw, err := llm.New(llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
-		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, MaxBody: o.maxBody, Logger: o.logger})
+		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, MaxBody: o.maxBody, Logger: o.logger, Refs: w.db})
 	if err != nil {
 		t.Fatal(err)
 	}

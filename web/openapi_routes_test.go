@@ -147,6 +147,37 @@ func TestOpenAPIEmbeddings(t *testing.T) {
 	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "emb-4"), body: body}, 502, "upstream_bad_response")
 }
 
+func TestOpenAPIResponses(t *testing.T) {
+	t.Parallel()
+	c := newContract(t)
+	w := newLLMWorld(t, llmSetup{})
+	auth := []string{"Authorization", "Bearer " + w.tokens["shop"], "Content-Type", "application/json"}
+	url := w.url + "/v1/responses"
+	body := `{"model":"fake-small","instructions":"answer as support","input":"Where is order 4417?"}`
+	keyed := append(auth, "Idempotency-Key", `"resp-1"`, "X-Request-Ref", "turn-1", "Settle-Chat-Ref", "chat-4417", "Prefer", "wait=5")
+
+	resp, _ := c.do(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: body})
+	if resp.StatusCode != 200 || resp.Header.Get("Settle-Operation-Id") == "" {
+		t.Fatalf("first: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = c.do(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: body})
+	if resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %v", resp.StatusCode, resp.Header)
+	}
+	stream := append(auth, "Idempotency-Key", "resp-2")
+	resp, sse := c.do(t, apiCall{method: http.MethodPost, url: url, hdr: stream, body: `{"model":"fake-small","input":"And 4418?","stream":true}`})
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || !strings.Contains(string(sse), "event: response.completed") {
+		t.Fatalf("stream: %d %v %s", resp.StatusCode, resp.Header, sse)
+	}
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: strings.Replace(body, "support", "a pirate", 1)}, 422, "idempotency_key_reused")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: auth, body: body}, 400, "missing_idempotency_key")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "a", "Idempotency-Key", "b"), body: body}, 400, "invalid_idempotency_key")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-3"), body: `{"model":"fake-small","input":"x","background":true}`, offDoc: true}, 400, "invalid_request")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth[2:], "Idempotency-Key", "resp-4"), body: body, offDoc: true}, 401, "unauthorized")
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultGarbage})
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-5"), body: body}, 502, "upstream_bad_response")
+}
+
 // TestOpenAPIChatProblems covers the gateway's answers that need the provider's help: a
 // key still running (409 with Retry-After) and a provider answering garbage (502).
 func TestOpenAPIChatProblems(t *testing.T) {

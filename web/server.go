@@ -115,6 +115,7 @@ func (s *Server) router() *chi.Mux {
 	r.Post("/webhooks/stripe", s.handleStripeWebhook)
 	r.With(s.requireToken).Post("/v1/chat/completions", s.handleChatCompletions)
 	r.With(s.requireToken).Post("/v1/embeddings", s.handleEmbeddings)
+	r.With(s.requireToken).Post("/v1/responses", s.handleResponses)
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.Sessions.LoadAndSave)

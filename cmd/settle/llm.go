@@ -15,8 +15,9 @@ import (
 	"github.com/settle-dev/settle/web"
 )
 
-// wireLLM builds the gateway of POST /v1/chat/completions when a provider is configured,
-// and returns the provider's usage report for the reconciler (nil without a provider).
+// wireLLM builds the gateway of POST /v1/chat/completions, /v1/responses and /v1/embeddings
+// when a provider is configured, and returns the provider's usage report for the reconciler
+// (nil without a provider).
 func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	c := p.Config.LLM
 	if c.BaseURL == "" {
@@ -37,7 +38,7 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	gw, err := llm.New(llm.Config{Ledger: p.Ledger, Upstream: up, Prices: prices, KeyTTL: c.KeyTTL,
 		Mode: llm.Mode(c.Policy), TenantModes: modes, KeyScope: llm.KeyScope(c.KeyScope), TenantKeyScopes: scopes,
 		Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger,
-		Stored: up, Reconciled: p.Config.Reconcile.Interval > 0})
+		Stored: up, Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB})
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package llm
 
-import "github.com/settle-dev/settle/ops"
+import (
+	"context"
+
+	"github.com/settle-dev/settle/ops"
+)
 
 // api is one OpenAI-compatible route the gateway serves. Everything the exactly-once protocol
 // does (the Idempotency-Key rules, the operation committed before the send, the attempt loop,
@@ -45,7 +49,7 @@ type api interface {
 }
 
 // apis are the routes the gateway serves, by Request.Route.
-var apis = [...]api{chatAPI{}, embeddingsAPI{}}
+var apis = [...]api{chatAPI{}, embeddingsAPI{}, responsesAPI{}}
 
 // apiFor returns the api of a route; "" is chat completions.
 func apiFor(route string) (api, error) {
@@ -81,6 +85,15 @@ type streamAssembler interface {
 	whole() bool
 	// answer returns what the stream assembled to, in the non-streaming shape.
 	answer() (answer, error)
-	// id is the provider's id of the answer once an event has named it, else "".
+	// id is the provider's id of the answer once an event has named it, for an API whose
+	// answers are looked up by that id (the gateway records it on the attempt at once);
+	// "" otherwise.
 	id() string
+}
+
+// AttemptRefs records the provider's id of what an attempt generated, as soon as a stream
+// names it, before the attempt ends: an attempt whose stream then breaks can still be looked
+// up by that id. ops/pg implements it.
+type AttemptRefs interface {
+	RecordAttemptRef(ctx context.Context, opID string, attempt int, ref string) error
 }

@@ -231,7 +231,9 @@ func mergeLogprobs(have, next json.RawMessage) json.RawMessage {
 // whole reports whether the stream ended with [DONE].
 func (a *assembler) whole() bool { return a.done }
 
-func (a *assembler) id() string { return a.c.ID }
+// id is "": stored chat completions are found by the operation they are tagged with, so
+// their ids need not be recorded before the answer.
+func (a *assembler) id() string { return "" }
 
 // answer is the completion the stream assembled to, encoded as it is stored.
 func (a *assembler) answer() (answer, error) {

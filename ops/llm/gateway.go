@@ -53,6 +53,9 @@ type Config struct {
 	// decide only what a client is told will happen to a call whose outcome is unknown.
 	Stored     StoredCompletions
 	Reconciled bool
+	// Refs records the provider's id of an attempt's answer as soon as its stream names it
+	// (the Responses API's response id); nil records it only with the answer.
+	Refs AttemptRefs
 }
 
 // Gateway is the LLM gateway. Build it with New; it is safe for concurrent use.

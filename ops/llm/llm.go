@@ -1,10 +1,10 @@
 // Package llm is Settle's OpenAI-compatible LLM gateway: one generation per user intent.
 //
-// A client sends POST /v1/chat/completions (or POST /v1/embeddings) with an Idempotency-Key
-// per intent (one message sent, one summary asked for, one document embedded). The gateway
-// records the request in the ledger before anything reaches the provider, sends it, stores
-// the answer, and answers every later request with the same key from what it stored: no
-// second generation, no second bill. Every route keeps the same protocol; what differs
+// A client sends POST /v1/chat/completions (or /v1/responses, /v1/embeddings) with an
+// Idempotency-Key per intent (one message sent, one summary asked for, one document
+// embedded). The gateway records the request in the ledger before anything reaches the
+// provider, sends it, stores the answer, and answers every later request with the same key
+// from what it stored: no second generation, no second bill. Every route keeps the same protocol; what differs
 // between them (their requests, answers and streams) is an api of its own (api.go).
 //
 // The operation of a call (kind llm_call, intent key = the Idempotency-Key, scoped by
@@ -87,6 +87,12 @@ type Call struct {
 // ChatPath is the provider's path of chat completions, a Call's default.
 const ChatPath = "/chat/completions"
 
+// ErrStreamFailed is what Call.Event returns for an event in which the provider says the
+// generation failed (the Responses API's error and response.failed): like an error event of
+// a chat completion stream, it ends the attempt uncertain, since the provider may have
+// billed what it generated.
+var ErrStreamFailed = errors.New("the provider reported a failure in the stream")
+
 // Reply is how one attempt ended.
 type Reply struct {
 	Outcome    ops.Outcome
@@ -114,7 +120,7 @@ func (r Reply) uncertain() bool {
 type Request struct {
 	Tenant *ops.Tenant
 	// Route is the route called, which says the API and names the route for the policy:
-	// /v1/chat/completions (the default) or /v1/embeddings.
+	// /v1/chat/completions (the default), /v1/embeddings or /v1/responses.
 	Route string
 	// Key is the Idempotency-Key header; HasKey says whether it was sent at all.
 	Key    string

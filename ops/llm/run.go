@@ -32,7 +32,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 			asm = x.api.assembler()
 			whole = asm.whole
 		}
-		requestID := ""
+		requestID, named := "", false
 		reply = g.cfg.Upstream.Send(ctx, Call{Path: x.api.path(), Body: upBody, Stream: x.req.Stream, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N,
 			Whole: whole,
 			Sent:  func() { ops.ReportPhase(ctx, ops.PhaseSentToProvider) },
@@ -44,6 +44,9 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 				token, usageOnly, err := asm.add(d)
 				if err != nil {
 					return err
+				}
+				if !named {
+					named = x.recordRef(op, a, asm.id())
 				}
 				if token {
 					ops.ReportPhase(ctx, ops.PhaseFirstToken)
@@ -82,6 +85,21 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 		return x.fail(err)
 	}
 	return x.answer(op, res, reply, body)
+}
+
+// recordRef records ref, the provider's id of attempt a's answer, on the attempt before the
+// stream goes on, so that the attempt can be looked up by it whatever happens next. It
+// reports whether there was an id to record.
+func (x *exchange) recordRef(op *ops.Operation, a *ops.Attempt, ref string) bool {
+	if ref == "" {
+		return false
+	}
+	if refs := x.g.cfg.Refs; refs != nil {
+		if err := refs.RecordAttemptRef(context.WithoutCancel(x.ctx), op.ID, a.N, ref); err != nil {
+			x.g.cfg.Logger.WarnContext(x.ctx, "record the provider's id of an attempt", "operation", op.ID, "attempt", a.N, "ref", ref, "err", err)
+		}
+	}
+	return true
 }
 
 // usageRecord is what an operation stores as its usage: the tokens and cost of the

@@ -1,6 +1,6 @@
 // Package openai is the adapter of an OpenAI-compatible LLM provider over net/http: it
-// sends the gateway's requests (chat completions, JSON or an SSE stream, and embeddings, each
-// to its own path) and the job workers' chat completions, and
+// sends the gateway's requests (chat completions and responses, JSON or an SSE stream, and
+// embeddings, each to its own path) and the job workers' chat completions, and
 // classifies each reply into an attempt outcome (Client, which implements llm.Upstream), it
 // reads the provider's stored completions through the official openai-go SDK so a call whose
 // answer was lost can be looked up (Client, an llm.StoredCompletions), and it reads the
@@ -224,8 +224,11 @@ func (o *Client) readStream(r llm.Reply, body io.Reader, c llm.Call, idle *time.
 					return r
 				}
 				if c.Event != nil {
-					if err := c.Event(data); err != nil {
-						r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_bad_response", "The provider sent a stream event that is not a completion chunk."
+					if err := c.Event(data); errors.Is(err, llm.ErrStreamFailed) {
+						r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_stream_error", "The provider reported an error in the middle of the stream."
+						return r
+					} else if err != nil {
+						r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_bad_response", "The provider sent a stream event that is not one of its API's."
 						return r
 					}
 				}

@@ -1,0 +1,38 @@
+package pg
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops/llm"
+)
+
+var _ llm.AttemptRefs = (*DB)(nil)
+
+// RecordAttemptRef implements llm.AttemptRefs: the provider's id of what attempt n of the
+// operation generated, kept once set.
+func (db *DB) RecordAttemptRef(ctx context.Context, opID string, n int, ref string) error {
+	_, err := db.Pool.Exec(ctx, `
+UPDATE attempts SET provider_ref = @ref WHERE operation_id = @op AND n = @n AND provider_ref = ''`,
+		pgx.NamedArgs{"op": opID, "n": n, "ref": ref})
+	return interpret(err, "record the provider's id of an attempt")
+}
+
+// AttemptRefs returns the provider's ids recorded for the attempts of an operation, by
+// attempt number; attempts without one are left out.
+func (db *DB) AttemptRefs(ctx context.Context, opID string) (map[int]string, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT n, provider_ref FROM attempts WHERE operation_id = @op AND provider_ref <> '' ORDER BY n`,
+		pgx.NamedArgs{"op": opID})
+	if err != nil {
+		return nil, interpret(err, "read the provider's ids of attempts")
+	}
+	out := map[int]string{}
+	var n int
+	var ref string
+	_, err = pgx.ForEachRow(rows, []any{&n, &ref}, func() error {
+		out[n] = ref
+		return nil
+	})
+	return out, interpret(err, "read the provider's ids of attempts")
+}
