@@ -28,7 +28,7 @@ func scanProposal(row pgx.Row) (*ops.Proposal, error) {
 
 // proposeSQL inserts an open proposal for an operation that is still open; the share lock
 // waits for a close in flight, so a proposal never opens on an operation that just closed.
-const proposeSQL = `
+var proposeSQL = `
 INSERT INTO close_proposals AS p (operation_id, tenant_id, kind, to_status, provider_ref, note, why,
 	proposed_by, proposed_by_user, proposed_at, expires_at)
 SELECT o.id, o.tenant_id, @kind, @to, @ref, @note, @why, @by, @by_user, @now, @expires

@@ -30,7 +30,7 @@ func (db *DB) AddFollowUp(ctx context.Context, userID int64, opID string, now ti
 	err := db.Pool.QueryRow(ctx, `
 WITH o AS (
 	UPDATE operations SET followed = true
-	WHERE id = @op AND status IN ('received', 'in_progress', 'unknown', 'expired')
+	WHERE id = @op AND status IN `+openStatuses+`
 	RETURNING id
 )
 INSERT INTO follow_ups (user_id, operation_id, created_at) SELECT @user, id, @now FROM o

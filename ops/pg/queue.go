@@ -49,7 +49,7 @@ SELECT 'received', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'r
 		rows, err = db.Pool.Query(ctx, `
 SELECT s.status, (SELECT count(*) FROM (SELECT 1 FROM operations o
 	WHERE o.status = s.status AND o.status IN `+openStatuses+` AND `+where+` LIMIT @cap) x)
-FROM unnest(ARRAY['received', 'in_progress', 'unknown', 'expired']) AS s(status)`, withArgs(args, "cap", countCap+1))
+FROM unnest(`+openStatusArray+`) AS s(status)`, withArgs(args, "cap", countCap+1))
 	}
 	if err != nil {
 		return nil, interpret(err, "count queues")

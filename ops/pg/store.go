@@ -30,10 +30,6 @@ const opCols = `o.id::text, o.tenant_id, o.kind, o.provider, o.intent_key, o.pro
 // one comes back whole.
 var openReturns = strings.Replace(opCols, "o.request,", "CASE WHEN o.xmax <> 0 THEN o.request END,", 1)
 
-// openStatuses is the SQL list of non-final statuses; it must match ops.OpenStatuses and
-// the predicate of operations_open_intent_idx.
-const openStatuses = `('received', 'in_progress', 'unknown', 'expired')`
-
 func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 	var o ops.Operation
 	var kind, status, phase string
