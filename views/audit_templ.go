@@ -92,7 +92,7 @@ func Audit(m AuditPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = selectBox("action", m.Actions).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectBox("action", "filter-action", m.Actions).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

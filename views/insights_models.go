@@ -11,9 +11,9 @@ import (
 type InsightsPage struct {
 	Viewer  Viewer
 	Filter  InsightsFilter
-	Ranges  []ReconOption
-	Tenants []ReconOption
-	Kinds   []ReconOption
+	Ranges  []Option
+	Tenants []Option
+	Kinds   []Option
 	// Freshness says up to when the rollups are counted; Stale marks it as late.
 	Freshness string
 	Stale     bool

@@ -13,7 +13,7 @@ func insightsPage() views.InsightsPage {
 	return views.InsightsPage{
 		Viewer:      views.Viewer{Email: "boss@demo.settle", Role: "manager"},
 		Filter:      views.InsightsFilter{Range: "7d", Provider: "stripe"},
-		Ranges:      []views.ReconOption{{Value: "24h", Label: "Last 24 hours"}, {Value: "7d", Label: "Last 7 days", Selected: true}},
+		Ranges:      []views.Option{{Value: "24h", Label: "Last 24 hours"}, {Value: "7d", Label: "Last 7 days", Selected: true}},
 		Freshness:   "Counted up to 2026-03-02 09:00:00 UTC (3s ago).",
 		BucketLabel: "hour",
 		Charts: []views.Chart{

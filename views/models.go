@@ -112,13 +112,6 @@ type QueueFilter struct {
 	Awaiting bool
 }
 
-// Option is one choice of a select box.
-type Option struct {
-	Value    string
-	Label    string
-	Selected bool
-}
-
 // QueueRow is one operation as the queue table shows it, already formatted.
 type QueueRow struct {
 	ID       string

@@ -1,22 +1,15 @@
 package views
 
-// ReconOption is one choice of a select box on the reconciliation pages.
-type ReconOption struct {
-	Value    string
-	Label    string
-	Selected bool
-}
-
 // ReconcilePage is the per-window table: what came in, what was sent, what the provider
 // billed, per window, tenant, kind and provider.
 type ReconcilePage struct {
 	Viewer  Viewer
 	Saved   SavedViewsBar
 	Filter  ReconcileFilter
-	Ranges  []ReconOption
-	Buckets []ReconOption
-	Tenants []ReconOption
-	Kinds   []ReconOption
+	Ranges  []Option
+	Buckets []Option
+	Tenants []Option
+	Kinds   []Option
 	// Headers name the measure columns, in the order of each row's Cells.
 	Headers []string
 	Rows    []ReconcileRow
@@ -113,8 +106,8 @@ type ExceptionsPage struct {
 	Saved      SavedViewsBar
 	Tabs       []ExceptionTab
 	Filter     ExceptionsFilter
-	Kinds      []ReconOption
-	Severities []ReconOption
+	Kinds      []Option
+	Severities []Option
 	Rows       []ExceptionRow
 	NextURL    string
 }
@@ -170,7 +163,7 @@ type ExceptionPage struct {
 	CanAcknowledge bool
 	CanResolve     bool
 	CanReopen      bool
-	Severities     []ReconOption
+	Severities     []Option
 	// Error is a user-safe message from the last submitted form.
 	Error string
 }

@@ -315,7 +315,7 @@ func savedViews(b SavedViewsBar) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = selectBox("role", b.Roles).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = selectBox("role", "filter-role", b.Roles).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -114,7 +114,7 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	m := views.InsightsPage{Viewer: viewer(userFrom(ctx)), Filter: form, BucketLabel: spec.bucketLabel}
 	m.Freshness, m.Stale = freshness(fig.state, now)
 	for _, x := range insightsRanges {
-		m.Ranges = append(m.Ranges, views.ReconOption{Value: x.value, Label: x.label, Selected: x.value == form.Range})
+		m.Ranges = append(m.Ranges, views.Option{Value: x.value, Label: x.label, Selected: x.value == form.Range})
 	}
 	m.Tenants, m.Kinds = tenantOptions(tenants, form.Tenant), kindOptions(form.Kind)
 	m.Charts = insightCharts(f, spec.format, fig.rows, fig.backlog)

@@ -166,19 +166,19 @@ func checkGroupFilter(tenants []*ops.Tenant, tenant string, kind ops.Kind, provi
 }
 
 // tenantOptions are a report's choices of tenant: all, or one by name.
-func tenantOptions(tenants []*ops.Tenant, selected string) []views.ReconOption {
-	out := []views.ReconOption{{Value: "", Label: "All tenants"}}
+func tenantOptions(tenants []*ops.Tenant, selected string) []views.Option {
+	out := []views.Option{{Value: "", Label: "All tenants"}}
 	for _, t := range tenants {
-		out = append(out, views.ReconOption{Value: t.Name, Label: t.Name, Selected: t.Name == selected})
+		out = append(out, views.Option{Value: t.Name, Label: t.Name, Selected: t.Name == selected})
 	}
 	return out
 }
 
 // kindOptions are a report's choices of operation kind: any, or one.
-func kindOptions(selected string) []views.ReconOption {
-	out := []views.ReconOption{{Value: "", Label: "Any kind"}}
+func kindOptions(selected string) []views.Option {
+	out := []views.Option{{Value: "", Label: "Any kind"}}
 	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
-		out = append(out, views.ReconOption{Value: string(k), Label: string(k), Selected: string(k) == selected})
+		out = append(out, views.Option{Value: string(k), Label: string(k), Selected: string(k) == selected})
 	}
 	return out
 }
@@ -225,9 +225,9 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 		Paging: paging, Saved: saved}
 	m.Freshness, m.Stale = freshness(state, s.Clock.Now())
 	for _, rg := range reconRanges {
-		m.Ranges = append(m.Ranges, views.ReconOption{Value: rg.value, Label: rg.label, Selected: rg.value == q.form.Range})
+		m.Ranges = append(m.Ranges, views.Option{Value: rg.value, Label: rg.label, Selected: rg.value == q.form.Range})
 	}
-	m.Buckets = []views.ReconOption{{Value: "hour", Label: "hour", Selected: q.form.Bucket == "hour"},
+	m.Buckets = []views.Option{{Value: "hour", Label: "hour", Selected: q.form.Bucket == "hour"},
 		{Value: "day", Label: "day", Selected: q.form.Bucket == "day"}}
 	m.Tenants, m.Kinds = tenantOptions(q.tenants, q.form.Tenant), kindOptions(q.form.Kind)
 	for _, c := range reconColumns {

@@ -73,13 +73,13 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 		m.Tabs = append(m.Tabs, views.ExceptionTab{Status: string(t.status), Label: t.label, Count: strconv.FormatInt(counts[t.status], 10),
 			URL: "/reconcile/exceptions?" + v.Encode(), Active: t.status == f.Status})
 	}
-	m.Kinds = []views.ReconOption{{Value: "", Label: "Any kind"}}
+	m.Kinds = []views.Option{{Value: "", Label: "Any kind"}}
 	for _, k := range recon.ExceptionKinds {
-		m.Kinds = append(m.Kinds, views.ReconOption{Value: string(k), Label: exceptionKindLabels[k], Selected: string(k) == form.Kind})
+		m.Kinds = append(m.Kinds, views.Option{Value: string(k), Label: exceptionKindLabels[k], Selected: string(k) == form.Kind})
 	}
-	m.Severities = []views.ReconOption{{Value: "", Label: "Any severity"}}
+	m.Severities = []views.Option{{Value: "", Label: "Any severity"}}
 	for _, sv := range recon.Severities {
-		m.Severities = append(m.Severities, views.ReconOption{Value: string(sv), Label: string(sv), Selected: string(sv) == form.Severity})
+		m.Severities = append(m.Severities, views.Option{Value: string(sv), Label: string(sv), Selected: string(sv) == form.Severity})
 	}
 	for _, e := range list {
 		m.Rows = append(m.Rows, exceptionRow(e, names))
@@ -171,7 +171,7 @@ func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int6
 		Note: e.Note, OperationID: e.OperationID, Error: msg,
 		CanAcknowledge: e.Status == recon.ExceptionOpen, CanResolve: e.Status != recon.ExceptionResolved, CanReopen: e.Status == recon.ExceptionResolved}
 	for _, sv := range recon.Severities {
-		m.Severities = append(m.Severities, views.ReconOption{Value: string(sv), Label: string(sv), Selected: sv == e.Severity})
+		m.Severities = append(m.Severities, views.Option{Value: string(sv), Label: string(sv), Selected: sv == e.Severity})
 	}
 	if e.Kind == recon.ExceptionUsageMismatch {
 		m.Theirs, m.Compare = usageCompare(e)
