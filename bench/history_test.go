@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
@@ -133,7 +134,7 @@ func historyMeasures(b *testing.B, db *pg.DB, size string) {
 		to := now.Truncate(bucket).Add(bucket)
 		return recon.MetricsFilter{Window: recon.Window{From: to.Add(-span), To: to}, Bucket: bucket}
 	}
-	ledger := ops.NewLedger(db, ops.SystemClock{})
+	ledger := testworld.RegisterKinds(ops.NewLedger(db, ops.SystemClock{}))
 	tid := tenant(b, db.Pool)
 	measures := []struct {
 		name string

@@ -17,6 +17,7 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
@@ -178,6 +179,7 @@ func insightsServer(b *testing.B, db *pg.DB, clock ops.Clock) (*httptest.Server,
 	s := &web.Server{Accounts: db, Queues: db, DB: db, Clock: clock, Logger: slog.New(slog.DiscardHandler),
 		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false), Registry: prometheus.NewRegistry()}
 	s.Recon, s.Insights = db, db
+	s.Kinds = testworld.RegisterKinds(ops.NewLedger(db, clock))
 	ts := httptest.NewServer(s.Handler())
 	email := "manager-" + runID() + "@bench.settle"
 	if _, err := db.CreateUser(ctx, email, "bench password 123", desk.RoleManager); err != nil {

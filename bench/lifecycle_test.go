@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 )
@@ -173,7 +174,7 @@ func benchSettle(b *testing.B, variant string, flushers int, params string) {
 		b.Fatal(err)
 	}
 	db.SetGroupCommit(flushers)
-	ledger := ops.NewLedger(db, ops.SystemClock{})
+	ledger := testworld.RegisterKinds(ops.NewLedger(db, ops.SystemClock{}))
 	tid := tenant(b, db.Pool)
 	run := runID()
 

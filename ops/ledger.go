@@ -20,15 +20,16 @@ type Ledger struct {
 	store  Store
 	Clock  Clock
 	Limits Limits
-	// Policies are the policies an operation of each kind is opened with when its Intent
-	// carries none.
-	Policies map[Kind]Policy
-	Logger   *slog.Logger
+	Logger *slog.Logger
+
+	// specs are the registered kinds in their order, kinds their index by kind.
+	specs []KindSpec
+	kinds map[Kind]int
 }
 
-// NewLedger returns a ledger with the default limits and policies.
+// NewLedger returns a ledger with the default limits and no kind registered yet.
 func NewLedger(s Store, c Clock) *Ledger {
-	return &Ledger{store: s, Clock: c, Limits: DefaultLimits, Policies: DefaultPolicies}
+	return &Ledger{store: s, Clock: c, Limits: DefaultLimits}
 }
 
 // ReasonSuperseded is the reason of the ECONFLICT Open answers when a newer operation of the
@@ -42,12 +43,17 @@ func (l *Ledger) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// policy is the policy for kind: the caller's own when it has one.
-func (l *Ledger) policy(k Kind, own *Policy) Policy {
-	if own != nil {
-		return *own
+// policy is the policy a new operation of in is opened with: the caller's own, else its
+// registered kind's. A kind nobody registered has none to fall back on: guessing one could
+// resend what must not be, or close as failed what needs a lookup first.
+func (l *Ledger) policy(in Intent) (Policy, error) {
+	if in.Policy != nil {
+		return *in.Policy, nil
 	}
-	return l.Policies[k]
+	if i, ok := l.kinds[in.Kind]; ok {
+		return l.specs[i].Policy, nil
+	}
+	return Policy{}, Errorf(EINVALID, "Operations of kind %s are not registered with this ledger, and the intent names no policy.", in.Kind)
 }
 
 // Get returns one operation or an ENOTFOUND error.
@@ -117,9 +123,9 @@ type Intent struct {
 	// Check, when set, is asked before a new operation is opened (a refund must fit in
 	// what is left of its payment); its error refuses the request.
 	Check func(ctx context.Context) error
-	// Policy is the policy a new operation is opened with (a tenant's own); nil takes the
-	// ledger's for the kind. It is stored on the operation, and everything that later sends,
-	// reaps or closes it reads it from there, whatever the caller then asks.
+	// Policy is the policy a new operation is opened with (a tenant's own); nil takes its
+	// kind's as registered with the ledger. It is stored on the operation, and everything
+	// that later sends, reaps or closes it reads it from there, whatever the caller then asks.
 	Policy *Policy
 	// Holds is the operation the caller already belongs to (a job that opened or joined it
 	// on an earlier pass): meeting it again records no new client request.
@@ -164,13 +170,17 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 	if err := in.validate(); err != nil {
 		return Opened{}, err
 	}
+	pol, err := l.policy(in)
+	if err != nil {
+		return Opened{}, err
+	}
 	now := l.Clock.Now()
 	op := &Operation{
 		ID: NewOperationID(), TenantID: in.TenantID, Kind: in.Kind, Provider: in.Provider,
 		IntentKey: in.IntentKey, ProviderKey: NewProviderKey(), Fingerprint: in.Fingerprint,
 		OrderRef: in.OrderRef, CustomerRef: in.CustomerRef, ChatRef: in.ChatRef, PaymentRef: in.PaymentRef,
 		AmountCents: in.AmountCents, Currency: in.Currency, Request: in.Request, Retention: in.Retention,
-		Policy: l.policy(in.Kind, in.Policy),
+		Policy: pol,
 	}
 	p := OpenParams{Op: op, RequestRef: requestRef, Now: now, Actor: owner, Latest: in.Latest}
 	if owner != "" {

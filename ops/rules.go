@@ -238,7 +238,8 @@ func KeyInUseWait(n int, retryAfter time.Duration, lim Limits) time.Duration {
 	return max(d, retryAfter)
 }
 
-// Policy says how an operation kind treats an attempt whose outcome is uncertain.
+// Policy says how an operation treats an attempt whose outcome is uncertain. Each kind
+// registers its default (KindSpec.Policy); an operation carries the one it was opened with.
 type Policy struct {
 	// RetryUncertain lets a timed-out attempt be sent again. True where the provider takes an
 	// idempotency key (Stripe) or where a possible duplicate is accepted (interactive LLM
@@ -250,13 +251,6 @@ type Policy struct {
 	// HasLookup says the provider can be asked what became of an operation (Stripe lists
 	// refunds by payment), so a failed close after an uncertain attempt needs a lookup.
 	HasLookup bool
-}
-
-// DefaultPolicies are the policies per kind.
-var DefaultPolicies = map[Kind]Policy{
-	KindRefund:  {RetryUncertain: true, HasLookup: true},
-	KindLLMCall: {RetryUncertain: true, NoProviderKey: true},
-	KindLLMJob:  {RetryUncertain: false, NoProviderKey: true},
 }
 
 // NextStatus decides where an operation goes after an attempt ended with outcome. retry

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -70,7 +71,7 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	}
 	do(t, support, "open the follow-ups", clickLoad(byID("nav-followups")),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="followup"][data-settled="true"]`)))
-	want := desk.CustomerStatusOf(e.get(t, op.ID)).Sentence
+	want := refund.CustomerStatus(e.get(t, op.ID)).Sentence
 	sentence, err := chromedp.Run(support, chromedp.Value(byID("customer-sentence")))
 	if err != nil || sentence != want || !strings.Contains(sentence, "has been issued") {
 		t.Fatalf("sentence %q (%v), want %q", sentence, err, want)

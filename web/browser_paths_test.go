@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/recon"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -85,7 +86,7 @@ func TestBrowserPersonPaths(t *testing.T) {
 	support.click("open Support", byID("nav-support"), byID("support-search"))
 	support.search("search the order", "support-search", "5101", byID("support-result"))
 	sentence, err := chromedp.Run(support.ctx, chromedp.Value(byID("customer-sentence")))
-	if err != nil || sentence != desk.UnknownRefundSentence {
+	if err != nil || sentence != refund.UnknownSentence {
 		t.Fatalf("support found %q (%v)", sentence, err)
 	}
 	support.press("copy the sentence", byID("copy-sentence"), chromedp.CSS(`[data-testid="copy-sentence"][data-copied="true"]`))

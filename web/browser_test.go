@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/static"
 )
 
@@ -185,7 +186,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 		chromedp.WaitVisible(byID("support-result")),
 	)
 	sentence, err := chromedp.Run(support, chromedp.Value(byID("customer-sentence")))
-	if err != nil || sentence != desk.UnknownRefundSentence {
+	if err != nil || sentence != refund.UnknownSentence {
 		t.Fatalf("support sentence = %q (%v)", sentence, err)
 	}
 	if n := count(t, support, `[data-testid="close-button"], [data-testid="lookup-button"], form[action$="/close"]`); n != 0 {

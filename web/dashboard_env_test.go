@@ -63,7 +63,7 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 	clock := s.Clock.(*ops.ManualClock)
 	fk, base := tw.Stripe(fake.StripeOptions{WebhookSecret: hookSecret})
 	adapter := tw.StripeAdapter(base, stripe.Config{APIKey: "sk_test_dash", AttemptTimeout: 2 * time.Second, ReadsPerSecond: 200})
-	ledger := ops.NewLedger(db, clock)
+	ledger := tw.Ledger(clock)
 	refunds := &refund.Tool{Ledger: ledger, Store: db, Provider: adapter, Deadline: 3 * time.Second}
 	s.Operations = db
 	s.Refunds = refunds

@@ -129,7 +129,7 @@ func TestLookupClosesRefundedOperationWithRefundID(t *testing.T) {
 		t.Fatalf("detail = %d", code)
 	}
 	mustContain(t, body, op.ProviderKey, `data-testid="lookup-button"`, `data-testid="close-form"`, "Attempt 1", "timeout",
-		html.EscapeString(desk.UnknownRefundSentence), `data-testid="op-countdown"`, "23h 0m left")
+		html.EscapeString(refund.UnknownSentence), `data-testid="op-countdown"`, "23h 0m left")
 
 	resp := e.post(t, c, "/ops/"+op.ID+"/lookup", nil)
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ops/"+op.ID {
@@ -261,7 +261,7 @@ func TestSupportSeesSentenceButCannotClose(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("/support = %d", code)
 	}
-	mustContain(t, body, `data-testid="support-result"`, html.EscapeString(desk.UnknownRefundSentence), `data-testid="copy-sentence"`, "38.00 USD")
+	mustContain(t, body, `data-testid="support-result"`, html.EscapeString(refund.UnknownSentence), `data-testid="copy-sentence"`, "38.00 USD")
 	for _, leak := range []string{op.ProviderKey, "timeout", "worker-1", "close-form", "/lookup", "succeeded", "failed"} {
 		if strings.Contains(body, leak) {
 			t.Errorf("the support page shows %q", leak)

@@ -74,16 +74,16 @@ func (s *Server) handleFollowUps(w http.ResponseWriter, r *http.Request) {
 	v := viewer(u)
 	m := views.FollowUpsPage{Viewer: v, Flash: s.popFlash(ctx).view()}
 	for _, f := range list {
-		m.Items = append(m.Items, followUpItem(f, v.CanAct()))
+		m.Items = append(m.Items, followUpItem(s.kind(f.Op.Kind), f, v.CanAct()))
 	}
 	s.render(w, r, http.StatusOK, views.FollowUps(m))
 }
 
-func followUpItem(f desk.FollowUp, canAct bool) views.FollowUpItem {
+func followUpItem(spec ops.KindSpec, f desk.FollowUp, canAct bool) views.FollowUpItem {
 	op := f.Op
-	res := supportResult(op, canAct)
+	res := supportResult(spec, op, canAct)
 	it := views.FollowUpItem{ID: strconv.FormatInt(f.ID, 10), OpID: op.ID, What: res.What, Order: res.Order, Amount: res.Amount,
-		DetailURL: res.DetailURL, Customer: customerLine(op), Followed: formatTime(f.CreatedAt), Settled: f.Settled(),
+		DetailURL: res.DetailURL, Customer: customerLine(spec, op), Followed: formatTime(f.CreatedAt), Settled: f.Settled(),
 		Unread: f.Settled() && f.ReadAt == nil}
 	if f.SettledAt != nil {
 		it.SettledAt = formatTime(*f.SettledAt)

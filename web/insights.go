@@ -116,12 +116,12 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	for _, x := range insightsRanges {
 		m.Ranges = append(m.Ranges, views.Option{Value: x.value, Label: x.label, Selected: x.value == form.Range})
 	}
-	m.Tenants, m.Kinds = tenantOptions(tenants, form.Tenant), kindOptions(form.Kind)
-	m.Charts = insightCharts(f, spec.format, fig.rows, fig.backlog)
+	m.Tenants, m.Kinds = tenantOptions(tenants, form.Tenant), kindOptions(s.kinds(), form.Kind)
+	m.Charts = insightCharts(f, spec.format, fig.rows, fig.backlog, s.kind)
 	prevF := f
 	prevF.Window = fig.previous
-	compareCharts(m.Charts, period{sumInsights(f, spec.format, fig.rows), lastSnapshot(fig.backlog, f.Window)},
-		period{sumInsights(prevF, spec.format, fig.prevRows), lastSnapshot(fig.backlog, fig.previous)}, spec.previous)
+	compareCharts(m.Charts, period{sumInsights(f, spec.format, fig.rows, s.kind), lastSnapshot(fig.backlog, f.Window)},
+		period{sumInsights(prevF, spec.format, fig.prevRows, s.kind), lastSnapshot(fig.backlog, fig.previous)}, spec.previous)
 	bandCharts(m.Charts, alerts.Firings(fig.transitions, f.From, f.To), f.Window, f.Bucket,
 		map[string]string{"tenant": form.Tenant, "kind": form.Kind, "provider": form.Provider})
 	s.render(w, r, http.StatusOK, views.Insights(m))
@@ -176,9 +176,9 @@ func freshness(st recon.RollupState, now time.Time) (string, bool) {
 }
 
 // insightCharts turns the rollup rows (per bucket and group) and the backlog snapshots into
-// the page's charts, one point per bucket of the window.
-func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow, backlog []recon.BacklogPoint) []views.Chart {
-	in := sumInsights(f, format, rows)
+// the page's charts, one point per bucket of the window; kind describes the rows' kinds.
+func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow, backlog []recon.BacklogPoint, kind func(ops.Kind) ops.KindSpec) []views.Chart {
+	in := sumInsights(f, format, rows, kind)
 	charts := in.rateCharts()
 	charts = append(charts, backlogCharts(in.buckets, in.labels, in.index, backlog)...)
 	return append(charts, in.moneyCharts()...)
@@ -213,10 +213,11 @@ const (
 	familyLLM
 )
 
-// familyOf is the family of an operation kind; rows with no operation (orphan charges,
-// refused requests) count with refunds.
-func familyOf(k ops.Kind) moneyFamily {
-	if k == ops.KindLLMCall || k == ops.KindLLMJob {
+// familyOf is the family of an operation kind: generations at an LLM provider count with
+// the LLM; the rest, and rows with no operation (orphan charges, refused requests), with
+// refunds.
+func familyOf(spec ops.KindSpec) moneyFamily {
+	if spec.Generation {
 		return familyLLM
 	}
 	return familyRefunds
@@ -229,7 +230,7 @@ var (
 )
 
 // sumInsights adds up rows per bucket of f's window, labelling each bucket with format.
-func sumInsights(f recon.MetricsFilter, format string, rows []recon.MetricsRow) *insightSums {
+func sumInsights(f recon.MetricsFilter, format string, rows []recon.MetricsRow, kind func(ops.Kind) ops.KindSpec) *insightSums {
 	in := &insightSums{index: map[time.Time]int{}, saved: map[moneyKey][]float64{}, lost: map[moneyKey][]float64{},
 		savedTotal: map[moneyKey]int64{}, lostTotal: map[moneyKey]int64{},
 		total: recon.MetricsRow{Saved: recon.Money{}, Lost: recon.Money{}}}
@@ -249,7 +250,7 @@ func sumInsights(f recon.MetricsFilter, format string, rows []recon.MetricsRow) 
 			continue
 		}
 		addMetrics(&in.sums[i], r)
-		f := familyOf(r.Kind)
+		f := familyOf(kind(r.Kind))
 		for c, v := range r.Saved {
 			k := moneyKey{f, c}
 			saved, _ := in.money(k)

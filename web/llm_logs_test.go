@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/reqlog"
@@ -92,7 +91,7 @@ func TestLLMLogLinesJoinTheLedger(t *testing.T) {
 	}
 	// The dashboard, served by another process on the same database.
 	dash := w.world.Server(w.clock)
-	dash.DashboardDeps = web.DashboardDeps{Desk: &desk.Desk{Ledger: ops.NewLedger(w.db, w.clock), Events: w.db, Audit: w.db},
+	dash.DashboardDeps = web.DashboardDeps{Desk: &desk.Desk{Ledger: w.world.Ledger(w.clock), Events: w.db, Audit: w.db},
 		Timelines: w.db}
 	e := start(t, w.world, dash.Handler())
 	e.user(t, "oncall@example.com", desk.RoleOncall)

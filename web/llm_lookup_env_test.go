@@ -44,7 +44,7 @@ func newLookupWorld(t *testing.T, o lookupSetup) *lookupWorld {
 		o.attemptTimeout = 300 * time.Millisecond
 	}
 	up := tw.Upstream(w.base, upstream.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout}).(*upstream.Client)
-	ledger := ops.NewLedger(db, clock)
+	ledger := tw.Ledger(clock)
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
 	gw, err := llm.New(llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
 		TenantModes: map[string]llm.Mode{"pipeline": llm.Batch}, Stored: up, Reconciled: o.reconciled})

@@ -82,7 +82,7 @@ func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gatewa
 	if o.lease > 0 {
 		clock = ops.SystemClock{}
 	}
-	ledger := ops.NewLedger(w.db, clock)
+	ledger := w.world.Ledger(clock)
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
 	if o.lease > 0 {
 		ledger.Limits.Lease = o.lease
@@ -778,7 +778,7 @@ func TestLLMPersonsFailedKeepsTheKey(t *testing.T) {
 	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Calls: []int{1}, Delay: 3 * time.Second})
 	wantProblem(t, w.post(t, "pipeline", "doc-7", chatBody("classify document 7", 0, false)), http.StatusGatewayTimeout, llm.ReasonTimeout)
 	op := w.op(t, "doc-7")
-	d := &desk.Desk{Ledger: ops.NewLedger(w.db, w.clock)}
+	d := &desk.Desk{Ledger: w.world.Ledger(w.clock)}
 	if _, err := d.CloseManually(context.Background(), desk.ManualClose{ID: op.ID, Version: op.Version, To: ops.StatusFailed,
 		Note: "Provider's usage shows nothing I can match.", Actor: "oncall@example.com"}); err != nil {
 		t.Fatal(err)

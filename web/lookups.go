@@ -72,7 +72,7 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 	}
 	op := out.Op
 	f := flashMsg{Kind: "ok", Message: fmt.Sprintf("Closed as %s.", op.Status)}
-	if op.Status == ops.StatusSucceeded && (op.Kind == ops.KindLLMCall || op.Kind == ops.KindLLMJob) {
+	if op.Status == ops.StatusSucceeded && s.kind(op.Kind).Generation {
 		if len(op.Result) > 0 {
 			f.Message += " Settle fetched the completion's answer from the provider, so the client's retry replays it."
 		} else {

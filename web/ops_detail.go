@@ -48,9 +48,10 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Clock.Now()
 	v := viewer(userFrom(ctx))
-	m := views.OpDetailPage{Viewer: v, Op: opSummary(op, tenantName(tenants, op.TenantID), now, v.CanAct()),
-		Customer: s.followable(customerLine(op), op, r.URL.RequestURI()), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
-		Actions: opActions(ctx, op, tl.Attempts, now, s.Desk)}
+	spec := s.kind(op.Kind)
+	m := views.OpDetailPage{Viewer: v, Op: opSummary(spec, op, tenantName(tenants, op.TenantID), now, v.CanAct()),
+		Customer: s.followable(customerLine(spec, op), op, r.URL.RequestURI()), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
+		Actions: opActions(ctx, spec, op, tl.Attempts, now, s.Desk)}
 	if s.Desk != nil {
 		pr, err := s.Desk.Proposal(ctx, op.ID)
 		if err != nil {
@@ -60,7 +61,7 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 		m.Proposal = proposalView(pr, op, v, userFrom(ctx).ID, now)
 		m.Actions.Awaiting = m.Proposal != nil && m.Proposal.Awaiting
 	}
-	if op.Kind == ops.KindLLMJob {
+	if spec.Jobs {
 		m.Jobs = s.opJobs(r, op, tenants)
 	}
 	if f := s.popFlash(ctx); f.Outcome != "" && f.OpID == op.ID {
@@ -80,9 +81,10 @@ func tenantName(ts []*ops.Tenant, id int64) string {
 	return strconv.FormatInt(id, 10)
 }
 
-func opSummary(op *ops.Operation, tenant string, now time.Time, showKey bool) views.OpSummary {
+func opSummary(spec ops.KindSpec, op *ops.Operation, tenant string, now time.Time, showKey bool) views.OpSummary {
 	sum := opFacts(op, tenant, showKey)
-	sum.KeyProtects, sum.RecordHint = keyProtects(op), desk.RecordHint(op.Kind)
+	sum.LLM = spec.Generation
+	sum.KeyProtects, sum.RecordHint = keyProtects(spec, op), spec.RecordHint
 	if op.RetryUntil != nil {
 		sum.RetryUntil, sum.RetryUntilISO = formatTime(*op.RetryUntil), op.RetryUntil.UTC().Format(time.RFC3339)
 		sum.NowISO = now.UTC().Format(time.RFC3339)
@@ -97,15 +99,12 @@ func opSummary(op *ops.Operation, tenant string, now time.Time, showKey bool) vi
 }
 
 // keyProtects says what the operation's keys protect at its provider, no more (ops rule
-// 12): Stripe keeps the provider key, so a resend within its retention replays; an LLM
-// provider takes no key at all, so only Settle's replay of the client's key protects an
-// llm_call, and a job's dedup key its computation.
-func keyProtects(op *ops.Operation) string {
-	switch op.Kind {
-	case ops.KindLLMCall:
-		return fmt.Sprintf("%s takes no idempotency key: a resend of this call may be billed twice, so Settle never treats one as safe. What protects the client is Settle's own replay: its Idempotency-Key answers from this operation until the time below.", op.Provider)
-	case ops.KindLLMJob:
-		return fmt.Sprintf("%s takes no idempotency key: a resend of this generation may be billed twice. What protects it is the job's dedup key: every job of the same input is answered from this one generation, for good.", op.Provider)
+// 12): Stripe keeps the provider key, so a resend within its retention replays; a provider
+// that takes no key at all has its kind say what protects it instead (for an llm_call,
+// Settle's replay of the client's key; for a job, its dedup key).
+func keyProtects(spec ops.KindSpec, op *ops.Operation) string {
+	if spec.KeyNote != "" {
+		return fmt.Sprintf(spec.KeyNote, op.Provider)
 	}
 	if op.Retention <= 0 {
 		return fmt.Sprintf("%s keeps no idempotency keys for this operation.", op.Provider)
@@ -120,7 +119,7 @@ func opFacts(op *ops.Operation, tenant string, showKey bool) views.OpSummary {
 		Status: string(op.Status), Phase: string(op.Phase), Order: op.OrderRef, Customer: op.CustomerRef, Chat: op.ChatRef,
 		Payment: op.PaymentRef, Attempts: strconv.Itoa(op.Attempts), Created: formatTime(op.CreatedAt),
 		Updated: formatTime(op.UpdatedAt), ProviderRef: op.ProviderRef, ClosedBy: op.ClosedBy,
-		Final: op.Status.Final(), Retention: "none", LLM: op.Kind == ops.KindLLMCall || op.Kind == ops.KindLLMJob,
+		Final: op.Status.Final(), Retention: "none",
 	}
 	if op.AmountCents != 0 || op.Currency != "" {
 		sum.Amount = ops.FormatMoney(op.AmountCents, op.Currency)
@@ -140,13 +139,13 @@ func opFacts(op *ops.Operation, tenant string, showKey bool) views.OpSummary {
 	return sum
 }
 
-func customerLine(op *ops.Operation) views.CustomerLine {
-	c := desk.CustomerStatusOf(op)
+func customerLine(spec ops.KindSpec, op *ops.Operation) views.CustomerLine {
+	c := spec.CustomerStatus(op)
 	return views.CustomerLine{Headline: c.Headline, Sentence: c.Sentence, Known: c.Known}
 }
 
 // opActions decides what the page offers; every action checks the same again on the server.
-func opActions(ctx context.Context, op *ops.Operation, attempts []ops.Attempt, now time.Time, d Desk) views.OpActions {
+func opActions(ctx context.Context, spec ops.KindSpec, op *ops.Operation, attempts []ops.Attempt, now time.Time, d Desk) views.OpActions {
 	a := views.OpActions{Version: strconv.FormatInt(op.Version, 10)}
 	switch {
 	case op.Status.Final():
@@ -172,7 +171,7 @@ func opActions(ctx context.Context, op *ops.Operation, attempts []ops.Attempt, n
 	if !ok {
 		a.LookupNote = "Lookups are unavailable for it: " + why + " It needs a person, who checks the provider's records and closes it by hand."
 	}
-	if op.Kind == ops.KindRefund {
+	if spec.NotExecuted {
 		if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
 			a.NotExecutedWhy = "Close as not executed: " + ops.ErrorMessage(err)
 		} else {

@@ -98,7 +98,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 	for _, o := range queueRefreshes {
 		m.Refresh.Options = append(m.Refresh.Options, views.Option{Value: o.value, Label: o.label, Selected: o.value == strconv.Itoa(refresh)})
 	}
-	names := queueOptions(&m, tenants, form)
+	names := queueOptions(&m, tenants, s.kinds(), form)
 	m.Tabs = queueTabsOf(q, f, counts)
 	awaiting, err := s.awaiting(ctx, page.Ops)
 	if err != nil {
@@ -120,7 +120,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 }
 
 // queueOptions fills the filter's select boxes and returns the tenants' names by id.
-func queueOptions(m *views.QueuePage, tenants []*ops.Tenant, form views.QueueFilter) map[int64]string {
+func queueOptions(m *views.QueuePage, tenants []*ops.Tenant, kinds []ops.KindSpec, form views.QueueFilter) map[int64]string {
 	names := make(map[int64]string, len(tenants))
 	m.Tenants = []views.Option{{Value: "", Label: "All tenants"}}
 	for _, t := range tenants {
@@ -128,8 +128,8 @@ func queueOptions(m *views.QueuePage, tenants []*ops.Tenant, form views.QueueFil
 		m.Tenants = append(m.Tenants, views.Option{Value: t.Name, Label: t.Name, Selected: t.Name == form.Tenant})
 	}
 	m.Kinds = []views.Option{{Value: "", Label: "Any kind"}}
-	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
-		m.Kinds = append(m.Kinds, views.Option{Value: string(k), Label: string(k), Selected: string(k) == form.Kind})
+	for _, k := range kinds {
+		m.Kinds = append(m.Kinds, views.Option{Value: string(k.Kind), Label: string(k.Kind), Selected: string(k.Kind) == form.Kind})
 	}
 	for _, a := range queueAges {
 		m.Ages = append(m.Ages, views.Option{Value: a.value, Label: a.label, Selected: a.value == form.Age})

@@ -174,11 +174,11 @@ func tenantOptions(tenants []*ops.Tenant, selected string) []views.Option {
 	return out
 }
 
-// kindOptions are a report's choices of operation kind: any, or one.
-func kindOptions(selected string) []views.Option {
+// kindOptions are a report's choices of operation kind: any, or one of kinds.
+func kindOptions(kinds []ops.KindSpec, selected string) []views.Option {
 	out := []views.Option{{Value: "", Label: "Any kind"}}
-	for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob} {
-		out = append(out, views.Option{Value: string(k), Label: string(k), Selected: string(k) == selected})
+	for _, k := range kinds {
+		out = append(out, views.Option{Value: string(k.Kind), Label: string(k.Kind), Selected: string(k.Kind) == selected})
 	}
 	return out
 }
@@ -229,7 +229,7 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	m.Buckets = []views.Option{{Value: "hour", Label: "hour", Selected: q.form.Bucket == "hour"},
 		{Value: "day", Label: "day", Selected: q.form.Bucket == "day"}}
-	m.Tenants, m.Kinds = tenantOptions(q.tenants, q.form.Tenant), kindOptions(q.form.Kind)
+	m.Tenants, m.Kinds = tenantOptions(q.tenants, q.form.Tenant), kindOptions(s.kinds(), q.form.Kind)
 	for _, c := range reconColumns {
 		m.Headers = append(m.Headers, c.header)
 	}

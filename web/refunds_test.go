@@ -15,7 +15,6 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/refund"
@@ -308,7 +307,7 @@ func TestRefundPendingIsNotRefunded(t *testing.T) {
 	}
 	opID := out["operation_id"].(string)
 	op, _ := e.db.Get(context.Background(), opID)
-	if c := desk.CustomerStatusOf(op); !strings.Contains(c.Sentence, "on its way") || strings.Contains(c.Sentence, "has been issued") {
+	if c := refund.CustomerStatus(op); !strings.Contains(c.Sentence, "on its way") || strings.Contains(c.Sentence, "has been issued") {
 		t.Fatalf("support is told %q while the refund is pending", c.Sentence)
 	}
 	if err := e.fake.SetRefundStatus(out["refund_id"].(string), "failed", "declined"); err != nil {
@@ -328,7 +327,7 @@ func TestRefundPendingIsNotRefunded(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = 'fail_after_success'`, opID); n != 1 {
 		t.Fatalf("the change is audited %d times, want once", n)
 	}
-	if c := desk.CustomerStatusOf(op); !strings.Contains(c.Sentence, "did not go through") {
+	if c := refund.CustomerStatus(op); !strings.Contains(c.Sentence, "did not go through") {
 		t.Fatalf("support is told %q after the refund failed", c.Sentence)
 	}
 	// The alert's signal counts the open exception.

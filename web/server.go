@@ -48,6 +48,7 @@ type Server struct {
 	StreamWriteTimeout time.Duration
 
 	// Each area of the product declares its own dependencies in its own file.
+	KindDeps
 	LoginDeps
 	SSODeps
 	MetricsDeps

@@ -39,7 +39,7 @@ func (s *Server) handleSupport(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, op := range list {
-			res := supportResult(op, v.CanAct())
+			res := supportResult(s.kind(op.Kind), op, v.CanAct())
 			res.Customer = s.followable(res.Customer, op, r.URL.RequestURI())
 			m.Results = append(m.Results, res)
 		}
@@ -76,16 +76,11 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-func supportResult(op *ops.Operation, canAct bool) views.SupportResult {
-	res := views.SupportResult{ID: op.ID, Order: op.OrderRef, Requested: formatTime(op.CreatedAt), Customer: customerLine(op)}
-	switch op.Kind {
-	case ops.KindRefund:
-		res.What = "Refund"
-		if op.AmountCents != 0 {
-			res.Amount = ops.FormatMoney(op.AmountCents, op.Currency)
-		}
-	default:
-		res.What = "AI request"
+func supportResult(spec ops.KindSpec, op *ops.Operation, canAct bool) views.SupportResult {
+	res := views.SupportResult{ID: op.ID, Order: op.OrderRef, Requested: formatTime(op.CreatedAt), Customer: customerLine(spec, op),
+		What: spec.Name}
+	if op.AmountCents != 0 {
+		res.Amount = ops.FormatMoney(op.AmountCents, op.Currency)
 	}
 	if canAct {
 		res.DetailURL = "/ops/" + url.PathEscape(op.ID)

@@ -130,6 +130,7 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 		llmFake: fl, llmBase: llmBase, clock: ops.NewManualClock(start), rnd: mrand.New(mrand.NewPCG(plan.Seed, 23)),
 		progress: progress, log: logger}
 	h.ledger = ops.NewLedger(db, h.clock)
+	registerKinds(h.ledger, false)
 	// Backoff moves the simulated clock instead of sleeping.
 	sleep := func(_ context.Context, d time.Duration) error { h.clock.Advance(d); return nil }
 	// The fake answers from memory on loopback: the read limits that keep a real account

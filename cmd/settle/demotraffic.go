@@ -193,7 +193,7 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 		return nil
 	}
 	ledger := ops.NewLedger(d.p.DB, ops.SystemClock{})
-	pol := ledger.Policies[ops.KindRefund]
+	pol := refund.Kind().Policy
 	pol.RetryUncertain = false
 	provider := d.p.Refunds.Provider
 	for _, order := range []string{"4520", "4521", "4522"} {

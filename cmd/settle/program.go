@@ -16,6 +16,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
@@ -161,12 +162,21 @@ func (p *Program) Run(ctx context.Context) error {
 	return p.serveMetrics(srv)
 }
 
+// registerKinds registers with l every kind of operation Settle handles, each described by
+// the package that opens it: its default policy, its lookup and its wording. The jobs'
+// default policy follows SETTLE_JOB_RETRY_UNCERTAIN.
+func registerKinds(l *ops.Ledger, jobsRetryUncertain bool) {
+	l.Register(refund.Kind(), llm.Kind(), jobs.Kind(jobsRetryUncertain))
+}
+
 // wireLedger builds the ledger, the refund tool when Stripe is configured, the LLM gateway
 // when a provider is, the dashboard's tools, and the background services: the reaper of
 // stalled and expired operations, the reconciler and the outbox relay.
 func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	cfg := p.Config
 	p.Ledger = ops.NewLedger(p.DB, p.Clock)
+	registerKinds(p.Ledger, cfg.Jobs.RetryUncertain)
+	srv.Kinds = p.Ledger
 	p.Ledger.Limits = operationLimits(p.Ledger.Limits, cfg.OperationLease)
 	senders := map[ops.Kind]ops.Sender{}
 	if cfg.Stripe.APIKey != "" {

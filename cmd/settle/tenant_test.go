@@ -107,6 +107,7 @@ func TestTenantStripeAccountWaitsForOpenRefunds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := ops.NewLedger(db, ops.SystemClock{})
+	registerKinds(ledger, false)
 	if _, err := ledger.Open(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "1|100|usd",
 		Fingerprint: "fp", OrderRef: "1", PaymentRef: "pi_1", AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour}, "req-1", "w1"); err != nil {
 		t.Fatal(err)

@@ -127,6 +127,8 @@ type seedRun struct {
 	clock   *ops.ManualClock
 	tenants []*ops.Tenant
 	modes   map[string]llm.Mode
+	// kinds is the registry of the kinds, as each process's ledger registers them.
+	kinds *ops.Ledger
 
 	stripe    *fake.Stripe
 	stripeSrv *httptest.Server
@@ -182,6 +184,8 @@ func (r *seedRun) counting(h http.Handler) http.Handler {
 func start(ctx context.Context, db *pg.DB, s *schedule, base time.Time) (*seedRun, error) {
 	r := &seedRun{s: s, db: db, clock: ops.NewManualClock(base), modes: map[string]llm.Mode{},
 		requests: map[string]int{}, jobKeys: map[int64]map[string]bool{}, refunded: map[string]bool{}}
+	r.kinds = ops.NewLedger(nil, r.clock)
+	registerKinds(r.kinds, s)
 	for _, ts := range s.Tenants {
 		t, err := db.EnsureTenant(ctx, ts.Name)
 		if err != nil {
@@ -242,7 +246,16 @@ func (r *seedRun) quiesce() error {
 	return nil
 }
 
-func (r *seedRun) ledger(p *proc) *ops.Ledger { return tune(ops.NewLedger(p, r.clock)) }
+func (r *seedRun) ledger(p *proc) *ops.Ledger {
+	l := tune(ops.NewLedger(p, r.clock))
+	registerKinds(l, r.s)
+	return l
+}
+
+// registerKinds registers every kind with l, the jobs' policy as the schedule drew it.
+func registerKinds(l *ops.Ledger, s *schedule) {
+	l.Register(refund.Kind(), llm.Kind(), jobs.Kind(s.JobRetry))
+}
 
 func (r *seedRun) gateway(l *ops.Ledger, up llm.Upstream) (*llm.Gateway, error) {
 	return llm.New(llm.Config{Ledger: l, Upstream: up, Prices: llm.DefaultPrices(), KeyTTL: retention, TenantModes: r.modes,

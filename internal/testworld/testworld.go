@@ -23,6 +23,7 @@ import (
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
 )
@@ -87,6 +88,18 @@ func (w *World) LLM(o fake.LLMOptions) (*fake.LLM, string) {
 	return f, base
 }
 
+// RegisterKinds registers with l every kind of operation, each as its own package describes
+// it and as serve registers them (the jobs' policy batch), and returns l.
+func RegisterKinds(l *ops.Ledger) *ops.Ledger {
+	l.Register(refund.Kind(), llm.Kind(), jobs.Kind(false))
+	return l
+}
+
+// Ledger is a ledger on the world's database, on clock, with every kind registered.
+func (w *World) Ledger(clock ops.Clock) *ops.Ledger {
+	return RegisterKinds(ops.NewLedger(w.DB, clock))
+}
+
 // Upstream is the OpenAI adapter, the gateway's and the workers', pointed at base.
 func (w *World) Upstream(base string, c openai.Config) llm.Upstream {
 	w.t.Helper()
@@ -110,8 +123,8 @@ func (w *World) Jobs() *jobs.Service {
 	return &jobs.Service{Store: w.DB, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
 }
 
-// Server is the web server on the world's database: accounts, queues, readiness and
-// sessions, on clock, logging nowhere. The test sets the areas it serves, then calls Serve.
+// Server is the web server on the world's database: accounts, queues, readiness, sessions
+// and the kinds of operation, on clock, logging nowhere. The test sets the areas it serves, then calls Serve.
 func (w *World) Server(clock ops.Clock) *web.Server {
 	// No session cleanup goroutine: it would outlive the test's database.
 	return &web.Server{
@@ -122,6 +135,7 @@ func (w *World) Server(clock ops.Clock) *web.Server {
 		Registry: prometheus.NewRegistry(),
 		// Refused sign-ins are audited as in production.
 		LoginDeps: web.LoginDeps{LoginAudit: w.DB},
+		KindDeps:  web.KindDeps{Kinds: w.Ledger(clock)},
 	}
 }
 

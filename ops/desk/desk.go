@@ -188,9 +188,9 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 	case op.Status.Final():
 		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(op).Message
 		return out, nil
-	case isLLM(op):
+	case d.Ledger.Kind(op.Kind).Lookup == ops.LookupStoredCompletions:
 		return d.lookupLLM(ctx, op, actor)
-	case op.Kind != ops.KindRefund:
+	case d.Ledger.Kind(op.Kind).Lookup != ops.LookupPaymentRecords:
 		out.Outcome, out.Message = LookupUnsupported, fmt.Sprintf("No lookup exists for %s operations.", op.Kind)
 		return out, nil
 	case d.Refunds == nil:
@@ -317,7 +317,7 @@ func (d *Desk) closeNotExecuted(ctx context.Context, op *ops.Operation, p NotExe
 	if op.Version != version && !op.Status.Final() {
 		return LookupOutcome{}, ops.Errorf(ops.ECONFLICT, "Operation %s changed since you looked; reload the page and check again.", op.ID)
 	}
-	if op.Kind != ops.KindRefund {
+	if !d.Ledger.Kind(op.Kind).NotExecuted {
 		return LookupOutcome{}, ops.Errorf(ops.EINVALID, "Only a refund can be closed as not executed: an LLM provider keeps no key whose retention could show it never ran. Look it up, or close it by hand with a note.")
 	}
 	if d.Refunds == nil {
@@ -409,7 +409,7 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 	if err != nil {
 		return CloseOutcome{}, err
 	}
-	hint := RecordHint(op.Kind)
+	hint := d.Ledger.Kind(op.Kind).RecordHint
 	p.ProviderRef = strings.TrimSpace(p.ProviderRef)
 	if p.To == ops.StatusSucceeded && p.ProviderRef == "" {
 		return CloseOutcome{}, ops.Errorf(ops.EINVALID, "Succeeded needs the provider's record: give its id (%s).", hint)
@@ -434,7 +434,7 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 func (d *Desk) closeManual(ctx context.Context, op *ops.Operation, p ManualClose, approval *ops.Approval) (*ops.Operation, error) {
 	note, ref := p.Note+approvedLine(approval), p.ProviderRef
 	var res *ops.Result
-	if p.To == ops.StatusSucceeded && isLLM(op) && !op.Status.Final() {
+	if p.To == ops.StatusSucceeded && d.Ledger.Kind(op.Kind).Generation && !op.Status.Final() {
 		var why string
 		var err error
 		if res, why, err = d.answerFor(ctx, op, ref); err != nil {

@@ -10,22 +10,13 @@ import (
 	"github.com/settle-dev/settle/ops/recon"
 )
 
-// isLLM reports whether op is a generation at an LLM provider (a gateway call or a job's).
-func isLLM(op *ops.Operation) bool { return op.Kind == ops.KindLLMCall || op.Kind == ops.KindLLMJob }
-
-// RecordHint names the provider record a person gives to close an operation of kind k as
-// succeeded: a refund id, a completion id.
-func RecordHint(k ops.Kind) string {
-	if k == ops.KindLLMCall || k == ops.KindLLMJob {
-		return "chatcmpl-..."
-	}
-	return "re_..."
-}
-
 // CanLookUp says whether a lookup at the provider exists for op, and if not, why.
 func (d *Desk) CanLookUp(ctx context.Context, op *ops.Operation) (bool, string) {
-	if op.Kind == ops.KindRefund {
+	switch d.Ledger.Kind(op.Kind).Lookup {
+	case ops.LookupPaymentRecords:
 		return true, ""
+	case ops.LookupNone:
+		return false, fmt.Sprintf("No lookup exists for %s operations.", op.Kind)
 	}
 	if why := d.Completions.Available(ctx, op); why != "" {
 		return false, why
@@ -81,7 +72,7 @@ func (d *Desk) describeLLM(out *LookupOutcome, applied ops.Applied, found int) {
 	case "closed":
 		out.Outcome = LookupClosed
 		next := "a retry with the client's key now replays it."
-		if applied.Op.Kind == ops.KindLLMJob {
+		if d.Ledger.Kind(applied.Op.Kind).Jobs {
 			next = "the job goes on from its generation."
 		}
 		switch {

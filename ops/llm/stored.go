@@ -144,7 +144,7 @@ func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
 // OptedOut reports whether the client of an llm_call asked the provider not to store it
 // (store: false), which Settle honours: no lookup can find such a call.
 func OptedOut(op *ops.Operation) bool {
-	if op.Kind != ops.KindLLMCall {
+	if !Kind().Of(op) {
 		return false
 	}
 	var s struct {
@@ -158,7 +158,7 @@ func OptedOut(op *ops.Operation) bool {
 // routeOf is the gateway route an llm_call was sent to; jobs and calls stored before the
 // gateway served other routes are chat completions.
 func routeOf(op *ops.Operation) string {
-	if op.Kind != ops.KindLLMCall {
+	if !Kind().Of(op) {
 		return chatRoute
 	}
 	var s struct {

@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/refund"
 )
 
@@ -31,15 +30,15 @@ const (
 
 var operationRe = regexp.MustCompile(operationPattern)
 
-// The customer sentences, one per answer, worded once for every path by the desk.
+// The customer sentences, one per answer, worded once for every path by the refund tool.
 var (
 	// CustomerChecking is the sentence while an outcome is unknown, as in the refund
 	// agent's timeout then try again.
-	CustomerChecking    = desk.RefundSentence(refund.Checking, "")
-	CustomerRefunded    = desk.RefundSentence(refund.Refunded, "")
-	CustomerUnconfirmed = desk.RefundSentence(refund.Unconfirmed, "")
-	CustomerFailed      = desk.RefundSentence(refund.Failed, "")
-	CustomerPending     = desk.RefundSentence(refund.Pending, "")
+	CustomerChecking    = refund.Sentence(refund.Checking, "")
+	CustomerRefunded    = refund.Sentence(refund.Refunded, "")
+	CustomerUnconfirmed = refund.Sentence(refund.Unconfirmed, "")
+	CustomerFailed      = refund.Sentence(refund.Failed, "")
+	CustomerPending     = refund.Sentence(refund.Pending, "")
 )
 
 // unknownNote is refund_status's note when Settle has no such refund for the caller.
@@ -220,7 +219,7 @@ func (t *Tools) findRefund(ctx context.Context, tenantID int64, a statusArgs) (*
 			return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_field", Message: "operation_id must be the operation_id of an issue_refund answer, a UUID such as 0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b."}
 		}
 		op, err := t.Status.Get(ctx, strings.ToLower(a.OperationID))
-		if err == nil && (op.TenantID != tenantID || op.Kind != ops.KindRefund) {
+		if err == nil && (op.TenantID != tenantID || !refund.Kind().Of(op)) {
 			// Another tenant's operation does not exist for this caller.
 			return nil, ops.Errorf(ops.ENOTFOUND, "No refund %s.", a.OperationID)
 		}

@@ -29,7 +29,7 @@ func TestHostileValuesAreEscapedInTheSlackMessage(t *testing.T) {
 	w.clock.Advance(time.Minute)
 	w.closeFound(t, op, "re_<!everyone>")
 	relay := &outbox.Relay{Store: pg.FollowUpOutbox{DB: w.db, Channel: "webhook"}, Clock: w.clock,
-		Publisher: &notify.Webhook{URL: hookURL, Operations: w.db}}
+		Publisher: &notify.Webhook{URL: hookURL, Operations: w.db, Kinds: w.ledger}}
 	if _, err := relay.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,7 @@ func ParseSMTPURL(raw string) (SMTP, error) {
 type Mail struct {
 	Server     SMTP
 	Operations Operations
+	Kinds      Kinds
 	Clock      ops.Clock
 	// RootCAs verifies the server's certificate for STARTTLS and smtps; nil: the system's.
 	RootCAs *x509.CertPool
@@ -86,7 +87,7 @@ var _ outbox.Publisher = (*Mail)(nil)
 
 // Publish sends e; a refusal or a broken connection is a failed delivery, tried again later.
 func (m *Mail) Publish(ctx context.Context, e outbox.Event) error {
-	msg, err := Compose(ctx, m.Operations, e)
+	msg, err := Compose(ctx, m.Operations, m.Kinds, e)
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/outbox"
 )
 
@@ -36,6 +35,12 @@ type Operations interface {
 	Get(ctx context.Context, id string) (*ops.Operation, error)
 }
 
+// Kinds says how each kind of operation is named and worded for the customer: the ledger,
+// with the kinds the program registered (ops.Ledger.Kind).
+type Kinds interface {
+	Kind(k ops.Kind) ops.KindSpec
+}
+
 // Message is one notification in words.
 type Message struct {
 	EventID string
@@ -43,7 +48,8 @@ type Message struct {
 	Subject string
 	// Headline is the outcome in plain words, as /support says it.
 	Headline string
-	// Sentence is what support sends the customer now: desk's one wording for the outcome.
+	// Sentence is what support sends the customer now: the kind's one wording for the
+	// outcome.
 	Sentence    string
 	OperationID string
 	// What names the operation: "Refund of 38.00 USD, order 4520".
@@ -54,9 +60,9 @@ type Message struct {
 }
 
 // Compose reads the event's payload and its operation and words the notification. The
-// sentence is the one /support and the operation's page show for the outcome
-// (desk.CustomerStatusOf), never a copy of it.
-func Compose(ctx context.Context, reader Operations, e outbox.Event) (Message, error) {
+// sentence is the one /support and the operation's page show for the outcome (its kind's
+// ops.KindSpec.CustomerStatus), never a copy of it.
+func Compose(ctx context.Context, reader Operations, kinds Kinds, e outbox.Event) (Message, error) {
 	var p Payload
 	if err := json.Unmarshal(e.Payload, &p); err != nil {
 		return Message{}, fmt.Errorf("read notification %s: %w", e.EventID, err)
@@ -65,9 +71,10 @@ func Compose(ctx context.Context, reader Operations, e outbox.Event) (Message, e
 	if err != nil {
 		return Message{}, fmt.Errorf("read operation %s: %w", p.OperationID, err)
 	}
-	c := desk.CustomerStatusOf(op)
+	spec := kinds.Kind(op.Kind)
+	c := spec.CustomerStatus(op)
 	m := Message{EventID: p.EventID, To: p.WatcherEmail, Headline: c.Headline, Sentence: c.Sentence,
-		OperationID: op.ID, What: Describe(op), ClosedBy: p.ClosedBy}
+		OperationID: op.ID, What: Describe(spec, op), ClosedBy: p.ClosedBy}
 	if m.EventID == "" {
 		m.EventID = e.EventID
 	}
@@ -83,14 +90,11 @@ func Compose(ctx context.Context, reader Operations, e outbox.Event) (Message, e
 	return m, nil
 }
 
-// Describe names an operation the way support asks about it.
-func Describe(op *ops.Operation) string {
-	what := "AI request"
-	if op.Kind == ops.KindRefund {
-		what = "Refund"
-		if op.AmountCents > 0 {
-			what += " of " + ops.FormatMoney(op.AmountCents, op.Currency)
-		}
+// Describe names an operation of the kind spec describes the way support asks about it.
+func Describe(spec ops.KindSpec, op *ops.Operation) string {
+	what := spec.Name
+	if op.AmountCents > 0 {
+		what += " of " + ops.FormatMoney(op.AmountCents, op.Currency)
 	}
 	if op.OrderRef != "" {
 		what += ", order " + op.OrderRef

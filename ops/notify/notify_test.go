@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/notify"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -35,6 +37,7 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{db: pgtest.New(t), clock: ops.NewManualClock(t0)}
 	w.ledger = ops.NewLedger(w.db, w.clock)
+	w.ledger.Register(refund.Kind(), llm.Kind(), jobs.Kind(false))
 	if err := w.db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&w.tenant); err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +93,9 @@ func (w *world) relays(hookURL string, box *mailbox) []*outbox.Relay {
 	for range 2 {
 		out = append(out,
 			&outbox.Relay{Store: pg.FollowUpOutbox{DB: w.db, Channel: "webhook"}, Clock: w.clock, Hold: 30 * time.Second,
-				Publisher: &notify.Webhook{URL: hookURL, Operations: w.db}},
+				Publisher: &notify.Webhook{URL: hookURL, Operations: w.db, Kinds: w.ledger}},
 			&outbox.Relay{Store: pg.FollowUpOutbox{DB: w.db, Channel: "email"}, Clock: w.clock, Hold: 30 * time.Second,
-				Publisher: &notify.Mail{Server: smtpConf, Operations: w.db, Clock: w.clock, RootCAs: box.roots}})
+				Publisher: &notify.Mail{Server: smtpConf, Operations: w.db, Kinds: w.ledger, Clock: w.clock, RootCAs: box.roots}})
 	}
 	return out
 }
@@ -170,7 +173,7 @@ func TestSettledFollowUpsAreDeliveredOnceEachByWebhookAndMail(t *testing.T) {
 		who string
 		op  *ops.Operation
 	}{{"sam@example.com", a}, {"sam@example.com", b}, {"kim@example.com", a}} {
-		want[p.who+" "+p.op.OrderRef] = desk.CustomerStatusOf(p.op).Sentence
+		want[p.who+" "+p.op.OrderRef] = refund.CustomerStatus(p.op).Sentence
 	}
 	checkHooks(t, hook.posts(), want)
 	checkMail(t, box, want)
@@ -281,7 +284,7 @@ func TestACrashAfterSendingResendsWithTheSameID(t *testing.T) {
 	w.clock.Advance(time.Minute)
 	w.closeFound(t, op, "re_4522")
 	relay := &outbox.Relay{Store: &flakyMark{FollowUpOutbox: pg.FollowUpOutbox{DB: w.db, Channel: "webhook"}}, Clock: w.clock,
-		Hold: 30 * time.Second, Publisher: &notify.Webhook{URL: hookURL, Operations: w.db}}
+		Hold: 30 * time.Second, Publisher: &notify.Webhook{URL: hookURL, Operations: w.db, Kinds: w.ledger}}
 	if _, err := relay.RunOnce(context.Background()); err == nil {
 		t.Fatal("the lost mark went unreported")
 	}

@@ -17,6 +17,7 @@ import (
 type Webhook struct {
 	URL        string
 	Operations Operations
+	Kinds      Kinds
 	// Client sends the posts; nil is one with httppost.DefaultTimeout.
 	Client *http.Client
 }
@@ -27,7 +28,7 @@ var _ outbox.Publisher = (*Webhook)(nil)
 // error is stored in the notification's row and names the receiver's host only: the URL of
 // a Slack incoming webhook is its secret (httppost).
 func (w *Webhook) Publish(ctx context.Context, e outbox.Event) error {
-	m, err := Compose(ctx, w.Operations, e)
+	m, err := Compose(ctx, w.Operations, w.Kinds, e)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,11 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -28,6 +31,7 @@ func newFixture(t *testing.T) *fixture {
 	db := pgtest.New(t)
 	f := &fixture{db: db, clock: ops.NewManualClock(t0)}
 	f.ledger = ops.NewLedger(db, f.clock)
+	f.ledger.Register(refund.Kind(), llm.Kind(), jobs.Kind(false))
 	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('acme') RETURNING id`).Scan(&f.tenant); err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +505,7 @@ func TestReaperAppliesTheOperationsOwnPolicy(t *testing.T) {
 	batch := open(ops.KindLLMCall, "chat-2", ops.Policy{RetryUncertain: false, NoProviderKey: true})
 	job := open(ops.KindLLMJob, "job-2", ops.Policy{RetryUncertain: true, NoProviderKey: true}) // SETTLE_JOB_RETRY_UNCERTAIN=true
 	other := ops.NewLedger(f.db, f.clock)
-	other.Policies = map[ops.Kind]ops.Policy{ops.KindLLMCall: {}, ops.KindLLMJob: {}}
+	other.Register(ops.KindSpec{Kind: ops.KindLLMCall, Name: "call"}, ops.KindSpec{Kind: ops.KindLLMJob, Name: "job"})
 	r := &ops.Reaper{Ledger: other, Owner: "reaper"}
 	f.clock.Advance(time.Hour)
 	got, err := r.RunOnce(ctx)
@@ -541,10 +545,8 @@ func TestAnOperationKeepsThePolicyItWasOpenedWith(t *testing.T) {
 	}
 	// Another process, whose defaults resend every kind and look refunds up.
 	other := ops.NewLedger(f.db, f.clock)
-	other.Policies = map[ops.Kind]ops.Policy{
-		ops.KindLLMCall: {RetryUncertain: true, NoProviderKey: true},
-		ops.KindRefund:  {RetryUncertain: true, HasLookup: true},
-	}
+	other.Register(ops.KindSpec{Kind: ops.KindLLMCall, Name: "call", Policy: ops.Policy{RetryUncertain: true, NoProviderKey: true}},
+		ops.KindSpec{Kind: ops.KindRefund, Name: "refund", Policy: ops.Policy{RetryUncertain: true, HasLookup: true}})
 
 	op, retry, err := other.FinishAttempt(ctx, ref.Op, ref.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
 	if err != nil || retry || op.Status != ops.StatusUnknown {
@@ -623,3 +625,29 @@ func TestQueueCountsAndPages(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestOpenNeedsARegisteredKindOrAPolicy: a ledger opens nothing of a kind nobody registered
+// with it unless the intent names its policy: a guessed policy could resend what must not
+// be, or let a note fail what needs a lookup first (ops rules 5 and 11).
+func TestOpenNeedsARegisteredKindOrAPolicy(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	bare := ops.NewLedger(f.db, f.clock)
+	if _, err := bare.Open(ctx, f.refund("unregistered", 100), "r", "w"); ops.ErrorCode(err) != ops.EINVALID {
+		t.Fatalf("open of an unregistered kind: %v, want EINVALID", err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM operations`); n != 0 {
+		t.Fatalf("%d operations written", n)
+	}
+	in := f.refund("own", 100)
+	in.Policy = &ops.Policy{HasLookup: true}
+	o, err := bare.Open(ctx, in, "r", "w")
+	if err != nil || o.Op.Policy != *in.Policy {
+		t.Fatalf("open with a policy: %+v %v", o.Op, err)
+	}
+	o, err = f.ledger.Open(ctx, f.refund("registered", 100), "r", "w")
+	if err != nil || o.Op.Policy != (ops.Policy{RetryUncertain: true, HasLookup: true}) {
+		t.Fatalf("open of a registered refund: %+v %v", o.Op, err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/recon"
+	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/retain"
 )
 
@@ -45,6 +46,7 @@ func TestStatementsOfAStoppedDatabaseAreUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := ops.NewLedger(db, ops.SystemClock{})
+	ledger.Register(refund.Kind())
 	in := ops.Intent{TenantID: tn.ID, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "o1|100|usd", Fingerprint: "fp",
 		AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour, Owner: "w1"}
 	adm, err := ledger.Admit(ctx, in)

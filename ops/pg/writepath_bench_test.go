@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/localpg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 // BenchmarkWritePath breaks one ledger lifecycle (Open, then Run against a provider that
@@ -93,6 +94,7 @@ func writePathRun(b *testing.B, c *localpg.Cluster, mode string) {
 	}
 	defer db.Close()
 	ledger := ops.NewLedger(db, ops.SystemClock{})
+	ledger.Register(refund.Kind())
 	var tid int64
 	err = db.Pool.QueryRow(ctx, `WITH t AS (INSERT INTO tenants (name) VALUES ('acme') ON CONFLICT (name) DO NOTHING RETURNING id)
 SELECT id FROM t UNION ALL SELECT id FROM tenants WHERE name = 'acme'`).Scan(&tid)

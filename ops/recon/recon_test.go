@@ -56,6 +56,7 @@ func newWorld(t *testing.T) *world {
 			LeveledLogger: &stripelib.LeveledLogger{Level: stripelib.LevelNull}})})
 	w.adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: base, AttemptTimeout: 300 * time.Millisecond, ReadsPerSecond: 50})
 	w.ledger = ops.NewLedger(db, w.clock)
+	w.ledger.Register(refund.Kind())
 	w.recon = &recon.Reconciler{Ledger: w.ledger, Store: db, Refunds: []recon.RefundSource{w.adapter}, Owner: "test-replica"}
 	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&w.tenant); err != nil {
 		t.Fatal(err)

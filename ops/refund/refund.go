@@ -205,6 +205,7 @@ func (s *Tool) Refund(ctx context.Context, req Request) (ans Answer, err error) 
 		return Answer{}, err
 	}
 	owner := ops.NewOwner("refund", "")
+	pol := Kind().Policy
 	in := ops.Intent{
 		TenantID: req.TenantID, Kind: ops.KindRefund, Provider: s.Provider.Name(),
 		IntentKey: IntentKey(req.OrderID, req.AmountCents, req.Currency),
@@ -212,6 +213,7 @@ func (s *Tool) Refund(ctx context.Context, req Request) (ans Answer, err error) 
 			"payment_intent": req.PaymentIntent, "reason": req.Reason}),
 		OrderRef: req.OrderID, PaymentRef: req.PaymentIntent, AmountCents: req.AmountCents, Currency: req.Currency,
 		Retention: s.Provider.Retention(), RequestRef: req.RequestRef, Owner: owner, ReplayFor: s.replayFor(),
+		Policy: &pol,
 		// A new refund must fit in what is left of the payment.
 		Check: func(ctx context.Context) error { return s.checkRemainder(ctx, req) },
 	}
@@ -314,7 +316,7 @@ func IsPending(op *ops.Operation) bool {
 	var r struct {
 		Status string `json:"status"`
 	}
-	if op.Kind != ops.KindRefund || op.Status != ops.StatusSucceeded || json.Unmarshal(op.Result, &r) != nil {
+	if !Kind().Of(op) || op.Status != ops.StatusSucceeded || json.Unmarshal(op.Result, &r) != nil {
 		return false
 	}
 	return r.Status == "pending" || r.Status == "requires_action"

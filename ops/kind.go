@@ -1,0 +1,112 @@
+package ops
+
+import "fmt"
+
+// KindSpec is what Settle knows about one kind of operation beyond the rules: the policy an
+// operation of the kind is opened with, how its provider can be asked about it, and what the
+// desk, the dashboard and the notifications say and offer for it. The package that opens
+// operations of the kind describes it (ops/refund, ops/llm, ops/jobs), and the program
+// registers it with the ledger when it wires itself (Ledger.Register), so that the code
+// around the ledger asks the registry (Ledger.Kind) instead of comparing kinds.
+type KindSpec struct {
+	Kind Kind
+	// Name is how support calls an operation of the kind: "Refund", "AI request".
+	Name string
+	// Policy is the policy an operation of the kind is opened with when its intent carries
+	// none.
+	Policy Policy
+	// Lookup is how the provider can be asked what became of an operation of the kind.
+	Lookup Lookup
+	// RecordHint is the form of the provider's record a person gives to close one as
+	// succeeded: "re_...", "chatcmpl-...".
+	RecordHint string
+	// KeyNote says, with %s for the provider, what protects an operation of the kind from a
+	// second execution when its provider takes no idempotency key (rule 12); empty where the
+	// provider keeps keys, whose retention then says it.
+	KeyNote string
+	// NotExecuted says one may be closed as not executed: its provider keeps its key, so once
+	// the key's retention ended with no attempt in flight, a lookup that finds nothing shows
+	// it never ran (rule 11).
+	NotExecuted bool
+	// Jobs says one is the generation of pipeline jobs: its page lists the jobs it served,
+	// and the jobs go on from it once it is closed.
+	Jobs bool
+	// Generation says one is a generation at an LLM provider: billed in USD with the LLM
+	// money, and closed as succeeded with a completion whose answer Settle fetches so that the
+	// client's retry replays it.
+	Generation bool
+	// Customer says what support may tell the customer about one, in plain words (rule 12).
+	Customer func(op *Operation) CustomerStatus
+}
+
+// Of reports whether op is of the kind: a tool that serves one kind (the refund tool's MCP
+// status) asks it of an operation it was handed.
+func (s KindSpec) Of(op *Operation) bool { return op.Kind == s.Kind }
+
+// Lookup is how a provider can be asked what became of an operation.
+type Lookup string
+
+// The ways of looking an operation up.
+const (
+	// LookupNone: the provider cannot be asked; a person checks its records.
+	LookupNone Lookup = ""
+	// LookupPaymentRecords: the provider lists its records of the operation's payment, each
+	// naming the operation (Stripe's refunds).
+	LookupPaymentRecords Lookup = "payment_records"
+	// LookupStoredCompletions: the provider keeps the answers it generated, tagged with the
+	// operation and its tenant, when it is configured to store them.
+	LookupStoredCompletions Lookup = "stored_completions"
+)
+
+// CustomerStatus is what support may tell a customer about an operation, in plain words.
+type CustomerStatus struct {
+	// Headline is the status for the support agent.
+	Headline string
+	// Sentence is the exact sentence to send to the customer.
+	Sentence string
+	// Known is false while the outcome is not known: then nobody says succeeded or failed.
+	Known bool
+}
+
+// CustomerStatus is what support may tell the customer about op. A kind that registered no
+// wording says only that the request is being checked, which is true whatever happened.
+func (s KindSpec) CustomerStatus(op *Operation) CustomerStatus {
+	if s.Customer != nil {
+		return s.Customer(op)
+	}
+	return CustomerStatus{Headline: "Being checked: the outcome is not known yet",
+		Sentence: "We can't confirm your request yet. A colleague is checking and will reply in this chat."}
+}
+
+// Register adds the kinds a program handles to the ledger, as it is wired. The registry is
+// not safe to change while the ledger serves: register every kind before the first call. A
+// kind registered twice, or a spec without a known kind or a name, is a wiring mistake and
+// panics.
+func (l *Ledger) Register(specs ...KindSpec) {
+	if l.kinds == nil {
+		l.kinds = map[Kind]int{}
+	}
+	for _, s := range specs {
+		if !s.Kind.Valid() || s.Name == "" {
+			panic(fmt.Sprintf("ops: register kind %q: a known kind with a name is required", s.Kind))
+		}
+		if _, dup := l.kinds[s.Kind]; dup {
+			panic(fmt.Sprintf("ops: kind %q is registered twice", s.Kind))
+		}
+		l.kinds[s.Kind] = len(l.specs)
+		l.specs = append(l.specs, s)
+	}
+}
+
+// Kind returns the registered spec of k. An unregistered kind gets a spec that offers
+// nothing: its name is the kind itself, it has no lookup, and its customer sentence says it
+// is being checked.
+func (l *Ledger) Kind(k Kind) KindSpec {
+	if i, ok := l.kinds[k]; ok {
+		return l.specs[i]
+	}
+	return KindSpec{Kind: k, Name: string(k)}
+}
+
+// Kinds lists the registered kinds in the order they were registered.
+func (l *Ledger) Kinds() []KindSpec { return append([]KindSpec(nil), l.specs...) }
