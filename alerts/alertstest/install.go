@@ -4,17 +4,14 @@
 package alertstest
 
 import (
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/internal/testtool"
 )
 
@@ -45,66 +42,19 @@ func Alertmanager(t testing.TB) string {
 	if err := os.WriteFile(filepath.Join(dir, "alertmanager.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "alertmanager.yml"), "--storage.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--cluster.listen-address=", "--log.level=warn")
-	logs := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start alertmanager: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	p := proctest.Start(t, "alertmanager", cmd)
+	t.Cleanup(func() { p.Stop(5 * time.Second) })
 	url := "http://" + addr
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	p.WaitUntil(t, "ready at "+url, 20*time.Second, func() bool {
 		resp, err := http.Get(url + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url
-			}
+		if err != nil {
+			return false
 		}
-		select {
-		case <-done:
-			t.Fatalf("alertmanager exited: %s", logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alertmanager not ready at %s after 20s: %v\n%s", url, err, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// syncBuffer collects a process's output while the test may read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return url
 }

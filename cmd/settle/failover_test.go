@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -42,7 +41,6 @@ var failoverReplicaNames = []string{"replica-a", "replica-b"}
 func TestFailoverToAPromotedStandby(t *testing.T) {
 	testtool.Heavy(t, "a failover to a standby")
 	t.Parallel()
-	bin := buildSettle(t)
 	ctx := context.Background()
 	primary, standby := startReplicatedPair(t)
 	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/settle?sslmode=disable&target_session_attrs=read-write&connect_timeout=2",
@@ -62,7 +60,7 @@ func TestFailoverToAPromotedStandby(t *testing.T) {
 
 	tr := &failoverTraffic{token: token, client: &http.Client{Timeout: 15 * time.Second}, others: map[int]int{}}
 	for _, name := range failoverReplicaNames {
-		tr.replicas = append(tr.replicas, startFailoverReplica(t, bin, name, dbURL, base))
+		tr.replicas = append(tr.replicas, startFailoverReplica(t, name, dbURL, base))
 	}
 	trafficDone := tr.start(6, time.Now().Add(50*time.Second))
 
@@ -88,7 +86,7 @@ func TestFailoverToAPromotedStandby(t *testing.T) {
 	// Each replica serves a refund of its own after the promotion, so both are seen to have
 	// reconnected whatever order the clients' retries happened to take.
 	for i, r := range tr.replicas {
-		tr.refundUntilDone([]*failoverReplica{r}, 0, failoverOrders+i, time.Now().Add(20*time.Second))
+		tr.refundUntilDone([]*replica{r}, 0, failoverOrders+i, time.Now().Add(20*time.Second))
 	}
 	<-trafficDone
 
@@ -168,42 +166,19 @@ func seedFailoverDatabase(t *testing.T, url string) string {
 	return token
 }
 
-// failoverReplica is one 'settle serve' process.
-type failoverReplica struct {
-	name, addr string
-	out        *lockedBuffer
-}
-
 // startFailoverReplica starts a replica on dbURL and the fake Stripe at stripeBase, with env
 // added to its environment, and waits until it is ready.
-func startFailoverReplica(t *testing.T, bin, name, dbURL, stripeBase string, env ...string) *failoverReplica {
+func startFailoverReplica(t *testing.T, name, dbURL, stripeBase string, env ...string) *replica {
 	t.Helper()
-	r := &failoverReplica{name: name, addr: freeAddr(t), out: &lockedBuffer{}}
-	cmd := exec.Command(bin, "serve", "--addr", r.addr)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "STRIPE_API_KEY=sk_test_failover", "STRIPE_API_BASE="+stripeBase,
-		"SETTLE_RECONCILE_INTERVAL=off", "SETTLE_WORKERS=0", "SETTLE_OPERATION_LEASE=5s", "SETTLE_WORKER_ID="+name,
-		"SETTLE_LOG_LEVEL=warn")
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = r.out, r.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		// Stop what the test started, by its own pid.
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	r := startReplica(t, name, nil, append([]string{"DATABASE_URL=" + dbURL, "STRIPE_API_KEY=sk_test_failover",
+		"STRIPE_API_BASE=" + stripeBase, "SETTLE_RECONCILE_INTERVAL=off", "SETTLE_WORKERS=0", "SETTLE_OPERATION_LEASE=5s",
+		"SETTLE_LOG_LEVEL=warn"}, env...)...)
 	waitReady(t, r, http.StatusOK, 10*time.Second, "at start")
 	return r
 }
 
 // readyStatus is the replica's /readyz status, 0 when it does not answer.
-func readyStatus(r *failoverReplica) int {
+func readyStatus(r *replica) int {
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Get("http://" + r.addr + "/readyz")
 	if err != nil {
@@ -213,7 +188,7 @@ func readyStatus(r *failoverReplica) int {
 	return resp.StatusCode
 }
 
-func waitReady(t *testing.T, r *failoverReplica, want int, within time.Duration, when string) {
+func waitReady(t *testing.T, r *replica, want int, within time.Duration, when string) {
 	t.Helper()
 	var code int
 	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
@@ -221,7 +196,7 @@ func waitReady(t *testing.T, r *failoverReplica, want int, within time.Duration,
 			return
 		}
 	}
-	t.Fatalf("%s: /readyz = %d %s, want %d within %s\n%s", r.name, code, when, want, within, r.out)
+	t.Fatalf("%s: /readyz = %d %s, want %d within %s\n%s", r.name, code, when, want, within, r.p.Out)
 }
 
 // killPrimaryMidRefund stops the primary at url with kill, as by a crash, once some refunds
@@ -258,7 +233,7 @@ func killPrimaryMidRefund(t *testing.T, tr *failoverTraffic, url string, kill fu
 type failoverTraffic struct {
 	token    string
 	client   *http.Client
-	replicas []*failoverReplica
+	replicas []*replica
 
 	mu      sync.Mutex
 	answers []failoverAnswer // every 200 a client got
@@ -296,7 +271,7 @@ func (tr *failoverTraffic) start(workers int, deadline time.Time) <-chan struct{
 
 // refundUntilDone asks for order i, on each of replicas in turn, until it is answered
 // refunded or deadline passes.
-func (tr *failoverTraffic) refundUntilDone(replicas []*failoverReplica, turn, i int, deadline time.Time) {
+func (tr *failoverTraffic) refundUntilDone(replicas []*replica, turn, i int, deadline time.Time) {
 	order := fmt.Sprintf("fo-%02d", i)
 	body := fmt.Sprintf(`{"order_id":%q,"amount_cents":%d,"currency":"usd","payment_intent":"pi_fo_%02d"}`, order, 1000+i, i)
 	for ; time.Now().Before(deadline); turn++ {
@@ -349,7 +324,7 @@ func (tr *failoverTraffic) refunded() int {
 func (tr *failoverTraffic) checkEveryOrderRefundedOnce(t *testing.T, db *pg.DB, fk *fake.Stripe) {
 	t.Helper()
 	if len(tr.missed) > 0 {
-		t.Errorf("orders never answered refunded: %v\n%s\n%s", tr.missed, tr.replicas[0].out, tr.replicas[1].out)
+		t.Errorf("orders never answered refunded: %v\n%s\n%s", tr.missed, tr.replicas[0].p.Out, tr.replicas[1].p.Out)
 	}
 	byPayment := map[string][]fake.Refund{}
 	for _, r := range fk.Refunds() {
@@ -415,7 +390,7 @@ func (tr *failoverTraffic) checkServedAfter(t *testing.T, promoted time.Time) {
 	}
 	for _, r := range tr.replicas {
 		if served[r.name] == 0 {
-			t.Errorf("%s answered no refund after the promotion\n%s", r.name, r.out)
+			t.Errorf("%s answered no refund after the promotion\n%s", r.name, r.p.Out)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops/pg/localpg"
 )
@@ -51,9 +51,7 @@ type patroniNode struct {
 	name            string
 	dir             string
 	pgPort, apiPort int
-	out             *lockedBuffer
-	cmd             *exec.Cmd
-	exited          chan struct{}
+	p               *proctest.Proc
 }
 
 // startPatroniCluster starts etcd, then node n1, which bootstraps the cluster and leads,
@@ -95,65 +93,33 @@ func startPatroniCluster(t *testing.T, callbacks bool) *patroniCluster {
 // address once it answers healthy.
 func startEtcd(t *testing.T, bin, dir string) string {
 	t.Helper()
-	client, peer := freeAddr(t), freeAddr(t)
-	out := &lockedBuffer{}
+	client, peer := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	cmd := exec.Command(bin, "--name", "etcd1", "--data-dir", dir,
 		"--listen-client-urls", "http://"+client, "--advertise-client-urls", "http://"+client,
 		"--listen-peer-urls", "http://"+peer, "--initial-advertise-peer-urls", "http://"+peer,
 		"--initial-cluster", "etcd1=http://"+peer)
-	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	exited := startProcess(t, cmd, "etcd", out)
+	p := proctest.Start(t, "etcd", cmd)
 	hc := &http.Client{Timeout: 2 * time.Second}
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		select {
-		case <-exited:
-			t.Fatalf("etcd exited at start:\n%s", out)
-		default:
-		}
+	p.WaitUntil(t, "healthy", 30*time.Second, func() bool {
 		resp, err := hc.Get("http://" + client + "/health")
 		if err != nil {
-			continue
+			return false
 		}
+		defer resp.Body.Close()
 		var h struct{ Health string }
 		_ = json.NewDecoder(resp.Body).Decode(&h)
-		resp.Body.Close()
-		if h.Health == "true" {
-			return client
-		}
-	}
-	t.Fatalf("etcd not healthy in 30 s:\n%s", out)
-	return ""
-}
-
-// startProcess starts cmd and, when the test ends, kills it by its pid if it still runs;
-// the channel closes when it has exited. Its output is logged when the test failed.
-func startProcess(t *testing.T, cmd *exec.Cmd, name string, out *lockedBuffer) <-chan struct{} {
-	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("%s:\n%s", name, out)
-		}
+		return h.Health == "true"
 	})
-	return exited
+	return client
 }
 
 // startNode writes the node's Patroni configuration and starts its Patroni. The settings
 // the cluster shares (bootstrap.dcs) are written to etcd by the node that bootstraps it.
 func (c *patroniCluster) startNode(t *testing.T, patroni, pgBin, name string) *patroniNode {
 	t.Helper()
-	n := &patroniNode{name: name, dir: filepath.Join(c.dir, name), out: &lockedBuffer{}, exited: make(chan struct{})}
-	n.pgPort, n.apiPort = freePort(t), freePort(t)
+	n := &patroniNode{name: name, dir: filepath.Join(c.dir, name)}
+	n.pgPort, n.apiPort = proctest.FreePort(t), proctest.FreePort(t)
 	if err := os.Mkdir(n.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -206,27 +172,20 @@ postgresql:
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n.cmd = exec.Command(patroni, path)
-	n.cmd.Dir = n.dir
-	n.cmd.Env = append(os.Environ(), "HOME="+n.dir)
-	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+	cmd := exec.Command(patroni, path)
+	cmd.Dir = n.dir
+	cmd.Env = append(os.Environ(), "HOME="+n.dir)
 	// Should the test binary die, Patroni is told to stop, and stops its Postgres with it.
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if os.Geteuid() == 0 {
 		cred := postgresUser(t)
-		n.cmd.SysProcAttr.Credential = cred
+		cmd.SysProcAttr.Credential = cred
 		if err := os.Chown(n.dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := n.cmd.Start(); err != nil {
-		t.Fatalf("start patroni %s: %v", name, err)
-	}
-	go func() {
-		_ = n.cmd.Wait()
-		close(n.exited)
-	}()
-	t.Cleanup(func() { n.stop(t) })
+	n.p = proctest.Start(t, "patroni "+name, cmd)
+	t.Cleanup(n.stop)
 	return n
 }
 
@@ -287,19 +246,10 @@ exec '%s' -X -q -h 127.0.0.1 -p %d -U postgres -d pgbouncer -c RELOAD
 
 // stop stops Patroni, which stops its Postgres; a Postgres still running after is killed by
 // the pid its folder names.
-func (n *patroniNode) stop(t *testing.T) {
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.exited:
-	case <-time.After(30 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.exited
-	}
+func (n *patroniNode) stop() {
+	n.p.Stop(30 * time.Second)
 	if pid := n.postmasterPID(); pid > 0 && syscall.Kill(pid, 0) == nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if t.Failed() {
-		t.Logf("patroni %s:\n%s", n.name, n.out)
 	}
 }
 
@@ -377,8 +327,8 @@ func (c *patroniCluster) waitRole(t *testing.T, n *patroniNode, role string, wit
 	var roles map[string]string
 	for time.Since(start) < within {
 		select {
-		case <-n.exited:
-			t.Fatalf("patroni %s exited:\n%s", n.name, n.out)
+		case <-n.p.Exited():
+			t.Fatalf("patroni %s exited:\n%s", n.name, n.p.Out)
 		default:
 		}
 		if roles = c.roles(); roles[n.name] == role {
@@ -386,14 +336,6 @@ func (c *patroniCluster) waitRole(t *testing.T, n *patroniNode, role string, wit
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("patroni %s is not %s after %s; members: %v\n%s", n.name, role, within, roles, n.out)
+	t.Fatalf("patroni %s is not %s after %s; members: %v\n%s", n.name, role, within, roles, n.p.Out)
 	return 0
-}
-
-// freePort returns a loopback port nothing listens on.
-func freePort(t *testing.T) int {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(freeAddr(t))
-	p, _ := strconv.Atoi(port)
-	return p
 }

@@ -53,7 +53,6 @@ func TestFailoverThroughPatroniAndPgbouncer(t *testing.T) {
 
 // patroniFailover runs the failover of the two tests above, through pgbouncer or not.
 func patroniFailover(t *testing.T, viaPgbouncer bool) {
-	bin := buildSettle(t)
 	ctx := context.Background()
 	began := time.Now()
 	cluster := startPatroniCluster(t, viaPgbouncer)
@@ -97,7 +96,7 @@ func patroniFailover(t *testing.T, viaPgbouncer bool) {
 	env := []string{"SETTLE_LLM_BASE_URL=" + llmBase, "SETTLE_LLM_API_KEY=sk-test", "SETTLE_LLM_POLICY=batch"}
 	tr := &failoverTraffic{token: token, client: &http.Client{Timeout: 15 * time.Second}, others: map[int]int{}}
 	for _, name := range failoverReplicaNames {
-		tr.replicas = append(tr.replicas, startFailoverReplica(t, bin, name, dbURL, stripeBase, env...))
+		tr.replicas = append(tr.replicas, startFailoverReplica(t, name, dbURL, stripeBase, env...))
 	}
 	chats := &chatTraffic{token: token, client: tr.client, replicas: tr.replicas, outcomes: map[string]string{}}
 	deadline := time.Now().Add(60 * time.Second)
@@ -114,7 +113,7 @@ func patroniFailover(t *testing.T, viaPgbouncer bool) {
 	}
 	ready := time.Since(killed)
 	for i, r := range tr.replicas {
-		tr.refundUntilDone([]*failoverReplica{r}, 0, failoverOrders+i, time.Now().Add(20*time.Second))
+		tr.refundUntilDone([]*replica{r}, 0, failoverOrders+i, time.Now().Add(20*time.Second))
 	}
 	<-refundsDone
 	<-chatsDone
@@ -163,7 +162,7 @@ func checkServersOn(t *testing.T, b *pgbouncer, port int) {
 type chatTraffic struct {
 	token    string
 	client   *http.Client
-	replicas []*failoverReplica
+	replicas []*replica
 
 	mu       sync.Mutex
 	answers  []chatAnswer      // every completion a client got

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/internal/testtool"
 )
 
@@ -30,7 +31,6 @@ func findPgbouncer(t *testing.T) string {
 type pgbouncer struct {
 	port int
 	conf string // its configuration file
-	out  *lockedBuffer
 }
 
 // startPgbouncer runs pgbouncer on a free loopback port in transaction mode, with
@@ -52,9 +52,7 @@ func startPgbouncer(t *testing.T, dsn string, serverPool int, settings ...string
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(freeAddr(t))
-	b := &pgbouncer{out: &lockedBuffer{}}
-	b.port, _ = strconv.Atoi(port)
+	b := &pgbouncer{port: proctest.FreePort(t)}
 	// auth_type any: the loopback cluster trusts its clients, and the admin console
 	// (database pgbouncer) lets the test read the pools.
 	conf := fmt.Sprintf(`[databases]
@@ -78,37 +76,12 @@ ignore_startup_parameters = extra_float_digits
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, b.conf)
-	cmd.Stdout, cmd.Stderr = b.out, b.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if os.Geteuid() == 0 {
 		cmd.SysProcAttr.Credential = postgresUser(t)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start pgbouncer: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("pgbouncer:\n%s", b.out)
-		}
-	})
-	for i := 0; ; i++ {
-		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
-		if err == nil {
-			c.Close()
-			return b
-		}
-		if i == 200 {
-			t.Fatalf("pgbouncer did not listen in 10 s: %v\n%s", err, b.out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proctest.Start(t, "pgbouncer", cmd).WaitDial(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port)), 10*time.Second)
+	return b
 }
 
 // URL is the connection string of the database behind the pooler.

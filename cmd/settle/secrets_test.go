@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
@@ -21,24 +20,6 @@ import (
 // secretURL is a receiver nobody listens on whose path is its credential, as a Slack
 // incoming webhook's is.
 const secretURL = "http://127.0.0.1:1/services/SECRET"
-
-// syncBuffer is a log destination the services of a program write to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestNoSecretOfAReceiverURLInARowOrALog runs serve with every receiver that posts (the
 // operations' outbox, the follow-ups' webhook and mail, Alertmanager and an alert webhook) at
@@ -59,7 +40,7 @@ func TestNoSecretOfAReceiverURLInARowOrALog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs proctest.Buffer
 	p := NewProgram(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err := p.Run(ctx); err != nil {
 		t.Fatal(err)

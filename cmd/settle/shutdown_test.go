@@ -1,21 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
@@ -24,64 +20,8 @@ import (
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
-var (
-	settleOnce sync.Once
-	settleBin  string
-	settleErr  error
-)
-
-// buildSettle compiles the settle binary once per test binary, for tests that signal a
-// real process.
-func buildSettle(t *testing.T) string {
-	t.Helper()
-	settleOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "settle-bin-")
-		if err != nil {
-			settleErr = err
-			return
-		}
-		pgtest.AtExit(func() { os.RemoveAll(dir) })
-		settleBin = filepath.Join(dir, "settle")
-		cmd := exec.Command("go", "build", "-o", settleBin, "./cmd/settle")
-		cmd.Dir = pgtest.ProjectDir()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			settleErr = errors.New(string(out))
-		}
-	})
-	if settleErr != nil {
-		t.Fatalf("build settle: %v", settleErr)
-	}
-	return settleBin
-}
-
-// lockedBuffer is a process's output, written by its pipe and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// freeAddr returns a loopback address nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// settleBinary is the settle program, built once for the tests that run it as a process.
+var settleBinary = &proctest.Binary{Package: "github.com/settle-dev/settle/cmd/settle", AtExit: pgtest.AtExit}
 
 // SIGTERM while Stripe takes its time to answer a refund: the server stops accepting at
 // once, waits for the refund, records it and answers the client "refunded", then exits 0.
@@ -106,7 +46,7 @@ func TestSigtermFinishesARefundInFlight(t *testing.T) {
 }
 
 func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
-	bin := buildSettle(t)
+	bin := settleBinary.Path(t)
 	ctx := context.Background()
 	db, url := pgtest.NewWithURL(t)
 	tenant, err := db.EnsureTenant(ctx, "shop")
@@ -126,37 +66,14 @@ func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
 	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
 	fk.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: delay})
 
-	addr := freeAddr(t)
-	out := &lockedBuffer{}
+	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(bin, "serve", "--addr", addr)
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "STRIPE_API_KEY=sk_test_shutdown", "STRIPE_API_BASE="+base,
 		"SETTLE_RECONCILE_INTERVAL=off", "SETTLE_WORKERS=0", "SETTLE_LOG_LEVEL=info")
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		// Stop what the test started, by its own pid.
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	for i := 0; ; i++ {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if i == 200 {
-			t.Fatalf("settle serve did not answer: %v\n%s", err, out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	p := proctest.Start(t, "settle serve", cmd)
+	out := p.Out
+	p.WaitHTTP(t, "http://"+addr+"/healthz", 10*time.Second)
 
 	type result struct {
 		status int
@@ -195,9 +112,7 @@ func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	signalled := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	p.Signal(t, syscall.SIGTERM)
 
 	// New connections are refused at once.
 	time.Sleep(300 * time.Millisecond)
@@ -216,11 +131,11 @@ func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
 		t.Fatalf("the refund in flight was answered %d %+v (%v); want refunded\n%s", r.status, r.answer, r.err, out)
 	}
 	select {
-	case <-exited:
+	case <-p.Exited():
 	case <-time.After(30 * time.Second):
 		t.Fatalf("settle did not exit 30 s after SIGTERM\n%s", out)
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
+	if code := p.ExitCode(); code != 0 {
 		t.Errorf("settle exited %d after SIGTERM, want 0\n%s", code, out)
 	}
 	if took := time.Since(signalled); took < delay-2*time.Second {

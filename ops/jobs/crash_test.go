@@ -1,18 +1,15 @@
 package jobs_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
@@ -23,92 +20,18 @@ import (
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
-var (
-	buildOnce sync.Once
-	workerBin string
-	buildErr  error
-)
+// workerBinary is the test worker, built once for the tests of this binary.
+var workerBinary = &proctest.Binary{Package: "github.com/settle-dev/settle/ops/jobs/internal/jobworker", AtExit: pgtest.AtExit}
 
-// buildWorker compiles the test worker once per test binary.
-func buildWorker(t *testing.T) string {
+// startWorker starts the test worker with env added to the test's environment; when the
+// test ends it is asked to stop with SIGTERM, and killed 10 s later.
+func startWorker(t *testing.T, bin string, env ...string) *proctest.Proc {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "jobworker-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		pgtest.AtExit(func() { os.RemoveAll(dir) })
-		workerBin = filepath.Join(dir, "jobworker")
-		cmd := exec.Command("go", "build", "-o", workerBin, "./ops/jobs/internal/jobworker")
-		cmd.Dir = pgtest.ProjectDir()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = errors.New(string(out))
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build the worker: %v", buildErr)
-	}
-	return workerBin
-}
-
-// proc is a running worker subprocess.
-type proc struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-}
-
-// syncBuffer is the subprocess's log, written by exec's copier while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func startWorker(t *testing.T, bin string, env ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(bin), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		// Stop what the test started, by its own pid.
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), env...)
+	p := proctest.Start(t, "worker", cmd)
+	t.Cleanup(func() { p.Stop(10 * time.Second) })
 	return p
-}
-
-func (p *proc) wait(t *testing.T, d time.Duration) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		t.Fatalf("worker still running after %s; its log:\n%s", d, p.out)
-	}
 }
 
 // TestWorkerKilledAtEachCrashPoint runs the worker as a real process, kills it with SIGKILL
@@ -119,7 +42,7 @@ func (p *proc) wait(t *testing.T, d time.Duration) {
 func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 	testtool.Heavy(t, "workers killed at each crash point")
 	t.Parallel()
-	bin := buildWorker(t)
+	bin := workerBinary.Path(t)
 	cases := []struct {
 		name  string
 		point string
@@ -161,10 +84,10 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 			// One worker in the process that dies, so the only send in flight at the kill is the
 			// one at the crash point; two in the process that takes over.
 			crashed := startWorker(t, bin, append(env, "SETTLE_WORKERS=1", "JOBWORKER_CRASH_POINT="+tc.point)...)
-			crashed.wait(t, 20*time.Second)
-			ws, ok := crashed.cmd.ProcessState.Sys().(syscall.WaitStatus)
+			crashed.Wait(t, 20*time.Second)
+			ws, ok := crashed.Cmd.ProcessState.Sys().(syscall.WaitStatus)
 			if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("worker ended with %v, not SIGKILL at %s; its log:\n%s", crashed.cmd.ProcessState, tc.point, crashed.out)
+				t.Fatalf("worker ended with %v, not SIGKILL at %s; its log:\n%s", crashed.Cmd.ProcessState, tc.point, crashed.Out)
 			}
 
 			again := startWorker(t, bin, append(env, "SETTLE_WORKERS=2")...)
@@ -242,10 +165,10 @@ WHERE o.intent_key = $1 AND a.outcome IN ('ok', 'timeout')`, jobs.IntentKey(dedu
 // worker does not have is refused before anything runs, not silently never reached.
 func TestWorkerRefusesUnknownCrashPoint(t *testing.T) {
 	t.Parallel()
-	p := startWorker(t, buildWorker(t), "JOBWORKER_CRASH_POINT=before_lunch", "DATABASE_URL=postgres://127.0.0.1:1/none")
-	p.wait(t, 10*time.Second)
-	if p.cmd.ProcessState.ExitCode() != 1 || !strings.Contains(p.out.String(), "before_lunch") {
-		t.Fatalf("worker ended with %v; its log:\n%s", p.cmd.ProcessState, p.out)
+	p := startWorker(t, workerBinary.Path(t), "JOBWORKER_CRASH_POINT=before_lunch", "DATABASE_URL=postgres://127.0.0.1:1/none")
+	p.Wait(t, 10*time.Second)
+	if p.ExitCode() != 1 || !strings.Contains(p.Out.String(), "before_lunch") {
+		t.Fatalf("worker ended with %v; its log:\n%s", p.Cmd.ProcessState, p.Out)
 	}
 }
 
@@ -259,7 +182,7 @@ func count(t *testing.T, db *pg.DB, q string, args ...any) int {
 }
 
 // waitUnknown waits for the generation that the dead worker left to become unknown.
-func waitUnknown(t *testing.T, db *pg.DB, p *proc) *ops.Operation {
+func waitUnknown(t *testing.T, db *pg.DB, p *proctest.Proc) *ops.Operation {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -272,12 +195,12 @@ func waitUnknown(t *testing.T, db *pg.DB, p *proc) *ops.Operation {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("no unknown generation; worker log:\n%s", p.out)
+	t.Fatalf("no unknown generation; worker log:\n%s", p.Out)
 	return nil
 }
 
 // waitPublished waits until every job is published and every event delivered.
-func waitPublished(t *testing.T, db *pg.DB, rcv *receiver, all []*jobs.Job, held int, p *proc) {
+func waitPublished(t *testing.T, db *pg.DB, rcv *receiver, all []*jobs.Job, held int, p *proctest.Proc) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
@@ -297,5 +220,5 @@ func waitPublished(t *testing.T, db *pg.DB, rcv *receiver, all []*jobs.Job, held
 		states = append(states, s)
 	}
 	rows.Close()
-	t.Fatalf("jobs not all published and delivered: %v; worker log:\n%s", states, p.out)
+	t.Fatalf("jobs not all published and delivered: %v; worker log:\n%s", states, p.Out)
 }

@@ -8,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/outbox"
@@ -67,7 +67,7 @@ func TestSampleReceiverProcess(t *testing.T) {
 
 // startReceiverProcess runs the sample receiver as a real process on addr and waits until it
 // listens.
-func startReceiverProcess(t *testing.T, url, addr string, crash bool) *proc {
+func startReceiverProcess(t *testing.T, url, addr string, crash bool) *proctest.Proc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -77,40 +77,11 @@ func startReceiverProcess(t *testing.T, url, addr string, crash bool) *proc {
 	if crash {
 		env = append(env, receiverCrashEnv+"=1")
 	}
-	p := &proc{cmd: exec.Command(exe, "-test.run=^TestSampleReceiverProcess$"), out: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		// Stop what the test started, by its own pid.
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	})
-	p.waitFor(t, listening, 60*time.Second)
+	cmd := exec.Command(exe, "-test.run=^TestSampleReceiverProcess$")
+	cmd.Env = append(os.Environ(), env...)
+	p := proctest.Start(t, "sample receiver", cmd)
+	p.WaitOutput(t, listening, 60*time.Second)
 	return p
-}
-
-// waitFor waits until the process has printed line.
-func (p *proc) waitFor(t *testing.T, line string, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !strings.Contains(p.out.String(), line) {
-		select {
-		case <-p.done:
-			t.Fatalf("the process ended before %q; its output:\n%s", line, p.out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q after %s; the output:\n%s", line, d, p.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // The sample receiver writes its receipt, and the process is killed with SIGKILL before the
@@ -125,7 +96,7 @@ func TestReceiverKilledBetweenItsTwoWritesAppliesOnce(t *testing.T) {
 	if _, err := e.db.Pool.Exec(ctx, receiptsTable); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeLoopback(t)
+	addr := proctest.FreeAddr(t)
 	clock := ops.NewManualClock(time.Now())
 	relay := &outbox.Relay{Store: pg.JobOutbox{DB: e.db}, Publisher: jobs.NewWebhooks([]string{"http://" + addr}, nil), Clock: clock}
 
@@ -135,11 +106,8 @@ func TestReceiverKilledBetweenItsTwoWritesAppliesOnce(t *testing.T) {
 		n, _ := relay.RunOnce(ctx)
 		delivered <- n
 	}()
-	p.waitFor(t, receiptWritten, 30*time.Second)
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	p.wait(t, 10*time.Second)
+	p.WaitOutput(t, receiptWritten, 30*time.Second)
+	p.Kill(t)
 	if n := <-delivered; n != 0 {
 		t.Fatalf("the relay counted %d deliveries to a receiver that died", n)
 	}
@@ -168,15 +136,4 @@ func TestReceiverKilledBetweenItsTwoWritesAppliesOnce(t *testing.T) {
 	if r, i := receipts(), inbox(); r != 1 || i != 1 {
 		t.Fatalf("%d receipts, %d inbox rows; want the event applied once", r, i)
 	}
-}
-
-// freeLoopback returns a loopback address nothing listens on.
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

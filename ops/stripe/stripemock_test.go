@@ -3,14 +3,13 @@ package stripe_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -29,43 +28,11 @@ func stripeMock(t *testing.T) string {
 func startStripeMock(t *testing.T) string {
 	t.Helper()
 	bin := stripeMock(t)
-	addr, tlsAddr := freeAddr(t), freeAddr(t)
+	addr, tlsAddr := proctest.FreeAddr(t), proctest.FreeAddr(t)
 	// No -strict-version-check: stripe-mock bundles a newer API version than stripe-go v76
 	// pins; the refund, payment intent and list shapes we use are the same in both.
-	cmd := exec.Command(bin, "-http-addr", addr, "-https-addr", tlsAddr)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "stripe-mock.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("stripe-mock log:\n%s", b)
-		}
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for i := 0; i < 100; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return "http://" + addr
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("stripe-mock did not start")
-	return ""
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	proctest.Start(t, "stripe-mock", exec.Command(bin, "-http-addr", addr, "-https-addr", tlsAddr)).WaitDial(t, addr, 10*time.Second)
+	return "http://" + addr
 }
 
 // TestRequestShapesPassStripesOwnValidation sends every request the adapter makes to
