@@ -133,9 +133,6 @@ type Pass struct {
 
 // Store keeps alert state, history and the outbox of notifications.
 type Store interface {
-	// AcquireAlertLease takes or renews the evaluator's lease for owner until until; ok
-	// false names the replica holding it.
-	AcquireAlertLease(ctx context.Context, owner string, now, until time.Time) (holder string, ok bool, err error)
 	// AlertInstances returns every instance that is not inactive.
 	AlertInstances(ctx context.Context) ([]Instance, error)
 	// SaveAlertPass writes a pass atomically: state, history, statuses and outbox rows.
@@ -160,29 +157,24 @@ type Clock interface {
 var ErrNoReceiver = errors.New("no alert receiver is configured")
 
 // Evaluator evaluates the rules on a clock, keeps the state of every alert instance and
-// writes notifications to the outbox. Several replicas may run one; a lease lets only one
-// act at a time.
+// writes notifications to the outbox. One replica at a time may run it: the server runs its
+// passes, every Tick, under a role that stays with one replica (see ops.Role).
 type Evaluator struct {
 	Rules     *RuleSet
 	Source    Source
 	Store     Store
 	Clock     Clock
 	Receivers []ReceiverInfo
-	// Owner names this replica in the lease.
-	Owner string
-	// Tick is how often Start looks for due groups and renews the lease; default the
-	// shortest group interval, at most 15 s, and at most a third of Lease.
+	// Tick is how often a pass looks for due groups (Interval); default the shortest group
+	// interval, at most 15 s, and at most a third of Lease.
 	Tick time.Duration
-	// Lease is how long the lease lasts unless its holder renews it: when the replica that
-	// evaluates dies, another takes over within it. Default three ticks.
+	// Lease is how long the role the passes run under lasts unless renewed, which each pass
+	// does: when the replica that evaluates dies, another takes over within it. Default three
+	// ticks.
 	Lease time.Duration
 	// ExternalURL is where people reach Settle; alerts link to its /alerts page.
 	ExternalURL string
 	Logger      *slog.Logger
-	// Quiet, when set, is told how each pass ended (nil for one that worked) and reports
-	// whether it logged the error itself: the server logs a database it cannot reach once per
-	// outage rather than once per pass.
-	Quiet func(err error) bool
 
 	lastEval  map[string]time.Time
 	lastPrune time.Time
@@ -201,14 +193,17 @@ const (
 
 // PassResult says what one RunOnce did.
 type PassResult struct {
-	// Skipped is set when another replica holds the lease; Holder names it.
-	Skipped bool
-	Holder  string
 	// Evaluated counts the rules evaluated; Errors those that failed.
 	Evaluated, Errors int
 	Transitions       int
 	Notifications     int
 }
+
+// Interval is the time between two passes: Tick or its default.
+func (e *Evaluator) Interval() time.Duration { return e.tick() }
+
+// LeaseFor is how long the role of the passes lasts unless renewed: Lease or its default.
+func (e *Evaluator) LeaseFor() time.Duration { return e.lease() }
 
 func (e *Evaluator) tick() time.Duration {
 	if e.Tick > 0 {
@@ -232,42 +227,10 @@ func (e *Evaluator) lease() time.Duration {
 	return 3 * e.tick()
 }
 
-// Start evaluates until ctx ends.
-func (e *Evaluator) Start(ctx context.Context) {
-	t := time.NewTicker(e.tick())
-	defer t.Stop()
-	for {
-		res, err := e.RunOnce(ctx)
-		switch {
-		case ctx.Err() != nil:
-		case e.Quiet != nil && e.Quiet(err):
-			// An outage of the database, which Quiet logged.
-		case err != nil:
-			e.logger().Error("alert evaluation failed", "err", err)
-		case res.Errors > 0:
-			e.logger().Warn("alert rules failed to evaluate", "rules", res.Errors)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// RunOnce takes the lease, evaluates the groups that are due and saves the pass.
+// RunOnce evaluates the groups that are due and saves the pass.
 func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
 	var res PassResult
 	now := e.Clock.Now()
-	holder, ok, err := e.Store.AcquireAlertLease(ctx, e.Owner, now, now.Add(e.lease()))
-	if err != nil {
-		return res, fmt.Errorf("take the evaluator lease: %w", err)
-	}
-	if !ok {
-		// Another replica evaluates; forget our schedule so we start fresh if we take over.
-		e.lastEval = nil
-		return PassResult{Skipped: true, Holder: holder}, nil
-	}
 	current, err := e.Store.AlertInstances(ctx)
 	if err != nil {
 		return res, fmt.Errorf("load alert state: %w", err)

@@ -44,8 +44,6 @@ func (f *fakeSource) set(fn func(time.Duration) []Row) {
 // memStore keeps alert state in memory, as the Postgres store does in tables.
 type memStore struct {
 	mu        sync.Mutex
-	holder    string
-	until     time.Time
 	instances map[string]Instance
 	history   []Transition
 	statuses  map[string]RuleStatus
@@ -54,16 +52,6 @@ type memStore struct {
 
 func newMemStore() *memStore {
 	return &memStore{instances: map[string]Instance{}, statuses: map[string]RuleStatus{}}
-}
-
-func (m *memStore) AcquireAlertLease(_ context.Context, owner string, now, until time.Time) (string, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.holder != "" && m.holder != owner && now.Before(m.until) {
-		return m.holder, false, nil
-	}
-	m.holder, m.until = owner, until
-	return owner, true, nil
 }
 
 func (m *memStore) AlertInstances(context.Context) ([]Instance, error) {
@@ -146,7 +134,7 @@ func newHarness(t *testing.T, rules string) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{clock: &manualClock{now: t0}, src: &fakeSource{}, store: newMemStore()}
-	h.ev = &Evaluator{Rules: set, Source: h.src, Store: h.store, Clock: h.clock, Owner: "a",
+	h.ev = &Evaluator{Rules: set, Source: h.src, Store: h.store, Clock: h.clock,
 		Receivers:   []ReceiverInfo{{Name: "alertmanager", EveryEvaluation: true}, {Name: "webhook:x"}},
 		ExternalURL: "http://settle.test"}
 	return h
@@ -504,23 +492,6 @@ func TestAnEvaluationErrorIsNotAnAllClear(t *testing.T) {
 		if n.Notice.Status != "firing" {
 			t.Fatalf("notified %s during errors", n.Notice.Status)
 		}
-	}
-}
-
-func TestOnlyTheLeaseHolderEvaluates(t *testing.T) {
-	h := newHarness(t, timeoutRule)
-	h.src.set(timeouts(100, 50))
-	other := *h.ev
-	other.Owner = "b"
-	h.run(t)
-	res, err := other.RunOnce(context.Background())
-	if err != nil || !res.Skipped || res.Holder != "a" {
-		t.Fatalf("second replica: %+v %v, want skipped for a", res, err)
-	}
-	// The holder keeps its lease by renewing it; once it stops, another takes over.
-	h.clock.Advance(time.Hour)
-	if res, err := other.RunOnce(context.Background()); err != nil || res.Skipped {
-		t.Fatalf("takeover: %+v %v", res, err)
 	}
 }
 

@@ -22,8 +22,6 @@ type Reaper struct {
 	Sleep   Sleeper
 	Logger  *slog.Logger
 	Batch   int
-
-	outages OutageLog
 }
 
 // Reaped counts what one pass did.
@@ -31,20 +29,13 @@ type Reaped struct {
 	Expired, Resent, Released, Unknown int
 }
 
-// Start runs a pass every Interval until ctx ends.
-func (r *Reaper) Start(ctx context.Context) {
-	t := time.NewTicker(r.Interval)
-	defer t.Stop()
-	for {
-		if _, err := r.RunOnce(ctx); ctx.Err() == nil && !r.outages.Pass(r.logger(), "reaper", err) && err != nil {
-			r.logger().Error("reaper pass failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+// Loop is the reaper's background loop: a pass every Interval. Every replica runs one: each
+// stalled operation is claimed in its own row.
+func (r *Reaper) Loop() *Loop {
+	return NewLoop(r.Logger, "reaper", r.Interval, func(ctx context.Context, _ *slog.Logger) (bool, error) {
+		_, err := r.RunOnce(ctx)
+		return false, err
+	})
 }
 
 // RunOnce does one pass and reports what it did.
@@ -111,11 +102,4 @@ func (r *Reaper) resendSpec(ctx context.Context) RunSpec {
 	return RunSpec{Owner: r.Owner,
 		Sleep: func(_ context.Context, d time.Duration) error { return sleep(ctx, d) },
 		Hooks: Hooks{MayRetry: func() bool { return ctx.Err() == nil }}}
-}
-
-func (r *Reaper) logger() *slog.Logger {
-	if r.Logger != nil {
-		return r.Logger
-	}
-	return slog.Default()
 }

@@ -25,7 +25,7 @@ func newAlertsEnv(t *testing.T, receivers []alerts.Receiver) *alertsEnv {
 	s, tw := newServer(t)
 	db := tw.DB
 	clock := s.Clock.(*ops.ManualClock)
-	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock, Owner: "test",
+	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock,
 		Receivers: alerts.Infos(receivers)}
 	s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: db, AlertTest: ev}
 	for _, r := range receivers {

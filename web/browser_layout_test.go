@@ -105,7 +105,7 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 	var ev *alerts.Evaluator
 	e := newDashEnv(t, withFollowUps, func(s *web.Server, tw *testworld.World) {
 		s.Recon, s.Insights = tw.DB, tw.DB
-		ev = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: tw.DB, Store: tw.DB, Clock: s.Clock, Owner: "test"}
+		ev = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: tw.DB, Store: tw.DB, Clock: s.Clock}
 		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: tw.DB, AlertTest: ev}
 	})
 	opURL, exceptionURL, drillURL := seedFullDashboard(t, e, ev)

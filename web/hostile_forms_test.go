@@ -36,7 +36,7 @@ func TestHostileFormsNeverFail(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t, withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}), func(s *web.Server, tw *testworld.World) {
 		s.Recon, s.Insights = tw.DB, tw.DB
-		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: tw.DB, Store: tw.DB, Clock: s.Clock, Owner: "test"}
+		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: tw.DB, Store: tw.DB, Clock: s.Clock}
 		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: tw.DB, AlertTest: ev}
 	})
 	op := e.notSentUnknown(t, "hostile-1")

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/settle-dev/settle/alerts"
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/web"
@@ -98,24 +97,23 @@ func (p alertPublisher) Publish(ctx context.Context, e outbox.Event) error {
 
 // wireAlerts starts the alert evaluator and the relay of its notifications, registers the
 // ledger counters on /metrics, and gives the alerts page its dependencies. Every replica
-// runs an evaluator; a lease of SETTLE_ROLE_LEASE, renewed by its holder, lets one evaluate
-// at a time. Every replica also relays: the
-// outbox hands each notification to one relay at a time.
+// runs an evaluator loop; its role, a lease of SETTLE_ROLE_LEASE that its holder keeps and
+// renews at every pass, lets one evaluate at a time, and stays with it until it stops or
+// dies. Every replica also relays: the outbox hands each notification to one relay at a
+// time.
 func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Server, reg prometheus.Registerer) {
 	rules := ac.Rules
 	if rules == nil {
 		rules = alerts.DefaultRules()
 	}
 	receivers := alerts.Receivers(ac.AlertmanagerURL, ac.WebhookURLs, &http.Client{Timeout: 10 * time.Second}, ac.ExternalURL)
-	var outages ops.OutageLog
 	ev := &alerts.Evaluator{Rules: rules, Source: p.DB, Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers),
-		Owner: ops.NewOwner("alerts", p.Config.WorkerID), Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger,
-		Quiet: func(err error) bool { return outages.Pass(p.Logger, "alert evaluator", err) }}
-	p.goService(func() { ev.Start(ctx) })
+		Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger}
+	p.startEvaluator(ctx, ev)
 	if len(receivers) > 0 {
 		relay := &outbox.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},
 			Clock: p.Clock, Interval: time.Second, Logger: p.Logger}
-		p.goService(func() { relay.Start(ctx) })
+		p.goLoop(ctx, relay.Loop("alert relay"))
 	}
 	reg.MustRegister(alerts.NewCollector(p.DB, p.Clock, p.Logger))
 	deps := web.AlertsDeps{AlertRules: rules, Alerts: p.DB, AlertTest: ev}

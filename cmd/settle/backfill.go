@@ -142,7 +142,7 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 		Logger: logger}
 	h.rollups = &recon.Rollups{Store: db, Clock: h.clock, Logger: logger}
 	h.evaluator = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: h.clock,
-		Owner: "alerts:" + historyActor, Lease: 3 * time.Second, Logger: logger}
+		Lease: 3 * time.Second, Logger: logger}
 	senders := map[ops.Kind]ops.Sender{ops.KindRefund: adapter}
 	if fl != nil {
 		if err := h.wireLLM(sleep); err != nil {

@@ -48,11 +48,11 @@ func (p *Program) startFollowUpRelays(ctx context.Context, nc NotifyConfig, keep
 	if nc.WebhookURL != "" {
 		relay := &outbox.Relay{Store: pg.FollowUpOutbox{DB: p.DB, Channel: "webhook"}, Clock: p.Clock,
 			Publisher: &notify.Webhook{URL: nc.WebhookURL, Operations: p.DB, Kinds: p.Ledger}, Interval: time.Second, Hold: 30 * time.Second, Keep: keep, Logger: p.Logger}
-		p.goService(func() { relay.Start(ctx) })
+		p.goLoop(ctx, relay.Loop("follow-up webhook relay"))
 	}
 	if nc.SMTP != nil {
 		relay := &outbox.Relay{Store: pg.FollowUpOutbox{DB: p.DB, Channel: "email"}, Clock: p.Clock,
 			Publisher: &notify.Mail{Server: *nc.SMTP, Operations: p.DB, Kinds: p.Ledger, Clock: p.Clock}, Interval: 2 * time.Second, Hold: 2 * time.Minute, Keep: keep, Logger: p.Logger}
-		p.goService(func() { relay.Start(ctx) })
+		p.goLoop(ctx, relay.Loop("follow-up mail relay"))
 	}
 }

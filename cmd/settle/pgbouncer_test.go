@@ -240,7 +240,7 @@ func checkRolesRanOnce(t *testing.T, db *pg.DB, events *eventLog, sent time.Time
 	ctx := context.Background()
 	waitFor(t, 20*time.Second, "the reconciler did not run after the refunds", func() bool {
 		var last *time.Time
-		if err := db.Pool.QueryRow(ctx, `SELECT last_run_at FROM recon_leases WHERE name = $1`, recon.LeaseName("stripe")).Scan(&last); err != nil && err != pgx.ErrNoRows {
+		if err := db.Pool.QueryRow(ctx, `SELECT last_run_at FROM recon_runs WHERE name = $1`, recon.LeaseName("stripe")).Scan(&last); err != nil && err != pgx.ErrNoRows {
 			t.Fatal(err)
 		}
 		return last != nil && last.After(sent.Add(time.Second))
@@ -264,7 +264,7 @@ func checkRolesRanOnce(t *testing.T, db *pg.DB, events *eventLog, sent time.Time
 	if _, repeated := events.counts(); repeated > 0 {
 		t.Errorf("%d of %d outbox events were delivered more than once by the two relays", repeated, stored)
 	}
-	if l := readLease(t, db, "alert_leases", "evaluator"); !strings.HasPrefix(l.owner, "alerts:bouncer") {
+	if l := readLease(t, db, alertsRole); !strings.HasPrefix(l.owner, "alerts:bouncer") {
 		t.Errorf("the alert evaluator's lease is held by %q, not one replica", l.owner)
 	}
 }

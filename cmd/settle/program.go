@@ -218,16 +218,16 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
 	// Each bulk lookup is claimed in its own row, so every replica may run them.
 	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: "bulk:" + cfg.WorkerID, Logger: p.Logger}
-	p.goService(func() { bulk.Start(ctx) })
+	p.goLoop(ctx, bulk.Loop())
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: reaperInterval(p.Ledger.Limits.Lease),
 		Senders: senders, Logger: p.Logger}
-	p.goService(func() { reaper.Start(ctx) })
+	p.goLoop(ctx, reaper.Loop())
 	p.startFollowUpRelays(ctx, cfg.Notify, cfg.OutboxKeep)
 	if cfg.OutboxURL != "" {
 		relay := &outbox.Relay{Store: p.DB, Publisher: &outbox.Webhook{URL: cfg.OutboxURL}, Clock: p.Clock,
 			Interval: time.Second, Keep: cfg.OutboxKeep, Logger: p.Logger}
-		p.goService(func() { relay.Start(ctx) })
+		p.goLoop(ctx, relay.Loop("outbox relay"))
 	}
 	return nil
 }
@@ -253,28 +253,17 @@ func (unconfiguredRefunds) Reject(context.Context, int64, string) error { return
 const sessionSweepInterval = 5 * time.Minute
 
 // sweepSessions deletes expired sessions until ctx ends, so the table does not grow
-// with every sign-in that was never signed out.
+// with every sign-in that was never signed out. Every replica sweeps: a second sweep
+// deletes nothing more.
 func (p *Program) sweepSessions(ctx context.Context) {
 	defer close(p.swept)
-	t := time.NewTicker(sessionSweepInterval)
-	defer t.Stop()
-	var outages ops.OutageLog
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := p.DB.DeleteExpiredSessions(ctx, p.Clock.Now())
-			if ctx.Err() != nil || outages.Pass(p.Logger, "session sweep", err) {
-				continue
-			}
-			if err != nil {
-				p.Logger.WarnContext(ctx, "delete expired sessions", "err", err)
-			} else if n > 0 {
-				p.Logger.DebugContext(ctx, "deleted expired sessions", "count", n)
-			}
+	ops.NewLoop(p.Logger, "session sweep", sessionSweepInterval, func(ctx context.Context, log *slog.Logger) (bool, error) {
+		n, err := p.DB.DeleteExpiredSessions(ctx, p.Clock.Now())
+		if err == nil && n > 0 {
+			log.DebugContext(ctx, "deleted expired sessions", "count", n)
 		}
-	}
+		return false, err
+	}).Run(ctx)
 }
 
 // URL is where the running program answers.

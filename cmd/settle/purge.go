@@ -22,9 +22,10 @@ func bodyKeepEnv(e environ) (time.Duration, error) {
 
 // startBodyPurge runs the body purge of serve and demo: past the key's TTL plus
 // SETTLE_LLM_BODY_KEEP it deletes LLM prompts and completions, and finished jobs' documents
-// and results, in small batches. Every replica may run it; an advisory lock lets one act at
-// a time. Jobs have no TTL of their own: theirs is the LLM key's.
+// and results, in small batches. Every replica may run it; its role lets one act at a
+// time. Jobs have no TTL of their own: theirs is the LLM key's.
 func (p *Program) startBodyPurge(ctx context.Context) {
-	pr := &llm.Purger{Store: p.DB, Clock: p.Clock, Keep: p.Config.LLM.BodyKeep, JobTTL: p.Config.LLM.KeyTTL, Logger: p.Logger}
-	p.goService(func() { pr.Start(ctx) })
+	pr := &llm.Purger{Store: p.DB, Clock: p.Clock, Keep: p.Config.LLM.BodyKeep, JobTTL: p.Config.LLM.KeyTTL,
+		Role: p.role(llm.PurgeRole, "purge"), Logger: p.Logger}
+	p.goLoop(ctx, pr.Loop())
 }

@@ -109,7 +109,7 @@ func (p *Program) startReconciler(ctx context.Context, interval time.Duration, u
 		return
 	}
 	r.Interval = interval
-	p.goService(func() { r.Start(ctx) })
+	p.goLoop(ctx, r.Loop())
 }
 
 // newReconciler builds the reconciler the configuration allows: Stripe through adapter when

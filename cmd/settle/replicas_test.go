@@ -48,7 +48,7 @@ func TestReplicasTakeOverRolesAfterSIGKILL(t *testing.T) {
 	// The reconciler: one replica runs, holding the lease for its run.
 	var held leaseRow
 	waitFor(t, 15*time.Second, "no replica holds the reconciler's lease", func() bool {
-		held = readLease(t, db, "recon_leases", recon.LeaseName("stripe"))
+		held = readLease(t, db, recon.LeaseName("stripe"))
 		return held.until != nil
 	})
 	victim := holderOf(rs, held.owner)
@@ -59,7 +59,7 @@ func TestReplicasTakeOverRolesAfterSIGKILL(t *testing.T) {
 	victim.kill(t)
 	var now leaseRow
 	took := waitFor(t, 15*time.Second, "no live replica took the reconciler's lease over after the kill", func() bool {
-		now = readLease(t, db, "recon_leases", recon.LeaseName("stripe"))
+		now = readLease(t, db, recon.LeaseName("stripe"))
 		r := holderOf(rs, now.owner)
 		return now.owner != held.owner && r != nil && r.alive()
 	})
@@ -71,7 +71,7 @@ func TestReplicasTakeOverRolesAfterSIGKILL(t *testing.T) {
 	}
 	waitFor(t, 15*time.Second, "the replica that took the reconciler over did not finish a run", func() bool {
 		var lastRun *time.Time
-		if err := db.Pool.QueryRow(ctx, `SELECT last_run_at FROM recon_leases WHERE name = $1`, recon.LeaseName("stripe")).Scan(&lastRun); err != nil {
+		if err := db.Pool.QueryRow(ctx, `SELECT max(last_run_at) FROM recon_runs WHERE name = $1`, recon.LeaseName("stripe")).Scan(&lastRun); err != nil {
 			t.Fatal(err)
 		}
 		return lastRun != nil && lastRun.After(killed)
@@ -88,7 +88,7 @@ func alertTakeover(t *testing.T, db *pg.DB, rs []*replica, killedBefore time.Tim
 	t.Helper()
 	var held leaseRow
 	waitFor(t, 15*time.Second, "no replica holds the alert evaluator's lease", func() bool {
-		held = readLease(t, db, "alert_leases", "evaluator")
+		held = readLease(t, db, alertsRole)
 		return held.owner != ""
 	})
 	victim := holderOf(rs, held.owner)
@@ -102,7 +102,7 @@ func alertTakeover(t *testing.T, db *pg.DB, rs []*replica, killedBefore time.Tim
 	}
 	var now leaseRow
 	waitFor(t, 15*time.Second, "no live replica evaluated the alert rules after the kill", func() bool {
-		now = readLease(t, db, "alert_leases", "evaluator")
+		now = readLease(t, db, alertsRole)
 		r := holderOf(rs, now.owner)
 		if r == nil || !r.alive() {
 			return false

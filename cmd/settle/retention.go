@@ -78,18 +78,19 @@ func retentionEnv(e environ, cfg Config) (time.Duration, error) {
 	return keep, nil
 }
 
-// newRetention is the retention role of this configuration.
+// newRetention is the retention role of this configuration: serve's background passes and
+// the command's one pass hold the same role, so they never run at once.
 func newRetention(cfg Config, db *pg.DB, clock ops.Clock, logger *slog.Logger) *retain.Retention {
-	return &retain.Retention{Store: db, Clock: clock, Keep: cfg.Retention.Keep, Actor: "retention:" + cfg.WorkerID, Logger: logger}
+	return &retain.Retention{Store: db, Clock: clock, Keep: cfg.Retention.Keep, Actor: "retention:" + cfg.WorkerID, Logger: logger,
+		Role: ops.NewRole(db, clock, logger, retain.Role, ops.NewOwner("retention", cfg.WorkerID), cfg.RoleLease)}
 }
 
 // startRetention runs the retention role of serve and demo: its first pass at once (which
 // also makes this month's and the next two months' partitions ready), then hourly. Every
-// replica may run it; the retention's advisory lock lets one act at a time. With
+// replica may run it; the retention's role lets one act at a time. With
 // SETTLE_RETENTION=off it only keeps the partitions ahead.
 func (p *Program) startRetention(ctx context.Context) {
-	r := newRetention(p.Config, p.DB, p.Clock, p.Logger)
-	p.goService(func() { r.Start(ctx) })
+	p.goLoop(ctx, newRetention(p.Config, p.DB, p.Clock, p.Logger).Loop())
 }
 
 // retentionCmd is 'settle retention run [--dry-run]': one pass now, its progress on stderr

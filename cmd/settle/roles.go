@@ -2,13 +2,17 @@ package main
 
 import "time"
 
-// Every background role of serve runs on every replica. Those whose work must be done once
-// by someone (the reconciler, the alert evaluator) take a lease row first, renewed by its
-// holder; those that must not overlap (rollups, the body purge) take a transaction-scoped
-// advisory lock around each pass; the rest are safe on all because each item of their work
-// is claimed in its own row (the reaper, the job workers, the outbox relays, the bulk
-// lookups) or repeating them changes nothing (pruning, the session sweep). Nothing holds a session between
-// transactions, so a pooler in transaction mode may stand in front of Postgres.
+// Every background service of serve runs on every replica, as a loop (ops.Loop). Those whose
+// work must be done by one replica at a time (the reconciler of each provider, the alert
+// evaluator, the rollup job, the body purge, the retention) do it under a role (ops.Role): a
+// row of the one leases table, taken in one statement, renewed by its holder every third of
+// SETTLE_ROLE_LEASE while the work runs, and released when it ends (the evaluator keeps its
+// role from one pass to the next); the transactions of the rollups, the purge and the
+// retention, and the reconciler's record of a run, are matched on its token. The rest
+// are safe on all because each item of their work is claimed in its own row (the reaper, the
+// job workers, the outbox relays, the bulk lookups) or repeating them changes nothing (the
+// session sweep). Nothing holds a session between transactions, so a pooler in transaction
+// mode may stand in front of Postgres.
 
 // Bounds of SETTLE_ROLE_LEASE: the holder renews it every third, at least a second apart.
 const (

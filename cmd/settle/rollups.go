@@ -9,10 +9,10 @@ import (
 // startRollups runs the rollup job of serve and demo: it keeps the per-minute rollups that
 // the reconciliation and insights pages read, and the backlog snapshots, and prunes minute
 // rows older than SETTLE_ROLLUP_MINUTES_KEEP. Every replica may
-// run it; an advisory lock lets one act at a time, and each pass replaces whole minutes, so
-// a pass repeated by another replica changes nothing.
+// run it; its role lets one act at a time, and each pass replaces whole minutes, so a pass
+// repeated after a takeover changes nothing.
 func (p *Program) startRollups(ctx context.Context) {
 	r := &recon.Rollups{Store: p.DB, Clock: p.Clock, Interval: recon.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
-		Logger: p.Logger}
-	p.goService(func() { r.Start(ctx) })
+		Role: p.role(recon.RollupRole, "rollups"), Logger: p.Logger}
+	p.goLoop(ctx, r.Loop())
 }

@@ -152,30 +152,15 @@ type BulkRunner struct {
 	// Interval is how often an idle runner looks for work (default 1 s).
 	Interval time.Duration
 	Logger   *slog.Logger
-
-	outages ops.OutageLog
 }
 
-// Start runs bulk lookups until ctx ends.
-func (r *BulkRunner) Start(ctx context.Context) {
-	t := time.NewTicker(r.interval())
-	defer t.Stop()
-	for {
-		for {
-			ran, err := r.RunOnce(ctx)
-			if ctx.Err() == nil && r.Logger != nil && !r.outages.Pass(r.Logger, "bulk lookups", err) && err != nil {
-				r.Logger.ErrorContext(ctx, "bulk lookup failed", "err", err)
-			}
-			if !ran || err != nil || ctx.Err() != nil {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+// Loop is the runner's background loop: it works on one bulk lookup after the other, and
+// looks again every Interval when none is running. Every replica may run one: each bulk
+// lookup is claimed in its own row.
+func (r *BulkRunner) Loop() *ops.Loop {
+	return ops.NewLoop(r.Logger, "bulk lookups", r.interval(), func(ctx context.Context, _ *slog.Logger) (bool, error) {
+		return r.RunOnce(ctx)
+	})
 }
 
 // RunOnce claims one running bulk lookup and works on it until it is done, stopped, its

@@ -52,14 +52,14 @@ func (p *Pool) Start(ctx context.Context) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			w.Start(ctx)
+			w.Loop().Run(ctx)
 		}()
 	}
 	if p.Relay != nil {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.Relay.Start(ctx)
+			p.Relay.Loop("job events relay").Run(ctx)
 		}()
 	}
 }

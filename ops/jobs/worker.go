@@ -86,8 +86,6 @@ type Worker struct {
 	Hooks  WorkerHooks
 	Sleep  ops.Sleeper
 	Logger *slog.Logger
-	// outages keeps an unreachable database to one line per outage.
-	outages ops.OutageLog
 }
 
 // WorkerHooks are calls a test binary installs into a worker. Production leaves them nil.
@@ -97,25 +95,18 @@ type WorkerHooks struct {
 	AtPoint func(point string)
 }
 
-// Start processes jobs until ctx ends. A job in hand is finished first: its generation is
-// paid for whether or not anyone waits for it.
-func (w *Worker) Start(ctx context.Context) {
+// Loop is the worker's background loop: it processes jobs one after the other, and looks
+// again every Poll when none is due. A job in hand when the loop stops is finished first:
+// its generation is paid for whether or not anyone waits for it.
+func (w *Worker) Loop() *ops.Loop {
 	poll := w.Poll
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
-	for ctx.Err() == nil {
+	return ops.NewLoop(w.Logger, "job worker "+w.Owner, poll, func(ctx context.Context, _ *slog.Logger) (bool, error) {
 		n, err := w.RunOnce(ctx)
-		if ctx.Err() == nil && !w.outages.Pass(w.logger(), "job worker "+w.Owner, err) && err != nil {
-			w.logger().Error("job worker pass failed", "worker", w.Owner, "err", err)
-		}
-		if n > 0 {
-			continue
-		}
-		if ops.SleepContext(ctx, poll) != nil {
-			return
-		}
-	}
+		return n > 0, err
+	})
 }
 
 // RunOnce claims one due job and processes it, and says how many it processed.

@@ -27,11 +27,14 @@ type PurgeParams struct {
 	JobTTL time.Duration
 	// Batch bounds the rows one transaction purges, so a purge holds no long lock.
 	Batch int
+	// Lease is the holding of the purge's role the pass is under: nothing is purged once it
+	// is no longer held. Zero for a pass without a role.
+	Lease ops.Lease
 }
 
 // PurgeReport says what one pass purged.
 type PurgeReport struct {
-	// Skipped: another replica was purging; nothing was done.
+	// Skipped: another replica holds the purge's role, or this pass lost it.
 	Skipped    bool
 	Operations int
 	Jobs       int
@@ -39,16 +42,19 @@ type PurgeReport struct {
 
 // PurgeStore deletes the bodies that are due.
 type PurgeStore interface {
-	// PurgeBodies purges, in transactions of at most p.Batch rows, under a lock that lets
-	// one replica act at a time, the request and result of every finished llm_call and
+	// PurgeBodies purges, in transactions of at most p.Batch rows, each while p.Lease is
+	// held, the request and result of every finished llm_call and
 	// llm_job operation created more than its retention plus p.Keep before p.Now, and the
 	// document and results of every published or failed job created more than p.JobTTL
 	// plus p.Keep before it, stamping each row's purged_at.
 	PurgeBodies(ctx context.Context, p PurgeParams) (PurgeReport, error)
 }
 
+// PurgeRole is the name of the body purge's role.
+const PurgeRole = "body purge"
+
 // Purger is the background role that keeps prompts and completions no longer than the
-// key's TTL plus Keep. Every replica may run it; the store lets one act at a time.
+// key's TTL plus Keep. Every replica may run it; its Role lets one act at a time.
 type Purger struct {
 	Store    PurgeStore
 	Clock    ops.Clock
@@ -56,34 +62,25 @@ type Purger struct {
 	JobTTL   time.Duration
 	Interval time.Duration
 	Batch    int
-	Logger   *slog.Logger
-
-	outages ops.OutageLog
+	// Role, named PurgeRole, lets one replica purge at a time. Without one (a test, a
+	// one-off on a database no server uses) passes take no lease.
+	Role   *ops.Role
+	Logger *slog.Logger
 }
 
-// Start purges every Interval (default 10 minutes) until ctx ends.
-func (p *Purger) Start(ctx context.Context) {
+// Loop is the purge's background loop: a pass every Interval (default 10 minutes).
+func (p *Purger) Loop() *ops.Loop {
 	interval := p.Interval
 	if interval <= 0 {
 		interval = 10 * time.Minute
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	return ops.NewLoop(p.Logger, "body purge", interval, func(ctx context.Context, log *slog.Logger) (bool, error) {
 		rep, err := p.RunOnce(ctx)
-		switch {
-		case ctx.Err() != nil, p.outages.Pass(p.logger(), "body purge", err):
-		case err != nil:
-			p.logger().Error("body purge failed", "err", err)
-		case rep.Operations+rep.Jobs > 0:
-			p.logger().Info("purged bodies", "operations", rep.Operations, "jobs", rep.Jobs)
+		if err == nil && rep.Operations+rep.Jobs > 0 {
+			log.Info("purged bodies", "operations", rep.Operations, "jobs", rep.Jobs)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return false, err
+	})
 }
 
 // RunOnce does one pass.
@@ -95,18 +92,25 @@ func (p *Purger) RunOnce(ctx context.Context) (PurgeReport, error) {
 	if batch <= 0 {
 		batch = 500
 	}
-	rep, err := p.Store.PurgeBodies(ctx, PurgeParams{Now: p.Clock.Now(), Keep: keep, JobTTL: p.JobTTL, Batch: batch})
+	params := PurgeParams{Now: p.Clock.Now(), Keep: keep, JobTTL: p.JobTTL, Batch: batch}
+	var rep PurgeReport
+	var err error
+	if p.Role == nil {
+		rep, err = p.Store.PurgeBodies(ctx, params)
+	} else {
+		var held bool
+		_, held, err = p.Role.Hold(ctx, func(ctx context.Context, l ops.Lease) error {
+			params.Lease = l
+			var err error
+			rep, err = p.Store.PurgeBodies(ctx, params)
+			return err
+		})
+		rep.Skipped = rep.Skipped || !held
+	}
 	if err != nil {
 		return rep, fmt.Errorf("purge bodies: %w", err)
 	}
 	return rep, nil
-}
-
-func (p *Purger) logger() *slog.Logger {
-	if p.Logger != nil {
-		return p.Logger
-	}
-	return slog.Default()
 }
 
 // purgedError answers a replay of op, whose answer the purge deleted: a 4xx problem of its

@@ -60,7 +60,6 @@ type Relay struct {
 	Logger *slog.Logger
 
 	lastPrune time.Time
-	outages   ops.OutageLog
 }
 
 // Pruner is a Store that can delete the events it delivered long ago.
@@ -73,20 +72,13 @@ type Pruner interface {
 // nothing depends on the rows after that.
 const DefaultKeep = 7 * 24 * time.Hour
 
-// Start delivers events every Interval until ctx ends.
-func (r *Relay) Start(ctx context.Context) {
-	t := time.NewTicker(r.Interval)
-	defer t.Stop()
-	for {
-		if _, err := r.RunOnce(ctx); ctx.Err() == nil && !r.outages.Pass(r.logger(), "outbox relay", err) && err != nil {
-			r.logger().Error("outbox relay pass failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+// Loop is the relay's background loop, named name in the log ("outbox relay"): a batch
+// every Interval. Every replica may run one: each event is held by one relay at a time.
+func (r *Relay) Loop(name string) *ops.Loop {
+	return ops.NewLoop(r.Logger, name, r.Interval, func(ctx context.Context, _ *slog.Logger) (bool, error) {
+		_, err := r.RunOnce(ctx)
+		return false, err
+	})
 }
 
 // RunOnce delivers one batch and returns how many events were published.

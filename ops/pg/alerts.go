@@ -3,7 +3,6 @@ package pg
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,9 +21,6 @@ var (
 	_ alerts.MetricsSource = (*DB)(nil)
 	_ outbox.Store         = AlertOutbox{}
 )
-
-// alertLease is the lease row of the alert evaluator.
-const alertLease = "evaluator"
 
 // tenantNames maps tenant ids to names; alerts are labelled by name. The table is small.
 func (db *DB) tenantNames(ctx context.Context) (map[int64]string, error) {
@@ -241,25 +237,6 @@ GROUP BY 1, 2, 3`},
 		}
 	}
 	return out, nil
-}
-
-// AcquireAlertLease implements alerts.Store in one statement, so two replicas asking at
-// once cannot both win; the holder renews its own lease.
-func (db *DB) AcquireAlertLease(ctx context.Context, owner string, now, until time.Time) (string, bool, error) {
-	var holder string
-	err := db.Pool.QueryRow(ctx, `
-INSERT INTO alert_leases AS l (name, owner, lease_until) VALUES (@name, @owner, @until)
-ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
-WHERE l.owner = excluded.owner OR l.lease_until <= @now
-RETURNING owner`, pgx.NamedArgs{"name": alertLease, "owner": owner, "until": until, "now": now}).Scan(&holder)
-	if err == nil {
-		return holder, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", false, interpret(err, "take the alert lease")
-	}
-	err = db.Pool.QueryRow(ctx, `SELECT owner FROM alert_leases WHERE name = $1`, alertLease).Scan(&holder)
-	return holder, false, interpret(err, "read the alert lease")
 }
 
 const instanceCols = `key, rule_key, alert, labels, annotations, state, value, active_at, coalesce(fired_at, 'epoch'::timestamptz), last_true_at, since`

@@ -13,6 +13,8 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
@@ -154,35 +156,48 @@ type nopPublisher struct{}
 func (nopPublisher) Publish(context.Context, outbox.Event) error { return nil }
 
 // The background loops (reaper, outbox relay, rollups, body purge, retention, alert
-// evaluator) each pass every few milliseconds; through two outages of the database each
-// logs one line when an outage starts and one when it ends, and nothing for the passes
-// that failed in between.
+// evaluator, bulk lookups, job worker), each run by ops.Loop, the singletons under their
+// roles, pass every few milliseconds; through two outages of the database each logs one
+// line when an outage starts and one when it ends, and nothing for the passes that failed in
+// between.
 func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 	t.Parallel()
 	db, relay := pgtest.OpenBehindRelay(t)
 	var clock ops.Clock = ops.SystemClock{}
 	const every = 5 * time.Millisecond
 	ledger := ops.NewLedger(db, clock)
+	role := func(log *slog.Logger, name string) *ops.Role {
+		return ops.NewRole(db, clock, log, name, name+":test", 3*time.Second)
+	}
 	starts := map[string]func(ctx context.Context, log *slog.Logger){
 		"reaper": func(ctx context.Context, log *slog.Logger) {
-			(&ops.Reaper{Ledger: ledger, Owner: "reaper", Interval: every, Logger: log}).Start(ctx)
+			(&ops.Reaper{Ledger: ledger, Owner: "reaper", Interval: every, Logger: log}).Loop().Run(ctx)
 		},
 		"outbox relay": func(ctx context.Context, log *slog.Logger) {
-			(&outbox.Relay{Store: db, Publisher: nopPublisher{}, Clock: clock, Interval: every, Logger: log}).Start(ctx)
+			(&outbox.Relay{Store: db, Publisher: nopPublisher{}, Clock: clock, Interval: every, Logger: log}).Loop("outbox relay").Run(ctx)
 		},
 		"rollups": func(ctx context.Context, log *slog.Logger) {
-			(&recon.Rollups{Store: db, Clock: clock, Interval: every, Logger: log}).Start(ctx)
+			(&recon.Rollups{Store: db, Clock: clock, Interval: every, Role: role(log, recon.RollupRole), Logger: log}).Loop().Run(ctx)
 		},
 		"body purge": func(ctx context.Context, log *slog.Logger) {
-			(&llm.Purger{Store: db, Clock: clock, Interval: every, Logger: log}).Start(ctx)
+			(&llm.Purger{Store: db, Clock: clock, Interval: every, Role: role(log, llm.PurgeRole), Logger: log}).Loop().Run(ctx)
 		},
 		"retention": func(ctx context.Context, log *slog.Logger) {
-			(&retain.Retention{Store: db, Clock: clock, Keep: 24 * time.Hour, Interval: every, Actor: "retention", Logger: log}).Start(ctx)
+			(&retain.Retention{Store: db, Clock: clock, Keep: 24 * time.Hour, Interval: every, Actor: "retention", Role: role(log, retain.Role),
+				Logger: log}).Loop().Run(ctx)
 		},
 		"alert evaluator": func(ctx context.Context, log *slog.Logger) {
-			var outages ops.OutageLog
-			(&alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock, Owner: "alerts", Logger: log,
-				Tick: every, Quiet: func(err error) bool { return outages.Pass(log, "alert evaluator", err) }}).Start(ctx)
+			ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock, Logger: log, Tick: every}
+			ops.NewLoop(log, "alert evaluator", ev.Interval(), role(log, "alerts").Kept().Only(func(ctx context.Context, _ *slog.Logger) (bool, error) {
+				_, err := ev.RunOnce(ctx)
+				return false, err
+			})).Run(ctx)
+		},
+		"bulk lookups": func(ctx context.Context, log *slog.Logger) {
+			(&desk.BulkRunner{Desk: &desk.Desk{Ledger: ledger, Bulk: db}, Queues: db, Owner: "bulk", Interval: every, Logger: log}).Loop().Run(ctx)
+		},
+		"job worker": func(ctx context.Context, log *slog.Logger) {
+			(&jobs.Worker{Store: db, Ledger: jobs.NewLedger(db, clock, time.Minute, false), Owner: "jobs", Poll: every, Logger: log}).Loop().Run(ctx)
 		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())

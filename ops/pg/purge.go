@@ -10,10 +10,6 @@ import (
 
 var _ llm.PurgeStore = (*DB)(nil)
 
-// purgeLockKey is the advisory lock that lets one replica purge bodies at a time
-// ("settle purge" in ASCII).
-const purgeLockKey int64 = 0x736574746c507267
-
 // purgeOperationsSQL deletes the request and result of up to @batch finished LLM operations
 // whose key's TTL (their retention) and @keep have passed, oldest first, on
 // operations_body_purge_idx. Neither version nor status changes: no one's view goes stale.
@@ -47,8 +43,8 @@ WITH c AS (
 )
 SELECT count(*) FROM j`
 
-// PurgeBodies implements llm.PurgeStore: one short transaction per batch, each under the
-// purge's advisory lock, until a batch comes back short.
+// PurgeBodies implements llm.PurgeStore: one short transaction per batch, each while the
+// purge's lease is held, until a batch comes back short.
 func (db *DB) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeReport, error) {
 	var rep llm.PurgeReport
 	args := pgx.NamedArgs{"now": p.Now, "keep": p.Keep, "ttl": p.JobTTL, "batch": p.Batch}
@@ -58,7 +54,7 @@ func (db *DB) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeRepo
 		n    *int
 	}{{purgeOperationsSQL, "purge operation bodies", &rep.Operations}, {purgeJobsSQL, "purge job bodies", &rep.Jobs}} {
 		for {
-			n, locked, err := db.purgeBatch(ctx, step.sql, args)
+			n, locked, err := db.purgeBatch(ctx, p, step.sql, args)
 			if err != nil {
 				return rep, interpret(err, step.what)
 			}
@@ -75,10 +71,12 @@ func (db *DB) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeRepo
 	return rep, nil
 }
 
-// purgeBatch runs one batch of sql in its own transaction, if the purge's lock is free.
-func (db *DB) purgeBatch(ctx context.Context, sql string, args pgx.NamedArgs) (n int, locked bool, err error) {
+// purgeBatch runs one batch of sql in its own transaction, if the purge's lease is still
+// held; the lease cannot be taken over before the transaction ends.
+func (db *DB) purgeBatch(ctx context.Context, p llm.PurgeParams, sql string, args pgx.NamedArgs) (n int, locked bool, err error) {
 	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, purgeLockKey).Scan(&locked); err != nil || !locked {
+		var err error
+		if locked, err = holdLease(ctx, tx, p.Lease, p.Now); err != nil || !locked {
 			return err
 		}
 		if sql == purgeJobsSQL {

@@ -143,42 +143,41 @@ ORDER BY o.created_at LIMIT @limit`, pgx.NamedArgs{"from": w.From, "to": w.To, "
 	return collectOps(rows)
 }
 
-// AcquireLease implements recon.Store: one statement, so two replicas asking at once
-// cannot both win.
-func (db *DB) AcquireLease(ctx context.Context, name, owner string, now, until time.Time) (recon.Lease, bool, error) {
-	const cols = `name, owner, lease_until, done_until, last_run_at, last_report`
-	scan := func(row pgx.Row) (recon.Lease, error) {
-		var l recon.Lease
-		err := row.Scan(&l.Name, &l.Owner, &l.Until, &l.DoneUntil, &l.LastRunAt, &l.LastReport)
-		return l, err
+// ReconRun implements recon.Store.
+func (db *DB) ReconRun(ctx context.Context, name string) (recon.Lease, error) {
+	l := recon.Lease{Name: name}
+	err := db.Pool.QueryRow(ctx, `SELECT done_until, last_run_at, last_report FROM recon_runs WHERE name = $1`, name).
+		Scan(&l.DoneUntil, &l.LastRunAt, &l.LastReport)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, nil
 	}
-	l, err := scan(db.Pool.QueryRow(ctx, `
-INSERT INTO recon_leases AS l (name, owner, lease_until) VALUES (@name, @owner, @until)
-ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
-WHERE l.lease_until IS NULL OR l.lease_until <= @now
-RETURNING `+cols, pgx.NamedArgs{"name": name, "owner": owner, "until": until, "now": now}))
-	if err == nil {
-		return l, true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return l, false, interpret(err, "acquire lease")
-	}
-	l, err = scan(db.Pool.QueryRow(ctx, `SELECT `+cols+` FROM recon_leases WHERE name = $1`, name))
-	return l, false, interpret(err, "read lease")
+	return l, interpret(err, "read the reconciler's progress")
 }
 
-// ReleaseLease implements recon.Store.
-func (db *DB) ReleaseLease(ctx context.Context, name, owner string, now time.Time, doneUntil *time.Time, report json.RawMessage) error {
-	_, err := db.Pool.Exec(ctx, `
-UPDATE recon_leases SET lease_until = NULL, last_run_at = $3, last_report = coalesce($5::jsonb, last_report),
-	done_until = CASE WHEN $4::timestamptz IS NULL THEN done_until ELSE greatest(done_until, $4::timestamptz) END
-WHERE name = $1 AND owner = $2`, name, owner, now, doneUntil, jsonOrNil(report))
-	return interpret(err, "release lease")
+// RecordRun implements recon.Store in one statement, fenced by the lease's token: a run that
+// lost its lease records nothing, and never moves the watermark past its successor's.
+func (db *DB) RecordRun(ctx context.Context, l ops.Lease, now time.Time, doneUntil *time.Time, report json.RawMessage) (bool, error) {
+	tag, err := db.Pool.Exec(ctx, `
+INSERT INTO recon_runs AS r (name, done_until, last_run_at, last_report)
+SELECT @name::text, @done::timestamptz, @now::timestamptz, @report::jsonb FROM leases
+WHERE name = @name AND owner = @owner AND token = @token AND expires_at > '-infinity'
+ON CONFLICT (name) DO UPDATE SET last_run_at = excluded.last_run_at,
+	last_report = coalesce(excluded.last_report, r.last_report),
+	done_until = CASE WHEN excluded.done_until IS NULL THEN r.done_until ELSE greatest(r.done_until, excluded.done_until) END`,
+		pgx.NamedArgs{"name": l.Name, "owner": l.Owner, "token": l.Token, "now": now, "done": doneUntil, "report": jsonOrNil(report)})
+	if err != nil {
+		return false, interpret(err, "record the reconciler's run")
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
-// Leases returns every reconciler's lease row, for the pages to say when each last ran.
+// Leases returns every reconciler's progress and who holds its lease, for the pages to say
+// when each last ran and whether it runs now.
 func (db *DB) Leases(ctx context.Context) ([]recon.Lease, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT name, owner, lease_until, done_until, last_run_at, last_report FROM recon_leases ORDER BY name`)
+	rows, err := db.Pool.Query(ctx, `SELECT coalesce(r.name, l.name), coalesce(l.owner, ''),
+	CASE WHEN l.expires_at > '-infinity' THEN l.expires_at END, r.done_until, r.last_run_at, r.last_report
+FROM recon_runs r FULL JOIN (SELECT * FROM leases WHERE name LIKE 'reconcile:%') l ON l.name = r.name
+ORDER BY 1`)
 	if err != nil {
 		return nil, interpret(err, "list leases")
 	}

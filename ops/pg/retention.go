@@ -11,14 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
 
 var _ retain.Store = (*DB)(nil)
-
-// retentionLockKey is the advisory lock that lets one replica run the retention at a time
-// ("settlRet" in ASCII).
-const retentionLockKey int64 = 0x736574746c526574
 
 // retentionName is the row of retention_state.
 const retentionName = "retention"
@@ -159,14 +157,12 @@ var orphanSteps = []orphanStep{
 		func(c *retain.Counts) *int64 { return &c.ConsumedEvents }},
 }
 
-// EnsurePartitions implements retain.Store, under the retention's lock so that two replicas
-// starting at once do not both create a month. When another replica holds the lock, it is
-// in a pass, which creates the months itself: this one creates nothing.
-func (db *DB) EnsurePartitions(ctx context.Context, now time.Time, ahead int) (int, error) {
+// EnsurePartitions implements retain.Store, while the retention's lease is held, so that two
+// replicas never both create a month: a pass whose lease was lost creates nothing.
+func (db *DB) EnsurePartitions(ctx context.Context, l ops.Lease, now time.Time, ahead int) (int, error) {
 	var n int
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, retentionLockKey).Scan(&locked); err != nil || !locked {
+		if held, err := holdLease(ctx, tx, l, now); err != nil || !held {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT settle_month_partitions($1, $1::timestamptz + make_interval(months => $2))`,
@@ -259,20 +255,23 @@ func (db *DB) CountOrphans(ctx context.Context, p retain.BatchParams) (retain.Co
 	return c, nil
 }
 
-// RemoveBatch implements retain.Store: one transaction under the retention's lock. It also
-// takes the rollup job's lock, so a rollup pass never counts raw rows half removed, and
-// moves removed_before, which keeps the rollup job from recomputing those hours.
+// RemoveBatch implements retain.Store: one transaction while the retention's lease is held,
+// which it locks in share mode, so nobody takes the lease over before the batch ends. It
+// also locks the rollup job's lease row exclusively, so a rollup pass never counts raw rows
+// half removed, and moves removed_before, which keeps the rollup job from recomputing those
+// hours.
 func (db *DB) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Batch, bool, error) {
 	var b retain.Batch
 	var locked bool
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, retentionLockKey).Scan(&locked); err != nil || !locked {
+		var err error
+		if locked, err = holdLease(ctx, tx, p.Lease, p.Now); err != nil || !locked {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '10s'`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, rollupLockKey); err != nil {
+		if err := lockLeaseRow(ctx, tx, recon.RollupRole, true); err != nil {
 			return err
 		}
 		var ids []string
@@ -306,7 +305,7 @@ func (db *DB) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Bat
 			return nil
 		}
 		// The rollups counted these rows; their hours are not recomputed from what is left.
-		_, err := tx.Exec(ctx, `INSERT INTO retention_state (name, removed_before) VALUES ($1, $2)
+		_, err = tx.Exec(ctx, `INSERT INTO retention_state (name, removed_before) VALUES ($1, $2)
 ON CONFLICT (name) DO UPDATE SET removed_before = greatest(retention_state.removed_before, excluded.removed_before)`,
 			retentionName, p.Cutoff)
 		return err
@@ -338,7 +337,7 @@ var partitionedTables = []string{"client_requests", "attempts", "audit_log"}
 // EXCLUSIVE lock on its table for an instant: each drop is its own transaction that waits at
 // most half a second for it, so a busy table delays the drop to the next pass instead of
 // queueing the writers behind it.
-func (db *DB) DropEmptyPartitions(ctx context.Context, cutoff time.Time) ([]string, bool, error) {
+func (db *DB) DropEmptyPartitions(ctx context.Context, l ops.Lease, now, cutoff time.Time) ([]string, bool, error) {
 	rows, err := db.Pool.Query(ctx, `
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
 WHERE p.relname = ANY($1) AND c.relname ~ '_[0-9]{4}_[0-9]{2}$'
@@ -353,7 +352,7 @@ ORDER BY c.relname`, partitionedTables, cutoff)
 	}
 	var dropped []string
 	for _, name := range names {
-		ok, locked, err := db.dropIfEmpty(ctx, name)
+		ok, locked, err := db.dropIfEmpty(ctx, l, now, name)
 		if err != nil || !locked {
 			return dropped, locked, err
 		}
@@ -364,11 +363,12 @@ ORDER BY c.relname`, partitionedTables, cutoff)
 	return dropped, true, nil
 }
 
-// dropIfEmpty drops the partition name if it holds no row; a lock not had in time is no
-// error (ok false).
-func (db *DB) dropIfEmpty(ctx context.Context, name string) (ok, locked bool, err error) {
+// dropIfEmpty drops the partition name if it holds no row, while l is held; a lock not had
+// in time is no error (ok false).
+func (db *DB) dropIfEmpty(ctx context.Context, l ops.Lease, now time.Time, name string) (ok, locked bool, err error) {
 	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, retentionLockKey).Scan(&locked); err != nil || !locked {
+		var err error
+		if locked, err = holdLease(ctx, tx, l, now); err != nil || !locked {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -312,14 +313,14 @@ func TestMonthlyPartitions(t *testing.T) {
 	if got := partitionOf(t, f, "attempts", "operation_id = $1", o2.ID); got != "attempts_default" {
 		t.Fatalf("attempt of %s in %s, want attempts_default", far, got)
 	}
-	n, err := f.db.EnsurePartitions(ctx, far, retain.MonthsAhead)
+	n, err := f.db.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead)
 	if err != nil || n != 9 {
 		t.Fatalf("EnsurePartitions at %s: %d, %v; want 9 (3 months of 3 tables)", far, n, err)
 	}
 	if got, want := partitionOf(t, f, "attempts", "operation_id = $1", o2.ID), "attempts_"+month(far, 0); got != want {
 		t.Errorf("after creating its month, the attempt is in %s, want %s", got, want)
 	}
-	if n, err := f.db.EnsurePartitions(ctx, far, retain.MonthsAhead); err != nil || n != 0 {
+	if n, err := f.db.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead); err != nil || n != 0 {
 		t.Errorf("EnsurePartitions again: %d, %v; want 0", n, err)
 	}
 }
@@ -405,7 +406,7 @@ func TestAttemptNumbersStayUniqueWithoutTheIndex(t *testing.T) {
 	}
 }
 
-// TestRetentionRunsOnOneReplicaAtATime: while another replica holds the retention's lock, a
+// TestRetentionRunsOnOneReplicaAtATime: while another replica holds the retention's role, a
 // pass does nothing and says so; once it is free, the pass removes what is due.
 func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 	t.Parallel()
@@ -414,23 +415,22 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 	old := retainNow.Add(-500 * 24 * time.Hour)
 	closed := old.Add(time.Minute)
 	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed)
-	other, err := f.db.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
+	other, held, err := f.db.TakeLease(ctx, retain.Role, "retention:other", retainNow, retainNow.Add(time.Minute))
+	if err != nil || !held {
+		t.Fatal(held, err)
 	}
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x736574746c526574)); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := newRetention(f, ops.NewManualClock(retainNow)).RunOnce(ctx, false)
+	clock := ops.NewManualClock(retainNow)
+	r := newRetention(f, clock)
+	r.Role = ops.NewRole(f.db, clock, slog.New(slog.DiscardHandler), retain.Role, "retention:test", 30*time.Second)
+	rep, err := r.RunOnce(ctx, false)
 	if err != nil || !rep.Skipped || rep.Operations != 0 || f.count(t, `SELECT count(*) FROM operations`) != 1 {
-		t.Fatalf("pass while another holds the lock: %+v %v; want skipped, nothing removed", rep, err)
+		t.Fatalf("pass while another holds the role: %+v %v; want skipped, nothing removed", rep, err)
 	}
-	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x736574746c526574)); err != nil {
+	if err := f.db.ReleaseLease(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	other.Release()
-	if rep, err := newRetention(f, ops.NewManualClock(retainNow)).RunOnce(ctx, false); err != nil || rep.Skipped || rep.Operations != 1 {
-		t.Fatalf("pass once the lock is free: %+v %v", rep, err)
+	if rep, err := r.RunOnce(ctx, false); err != nil || rep.Skipped || rep.Operations != 1 {
+		t.Fatalf("pass once the role is free: %+v %v", rep, err)
 	}
 }
 

@@ -17,10 +17,6 @@ var (
 	_ recon.BacklogStore = (*DB)(nil)
 )
 
-// rollupLockKey is the advisory lock that lets one replica run the rollup job at a time
-// ("settle rollups" in ASCII, cut to 63 bits).
-const rollupLockKey int64 = 0x736574746c65726f
-
 // rollupStateName names the job's row in rollup_state.
 const rollupStateName = "rollups"
 
@@ -78,8 +74,10 @@ func readRollupState(ctx context.Context, q rowQuerier) (recon.RollupState, erro
 	return st, nil
 }
 
-// RunRollups implements recon.RollupStore, in one transaction under an advisory lock: readers
-// see a minute's old rows or its new ones, never none, and a second replica skips its turn.
+// RunRollups implements recon.RollupStore, in one transaction that holds the row of the job's
+// lease in share mode: readers see a minute's old rows or its new ones, never none; a run
+// whose lease was lost skips its turn; nobody takes the lease over, and no retention batch
+// removes rows (RemoveBatch), until the transaction ends.
 func (db *DB) RunRollups(ctx context.Context, p recon.RollupParams) (recon.RollupReport, error) {
 	var rep recon.RollupReport
 	now := p.Now.UTC()
@@ -88,11 +86,14 @@ func (db *DB) RunRollups(ctx context.Context, p recon.RollupParams) (recon.Rollu
 		return rep, interpret(err, "begin the rollup")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	var locked bool
-	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, rollupLockKey).Scan(&locked); err != nil {
+	if err := lockLeaseRow(ctx, tx, recon.RollupRole, false); err != nil {
 		return rep, interpret(err, "lock the rollup")
 	}
-	if !locked {
+	held, err := holdLease(ctx, tx, p.Lease, now)
+	if err != nil {
+		return rep, interpret(err, "check the rollup's lease")
+	}
+	if !held {
 		rep.Skipped = true
 		return rep, nil
 	}

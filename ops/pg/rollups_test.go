@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -73,25 +74,18 @@ func TestBacklogSnapshots(t *testing.T) {
 	}
 }
 
-// While one replica runs the job, another skips its turn and changes nothing.
+// While one replica holds the job's role, another skips its turn and changes nothing.
 func TestRollupsRunOnOneReplicaAtATime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	conn, err := db.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
+	clock := ops.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	other, held, err := db.TakeLease(ctx, recon.RollupRole, "rollups:other", clock.Now(), clock.Now().Add(time.Minute))
+	if err != nil || !held {
+		t.Fatal(held, err)
 	}
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(0x736574746c65726f)); err != nil {
-		t.Fatal(err)
-	}
-	roll := &recon.Rollups{Store: db, Clock: ops.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))}
+	roll := &recon.Rollups{Store: db, Clock: clock,
+		Role: ops.NewRole(db, clock, slog.New(slog.DiscardHandler), recon.RollupRole, "rollups:test", 30*time.Second)}
 	rep, err := roll.RunOnce(ctx)
 	if err != nil || !rep.Skipped {
 		t.Fatalf("%+v %v, want skipped", rep, err)
@@ -99,9 +93,11 @@ func TestRollupsRunOnOneReplicaAtATime(t *testing.T) {
 	if st, err := db.RollupStatus(ctx); err != nil || st.Ran() {
 		t.Fatalf("state %+v %v after a skipped run", st, err)
 	}
-	_ = tx.Rollback(ctx)
+	if err := db.ReleaseLease(ctx, other); err != nil {
+		t.Fatal(err)
+	}
 	if rep, err := roll.RunOnce(ctx); err != nil || rep.Skipped || !rep.CaughtUp {
-		t.Fatalf("%+v %v after the lock was released", rep, err)
+		t.Fatalf("%+v %v after the role was released", rep, err)
 	}
 }
 

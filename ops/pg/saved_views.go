@@ -22,7 +22,9 @@ func scanSavedView(row pgx.CollectableRow) (desk.SavedView, error) {
 
 // SaveView implements desk.SavedViewStore. An author's saves on one page take turns under a
 // transaction's advisory lock, so two at once cannot both find room for one more view; the
-// insert's own statement, which starts after the lock, counts the views.
+// insert's own statement, which starts after the lock, counts the views. The lock is no
+// role (ops.Role): it orders two requests of one person for the length of one insert, and
+// the second waits its turn rather than skipping it.
 func (db *DB) SaveView(ctx context.Context, v desk.SavedView, perUser int) (desk.SavedView, error) {
 	var out desk.SavedView
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {

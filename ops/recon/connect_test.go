@@ -188,7 +188,7 @@ func TestOneUnreadableAccountDoesNotHideTheOthers(t *testing.T) {
 		t.Fatalf("acct_A's refund was not applied while acct_B failed: %s", op.Status)
 	}
 	var done *time.Time
-	_ = w.db.Pool.QueryRow(ctx, `SELECT done_until FROM recon_leases WHERE name = 'reconcile:stripe'`).Scan(&done)
+	_ = w.db.Pool.QueryRow(ctx, `SELECT done_until FROM recon_runs WHERE name = 'reconcile:stripe'`).Scan(&done)
 	if done != nil {
 		t.Fatalf("a run that missed an account moved the watermark to %s", done)
 	}

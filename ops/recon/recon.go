@@ -4,8 +4,8 @@
 // evidence), and reports double, orphan and missing charges to the exception queue, each
 // once however many runs see it.
 //
-// One reconciler acts at a time per provider across replicas: each run takes a lease row
-// first and gives up if another replica holds it.
+// One reconciler acts at a time per provider across replicas: each run holds the provider's
+// role (ops.Role) and gives up if another replica holds it.
 package recon
 
 import (
@@ -58,15 +58,16 @@ const (
 	MaxLookback = 31 * 24 * time.Hour
 )
 
-// Reconciler compares provider records with the ledger. Set the fields, then call Start in
-// the background or Reconcile for one window.
+// Reconciler compares provider records with the ledger. Set the fields, then run its Loop in
+// the background or call Reconcile for one window.
 type Reconciler struct {
 	Ledger *ops.Ledger
 	Store  Store
 	// Refunds and Usage are the providers to reconcile, by kind of report.
 	Refunds []RefundSource
 	Usage   []UsageSource
-	// Owner names this process in the lease and as the actor of what it closes.
+	// Owner names this process in the lease ("reconciler:<worker id>", with a token per run
+	// after it) and as the actor of what it closes.
 	Owner string
 	// Interval is the time between background runs.
 	Interval time.Duration
@@ -74,12 +75,11 @@ type Reconciler struct {
 	// last reconciled window each later run reads again, for records that show up late.
 	Lookback time.Duration
 	Overlap  time.Duration
-	// LeaseFor is how long one run may take; the run is cut off before its lease runs out,
-	// so two replicas never act at once.
+	// LeaseFor is how long one run may take; the run is cut off after nine tenths of it.
 	LeaseFor time.Duration
-	// Heartbeat, when set and Store is a LeaseRenewer, is how long the lease lasts unless its
-	// holder renews it, which a run does every third of it: a replica that dies mid-run is
-	// then taken over within Heartbeat instead of LeaseFor. LeaseFor still bounds a run.
+	// Heartbeat is how long the role's lease lasts unless its holder renews it, which a run
+	// does every third of it: a replica that dies mid-run is taken over within Heartbeat.
+	// Default LeaseFor.
 	Heartbeat time.Duration
 	// UsageWidth is the bucket of the LLM usage comparison; ReportDelay is how long after a
 	// bucket ends before its usage report is taken as complete.
@@ -92,8 +92,6 @@ type Reconciler struct {
 	// Progress, when set, hears how far a run is: a one-off run over many days takes long
 	// enough that the person who started it wants to see it move.
 	Progress Progress
-
-	outages ops.OutageLog
 }
 
 // Progress is told about each stage of a run: its size, the units done, its end. The
@@ -177,26 +175,18 @@ func (r *Reconciler) Providers() []string {
 	return out
 }
 
-// Start runs a background pass every Interval until ctx ends.
-func (r *Reconciler) Start(ctx context.Context) {
-	t := time.NewTicker(orDefault(r.Interval, DefaultInterval))
-	defer t.Stop()
-	for {
+// Loop is the reconciler's background loop: a run of every provider every Interval. Every
+// replica may run it: each provider's role lets one replica reconcile it at a time.
+func (r *Reconciler) Loop() *ops.Loop {
+	return ops.NewLoop(r.Logger, "reconciler", orDefault(r.Interval, DefaultInterval), func(ctx context.Context, log *slog.Logger) (bool, error) {
 		reports, err := r.RunOnce(ctx)
-		if ctx.Err() == nil && !r.outages.Pass(r.logger(), "reconciler", err) && err != nil {
-			r.logger().Error("reconciliation failed", "err", err)
-		}
 		for _, rep := range reports {
 			if !rep.Skipped {
-				r.logger().Info("reconciled", "summary", rep.Summary())
+				log.Info("reconciled", "summary", rep.Summary())
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return false, err
+	})
 }
 
 // RunOnce reconciles every provider from where the last background run got to (less the
@@ -259,43 +249,46 @@ func (r *Reconciler) run(ctx context.Context, provider string, window func(time.
 		}
 		return rep, ops.Errorf(ops.EINVALID, "No provider %q is set up for reconciliation (set up: %s).", provider, known)
 	}
-	now := r.Ledger.Clock.Now()
 	leaseFor := orDefault(r.LeaseFor, DefaultLeaseFor)
-	// A token per run, so two runs in one process exclude each other as two replicas do.
-	owner := ops.NewOwner(r.owner(), "")
-	renewer, heartbeat := r.heartbeat()
-	until := now.Add(leaseFor)
-	if heartbeat > 0 {
-		until = now.Add(heartbeat)
-	}
-	lease, ok, err := r.Store.AcquireLease(ctx, LeaseName(provider), owner, now, until)
+	name := LeaseName(provider)
+	// The watermark read before the lease is taken may be a run behind, which only makes the
+	// overlap longer: recording is idempotent.
+	progress, err := r.Store.ReconRun(ctx, name)
 	if err != nil {
-		return rep, fmt.Errorf("take the reconciler lease: %w", err)
+		return rep, fmt.Errorf("read the reconciler's progress: %w", err)
 	}
-	w := window(now, lease)
+	w := window(r.Ledger.Clock.Now(), progress)
 	rep.From, rep.To = w.From, w.To
-	if !ok {
-		rep.Skipped, rep.Holder, rep.HeldUntil = true, lease.Owner, lease.Until
-		return rep, nil
-	}
-	// Stop well before the lease runs out: past it another replica may start.
-	runCtx, cancel := context.WithTimeout(ctx, leaseFor*9/10)
-	defer cancel()
-	if heartbeat > 0 {
-		defer r.keepLease(runCtx, cancel, renewer, LeaseName(provider), owner, heartbeat)()
-	}
-	if refunds != nil {
-		err = r.reconcileRefunds(runCtx, refunds, w, &rep)
-	} else {
-		err = r.reconcileUsage(runCtx, usage, w, &rep)
-	}
-	var done *time.Time
-	if err == nil && advance {
-		done = &w.To
-	}
-	body, _ := json.Marshal(rep)
-	if rerr := r.Store.ReleaseLease(context.WithoutCancel(ctx), LeaseName(provider), owner, r.Ledger.Clock.Now(), done, body); rerr != nil {
-		err = errors.Join(err, fmt.Errorf("release the reconciler lease: %w", rerr))
+	role := ops.NewRole(r.Store, r.Ledger.Clock, r.logger(), name, r.owner(), orDefault(r.Heartbeat, leaseFor))
+	holder, held, err := role.Hold(ctx, func(ctx context.Context, l ops.Lease) error {
+		// Stop well before the run's bound: a run of days is for the one-off command.
+		runCtx, cancel := context.WithTimeout(ctx, leaseFor*9/10)
+		defer cancel()
+		var err error
+		if refunds != nil {
+			err = r.reconcileRefunds(runCtx, refunds, w, &rep)
+		} else {
+			err = r.reconcileUsage(runCtx, usage, w, &rep)
+		}
+		var done *time.Time
+		if err == nil && advance {
+			done = &w.To
+		}
+		body, _ := json.Marshal(rep)
+		recorded, rerr := r.Store.RecordRun(context.WithoutCancel(ctx), l, r.Ledger.Clock.Now(), done, body)
+		if rerr == nil && !recorded {
+			rerr = ops.ErrLeaseLost
+		}
+		if rerr != nil {
+			err = errors.Join(err, fmt.Errorf("record the reconciler's run: %w", rerr))
+		}
+		return err
+	})
+	if err == nil && !held {
+		rep.Skipped, rep.Holder = true, holder.Owner
+		if !holder.Until.IsZero() {
+			rep.HeldUntil = &holder.Until
+		}
 	}
 	return rep, err
 }

@@ -463,7 +463,7 @@ func TestFailedPageLeavesTheRunResumable(t *testing.T) {
 		t.Fatalf("a failed page passed unnoticed: %+v", reps)
 	}
 	var done *time.Time
-	_ = w.db.Pool.QueryRow(ctx, `SELECT done_until FROM recon_leases WHERE name = 'reconcile:stripe'`).Scan(&done)
+	_ = w.db.Pool.QueryRow(ctx, `SELECT done_until FROM recon_runs WHERE name = 'reconcile:stripe'`).Scan(&done)
 	if done != nil {
 		t.Fatalf("a failed run moved the watermark to %s", done)
 	}
@@ -482,7 +482,7 @@ func TestFailedPageLeavesTheRunResumable(t *testing.T) {
 	if n := w.count(t, `SELECT count(*) FROM recon_exceptions`); n != 105 {
 		t.Fatalf("%d exceptions, want 105", n)
 	}
-	_ = w.db.Pool.QueryRow(ctx, `SELECT done_until FROM recon_leases WHERE name = 'reconcile:stripe'`).Scan(&done)
+	_ = w.db.Pool.QueryRow(ctx, `SELECT done_until FROM recon_runs WHERE name = 'reconcile:stripe'`).Scan(&done)
 	if done == nil || !done.Equal(w.clock.Now()) {
 		t.Fatalf("watermark %v, want %s", done, w.clock.Now())
 	}
@@ -507,7 +507,7 @@ func TestBadWindowsAreRefused(t *testing.T) {
 	if _, err := w.recon.Reconcile(context.Background(), "paypal", recon.Window{From: now.Add(-time.Hour), To: now}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Errorf("unknown provider: %v", err)
 	}
-	if n := w.count(t, `SELECT count(*) FROM recon_leases`); n != 0 {
+	if n := w.count(t, `SELECT count(*) FROM leases`); n != 0 {
 		t.Fatalf("a refused window took the lease")
 	}
 }

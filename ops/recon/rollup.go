@@ -39,11 +39,14 @@ type RollupParams struct {
 	// MinuteKeep is how long minute rows (rollups and backlog snapshots) are kept; quarter
 	// hours, hours and hourly snapshots are kept for good. 0 keeps everything.
 	MinuteKeep time.Duration
+	// Lease is the holding of the job's role the run is under: the store runs it only while
+	// the lease is held. Zero for a job without a role.
+	Lease ops.Lease
 }
 
 // RollupReport says what one run of the rollup job did.
 type RollupReport struct {
-	// Skipped: another replica was running the job; nothing was done.
+	// Skipped: another replica holds the job's role, or this one lost it; nothing was done.
 	Skipped bool
 	// From and To are the contiguous range of minutes recomputed (To exclusive).
 	From, To time.Time
@@ -62,7 +65,7 @@ type RollupReport struct {
 
 // RollupStore computes and stores the rollups.
 type RollupStore interface {
-	// RunRollups recomputes, under a lock that lets one replica act at a time, every minute
+	// RunRollups recomputes, while p.Lease is held (skipping otherwise), every minute
 	// from the last run's end (less the overlap) up to Now or MaxSpan further, every older
 	// minute whose rows changed since the last run, the quarter hours and hours holding
 	// them, and, once caught up, a snapshot of the unknown and expired backlog; then it
@@ -84,6 +87,9 @@ const (
 	MinRollupMinuteKeep = 48 * time.Hour
 )
 
+// RollupRole is the name of the rollup job's role.
+const RollupRole = "rollups"
+
 // Rollups is the background service that keeps the per-minute rollups exact: each pass
 // recomputes whole minutes from the raw rows and replaces them, so a late row is counted by
 // the next pass and a repeated pass changes nothing.
@@ -96,37 +102,23 @@ type Rollups struct {
 	// MinuteKeep is RollupParams.MinuteKeep; 0 means DefaultRollupMinuteKeep, a negative
 	// value keeps every minute.
 	MinuteKeep time.Duration
-	Logger     *slog.Logger
-
-	outages ops.OutageLog
+	// Role, named RollupRole, lets one replica run the job at a time. Without one (a test, a
+	// one-off on a database no server uses) passes take no lease.
+	Role   *ops.Role
+	Logger *slog.Logger
 }
 
-// Start runs a pass every Interval until ctx ends; while a pass has not caught up with the
-// present (the first run over a large history) the next one follows at once.
-func (r *Rollups) Start(ctx context.Context) {
+// Loop is the job's background loop: a pass every Interval; while a pass has not caught up
+// with the present (the first run over a large history) the next one follows at once.
+func (r *Rollups) Loop() *ops.Loop {
 	interval := r.Interval
 	if interval <= 0 {
 		interval = DefaultRollupInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	return ops.NewLoop(r.Logger, "rollups", interval, func(ctx context.Context, _ *slog.Logger) (bool, error) {
 		rep, err := r.RunOnce(ctx)
-		if ctx.Err() == nil && !r.outages.Pass(r.logger(), "rollups", err) && err != nil {
-			r.logger().Error("rollup pass failed", "err", err)
-		}
-		if err == nil && !rep.CaughtUp && !rep.Skipped {
-			if ctx.Err() != nil {
-				return
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return err == nil && !rep.CaughtUp && !rep.Skipped, err
+	})
 }
 
 // RunOnce does one pass and reports what it did.
@@ -141,10 +133,24 @@ func (r *Rollups) RunOnce(ctx context.Context) (RollupReport, error) {
 	if p.MaxSpan <= 0 {
 		p.MaxSpan = DefaultRollupMaxSpan
 	}
-	rep, err := r.Store.RunRollups(ctx, p)
+	if r.Role == nil {
+		rep, err := r.Store.RunRollups(ctx, p)
+		if err != nil {
+			return rep, fmt.Errorf("roll up: %w", err)
+		}
+		return rep, nil
+	}
+	var rep RollupReport
+	_, held, err := r.Role.Hold(ctx, func(ctx context.Context, l ops.Lease) error {
+		p.Lease = l
+		var err error
+		rep, err = r.Store.RunRollups(ctx, p)
+		return err
+	})
 	if err != nil {
 		return rep, fmt.Errorf("roll up: %w", err)
 	}
+	rep.Skipped = rep.Skipped || !held
 	return rep, nil
 }
 
@@ -157,13 +163,6 @@ func (r *Rollups) CatchUp(ctx context.Context) (RollupReport, error) {
 			return rep, err
 		}
 	}
-}
-
-func (r *Rollups) logger() *slog.Logger {
-	if r.Logger != nil {
-		return r.Logger
-	}
-	return slog.Default()
 }
 
 // MinuteRuns merges minutes (each the start of [m, m+1min)) into as few windows as possible,

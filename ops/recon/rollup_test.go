@@ -2,6 +2,7 @@ package recon_test
 
 import (
 	"context"
+	"log/slog"
 	"reflect"
 	"sync"
 	"testing"
@@ -62,16 +63,16 @@ func TestRollupsCatchUpAndDefaults(t *testing.T) {
 	if _, err := r.RunOnce(context.Background()); err != nil || store.params[0].MinuteKeep != 0 {
 		t.Fatalf("keep everything: %+v %v", store.params, err)
 	}
-	// Start keeps passing without waiting while behind, then stops with its context.
+	// The loop keeps passing without waiting while behind, then stops with its context.
 	store = &fakeRollups{third: make(chan struct{})}
-	r = &recon.Rollups{Store: store, Clock: ops.NewManualClock(now), Interval: time.Hour}
+	r = &recon.Rollups{Store: store, Clock: ops.NewManualClock(now), Interval: time.Hour, Logger: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { r.Start(ctx); close(done) }()
+	go func() { r.Loop().Run(ctx); close(done) }()
 	select {
 	case <-store.third:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Start waited between passes while behind")
+		t.Fatal("the loop waited between passes while behind")
 	}
 	cancel()
 	<-done

@@ -327,7 +327,8 @@ func CheckWindow(w Window, now time.Time) error {
 	return nil
 }
 
-// Lease is the row that lets one reconciler act at a time across replicas.
+// Lease is one provider's reconciler as the pages show it: who holds its lease (Until is
+// nil when nobody does) and how far its background runs have got.
 type Lease struct {
 	Name       string
 	Owner      string
@@ -394,12 +395,14 @@ type Store interface {
 	// repeat updates when it was last seen and the charges involved. created says whether
 	// this call made the row.
 	RecordFinding(ctx context.Context, f Finding) (ex *Exception, created bool, err error)
-	// AcquireLease takes the named lease for owner until until if it is free, ran out, or is
-	// owner's already. ok false returns the holder's lease.
-	AcquireLease(ctx context.Context, name, owner string, now, until time.Time) (Lease, bool, error)
-	// ReleaseLease gives the lease up and records the run; doneUntil, when set, moves the
-	// background watermark.
-	ReleaseLease(ctx context.Context, name, owner string, now time.Time, doneUntil *time.Time, report json.RawMessage) error
+	// The reconciler of each provider is a role (ops.Role) of the lease LeaseName(provider).
+	ops.LeaseStore
+	// ReconRun returns how far the named reconciler's background runs have got.
+	ReconRun(ctx context.Context, name string) (Lease, error)
+	// RecordRun records a run of the reconciler whose lease is l, when l is still held with
+	// its token; doneUntil, when set, moves the background watermark. recorded is false when
+	// the lease was lost, and nothing was written.
+	RecordRun(ctx context.Context, l ops.Lease, now time.Time, doneUntil *time.Time, report json.RawMessage) (recorded bool, err error)
 	// RecordUsage stores an LLM usage report, one row per bucket, key and model; a repeat
 	// replaces the numbers. It returns how many rows were new.
 	RecordUsage(ctx context.Context, provider string, rows []UsageRow, seenAt time.Time) (int, error)

@@ -121,7 +121,8 @@ type Report struct {
 	Orphans           Counts   `json:"orphans,omitzero"`
 	PartitionsCreated int      `json:"partitions_created"`
 	PartitionsDropped []string `json:"partitions_dropped,omitempty"`
-	// Skipped says another replica's pass held the retention's lock.
+	// Skipped says another replica, or the command, held the retention's role (or this pass
+	// lost it).
 	Skipped bool `json:"skipped,omitempty"`
 }
 
@@ -150,14 +151,18 @@ type BatchParams struct {
 	Now    time.Time
 	Cutoff time.Time
 	Batch  int
+	// Lease is the holding of the retention's role the pass is under: the store removes
+	// nothing once it is no longer held. Zero for a pass without a role.
+	Lease ops.Lease
 }
 
 // Store is what the retention needs from the database. Every method is its own short
-// transaction; RemoveBatch and DropEmptyPartitions take the retention's lock and report
-// locked = false, doing nothing, when another replica holds it.
+// transaction; EnsurePartitions, RemoveBatch and DropEmptyPartitions do nothing once the
+// lease they are given is no longer held (the latter two then report locked = false).
 type Store interface {
-	// EnsurePartitions creates the monthly partitions from now's month to months ahead.
-	EnsurePartitions(ctx context.Context, now time.Time, ahead int) (int, error)
+	// EnsurePartitions creates the monthly partitions from now's month to months ahead; none
+	// once l is no longer held.
+	EnsurePartitions(ctx context.Context, l ops.Lease, now time.Time, ahead int) (int, error)
 	// CountDue counts the operations a pass with p would remove.
 	CountDue(ctx context.Context, p BatchParams) (int64, error)
 	// CountRemoved counts the rows a whole pass with p would remove with the due
@@ -170,7 +175,7 @@ type Store interface {
 	// and up to a batch of the old rows that belong to no operation.
 	RemoveBatch(ctx context.Context, p BatchParams) (b Batch, locked bool, err error)
 	// DropEmptyPartitions drops the partitions wholly before cutoff that hold no row.
-	DropEmptyPartitions(ctx context.Context, cutoff time.Time) (dropped []string, locked bool, err error)
+	DropEmptyPartitions(ctx context.Context, l ops.Lease, now, cutoff time.Time) (dropped []string, locked bool, err error)
 	// RecordPass writes the pass's audit row (entity "retention").
 	RecordPass(ctx context.Context, rep Report, now time.Time, actor string) error
 }
@@ -188,6 +193,9 @@ type Progress interface {
 	Done()
 }
 
+// Role is the name of the retention's role.
+const Role = "retention"
+
 // Retention is the background role and the command. Keep 0 is "off": partitions are still
 // kept ahead, nothing is removed.
 type Retention struct {
@@ -199,27 +207,45 @@ type Retention struct {
 	// Actor names this process in the audit row ("retention:<worker id>").
 	Actor    string
 	Progress Progress
-	Logger   *slog.Logger
-
-	outages ops.OutageLog
+	// Role, named Role, lets one replica, or the command, run a pass at a time. Without one
+	// (a test, a one-off on a database no server uses) passes take no lease.
+	Role   *ops.Role
+	Logger *slog.Logger
 }
 
 // RunOnce does one pass: partitions ahead, then batches until none is due or ctx ends, then
-// emptied partitions dropped and the audit row written. A pass cut short (a crash, ctx
-// cancelled) leaves whole batches done and none half done; the next pass goes on.
+// emptied partitions dropped and the audit row written, all under the role; a dry run only
+// counts, and takes no lease. A pass cut short (a crash, ctx cancelled, the lease lost)
+// leaves whole batches done and none half done; the next pass goes on.
 func (r *Retention) RunOnce(ctx context.Context, dryRun bool) (Report, error) {
+	if dryRun || r.Role == nil {
+		return r.pass(ctx, dryRun, ops.Lease{})
+	}
+	var rep Report
+	_, held, err := r.Role.Hold(ctx, func(ctx context.Context, l ops.Lease) error {
+		var err error
+		rep, err = r.pass(ctx, false, l)
+		return err
+	})
+	if !held && err == nil {
+		rep = Report{Cutoff: r.Clock.Now().Add(-r.Keep), Skipped: true}
+	}
+	return rep, err
+}
+
+func (r *Retention) pass(ctx context.Context, dryRun bool, l ops.Lease) (Report, error) {
 	now := r.Clock.Now()
 	rep := Report{Cutoff: now.Add(-r.Keep), DryRun: dryRun}
 	var err error
 	if !dryRun {
-		if rep.PartitionsCreated, err = r.Store.EnsurePartitions(ctx, now, MonthsAhead); err != nil {
+		if rep.PartitionsCreated, err = r.Store.EnsurePartitions(ctx, l, now, MonthsAhead); err != nil {
 			return rep, fmt.Errorf("retention: create partitions: %w", err)
 		}
 	}
 	if r.Keep <= 0 {
 		return rep, nil
 	}
-	p := BatchParams{Now: now, Cutoff: rep.Cutoff, Batch: r.batch()}
+	p := BatchParams{Now: now, Cutoff: rep.Cutoff, Batch: r.batch(), Lease: l}
 	if rep.Due, err = r.Store.CountDue(ctx, p); err != nil {
 		return rep, fmt.Errorf("retention: count due operations: %w", err)
 	}
@@ -235,7 +261,7 @@ func (r *Retention) RunOnce(ctx context.Context, dryRun bool) (Report, error) {
 	if err := r.removeAll(ctx, p, &rep); err != nil || rep.Skipped {
 		return rep, err
 	}
-	dropped, locked, err := r.Store.DropEmptyPartitions(ctx, rep.Cutoff)
+	dropped, locked, err := r.Store.DropEmptyPartitions(ctx, l, now, rep.Cutoff)
 	if err != nil {
 		return rep, fmt.Errorf("retention: drop emptied partitions: %w", err)
 	}
@@ -273,29 +299,20 @@ func (r *Retention) removeAll(ctx context.Context, p BatchParams, rep *Report) e
 	return ctx.Err()
 }
 
-// Start runs a pass every Interval until ctx ends.
-func (r *Retention) Start(ctx context.Context) {
+// Loop is the retention's background loop: a pass at once (which also makes this month's
+// and the next months' partitions ready), then one every Interval.
+func (r *Retention) Loop() *ops.Loop {
 	interval := r.Interval
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	return ops.NewLoop(r.Logger, "retention", interval, func(ctx context.Context, log *slog.Logger) (bool, error) {
 		rep, err := r.RunOnce(ctx, false)
-		switch {
-		case ctx.Err() != nil, r.outages.Pass(r.logger(), "retention", err):
-		case err != nil:
-			r.logger().Error("retention pass failed", "err", err)
-		case rep.Operations > 0 || rep.PartitionsCreated > 0 || len(rep.PartitionsDropped) > 0:
-			r.logger().Info(rep.Summary())
+		if err == nil && (rep.Operations > 0 || rep.PartitionsCreated > 0 || len(rep.PartitionsDropped) > 0) {
+			log.Info(rep.Summary())
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return false, err
+	})
 }
 
 func (r *Retention) batch() int {
@@ -303,13 +320,6 @@ func (r *Retention) batch() int {
 		return r.Batch
 	}
 	return DefaultBatch
-}
-
-func (r *Retention) logger() *slog.Logger {
-	if r.Logger != nil {
-		return r.Logger
-	}
-	return slog.Default()
 }
 
 type noProgress struct{}
