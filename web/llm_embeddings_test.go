@@ -104,7 +104,7 @@ func TestEmbeddingsSettleExactlyOnce(t *testing.T) {
 			_, _, err := call("pipeline", key, embed(256), option.WithMaxRetries(0))
 			wantStatus(t, err, http.StatusGatewayTimeout, llm.ReasonTimeout)
 			// ops rules 5 and 11: the outcome is unknown and the key stays bound to it; the
-			// provider keeps no embeddings to look up, and the client is told so (rule 12).
+			// provider keeps no embeddings to look up, and the client is told so (ops rule 12).
 			_, _, err = call("pipeline", key, embed(256))
 			if body := wantStatus(t, err, http.StatusConflict, llm.ReasonOutcomeUnknown); !strings.Contains(body, "Settle looks up only chat completions") {
 				t.Fatalf("the unknown outcome promises a lookup: %s", body)
