@@ -370,11 +370,13 @@ func (e *Evaluator) SendTest(ctx context.Context, actor string) (int, error) {
 	return len(p.Notifications), nil
 }
 
+// logger is Logger, given when the evaluator is built; without one (a test that calls
+// RunOnce) it logs nothing, never to the process's global logger.
 func (e *Evaluator) logger() *slog.Logger {
 	if e.Logger != nil {
 		return e.Logger
 	}
-	return slog.Default()
+	return slog.New(slog.DiscardHandler)
 }
 
 func expandAll(ann map[string]string, labels map[string]string, value float64) map[string]string {

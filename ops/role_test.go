@@ -194,3 +194,21 @@ func TestLoopPassesUntilItsContextEnds(t *testing.T) {
 		t.Fatalf("%d passes, want 3: none after the context ended", n)
 	}
 }
+
+// A loop and a role are given their logger when they are built: neither falls back to the
+// process's global logger, so a service wired without one fails at start, not in silence.
+func TestLoopAndRoleRefuseANilLogger(t *testing.T) {
+	for name, build := range map[string]func(){
+		"loop": func() { ops.NewLoop(nil, "test", time.Second, nil) },
+		"role": func() { ops.NewRole(newMemLeases(), ops.SystemClock{}, nil, "test", "test:a", time.Second) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("a %s built with a nil logger", name)
+				}
+			}()
+			build()
+		}()
+	}
+}

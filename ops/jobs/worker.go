@@ -157,11 +157,13 @@ func (w *Worker) Process(ctx context.Context, j *Job) error {
 	return r.do(ctx)
 }
 
+// logger is Logger, given when the worker is built; without one (a test that calls
+// RunOnce) it logs nothing, never to the process's global logger.
 func (w *Worker) logger() *slog.Logger {
 	if w.Logger != nil {
 		return w.Logger
 	}
-	return slog.Default()
+	return slog.New(slog.DiscardHandler)
 }
 
 // atPoint calls the test hook of a named point, if one is set.

@@ -137,11 +137,13 @@ func (r *Relay) prune(ctx context.Context, now time.Time) {
 	}
 }
 
+// logger is Logger, given when the relay is built; without one (a test that calls
+// RunOnce) it logs nothing, never to the process's global logger.
 func (r *Relay) logger() *slog.Logger {
 	if r.Logger != nil {
 		return r.Logger
 	}
-	return slog.Default()
+	return slog.New(slog.DiscardHandler)
 }
 
 // Webhook posts each event as JSON to a URL, with its id in the Settle-Event-Id

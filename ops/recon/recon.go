@@ -325,9 +325,11 @@ func orDefault[T int | time.Duration](v, def T) T {
 	return def
 }
 
+// logger is Logger, given when the reconciler is built; without one (a test that calls
+// RunOnce) it logs nothing, never to the process's global logger.
 func (r *Reconciler) logger() *slog.Logger {
 	if r.Logger != nil {
 		return r.Logger
 	}
-	return slog.Default()
+	return slog.New(slog.DiscardHandler)
 }
