@@ -179,6 +179,9 @@ type OpSummary struct {
 	// stops replaying the client's key (LLM); empty before any send.
 	RetryUntil    string
 	RetryUntilISO string
+	// Sent says, where there is no RetryUntil, what was sent to the provider and what it
+	// answered: nothing yet, or the last attempt and what it may have done.
+	Sent string
 	// NowISO is the server's time when the page was made, for the countdown.
 	NowISO          string
 	RetentionLeft   string

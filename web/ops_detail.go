@@ -52,6 +52,7 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 	m := views.OpDetailPage{Viewer: v, Op: opSummary(spec, op, tenantName(tenants, op.TenantID), now, v.CanAct()),
 		Customer: s.followable(customerLine(spec, op), op, r.URL.RequestURI()), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
 		Actions: opActions(ctx, spec, op, tl.Attempts, now, s.Desk)}
+	m.Op.Sent = sentNote(spec, op, tl.Attempts)
 	if s.Desk != nil {
 		pr, err := s.Desk.Proposal(ctx, op.ID)
 		if err != nil {
@@ -110,6 +111,52 @@ func keyProtects(spec ops.KindSpec, op *ops.Operation) string {
 		return fmt.Sprintf("%s keeps no idempotency keys for this operation.", op.Provider)
 	}
 	return fmt.Sprintf("%s keeps idempotency keys for %s: a resend with this key within that time replays the first result instead of running again.", op.Provider, formatAge(op.Retention))
+}
+
+// sentNote says what was sent for op when no key deadline shows it: nothing yet (an attempt
+// that never left Settle counts as none), or how many attempts left and what the provider answered to the last one. An attempt the provider may
+// have run is said to be so (ops rule 12): a 500 or a lost answer does not show it never
+// ran, and a generation may have been generated and billed.
+func sentNote(spec ops.KindSpec, op *ops.Operation, all []ops.Attempt) string {
+	var attempts []ops.Attempt
+	for _, a := range all {
+		if a.FinishedAt == nil || a.Outcome != ops.OutcomeNotSent {
+			attempts = append(attempts, a)
+		}
+	}
+	if len(attempts) == 0 {
+		if op.Retention <= 0 && !spec.Generation {
+			return "Nothing was sent yet, or this provider keeps no keys."
+		}
+		return "Nothing was sent yet."
+	}
+	last := attempts[0]
+	for _, a := range attempts[1:] {
+		if a.N > last.N {
+			last = a
+		}
+	}
+	sent := "1 attempt was sent"
+	if len(attempts) > 1 {
+		sent = fmt.Sprintf("%d attempts were sent", len(attempts))
+	}
+	var answer string
+	switch {
+	case last.FinishedAt == nil:
+		answer = fmt.Sprintf("attempt %d has no answer yet", last.N)
+	case last.HTTPStatus != 0:
+		answer = fmt.Sprintf("the provider answered HTTP %d to attempt %d", last.HTTPStatus, last.N)
+	default:
+		answer = fmt.Sprintf("attempt %d ended %s", last.N, last.Outcome)
+	}
+	switch {
+	case !last.Uncertain():
+		return sent + "; " + answer + "."
+	case spec.Generation:
+		return sent + "; " + answer + ": it may have been generated, and billed."
+	default:
+		return sent + "; " + answer + ": the provider may have run it."
+	}
 }
 
 // opFacts are the operation's own fields, formatted.

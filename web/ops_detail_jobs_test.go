@@ -120,3 +120,36 @@ func TestOpDetailShowsJobsOfLLMJobOperation(t *testing.T) {
 		t.Error("an llm_call operation shows a jobs section")
 	}
 }
+
+// TestOpDetailKeyPanelSaysAnAttemptWasSent opens the page of an llm_job operation whose
+// first attempt got a 500 from the provider and no answer it could trust: its provider-key
+// panel says an attempt was sent and what the provider answered, never that nothing was
+// sent, since the provider may have generated it (ops rule 12).
+func TestOpDetailKeyPanelSaysAnAttemptWasSent(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	ctx := context.Background()
+	o, err := e.ledger.Open(ctx, ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindLLMJob, Provider: "openai",
+		IntentKey: "dedup-500", Fingerprint: "fp-500"}, "req-500", "worker-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, err := e.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "worker-1",
+		ops.AttemptResult{Outcome: ops.OutcomeTimeout, HTTPStatus: 500, ErrorCode: "upstream_500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.RetryUntil != nil {
+		t.Fatalf("an llm_job operation has a replay deadline %v", op.RetryUntil)
+	}
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
+	code, body := e.page(t, c, "/ops/"+op.ID)
+	if code != 200 {
+		t.Fatalf("detail = %d", code)
+	}
+	if strings.Contains(body, "Nothing was sent yet") {
+		t.Fatalf("the key panel says nothing was sent after an attempt that got HTTP 500:\n%s", body)
+	}
+	mustContain(t, body, `data-testid="op-retention"`, "1 attempt was sent", "the provider answered HTTP 500",
+		"it may have been generated")
+}
