@@ -3,7 +3,6 @@ package ops
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 )
 
@@ -13,13 +12,14 @@ type Pass func(ctx context.Context, log *slog.Logger) (again bool, err error)
 
 // Loop runs one background service: a pass at once, then one every interval, until its
 // context ends. A pass that fails is logged; while the database is unreachable the loop
-// logs one line as the outage starts and one as it ends, not one per pass (OutageLog). Build
-// it with NewLoop; Run runs it, RunOnce runs one pass as Run would.
+// logs one line as the outage starts and one as it ends, not one per pass (OutageLog). The
+// interval has no jitter: replicas that run the same loop take turns through the rows they
+// claim or the lease of a role, not through their timing. Build it with NewLoop; Run runs
+// it, RunOnce runs one pass as Run would.
 type Loop struct {
 	name     string
 	log      *slog.Logger
 	interval time.Duration
-	jitter   time.Duration
 	pass     Pass
 	outages  OutageLog
 }
@@ -34,13 +34,6 @@ func NewLoop(log *slog.Logger, name string, interval time.Duration, pass Pass) *
 		panic("ops.NewLoop: no interval for " + name)
 	}
 	return &Loop{name: name, log: log, interval: interval, pass: pass}
-}
-
-// Jitter adds a random wait of up to d to every interval, so replicas started together do
-// not all pass at the same moment.
-func (l *Loop) Jitter(d time.Duration) *Loop {
-	l.jitter = d
-	return l
 }
 
 // RunOnce runs one pass and logs how it ended as Run does.
@@ -70,9 +63,6 @@ func (l *Loop) Run(ctx context.Context) {
 		wait := time.Duration(0)
 		if !again || err != nil {
 			wait = l.interval
-			if l.jitter > 0 {
-				wait += rand.N(l.jitter)
-			}
 		}
 		t.Reset(wait)
 	}

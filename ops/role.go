@@ -85,12 +85,6 @@ func (r *Role) Kept() *Role {
 	return r
 }
 
-// Name is the role's lease name.
-func (r *Role) Name() string { return r.name }
-
-// Lease is how long the lease lasts unless renewed.
-func (r *Role) Lease() time.Duration { return r.lease }
-
 // Hold runs fn while this process holds the role, and returns the lease as it was taken.
 // When another holds it, fn does not run and held is false, with the holder's lease. fn's
 // context ends when the lease is lost, or could not be renewed before a third of it was
