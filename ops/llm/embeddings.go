@@ -11,6 +11,11 @@ import (
 // embeddingsRoute is the route of embeddings.
 const embeddingsRoute = "/v1/embeddings"
 
+// EmbeddingsRoute is the gateway's route of embeddings, as its operations store it: OpenAI
+// bills embeddings in a usage report of their own, which the reconciler compares with
+// these calls only.
+const EmbeddingsRoute = embeddingsRoute
+
 // embeddingsAPI is POST /v1/embeddings: JSON only, never streamed. Embeddings are billed
 // per input token like any generation, and a provider takes no idempotency key for them
 // either, so a key gets one embedding request's bill and every repeat its stored answer.

@@ -22,13 +22,19 @@ import (
 // recon.UsageSource): GET {BaseURL}{Path}?bucket_width=1h&start_time=&end_time= answering
 // pages of buckets, each with results per API key and model (num_model_requests). Settle's
 // fake LLM serves the same shape at /v1/usage.
+//
+// OpenAI bills embeddings in a report of their own, apart from completions (which count chat
+// completions and responses): the reader reads both, and names the embeddings rows' report
+// (recon.UsageReports), so each is compared with the calls of its own routes.
 type UsageReader struct {
 	// Provider is the provider's name as stored on operations.
 	Provider string
 	BaseURL  string
 	// Path defaults to /v1/usage; OpenAI's is /v1/organization/usage/completions.
-	Path   string
-	APIKey string
+	Path string
+	// EmbeddingsPath is the embeddings report's; default /v1/organization/usage/embeddings.
+	EmbeddingsPath string
+	APIKey         string
 	// APIKeyIDs, when set, keeps only the usage of these keys: the ones Settle sends with.
 	APIKeyIDs  []string
 	HTTPClient *http.Client
@@ -41,6 +47,21 @@ type UsageReader struct {
 
 // Name implements recon.UsageSource.
 func (h *UsageReader) Name() string { return h.Provider }
+
+// ReportEmbeddings is the report (recon.UsageRow.Report) of the embeddings usage rows; the
+// completions report is the main one, "".
+const ReportEmbeddings = "embeddings"
+
+// ReportOf implements recon.UsageReports: embeddings are billed in their report, every other
+// route in the completions report.
+func (h *UsageReader) ReportOf(route string) string {
+	if route == llm.EmbeddingsRoute {
+		return ReportEmbeddings
+	}
+	return ""
+}
+
+var _ recon.UsageReports = (*UsageReader)(nil)
 
 // StoredLookups implements recon.StoredLookups.
 func (h *UsageReader) StoredLookups() *llm.Lookups { return h.Lookups }
@@ -63,12 +84,34 @@ type usagePage struct {
 	NextPage *string `json:"next_page"`
 }
 
-// Usage implements recon.UsageSource, following next_page until the report ends.
+// Usage implements recon.UsageSource: the rows of the completions report, then those of the
+// embeddings report, each read following next_page until it ends.
 func (h *UsageReader) Usage(ctx context.Context, w recon.Window, width time.Duration) ([]recon.UsageRow, error) {
 	bw := map[time.Duration]string{time.Minute: "1m", time.Hour: "1h", 24 * time.Hour: "1d"}[width]
 	if bw == "" {
 		return nil, ops.Errorf(ops.EINVALID, "Usage buckets are 1m, 1h or 1d, not %s.", width)
 	}
+	path := h.Path
+	if path == "" {
+		path = "/v1/usage"
+	}
+	out, err := h.report(ctx, "", path, bw, w, width)
+	if err != nil {
+		return nil, err
+	}
+	path = h.EmbeddingsPath
+	if path == "" {
+		path = "/v1/organization/usage/embeddings"
+	}
+	emb, err := h.report(ctx, ReportEmbeddings, path, bw, w, width)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, emb...), nil
+}
+
+// report reads one usage report at path, its rows named report.
+func (h *UsageReader) report(ctx context.Context, report, path, bw string, w recon.Window, width time.Duration) ([]recon.UsageRow, error) {
 	keep := map[string]bool{}
 	for _, k := range h.APIKeyIDs {
 		keep[k] = true
@@ -80,10 +123,6 @@ func (h *UsageReader) Usage(ctx context.Context, w recon.Window, width time.Dura
 	c := h.HTTPClient
 	if c == nil {
 		c = &http.Client{Timeout: 30 * time.Second}
-	}
-	path := h.Path
-	if path == "" {
-		path = "/v1/usage"
 	}
 	var out []recon.UsageRow
 	page := ""
@@ -109,7 +148,7 @@ func (h *UsageReader) Usage(ctx context.Context, w recon.Window, width time.Dura
 				if len(keep) > 0 && !keep[key] {
 					continue
 				}
-				out = append(out, recon.UsageRow{Start: time.Unix(b.StartTime, 0).UTC(), Width: width, APIKeyID: key, Model: model,
+				out = append(out, recon.UsageRow{Report: report, Start: time.Unix(b.StartTime, 0).UTC(), Width: width, APIKeyID: key, Model: model,
 					Requests: res.Requests, InputTokens: res.InputTokens, OutputTokens: res.OutputTokens})
 			}
 		}

@@ -219,11 +219,12 @@ SELECT count(*) FILTER (WHERE created) FROM up`, pgx.NamedArgs{"provider": provi
 	return created, interpret(err, "record usage")
 }
 
-// SentToLLM implements recon.Store. The model is read from the stored request body, as
-// the gateway keeps it.
+// SentToLLM implements recon.Store. The model and the route are read from the stored
+// request, as the gateway keeps it.
 func (db *DB) SentToLLM(ctx context.Context, provider string, w recon.Window, width time.Duration) ([]recon.SentRow, error) {
 	rows, err := db.Pool.Query(ctx, `
-SELECT date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b, coalesce(o.request->>'model', '') AS m,
+SELECT coalesce(o.request->>'route', '') AS r,
+	date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b, coalesce(o.request->>'model', '') AS m,
 	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'),
 	count(*) FILTER (WHERE a.outcome = 'ok' OR x.found),
 	count(*) FILTER (WHERE `+uncertainAttempt+` AND NOT x.found)
@@ -235,13 +236,13 @@ CROSS JOIN LATERAL (SELECT `+uncertainAttempt+`
 		<= (SELECT count(*) FROM provider_charges pc WHERE pc.operation_id = a.operation_id AND pc.status IN `+chargedStatuses+`)
 	AS found) x
 WHERE a.started_at >= @from AND a.started_at < @to AND o.provider = @provider
-GROUP BY 1, 2 ORDER BY 1, 2`, pgx.NamedArgs{"secs": width.Seconds(), "from": w.From, "to": w.To, "provider": provider})
+GROUP BY 1, 2, 3 ORDER BY 2, 1, 3`, pgx.NamedArgs{"secs": width.Seconds(), "from": w.From, "to": w.To, "provider": provider})
 	if err != nil {
 		return nil, interpret(err, "count attempts sent")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.SentRow, error) {
 		var s recon.SentRow
-		err := r.Scan(&s.Start, &s.Model, &s.Sent, &s.OK, &s.Uncertain)
+		err := r.Scan(&s.Route, &s.Start, &s.Model, &s.Sent, &s.OK, &s.Uncertain)
 		s.Start = s.Start.UTC()
 		return s, err
 	})

@@ -39,7 +39,10 @@ func (r *Reconciler) reconcileStored(ctx context.Context, k *llm.Lookups, provid
 	}
 	var refs []string
 	for _, op := range cands {
-		if llm.OptedOut(op) {
+		// Only a call the provider's stored completions can hold is searched there (a chat
+		// completion its client let the provider store): an embeddings or Responses call
+		// is never found among them, and counts as looked up nowhere.
+		if k.Available(ctx, op) != "" {
 			continue
 		}
 		found, err := k.Find(ctx, op)

@@ -44,6 +44,16 @@ type UsageSource interface {
 	Usage(ctx context.Context, w Window, width time.Duration) ([]UsageRow, error)
 }
 
+// UsageReports is a UsageSource whose provider bills its APIs in reports of their own
+// (OpenAI counts chat completions and responses in its completions report and embeddings in
+// another): each report is compared only with the attempts of the routes it counts, so a
+// bucket of one report is never made up by calls another report bills. A source that is
+// not one keeps one report for every route.
+type UsageReports interface {
+	// ReportOf names the report (UsageRow.Report) that counts the calls of a gateway route.
+	ReportOf(route string) string
+}
+
 // Defaults for a Reconciler's zero fields.
 const (
 	DefaultInterval     = 5 * time.Minute

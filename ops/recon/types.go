@@ -341,6 +341,9 @@ type Lease struct {
 // UsageRow is one line of an LLM provider's usage report: what one API key was billed for
 // one model in one time bucket.
 type UsageRow struct {
+	// Report names the provider's report the row comes from, when it keeps more than one
+	// (OpenAI reports embeddings apart from completions); "" is its main one.
+	Report       string
 	Start        time.Time
 	Width        time.Duration
 	APIKeyID     string
@@ -355,6 +358,10 @@ type UsageRow struct {
 // provider's store), and those whose outcome is still uncertain (and so may have been
 // billed).
 type SentRow struct {
+	// Route is the gateway route the attempts were sent through ("" for calls that name
+	// none, which are chat completions): it says which of the provider's usage reports
+	// counts them (UsageReports).
+	Route     string
 	Start     time.Time
 	Model     string
 	Sent      int64

@@ -11,7 +11,9 @@ import (
 // bucketUsage is one time bucket of the LLM comparison: what the provider billed against
 // what we sent.
 type bucketUsage struct {
-	Start time.Time `json:"start"`
+	// Report is the provider's report the bucket belongs to ("" its main one).
+	Report string    `json:"report,omitempty"`
+	Start  time.Time `json:"start"`
 	// Billed is the provider's count of billed requests; Answered counts our attempts that
 	// got an answer, Uncertain those whose outcome we do not know (they may have been
 	// billed), Sent every attempt that left.
@@ -67,7 +69,11 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 	if err != nil {
 		return err
 	}
-	buckets := usageBuckets(rows, sent, cw, width)
+	reportOf := func(string) string { return "" }
+	if rs, ok := src.(UsageReports); ok {
+		reportOf = rs.ReportOf
+	}
+	buckets := usageBuckets(rows, sent, reportOf, cw, width)
 	pr := r.progress()
 	pr.Start(len(buckets), "buckets")
 	defer pr.Done()
@@ -82,11 +88,14 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 		rep.UsageMismatch++
 		sev, what := b.mismatch()
 		body, _ := json.Marshal(b)
+		ref, report := fmt.Sprintf("%s/%s", b.Start.Format(time.RFC3339), width), ""
+		if b.Report != "" {
+			ref, report = b.Report+" "+ref, " on its "+b.Report+" report"
+		}
 		if err := r.record(ctx, rep, Finding{Kind: ExceptionUsageMismatch, Provider: provider,
-			Ref:      fmt.Sprintf("%s/%s", b.Start.Format(time.RFC3339), width),
-			Severity: sev, Details: body, Actor: r.actor(provider), At: now,
-			Summary: fmt.Sprintf("%s billed %d requests in the %s from %s; we got %d answers and %d uncertain attempts: %s.",
-				provider, b.Billed, width, b.Start.Format("2006-01-02 15:04 MST"), b.Answered, b.Uncertain, what)}); err != nil {
+			Ref: ref, Severity: sev, Details: body, Actor: r.actor(provider), At: now,
+			Summary: fmt.Sprintf("%s billed %d requests%s in the %s from %s; we got %d answers and %d uncertain attempts: %s.",
+				provider, b.Billed, report, width, b.Start.Format("2006-01-02 15:04 MST"), b.Answered, b.Uncertain, what)}); err != nil {
 			return err
 		}
 	}
@@ -94,13 +103,18 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 }
 
 // usageBuckets sets the provider's report rows inside w beside what we sent, bucket by bucket
-// of width, in time order.
-func usageBuckets(rows []UsageRow, sent []SentRow, w Window, width time.Duration) []*bucketUsage {
-	buckets := map[int64]*bucketUsage{}
-	get := func(t time.Time) *bucketUsage {
-		k := t.Truncate(width).Unix()
+// of width and report by report (reportOf names the report that counts a route's calls), in
+// time order.
+func usageBuckets(rows []UsageRow, sent []SentRow, reportOf func(route string) string, w Window, width time.Duration) []*bucketUsage {
+	type key struct {
+		report string
+		start  int64
+	}
+	buckets := map[key]*bucketUsage{}
+	get := func(report string, t time.Time) *bucketUsage {
+		k := key{report, t.Truncate(width).Unix()}
 		if buckets[k] == nil {
-			buckets[k] = &bucketUsage{Start: time.Unix(k, 0).UTC(), ByModel: map[string]int64{}, SentModel: map[string]int64{}}
+			buckets[k] = &bucketUsage{Report: report, Start: time.Unix(k.start, 0).UTC(), ByModel: map[string]int64{}, SentModel: map[string]int64{}}
 		}
 		return buckets[k]
 	}
@@ -108,22 +122,24 @@ func usageBuckets(rows []UsageRow, sent []SentRow, w Window, width time.Duration
 		if u.Start.Before(w.From) || !u.Start.Before(w.To) {
 			continue
 		}
-		b := get(u.Start)
+		b := get(u.Report, u.Start)
 		b.Billed += u.Requests
 		b.ByModel[u.Model] += u.Requests
 	}
 	for _, s := range sent {
-		b := get(s.Start)
+		b := get(reportOf(s.Route), s.Start)
 		b.Answered += s.OK
 		b.Uncertain += s.Uncertain
 		b.Sent += s.Sent
 		b.SentModel[s.Model] += s.Sent
 	}
-	keys := make([]int64, 0, len(buckets))
+	keys := make([]key, 0, len(buckets))
 	for k := range buckets {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].start < keys[j].start || keys[i].start == keys[j].start && keys[i].report < keys[j].report
+	})
 	out := make([]*bucketUsage, len(keys))
 	for i, k := range keys {
 		out[i] = buckets[k]
