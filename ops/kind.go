@@ -37,6 +37,27 @@ type KindSpec struct {
 	Generation bool
 	// Customer says what support may tell the customer about one, in plain words (rule 12).
 	Customer func(op *Operation) CustomerStatus
+	// Call says which API of its provider one called and with which model, read from the
+	// request it stored; nil for a kind whose operations call no such API (a refund).
+	Call func(op *Operation) Call
+}
+
+// Call is which API of its provider an operation called, and with which model, as people
+// read it on the queue and the operation's page.
+type Call struct {
+	// API names the API in words: "chat completions", "responses", "embeddings",
+	// "messages".
+	API string
+	// Model is the model the request named; empty once the request's body was purged.
+	Model string
+}
+
+// CallOf is the API and model of op, or the zero Call where its kind says none.
+func (s KindSpec) CallOf(op *Operation) Call {
+	if s.Call == nil {
+		return Call{}
+	}
+	return s.Call(op)
 }
 
 // Of reports whether op is of the kind: a tool that serves one kind (the refund tool's MCP

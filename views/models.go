@@ -120,6 +120,10 @@ type QueueRow struct {
 	Kind     string
 	Provider string
 	Order    string
+	// API and Model say which API of an LLM provider the operation called and with which
+	// model; empty for other kinds.
+	API, Model string
+	// Amount is a refund's amount, or the cost an LLM operation recorded.
 	Amount   string
 	Status   string
 	Phase    string
@@ -164,6 +168,9 @@ type OpSummary struct {
 	Attempts                                       string
 	Created, Updated                               string
 	Closed, ClosedBy, ProviderRef                  string
+	// API, Model and Cost are an LLM operation's API, model and recorded cost; empty for
+	// other kinds.
+	API, Model, Cost string
 	// ProviderKey is empty when the viewer may not see it.
 	ProviderKey string
 	// Retention is how long the provider keeps keys ("24h"; "none").

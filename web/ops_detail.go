@@ -86,6 +86,11 @@ func opSummary(spec ops.KindSpec, op *ops.Operation, tenant string, now time.Tim
 	sum := opFacts(op, tenant, showKey)
 	sum.LLM = spec.Generation
 	sum.KeyProtects, sum.RecordHint = keyProtects(spec, op), spec.RecordHint
+	c := spec.CallOf(op)
+	sum.API, sum.Model = c.API, c.Model
+	if spec.Generation {
+		sum.Cost = generationCost(op)
+	}
 	if op.RetryUntil != nil {
 		sum.RetryUntil, sum.RetryUntilISO = formatTime(*op.RetryUntil), op.RetryUntil.UTC().Format(time.RFC3339)
 		sum.NowISO = now.UTC().Format(time.RFC3339)

@@ -106,7 +106,7 @@ func (s *Server) handleQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, o := range page.Ops {
-		row := queueRow(o, names[o.TenantID], now)
+		row := queueRow(s.kind(o.Kind), o, names[o.TenantID], now)
 		row.Awaiting = awaitingLine(awaiting[o.ID], now)
 		m.Rows = append(m.Rows, row)
 	}
@@ -274,7 +274,7 @@ func queueURL(q url.Values, set url.Values) string {
 	return "/ops?" + v.Encode()
 }
 
-func queueRow(o *ops.Operation, tenant string, now time.Time) views.QueueRow {
+func queueRow(spec ops.KindSpec, o *ops.Operation, tenant string, now time.Time) views.QueueRow {
 	if tenant == "" {
 		tenant = strconv.FormatInt(o.TenantID, 10)
 	}
@@ -286,7 +286,22 @@ func queueRow(o *ops.Operation, tenant string, now time.Time) views.QueueRow {
 	if o.AmountCents != 0 || o.Currency != "" {
 		row.Amount = ops.FormatMoney(o.AmountCents, o.Currency)
 	}
+	c := spec.CallOf(o)
+	row.API, row.Model = c.API, c.Model
+	if spec.Generation {
+		row.Amount = generationCost(o)
+	}
 	return row
+}
+
+// generationCost is the cost an LLM operation recorded, in the price table's dollars. An
+// open one that recorded none says so rather than show a zero the provider may not have
+// billed (ops rule 12).
+func generationCost(o *ops.Operation) string {
+	if o.CostMicros == 0 && !o.Status.Final() {
+		return "none recorded"
+	}
+	return ops.FormatMicros(o.CostMicros, "usd")
 }
 
 // formatAge keeps two units at most: on-call people compare ages, they do not add them.
