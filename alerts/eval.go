@@ -227,6 +227,10 @@ func (e *Evaluator) lease() time.Duration {
 	return 3 * e.tick()
 }
 
+// Forget forgets when each group was last evaluated, so the next pass evaluates every group:
+// what the server calls while another replica evaluates, whose schedule is not this one's.
+func (e *Evaluator) Forget() { e.lastEval = nil }
+
 // RunOnce evaluates the groups that are due and saves the pass.
 func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
 	var res PassResult

@@ -495,6 +495,23 @@ func TestAnEvaluationErrorIsNotAnAllClear(t *testing.T) {
 	}
 }
 
+// A pass evaluates only the groups that are due by this evaluator's schedule; once it has
+// forgotten it (another replica evaluated meanwhile), the next pass evaluates every group.
+func TestForgottenScheduleEvaluatesEveryGroup(t *testing.T) {
+	h := newHarness(t, timeoutRule)
+	h.src.set(timeouts(100, 50))
+	if res := h.run(t); res.Evaluated == 0 {
+		t.Fatal("the first pass evaluated nothing")
+	}
+	if res := h.step(t, time.Second); res.Evaluated != 0 {
+		t.Fatalf("a pass a second later evaluated %d rules, want none due", res.Evaluated)
+	}
+	h.ev.Forget()
+	if res := h.step(t, time.Second); res.Evaluated == 0 {
+		t.Fatal("a pass after Forget evaluated nothing")
+	}
+}
+
 func TestRemovedRuleResolvesItsAlerts(t *testing.T) {
 	h := newHarness(t, strings.Replace(timeoutRule, "for: 2m", "for: 0s", 1))
 	h.src.set(timeouts(100, 50))

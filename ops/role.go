@@ -121,20 +121,6 @@ func (r *Role) Hold(ctx context.Context, fn func(ctx context.Context, l Lease) e
 	return l, true, err
 }
 
-// Only returns pass run under r, for a loop: it does nothing while another replica holds
-// the role.
-func (r *Role) Only(pass Pass) Pass {
-	return func(ctx context.Context, log *slog.Logger) (bool, error) {
-		var again bool
-		_, held, err := r.Hold(ctx, func(ctx context.Context, _ Lease) error {
-			var err error
-			again, err = pass(ctx, log)
-			return err
-		})
-		return held && again, err
-	}
-}
-
 // Release gives up a kept role's lease, if this process holds it, so that another replica
 // takes it over at once instead of after the lease runs out.
 func (r *Role) Release(ctx context.Context) error {

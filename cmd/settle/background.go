@@ -25,16 +25,24 @@ const alertsRole = "alerts"
 
 // startEvaluator runs ev's passes, every ev.Interval, while this replica holds the
 // evaluator's role, which it keeps from one pass to the next: its schedule of due groups is
-// its own. Stopping gives the role up, so another replica takes over at once.
+// its own, and forgotten while another replica evaluates, so a replica that takes over
+// evaluates every group at once. Stopping gives the role up, so another replica takes over
+// at once.
 func (p *Program) startEvaluator(ctx context.Context, ev *alerts.Evaluator) {
 	role := ops.NewRole(p.DB, p.Clock, p.Logger, alertsRole, ops.NewOwner("alerts", p.Config.WorkerID), ev.LeaseFor()).Kept()
-	loop := ops.NewLoop(p.Logger, "alert evaluator", ev.Interval(), role.Only(func(ctx context.Context, log *slog.Logger) (bool, error) {
-		res, err := ev.RunOnce(ctx)
-		if err == nil && res.Errors > 0 {
-			log.Warn("alert rules failed to evaluate", "rules", res.Errors)
+	loop := ops.NewLoop(p.Logger, "alert evaluator", ev.Interval(), func(ctx context.Context, log *slog.Logger) (bool, error) {
+		_, held, err := role.Hold(ctx, func(ctx context.Context, _ ops.Lease) error {
+			res, err := ev.RunOnce(ctx)
+			if err == nil && res.Errors > 0 {
+				log.Warn("alert rules failed to evaluate", "rules", res.Errors)
+			}
+			return err
+		})
+		if err == nil && !held {
+			ev.Forget()
 		}
 		return false, err
-	}))
+	})
 	p.goService(func() {
 		loop.Run(ctx)
 		release, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

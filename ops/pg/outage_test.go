@@ -188,10 +188,14 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 		},
 		"alert evaluator": func(ctx context.Context, log *slog.Logger) {
 			ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock, Logger: log, Tick: every}
-			ops.NewLoop(log, "alert evaluator", ev.Interval(), role(log, "alerts").Kept().Only(func(ctx context.Context, _ *slog.Logger) (bool, error) {
-				_, err := ev.RunOnce(ctx)
+			kept := role(log, "alerts").Kept()
+			ops.NewLoop(log, "alert evaluator", ev.Interval(), func(ctx context.Context, _ *slog.Logger) (bool, error) {
+				_, _, err := kept.Hold(ctx, func(ctx context.Context, _ ops.Lease) error {
+					_, err := ev.RunOnce(ctx)
+					return err
+				})
 				return false, err
-			})).Run(ctx)
+			}).Run(ctx)
 		},
 		"bulk lookups": func(ctx context.Context, log *slog.Logger) {
 			(&desk.BulkRunner{Desk: &desk.Desk{Ledger: ledger, Bulk: db}, Queues: db, Owner: "bulk", Interval: every, Logger: log}).Loop().Run(ctx)
