@@ -46,20 +46,20 @@ type MetricsSource interface {
 
 var counterLabels = map[string][]string{
 	MetricClientRequests:     {"tenant", "kind", "provider", "answer", "duplicate"},
-	MetricAttempts:           {"tenant", "kind", "provider", "outcome"},
+	MetricAttempts:           {"tenant", "kind", "provider", "outcome", "api"},
 	MetricOperationsCreated:  {"tenant", "kind", "provider"},
 	MetricOperationsClosed:   {"tenant", "kind", "provider", "status"},
 	MetricProviderCharges:    {"tenant", "kind", "provider", "orphan", "double"},
-	MetricPossibleDuplicates: {"tenant", "kind", "provider"},
+	MetricPossibleDuplicates: {"tenant", "kind", "provider", "api"},
 }
 
 var counterHelp = map[string]string{
 	MetricClientRequests:     "Client requests recorded, by how they were answered and whether they repeated an existing intent.",
-	MetricAttempts:           "Attempts sent to providers, by outcome (in_flight: not finished when counted).",
+	MetricAttempts:           "Attempts sent to providers, by outcome (in_flight: not finished when counted) and, for LLM calls, the API called (chat_completions, responses, embeddings, messages; empty for others).",
 	MetricOperationsCreated:  "Operations created.",
 	MetricOperationsClosed:   "Operations closed, by final status.",
 	MetricProviderCharges:    "Provider charges recorded; orphan: no operation; double: not the first charge of its operation (for LLM calls, each extra generation of a double-charge exception).",
-	MetricPossibleDuplicates: "LLM attempts sent after an uncertain attempt of the same operation, which the provider may have billed twice; counted when they finish.",
+	MetricPossibleDuplicates: "LLM attempts sent after an uncertain attempt of the same operation, which the provider may have billed twice, by the API called; counted when they finish.",
 }
 
 // Collector exports Settle's ledger counters on /metrics. It reads the database at most

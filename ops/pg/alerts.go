@@ -11,6 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -174,11 +175,11 @@ SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), coalesce(cr.answ
 FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
 WHERE cr.received_at >= @from AND cr.received_at < @to
 GROUP BY 1, 2, 3, 4, 5`},
-		{alerts.MetricAttempts, []string{"outcome"}, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, coalesce(a.outcome, 'in_flight'), count(*)::float8
+		{alerts.MetricAttempts, []string{"outcome", "api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, coalesce(a.outcome, 'in_flight'), ` + apiRoute + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE a.started_at >= @from AND a.started_at < @to
-GROUP BY 1, 2, 3, 4`},
+GROUP BY 1, 2, 3, 4, 5`},
 		{alerts.MetricOperationsCreated, nil, `
 SELECT coalesce(t.name, ''), o.kind, o.provider, count(*)::float8
 FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
@@ -205,11 +206,11 @@ SELECT coalesce(t.name, ''), o.kind, o.provider, 'false', 'true', sum(` + extraG
 FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE ` + doubleGenerations + ` AND e.first_seen_at >= @from AND e.first_seen_at < @to
 GROUP BY 1, 2, 3`},
-		{alerts.MetricPossibleDuplicates, nil, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, count(*)::float8
+		{alerts.MetricPossibleDuplicates, []string{"api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiRoute + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
-GROUP BY 1, 2, 3`},
+GROUP BY 1, 2, 3, 4`},
 	}
 	var out []alerts.Tally
 	for _, q := range queries {
@@ -228,6 +229,9 @@ GROUP BY 1, 2, 3`},
 			l := map[string]string{"tenant": vals[0], "kind": vals[1], "provider": vals[2]}
 			for i, name := range q.labels {
 				l[name] = vals[3+i]
+			}
+			if r, ok := l["api"]; ok {
+				l["api"] = llm.APILabel(r)
 			}
 			out = append(out, alerts.Tally{Metric: q.metric, Labels: l, N: n})
 			return nil

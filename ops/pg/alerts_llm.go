@@ -9,6 +9,11 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
+// apiRoute is the gateway route of operation o, which its stored request names: a job's
+// generation is a chat completion, and an operation that called no LLM API (a refund), or
+// whose request the purge deleted, has none.
+const apiRoute = `coalesce(o.request->>'route', CASE WHEN o.kind = 'llm_job' THEN '/v1/chat/completions' ELSE '' END)`
+
 // possibleDuplicatesSQL counts the attempts flagged as possible duplicates that finished in
 // [@from, @to); the flag is written when they finish. They are found on
 // attempts_possible_duplicate_started_idx (migration 00038): an attempt that finished before

@@ -1,0 +1,79 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/ops"
+)
+
+// llmCallOn is llmCall of a gateway route: its request stores the route as the gateway does.
+func (f *fixture) llmCallOn(t *testing.T, route, key string) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
+		Fingerprint: "fp-" + key, Request: []byte(`{"route":"` + route + `","body":{"model":"m"}}`)}, "req-"+key, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, a, err := f.ledger.BeginAttempt(ctx, op, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := int64(1000)
+	if _, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: true,
+		CostMicros: &cost, Result: &ops.Result{ProviderRef: "resp-" + key, Body: []byte(`{}`), CostMicros: cost}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The LLM counters on /metrics carry the API each attempt called (api="chat_completions",
+// "responses"), so that a resend storm on one API shows as that API's: possible duplicates
+// and the attempts they are a share of are split alike. A refund's attempts carry api="".
+func TestLLMMetricsCarryTheirAPI(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	from := f.clock.Now()
+	for i := range 3 {
+		f.llmCallOn(t, "/v1/responses", fmt.Sprintf("resp-%d", i))
+	}
+	f.llmCallOn(t, "/v1/chat/completions", "chat-1")
+	if _, err := f.ledger.Open(ctx, f.refund("r-api", 500), "req-r-api", "w1"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	tallies, err := f.db.Tally(ctx, from, f.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, tl := range tallies {
+		if tl.Metric == alerts.MetricPossibleDuplicates || tl.Metric == alerts.MetricAttempts {
+			api, ok := tl.Labels["api"]
+			if !ok {
+				t.Fatalf("%s without an api label: %v", tl.Metric, tl.Labels)
+			}
+			got[tl.Metric+" "+tl.Labels["kind"]+" "+api] += tl.N
+		}
+	}
+	want := map[string]float64{
+		alerts.MetricPossibleDuplicates + " llm_call responses":        3,
+		alerts.MetricPossibleDuplicates + " llm_call chat_completions": 1,
+		alerts.MetricAttempts + " llm_call responses":                  6,
+		alerts.MetricAttempts + " llm_call chat_completions":           2,
+		alerts.MetricAttempts + " refund ":                             1,
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], n, got)
+		}
+	}
+}
