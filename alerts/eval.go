@@ -10,11 +10,14 @@ import (
 	"time"
 )
 
-// Row is the numbers of one tenant, kind and provider. Empty strings mean "none": a charge
+// Row is the numbers of one tenant, kind, provider and API. Empty strings mean "none": a charge
 // with no operation has no kind.
 type Row struct {
 	Tenant, Kind, Provider string
-	Values                 map[Signal]float64
+	// API is the API an LLM operation called, for the signals a source splits by it; empty
+	// for the others.
+	API    string
+	Values map[Signal]float64
 }
 
 // Source reads the numbers rules compare. Every call reads recorded rows: nothing is

@@ -67,34 +67,38 @@ func promtoolTest(t *testing.T, tests string) {
 	}
 }
 
-// Under Prometheus, LLMDoubleBillingSuspected pages for a tenant whose LLM attempts are half
-// resends after uncertain sends, and stays quiet for a tenant with one such resend in six
-// attempts (below min_requests), though its ratio is above the burn rate.
+// Under Prometheus, LLMDoubleBillingSuspected pages for a tenant whose attempts on one API
+// are half resends after uncertain sends, with the API in its labels, though its other API's
+// traffic, sent once each, would dilute the resends below the burn rate were the APIs summed;
+// it stays quiet for a tenant with one such resend in six attempts (below min_requests),
+// though its ratio is above the burn rate.
 func TestDoubleBillingRuleUnderPromtool(t *testing.T) {
 	promtoolTest(t, `
 tests:
   - interval: 1m
     input_series:
-      - series: 'settle_attempts_total{tenant="busy",kind="llm_call",provider="openai",outcome="ok",instance="a"}'
+      - series: 'settle_attempts_total{tenant="busy",kind="llm_call",provider="openai",outcome="ok",api="responses",instance="a"}'
         values: '0+10x90'
-      - series: 'settle_llm_possible_duplicate_attempts_total{tenant="busy",kind="llm_call",provider="openai",instance="a"}'
+      - series: 'settle_llm_possible_duplicate_attempts_total{tenant="busy",kind="llm_call",provider="openai",api="responses",instance="a"}'
         values: '0+5x90'
-      - series: 'settle_attempts_total{tenant="quiet",kind="llm_call",provider="openai",outcome="ok",instance="a"}'
+      - series: 'settle_attempts_total{tenant="busy",kind="llm_call",provider="openai",outcome="ok",api="chat_completions",instance="a"}'
+        values: '0+100x90'
+      - series: 'settle_attempts_total{tenant="quiet",kind="llm_call",provider="openai",outcome="ok",api="chat_completions",instance="a"}'
         values: '0+0.1x90'
-      - series: 'settle_llm_possible_duplicate_attempts_total{tenant="quiet",kind="llm_call",provider="openai",instance="a"}'
+      - series: 'settle_llm_possible_duplicate_attempts_total{tenant="quiet",kind="llm_call",provider="openai",api="chat_completions",instance="a"}'
         values: '0x76 1x14'
     alert_rule_test:
       - eval_time: 80m
         alertname: LLMDoubleBillingSuspected
         exp_alerts:
-          - exp_labels: {severity: page, tenant: busy, kind: llm_call, provider: openai}
+          - exp_labels: {severity: page, tenant: busy, kind: llm_call, provider: openai, api: responses}
             exp_annotations:
-              summary: "50% of llm_call attempts at openai for busy are resends that may be billed twice"
-              description: "LLM attempts of busy time out and are sent again far more than usual over both the last hour and the last 5 minutes; each resend may be a second generation the provider bills."
+              summary: "50% of llm_call attempts on responses at openai for busy are resends that may be billed twice"
+              description: "LLM attempts of busy on responses time out and are sent again far more than usual over both the last hour and the last 5 minutes; each resend may be a second generation the provider bills."
               runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#llmdoublebillingsuspected"
-          - exp_labels: {severity: ticket, tenant: busy, kind: llm_call, provider: openai}
+          - exp_labels: {severity: ticket, tenant: busy, kind: llm_call, provider: openai, api: responses}
             exp_annotations:
-              summary: "50% of llm_call attempts at openai for busy are possible double billing over 6h"
+              summary: "50% of llm_call attempts on responses at openai for busy are possible double billing over 6h"
               description: "A slow, steady excess of LLM resends after uncertain sends."
               runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#llmdoublebillingsuspected"
 `)

@@ -173,7 +173,7 @@ func (p *parser) rule(n *yaml.Node, g *Group) (*Rule, error) {
 	if r.Labels, err = p.stringMap(f["labels"], "labels"); err != nil {
 		return nil, err
 	}
-	for _, l := range []string{"alertname", LabelTenant, LabelKind, LabelProvider} {
+	for _, l := range []string{"alertname", LabelTenant, LabelKind, LabelProvider, LabelAPI} {
 		if _, ok := r.Labels[l]; ok {
 			return nil, p.errf(f["labels"], fmt.Sprintf("label %q is set by the evaluator and cannot be given", l))
 		}
@@ -378,12 +378,12 @@ func (p *parser) threshold(n *yaml.Node, f map[string]*yaml.Node, e *Expr) error
 // by reads the labels to group by, each at most once.
 func (p *parser) by(bn *yaml.Node, e *Expr) error {
 	if bn.Kind != yaml.SequenceNode {
-		return p.errf(bn, "'by' must be a list of tenant, kind, provider")
+		return p.errf(bn, "'by' must be a list of tenant, kind, provider, api")
 	}
 	seen := map[string]bool{}
 	for _, l := range bn.Content {
-		if l.Value != LabelTenant && l.Value != LabelKind && l.Value != LabelProvider {
-			return p.errf(l, fmt.Sprintf("cannot group by %q; expected tenant, kind or provider", l.Value))
+		if l.Value != LabelTenant && l.Value != LabelKind && l.Value != LabelProvider && l.Value != LabelAPI {
+			return p.errf(l, fmt.Sprintf("cannot group by %q; expected tenant, kind, provider or api", l.Value))
 		}
 		if seen[l.Value] {
 			return p.errf(l, fmt.Sprintf("%q is listed twice in 'by'", l.Value))

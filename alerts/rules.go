@@ -70,6 +70,9 @@ const (
 	LabelTenant   = "tenant"
 	LabelKind     = "kind"
 	LabelProvider = "provider"
+	// LabelAPI is the API an LLM operation called (chat_completions, responses, ...); empty
+	// for an operation that called none.
+	LabelAPI = "api"
 )
 
 // Form is the shape of a rule's expression: the product's needs, not a general language.

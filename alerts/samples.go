@@ -67,6 +67,8 @@ func aggregate(rows []Row, by []string) map[string]*group {
 				v = r.Kind
 			case LabelProvider:
 				v = r.Provider
+			case LabelAPI:
+				v = r.API
 			}
 			// An empty value is no label at all, as in Prometheus.
 			if v != "" {

@@ -37,7 +37,11 @@ func (db *DB) tenantNames(ctx context.Context) (map[int64]string, error) {
 }
 
 // Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics):
-// the same recorded rows the managers see, added up over the window.
+// the same recorded rows the managers see, added up over the window. The rollups know no
+// API, so the rows of a tenant, kind and provider with possible duplicates in the window
+// take their attempts from the raw rows instead, split by the API each called: a resend
+// storm on one API is then measured against that API's attempts alone. A rule that does not
+// group by API adds them up again.
 func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
 	names, err := db.tenantNames(ctx)
 	if err != nil {
@@ -48,14 +52,14 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 		return nil, fmt.Errorf("count the window: %w", err)
 	}
 	type key struct {
-		tenant   int64
-		kind     ops.Kind
-		provider string
+		tenant        int64
+		kind          ops.Kind
+		provider, api string
 	}
 	sums := map[key]*alerts.Row{}
 	var order []key
 	for _, r := range rows {
-		k := key{r.TenantID, r.Kind, r.Provider}
+		k := key{r.TenantID, r.Kind, r.Provider, ""}
 		s := sums[k]
 		if s == nil {
 			s = &alerts.Row{Tenant: names[r.TenantID], Kind: string(r.Kind), Provider: r.Provider, Values: map[alerts.Signal]float64{}}
@@ -74,19 +78,44 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 		v[alerts.OrphanCharges] += float64(r.Orphans)
 		v[alerts.DoubleCharges] += float64(r.DoubleCharges)
 	}
+	row := func(k key) *alerts.Row {
+		s := sums[k]
+		if s == nil {
+			s = &alerts.Row{Tenant: names[k.tenant], Kind: string(k.kind), Provider: k.provider, API: k.api,
+				Values: map[alerts.Signal]float64{}}
+			sums[k] = s
+			order = append(order, k)
+		}
+		return s
+	}
 	dups, err := db.possibleDuplicates(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
+	split := map[key]bool{}
 	for _, d := range dups {
-		k := key{d.tenant, d.kind, d.provider}
-		s := sums[k]
-		if s == nil {
-			s = &alerts.Row{Tenant: names[d.tenant], Kind: string(d.kind), Provider: d.provider, Values: map[alerts.Signal]float64{}}
-			sums[k] = s
-			order = append(order, k)
+		row(key{d.tenant, d.kind, d.provider, d.api}).Values[alerts.PossibleDuplicates] += d.n
+		split[key{d.tenant, d.kind, d.provider, ""}] = true
+	}
+	if len(split) > 0 {
+		tenants := make([]int64, 0, len(split))
+		for k := range split {
+			tenants = append(tenants, k.tenant)
 		}
-		s.Values[alerts.PossibleDuplicates] += d.n
+		byAPI, err := db.attemptsByAPI(ctx, from, to, tenants)
+		if err != nil {
+			return nil, err
+		}
+		for k := range split {
+			if s := sums[k]; s != nil {
+				delete(s.Values, alerts.Attempts)
+			}
+		}
+		for _, a := range byAPI {
+			if split[key{a.tenant, a.kind, a.provider, ""}] {
+				row(key{a.tenant, a.kind, a.provider, a.api}).Values[alerts.Attempts] += a.n
+			}
+		}
 	}
 	out := make([]alerts.Row, 0, len(order))
 	for _, k := range order {

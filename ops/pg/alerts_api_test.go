@@ -10,8 +10,16 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// llmCallOn is llmCall of a gateway route: its request stores the route as the gateway does.
+// llmCallOn is llmCall of a gateway route, always resent: its request stores the route as
+// the gateway does.
 func (f *fixture) llmCallOn(t *testing.T, route, key string) {
+	t.Helper()
+	f.llmCallOf(t, route, key, true)
+}
+
+// llmCallOf is an llm_call of route that succeeds at once, or, with resend, after a timeout
+// and a resend flagged as a possible duplicate.
+func (f *fixture) llmCallOf(t *testing.T, route, key string, resend bool) {
 	t.Helper()
 	ctx := context.Background()
 	o, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
@@ -19,16 +27,17 @@ func (f *fixture) llmCallOn(t *testing.T, route, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, a, err := f.ledger.BeginAttempt(ctx, op, "w1")
-	if err != nil {
-		t.Fatal(err)
+	op, a := o.Op, o.Attempt
+	if resend {
+		if op, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
+			t.Fatal(err)
+		}
+		if op, a, err = f.ledger.BeginAttempt(ctx, op, "w1"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cost := int64(1000)
-	if _, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: true,
+	if _, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: resend,
 		CostMicros: &cost, Result: &ops.Result{ProviderRef: "resp-" + key, Body: []byte(`{}`), CostMicros: cost}}); err != nil {
 		t.Fatal(err)
 	}
@@ -75,5 +84,30 @@ func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 		if got[k] != n {
 			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], n, got)
 		}
+	}
+}
+
+// LLMDoubleBillingSuspected pages per API: a tenant whose Responses calls are resent half of
+// the time pages for api="responses", though its many chat completions, sent once each,
+// would dilute the resends below the burn rate were the APIs counted together; its chat
+// completions page nobody.
+func TestDoubleBillingRuleFiresPerAPI(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for i := range 12 {
+		f.llmCallOf(t, "/v1/responses", fmt.Sprintf("resp-%d", i), true)
+	}
+	for i := range 70 {
+		f.llmCallOf(t, "/v1/chat/completions", fmt.Sprintf("chat-%d", i), false)
+	}
+	f.clock.Advance(time.Second)
+	rig := newAlertRig(t, f, string(alerts.DefaultRulesYAML()), nil)
+	rig.evaluate(t)
+	f.clock.Advance(3 * time.Minute) // past the rule's for: 2m
+	rig.evaluate(t)
+	got := firing(t, f, "LLMDoubleBillingSuspected")
+	if len(got) != 1 || got[0]["api"] != "responses" || got[0]["tenant"] != "acme" || got[0]["kind"] != "llm_call" ||
+		got[0]["severity"] != "page" {
+		t.Fatalf("LLMDoubleBillingSuspected firing for %v, want the page for acme's responses only", got)
 	}
 }

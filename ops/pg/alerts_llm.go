@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // apiRoute is the gateway route of operation o, which its stored request names: a job's
@@ -19,33 +20,54 @@ const apiRoute = `coalesce(o.request->>'route', CASE WHEN o.kind = 'llm_job' THE
 // attempts_possible_duplicate_started_idx (migration 00038): an attempt that finished before
 // @to started before it.
 const possibleDuplicatesSQL = `
-SELECT o.tenant_id, o.kind, o.provider, count(*)::float8
+SELECT o.tenant_id, o.kind, o.provider, ` + apiRoute + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
-GROUP BY 1, 2, 3`
+GROUP BY 1, 2, 3, 4`
 
-// dupCount is the possible duplicates of one tenant, kind and provider.
-type dupCount struct {
-	tenant   int64
-	kind     ops.Kind
-	provider string
-	n        float64
+// attemptsByAPISQL counts the attempts sent (as the rollups' attempts_sent: every attempt
+// but those that never left Settle) that started in [@from, @to) for @tenants, by the API
+// each called, on attempts_started_at_idx.
+const attemptsByAPISQL = `
+SELECT o.tenant_id, o.kind, o.provider, ` + apiRoute + `, count(*)::float8
+FROM attempts a JOIN operations o ON o.id = a.operation_id
+WHERE a.started_at >= @from AND a.started_at < @to AND o.tenant_id = ANY(@tenants)
+	AND a.outcome IS DISTINCT FROM 'not_sent'
+GROUP BY 1, 2, 3, 4`
+
+// apiCount is a count of one tenant, kind, provider and API.
+type apiCount struct {
+	tenant        int64
+	kind          ops.Kind
+	provider, api string
+	n             float64
 }
 
-// possibleDuplicates counts, by tenant, kind and provider, the attempts flagged as possible
-// duplicates that finished in [from, to).
-func (db *DB) possibleDuplicates(ctx context.Context, from, to time.Time) ([]dupCount, error) {
-	rows, err := db.Pool.Query(ctx, possibleDuplicatesSQL, pgx.NamedArgs{"from": from, "to": to})
+// possibleDuplicates counts, by tenant, kind, provider and API, the attempts flagged as
+// possible duplicates that finished in [from, to).
+func (db *DB) possibleDuplicates(ctx context.Context, from, to time.Time) ([]apiCount, error) {
+	return db.countByAPI(ctx, possibleDuplicatesSQL, pgx.NamedArgs{"from": from, "to": to}, "count possible duplicates")
+}
+
+// attemptsByAPI counts, by tenant, kind, provider and API, the attempts of tenants sent in
+// [from, to).
+func (db *DB) attemptsByAPI(ctx context.Context, from, to time.Time, tenants []int64) ([]apiCount, error) {
+	return db.countByAPI(ctx, attemptsByAPISQL, pgx.NamedArgs{"from": from, "to": to, "tenants": tenants},
+		"count attempts by API")
+}
+
+func (db *DB) countByAPI(ctx context.Context, sql string, args pgx.NamedArgs, what string) ([]apiCount, error) {
+	rows, err := db.Pool.Query(ctx, sql, args)
 	if err != nil {
-		return nil, interpret(err, "count possible duplicates")
+		return nil, interpret(err, what)
 	}
-	var out []dupCount
-	var d dupCount
-	var kind string
-	_, err = pgx.ForEachRow(rows, []any{&d.tenant, &kind, &d.provider, &d.n}, func() error {
-		d.kind = ops.Kind(kind)
+	var out []apiCount
+	var d apiCount
+	var kind, route string
+	_, err = pgx.ForEachRow(rows, []any{&d.tenant, &kind, &d.provider, &route, &d.n}, func() error {
+		d.kind, d.api = ops.Kind(kind), llm.APILabel(route)
 		out = append(out, d)
 		return nil
 	})
-	return out, interpret(err, "count possible duplicates")
+	return out, interpret(err, what)
 }
