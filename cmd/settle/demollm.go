@@ -49,8 +49,25 @@ func startDemoLLM(cfg *Config, clock *demoClock) (*fake.LLM, error) {
 	return f, nil
 }
 
+// demoLLMCall is one intent of the demo's chat backend: the gateway route it calls and the
+// body it sends. Most are chat completions; every third message goes to the Responses API,
+// and every fifth is embedded for search instead. Embeddings are never streamed.
+func demoLLMCall(n int) (route string, body map[string]any, streams bool) {
+	prompt := fmt.Sprintf("Summarise order %d for the customer.", 7000+n)
+	switch {
+	case n%5 == 4:
+		return "/v1/embeddings", map[string]any{"model": "text-embedding-3-small", "input": prompt}, false
+	case n%3 == 2:
+		return "/v1/responses", map[string]any{"model": "gpt-4.1-mini", "input": prompt}, true
+	default:
+		return "/v1/chat/completions", map[string]any{"model": "gpt-4o-mini", "messages": []map[string]string{
+			{"role": "user", "content": prompt}}}, true
+	}
+}
+
 // chat plays a chat backend: each user message is one intent with its own
-// Idempotency-Key, sometimes double-clicked, sometimes streamed and cut by the browser.
+// Idempotency-Key, sent to one of the gateway's APIs (demoLLMCall), sometimes
+// double-clicked, sometimes streamed and cut by the browser.
 func (d *demoTraffic) chat(ctx context.Context) {
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	tick := time.NewTicker(2 * time.Second)
@@ -62,39 +79,41 @@ func (d *demoTraffic) chat(ctx context.Context) {
 		case <-tick.C:
 		}
 		key := fmt.Sprintf("msg-%d-%d", time.Now().Unix(), n)
-		body := map[string]any{"model": "gpt-4o-mini", "messages": []map[string]string{
-			{"role": "user", "content": fmt.Sprintf("Summarise order %d for the customer.", 7000+n)}}}
+		route, body, streams := demoLLMCall(n)
 		chatRef := fmt.Sprintf("chat-%d", 900+n%7)
 		switch roll := rnd.IntN(100); {
 		case roll < 20: // a double click
 			var wg sync.WaitGroup
 			for range 2 {
 				wg.Add(1)
-				go func() { defer wg.Done(); d.complete(ctx, key, chatRef, body, false, -1, 1) }()
+				go func() { defer wg.Done(); d.complete(ctx, route, key, chatRef, body, false, -1, 1) }()
 			}
 			wg.Wait()
-		case roll < 35: // the stream breaks after two chunks; the app retries with the key
-			d.complete(ctx, key, chatRef, body, true, 2, 0)
-			d.complete(ctx, key, chatRef, body, true, -1, 5)
-		case roll < 60:
-			d.complete(ctx, key, chatRef, body, true, -1, 0)
+		case roll < 35 && streams: // the stream breaks after two chunks; the app retries with the key
+			d.complete(ctx, route, key, chatRef, body, true, 2, 0)
+			d.complete(ctx, route, key, chatRef, body, true, -1, 5)
+		case roll < 60 && streams:
+			d.complete(ctx, route, key, chatRef, body, true, -1, 0)
 		default:
-			d.complete(ctx, key, chatRef, body, false, -1, 0)
+			d.complete(ctx, route, key, chatRef, body, false, -1, 0)
 		}
 	}
 }
 
-// complete sends one chat completion; cutAfter ≥ 0 reads that many stream lines and hangs
-// up; wait asks the gateway to wait for a request in flight with the same key.
-func (d *demoTraffic) complete(ctx context.Context, key, chatRef string, body map[string]any, stream bool, cutAfter, wait int) {
-	b := map[string]any{"stream": stream}
+// complete sends one request to a gateway route; cutAfter ≥ 0 reads that many stream lines
+// and hangs up; wait asks the gateway to wait for a request in flight with the same key.
+func (d *demoTraffic) complete(ctx context.Context, route, key, chatRef string, body map[string]any, stream bool, cutAfter, wait int) {
+	b := map[string]any{}
+	if stream {
+		b["stream"] = true
+	}
 	for k, v := range body {
 		b[k] = v
 	}
 	raw, _ := json.Marshal(b)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+"/v1/chat/completions", bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+route, bytes.NewReader(raw))
 	if err != nil {
 		return
 	}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops/fake"
+)
+
+// The demo's chat backend calls every API the gateway serves: chat completions, the
+// Responses API and embeddings, each settled once through the gateway, so the queue, the
+// operation pages and /metrics show all three.
+func TestDemoChatCallsEveryAPI(t *testing.T) {
+	t.Parallel()
+	f := fake.NewLLM(fake.LLMOptions{Seed: 1})
+	base, err := f.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	p := slowServer(t, 10*time.Second, time.Minute, "SETTLE_LLM_BASE_URL", base, "SETTLE_LLM_API_KEY", "sk-test",
+		"SETTLE_RECONCILE_INTERVAL", "off", "SETTLE_WORKERS", "0")
+	ctx := context.Background()
+	tn, err := p.DB.EnsureTenant(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := p.DB.CreateToken(ctx, tn.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &demoTraffic{p: p, token: token}
+	for n := range 15 {
+		route, body, streams := demoLLMCall(n)
+		d.complete(ctx, route, "demo-api-"+string(rune('a'+n)), "chat-1", body, streams && n%2 == 0, -1, 0)
+	}
+	rows, err := p.DB.Pool.Query(ctx, `SELECT coalesce(request->>'route', ''), status, count(*) FROM operations
+		WHERE tenant_id = $1 AND kind = 'llm_call' GROUP BY 1, 2`, tn.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var route, status string
+		var n int
+		if err := rows.Scan(&route, &status, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[route+" "+status] += n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/v1/chat/completions succeeded", "/v1/responses succeeded", "/v1/embeddings succeeded"} {
+		if got[want] == 0 {
+			t.Errorf("no %s call; the demo's calls ended as %v", want, got)
+		}
+	}
+	for _, api := range []fake.LLMAPI{fake.APIChatCompletions, fake.APIResponses, fake.APIEmbeddings} {
+		if len(f.GenerationsOf(api)) == 0 {
+			t.Errorf("the provider generated nothing for %s", api)
+		}
+	}
+}
