@@ -149,7 +149,7 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 			return nil, err
 		}
 	}
-	h.reaper = &ops.Reaper{Ledger: h.ledger, Owner: "reaper:" + historyActor, Senders: senders,
+	h.reaper = &ops.Reaper{Ledger: h.ledger, Owner: ops.NewOwner("reaper", historyActor), Senders: senders,
 		Sleep: sleep, Logger: logger}
 	var err error
 	if h.normal, err = fake.ParseFaults(historyFaults); err != nil {

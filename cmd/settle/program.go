@@ -217,10 +217,10 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	}
 	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
 	// Each bulk lookup is claimed in its own row, so every replica may run them.
-	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: "bulk:" + cfg.WorkerID, Logger: p.Logger}
+	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}
 	p.goLoop(ctx, bulk.Loop())
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
-	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: "reaper:" + cfg.WorkerID, Interval: reaperInterval(p.Ledger.Limits.Lease),
+	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: ops.NewOwner("reaper", cfg.WorkerID), Interval: reaperInterval(p.Ledger.Limits.Lease),
 		Senders: senders, Logger: p.Logger}
 	p.goLoop(ctx, reaper.Loop())
 	p.startFollowUpRelays(ctx, cfg.Notify, cfg.OutboxKeep)
