@@ -60,6 +60,15 @@ func TestDemoHistoryTellsTheStory(t *testing.T) {
 	db, _ := writeTestHistory(t, plan)
 	story := newStoryline(plan)
 
+	// The month's LLM traffic went to every API the gateway serves from OpenAI.
+	for _, route := range []string{"/v1/chat/completions", "/v1/responses", "/v1/embeddings"} {
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM operations WHERE kind = 'llm_call' AND request->>'route' = $1`,
+			route).Scan(&n); err != nil || n == 0 {
+			t.Errorf("the history holds %d calls of %s (%v)", n, route, err)
+		}
+	}
+
 	// 30 days of rollups, weekdays busier than weekends.
 	to := end.Truncate(24 * time.Hour).Add(24 * time.Hour)
 	rows, err := db.RollupMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: to.Add(-31 * 24 * time.Hour), To: to}, Bucket: 24 * time.Hour})

@@ -1,11 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -240,11 +241,21 @@ func (h *history) chat(ctx context.Context) error {
 	return nil
 }
 
-// send sends chat message n with its Idempotency-Key.
+// send sends chat message n with its Idempotency-Key to the API the live demo sends it to
+// (demoLLMCall): chat completions, the Responses API or embeddings.
 func (h *history) send(ctx context.Context, n int) error {
-	body := fmt.Sprintf(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Summarise order %d for the customer."}]}`, 7000+n)
-	err := h.gateway.Complete(ctx, llm.Request{Tenant: h.tenant, Key: fmt.Sprintf("history-msg-%d", n), HasKey: true,
-		ContentType: "application/json", Body: strings.NewReader(body), ChatRef: fmt.Sprintf("chat-%d", 800+n%9)}, discardSink{})
+	route, body, _ := demoLLMCall(n)
+	return h.sendTo(ctx, n, route, body)
+}
+
+// sendTo sends message n to a gateway route.
+func (h *history) sendTo(ctx context.Context, n int, route string, body map[string]any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	err = h.gateway.Complete(ctx, llm.Request{Tenant: h.tenant, Route: route, Key: fmt.Sprintf("history-msg-%d", n), HasKey: true,
+		ContentType: "application/json", Body: bytes.NewReader(raw), ChatRef: fmt.Sprintf("chat-%d", 800+n%9)}, discardSink{})
 	return h.tolerate(err)
 }
 
@@ -257,7 +268,8 @@ func (h *history) doubleGeneration(ctx context.Context) error {
 	h.llmFake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: time.Second, Times: ops.DefaultLimits.AttemptsPerCall})
 	defer h.setLLMFaults()
 	h.chats++
-	return h.send(ctx, h.chats)
+	// A chat completion: the provider's stored completions are what the reconciler finds twice.
+	return h.sendTo(ctx, h.chats, "/v1/chat/completions", demoChatBody(h.chats))
 }
 
 // setLLMFaults puts the history's everyday LLM faults in place.

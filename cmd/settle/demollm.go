@@ -60,9 +60,14 @@ func demoLLMCall(n int) (route string, body map[string]any, streams bool) {
 	case n%3 == 2:
 		return "/v1/responses", map[string]any{"model": "gpt-4.1-mini", "input": prompt}, true
 	default:
-		return "/v1/chat/completions", map[string]any{"model": "gpt-4o-mini", "messages": []map[string]string{
-			{"role": "user", "content": prompt}}}, true
+		return "/v1/chat/completions", demoChatBody(n), true
 	}
+}
+
+// demoChatBody is the chat completion of the demo's message n.
+func demoChatBody(n int) map[string]any {
+	return map[string]any{"model": "gpt-4o-mini", "messages": []map[string]string{
+		{"role": "user", "content": fmt.Sprintf("Summarise order %d for the customer.", 7000+n)}}}
 }
 
 // chat plays a chat backend: each user message is one intent with its own
