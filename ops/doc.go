@@ -137,7 +137,9 @@
 // completions: every attempt asks the provider to keep its completion tagged with the
 // operation's id, so one whose answer was lost can be found and closed with the answer
 // stored, and two found for one operation are a double generation. A provider that keeps
-// none gives nothing to look up, and Settle says so instead of promising a lookup.
+// none gives nothing to look up, and Settle says so instead of promising a lookup: Anthropic
+// keeps no message that can be read again, so its calls whose answer was lost, or whose
+// stream broke off, are settled by a person from its usage report or console.
 //
 // # Keys
 //
@@ -178,7 +180,12 @@
 //     chat completions for the job workers, classifies replies into attempt outcomes, reads
 //     the provider's usage report for the reconciler, and reads its stored completions
 //     (through openai-go) for lookups.
-//   - ops/llm: the OpenAI-compatible LLM gateway (chat completions, responses, embeddings).
+//   - ops/anthropic: the adapter of Anthropic's Messages API on net/http: sends the
+//     gateway's messages (JSON or an SSE stream) with the client's anthropic-version and
+//     anthropic-beta, and classifies replies into attempt outcomes (529 overloaded as a
+//     refusal at the door).
+//   - ops/llm: the LLM gateway (OpenAI's chat completions, responses and embeddings, and
+//     Anthropic's messages).
 //   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
 //   - ops/recon: reconciliation of provider charges and LLM usage against the ledger: the
 //     exceptions it finds and their workflow, the reconciliation table's metrics and

@@ -108,6 +108,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, 
 		if status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="settle"`)
 		}
+		if r.URL.Path == "/v1/messages" {
+			writeAnthropicError(w, status, code, detail)
+			return
+		}
 		writeProblem(w, status, code, detail)
 		return
 	}
@@ -138,6 +142,39 @@ func writeProblem(w http.ResponseWriter, status int, code, detail string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeAnthropicError answers a request of Anthropic's Messages API in that API's error
+// shape, which its clients read: {"type":"error","error":{"type":…,"message":…}}, with
+// Settle's stable code as the error's details.error_code and the status of every route.
+func writeAnthropicError(w http.ResponseWriter, status int, code, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(llm.AnthropicError(anthropicErrorType(status), detail, code), '\n'))
+}
+
+// anthropicErrorType is the Messages API's error type of a status.
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusMethodNotAllowed:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound, http.StatusGone:
+		return "not_found_error"
+	case http.StatusConflict:
+		return "conflict_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	}
+	return "api_error"
 }
 
 // writeJSON answers an API request that worked.

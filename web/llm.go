@@ -10,7 +10,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 )
 
-// ChatGateway is what the OpenAI-compatible routes need: the LLM gateway of ops/llm.
+// ChatGateway is what the LLM gateway's routes need: the LLM gateway of ops/llm.
 type ChatGateway interface {
 	Complete(ctx context.Context, req llm.Request, out llm.Sink) error
 }
@@ -33,7 +33,14 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 	s.serveLLM(w, r, "/v1/responses")
 }
 
-// serveLLM answers one request of an OpenAI-compatible route. The gateway decides
+// handleMessages is POST /v1/messages: Anthropic's Messages API, JSON or a stream of events,
+// generated at most once per Idempotency-Key. Its errors are in Anthropic's shape
+// (writeError).
+func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
+	s.serveLLM(w, r, "/v1/messages")
+}
+
+// serveLLM answers one request of a route of the gateway. The gateway decides
 // everything; this turns HTTP into its Request and Sink and its errors into problems.
 func (s *Server) serveLLM(w http.ResponseWriter, r *http.Request, route string) {
 	if s.LLM == nil {
@@ -53,7 +60,7 @@ func (s *Server) serveLLM(w http.ResponseWriter, r *http.Request, route string) 
 		Key: key, HasKey: hasKey,
 		ContentType: r.Header.Get("Content-Type"), Body: r.Body, Prefer: r.Header.Get("Prefer"),
 		RequestRef: ref, RequestRefFrom: refFrom,
-		ChatRef: r.Header.Get("Settle-Chat-Ref"),
+		ChatRef: r.Header.Get("Settle-Chat-Ref"), Header: r.Header.Get,
 	}, sink)
 	switch {
 	case err == nil:

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -207,4 +208,56 @@ func TestOpenAPIChatProblems(t *testing.T) {
 
 	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultGarbage})
 	c.want(t, apiCall{method: http.MethodPost, url: chat, hdr: append(auth, "Idempotency-Key", "garbage-1"), body: body}, 502, "upstream_bad_response")
+}
+
+// TestOpenAPIMessages: Anthropic's Messages API as the document says, its errors in
+// Anthropic's shape with Settle's code in error.details.error_code.
+func TestOpenAPIMessages(t *testing.T) {
+	t.Parallel()
+	c := newContract(t)
+	w := newMessagesWorld(t, 0)
+	auth := []string{"x-api-key", w.tokens["shop"], "Content-Type", "application/json"}
+	url := w.url + "/v1/messages"
+	body := `{"model":"claude-haiku-4-5","max_tokens":32,"system":"answer as support","messages":[{"role":"user","content":"Where is order 4417?"}]}`
+	keyed := append(auth, "Idempotency-Key", `"msg-1"`, "X-Request-Ref", "turn-1", "Settle-Chat-Ref", "chat-4417", "Prefer", "wait=5",
+		"anthropic-version", "2023-06-01")
+	// wantError checks an Anthropic-shaped error: its status and Settle's code.
+	wantError := func(k apiCall, status int, code string) {
+		t.Helper()
+		resp, b := c.do(t, k)
+		var e struct {
+			Error struct {
+				Details struct {
+					ErrorCode string `json:"error_code"`
+				} `json:"details"`
+			} `json:"error"`
+		}
+		if _ = json.Unmarshal(b, &e); resp.StatusCode != status || e.Error.Details.ErrorCode != code {
+			t.Fatalf("%s: got %d %s; want %d %s", k.url, resp.StatusCode, b, status, code)
+		}
+	}
+
+	resp, _ := c.do(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: body})
+	if resp.StatusCode != 200 || resp.Header.Get("Settle-Operation-Id") == "" {
+		t.Fatalf("first: %d %v", resp.StatusCode, resp.Header)
+	}
+	resp, _ = c.do(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: body})
+	if resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %v", resp.StatusCode, resp.Header)
+	}
+	bearer := []string{"Authorization", "Bearer " + w.tokens["shop"], "Content-Type", "application/json", "Idempotency-Key", "msg-2"}
+	resp, sse := c.do(t, apiCall{method: http.MethodPost, url: url, hdr: bearer,
+		body: `{"model":"claude-haiku-4-5","max_tokens":32,"stream":true,"messages":[{"role":"user","content":"And 4418?"}]}`})
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") ||
+		!strings.HasPrefix(string(sse), "event: message_start\n") || !strings.Contains(string(sse), "event: message_stop") {
+		t.Fatalf("stream: %d %v %s", resp.StatusCode, resp.Header, sse)
+	}
+	wantError(apiCall{method: http.MethodPost, url: url, hdr: append(keyed, "anthropic-beta", "context-1m-2025-08-07"), body: body}, 422, "idempotency_key_reused")
+	wantError(apiCall{method: http.MethodPost, url: url, hdr: auth, body: body}, 400, "missing_idempotency_key")
+	wantError(apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "a", "Idempotency-Key", "b"), body: body}, 400, "invalid_idempotency_key")
+	wantError(apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "msg-3"),
+		body: `{"model":"claude-haiku-4-5","messages":[{"role":"user","content":"x"}]}`, offDoc: true}, 400, "invalid_request")
+	wantError(apiCall{method: http.MethodPost, url: url, hdr: append(auth[2:], "Idempotency-Key", "msg-4"), body: body, offDoc: true}, 401, "unauthorized")
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/messages", Kind: fake.LLMFaultGarbage})
+	wantError(apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "msg-5"), body: body}, 502, "upstream_bad_response")
 }

@@ -103,9 +103,12 @@ type Config struct {
 	MCPToken string
 }
 
-// LLMConfig is how the gateway reaches the LLM provider.
+// LLMConfig is how the gateway reaches the LLM providers.
 type LLMConfig struct {
 	BaseURL, APIKey, ProviderName string
+	// AnthropicBaseURL and AnthropicAPIKey reach Anthropic's Messages API
+	// (SETTLE_ANTHROPIC_BASE_URL, SETTLE_ANTHROPIC_API_KEY).
+	AnthropicBaseURL, AnthropicAPIKey string
 	// Prices is the path of a JSON price table; empty uses the built-in one.
 	Prices string
 	// Policy is interactive or batch; TenantPolicies overrides it per tenant.
@@ -409,12 +412,17 @@ func loadServeEnv(cfg *Config, e environ) error {
 	return loadNotifyEnv(&cfg.Notify, e)
 }
 
-// loadLLMEnv reads the gateway's settings; without SETTLE_LLM_BASE_URL the gateway is off.
+// loadLLMEnv reads the gateway's settings; without SETTLE_LLM_BASE_URL or
+// SETTLE_ANTHROPIC_BASE_URL the gateway is off.
 func loadLLMEnv(cfg *Config, e environ) error {
 	l := &cfg.LLM
 	l.BaseURL, l.APIKey, l.ProviderName = e.get(envLLMBaseURL), e.get(envLLMAPIKey), e.get(envLLMProviderName)
+	l.AnthropicBaseURL, l.AnthropicAPIKey = e.get(envAnthropicBaseURL), e.get(envAnthropicAPIKey)
 	l.Prices = e.get(envLLMPrices)
 	if err := checkHTTPURL(envLLMBaseURL, l.BaseURL); err != nil {
+		return err
+	}
+	if err := checkHTTPURL(envAnthropicBaseURL, l.AnthropicBaseURL); err != nil {
 		return err
 	}
 	l.Policy = e.or(envLLMPolicy, "interactive")

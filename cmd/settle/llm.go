@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/settle-dev/settle/ops/anthropic"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
@@ -15,15 +16,16 @@ import (
 	"github.com/settle-dev/settle/web"
 )
 
-// wireLLM builds the gateway of POST /v1/chat/completions, /v1/responses and /v1/embeddings
-// when a provider is configured, and returns the provider's usage report for the reconciler
-// (nil without a provider).
+// wireLLM builds the gateway when a provider is configured: POST /v1/chat/completions,
+// /v1/responses and /v1/embeddings with an OpenAI-compatible one, POST /v1/messages with
+// Anthropic. It returns the OpenAI-compatible provider's usage report for the reconciler (nil
+// without one: Anthropic's calls are settled by a person).
 func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	c := p.Config.LLM
-	if c.BaseURL == "" {
+	if c.BaseURL == "" && c.AnthropicBaseURL == "" {
 		return nil, nil
 	}
-	up, prices, err := c.upstream()
+	prices, err := c.prices()
 	if err != nil {
 		return nil, err
 	}
@@ -35,15 +37,33 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	for tenant, s := range c.TenantKeyScopes {
 		scopes[tenant] = llm.KeyScope(s)
 	}
-	gw, err := llm.New(llm.Config{Ledger: p.Ledger, Upstream: up, Prices: prices, KeyTTL: c.KeyTTL,
+	cfg := llm.Config{Ledger: p.Ledger, Prices: prices, KeyTTL: c.KeyTTL,
 		Mode: llm.Mode(c.Policy), TenantModes: modes, KeyScope: llm.KeyScope(c.KeyScope), TenantKeyScopes: scopes,
 		Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger,
-		Stored: up, Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB})
+		Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB}
+	var up *openai.Client
+	if c.BaseURL != "" {
+		if up, err = c.openAI(); err != nil {
+			return nil, err
+		}
+		cfg.Upstream, cfg.Stored = up, up
+	}
+	if c.AnthropicBaseURL != "" {
+		a, err := anthropic.New(anthropic.Config{BaseURL: c.AnthropicBaseURL, APIKey: c.AnthropicAPIKey, AttemptTimeout: c.AttemptTimeout})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Upstreams = map[string]llm.Upstream{llm.MessagesRoute: a}
+	}
+	gw, err := llm.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	srv.LLM = gw
 	p.gateway = gw
+	if up == nil {
+		return nil, nil
+	}
 	name := c.ProviderName
 	if name == "" {
 		name = "openai"
@@ -59,21 +79,32 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 		Lookups: lookups}, nil
 }
 
-// upstream builds the client of the configured provider and the prices its calls cost, as
-// the gateway and the job workers both call it.
+// upstream builds the client of the configured OpenAI-compatible provider and the prices its
+// calls cost, as the gateway and the job workers both call it.
 func (c LLMConfig) upstream() (*openai.Client, *llm.PriceTable, error) {
-	up, err := openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout,
-		Store: openai.StoreMode(c.Store)})
+	up, err := c.openAI()
 	if err != nil {
 		return nil, nil, err
 	}
-	prices := llm.DefaultPrices()
-	if c.Prices != "" {
-		if prices, err = llm.LoadPrices(c.Prices); err != nil {
-			return nil, nil, err
-		}
+	prices, err := c.prices()
+	if err != nil {
+		return nil, nil, err
 	}
 	return up, prices, nil
+}
+
+// openAI builds the client of the configured OpenAI-compatible provider.
+func (c LLMConfig) openAI() (*openai.Client, error) {
+	return openai.New(openai.Config{Name: c.ProviderName, BaseURL: c.BaseURL, APIKey: c.APIKey, AttemptTimeout: c.AttemptTimeout,
+		Store: openai.StoreMode(c.Store)})
+}
+
+// prices is the price table of every call: SETTLE_LLM_PRICES, or the built-in one.
+func (c LLMConfig) prices() (*llm.PriceTable, error) {
+	if c.Prices == "" {
+		return llm.DefaultPrices(), nil
+	}
+	return llm.LoadPrices(c.Prices)
 }
 
 // fakeLLM serves the stateful fake LLM provider until ctx ends.

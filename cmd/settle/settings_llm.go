@@ -11,6 +11,15 @@ var (
 		Parses: "the provider's key",
 		Short:  "the provider's API key",
 		Doc:    "the provider's API key, sent as the bearer token", Secret: true})
+	envAnthropicBaseURL = define(sectionLLM, setting{Name: "SETTLE_ANTHROPIC_BASE_URL", Commands: []string{"server commands"},
+		Parses: "an http(s) URL",
+		Short:  "Anthropic's API root as its SDKs take it, without /v1, e.g. https://api.anthropic.com; /v1/messages is off without it",
+		Doc: "Anthropic's API root as its SDKs take it, without `/v1`, e.g. `https://api.anthropic.com`; `/v1/messages` (the " +
+			"Messages API, with the gateway's other settings) is off without it", Secret: true})
+	envAnthropicAPIKey = define(sectionLLM, setting{Name: "SETTLE_ANTHROPIC_API_KEY", Commands: []string{"server commands"},
+		Parses: "Anthropic's API key",
+		Short:  "Anthropic's API key",
+		Doc:    "Anthropic's API key, sent as `x-api-key`", Secret: true})
 	envLLMProviderName = define(sectionLLM, setting{Name: "SETTLE_LLM_PROVIDER_NAME", Commands: []string{"server commands"},
 		Default: "`openai`", Parses: "text",
 		Short: "the provider's name on operations",

@@ -6,13 +6,15 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// api is one OpenAI-compatible route the gateway serves. Everything the exactly-once protocol
-// does (the Idempotency-Key rules, the operation committed before the send, the attempt loop,
-// waiting on a key in flight, the replay of a stored result) is the gateway's and the same
-// for every route; an api says only what is particular to its route: what its requests are,
-// where the provider serves it, and what its answers and streams look like.
+// api is one route the gateway serves, of OpenAI's APIs or Anthropic's. Everything the
+// exactly-once protocol does (the Idempotency-Key rules, the operation committed before the
+// send, the attempt loop, waiting on a key in flight, the replay of a stored result) is the
+// gateway's and the same for every route; an api says only what is particular to its route:
+// what its requests are, where the provider serves it, and what its answers and streams look
+// like.
 //
-// Adding a route is one file with its api and one line in apis.
+// Adding a route is one file with its api and one line in apis (and, for a provider of its
+// own, its upstream in Config.Upstreams).
 type api interface {
 	// route is the client's path, such as /v1/chat/completions: how a Request names its
 	// API, the route a policy may be set for, and what the operation stores.
@@ -49,7 +51,7 @@ type api interface {
 }
 
 // apis are the routes the gateway serves, by Request.Route.
-var apis = [...]api{chatAPI{}, embeddingsAPI{}, responsesAPI{}}
+var apis = [...]api{chatAPI{}, embeddingsAPI{}, responsesAPI{}, messagesAPI{}}
 
 // apiFor returns the api of a route; "" is chat completions.
 func apiFor(route string) (api, error) {
@@ -93,7 +95,8 @@ type streamAssembler interface {
 
 // AttemptRefs records the provider's id of what an attempt generated, as soon as a stream
 // names it, before the attempt ends: an attempt whose stream then breaks can still be looked
-// up by that id. ops/pg implements it.
+// up (or, at a provider without lookups, found by a person) by that id. ops/pg implements
+// it.
 type AttemptRefs interface {
 	RecordAttemptRef(ctx context.Context, opID string, attempt int, ref string) error
 }

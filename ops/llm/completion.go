@@ -72,12 +72,17 @@ type delta struct {
 	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
-// Usage is what one generation cost in tokens.
+// Usage is what one generation cost in tokens. PromptTokens are every token of the prompt:
+// CachedTokens of them were read from the provider's prompt cache, and CacheWriteTokens
+// written to it (Anthropic bills a write above an input token; CacheWrite1hTokens of them
+// were written for an hour, which costs more still).
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	CachedTokens     int `json:"cached_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens       int `json:"prompt_tokens"`
+	CompletionTokens   int `json:"completion_tokens"`
+	CachedTokens       int `json:"cached_tokens"`
+	CacheWriteTokens   int `json:"cache_write_tokens,omitempty"`
+	CacheWrite1hTokens int `json:"cache_write_1h_tokens,omitempty"`
+	TotalTokens        int `json:"total_tokens"`
 }
 
 // parseUsage reads the provider's usage object.
@@ -370,6 +375,18 @@ func sse(data []byte) []byte {
 	b = append(b, "data: "...)
 	b = append(b, data...)
 	return append(b, '\n', '\n')
+}
+
+// typedSSE frames one event's data under its type as the event's name, as the Responses
+// and Messages APIs send their events.
+func typedSSE(data []byte) []byte {
+	var ev struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(data, &ev)
+	b := make([]byte, 0, len(data)+len(ev.Type)+16)
+	b = append(append(append(b, "event: "...), ev.Type...), '\n')
+	return append(append(append(b, "data: "...), data...), '\n', '\n')
 }
 
 // doneEvent ends every stream.

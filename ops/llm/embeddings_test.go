@@ -7,7 +7,7 @@ import "testing"
 func TestEmbeddingsFingerprint(t *testing.T) {
 	fp := func(a api, body string) string {
 		t.Helper()
-		r, err := parseRequest(a, []byte(body))
+		r, err := parseRequest(a, []byte(body), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", body, err)
 		}
@@ -34,7 +34,7 @@ func TestEmbeddingsFingerprint(t *testing.T) {
 	}
 	for _, bad := range []string{`{"model":"m"}`, `{"model":"m","input":""}`, `{"model":"m","input":[]}`,
 		`{"model":"m","input":"x","stream":true}`, `{"model":"m","input":5}`} {
-		if _, err := parseRequest(embeddingsAPI{}, []byte(bad)); err == nil {
+		if _, err := parseRequest(embeddingsAPI{}, []byte(bad), nil); err == nil {
 			t.Errorf("%s was accepted", bad)
 		}
 	}

@@ -18,8 +18,12 @@ import (
 // Config configures a Gateway.
 type Config struct {
 	// Ledger records every client request and attempt; its Clock is the gateway's clock.
-	Ledger   *ops.Ledger
-	Upstream Upstream
+	Ledger *ops.Ledger
+	// Upstream is the provider of OpenAI's APIs; Upstreams, by route, the provider of each
+	// route served by a provider of its own (Anthropic's /v1/messages). A route without one
+	// is not served. At least one of them is required.
+	Upstream  Upstream
+	Upstreams map[string]Upstream
 	// Prices gives the cost of each generation; nil means every cost is unknown.
 	Prices *PriceTable
 	// KeyTTL is how long an Idempotency-Key stays bound to its operation; default 24 h. It
@@ -54,7 +58,8 @@ type Config struct {
 	Stored     StoredCompletions
 	Reconciled bool
 	// Refs records the provider's id of an attempt's answer as soon as its stream names it
-	// (the Responses API's response id); nil records it only with the answer.
+	// (the Responses API's response id, the Messages API's message id); nil records it only
+	// with the answer.
 	Refs AttemptRefs
 }
 
@@ -69,7 +74,7 @@ type Gateway struct {
 // New checks cfg, fills in defaults and returns a gateway.
 func New(cfg Config) (*Gateway, error) {
 	switch {
-	case cfg.Ledger == nil || cfg.Upstream == nil:
+	case cfg.Ledger == nil || (cfg.Upstream == nil && len(cfg.Upstreams) == 0):
 		return nil, ops.Errorf(ops.EINVALID, "The LLM gateway needs a ledger and an upstream.")
 	case cfg.Mode != "" && !cfg.Mode.Valid():
 		return nil, ops.Errorf(ops.EINVALID, "Unknown LLM policy %q: use interactive or batch.", cfg.Mode)
@@ -122,6 +127,19 @@ func (g *Gateway) policy(m Mode) ops.Policy {
 	return ops.Policy{RetryUncertain: m != Batch, NoProviderKey: true}
 }
 
+// upstream returns the provider of a route, nil when none is configured for it.
+func (g *Gateway) upstream(route string) Upstream {
+	if up, ok := g.cfg.Upstreams[route]; ok {
+		return up
+	}
+	if route == MessagesRoute {
+		// Anthropic's API is served only by a provider configured for it, never by the
+		// OpenAI-compatible one.
+		return nil
+	}
+	return g.cfg.Upstream
+}
+
 // ModeFor returns the policy of a tenant's calls on a route.
 func (g *Gateway) ModeFor(tenant string, route string) Mode {
 	if m, ok := g.cfg.TenantModes[tenant+" "+route]; ok {
@@ -136,10 +154,12 @@ func (g *Gateway) ModeFor(tenant string, route string) Mode {
 // stored is what an llm_call operation keeps of its request, so that any process can tell
 // its policy and resend it.
 type stored struct {
-	Mode   Mode            `json:"policy"`
-	Route  string          `json:"route"`
-	Stream bool            `json:"stream"`
-	Body   json.RawMessage `json:"body"`
+	Mode   Mode   `json:"policy"`
+	Route  string `json:"route"`
+	Stream bool   `json:"stream"`
+	// Headers are the client's headers the API passes to the provider.
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    json.RawMessage   `json:"body"`
 }
 
 // storedRequest is s with body, which parseRequest validated, spliced in as it is: a
@@ -157,6 +177,7 @@ type exchange struct {
 	ctx    context.Context
 	tenant *ops.Tenant
 	api    api
+	up     Upstream
 	req    *request
 	body   []byte
 	wait   time.Duration
@@ -179,8 +200,8 @@ type exchange struct {
 	sent bool
 }
 
-// Complete answers one request of an OpenAI-compatible route (Request.Route: chat
-// completions, embeddings): from the stored result when its key has
+// Complete answers one request of a route (Request.Route: chat completions, embeddings,
+// responses, messages): from the stored result when its key has
 // one, by waiting for or joining the request in flight, or by calling the provider. Errors
 // returned before the Sink began are for the transport to answer (their Reason says how);
 // once it began, failures are written into the stream and Complete returns nil.
@@ -196,6 +217,9 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		return err
 	}
 	route := x.api.route()
+	if x.up = g.upstream(route); x.up == nil {
+		return ops.Errorf(ops.ENOTFOUND, "No provider of %s is configured on this server.", route)
+	}
 	key, err := x.check(r)
 	if err != nil {
 		g.stats.rejected.Add(1)
@@ -206,8 +230,8 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	}
 	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
 	x.mode = g.ModeFor(r.Tenant.Name, route)
-	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream}, x.body)
-	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: g.cfg.Upstream.Name(), IntentKey: g.intentKey(r.Tenant.Name, x.req.User, key),
+	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream, Headers: x.req.headers}, x.body)
+	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: x.up.Name(), IntentKey: g.intentKey(r.Tenant.Name, x.req.User, key),
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: ops.TruncateUTF8(x.req.User, 200),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
@@ -254,7 +278,7 @@ func (x *exchange) check(r Request) (string, error) {
 	if err := errors.Join(ops.CheckRef(refFrom, r.RequestRef, ops.MaxRefBytes), ops.CheckRef("Settle-Chat-Ref", r.ChatRef, ops.MaxRefBytes)); err != nil {
 		return "", err
 	}
-	if x.req, err = parseRequest(x.api, body); err != nil {
+	if x.req, err = parseRequest(x.api, body, r.Header); err != nil {
 		return "", err
 	}
 	x.body = body
@@ -480,8 +504,8 @@ func (x *exchange) write(p []byte) {
 	}
 }
 
-// streamFailed ends a stream that began with the API's error event, as OpenAI-compatible
-// providers do, and without its closing event.
+// streamFailed ends a stream that began with the API's error event, as the providers do,
+// and without its closing event.
 func (x *exchange) streamFailed(err error) error {
 	x.write(x.api.streamError(err))
 	x.g.cfg.Logger.WarnContext(x.ctx, "llm stream ended with an error", "err", err)

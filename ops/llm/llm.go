@@ -1,6 +1,7 @@
-// Package llm is Settle's OpenAI-compatible LLM gateway: one generation per user intent.
+// Package llm is Settle's LLM gateway: one generation per user intent.
 //
-// A client sends POST /v1/chat/completions (or /v1/responses, /v1/embeddings) with an
+// A client sends POST /v1/chat/completions (or /v1/responses, /v1/embeddings, or Anthropic's
+// /v1/messages) with an
 // Idempotency-Key per intent (one message sent, one summary asked for, one document
 // embedded). The gateway records the request in the ledger before anything reaches the
 // provider, sends it, stores the answer, and answers every later request with the same key
@@ -26,7 +27,8 @@
 // and leaves the operation unknown for reconciliation or a person.
 //
 // The gateway holds no HTTP of its own: it calls the provider through Upstream, which
-// ops/openai implements, and the web package turns client HTTP into a Request and a Sink.
+// ops/openai implements for OpenAI's APIs and ops/anthropic for Anthropic's, and the web
+// package turns client HTTP into a Request and a Sink.
 package llm
 
 import (
@@ -53,7 +55,8 @@ const (
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool { return m == Interactive || m == Batch }
 
-// Upstream is an OpenAI-compatible provider. ops/openai's Client implements it over HTTP.
+// Upstream is an LLM provider. ops/openai's Client implements it over HTTP for OpenAI's
+// APIs, ops/anthropic's for Anthropic's Messages API.
 type Upstream interface {
 	// Name is the provider's name as stored on operations.
 	Name() string
@@ -64,7 +67,10 @@ type Upstream interface {
 // Call is one attempt at the provider.
 type Call struct {
 	// Path is the API's path under the provider's base URL; "" is /chat/completions.
-	Path        string
+	Path string
+	// Header holds the client's headers the API passes to the provider (Anthropic's
+	// anthropic-version and anthropic-beta), by lower-case name; nil for most APIs.
+	Header      map[string]string
 	Body        []byte
 	Stream      bool
 	OperationID string
@@ -116,11 +122,11 @@ func (r Reply) uncertain() bool {
 	return r.Outcome == ops.OutcomeTimeout || r.Outcome == ops.OutcomeKeyInUse
 }
 
-// Request is one client call of an OpenAI-compatible route.
+// Request is one client call of a route of the gateway.
 type Request struct {
 	Tenant *ops.Tenant
 	// Route is the route called, which says the API and names the route for the policy:
-	// /v1/chat/completions (the default), /v1/embeddings or /v1/responses.
+	// /v1/chat/completions (the default), /v1/embeddings, /v1/responses or /v1/messages.
 	Route string
 	// Key is the Idempotency-Key header; HasKey says whether it was sent at all.
 	Key    string
@@ -138,6 +144,9 @@ type Request struct {
 	RequestRefFrom string
 	// ChatRef is the client's conversation id (Settle-Chat-Ref), for support searches.
 	ChatRef string
+	// Header returns a request header by name, for an API that reads its own headers
+	// (the Messages API's anthropic-version and anthropic-beta); nil reads none.
+	Header func(name string) string
 }
 
 // Head is what a response starts with.

@@ -14,11 +14,15 @@ import (
 var defaultPrices []byte
 
 // Price is what one model costs, in US dollars per million tokens. An embedding model
-// has an input price only: its answers are not tokens.
+// has an input price only: its answers are not tokens. CachedInput is a prompt token read
+// from the provider's prompt cache; CacheWrite one written to it (Anthropic's five-minute
+// cache) and CacheWrite1h one written for an hour.
 type Price struct {
-	Input       float64 `json:"input"`
-	CachedInput float64 `json:"cached_input"`
-	Output      float64 `json:"output"`
+	Input        float64 `json:"input"`
+	CachedInput  float64 `json:"cached_input"`
+	CacheWrite   float64 `json:"cache_write"`
+	CacheWrite1h float64 `json:"cache_write_1h"`
+	Output       float64 `json:"output"`
 }
 
 // PriceTable maps model names to prices. A model missing from it has an unknown cost,
@@ -41,7 +45,8 @@ func DefaultPrices() *PriceTable {
 //
 //	{"currency": "usd", "models": {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60}}}
 //
-// Prices are per million tokens; cached_input defaults to input.
+// Prices are per million tokens; cached_input and cache_write default to input, and
+// cache_write_1h to cache_write.
 func LoadPrices(path string) (*PriceTable, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -73,11 +78,17 @@ func ParsePrices(b []byte) (*PriceTable, error) {
 		t.Currency = "usd"
 	}
 	for name, p := range raw.Models {
-		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 {
+		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.CacheWrite1h < 0 {
 			return nil, fmt.Errorf("model %s: negative price", name)
 		}
 		if p.CachedInput == 0 {
 			p.CachedInput = p.Input
+		}
+		if p.CacheWrite == 0 {
+			p.CacheWrite = p.Input
+		}
+		if p.CacheWrite1h == 0 {
+			p.CacheWrite1h = p.CacheWrite
 		}
 		t.Models[name] = p
 	}
@@ -104,14 +115,18 @@ func (t *PriceTable) lookup(model string) (Price, bool) {
 }
 
 // Cost returns what usage of model cost in micro-units of the table's currency, and
-// whether the model's price is known. Cached prompt tokens are charged at the cached rate.
+// whether the model's price is known. Prompt tokens read from the cache are charged at the
+// cached rate, those written to it at the rate of their write.
 func (t *PriceTable) Cost(model string, u Usage) (micros int64, known bool) {
 	p, ok := t.lookup(model)
 	if !ok {
 		return 0, false
 	}
 	cached := min(u.CachedTokens, u.PromptTokens)
+	written := min(u.CacheWriteTokens, u.PromptTokens-cached)
+	hour := min(u.CacheWrite1hTokens, written)
 	// A price per million tokens is a price per token in micro-units.
-	c := float64(u.PromptTokens-cached)*p.Input + float64(cached)*p.CachedInput + float64(u.CompletionTokens)*p.Output
+	c := float64(u.PromptTokens-cached-written)*p.Input + float64(cached)*p.CachedInput +
+		float64(written-hour)*p.CacheWrite + float64(hour)*p.CacheWrite1h + float64(u.CompletionTokens)*p.Output
 	return int64(math.Round(c)), true
 }

@@ -130,12 +130,17 @@ func ParsePrefer(header string, max time.Duration) time.Duration {
 // request is what the gateway itself reads of a client's request, whatever its API;
 // everything else is passed to the provider untouched.
 type request struct {
-	api           api
-	Model         string
-	Stream        bool
-	IncludeUsage  bool
-	User          string
-	fields        map[string]json.RawMessage
+	api          api
+	Model        string
+	Stream       bool
+	IncludeUsage bool
+	User         string
+	fields       map[string]json.RawMessage
+	// header reads the client's request headers (never nil); headers are those of them the
+	// API passes to the provider, set by its check: they change the answer, so they are
+	// fingerprinted and stored with the request.
+	header        func(string) string
+	headers       map[string]string
 	fingerprinted map[string]any
 }
 
@@ -161,8 +166,8 @@ type request struct {
 var ExcludedFields = []string{"stream", "stream_options", "user", "safety_identifier", "metadata", "store"}
 
 // parseRequest reads a request body of API a: a JSON object with a model, which a checks
-// further.
-func parseRequest(a api, body []byte) (*request, error) {
+// further, with the request's headers (header; nil when there are none).
+func parseRequest(a api, body []byte, header func(string) string) (*request, error) {
 	malformed := &ops.Error{Code: ops.EINVALID, Reason: "malformed_json", Message: "The body is not a JSON object."}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
@@ -178,7 +183,10 @@ func parseRequest(a api, body []byte) (*request, error) {
 	if !utf8.Valid(body) {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: "The body is not valid UTF-8."}
 	}
-	req := &request{api: a, fields: fields}
+	if header == nil {
+		header = func(string) string { return "" }
+	}
+	req := &request{api: a, fields: fields, header: header}
 	if err := unmarshalField(fields, "model", &req.Model); err != nil || strings.TrimSpace(req.Model) == "" {
 		return nil, &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "model must be a non-empty string."}
 	}
@@ -240,9 +248,10 @@ func excluded(fields []string, name string) bool {
 // JSON of every fingerprinted field (see ExcludedFields). A route other than chat
 // completions is fingerprinted too, so a key first used on one route is refused on
 // another, never answered with the other route's result; chat completions' fingerprints
-// stay as they were before there were other routes.
+// stay as they were before there were other routes. So are the headers the API passes to
+// the provider, which change the answer as a field does.
 func (r *request) Fingerprint(tenantID int64) string {
-	m := make(map[string]any, len(r.fingerprinted)+2)
+	m := make(map[string]any, len(r.fingerprinted)+3)
 	for k, v := range r.fingerprinted {
 		m[k] = v
 	}
@@ -250,13 +259,16 @@ func (r *request) Fingerprint(tenantID int64) string {
 	if route := r.api.route(); route != chatRoute {
 		m["settle_route"] = route
 	}
+	if len(r.headers) > 0 {
+		m["settle_headers"] = r.headers
+	}
 	return ops.Fingerprint(m)
 }
 
 // FingerprintBody is the fingerprint of a raw chat completion request body for a tenant,
 // for tools and tests that compare requests the way the gateway does.
 func FingerprintBody(tenantID int64, body []byte) (string, error) {
-	r, err := parseRequest(chatAPI{}, body)
+	r, err := parseRequest(chatAPI{}, body, nil)
 	if err != nil {
 		return "", err
 	}

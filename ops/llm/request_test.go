@@ -65,7 +65,7 @@ func TestParseRequestRefusesBadBodies(t *testing.T) {
 		`{"model":"m"}`:     ReasonInvalidRequest,
 		`{"model":"m","messages":[{}],"stream":"yes"}`: ReasonInvalidRequest,
 	} {
-		_, err := parseRequest(chatAPI{}, []byte(b))
+		_, err := parseRequest(chatAPI{}, []byte(b), nil)
 		if ops.ErrorReason(err) != reason {
 			t.Errorf("%s: got %v, want reason %s", b, err, reason)
 		}
@@ -186,7 +186,7 @@ func TestStreamAssemblesAndReplays(t *testing.T) {
 }
 
 func TestUpstreamBodyAsksForUsage(t *testing.T) {
-	r, err := parseRequest(chatAPI{}, []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`))
+	r, err := parseRequest(chatAPI{}, []byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,15 +62,7 @@ func (responsesAPI) parseAnswer(body []byte) (answer, error) { return parseRespo
 func (responsesAPI) usageOnly([]byte) bool { return false }
 
 // frame writes an event as the Responses API does: its type as the event name.
-func (responsesAPI) frame(data []byte) []byte {
-	var ev struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(data, &ev)
-	b := make([]byte, 0, len(data)+len(ev.Type)+16)
-	b = append(append(append(b, "event: "...), ev.Type...), '\n')
-	return append(append(append(b, "data: "...), data...), '\n', '\n')
-}
+func (responsesAPI) frame(data []byte) []byte { return typedSSE(data) }
 
 func (responsesAPI) done() []byte { return nil }
 

@@ -33,7 +33,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 			whole = asm.whole
 		}
 		requestID, named := "", false
-		reply = g.cfg.Upstream.Send(ctx, Call{Path: x.api.path(), Body: upBody, Stream: x.req.Stream, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N,
+		reply = x.up.Send(ctx, Call{Path: x.api.path(), Header: x.req.headers, Body: upBody, Stream: x.req.Stream, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N,
 			Whole: whole,
 			Sent:  func() { ops.ReportPhase(ctx, ops.PhaseSentToProvider) },
 			Answered: func(id string) {

@@ -123,6 +123,8 @@ type Lookups struct {
 // Available says why the operation's completions cannot be looked up, or "" when they can.
 func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
 	switch {
+	case routeOf(op) == MessagesRoute:
+		return anthropicNoLookup
 	case routeOf(op) != chatRoute:
 		return fmt.Sprintf("Settle looks up only chat completions at the provider, and this call went to %s.", routeOf(op))
 	case k == nil || k.Store == nil:
@@ -140,6 +142,10 @@ func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
 	}
 	return ""
 }
+
+// anthropicNoLookup says why a Messages API call cannot be looked up, and what closes it.
+const anthropicNoLookup = "Anthropic takes no idempotency key and has no lookup of a message, so a message whose answer was lost, " +
+	"or whose stream broke off, can be neither fetched nor completed: only a person settles it, from Anthropic's usage report or console."
 
 // OptedOut reports whether the client of an llm_call asked the provider not to store it
 // (store: false), which Settle honours: no lookup can find such a call.

@@ -139,8 +139,10 @@ SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Versio
 
 // transitionSQL is Transition's one statement. up is the compare-and-set on the operation's
 // version, status and lease; every other part writes only when up changed a row: the attempt's
-// finish (fin), the evidence (ev), the audit row (aud), the outbox event of a status change
-// (ob), the provider charge of a success (ch) and the client request's answer (cr). A close
+// finish (fin, with the provider's id of its answer unless the attempt named one already, as
+// a stream does from its first event), the evidence (ev), the audit row (aud), the outbox
+// event of a status change (ob), the provider charge of a success (ch) and the client
+// request's answer (cr). A close
 // that carries an approval applies only while its proposal is open and marks it approved;
 // any other close to a final status marks the operation's open proposal superseded (pr).
 // A result is not written onto an operation whose bodies the purge deleted: the purge went
@@ -174,7 +176,7 @@ WITH up AS (
 ), fin AS (
 	UPDATE attempts SET finished_at = @fat, outcome = @outcome, http_status = @http_status,
 		provider_request_id = @prid, error_code = @ecode, usage = @a_usage::jsonb, cost_micros = @a_cost::bigint,
-		possible_duplicate = @a_dup
+		possible_duplicate = @a_dup, provider_ref = CASE WHEN provider_ref = '' THEN @res_ref ELSE provider_ref END
 	WHERE id = @aid AND EXISTS (SELECT 1 FROM up)
 		AND started_at BETWEEN coalesce(@astart::timestamptz - interval '1 second', '-infinity')
 			AND coalesce(@astart::timestamptz + interval '1 second', 'infinity')
