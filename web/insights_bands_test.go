@@ -110,3 +110,29 @@ VALUES ($1, 'TimeoutRateHigh/0', 'TimeoutRateHigh', 'k1', '{"tenant":"shop","kin
 		t.Errorf("money per currency missing\nUSD: %s\nEUR: %s", usd, eur)
 	}
 }
+
+// A firing of LLMDoubleBillingSuspected, which fires per API, says on the insights chart
+// which API's resends it was about.
+func TestInsightsBandNamesTheAPIOfADoubleBillingFiring(t *testing.T) {
+	t.Parallel()
+	e := newInsightsEnv(t)
+	for _, tr := range []struct {
+		from, to string
+		at       time.Duration
+	}{{"inactive", "pending", -3 * time.Hour}, {"pending", "firing", -170 * time.Minute}, {"firing", "recovering", -150 * time.Minute},
+		{"recovering", "inactive", -145 * time.Minute}} {
+		e.exec(t, `INSERT INTO alert_history (at, rule_key, alert, instance_key, labels, from_state, to_state, value)
+VALUES ($1, 'LLMDoubleBillingSuspected/0', 'LLMDoubleBillingSuspected', 'k1',
+	'{"tenant":"shop","kind":"llm_call","provider":"openai","api":"responses","severity":"page"}', $2, $3, 0.5)`,
+			t0.Add(tr.at), tr.from, tr.to)
+	}
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
+	r, body := e.get(t, c, "/insights?range=24h")
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("GET /insights = %d\n%s", r.StatusCode, body)
+	}
+	timeouts := chartSection(t, body, "timeout-rate")
+	if !strings.Contains(timeouts, `(shop, llm_call, openai, responses, page)</title>`) {
+		t.Errorf("the band of the double-billing firing does not name its API\n%s", timeouts)
+	}
+}

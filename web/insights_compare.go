@@ -196,11 +196,12 @@ func labelsMatch(labels, filter map[string]string) bool {
 	return true
 }
 
-// labelText names the tenant, kind, provider and severity of a firing: " (demo, refund,
-// stripe, page)".
+// labelText names the tenant, kind, provider, API (of an alert that fires per API) and
+// severity of a firing: " (demo, refund, stripe, page)", " (demo, llm_call, openai,
+// responses, page)".
 func labelText(labels map[string]string) string {
 	var parts []string
-	for _, k := range []string{"tenant", "kind", "provider", "severity"} {
+	for _, k := range []string{"tenant", "kind", "provider", "api", "severity"} {
 		if v := labels[k]; v != "" {
 			parts = append(parts, v)
 		}
