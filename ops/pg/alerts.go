@@ -66,17 +66,7 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 			sums[k] = s
 			order = append(order, k)
 		}
-		v := s.Values
-		v[alerts.ClientRequests] += float64(r.ClientRequests)
-		v[alerts.DuplicateRequests] += float64(r.Duplicates)
-		v[alerts.Replays] += float64(r.Replays)
-		v[alerts.Operations] += float64(r.Operations)
-		v[alerts.Succeeded] += float64(r.Succeeded)
-		v[alerts.Attempts] += float64(r.AttemptsSent)
-		v[alerts.Timeouts] += float64(r.Timeouts)
-		v[alerts.ProviderCharges] += float64(r.Charges)
-		v[alerts.OrphanCharges] += float64(r.Orphans)
-		v[alerts.DoubleCharges] += float64(r.DoubleCharges)
+		addMetrics(s.Values, r)
 	}
 	row := func(k key) *alerts.Row {
 		s := sums[k]
@@ -122,6 +112,20 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 		out = append(out, *sums[k])
 	}
 	return out, nil
+}
+
+// addMetrics adds a rollup row's counts to an alert row's signals.
+func addMetrics(v map[alerts.Signal]float64, r recon.MetricsRow) {
+	v[alerts.ClientRequests] += float64(r.ClientRequests)
+	v[alerts.DuplicateRequests] += float64(r.Duplicates)
+	v[alerts.Replays] += float64(r.Replays)
+	v[alerts.Operations] += float64(r.Operations)
+	v[alerts.Succeeded] += float64(r.Succeeded)
+	v[alerts.Attempts] += float64(r.AttemptsSent)
+	v[alerts.Timeouts] += float64(r.Timeouts)
+	v[alerts.ProviderCharges] += float64(r.Charges)
+	v[alerts.OrphanCharges] += float64(r.Orphans)
+	v[alerts.DoubleCharges] += float64(r.DoubleCharges)
 }
 
 // Backlog implements alerts.Source. Unknown and expired are counted from queue_counts (kept
