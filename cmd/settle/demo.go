@@ -61,6 +61,11 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr i
 		return err
 	}
 	defer fl.Close()
+	fa, err := startDemoAnthropic(&cfg, clock)
+	if err != nil {
+		return err
+	}
+	defer fa.Close()
 	setup.Add(1)
 	cluster, err := startDemoDatabase(ctx, &cfg)
 	if err != nil {
@@ -88,7 +93,7 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr i
 		return err
 	}
 	setup.Done()
-	traffic := &demoTraffic{p: p, fake: fk, tenant: tenant, token: token, log: logger,
+	traffic := &demoTraffic{p: p, fake: fk, anthropic: fa, tenant: tenant, token: token, log: logger,
 		webhookURL: p.URL() + "/webhooks/stripe", backfill: newReporter("demo backfill", stderr, logger)}
 	go traffic.run(ctx)
 	printDemoBanner(stdout, p.URL(), token, cluster.Dir)

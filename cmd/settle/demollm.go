@@ -70,8 +70,40 @@ func demoChatBody(n int) map[string]any {
 		{"role": "user", "content": fmt.Sprintf("Summarise order %d for the customer.", 7000+n)}}}
 }
 
+// startDemoAnthropic starts the in-process fake Anthropic and points the gateway's Messages
+// API at it. It has no faults: the demo breaks one stream of its own (unknownMessage).
+func startDemoAnthropic(cfg *Config, clock *demoClock) (*fake.Anthropic, error) {
+	a := fake.NewAnthropic(fake.AnthropicOptions{Seed: time.Now().UnixNano(), Latency: demoLLMLatency,
+		ChunkDelay: demoLLMChunkDelay, Clock: clock.Now})
+	base, err := a.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start the demo's fake Anthropic: %w", err)
+	}
+	cfg.LLM.AnthropicBaseURL, cfg.LLM.AnthropicAPIKey = base, "sk-ant-demo"
+	return a, nil
+}
+
+// demoMessagesCall is message n sent to Anthropic's Messages API.
+func demoMessagesCall(n int) (route string, body map[string]any) {
+	return "/v1/messages", map[string]any{"model": "claude-haiku-4-5", "max_tokens": 256, "messages": []map[string]string{
+		{"role": "user", "content": fmt.Sprintf("Draft a reply about order %d.", 7000+n)}}}
+}
+
+// unknownMessage is a Messages API call whose stream Anthropic breaks after three events:
+// the client got part of an answer, Anthropic has no lookup of a message, and the call waits
+// as unknown for a person, who settles it from Anthropic's usage report or console.
+func (d *demoTraffic) unknownMessage(ctx context.Context) {
+	if d.anthropic == nil {
+		return
+	}
+	d.anthropic.AddFault(fake.LLMFault{Kind: fake.LLMFaultDropStream, Chunk: 3, Times: 1})
+	route, body := demoMessagesCall(0)
+	d.complete(ctx, route, fmt.Sprintf("msg-broken-%d", time.Now().UnixNano()), "chat-support-7", body, true, -1, 0)
+}
+
 // chat plays a chat backend: each user message is one intent with its own
-// Idempotency-Key, sent to one of the gateway's APIs (demoLLMCall), sometimes
+// Idempotency-Key, sent to one of the gateway's APIs (demoLLMCall; every seventh to
+// Anthropic's Messages API where the demo runs a fake Anthropic), sometimes
 // double-clicked, sometimes streamed and cut by the browser.
 func (d *demoTraffic) chat(ctx context.Context) {
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
@@ -85,6 +117,9 @@ func (d *demoTraffic) chat(ctx context.Context) {
 		}
 		key := fmt.Sprintf("msg-%d-%d", time.Now().Unix(), n)
 		route, body, streams := demoLLMCall(n)
+		if n%7 == 6 && d.anthropic != nil {
+			route, body = demoMessagesCall(n)
+		}
 		chatRef := fmt.Sprintf("chat-%d", 900+n%7)
 		switch roll := rnd.IntN(100); {
 		case roll < 20: // a double click

@@ -9,8 +9,10 @@ import (
 )
 
 // The demo's chat backend calls every API the gateway serves: chat completions, the
-// Responses API and embeddings, each settled once through the gateway, so the queue, the
-// operation pages and /metrics show all three.
+// Responses API, embeddings and Anthropic's Messages API, each settled once through the
+// gateway, so the queue, the operation pages and /metrics show all four; its Messages call
+// whose stream broke off stays open (in progress until the reaper finds its lease ended and
+// leaves it unknown), as nothing can look it up.
 func TestDemoChatCallsEveryAPI(t *testing.T) {
 	t.Parallel()
 	f := fake.NewLLM(fake.LLMOptions{Seed: 1})
@@ -19,7 +21,14 @@ func TestDemoChatCallsEveryAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
+	a := fake.NewAnthropic(fake.AnthropicOptions{Seed: 1})
+	abase, err := a.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
 	p := slowServer(t, 10*time.Second, time.Minute, "SETTLE_LLM_BASE_URL", base, "SETTLE_LLM_API_KEY", "sk-test",
+		"SETTLE_ANTHROPIC_BASE_URL", abase, "SETTLE_ANTHROPIC_API_KEY", "sk-ant-test",
 		"SETTLE_RECONCILE_INTERVAL", "off", "SETTLE_WORKERS", "0")
 	ctx := context.Background()
 	tn, err := p.DB.EnsureTenant(ctx, "shop")
@@ -30,11 +39,14 @@ func TestDemoChatCallsEveryAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &demoTraffic{p: p, token: token}
+	d := &demoTraffic{p: p, token: token, anthropic: a}
 	for n := range 15 {
 		route, body, streams := demoLLMCall(n)
 		d.complete(ctx, route, "demo-api-"+string(rune('a'+n)), "chat-1", body, streams && n%2 == 0, -1, 0)
 	}
+	route, body := demoMessagesCall(1)
+	d.complete(ctx, route, "demo-message-1", "chat-1", body, true, -1, 0)
+	d.unknownMessage(ctx)
 	rows, err := p.DB.Pool.Query(ctx, `SELECT coalesce(request->>'route', ''), status, count(*) FROM operations
 		WHERE tenant_id = $1 AND kind = 'llm_call' GROUP BY 1, 2`, tn.ID)
 	if err != nil {
@@ -52,7 +64,11 @@ func TestDemoChatCallsEveryAPI(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"/v1/chat/completions succeeded", "/v1/responses succeeded", "/v1/embeddings succeeded"} {
+	if got["/v1/messages in_progress"]+got["/v1/messages unknown"] != 1 {
+		t.Errorf("the broken Messages stream is not the one open call; the demo's calls ended as %v", got)
+	}
+	for _, want := range []string{"/v1/chat/completions succeeded", "/v1/responses succeeded", "/v1/embeddings succeeded",
+		"/v1/messages succeeded"} {
 		if got[want] == 0 {
 			t.Errorf("no %s call; the demo's calls ended as %v", want, got)
 		}

@@ -54,12 +54,14 @@ func startDemoStripe(cfg *Config, clock *demoClock) (*fake.Stripe, error) {
 // demoTraffic plays clients of the refund tool against the running demo through its HTTP
 // API, so every request takes the same path as a real one.
 type demoTraffic struct {
-	p      *Program
-	fake   *fake.Stripe
-	tenant *ops.Tenant
-	token  string
-	log    *slog.Logger
-	order  int
+	p    *Program
+	fake *fake.Stripe
+	// anthropic is the fake behind the Messages API; nil where it is not served.
+	anthropic *fake.Anthropic
+	tenant    *ops.Tenant
+	token     string
+	log       *slog.Logger
+	order     int
 	// webhookURL is switched on after the history, whose lost answers must stay unknown.
 	webhookURL string
 	// backfill shows the history and lost answers being written, before the live traffic.
@@ -81,6 +83,7 @@ func (d *demoTraffic) run(ctx context.Context) {
 	}
 	d.backfill.Done()
 	d.fake.SetWebhookURL(d.webhookURL)
+	d.unknownMessage(ctx)
 	go d.chat(ctx)
 	go d.pipeline(ctx)
 	if err := d.story(ctx); err != nil {
