@@ -47,7 +47,7 @@ func newLookupWorld(t *testing.T, o lookupSetup) *lookupWorld {
 	ledger := tw.Ledger(clock)
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
 	gw, err := llm.New(llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
-		TenantModes: map[string]llm.Mode{"pipeline": llm.Batch}, Stored: up, Reconciled: o.reconciled})
+		TenantModes: map[string]llm.Mode{"pipeline": llm.Batch}, Stored: up, Reconciled: o.reconciled, Refs: db})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,8 +97,8 @@ type Desk struct {
 	Ledger *ops.Ledger
 	// Refunds looks refunds up at the provider; nil answers "unavailable".
 	Refunds *refund.Tool
-	// Completions looks LLM calls and jobs up in their provider's stored completions; nil
-	// answers that no lookup exists for them.
+	// Completions looks LLM calls and jobs up at their provider as their API allows (stored
+	// completions, responses by their recorded id); nil answers that no lookup exists for them.
 	Completions *llm.Lookups
 	// Findings records the double generations a lookup finds as exceptions; nil records
 	// none (the reconciler still does).
@@ -443,7 +443,7 @@ func (d *Desk) closeManual(ctx context.Context, op *ops.Operation, p ManualClose
 		if res == nil {
 			note += " [Settle could not fetch the answer: " + why + " Retries with the key are told to ask again with a new key.]"
 		} else {
-			note += " [Settle fetched the answer of " + ref + " from the provider's stored completions; retries with the key replay it.]"
+			note += " [Settle fetched the answer of " + ref + " from the provider's store; retries with the key replay it.]"
 		}
 	}
 	return d.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: p.Version, To: p.To, Actor: closer(p.Actor, approval), Result: res,

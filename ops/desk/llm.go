@@ -24,19 +24,21 @@ func (d *Desk) CanLookUp(ctx context.Context, op *ops.Operation) (bool, string) 
 	return true, ""
 }
 
-// lookupLLM looks an llm_call or llm_job operation up in its provider's stored completions:
-// one found closes it as succeeded with the completion stored, so the client's retry with its
-// key replays it and a job goes on from its generation; two or more are a double generation,
-// raised as an exception.
+// lookupLLM looks an llm_call or llm_job operation up at its provider, as its API allows: a
+// chat completion in the provider's stored completions, a response by the id recorded on its
+// attempts. One found closes it as succeeded with the answer stored, so the client's retry
+// with its key replays it and a job goes on from its generation; a response that failed or
+// was cancelled closes it as failed; two or more answers are a double generation, raised as
+// an exception.
 func (d *Desk) lookupLLM(ctx context.Context, op *ops.Operation, actor string) (LookupOutcome, error) {
 	now := d.Ledger.Clock.Now()
 	out := LookupOutcome{OperationID: op.ID, Op: op}
-	byHand := " Close it by hand: when the provider's records show its completion, close it as succeeded with the completion id (chatcmpl-...)."
+	byHand := llm.ByHand(op)
 	switch {
 	case d.Completions == nil || d.Completions.Store == nil:
 		out.Outcome, out.Message = LookupUnsupported, "No LLM provider with stored completions is configured on this server."+byHand
 		return out, nil
-	case d.Completions.Store.StoreState(ctx) == llm.StoreUnknown:
+	case d.Completions.StoreUnknown(ctx, op):
 		out.Outcome, out.Message = LookupUnavailable, fmt.Sprintf("%s could not be asked whether it stores completions; try again in a moment.", op.Provider)
 		return out, nil
 	}
@@ -56,7 +58,7 @@ func (d *Desk) lookupLLM(ctx context.Context, op *ops.Operation, actor string) (
 	switch {
 	case !res.Found():
 		out.Outcome = LookupNotFound
-		out.Message = fmt.Sprintf("%s has no stored completion carrying this operation's id. A provider may show one a little after it billed it, so look again in a few minutes; if none appears, the send most likely never generated, but only the provider's usage report can tell.", op.Provider) + byHand
+		out.Message = llm.NotFound(op) + byHand
 		return out, nil
 	}
 	d.describeLLM(&out, applied, len(res.Records))
@@ -81,7 +83,11 @@ func (d *Desk) describeLLM(out *LookupOutcome, applied ops.Applied, found int) {
 		case len(applied.Op.Result) == 0:
 			next = "its text could not be read, so a retry with the client's key is told to ask again with a new key."
 		}
-		out.Message = fmt.Sprintf("Closed as succeeded: %s stored completion %s for it; %s", applied.Op.Provider, applied.Op.ProviderRef, next)
+		out.Message = fmt.Sprintf("Closed as succeeded: %s %s for it; %s", applied.Op.Provider, llm.Found(applied.Op, applied.Op.ProviderRef), next)
+		if applied.Op.Status == ops.StatusFailed {
+			out.Message = fmt.Sprintf("Closed as failed: %s's record of %s says it ended without an answer; a retry with the client's key is told it failed.",
+				applied.Op.Provider, llm.Found(applied.Op, applied.Op.ProviderRef))
+		}
 	case "already_closed":
 		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(applied.Op).Message
 	case "in_flight":

@@ -69,6 +69,12 @@ type Stored struct {
 	Created   time.Time
 	// Body is the completion as the provider returns it.
 	Body json.RawMessage
+	// Route is the API it answers: "" for a chat completion, the Responses route for a
+	// stored response.
+	Route string
+	// Status is a stored response's (completed, incomplete, failed, cancelled); a stored
+	// completion has none, being always complete.
+	Status string
 }
 
 // StoredCompletions is a provider's store of completions, as ops/openai reads it.
@@ -88,6 +94,9 @@ type StoredCompletions interface {
 // a call that finished: the completion in the gateway's shape, with its usage and cost, so a
 // retry replays it, as JSON or as a stream, exactly as if it had been answered.
 func ResultOf(s Stored, prices *PriceTable) (*ops.Result, error) {
+	if s.Route == responsesRoute {
+		return resultOfResponse(s, prices)
+	}
 	c, err := parseCompletion(s.Body)
 	if err != nil {
 		return nil, fmt.Errorf("read stored completion %s: %w", s.ID, err)
@@ -125,14 +134,16 @@ func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
 	switch {
 	case routeOf(op) == MessagesRoute:
 		return anthropicNoLookup
-	case routeOf(op) != chatRoute:
-		return fmt.Sprintf("Settle looks up only chat completions at the provider, and this call went to %s.", routeOf(op))
+	case lookupOf(op) == lookupUsageOnly:
+		return fmt.Sprintf("Settle looks up only chat completions (in the provider's stored completions) and responses (by the id recorded on the attempt) at the provider; this call went to %s, which only the provider's usage report shows.", routeOf(op))
 	case k == nil || k.Store == nil:
 		return "No LLM provider with stored completions is configured on this server."
 	case k.Store.Name() != op.Provider:
 		return fmt.Sprintf("Settle does not call %s any more, so its stored completions cannot be read.", op.Provider)
 	case OptedOut(op):
 		return "The client sent store: false, so the provider keeps no copy of this call."
+	case lookupOf(op) == lookupResponseByID:
+		return k.responsesAvailable(op)
 	}
 	switch k.Store.StoreState(ctx) {
 	case StoreOff:
@@ -180,6 +191,9 @@ func routeOf(op *ops.Operation) string {
 // metadata does not name op's tenant as well as op are not op's and are left out: they
 // neither close op nor count as its generations (ops rules 9 and 12).
 func (k *Lookups) Find(ctx context.Context, op *ops.Operation) ([]Stored, error) {
+	if lookupOf(op) == lookupResponseByID {
+		return k.findResponses(ctx, op)
+	}
 	found, err := k.Store.FindStored(ctx, op.ID)
 	if err != nil {
 		return nil, fmt.Errorf("find the stored completions of %s: %w", op.ID, err)
@@ -194,22 +208,36 @@ func (k *Lookups) Find(ctx context.Context, op *ops.Operation) ([]Stored, error)
 	return out, nil
 }
 
-// Record turns a stored completion into the provider record it is, a billed generation.
+// Record turns a stored completion into the provider record it is, a billed generation; a
+// stored response that ended without an answer is recorded as failed.
 func Record(op *ops.Operation, s Stored) ops.ProviderRecord {
-	raw, _ := json.Marshal(map[string]any{"id": s.ID, "created": s.Created.UTC(), "operation_id": s.OperationID,
-		"tenant": s.Tenant, "request_id": s.RequestID})
-	return ops.ProviderRecord{Provider: op.Provider, Ref: s.ID, OperationID: op.ID, Status: "succeeded", Created: s.Created, Raw: raw}
+	fields := map[string]any{"id": s.ID, "created": s.Created.UTC(), "operation_id": s.OperationID,
+		"tenant": s.Tenant, "request_id": s.RequestID}
+	status := "succeeded"
+	if s.Status != "" {
+		fields["status"] = s.Status
+	}
+	if s.endedWithout() {
+		status = "failed"
+	}
+	raw, _ := json.Marshal(fields)
+	return ops.ProviderRecord{Provider: op.Provider, Ref: s.ID, OperationID: op.ID, Status: status, Created: s.Created, Raw: raw}
 }
 
 // Close records every completion found as a provider charge and, when nobody is sending
 // for op and nobody closed it, closes it as succeeded with the oldest one stored as its
-// answer. kind is the evidence (a lookup from the dashboard, the reconciler's). Outcomes
-// are those of ops.Applied: closed, already_closed, in_flight.
+// answer; responses found that all ended without an answer (failed, cancelled) close it as
+// failed with the provider's record. kind is the evidence (a lookup from the dashboard, the
+// reconciler's). Outcomes are those of ops.Applied: closed, already_closed, in_flight.
 func (k *Lookups) Close(ctx context.Context, op *ops.Operation, found []Stored, kind ops.EvidenceKind, actor string) (ops.Applied, error) {
 	now := k.Ledger.Clock.Now()
+	var answers []Stored
 	for _, s := range found {
 		if err := k.Events.RecordCharge(ctx, Record(op, s), op.TenantID, now); err != nil {
-			return ops.Applied{Op: op, Outcome: "error"}, fmt.Errorf("record completion %s: %w", s.ID, err)
+			return ops.Applied{Op: op, Outcome: "error"}, fmt.Errorf("record %s: %w", Found(op, s.ID), err)
+		}
+		if s.answered() {
+			answers = append(answers, s)
 		}
 	}
 	switch {
@@ -219,20 +247,29 @@ func (k *Lookups) Close(ctx context.Context, op *ops.Operation, found []Stored, 
 		return ops.Applied{Op: op, Outcome: "already_closed"}, nil
 	case op.Leased(now):
 		return ops.Applied{Op: op, Outcome: "in_flight"}, nil
+	case len(answers) == 0:
+		return k.closeEnded(ctx, op, found[0], kind, actor)
 	}
+	found = answers
 	first := found[0]
 	res, rerr := ResultOf(first, k.Prices)
-	summary := fmt.Sprintf("%s stored completion %s for this operation (created %s).", op.Provider, first.ID, first.Created.UTC().Format(time.RFC3339))
+	summary := fmt.Sprintf("%s %s for this operation (created %s).", op.Provider, Found(op, first.ID), first.Created.UTC().Format(time.RFC3339))
 	if rerr != nil {
 		// The provider made it, so it succeeded; only its text cannot be kept.
 		summary += " Its text could not be read, so retries with the key are told the answer is not stored."
 		res = nil
 	}
 	if len(found) > 1 {
-		summary += fmt.Sprintf(" The provider holds %d completions for it: a double generation.", len(found))
+		summary += fmt.Sprintf(" The provider holds %d answers for it: a double generation.", len(found))
 	}
 	ev := ops.Evidence{Kind: kind, ProviderRef: first.ID, Summary: summary, Data: Record(op, first).Raw}
-	out, err := k.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Evidence: ev, Actor: actor, Result: res})
+	return k.apply(ctx, op, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Evidence: ev, Actor: actor, Result: res})
+}
+
+// apply closes op through the ledger's checked compare-and-set; a close that lost to another
+// is already_closed.
+func (k *Lookups) apply(ctx context.Context, op *ops.Operation, p ops.CloseParams) (ops.Applied, error) {
+	out, err := k.Ledger.Close(ctx, p)
 	var e *ops.Error
 	if errors.As(err, &e) && e.Closed != nil {
 		cur, _ := k.Ledger.Get(ctx, op.ID)
@@ -267,6 +304,9 @@ func (k *Lookups) Lookup(ctx context.Context, op *ops.Operation, actor string) (
 func (k *Lookups) Fetch(ctx context.Context, op *ops.Operation, id string) (res *ops.Result, why string, err error) {
 	if why := k.Available(ctx, op); why != "" {
 		return nil, why, nil
+	}
+	if lookupOf(op) == lookupResponseByID {
+		return k.fetchResponse(ctx, op, id)
 	}
 	s, err := k.Store.GetStored(ctx, id)
 	switch {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/settle-dev/settle/ops"
@@ -193,6 +195,26 @@ func (o *Client) GetStored(ctx context.Context, id string) (*llm.Stored, error) 
 	}
 	s := stored(*c)
 	return &s, nil
+}
+
+var _ llm.StoredResponses = (*Client)(nil)
+
+// GetResponse implements llm.StoredResponses: GET /responses/{id} through the SDK, the
+// response as the provider holds it now (its status says whether it finished).
+func (o *Client) GetResponse(ctx context.Context, id string) (*llm.Stored, error) {
+	r, err := o.sdk.Responses.Get(ctx, id, responses.ResponseGetParams{})
+	if err != nil {
+		return nil, o.readError(err, "read stored response "+id)
+	}
+	var extra struct {
+		RequestID string `json:"request_id"`
+	}
+	raw := r.RawJSON()
+	_ = json.Unmarshal([]byte(raw), &extra)
+	sec, frac := math.Modf(r.CreatedAt)
+	return &llm.Stored{ID: r.ID, OperationID: r.Metadata[llm.MetaOperation], Tenant: r.Metadata[llm.MetaTenant],
+		RequestID: extra.RequestID, Created: time.Unix(int64(sec), int64(frac*1e9)).UTC(), Body: json.RawMessage(raw),
+		Route: llm.ResponsesRoute, Status: string(r.Status)}, nil
 }
 
 func stored(c sdk.ChatCompletion) llm.Stored {

@@ -29,7 +29,7 @@ const LookupGrace = 2 * time.Minute
 // (a retry of the key then replays it), two or more are a double generation. Operations
 // not found stay for a person.
 func (r *Reconciler) reconcileStored(ctx context.Context, k *llm.Lookups, provider string, rep *Report) error {
-	if k == nil || k.Store == nil || k.Store.StoreState(ctx) != llm.StoreOn {
+	if k == nil || k.Store == nil {
 		return nil
 	}
 	now := r.Ledger.Clock.Now()
@@ -39,9 +39,9 @@ func (r *Reconciler) reconcileStored(ctx context.Context, k *llm.Lookups, provid
 	}
 	var refs []string
 	for _, op := range cands {
-		// Only a call the provider's stored completions can hold is searched there (a chat
-		// completion its client let the provider store): an embeddings or Responses call
-		// is never found among them, and counts as looked up nowhere.
+		// Only a call its API lets the provider be asked about is looked up (a stored chat
+		// completion by Settle's metadata, a response by the id recorded on its attempt): an
+		// embeddings call is found nowhere, and counts as looked up nowhere.
 		if k.Available(ctx, op) != "" {
 			continue
 		}
@@ -84,11 +84,14 @@ func (r *Reconciler) closeStored(ctx context.Context, k *llm.Lookups, op *ops.Op
 	case "closed":
 		rep.Closed++
 		first := found[0]
+		note := fmt.Sprintf("Closed as succeeded by reconciliation with %s as evidence; its answer is stored for the retries.", first.ID)
+		if applied.Op != nil && applied.Op.Status == ops.StatusFailed {
+			note = fmt.Sprintf("Closed as failed by reconciliation: the provider's record %s says it ended without an answer.", first.ID)
+		}
 		return r.record(ctx, rep, Finding{Kind: ExceptionExplainedUnknown, Provider: op.Provider, Ref: op.ID,
 			TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: storedIDs(found),
-			Summary:  fmt.Sprintf("Operation %s (%s) had no known outcome; %s stored completion %s for it.", op.ID, op.Kind, op.Provider, first.ID),
-			Resolved: true, Note: fmt.Sprintf("Closed as succeeded by reconciliation with %s as evidence; its answer is stored for the retries.", first.ID),
-			Details: llm.Record(op, first).Raw, Actor: actor, At: r.Ledger.Clock.Now()})
+			Summary:  fmt.Sprintf("Operation %s (%s) had no known outcome; %s %s for it.", op.ID, op.Kind, op.Provider, llm.Found(op, first.ID)),
+			Resolved: true, Note: note, Details: llm.Record(op, first).Raw, Actor: actor, At: r.Ledger.Clock.Now()})
 	}
 	return nil
 }
