@@ -12,7 +12,9 @@ import (
 // The metrics Settle exports for Prometheus rules. Counters count rows recorded in the
 // database since this process started (so a restart is a counter reset, which increase()
 // handles); every replica exports the same counts, and the exported rules take the max over
-// instances.
+// instances. The counters of client requests, operations and attempts carry the API an LLM
+// operation called (api="chat_completions", "responses", "embeddings", "messages"; empty for
+// others), as do the possible duplicates.
 const (
 	MetricClientRequests    = "settle_client_requests_total"
 	MetricAttempts          = "settle_attempts_total"
@@ -45,10 +47,10 @@ type MetricsSource interface {
 }
 
 var counterLabels = map[string][]string{
-	MetricClientRequests:     {"tenant", "kind", "provider", "answer", "duplicate"},
+	MetricClientRequests:     {"tenant", "kind", "provider", "answer", "duplicate", "api"},
 	MetricAttempts:           {"tenant", "kind", "provider", "outcome", "api"},
-	MetricOperationsCreated:  {"tenant", "kind", "provider"},
-	MetricOperationsClosed:   {"tenant", "kind", "provider", "status"},
+	MetricOperationsCreated:  {"tenant", "kind", "provider", "api"},
+	MetricOperationsClosed:   {"tenant", "kind", "provider", "status", "api"},
 	MetricProviderCharges:    {"tenant", "kind", "provider", "orphan", "double"},
 	MetricPossibleDuplicates: {"tenant", "kind", "provider", "api"},
 }

@@ -203,26 +203,27 @@ func (db *DB) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, er
 		labels []string
 		sql    string
 	}{
-		{alerts.MetricClientRequests, []string{"answer", "duplicate"}, `
-SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), coalesce(cr.answer, 'unanswered'), cr.duplicate::text, count(*)::float8
+		{alerts.MetricClientRequests, []string{"answer", "duplicate", "api"}, `
+SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), coalesce(cr.answer, 'unanswered'), cr.duplicate::text,
+	` + apiRoute + `, count(*)::float8
 FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
 WHERE cr.received_at >= @from AND cr.received_at < @to
-GROUP BY 1, 2, 3, 4, 5`},
+GROUP BY 1, 2, 3, 4, 5, 6`},
 		{alerts.MetricAttempts, []string{"outcome", "api"}, `
 SELECT coalesce(t.name, ''), o.kind, o.provider, coalesce(a.outcome, 'in_flight'), ` + apiRoute + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE a.started_at >= @from AND a.started_at < @to
 GROUP BY 1, 2, 3, 4, 5`},
-		{alerts.MetricOperationsCreated, nil, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, count(*)::float8
+		{alerts.MetricOperationsCreated, []string{"api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiRoute + `, count(*)::float8
 FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE o.created_at >= @from AND o.created_at < @to
-GROUP BY 1, 2, 3`},
-		{alerts.MetricOperationsClosed, []string{"status"}, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, o.status, count(*)::float8
+GROUP BY 1, 2, 3, 4`},
+		{alerts.MetricOperationsClosed, []string{"status", "api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, o.status, ` + apiRoute + `, count(*)::float8
 FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE o.closed_at >= @from AND o.closed_at < @to
-GROUP BY 1, 2, 3, 4`},
+GROUP BY 1, 2, 3, 4, 5`},
 		{alerts.MetricProviderCharges, []string{"orphan", "double"}, `
 SELECT coalesce(t.name, ''), coalesce(o.kind, ''), pc.provider, (pc.operation_id IS NULL)::text,
 	(pc.operation_id IS NOT NULL AND EXISTS (

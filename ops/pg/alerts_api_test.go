@@ -43,9 +43,10 @@ func (f *fixture) llmCallOf(t *testing.T, route, key string, resend bool) {
 	}
 }
 
-// The LLM counters on /metrics carry the API each attempt called (api="chat_completions",
+// The counters on /metrics carry the API each LLM operation called (api="chat_completions",
 // "responses"), so that a resend storm on one API shows as that API's: possible duplicates
-// and the attempts they are a share of are split alike. A refund's attempts carry api="".
+// and the attempts they are a share of are split alike, and so are the client requests and
+// the operations created and closed. A refund's counters carry api="".
 func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -65,7 +66,9 @@ func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 	}
 	got := map[string]float64{}
 	for _, tl := range tallies {
-		if tl.Metric == alerts.MetricPossibleDuplicates || tl.Metric == alerts.MetricAttempts {
+		switch tl.Metric {
+		case alerts.MetricPossibleDuplicates, alerts.MetricAttempts, alerts.MetricOperationsCreated, alerts.MetricOperationsClosed,
+			alerts.MetricClientRequests:
 			api, ok := tl.Labels["api"]
 			if !ok {
 				t.Fatalf("%s without an api label: %v", tl.Metric, tl.Labels)
@@ -79,6 +82,10 @@ func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 		alerts.MetricAttempts + " llm_call responses":                  6,
 		alerts.MetricAttempts + " llm_call chat_completions":           2,
 		alerts.MetricAttempts + " refund ":                             1,
+		alerts.MetricOperationsCreated + " llm_call responses":         3,
+		alerts.MetricOperationsClosed + " llm_call responses":          3,
+		alerts.MetricClientRequests + " llm_call responses":            3,
+		alerts.MetricOperationsCreated + " refund ":                    1,
 	}
 	for k, n := range want {
 		if got[k] != n {
