@@ -227,6 +227,7 @@ type phase struct {
 	waited  time.Duration   // how long its threads waited for a CPU, ready to run, over the span
 	pgCPU   time.Duration   // Postgres's, all its processes together
 	walSync int64           // WAL flushes to disk over the span (pg_stat_wal.wal_sync)
+	starved time.Duration   // how long, over the span, some task of the machine waited for a CPU
 	peakRSS int64           // the target process's VmHWM at the end, kB
 }
 
@@ -251,6 +252,7 @@ func (p *phase) add(q *phase) *phase {
 	p.waited += q.waited
 	p.pgCPU += q.pgCPU
 	p.walSync += q.walSync
+	p.starved += q.starved
 	p.peakRSS = max(p.peakRSS, q.peakRSS)
 	return p
 }
@@ -275,7 +277,7 @@ func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run s
 	if t.proc != nil {
 		cpu0, wait0 = t.proc.cpu(), t.proc.runQueueWait()
 	}
-	pg0, wal0 := clusterCPU(w.cluster.Dir), walSyncs(ctx, w)
+	pg0, wal0, starved0 := clusterCPU(w.cluster.Dir), walSyncs(ctx, w), cpuPressure()
 	start := time.Now()
 	var wg sync.WaitGroup
 	sent := 0
@@ -293,7 +295,7 @@ func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run s
 	}
 	wg.Wait()
 	p := &phase{target: t, rate: rate, sent: sent, errors: map[string]int{}, span: time.Since(start),
-		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0}
+		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0, starved: cpuPressure() - starved0}
 	if t.proc != nil {
 		p.cpu, p.waited = t.proc.cpu()-cpu0, t.proc.runQueueWait()-wait0
 		t.proc.sample()
@@ -379,6 +381,24 @@ func clusterCPU(dir string) time.Duration {
 		}
 	}
 	return total
+}
+
+// cpuPressure returns how long, since the machine started, at least one of its tasks was
+// ready to run but waited for a CPU: the "some" total of /proc/pressure/cpu (Linux's
+// pressure stall information); 0 where the kernel does not keep it.
+func cpuPressure() time.Duration {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "total="); ok {
+			us, _ := strconv.ParseInt(v, 10, 64)
+			return time.Duration(us) * time.Microsecond
+		}
+	}
+	return 0
 }
 
 // walSyncs returns how many times the cluster has flushed its WAL to disk since its start.

@@ -27,8 +27,8 @@ func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, loadBefore,
 	fmt.Fprintf(out, "settle: %s with production's defaults (SETTLE_LLM_STORE=auto: it asks the fake to store its completions), one tenant\n", cfg.settleBin)
 	fmt.Fprintf(out, "machine: %d CPUs; load average %s before, %s after; fdatasync of 8 kB %s (pg_test_fsync)\n\n",
 		runtime.NumCPU(), loadBefore, loadAfter, fsyncText(fsync))
-	fmt.Fprintf(out, "%-6s %-7s %7s  %-24s  %-24s  %-10s %9s %10s %9s %7s %9s %8s\n", "rate", "target", "sent",
-		"whole answer p50/p95/p99", "first chunk p50/p95/p99", "failed", "CPU/req", "pg CPU/req", "wait/req", "WAL/req", "peak RSS", "late p99")
+	fmt.Fprintf(out, "%-6s %-7s %7s  %-24s  %-24s  %-10s %9s %10s %9s %7s %9s %8s %7s\n", "rate", "target", "sent",
+		"whole answer p50/p95/p99", "first chunk p50/p95/p99", "failed", "CPU/req", "pg CPU/req", "wait/req", "WAL/req", "peak RSS", "late p99", "CPU PSI")
 	byRate := map[float64]map[string]*phase{}
 	for _, p := range phases {
 		if byRate[p.rate] == nil {
@@ -52,10 +52,10 @@ func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, loadBefore,
 				cpu, wait = perRequest(p.cpu, p.sent), perRequest(p.waited, p.sent)
 				rss = fmt.Sprintf("%.1f MB", float64(p.peakRSS)/1024)
 			}
-			fmt.Fprintf(out, "%-6s %-7s %7d  %-24s  %-24s  %-10s %9s %10s %9s %7.2f %9s %8s\n", label, name, p.sent,
+			fmt.Fprintf(out, "%-6s %-7s %7d  %-24s  %-24s  %-10s %9s %10s %9s %7.2f %9s %8s %6.0f%%\n", label, name, p.sent,
 				quantiles(p.plain, base.plain, name == "direct"), quantiles(p.stream, base.stream, name == "direct"),
 				failures(p.errors), cpu, perRequest(p.pgCPU, p.sent), wait, float64(p.walSync)/float64(max(p.sent, 1)), rss,
-				msText(quantile(p.late, 0.99)))
+				msText(quantile(p.late, 0.99)), 100*p.starved.Seconds()/p.span.Seconds())
 		}
 	}
 	fmt.Fprintf(out, "\ndirect: milliseconds; proxy and settle: milliseconds added to direct's at the same quantile and rate.\n")
@@ -63,7 +63,8 @@ func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, loadBefore,
 		"of all Postgres processes (beside direct and proxy, Settle's idle background work); wait/req: how long the server's\n"+
 		"threads waited, ready to run, for a CPU (schedstat), per request; WAL/req: WAL flushes to disk\n"+
 		"(pg_stat_wal.wal_sync) per request, concurrent commits sharing one; peak RSS: VmHWM so far.\n")
-	fmt.Fprintf(out, "late p99: how late the generator sent its requests against the schedule (its own health).\n")
+	fmt.Fprintf(out, "late p99: how late the generator sent its requests against the schedule (its own health); CPU PSI: share of the\n"+
+		"phase during which some task of the machine, ours or another's, waited for a CPU (/proc/pressure/cpu).\n")
 	printGatewayTargets(out, byRate)
 }
 

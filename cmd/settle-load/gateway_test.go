@@ -61,6 +61,10 @@ func TestGatewayFiguresAndStreams(t *testing.T) {
 	if r.cpu() <= 0 || r.runQueueWait() < 0 {
 		t.Errorf("this process as a replica: cpu %s, run-queue wait %s", r.cpu(), r.runQueueWait())
 	}
+	// Since the machine started, some task has waited for a CPU at some point.
+	if _, err := os.Stat("/proc/pressure/cpu"); err == nil && cpuPressure() <= 0 {
+		t.Errorf("cpuPressure() = %s", cpuPressure())
+	}
 }
 
 func TestGatewayFlags(t *testing.T) {
