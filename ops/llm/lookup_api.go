@@ -89,10 +89,19 @@ func (k *Lookups) responsesAvailable(op *ops.Operation) string {
 	if _, ok := k.Store.(StoredResponses); !ok {
 		return fmt.Sprintf("%s's stored responses cannot be read from this server.", op.Provider)
 	}
-	if _, ok := k.Events.(AttemptRefReader); !ok {
+	if k.refs() == nil {
 		return "The response ids Settle recorded on this call's attempts cannot be read on this server."
 	}
 	return ""
+}
+
+// refs is what reads the response ids recorded on attempts: Refs, or Events when it can.
+func (k *Lookups) refs() AttemptRefReader {
+	if k.Refs != nil {
+		return k.Refs
+	}
+	r, _ := k.Events.(AttemptRefReader)
+	return r
 }
 
 // findResponses reads, by the id recorded on each of op's attempts, the responses the
@@ -101,7 +110,7 @@ func (k *Lookups) responsesAvailable(op *ops.Operation) string {
 // The id Settle recorded from the provider's own answer is the proof a response is op's; one
 // whose metadata names another operation or tenant is left out all the same.
 func (k *Lookups) findResponses(ctx context.Context, op *ops.Operation) ([]Stored, error) {
-	refs, err := k.Events.(AttemptRefReader).AttemptRefs(ctx, op.ID)
+	refs, err := k.refs().AttemptRefs(ctx, op.ID)
 	if err != nil {
 		return nil, fmt.Errorf("read the response ids of %s: %w", op.ID, err)
 	}

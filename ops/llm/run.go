@@ -25,7 +25,14 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	var res ops.AttemptResult
 	var reply Reply
 	var body []byte
+	var lookFirst, lookedUp bool
 	send := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
+		if lookFirst {
+			if r, ok := x.lookUpBeforeResend(ctx, op); ok {
+				lookedUp, res = true, r
+				return r
+			}
+		}
 		var asm streamAssembler
 		var whole func() bool
 		if x.req.Stream {
@@ -63,6 +70,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
 		Hooks: ops.Hooks{
 			BeforeSend: func(_ context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {
+				lookFirst = possibleDup
 				if possibleDup {
 					x.dups++
 					g.stats.possibleDups.Add(1)
@@ -83,6 +91,11 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 		}})
 	if err != nil {
 		return x.fail(err)
+	}
+	if lookedUp && op.Status == ops.StatusSucceeded {
+		// The answer is the one the provider generated for an earlier attempt: the client
+		// gets it as any replay, as JSON or as the events of its stream.
+		return x.replay(op, "")
 	}
 	return x.answer(op, res, reply, body)
 }
@@ -218,6 +231,9 @@ func (x *exchange) outage(err error) error {
 	}
 	lease := x.g.cfg.Ledger.Limits.Lease
 	next := fmt.Sprintf("A retry with the same Idempotency-Key goes on with operation %s once its lease runs out (%s) and sends it again: the provider takes no idempotency key, so it may generate and bill it a second time, which Settle counts as a possible duplicate.", x.op.ID, lease)
+	if x.canLookUp(x.op) {
+		next = fmt.Sprintf("A retry with the same Idempotency-Key goes on with operation %s once its lease runs out (%s): Settle first asks %s for what the last attempt generated and answers with it; only if it shows nothing is the call sent again.", x.op.ID, lease, x.op.Provider)
+	}
 	if !x.g.policy(x.mode).RetryUncertain {
 		next = fmt.Sprintf("Once operation %s's lease runs out (%s) its outcome is unknown. %s", x.op.ID, lease, x.g.whatNext(context.WithoutCancel(x.ctx), x.op))
 	}

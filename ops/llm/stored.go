@@ -127,6 +127,8 @@ type Lookups struct {
 	Events ops.EventStore
 	Store  StoredCompletions
 	Prices *PriceTable
+	// Refs reads the response ids recorded on attempts; nil reads them through Events.
+	Refs AttemptRefReader
 }
 
 // Available says why the operation's completions cannot be looked up, or "" when they can.
