@@ -82,6 +82,9 @@ func parseGatewayFlags(args []string) (gatewayConfig, error) {
 		if err != nil || r <= 0 {
 			return c, fmt.Errorf("-rates %q: want positive numbers separated by commas", *rates)
 		}
+		if slices.Contains(c.rates, r) {
+			return c, fmt.Errorf("-rates %q names %g twice: -rounds repeats a rate", *rates, r)
+		}
 		c.rates = append(c.rates, r)
 	}
 	if c.duration <= 0 || c.rounds <= 0 || c.chunks <= 0 || c.ttft < 0 || c.chunkDelay < 0 || c.timeout <= 0 {
@@ -133,14 +136,14 @@ func runGateway(ctx context.Context, cfg gatewayConfig, out io.Writer) error {
 		}
 	}
 	var phases []*phase
-	for _, rate := range cfg.rates {
+	for ri, rate := range cfg.rates {
 		at := make([]*phase, len(targets))
 		for round := range cfg.rounds {
 			for i, t := range targets {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted")
 				}
-				p := t.drive(ctx, rate, cfg.duration/time.Duration(cfg.rounds), fmt.Sprintf("%s-%d", run, round), w)
+				p := t.drive(ctx, rate, cfg.duration/time.Duration(cfg.rounds), fmt.Sprintf("%s-%d-%d", run, ri, round), w)
 				fmt.Fprintf(out, "  %4.0f/s %-7s %6d requests, %d failed, last answer %.1fs after the start\n",
 					rate, t.name, p.sent, sum(p.errors), p.span.Seconds())
 				at[i] = at[i].add(p)

@@ -78,7 +78,7 @@ func TestGatewayFlags(t *testing.T) {
 	if err != nil || len(c.rates) != 2 || c.rates[1] != 200 || c.duration != 10*time.Second {
 		t.Errorf("-rates 50,200 -duration 10s: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-rates", "100,x"}, {"-rates", "0"}, {"-rounds", "0"}, {"-chunks", "0"}} {
+	for _, bad := range [][]string{{"-rates", "100,x"}, {"-rates", "0"}, {"-rates", "100,100"}, {"-rounds", "0"}, {"-chunks", "0"}} {
 		if _, err := parseGatewayFlags(bad); err == nil {
 			t.Errorf("%v was taken", bad)
 		}
