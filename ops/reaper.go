@@ -19,10 +19,21 @@ type Reaper struct {
 	// policy allows a resend is released for its client's retry or its job's worker to go on
 	// with the same key; otherwise it is marked unknown.
 	Senders map[Kind]Sender
-	Sleep   Sleeper
-	Logger  *slog.Logger
-	Batch   int
+	// ClientWait is how long after it opened an operation released for its client's retry
+	// waits for that client: a client that has not come back by then is gone, and the
+	// operation, which its last attempt may have run, is marked unknown for the reconciler's
+	// lookup and a person instead of being released again at every pass until its key
+	// expires. Default DefaultClientWait; a job's operation, which its worker goes on
+	// with, is always released.
+	ClientWait time.Duration
+	Sleep      Sleeper
+	Logger     *slog.Logger
+	Batch      int
 }
+
+// DefaultClientWait is a Reaper's ClientWait when none is set: the LLM gateway's default
+// deadline of one client request.
+const DefaultClientWait = 10 * time.Minute
 
 // Reaped counts what one pass did.
 type Reaped struct {
@@ -70,6 +81,11 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 				return out, fmt.Errorf("resend %s: %w", op.ID, err)
 			}
 			out.Resent++
+		case next == StatusInProgress && r.clientGone(op, now):
+			if _, err := l.MarkUnknown(ctx, op, r.Owner, "lease ran out and the client did not come back"); err != nil {
+				return out, fmt.Errorf("mark %s unknown: %w", op.ID, err)
+			}
+			out.Unknown++
 		case next == StatusInProgress:
 			if _, err := l.Release(ctx, op, r.Owner, 0, ""); err != nil {
 				return out, fmt.Errorf("release %s: %w", op.ID, err)
@@ -88,6 +104,19 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 		}
 	}
 	return out, nil
+}
+
+// clientGone reports whether op, released for its client's retry, has waited for that
+// client past ClientWait since it opened.
+func (r *Reaper) clientGone(op *Operation, now time.Time) bool {
+	if r.Ledger.Kind(op.Kind).Jobs {
+		return false
+	}
+	wait := r.ClientWait
+	if wait <= 0 {
+		wait = DefaultClientWait
+	}
+	return now.Sub(op.CreatedAt) > wait
 }
 
 // resendSpec is how a pass resends a stalled operation. The send in hand is not cut when

@@ -11,7 +11,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // breakStream sends one streamed call of an interactive tenant to path whose stream the
@@ -78,5 +81,53 @@ func TestRetryOfAnUncertainCallIsLookedUpBeforeAnyResend(t *testing.T) {
 	}
 	if n := len(w.fake.GenerationsOf(fake.APIResponses)); n != 1 {
 		t.Fatalf("the provider generated %d responses after the retry, want 1", n)
+	}
+}
+
+// TestAStalledCallWhoseClientIsGoneIsSettledByItsLookup: an interactive call whose stream
+// broke, whose completion the provider stored, and whose client never came back is not
+// released for that client at every reaper pass until its key expires: once the client's
+// wait has passed, the reaper marks it unknown, the reconciler finds the completion and closes
+// it with it, nothing is sent again, and a late retry of the key replays it (ops rules 3, 11).
+func TestAStalledCallWhoseClientIsGoneIsSettledByItsLookup(t *testing.T) {
+	t.Parallel()
+	w := newLookupWorld(t, lookupSetup{reconciled: true})
+	ctx := context.Background()
+	w.breakStream(t, "/v1/chat/completions", "gone-chat", chatBody("a client that left", 0, true))
+	chats := w.fake.GenerationsOf(fake.APIChatCompletions)
+	if len(chats) != 1 {
+		t.Fatalf("the provider generated %d chat completions, want 1", len(chats))
+	}
+	reaper := &ops.Reaper{Ledger: w.ledger, Owner: "reaper"}
+	// Within the client's wait the reaper leaves the call for its client.
+	w.clock.Advance(w.ledger.Limits.Lease + time.Second)
+	if _, err := reaper.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if op := w.op(t, "gone-chat"); op.Status != ops.StatusInProgress {
+		t.Fatalf("the call is %s within its client's wait", op.Status)
+	}
+	w.clock.Advance(ops.DefaultClientWait + w.ledger.Limits.Lease)
+	got, err := reaper.RunOnce(ctx)
+	if err != nil || got.Unknown != 1 || got.Released != 0 || got.Resent != 0 {
+		t.Fatalf("the pass after the client's wait: %+v, %v", got, err)
+	}
+	r := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+		Usage: []recon.UsageSource{&upstream.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
+			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
+	w.clock.Advance(recon.LookupGrace + time.Second)
+	if reps, err := r.RunOnce(ctx); err != nil || len(reps) != 1 || reps[0].Closed != 1 {
+		t.Fatalf("reconciler: %+v, %v", reps, err)
+	}
+	if op := w.op(t, "gone-chat"); op.Status != ops.StatusSucceeded || op.ProviderRef != chats[0].ID {
+		t.Fatalf("operation %s %s, want succeeded with %s", op.Status, op.ProviderRef, chats[0].ID)
+	}
+	c := w.sdk("shop")
+	out, err := c.Chat.Completions.New(ctx, ask("a client that left", 0), keyed("gone-chat"))
+	if err != nil || out.ID != chats[0].ID {
+		t.Fatalf("the late retry: %v %+v", err, out)
+	}
+	if n := len(w.fake.GenerationsOf(fake.APIChatCompletions)); n != 1 {
+		t.Fatalf("the provider generated %d chat completions, want 1", n)
 	}
 }

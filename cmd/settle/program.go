@@ -220,8 +220,10 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}
 	p.goLoop(ctx, bulk.Loop())
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
+	// A call released for its client's retry waits for that client at least as long as one of
+	// its requests may last (SETTLE_LLM_DEADLINE).
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: ops.NewOwner("reaper", cfg.WorkerID), Interval: reaperInterval(p.Ledger.Limits.Lease),
-		Senders: senders, Logger: p.Logger}
+		Senders: senders, Logger: p.Logger, ClientWait: max(ops.DefaultClientWait, cfg.LLM.Deadline)}
 	p.goLoop(ctx, reaper.Loop())
 	p.startFollowUpRelays(ctx, cfg.Notify, cfg.OutboxKeep)
 	if cfg.OutboxURL != "" {

@@ -506,7 +506,8 @@ func TestReaperAppliesTheOperationsOwnPolicy(t *testing.T) {
 	job := open(ops.KindLLMJob, "job-2", ops.Policy{RetryUncertain: true, NoProviderKey: true}) // SETTLE_JOB_RETRY_UNCERTAIN=true
 	other := ops.NewLedger(f.db, f.clock)
 	other.Register(ops.KindSpec{Kind: ops.KindLLMCall, Name: "call"}, ops.KindSpec{Kind: ops.KindLLMJob, Name: "job"})
-	r := &ops.Reaper{Ledger: other, Owner: "reaper"}
+	// Within its clients' wait: the interactive call is released for its client's retry.
+	r := &ops.Reaper{Ledger: other, Owner: "reaper", ClientWait: 2 * time.Hour}
 	f.clock.Advance(time.Hour)
 	got, err := r.RunOnce(ctx)
 	if err != nil || got.Released != 2 || got.Unknown != 1 {
