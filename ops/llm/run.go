@@ -68,27 +68,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	op, err := g.cfg.Ledger.Run(context.WithoutCancel(x.ctx), op, send, ops.RunSpec{
 		Owner: x.owner, First: first, Deadline: time.Now().Add(g.cfg.Deadline),
 		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
-		Hooks: ops.Hooks{
-			BeforeSend: func(_ context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {
-				lookFirst = possibleDup
-				if possibleDup {
-					x.dups++
-					g.stats.possibleDups.Add(1)
-				}
-				g.stats.upstream.Add(1)
-				x.sent = true
-				return nil
-			},
-			AfterAttempt: func(_ context.Context, _ *ops.Operation, r ops.AttemptResult) error {
-				if r.Outcome.Uncertain() {
-					g.stats.uncertain.Add(1)
-				}
-				return nil
-			},
-			// A stream that reached the client cannot be restarted under it: the client's
-			// retry continues the operation instead.
-			MayRetry: func() bool { return !x.began },
-		}})
+		Hooks: x.hooks(&lookFirst)})
 	if err != nil {
 		return x.fail(err)
 	}
@@ -98,6 +78,34 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 		return x.replay(op, "")
 	}
 	return x.answer(op, res, reply, body)
+}
+
+// hooks are the ledger's hooks of this request's attempts: they count sends and possible
+// duplicates, and set *lookFirst when the next send follows an uncertain attempt, so that
+// the attempt is looked up before anything is sent again.
+func (x *exchange) hooks(lookFirst *bool) ops.Hooks {
+	g := x.g
+	return ops.Hooks{
+		BeforeSend: func(_ context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {
+			*lookFirst = possibleDup
+			if possibleDup {
+				x.dups++
+				g.stats.possibleDups.Add(1)
+			}
+			g.stats.upstream.Add(1)
+			x.sent = true
+			return nil
+		},
+		AfterAttempt: func(_ context.Context, _ *ops.Operation, r ops.AttemptResult) error {
+			if r.Outcome.Uncertain() {
+				g.stats.uncertain.Add(1)
+			}
+			return nil
+		},
+		// A stream that reached the client cannot be restarted under it: the client's
+		// retry continues the operation instead.
+		MayRetry: func() bool { return !x.began },
+	}
 }
 
 // recordRef records ref, the provider's id of attempt a's answer, on the attempt before the

@@ -1,0 +1,71 @@
+package llm
+
+import (
+	"fmt"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// replay answers from the operation's stored result: as JSON, or as an SSE stream.
+func (x *exchange) replay(op *ops.Operation, applied string) error {
+	h := Head{Stream: x.req.Stream, Replayed: true, OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, PreferenceApplied: applied}
+	if op.PurgedAt != nil {
+		return purgedError(op)
+	}
+	if len(op.Result) == 0 {
+		// Closed as succeeded by a person whose completion Settle could not fetch: the
+		// answer exists at the provider, not here, and asking again would bill again.
+		return &ops.Error{Code: ops.ENOTFOUND, Reason: ReasonAnswerNotStored,
+			Message: fmt.Sprintf("The request with this key was answered by the provider (%s, operation %s), but Settle does not have the answer to replay. Ask again with a new Idempotency-Key.", op.ProviderRef, op.ID)}
+	}
+	if !x.req.Stream {
+		h.Length = len(op.Result)
+		if err := x.out.Begin(h); err != nil {
+			return nil // the client left
+		}
+		x.began = true
+		x.write(op.Result)
+		return nil
+	}
+	evs, err := x.api.replay(op.Result, x.req)
+	if err != nil {
+		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("replay operation %s: %w", op.ID, err)}
+	}
+	for _, d := range evs {
+		x.forward(d, !x.req.IncludeUsage && x.api.usageOnly(d), h)
+	}
+	x.write(x.api.done())
+	return nil
+}
+
+// forward sends one stream event to the client, beginning the response if needed. The
+// final usage chunk (usageOnly) goes only to clients that asked for usage.
+func (x *exchange) forward(data []byte, usageOnly bool, h Head) {
+	if usageOnly && !x.req.IncludeUsage {
+		return
+	}
+	if !x.began {
+		if err := x.out.Begin(h); err != nil {
+			x.gone = true
+		}
+		x.began = true
+	}
+	x.write(x.api.frame(data))
+}
+
+func (x *exchange) write(p []byte) {
+	if x.gone || len(p) == 0 {
+		return
+	}
+	if err := x.out.Write(p); err != nil {
+		x.gone = true
+	}
+}
+
+// streamFailed ends a stream that began with the API's error event, as the providers do,
+// and without its closing event.
+func (x *exchange) streamFailed(err error) error {
+	x.write(x.api.streamError(err))
+	x.g.cfg.Logger.WarnContext(x.ctx, "llm stream ended with an error", "err", err)
+	return nil
+}
