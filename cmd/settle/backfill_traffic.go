@@ -260,12 +260,14 @@ func (h *history) sendTo(ctx context.Context, n int, route string, body map[stri
 }
 
 // doubleGeneration is a call whose every attempt the provider billed and then let time
-// out: the gateway resends within its budget, the app gives up, the reaper finds the call
-// stalled and leaves it unknown, and the reconciler finds more than one stored completion
-// for it.
+// out, while its store showed each completion only minutes later: the gateway looks each
+// uncertain attempt up before it resends, finds nothing yet, and resends within its budget;
+// the app gives up, the reaper finds the call stalled and leaves it unknown, and the
+// reconciler, once the store caught up, finds more than one stored completion for it.
 func (h *history) doubleGeneration(ctx context.Context) error {
 	h.llmFake.ClearFaults()
-	h.llmFake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: time.Second, Times: ops.DefaultLimits.AttemptsPerCall})
+	h.llmFake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: time.Second, Times: ops.DefaultLimits.AttemptsPerCall,
+		Lag: 10 * time.Minute})
 	defer h.setLLMFaults()
 	h.chats++
 	// A chat completion: the provider's stored completions are what the reconciler finds twice.
