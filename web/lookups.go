@@ -119,6 +119,11 @@ func (s *Server) afterCloseError(w http.ResponseWriter, r *http.Request, id stri
 			msg = e.Message
 		}
 		s.putFlash(r.Context(), flashMsg{Kind: "warn", Message: msg})
+	case ops.Unreachable(err):
+		// Settle's own database is out: the close may or may not have been recorded, so the
+		// 503 page says so, never "nothing was changed".
+		s.Error(w, r, err)
+		return
 	case ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT || ops.ErrorCode(err) == ops.EUNAVAILABLE,
 		fourEyesRefusals[ops.ErrorReason(err)]:
 		msg := ops.ErrorMessage(err)

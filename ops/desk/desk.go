@@ -463,6 +463,10 @@ func lookupEnded(out *LookupOutcome, res ops.LookupResult, applied ops.Applied, 
 	switch {
 	case errors.As(err, &e) && e.Closed != nil:
 		out.Outcome, out.Message = LookupAlreadyClosed, e.Message
+	case ops.Unreachable(err):
+		// The provider may well have answered: it is Settle's own record that failed.
+		out.Outcome, out.Message = LookupUnavailable,
+			"Settle's database could not be reached, so what the lookup found may not have been recorded; try again in a few seconds."
 	case ops.ErrorCode(err) == ops.EUNAVAILABLE || errors.Is(err, context.DeadlineExceeded):
 		out.Outcome, out.Message = LookupUnavailable, "The provider could not be asked just now; try again in a moment."
 	case err != nil:
