@@ -311,16 +311,7 @@ func dropConnection(w http.ResponseWriter) {
 
 // sleep waits d and reports whether it ran to the end; Close or ctx cut it short.
 func (s *Stripe) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.done:
-		return false
-	case <-ctx.Done():
-		return false
-	}
+	return sleepUnless(ctx, s.done, d)
 }
 
 // pruneKeysLocked forgets finished keys older than the retention window. Keys still in

@@ -438,17 +438,5 @@ func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
 
 // sleep waits d and reports whether it ran to the end; Close or ctx cut it short.
 func (l *LLM) sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-l.done:
-		return false
-	case <-ctx.Done():
-		return false
-	}
+	return sleepUnless(ctx, l.done, d)
 }

@@ -78,6 +78,12 @@ func (s *loopServer) close() error {
 
 // sleep waits d and reports whether it ran to the end; close or ctx cut it short.
 func (s *loopServer) sleep(ctx context.Context, d time.Duration) bool {
+	return sleepUnless(ctx, s.done, d)
+}
+
+// sleepUnless waits d and reports whether it ran to the end: a closed done (the fake shutting
+// down) or ctx cuts it short. Every fake's faults that hold an answer wait through it.
+func sleepUnless(ctx context.Context, done <-chan struct{}, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
@@ -86,7 +92,7 @@ func (s *loopServer) sleep(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-s.done:
+	case <-done:
 		return false
 	case <-ctx.Done():
 		return false
