@@ -1,4 +1,4 @@
-package stripe_test
+package refund_test
 
 import (
 	"context"
