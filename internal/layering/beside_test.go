@@ -19,6 +19,8 @@ var testedHere = map[string][]string{
 	// The refund tool: one refund per intent however often it is called, and the lookup
 	// that closes an operation with the provider's record.
 	"ops/refund": {"Refund", "Lookup"},
+	// The desk's closes by hand and the four-eyes approvals around them (ops rule 13).
+	"ops/desk": {"CloseManually", "Proposal", "Approve", "Reject"},
 }
 
 // TestToolsAreTestedBesideTheirCode fails when a package's own tests no longer call one of

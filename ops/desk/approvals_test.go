@@ -1,4 +1,4 @@
-package pg_test
+package desk_test
 
 import (
 	"context"
