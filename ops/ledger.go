@@ -298,9 +298,10 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 		p.LeaseUntil = ptr(now.Add(l.Limits.Lease))
 	}
 	if r.Outcome == OutcomeOK {
+		// The attempt's answer, recorded on the attempt with the provider's record id, is the
+		// success's evidence (rule 9): a second row saying the same is not written, and the
+		// store shows the attempt as the provider's response wherever evidence is read.
 		p.Result = r.Result
-		p.Evidence = &Evidence{Kind: EvidenceProviderResponse, ProviderRef: r.Result.ProviderRef,
-			Summary: "The provider answered the attempt with " + r.Result.ProviderRef + ".", RecordedBy: owner, RecordedAt: now}
 	}
 	if next.Final() || next == StatusUnknown || next == StatusExpired {
 		p.Reason = "attempt " + string(r.Outcome)

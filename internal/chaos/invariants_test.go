@@ -19,7 +19,8 @@ import (
 type ledgerOp struct {
 	op       *ops.Operation
 	attempts []ops.Attempt
-	// evidence are the provider refs of its evidence rows ("" for a note without one).
+	// evidence are the provider refs of its evidence as the timeline reads it ("" for a note
+	// without one).
 	evidence []string
 }
 
@@ -74,19 +75,15 @@ func (r *seedRun) read(ctx context.Context) (*world, []string, error) {
 			return nil, nil, err
 		}
 		lo := &ledgerOp{op: op, attempts: atts}
-		evs, err := r.db.Pool.Query(ctx, `SELECT provider_ref FROM evidence WHERE operation_id = $1`, id)
+		// The timeline is how the dashboard reads evidence: the evidence rows, and each
+		// provider's direct answer from the attempt that recorded it.
+		tl, err := r.db.Timeline(ctx, id)
 		if err != nil {
 			return nil, nil, err
 		}
-		for evs.Next() {
-			var ref string
-			if err := evs.Scan(&ref); err != nil {
-				evs.Close()
-				return nil, nil, err
-			}
-			lo.evidence = append(lo.evidence, ref)
+		for _, e := range tl.Evidence {
+			lo.evidence = append(lo.evidence, e.ProviderRef)
 		}
-		evs.Close()
 		w.ops = append(w.ops, lo)
 		w.byID[id] = lo
 	}

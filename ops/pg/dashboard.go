@@ -43,8 +43,7 @@ FROM client_requests WHERE operation_id = $1 ORDER BY received_at, id LIMIT $2`,
 		tl.Attempts, err = pgx.CollectRows(rows, scanAttempt)
 		return err
 	})
-	b.Queue(`SELECT id, operation_id::text, kind, provider_ref, summary, data, recorded_by, recorded_at
-FROM evidence WHERE operation_id = $1 ORDER BY recorded_at, id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+	b.Queue(timelineEvidenceSQL, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 		var err error
 		tl.Evidence, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Evidence, error) {
 			var e ops.Evidence
@@ -76,6 +75,22 @@ ORDER BY a.id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 	}
 	return tl, nil
 }
+
+// timelineEvidenceSQL reads an operation's evidence: its evidence rows, and the provider's
+// direct answer to an attempt, which the attempt records (its ok outcome and the provider's
+// record id) and no evidence row repeats (ops rule 9). Operations closed before the
+// attempt was the record of its answer have an evidence row for it instead; the attempt
+// then adds nothing. The answer's evidence has no row and so no id (0).
+const timelineEvidenceSQL = `
+SELECT id, operation_id::text, kind, provider_ref, summary, data, recorded_by, recorded_at FROM (
+	SELECT id, operation_id, kind, provider_ref, summary, data, recorded_by, recorded_at FROM evidence WHERE operation_id = $1
+	UNION ALL
+	SELECT 0, a.operation_id, 'provider_response', a.provider_ref,
+		'The provider answered the attempt with ' || a.provider_ref || '.', NULL, a.owner, a.finished_at
+	FROM attempts a WHERE a.operation_id = $1 AND a.outcome = 'ok' AND a.provider_ref <> ''
+		AND NOT EXISTS (SELECT 1 FROM evidence e
+			WHERE e.operation_id = $1 AND e.kind = 'provider_response' AND e.provider_ref = a.provider_ref)
+) e ORDER BY recorded_at, id LIMIT $2`
 
 const auditCols = `a.id, a.at, a.actor, a.action, a.entity, a.entity_id, a.before, a.after, a.reason, coalesce(a.evidence_id, 0)`
 

@@ -408,8 +408,9 @@ func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 	if err != nil || len(atts) != 1 || atts[0].Outcome != ops.OutcomeOK || atts[0].ProviderRequestID != "req_1" {
 		t.Fatalf("attempts %+v (%v)", atts, err)
 	}
-	if n := f.count(t, `SELECT count(*) FROM evidence WHERE operation_id = $1 AND kind = 'provider_response' AND provider_ref = 're_123'`, op.ID); n != 1 {
-		t.Fatalf("%d evidence rows", n)
+	if tl, err := f.db.Timeline(ctx, op.ID); err != nil || len(tl.Evidence) != 1 || tl.Evidence[0].Kind != ops.EvidenceProviderResponse ||
+		tl.Evidence[0].ProviderRef != "re_123" {
+		t.Fatalf("evidence %+v (%v)", tl.Evidence, err)
 	}
 	if n := f.count(t, `SELECT count(*) FROM outbox WHERE entity_id = $1`, op.ID); n != 1 {
 		t.Fatalf("%d outbox rows", n)
