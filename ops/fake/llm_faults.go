@@ -15,7 +15,8 @@ type LLMFaultKind string
 const (
 	// LLMFaultBillThenTimeout generates and bills the completion, then holds the answer
 	// for Delay (default 90 s, longer than any client's timeout). The client sees a
-	// timeout; the provider's usage report shows the request.
+	// timeout; the provider's usage report shows the request. A background response is
+	// answered at once, queued, and its generation held instead.
 	LLMFaultBillThenTimeout LLMFaultKind = "bill_then_timeout"
 	// LLMFaultDropStream bills, streams Chunk chunks and closes the connection without
 	// [DONE]. A non-streaming request is billed and its connection closed unanswered.

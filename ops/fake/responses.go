@@ -62,7 +62,10 @@ func (l *LLM) createResponse(w http.ResponseWriter, r *http.Request) {
 	// Generation: from here on the request is billed.
 	run := l.startRun(r, req, body, reqID, key, stored, fault, breaksRun)
 	w.Header().Set("openai-processing-ms", strconv.FormatInt(time.Since(start).Milliseconds(), 10))
-	if !holdBilled(l.sleep, w, r, fault, &outcome) {
+	// A background response is answered at once; its generation is what a fault holds.
+	if run.hold > 0 {
+		outcome = "fault"
+	} else if !holdBilled(l.sleep, w, r, fault, &outcome) {
 		return
 	}
 	dropAt := -1

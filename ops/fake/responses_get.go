@@ -11,7 +11,8 @@ import (
 // in_progress, completed or failed), or 404 when it was not stored, is not visible yet or
 // has passed its retention. With stream=true (in the query, or in a JSON body as the
 // official SDKs send it) a background response's events are streamed again, those after
-// starting_after first, then the live ones until it ends.
+// starting_after first, then the live ones until it ends; a fault rule naming ResumePath
+// strikes that stream.
 func (l *LLM) getResponse(w http.ResponseWriter, r *http.Request) {
 	if !l.storeReadable(w, r) {
 		return
@@ -41,7 +42,11 @@ func (l *LLM) getResponse(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	l.streamRun(w, r, run, after, -1)
+	dropAt, ok := l.resumeDrop(r.Context())
+	if !ok {
+		return
+	}
+	l.streamRun(w, r, run, after, dropAt)
 }
 
 // visibleRun returns the stored response with id if a reader sees it now: past its store

@@ -31,6 +31,8 @@ type responseRun struct {
 	failKind LLMFaultKind
 	// first is the response as created, which a background request is answered with.
 	first obj
+	// hold is how long a background run waits before its first step (backgroundHold).
+	hold time.Duration
 
 	mu     sync.Mutex
 	status string
@@ -78,6 +80,7 @@ func (l *LLM) startRun(r *http.Request, req responsesRequest, body []byte, reqID
 	}
 	if req.Background {
 		run.status = "queued"
+		run.hold = backgroundHold(req, fault)
 	}
 	promptHash := g.APIKeyID + "/" + hashMessages(req.Model, msgs)
 	l.mu.Lock()
@@ -100,6 +103,9 @@ func (l *LLM) startRun(r *http.Request, req responsesRequest, body []byte, reqID
 // produce sends the run's events after response.created, pausing between them when the run
 // is paced, until the response is complete or a fault breaks it off. Close stops it.
 func (l *LLM) produce(run *responseRun) {
+	if !l.holdRun(run) {
+		return
+	}
 	for _, step := range run.steps() {
 		if run.paced && !l.sleep(context.Background(), time.Duration(l.chunkDelay.Load())) {
 			return
