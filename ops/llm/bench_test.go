@@ -24,6 +24,7 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/anthropic"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
@@ -40,9 +41,13 @@ func TestMain(m *testing.M) { testworld.Main(m) }
 // whole HTTP route on real Postgres, with a new Idempotency-Key), non-streaming and
 // streaming, alternating so both see the same machine. It reports the added p50 and p99
 // latency of non-streaming calls and the added p50 and p99 time to first token of
-// streaming ones, in microseconds, and the ratios; then the bytes allocated per call. It
-// runs with a one-line prompt, and with an 8 KB one (a chat with some history), since
-// the gateway reads, fingerprints and stores every request.
+// streaming ones, in microseconds, and the ratios; then the bytes allocated per call.
+//
+// prompt=short and prompt=8KB are chat completions with a one-line prompt and an 8 KB one
+// (a chat with some history), since the gateway reads, fingerprints and stores every
+// request. api=responses, api=messages and api=embeddings make the same measure of the
+// other routes with a one-line input: OpenAI's Responses API and Anthropic's Messages API
+// (at the fake Anthropic) plain and streamed, embeddings plain only, as they do not stream.
 //
 // The database is a private cluster of the benchmark's own, durable (fsync and synchronous
 // commit on, as in production), so each of the gateway's two commits waits for its WAL
@@ -55,13 +60,53 @@ func TestMain(m *testing.M) { testworld.Main(m) }
 //
 //	go test ./ops/llm -run '^$' -bench GatewayOverhead -benchtime 2000x
 func BenchmarkGatewayOverhead(b *testing.B) {
-	b.Run("prompt=short", func(b *testing.B) { gatewayOverhead(b, "summarise the ticket") })
+	b.Run("prompt=short", func(b *testing.B) { gatewayOverhead(b, chatBench("summarise the ticket")) })
 	b.Run("prompt=8KB", func(b *testing.B) {
-		gatewayOverhead(b, "summarise the ticket"+strings.Repeat(" and the long history of this chat", 250))
+		gatewayOverhead(b, chatBench("summarise the ticket"+strings.Repeat(" and the long history of this chat", 250)))
+	})
+	b.Run("api=responses", func(b *testing.B) {
+		gatewayOverhead(b, benchAPI{route: "/v1/responses", generated: fake.APIResponses, stream: true,
+			body:  `{"model":"fake-small","input":"summarise the ticket","temperature":0.2,"max_output_tokens":16`,
+			token: func(line string) bool { return strings.Contains(line, `response.output_text.delta`) }})
+	})
+	b.Run("api=messages", func(b *testing.B) {
+		gatewayOverhead(b, benchAPI{route: llm.MessagesRoute, stream: true, header: http.Header{"Anthropic-Version": {"2023-06-01"}},
+			body:  `{"model":"claude-haiku-4-5","max_tokens":16,"temperature":0.2,"messages":[{"role":"user","content":"summarise the ticket"}]`,
+			token: func(line string) bool { return strings.Contains(line, `"text_delta"`) }})
+	})
+	b.Run("api=embeddings", func(b *testing.B) {
+		gatewayOverhead(b, benchAPI{route: llm.EmbeddingsRoute, generated: fake.APIEmbeddings,
+			body: `{"model":"text-embedding-3-small","input":"summarise the ticket"`})
 	})
 }
 
-func gatewayOverhead(b *testing.B, prompt string) {
+// benchAPI is one route the benchmark calls, at its fake directly and through the gateway.
+type benchAPI struct {
+	// route is the gateway's route; the fake serves the same path.
+	route string
+	// generated is the fake OpenAI's name of the API, whose billed generations are counted;
+	// "" for the Messages API, which the fake Anthropic serves.
+	generated fake.LLMAPI
+	// body is the request without its closing brace, to which a stream's field is added.
+	body string
+	// stream says whether the route streams too, token whether a line of its stream
+	// carries generated text: the first such line is its time to first token.
+	stream bool
+	token  func(line string) bool
+	// header is sent on both paths besides the key and the content type.
+	header http.Header
+}
+
+// chatBench is a chat completion of prompt.
+func chatBench(prompt string) benchAPI {
+	return benchAPI{route: "/v1/chat/completions", generated: fake.APIChatCompletions, stream: true,
+		body: `{"model":"fake-small","messages":[{"role":"user","content":"` + prompt + `"}],"temperature":0.2,"max_tokens":16`,
+		token: func(line string) bool {
+			return strings.Contains(line, `"content":"`) && !strings.Contains(line, `"content":""`)
+		}}
+}
+
+func gatewayOverhead(b *testing.B, api benchAPI) {
 	// The garbage collector's target as settle runs (cmd/settle: gcPercent), unless GOGC
 	// chooses another; the client and the fake share it, so both paths see the same.
 	if os.Getenv("GOGC") == "" {
@@ -82,7 +127,27 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(ldb.Close)
-	gw, err := llm.New(llm.Config{Ledger: ops.NewLedger(ldb, ops.SystemClock{}), Upstream: up, Prices: llm.DefaultPrices()})
+	// As serve wires it, the provider's id of an answer is recorded on its attempt as soon as
+	// a stream names it (the Responses and Messages APIs), on the same pool.
+	cfg := llm.Config{Ledger: ops.NewLedger(ldb, ops.SystemClock{}), Upstream: up, Prices: llm.DefaultPrices(), Refs: ldb}
+	direct := base + strings.TrimPrefix(api.route, "/v1")
+	generations := func() int { return len(f.GenerationsOf(api.generated)) }
+	if api.route == llm.MessagesRoute {
+		a := fake.NewAnthropic(fake.AnthropicOptions{})
+		abase, err := a.Start("127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = a.Close() })
+		aup, err := anthropic.New(anthropic.Config{BaseURL: abase, APIKey: "sk-bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.Upstreams = map[string]llm.Upstream{llm.MessagesRoute: aup}
+		direct = abase + api.route
+		generations = func() int { return len(a.Generations()) }
+	}
+	gw, err := llm.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -96,13 +161,17 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	tr.MaxIdleConnsPerHost = 16
 	client := &http.Client{Transport: tr}
 
-	body := `{"model":"fake-small","messages":[{"role":"user","content":"` + prompt + `"}],"temperature":0.2,"max_tokens":16`
+	calls := 0 // every call made, each one generation at the fake
 	call := func(url, auth, key string, stream bool) (total, firstToken time.Duration) {
-		b := body + "}"
+		calls++
+		b := api.body + "}"
 		if stream {
-			b = body + `,"stream":true}`
+			b = api.body + `,"stream":true}`
 		}
 		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(b))
+		for k, v := range api.header {
+			req.Header[k] = v
+		}
 		req.Header.Set("Authorization", "Bearer "+auth)
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
@@ -124,22 +193,23 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		}
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
-			line := sc.Text()
-			if firstToken == 0 && strings.Contains(line, `"content":"`) && !strings.Contains(line, `"content":""`) {
+			if firstToken == 0 && api.token(sc.Text()) {
 				firstToken = time.Since(start)
 			}
 		}
+		if firstToken == 0 {
+			panic(fmt.Sprintf("%s streamed no token", url))
+		}
 		return time.Since(start), firstToken
 	}
-	direct := base + "/chat/completions"
-	via := gateway + "/v1/chat/completions"
+	via := gateway + api.route
 	// Warm up: connections, the pool, prepared statements and their plans (Postgres plans the
 	// first five runs of each on every connection), caches. The first hundred or so calls
 	// through a fresh process are slower and would otherwise fill the p99.
 	const warm = 400
 	for i := range warm {
-		call(direct, "sk-bench", "", i%2 == 0)
-		call(via, token, fmt.Sprintf("warm-%d", i), i%2 == 0)
+		call(direct, "sk-bench", "", api.stream && i%2 == 0)
+		call(via, token, fmt.Sprintf("warm-%d", i), api.stream && i%2 == 0)
 	}
 	var flush flushes
 	if dataDir != "" {
@@ -157,13 +227,20 @@ func gatewayOverhead(b *testing.B, prompt string) {
 			b.Fatal(err)
 		}
 		trips = append(trips, time.Since(t0))
-		_, dt := call(direct, "sk-bench", "", true)
-		_, gt := call(via, token, fmt.Sprintf("s-%d", i), true)
-		dLat, gLat, dTTFT, gTTFT = append(dLat, d), append(gLat, g), append(dTTFT, dt), append(gTTFT, gt)
+		dLat, gLat = append(dLat, d), append(gLat, g)
+		if api.stream {
+			_, dt := call(direct, "sk-bench", "", true)
+			_, gt := call(via, token, fmt.Sprintf("s-%d", i), true)
+			dTTFT, gTTFT = append(dTTFT, dt), append(gTTFT, gt)
+		}
 	}
 	b.StopTimer()
 	if dataDir != "" {
-		flush.stop(b, dataDir, db, 2*b.N)
+		gatewayCalls := b.N
+		if api.stream {
+			gatewayCalls *= 2
+		}
+		flush.stop(b, dataDir, db, gatewayCalls)
 	}
 	// Memory, apart from the timed calls: bytes allocated per non-streaming call, by the
 	// whole process (client, fake and, for the second, the gateway), in the same run.
@@ -199,9 +276,11 @@ func gatewayOverhead(b *testing.B, prompt string) {
 	b.ReportMetric(us(p(gLat, 0.5)-p(dLat, 0.5)), "added_p50_us")
 	b.ReportMetric(us(p(gLat, 0.99)-p(dLat, 0.99)), "added_p99_us")
 	b.ReportMetric(float64(p(gLat, 0.99))/float64(p(dLat, 0.99)), "p99_ratio")
-	b.ReportMetric(us(p(gTTFT, 0.5)-p(dTTFT, 0.5)), "added_ttft_p50_us")
-	b.ReportMetric(us(p(gTTFT, 0.99)-p(dTTFT, 0.99)), "added_ttft_p99_us")
-	b.ReportMetric(float64(p(gTTFT, 0.5))/float64(p(dTTFT, 0.5)), "ttft_p50_ratio")
+	if api.stream {
+		b.ReportMetric(us(p(gTTFT, 0.5)-p(dTTFT, 0.5)), "added_ttft_p50_us")
+		b.ReportMetric(us(p(gTTFT, 0.99)-p(dTTFT, 0.99)), "added_ttft_p99_us")
+		b.ReportMetric(float64(p(gTTFT, 0.5))/float64(p(dTTFT, 0.5)), "ttft_p50_ratio")
+	}
 	// The added latency split in two: the ledger's statements as the gateway waits for them,
 	// and the rest (HTTP, parsing, fingerprint, the proxying), each call's statement time
 	// taken from its own latency before the quantile.
@@ -224,8 +303,9 @@ func gatewayOverhead(b *testing.B, prompt string) {
 		b.ReportMetric(us(p(gLat, 0.5)-p(dLat, 0.5)-two), "added_p50_beyond_2_fdatasync_us")
 		b.ReportMetric(us(p(gLat, 0.99)-p(dLat, 0.99)-two), "added_p99_beyond_2_fdatasync_us")
 	}
-	if n := len(f.Generations()); n != 4*b.N+2*warm+1000 {
-		b.Fatalf("the provider billed %d generations, want %d", n, 4*b.N+2*warm+1000)
+	// Every call was a new generation: none was answered from the store instead.
+	if n := generations(); n != calls {
+		b.Fatalf("the provider billed %d generations, want %d", n, calls)
 	}
 }
 
