@@ -50,17 +50,20 @@ load: deps build
 	$(GO) run ./cmd/settle-load -settle bin/settle -rate $(or $(RATE),50) -duration $(or $(DURATION),60s) \
 		$(if $(SEED),-seed $(SEED)) $(if $(FAULTS),-faults=$(FAULTS))
 
-# bench-gateway measures what the LLM gateway adds under load, beside a bare reverse proxy:
-# chat completions, half of them streamed, offered open loop at each rate of RATES per second
-# (default 100,300,500) for DURATION each (default 60s) to the fake LLM directly, through a
-# plain httputil.ReverseProxy process, and through `settle serve` on a private, durable
-# Postgres, the three in turn at each rate; it prints the latency each adds, failures, CPU per
-# request and peak RSS (cmd/settle-load gateway). ROUNDS=n cuts each rate's time into n turns.
+# bench-gateway measures what the LLM gateway adds under load, beside a bare reverse proxy, on
+# each of its APIs (APIS, default chat,responses,messages,embeddings): requests, half of them
+# streamed (embeddings never), offered open loop at each rate of RATES per second (default
+# 100,300,500) for DURATION each (default 60s) to the fake provider directly (the fake LLM, or
+# the fake Anthropic for messages), through a plain httputil.ReverseProxy process, and through
+# `settle serve` on a private, durable Postgres, the three in turn on each API at each rate; it
+# prints the latency each adds, failures, CPU per request and peak RSS (cmd/settle-load
+# gateway). ROUNDS=n cuts each rate's time into n turns. APIS=chat measures chat completions
+# alone, a quarter of the whole run's time.
 BENCH_GATEWAY_RATES := 100,300,500
 .PHONY: bench-gateway
 bench-gateway: deps build
 	$(GO) run ./cmd/settle-load gateway -settle bin/settle -rates $(or $(RATES),$(BENCH_GATEWAY_RATES)) \
-		-duration $(or $(DURATION),60s) $(if $(ROUNDS),-rounds $(ROUNDS))
+		-duration $(or $(DURATION),60s) $(if $(ROUNDS),-rounds $(ROUNDS)) $(if $(APIS),-apis $(APIS))
 
 # deps installs what the two commands need on a fresh Debian machine: as root with apt-get,
 # otherwise it names the missing packages and stops.

@@ -22,17 +22,20 @@ import (
 )
 
 // The gateway benchmark (`settle-load gateway`, `make bench-gateway`) measures what Settle's
-// LLM gateway adds to a chat completion under load, beside what a bare reverse proxy adds.
-// At each rate it offers the same open-loop traffic, for the same time, first to the fake
-// LLM directly, then through a plain httputil.ReverseProxy process, then through a
-// `settle serve` process on a private, durable Postgres, so the three are measured in the
-// same sitting under the same machine load. Half the requests stream. A plain call is timed
-// to the end of its answer, a stream to its first chunk, which the fake sends after its
-// fixed time to first token. Every request carries its own Idempotency-Key.
+// LLM gateway adds to a call under load, beside what a bare reverse proxy adds, on each API
+// it serves (chat completions, the Responses API, Anthropic's Messages API, embeddings).
+// At each rate and on each API it offers the same open-loop traffic, for the same time,
+// first to the fake provider directly (the fake LLM, or the fake Anthropic for messages),
+// then through a plain httputil.ReverseProxy process, then through a `settle serve` process
+// on a private, durable Postgres, so the three are measured in the same sitting under the
+// same machine load. Half the requests stream, on the APIs that stream. A plain call is
+// timed to the end of its answer, a stream to its first event, which the fake sends after
+// its fixed time to first token. Every request carries its own Idempotency-Key.
 
 // gatewayConfig is what one gateway benchmark does.
 type gatewayConfig struct {
 	rates      []float64     // requests per second, in the order they are offered
+	apis       []*gatewayAPI // the routes offered each rate, in turn
 	duration   time.Duration // how long each target is offered each rate
 	rounds     int           // how many turns the duration is cut into at each rate
 	warmup     time.Duration // traffic at the first rate sent to each target first, not measured
@@ -64,19 +67,21 @@ func parseGatewayFlags(args []string) (gatewayConfig, error) {
 	fs := flag.NewFlagSet("settle-load gateway", flag.ContinueOnError)
 	var c gatewayConfig
 	rates := fs.String("rates", envString("RATES", "100,300,500"), "requests per second offered, in turn (env RATES)")
+	apis := fs.String("apis", envString("APIS", "chat,responses,messages,embeddings"), "the APIs offered each rate, in turn (env APIS)")
 	fs.DurationVar(&c.duration, "duration", envDuration("DURATION", 60*time.Second), "how long each target is offered each rate (env DURATION)")
-	fs.IntVar(&c.rounds, "rounds", 1, "cut each rate's duration into this many turns of direct, proxy, settle, to spread a shared machine's drift over the three")
+	fs.IntVar(&c.rounds, "rounds", 1, "cut each rate's duration into this many turns of direct, proxy, settle on each API, to spread a shared machine's drift over the three")
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "unmeasured traffic at the first rate sent to each target before the run")
 	fs.DurationVar(&c.pause, "pause", 2*time.Second, "rest between two phases")
-	fs.DurationVar(&c.ttft, "ttft", 50*time.Millisecond, "the fake LLM's time to its first chunk (and to a whole unstreamed answer)")
+	fs.DurationVar(&c.ttft, "ttft", 50*time.Millisecond, "the fakes' time to their first chunk (and to a whole unstreamed answer)")
 	fs.IntVar(&c.chunks, "chunks", 20, "content chunks of a streamed answer, besides its opening and closing chunks")
-	fs.DurationVar(&c.chunkDelay, "chunk-delay", 5*time.Millisecond, "the fake LLM's pause before each content chunk")
+	fs.DurationVar(&c.chunkDelay, "chunk-delay", 5*time.Millisecond, "the fakes' pause before each content chunk")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "a request's limit, its answer read to the end included")
 	fs.StringVar(&c.settleBin, "settle", "bin/settle", "the settle binary to run")
 	fs.StringVar(&c.dir, "dir", ".settle", "folder under which the run keeps its cluster and the servers' logs")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	var err error
 	for _, s := range strings.Split(*rates, ",") {
 		r, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil || r <= 0 {
@@ -86,6 +91,9 @@ func parseGatewayFlags(args []string) (gatewayConfig, error) {
 			return c, fmt.Errorf("-rates %q names %g twice: -rounds repeats a rate", *rates, r)
 		}
 		c.rates = append(c.rates, r)
+	}
+	if c.apis, err = parseAPIs(*apis); err != nil {
+		return c, err
 	}
 	if c.duration <= 0 || c.rounds <= 0 || c.chunks <= 0 || c.ttft < 0 || c.chunkDelay < 0 || c.timeout <= 0 {
 		return c, fmt.Errorf("-duration, -rounds, -chunks and -timeout must be positive, -ttft and -chunk-delay not negative")
@@ -105,18 +113,40 @@ func envString(key, def string) string {
 	return def
 }
 
-// gatewayEnv is Settle's environment in the benchmark beside the database and the fake:
+// gatewayEnv is Settle's environment in the benchmark beside the database and the fakes:
 // production's defaults, so its background work (reconciler, workers, leases) runs at its
 // usual pace, and no Stripe key, so refunds are off.
-var gatewayEnv = []string{"SETTLE_LLM_API_KEY=sk-gatewaybench"}
+var gatewayEnv = []string{"SETTLE_LLM_API_KEY=sk-gatewaybench", "SETTLE_ANTHROPIC_API_KEY=" + gatewayAnthropicKey}
+
+// gatewayAnthropicKey is Settle's key at the fake Anthropic, and the benchmark's when it
+// calls the fake Anthropic directly.
+const gatewayAnthropicKey = "sk-ant-api03-gatewaybench"
 
 // target is one of the three things measured.
 type target struct {
-	name   string
-	url    string
-	token  string
-	proc   *replica // the server process, for its CPU and RSS; nil for the fake, which runs in this one
-	client *http.Client
+	name string
+	// base is where OpenAI's routes are sent and messages where Anthropic's are: the two
+	// fakes for the direct target, the same server for the proxy and Settle.
+	base, messages string
+	token          string
+	proc           *replica // the server process, for its CPU and RSS; nil for the fake, which runs in this one
+	client         *http.Client
+}
+
+// url is where the target takes api's requests.
+func (t *target) url(api *gatewayAPI) string {
+	if api.name == "messages" {
+		return t.messages + api.route
+	}
+	return t.base + api.route
+}
+
+// auth is the key the target takes on api: Settle's tenant token, or the fake's key.
+func (t *target) auth(api *gatewayAPI) string {
+	if t.proc == nil && api.name == "messages" {
+		return gatewayAnthropicKey
+	}
+	return t.token
 }
 
 // runGateway makes one benchmark and prints its table to out.
@@ -130,24 +160,28 @@ func runGateway(ctx context.Context, cfg gatewayConfig, out io.Writer) error {
 	fsync := fdatasyncCost(w.cluster.Dir)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	if cfg.warmup > 0 {
-		for _, t := range targets {
-			t.drive(ctx, cfg.rates[0], cfg.warmup, run+"-warm", w)
-			sleep(ctx, cfg.pause)
+		for _, api := range cfg.apis {
+			for _, t := range targets {
+				t.drive(ctx, api, cfg.rates[0], cfg.warmup, run+"-warm", w)
+				sleep(ctx, cfg.pause)
+			}
 		}
 	}
 	var phases []*phase
 	for ri, rate := range cfg.rates {
-		at := make([]*phase, len(targets))
+		at := make([]*phase, len(cfg.apis)*len(targets))
 		for round := range cfg.rounds {
-			for i, t := range targets {
-				if ctx.Err() != nil {
-					return fmt.Errorf("interrupted")
+			for ai, api := range cfg.apis {
+				for i, t := range targets {
+					if ctx.Err() != nil {
+						return fmt.Errorf("interrupted")
+					}
+					p := t.drive(ctx, api, rate, cfg.duration/time.Duration(cfg.rounds), fmt.Sprintf("%s-%d-%d", run, ri, round), w)
+					fmt.Fprintf(out, "  %4.0f/s %-10s %-7s %6d requests, %d failed, last answer %.1fs after the start\n",
+						rate, api.name, t.name, p.sent, sum(p.errors), p.span.Seconds())
+					at[ai*len(targets)+i] = at[ai*len(targets)+i].add(p)
+					sleep(ctx, cfg.pause)
 				}
-				p := t.drive(ctx, rate, cfg.duration/time.Duration(cfg.rounds), fmt.Sprintf("%s-%d-%d", run, ri, round), w)
-				fmt.Fprintf(out, "  %4.0f/s %-7s %6d requests, %d failed, last answer %.1fs after the start\n",
-					rate, t.name, p.sent, sum(p.errors), p.span.Seconds())
-				at[i] = at[i].add(p)
-				sleep(ctx, cfg.pause)
 			}
 		}
 		phases = append(phases, at...)
@@ -160,9 +194,9 @@ func runGateway(ctx context.Context, cfg gatewayConfig, out io.Writer) error {
 	return nil
 }
 
-// startGatewayWorld starts the durable cluster, the fake LLM (in this process), Settle
-// with one tenant and its API token, and the reverse proxy (this binary again), and
-// returns the three targets: the fake directly, the proxy, Settle.
+// startGatewayWorld starts the durable cluster, the fake LLM and the fake Anthropic (in this
+// process), Settle with one tenant and its API token, and the reverse proxy (this binary
+// again), and returns the three targets: the fakes directly, the proxy, Settle.
 func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w *world, targets []*target, err error) {
 	if w, err = newWorld(config{settleBin: cfg.settleBin, dir: cfg.dir, tenants: 1}, "gateway-"); err != nil {
 		return nil, nil, err
@@ -172,13 +206,18 @@ func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w
 			w.close()
 		}
 	}()
-	fmt.Fprintf(out, "gateway benchmark in %s: starting a durable Postgres, the fake LLM, Settle and a reverse proxy\n", w.runDir)
+	fmt.Fprintf(out, "gateway benchmark in %s: starting a durable Postgres, the fake LLM, the fake Anthropic, Settle and a reverse proxy\n", w.runDir)
 	if err := w.startDatabase(ctx); err != nil {
 		return nil, nil, err
 	}
 	w.stripe = fake.NewStripe(fake.StripeOptions{})
 	w.llm = fake.NewLLM(fake.LLMOptions{Latency: cfg.ttft, ChunkDelay: cfg.chunkDelay, Words: cfg.chunks})
-	if err := w.prepare(ctx, gatewayEnv); err != nil {
+	w.anthropic = fake.NewAnthropic(fake.AnthropicOptions{Latency: cfg.ttft, ChunkDelay: cfg.chunkDelay, Words: cfg.chunks})
+	anthropicBase, err := w.anthropic.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := w.prepare(ctx, append(slices.Clip(gatewayEnv), "SETTLE_ANTHROPIC_BASE_URL="+anthropicBase)); err != nil {
 		return nil, nil, err
 	}
 	settle, err := w.startReplica(ctx, "settle", freeAddr())
@@ -190,15 +229,16 @@ func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w
 		return nil, nil, err
 	}
 	addr := freeAddr()
-	proxy, err := w.startServer(ctx, "proxy", addr, nil, self, "reverse-proxy", "-addr", addr, "-upstream", strings.TrimSuffix(w.llmBase, "/v1"))
+	llmBase := strings.TrimSuffix(w.llmBase, "/v1")
+	proxy, err := w.startServer(ctx, "proxy", addr, nil, self, "reverse-proxy", "-addr", addr, "-upstream", llmBase,
+		"-anthropic", anthropicBase)
 	if err != nil {
 		return nil, nil, err
 	}
-	const path = "/v1/chat/completions"
 	targets = []*target{
-		{name: "direct", url: w.llmBase + "/chat/completions", token: "sk-gatewaybench"},
-		{name: "proxy", url: proxy.url() + path, token: "sk-gatewaybench", proc: proxy},
-		{name: "settle", url: settle.url() + path, token: w.tokens[0], proc: settle},
+		{name: "direct", base: llmBase, messages: anthropicBase, token: "sk-gatewaybench"},
+		{name: "proxy", base: proxy.url(), messages: proxy.url(), token: "sk-gatewaybench", proc: proxy},
+		{name: "settle", base: settle.url(), messages: settle.url(), token: w.tokens[0], proc: settle},
 	}
 	for _, t := range targets {
 		// Connections are kept and reused, one pool per target: a request in flight holds
@@ -209,16 +249,10 @@ func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w
 	return w, targets, nil
 }
 
-// chatBodies are the two requests sent, unstreamed and streamed: a short question, the same
-// every time, so the fake's and Settle's work per request does not grow with the run.
-var chatBodies = [2][]byte{
-	[]byte(`{"model":"fake-small","messages":[{"role":"user","content":"How long does a refund take to reach my card?"}]}`),
-	[]byte(`{"model":"fake-small","stream":true,"messages":[{"role":"user","content":"How long does a refund take to reach my card?"}]}`),
-}
-
-// phase is one target offered one rate: what each request got.
+// phase is one target offered one rate on one API: what each request got.
 type phase struct {
 	target  *target
+	api     *gatewayAPI
 	rate    float64
 	sent    int
 	errors  map[string]int
@@ -268,11 +302,11 @@ type sample struct {
 	fail    string // why it failed; "" when it did not
 }
 
-// drive offers rate requests per second for d on a fixed schedule, request i leaving at
-// i/rate whatever became of those before it (open loop), every other one streamed, and
-// returns once every answer is in. pgDir is the cluster's data folder, whose processes'
-// CPU time and WAL flushes are measured too.
-func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run string, w *world) *phase {
+// drive offers rate requests per second of api for d on a fixed schedule, request i leaving
+// at i/rate whatever became of those before it (open loop), every other one streamed if the
+// API streams, and returns once every answer is in. The cluster's processes' CPU time and
+// WAL flushes are measured too.
+func (t *target) drive(ctx context.Context, api *gatewayAPI, rate float64, d time.Duration, run string, w *world) *phase {
 	n := int(rate * d.Seconds())
 	interval := time.Duration(float64(time.Second) / rate)
 	samples := make([]sample, n)
@@ -292,12 +326,12 @@ func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run s
 		if ctx.Err() != nil {
 			break
 		}
-		key := fmt.Sprintf("gw-%s-%s-%g-%d", run, t.name, rate, i)
-		wg.Go(func() { samples[i] = t.call(ctx, at, i%2 == 1, key) })
+		key := fmt.Sprintf("gw-%s-%s-%s-%g-%d", run, api.name, t.name, rate, i)
+		wg.Go(func() { samples[i] = t.call(ctx, api, at, api.streams() && i%2 == 1, key) })
 		sent++
 	}
 	wg.Wait()
-	p := &phase{target: t, rate: rate, sent: sent, errors: map[string]int{}, span: time.Since(start),
+	p := &phase{target: t, api: api, rate: rate, sent: sent, errors: map[string]int{}, span: time.Since(start),
 		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0, starved: cpuPressure() - starved0}
 	if t.proc != nil {
 		p.cpu, p.waited = t.proc.cpu()-cpu0, t.proc.runQueueWait()-wait0
@@ -321,19 +355,22 @@ func (t *target) drive(ctx context.Context, rate float64, d time.Duration, run s
 	return p
 }
 
-// call sends one chat completion scheduled for at and reads its answer to the end.
-func (t *target) call(ctx context.Context, at time.Time, stream bool, key string) sample {
+// call sends one request of api scheduled for at and reads its answer to the end.
+func (t *target) call(ctx context.Context, api *gatewayAPI, at time.Time, stream bool, key string) sample {
 	s := sample{stream: stream}
-	body := chatBodies[0]
+	body := api.bodies[0]
 	if stream {
-		body = chatBodies[1]
+		body = api.bodies[1]
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url(api), bytes.NewReader(body))
 	if err != nil {
 		s.fail = classTransport
 		return s
 	}
-	req.Header.Set("Authorization", "Bearer "+t.token)
+	for k, v := range api.header {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+t.auth(api))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	start := time.Now()
@@ -349,7 +386,7 @@ func (t *target) call(ctx context.Context, at time.Time, stream bool, key string
 		_, _ = io.Copy(io.Discard, resp.Body)
 		s.fail = "HTTP " + strconv.Itoa(resp.StatusCode)
 	case stream:
-		s.latency, s.fail = firstChunk(resp.Body, start)
+		s.latency, s.fail = firstChunk(resp.Body, start, api.end)
 	default:
 		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
 			s.fail = classTransport
@@ -415,8 +452,9 @@ func walSyncs(ctx context.Context, w *world) int64 {
 }
 
 // firstChunk reads a stream of server-sent events to its end and returns how long after
-// start its first event arrived, and why the stream failed: an error event, or no [DONE].
-func firstChunk(body io.Reader, start time.Time) (time.Duration, string) {
+// start its first event arrived, and why the stream failed: an event end says is a failure,
+// or no event end says closes the stream (chat completions' [DONE]).
+func firstChunk(body io.Reader, start time.Time, end func(data []byte) (done, failed bool)) (time.Duration, string) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 4<<10), 1<<20)
 	var first time.Duration
@@ -428,11 +466,11 @@ func firstChunk(body io.Reader, start time.Time) (time.Duration, string) {
 		if first == 0 {
 			first = time.Since(start)
 		}
-		switch {
-		case bytes.Equal(data, []byte("[DONE]")):
-			return first, ""
-		case bytes.HasPrefix(data, []byte(`{"error"`)):
+		switch done, failed := end(data); {
+		case failed:
 			return first, classStreamFail
+		case done:
+			return first, ""
 		}
 	}
 	return first, classStreamCut

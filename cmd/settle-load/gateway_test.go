@@ -12,14 +12,38 @@ import (
 // binary, and is `make bench-gateway`.
 func TestGatewayFiguresAndStreams(t *testing.T) {
 	start := time.Now()
-	if first, fail := firstChunk(strings.NewReader("data: {\"id\":\"chatcmpl-1\"}\n\ndata: [DONE]\n\n"), start); fail != "" || first <= 0 {
-		t.Errorf("a whole stream reads as %q after %s", fail, first)
+	apis, err := parseAPIs("chat,responses,messages,embeddings")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, fail := firstChunk(strings.NewReader("data: {\"id\":\"chatcmpl-1\"}\n\n"), start); fail != classStreamCut {
-		t.Errorf("a stream without [DONE] reads as %q", fail)
+	chat, responses, messages, embeddings := apis[0], apis[1], apis[2], apis[3]
+	if embeddings.streams() || !chat.streams() || !responses.streams() || !messages.streams() {
+		t.Error("embeddings stream, or another API does not")
 	}
-	if _, fail := firstChunk(strings.NewReader("data: {\"id\":\"c\"}\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n"), start); fail != classStreamFail {
-		t.Errorf("a stream ending in an error reads as %q", fail)
+	// Each API's streams as its provider and Settle end them: whole, cut, or with an error
+	// event (Settle's own, for a stream that began and then failed).
+	for _, c := range []struct {
+		api             *gatewayAPI
+		whole, cut, err string
+	}{
+		{chat, "data: {\"id\":\"chatcmpl-1\"}\n\ndata: [DONE]\n\n", "data: {\"id\":\"chatcmpl-1\"}\n\n",
+			"data: {\"id\":\"c\"}\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n"},
+		{responses, "event: response.created\ndata: {\"type\":\"response.created\"}\n\nevent: response.completed\ndata: {\"response\":{},\"type\":\"response.completed\"}\n\n",
+			"event: response.created\ndata: {\"type\":\"response.created\"}\n\n",
+			"event: response.created\ndata: {\"type\":\"response.created\"}\n\nevent: error\ndata: {\"code\":\"upstream_cut\",\"message\":\"x\",\"param\":null,\"type\":\"error\"}\n\n"},
+		{messages, "event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+			"event: message_start\ndata: {\"type\":\"message_start\"}\n\n",
+			"event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: error\ndata: {\"error\":{\"message\":\"x\",\"type\":\"api_error\"},\"type\":\"error\"}\n\n"},
+	} {
+		if first, fail := firstChunk(strings.NewReader(c.whole), start, c.api.end); fail != "" || first <= 0 {
+			t.Errorf("%s: a whole stream reads as %q after %s", c.api.name, fail, first)
+		}
+		if _, fail := firstChunk(strings.NewReader(c.cut), start, c.api.end); fail != classStreamCut {
+			t.Errorf("%s: a stream cut short reads as %q", c.api.name, fail)
+		}
+		if _, fail := firstChunk(strings.NewReader(c.err), start, c.api.end); fail != classStreamFail {
+			t.Errorf("%s: a stream ending in an error reads as %q", c.api.name, fail)
+		}
 	}
 
 	ms := func(v ...int) []time.Duration {
@@ -70,6 +94,7 @@ func TestGatewayFiguresAndStreams(t *testing.T) {
 func TestGatewayFlags(t *testing.T) {
 	t.Setenv("RATES", "")
 	t.Setenv("DURATION", "")
+	t.Setenv("APIS", "")
 	c, err := parseGatewayFlags(nil)
 	if err != nil || len(c.rates) != 3 || c.rates[0] != 100 || c.rates[2] != 500 || c.duration != time.Minute || c.rounds != 1 {
 		t.Errorf("defaults: %+v, %v", c, err)
@@ -78,7 +103,15 @@ func TestGatewayFlags(t *testing.T) {
 	if err != nil || len(c.rates) != 2 || c.rates[1] != 200 || c.duration != 10*time.Second {
 		t.Errorf("-rates 50,200 -duration 10s: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-rates", "100,x"}, {"-rates", "0"}, {"-rates", "100,100"}, {"-rounds", "0"}, {"-chunks", "0"}} {
+	if len(c.apis) != 4 || c.apis[0].name != "chat" || c.apis[3].route != "/v1/embeddings" {
+		t.Errorf("default APIs: %v", c.apis)
+	}
+	c, err = parseGatewayFlags([]string{"-apis", "messages, chat"})
+	if err != nil || len(c.apis) != 2 || c.apis[0].route != "/v1/messages" || c.apis[1].route != "/v1/chat/completions" {
+		t.Errorf("-apis messages,chat: %v, %v", c.apis, err)
+	}
+	for _, bad := range [][]string{{"-rates", "100,x"}, {"-rates", "0"}, {"-rates", "100,100"}, {"-rounds", "0"}, {"-chunks", "0"},
+		{"-apis", "chat,completions"}, {"-apis", "chat,chat"}, {"-apis", ""}} {
 		if _, err := parseGatewayFlags(bad); err == nil {
 			t.Errorf("%v was taken", bad)
 		}

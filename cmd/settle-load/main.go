@@ -12,11 +12,12 @@
 //
 //	make load RATE=100 DURATION=60s
 //
-// `settle-load gateway` is the gateway benchmark instead (gateway.go): chat completions at
-// fixed rates sent to the fake LLM directly, through a bare reverse proxy and through
-// Settle, in turn, and what each adds; `make bench-gateway` runs it:
+// `settle-load gateway` is the gateway benchmark instead (gateway.go): calls of each API the
+// gateway serves (chat completions, Responses, Anthropic's Messages, embeddings) at fixed
+// rates sent to the fake provider directly, through a bare reverse proxy and through Settle,
+// in turn, and what each adds; `make bench-gateway` runs it:
 //
-//	make bench-gateway RATES=100,300,500 DURATION=60s
+//	make bench-gateway RATES=100,300,500 DURATION=60s APIS=chat,responses,messages,embeddings
 package main
 
 import (

@@ -34,6 +34,8 @@ type world struct {
 	llmBase string   // the fake LLM's base URL, http://host:port/v1
 	env     []string // the replicas' environment beside the inherited one
 	tokens  []string // the API token of each tenant
+	// anthropic is the fake Anthropic, which only the gateway benchmark starts.
+	anthropic *fake.Anthropic
 
 	mu sync.Mutex
 	// slots are the two addresses the client balances over; the process behind one changes
@@ -197,6 +199,9 @@ func (w *world) close() {
 	}
 	if w.llm != nil {
 		_ = w.llm.Close()
+	}
+	if w.anthropic != nil {
+		_ = w.anthropic.Close()
 	}
 	if w.cluster != nil {
 		if err := w.cluster.Stop(); err != nil {
