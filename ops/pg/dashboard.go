@@ -65,7 +65,8 @@ FROM provider_events WHERE operation_id = $1 ORDER BY received_at LIMIT $2`, opI
 		return err
 	})
 	b.Queue(`SELECT `+auditCols+` FROM audit_log a WHERE a.entity = 'operation' AND a.entity_id = $1
-ORDER BY a.id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
+UNION ALL SELECT `+openingCols+` FROM `+openingFrom+` WHERE o.id = $1::uuid AND `+openingWithoutRow+`
+ORDER BY 1 LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 		var err error
 		tl.Audit, err = pgx.CollectRows(rows, scanAudit)
 		return err
@@ -91,6 +92,25 @@ SELECT id, operation_id::text, kind, provider_ref, summary, data, recorded_by, r
 		AND NOT EXISTS (SELECT 1 FROM evidence e
 			WHERE e.operation_id = $1 AND e.kind = 'provider_response' AND e.provider_ref = a.provider_ref)
 ) e ORDER BY recorded_at, id LIMIT $2`
+
+// An operation's opening is in its audit trail without a row of its own: the operation's
+// creation is the fact (ops rule 6 audits each change; the opening is the first). openingCols
+// read it, in auditCols' order, from an operation o that carries its opening_id: at its
+// creation, by the owner whose first attempt the same statement began (openingOwner; nobody,
+// for an intent received without a claim), to the status it was created in. openingID is
+// negative, from 60 of the random bits of the operation's id, so it never equals an audit
+// row's id and sorts before every row of the operation's own trail. Operations opened when
+// the opening still had a row of its own keep that row, and openingWithoutRow leaves them out.
+const (
+	openingCols = `o.opening_id, o.created_at,
+	coalesce(f.owner, ''), 'open', 'operation', o.id::text, NULL::jsonb,
+	jsonb_build_object('status', CASE WHEN f.owner IS NULL THEN 'received' ELSE 'in_progress' END, 'version', 1), '', 0::bigint`
+	openingID    = `-('x' || right(replace(o.id::text, '-', ''), 15))::bit(60)::bigint`
+	openingFrom  = `(SELECT o.*, ` + openingID + ` AS opening_id FROM operations o) o ` + openingOwner
+	openingOwner = `LEFT JOIN LATERAL (SELECT f.owner FROM attempts f
+		WHERE f.operation_id = o.id AND f.n = 1 AND f.started_at = o.created_at LIMIT 1) f ON true`
+	openingWithoutRow = `NOT EXISTS (SELECT 1 FROM audit_log x WHERE x.entity_id = o.id::text AND x.action = 'open')`
+)
 
 const auditCols = `a.id, a.at, a.actor, a.action, a.entity, a.entity_id, a.before, a.after, a.reason, coalesce(a.evidence_id, 0)`
 
@@ -138,6 +158,12 @@ const rareAction = `a.action <> 'open' AND a.action NOT LIKE 'attempt.%'`
 func auditQuery(f desk.AuditFilter) (string, pgx.NamedArgs) {
 	conds := []string{"true"}
 	args := pgx.NamedArgs{"limit": f.Limit + 1}
+	// Openings are read from the operations (openingCols) unless the filter rules them out.
+	// An actor filter asks what someone did, and an opening is the process's that took the
+	// request: finding one process's openings would read every operation's first attempt,
+	// so the timeline and the action's filter show them instead.
+	openings := f.Actor == "" && (f.Action == "" || f.Action == "open")
+	opened := []string{openingWithoutRow}
 	if f.Actor != "" {
 		conds = append(conds, "a.actor = @actor")
 		args["actor"] = f.Actor
@@ -152,21 +178,39 @@ func auditQuery(f desk.AuditFilter) (string, pgx.NamedArgs) {
 	if f.EntityID != "" {
 		conds = append(conds, "a.entity_id = @entity_id")
 		args["entity_id"] = f.EntityID
+		if uuid.Validate(f.EntityID) == nil {
+			opened = append(opened, "o.id = @entity_id::uuid")
+		} else {
+			openings = false
+		}
 	}
 	if !f.From.IsZero() {
 		conds = append(conds, "a.at >= @from")
+		opened = append(opened, "o.created_at >= @from")
 		args["from"] = f.From
 	}
 	if !f.To.IsZero() {
 		conds = append(conds, "a.at < @to")
+		opened = append(opened, "o.created_at < @to")
 		args["to"] = f.To
 	}
 	if f.After != nil {
 		conds = append(conds, "(a.at, a.id) < (@after_at, @after_id)")
+		// The first bound lets the scan of operations_created_idx start at the cursor.
+		opened = append(opened, "o.created_at <= @after_at", "(o.created_at, "+openingID+") < (@after_at, @after_id)")
 		args["after_at"], args["after_id"] = f.After.At, f.After.ID
 	}
-	return `SELECT ` + auditCols + ` FROM audit_log a WHERE ` + strings.Join(conds, " AND ") + `
-ORDER BY a.at DESC, a.id DESC LIMIT @limit`, args
+	q := `SELECT ` + auditCols + ` FROM audit_log a WHERE ` + strings.Join(conds, " AND ") + `
+ORDER BY a.at DESC, a.id DESC LIMIT @limit`
+	if !openings {
+		return q, args
+	}
+	// Each part is read newest first up to the page's length, each by its own index, and
+	// the page is the newest of both.
+	return `SELECT * FROM ((` + q + `)
+UNION ALL SELECT ` + openingCols + ` FROM (SELECT o.*, ` + openingID + ` AS opening_id FROM operations o
+	WHERE ` + strings.Join(opened, " AND ") + ` ORDER BY o.created_at DESC, opening_id DESC LIMIT @limit) o ` + openingOwner + `) a
+ORDER BY 2 DESC, 1 DESC LIMIT @limit`, args
 }
 
 // SearchSupport finds operations by order, customer or chat reference, or by operation id,

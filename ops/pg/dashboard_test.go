@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,8 +84,10 @@ FROM generate_series(1, 20000) g JOIN LATERAL (SELECT id FROM operations OFFSET 
 					t.Errorf("%s, %s: sequential scan of %s:\n%s", c.name, name, table, plan)
 				}
 			}
-			// A Merge Append of the monthly partitions' indexes is read in order; a Sort node is not.
-			if name == "audit" && strings.Contains(plan, "Sort  (cost") && c.audit.EntityID == "" {
+			// A Merge Append of the monthly partitions' indexes is read in order; a Sort node is
+			// not, unless it sorts no more than a page (the openings, read in order of their
+			// creation and cut to the page's length before their owner is joined).
+			if name == "audit" && sortsMoreThan(plan, 51) && c.audit.EntityID == "" {
 				t.Errorf("%s: the audit page sorts instead of reading an index in order:\n%s", c.name, plan)
 			}
 		}
@@ -96,6 +99,22 @@ FROM generate_series(1, 20000) g JOIN LATERAL (SELECT id FROM operations OFFSET 
 func seqScan(plan, table string) bool {
 	for _, line := range strings.Split(plan, "\n") {
 		if strings.Contains(line, "Seq Scan on "+table) && !strings.Contains(line, "(cost=0.00..0.00 ") {
+			return true
+		}
+	}
+	return false
+}
+
+// sortsMoreThan says whether plan has a Sort node the planner expects more than n rows into.
+func sortsMoreThan(plan string, n int) bool {
+	for _, line := range strings.Split(plan, "\n") {
+		_, rest, ok := strings.Cut(line, "Sort  (cost=")
+		if !ok || strings.Contains(line, "Incremental Sort") {
+			continue
+		}
+		_, rows, _ := strings.Cut(rest, " rows=")
+		rows, _, _ = strings.Cut(rows, " ")
+		if v, err := strconv.Atoi(rows); err != nil || v > n {
 			return true
 		}
 	}

@@ -2,9 +2,12 @@ package pg_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 )
 
 // lifecycle opens a refund leased to w1 and runs it against a provider that answers at
@@ -61,5 +64,82 @@ VALUES ($1, 'note', '', 'customer called', 'ann@example.com', $2)`, op.ID, f.clo
 	if tl, err = f.db.Timeline(ctx, op.ID); err != nil || len(tl.Evidence) != 2 || tl.Evidence[0].Kind != ops.EvidenceProviderResponse ||
 		tl.Evidence[1].Kind != "note" {
 		t.Errorf("timeline evidence %+v (%v), want the response then the note", tl.Evidence, err)
+	}
+}
+
+// ops rule 6: an operation's opening is in its audit trail, read from the operation's own
+// creation instead of a row that repeats it.
+func TestOpenIsAuditedFromTheOperationsCreation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	op := f.lifecycle(t, "ord-audit")
+	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1`, op.ID); n != 1 {
+		t.Errorf("%d audit rows, want only the attempt's (attempt.ok)", n)
+	}
+	tl, err := f.db.Timeline(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tl.Audit) != 2 || tl.Audit[1].Action != "attempt.ok" {
+		t.Fatalf("timeline audit %+v, want open then attempt.ok", tl.Audit)
+	}
+	open := tl.Audit[0]
+	var after struct {
+		Status  string
+		Version int64
+	}
+	if err := json.Unmarshal(open.After, &after); err != nil {
+		t.Fatal(err)
+	}
+	if open.Action != "open" || open.Actor != "w1" || !open.At.Equal(t0) || open.Entity != "operation" || open.EntityID != op.ID ||
+		after.Status != "in_progress" || after.Version != 1 {
+		t.Errorf("open entry %+v after %+v", open, after)
+	}
+
+	// An intent opened without a claim was received by nobody in particular.
+	f.clock.Advance(time.Second)
+	o, err := f.ledger.Open(ctx, f.refund("ord-unclaimed", 100), "req-u", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err = f.db.Timeline(ctx, o.Op.ID)
+	if err != nil || len(tl.Audit) != 1 || tl.Audit[0].Action != "open" || tl.Audit[0].Actor != "" ||
+		string(tl.Audit[0].After) != `{"status": "received", "version": 1}` {
+		t.Fatalf("unclaimed open's audit %+v (%v)", tl.Audit, err)
+	}
+
+	// The audit log page lists openings with the rest, newest first, and by their action.
+	page, err := f.db.AuditLog(ctx, desk.AuditFilter{EntityID: op.ID})
+	if err != nil || len(page.Entries) != 2 || page.Entries[0].Action != "attempt.ok" || page.Entries[1].Action != "open" {
+		t.Fatalf("audit page for the operation %+v (%v)", page.Entries, err)
+	}
+	page, err = f.db.AuditLog(ctx, desk.AuditFilter{Action: "open"})
+	if err != nil || len(page.Entries) != 2 || page.Entries[0].EntityID != o.Op.ID || page.Entries[1].EntityID != op.ID {
+		t.Fatalf("audit page of openings %+v (%v)", page.Entries, err)
+	}
+	// Filtering by actor asks what someone did; an opening is the process's that took the
+	// request, and is left to the timeline and the action's filter.
+	page, err = f.db.AuditLog(ctx, desk.AuditFilter{Actor: "w1"})
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].Action != "attempt.ok" {
+		t.Fatalf("audit page of w1 %+v (%v)", page.Entries, err)
+	}
+	// One entry a page walks the whole log by its cursor, each entry once.
+	seen := map[string]int{}
+	var after0 *desk.AuditCursor
+	for range 10 {
+		page, err = f.db.AuditLog(ctx, desk.AuditFilter{Limit: 1, After: after0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Entries {
+			seen[e.Action+" "+e.EntityID]++
+		}
+		if after0 = page.Next; after0 == nil {
+			break
+		}
+	}
+	if len(seen) != 3 || seen["open "+op.ID] != 1 || seen["attempt.ok "+op.ID] != 1 || seen["open "+o.Op.ID] != 1 {
+		t.Errorf("paging one entry at a time saw %v", seen)
 	}
 }

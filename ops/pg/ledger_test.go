@@ -415,8 +415,8 @@ func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM outbox WHERE entity_id = $1`, op.ID); n != 1 {
 		t.Fatalf("%d outbox rows", n)
 	}
-	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1`, op.ID); n != 2 {
-		t.Fatalf("%d audit rows, want open and attempt.ok", n)
+	if tl, err := f.db.Timeline(ctx, op.ID); err != nil || len(tl.Audit) != 2 || tl.Audit[0].Action != "open" || tl.Audit[1].Action != "attempt.ok" {
+		t.Fatalf("audit trail %+v (%v), want open and attempt.ok", tl.Audit, err)
 	}
 	// Ops rule 9: the ledger refuses a success without the provider's record.
 	o2, _ := f.ledger.Open(ctx, f.refund("ok2", 100), "r2", "w")

@@ -44,16 +44,13 @@ WITH ins AS (
 	INSERT INTO attempts (operation_id, n, provider_key, owner, started_at)
 	SELECT id::uuid, 1, provider_key, @claim, @now FROM ins WHERE NOT existed AND @claimed
 	RETURNING id
-), aud AS (
-	INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
-	SELECT @now, @actor, 'open', 'operation', id, jsonb_build_object('status', status, 'version', version)
-	FROM ins WHERE NOT existed
 )
 SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON true`
 
 // Open implements ops.Store: one statement inserts the operation (or finds the open one for
 // the intent, even one committed a moment ago by a concurrent request), records the client
-// request, and for a new claimed operation begins its first attempt and writes the audit row.
+// request, and for a new claimed operation begins its first attempt. The opening's audit
+// entry is the operation's creation, read back by openingsSQL: no audit row repeats it.
 func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 	op := p.Op
 	claimed := p.Claim != ""
@@ -64,7 +61,7 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
 		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
 		"retention": int64(op.Retention / time.Second), "retry_uncertain": op.Policy.RetryUncertain,
-		"no_provider_key": op.Policy.NoProviderKey, "has_lookup": op.Policy.HasLookup, "now": p.Now, "ref": p.RequestRef, "actor": p.Actor,
+		"no_provider_key": op.Policy.NoProviderKey, "has_lookup": op.Policy.HasLookup, "now": p.Now, "ref": p.RequestRef,
 		"guarded": p.Latest != nil, "latest": "", "request_id": reqlog.Get(ctx, reqlog.RequestID),
 	}
 	if p.Latest != nil {

@@ -173,13 +173,14 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 }
 
 // changedMinutes returns, as windows to recompute, the older minutes (before from) whose
-// rows changed since the last run: an operation closed or went unknown (every status change
-// writes an audit row), a charge was recorded, or a double charge was found (an LLM
-// operation's double generation counts as one).
+// rows changed since the last run: an operation was opened (its creation) or closed or went
+// unknown (every status change writes an audit row), a charge was recorded, or a double
+// charge was found (an LLM operation's double generation counts as one).
 func changedMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.RollupParams, from time.Time, rep *recon.RollupReport) ([]recon.Window, error) {
 	rows, err := tx.Query(ctx, `
 WITH changed AS (
-	SELECT DISTINCT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
+	SELECT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
+	UNION SELECT o.id FROM operations o WHERE o.created_at >= @since
 ), times AS (
 	SELECT o.created_at AS at FROM changed c JOIN operations o ON o.id = c.id
 	UNION ALL SELECT a.started_at FROM changed c JOIN attempts a ON a.operation_id = c.id
