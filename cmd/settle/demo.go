@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settle-dev/settle/internal/demo"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
@@ -35,10 +36,10 @@ var demoUsers = []struct {
 // the database, the program with its migrations, the users, and the tenant and token.
 const demoSetupSteps = 6
 
-// demo runs everything on a private, durable Postgres cluster in the project folder, so a
+// demoCmd runs everything on a private, durable Postgres cluster in the project folder, so a
 // second run finds the first run's data. The setup's progress goes to stderr, so stdout
 // keeps only the banner.
-func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr io.Writer) error {
+func demoCmd(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr io.Writer) error {
 	days, err := parseHistoryDays(cfg.DemoHistory)
 	if err != nil {
 		return err
@@ -49,24 +50,13 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr i
 	setup.Start(demoSetupSteps, "steps")
 	defer setup.Done() // ends the line before an error is printed after it
 	// The fakes read the history's simulated clock while it is written, the wall clock after.
-	clock := &demoClock{}
-	fk, err := startDemoStripe(&cfg, clock)
+	fakes, err := demo.StartFakes()
 	if err != nil {
 		return err
 	}
-	defer fk.Close()
-	setup.Add(1)
-	fl, err := startDemoLLM(&cfg, clock)
-	if err != nil {
-		return err
-	}
-	defer fl.Close()
-	fa, err := startDemoAnthropic(&cfg, clock)
-	if err != nil {
-		return err
-	}
-	defer fa.Close()
-	setup.Add(1)
+	defer fakes.Close()
+	configureDemoFakes(&cfg, fakes)
+	setup.Add(2)
 	cluster, err := startDemoDatabase(ctx, &cfg)
 	if err != nil {
 		return err
@@ -79,8 +69,7 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr i
 	setup.Add(1)
 	if days > 0 {
 		setup.Done()
-		f := historyFakes{clock: clock, stripe: fk, stripeBase: cfg.Stripe.APIBase, llm: fl, llmBase: cfg.LLM.BaseURL}
-		if err := demoHistory(ctx, cfg, days, f, logger, newReporter("demo history", stderr, logger)); err != nil {
+		if err := demoHistory(ctx, cfg, days, fakes, logger, newReporter("demo history", stderr, logger)); err != nil {
 			return err
 		}
 		setup.Start(demoSetupSteps-3, "steps")
@@ -93,11 +82,21 @@ func demo(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr i
 		return err
 	}
 	setup.Done()
-	traffic := &demoTraffic{p: p, fake: fk, anthropic: fa, tenant: tenant, token: token, log: logger,
-		webhookURL: p.URL() + "/webhooks/stripe", backfill: newReporter("demo backfill", stderr, logger)}
-	go traffic.run(ctx)
+	traffic := demo.NewTraffic(demo.Server{URL: p.URL(), DB: p.DB, Ledger: p.Ledger, Refunds: p.Refunds}, fakes, tenant, token,
+		newReporter("demo backfill", stderr, logger), logger)
+	go traffic.Run(ctx)
 	printDemoBanner(stdout, p.URL(), token, cluster.Dir)
 	return p.Wait(ctx)
+}
+
+// configureDemoFakes points cfg at the demo's fakes, with short timeouts so the demo shows
+// timeouts and retries within seconds.
+func configureDemoFakes(cfg *Config, f *demo.Fakes) {
+	cfg.Stripe = StripeConfig{APIKey: "sk_test_demo", WebhookSecret: f.StripeWebhookSecret, APIBase: f.StripeBase,
+		Timeout: 2 * time.Second, Deadline: 6 * time.Second}
+	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.ProviderName = f.LLMBase, "sk-demo", "openai"
+	cfg.LLM.AttemptTimeout, cfg.LLM.Deadline = 3*time.Second, 20*time.Second
+	cfg.LLM.AnthropicBaseURL, cfg.LLM.AnthropicAPIKey = f.AnthropicBase, "sk-ant-demo"
 }
 
 // startDemoDatabase starts the demo's durable cluster in cfg.DemoDir and points cfg at it,
@@ -150,11 +149,10 @@ func printDemoBanner(stdout io.Writer, url, token, dataDir string) {
 	fmt.Fprintf(stdout, "\nAPI token for tenant %q:\n  %s\n\nThe data stays in %s. Press Ctrl-C to stop.\n", demoTenant, token, dataDir)
 }
 
-// demoHistory writes days of history into a new demo database before the
-// server starts, so the pages open on a month of figures and the live traffic continues
-// from now. A database that already ran keeps what it has: its rollups are past the
-// history's times.
-func demoHistory(ctx context.Context, cfg Config, days int, f historyFakes, logger *slog.Logger, progress *Reporter) error {
+// demoHistory writes days of history into a new demo database before the server starts
+// (demo.History), on its own pool with asynchronous commits, as nothing of it is worth a
+// flush per refund.
+func demoHistory(ctx context.Context, cfg Config, days int, f *demo.Fakes, logger *slog.Logger, progress *Reporter) error {
 	db, err := pg.Open(ctx, cfg.DatabaseURL, append(dbOptions(cfg), pg.WithAsyncCommit())...)
 	if err != nil {
 		return err
@@ -163,30 +161,7 @@ func demoHistory(ctx context.Context, cfg Config, days int, f historyFakes, logg
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
-	st, err := db.RollupStatus(ctx)
-	if err != nil {
-		return err
-	}
-	if st.Ran() {
-		logger.Info("demo history: this database already has its own, so none is written", "counted_until", st.MinutesUntil)
-		return nil
-	}
-	tenant, err := db.EnsureTenant(ctx, demoTenant)
-	if err != nil {
-		return err
-	}
-	// The history's LLM calls go at full speed; the live ones at a person's pace.
-	f.llm.SetPace(0, 0)
-	defer f.llm.SetPace(demoLLMLatency, demoLLMChunkDelay)
-	started := time.Now()
-	// It ends a minute ago, so the live services take over the roles it held at once.
-	plan := historyPlan{Days: days, PerHour: demoHistoryPerHour, End: started.UTC().Truncate(time.Minute).Add(-time.Minute),
-		Seed: uint64(started.UnixNano())}
-	if err := writeHistory(ctx, db, tenant, f, plan, progress, logger); err != nil {
-		return err
-	}
-	logger.Info("demo history written", "days", plan.Days, "took", time.Since(started).Round(time.Millisecond))
-	return nil
+	return demo.History(ctx, db, demoTenant, days, f, progress, logger)
 }
 
 // maxHistoryDays bounds the demo's history: the rollups keep minute rows 35 days, and a

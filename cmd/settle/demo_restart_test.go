@@ -38,7 +38,7 @@ func TestDemoStartsAgainOnItsOwnDatabase(t *testing.T) {
 		logs := &watchedLog{want: `msg="demo backfill: done"`, seen: make(chan struct{})}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- demo(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), io.Discard, io.Discard) }()
+		go func() { done <- demoCmd(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), io.Discard, io.Discard) }()
 		select {
 		case <-logs.seen:
 		case err := <-done:

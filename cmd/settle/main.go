@@ -68,7 +68,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	case "serve":
 		err = serve(ctx, cfg, logger)
 	case "demo":
-		err = demo(ctx, cfg, logger, stdout, stderr)
+		err = demoCmd(ctx, cfg, logger, stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, cfg, stdout)
 	case "user add":

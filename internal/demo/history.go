@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -14,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
@@ -21,21 +21,6 @@ import (
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
-
-// demoClock is the clock of the demo's fakes: the history's simulated clock while the
-// history is written, so what Stripe and the LLM provider record carries the times Settle
-// recorded, and the wall clock once the live traffic starts.
-type demoClock struct {
-	sim atomic.Pointer[ops.ManualClock]
-}
-
-// Now is the simulated time while a history is written, the wall clock otherwise.
-func (c *demoClock) Now() time.Time {
-	if m := c.sim.Load(); m != nil {
-		return m.Now()
-	}
-	return time.Now().UTC()
-}
 
 // historyPlan is what the demo's history holds: how many days, how busy, until when.
 type historyPlan struct {
@@ -85,7 +70,7 @@ type history struct {
 	llmBase    string
 	clock      *ops.ManualClock
 	rnd        *mrand.Rand
-	progress   *Reporter
+	progress   Progress
 	log        *slog.Logger
 
 	ledger     *ops.Ledger
@@ -124,13 +109,14 @@ const historyActor = "demo-history"
 // newHistory wires the services of the history on a simulated clock starting at the
 // history's first hour.
 func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase string, fl *fake.LLM, llmBase string,
-	plan historyPlan, progress *Reporter, logger *slog.Logger) (*history, error) {
+	plan historyPlan, progress Progress, logger *slog.Logger) (*history, error) {
 	start := plan.End.Add(-time.Duration(plan.Days) * 24 * time.Hour).Truncate(time.Hour)
 	h := &history{plan: plan, story: newStoryline(plan), db: db, tenant: tenant, stripe: st, stripeBase: stripeBase,
 		llmFake: fl, llmBase: llmBase, clock: ops.NewManualClock(start), rnd: mrand.New(mrand.NewPCG(plan.Seed, 23)),
 		progress: progress, log: logger}
 	h.ledger = ops.NewLedger(db, h.clock)
-	registerKinds(h.ledger, false)
+	// The kinds as serve registers them, pipeline jobs never resending an uncertain attempt.
+	h.ledger.Register(refund.Kind(), llm.Kind(), jobs.Kind(false))
 	// Backoff moves the simulated clock instead of sleeping.
 	sleep := func(_ context.Context, d time.Duration) error { h.clock.Advance(d); return nil }
 	// The fake answers from memory on loopback: the read limits that keep a real account
@@ -179,7 +165,7 @@ func (h *history) wireLLM(sleep ops.Sleeper) error {
 }
 
 // Run writes the history hour by hour, then runs the services once more at its end.
-func (h *history) Run(ctx context.Context, fakes *demoClock) error {
+func (h *history) Run(ctx context.Context, fakes *Clock) error {
 	fakes.sim.Store(h.clock)
 	defer fakes.sim.Store(nil)
 	h.setFaults(false)
@@ -246,26 +232,51 @@ func latest(a, b time.Time) time.Time {
 	return b
 }
 
+// History writes days of history into db, a new demo database whose schema is migrated,
+// for the tenant named tenant, before the server starts, so the pages open on a month of
+// figures and the live traffic continues from now. A database that already ran keeps what
+// it has: its rollups are past the history's times.
+func History(ctx context.Context, db *pg.DB, tenant string, days int, f *Fakes, progress Progress, logger *slog.Logger) error {
+	st, err := db.RollupStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Ran() {
+		logger.Info("demo history: this database already has its own, so none is written", "counted_until", st.MinutesUntil)
+		return nil
+	}
+	tn, err := db.EnsureTenant(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	// The history's LLM calls go at full speed; the live ones at a person's pace.
+	f.LLM.SetPace(0, 0)
+	defer f.LLM.SetPace(demoLLMLatency, demoLLMChunkDelay)
+	started := time.Now()
+	// It ends a minute ago, so the live services take over the roles it held at once.
+	plan := historyPlan{Days: days, PerHour: demoHistoryPerHour, End: started.UTC().Truncate(time.Minute).Add(-time.Minute),
+		Seed: uint64(started.UnixNano())}
+	if err := writeHistory(ctx, db, tn, f, plan, progress, logger); err != nil {
+		return err
+	}
+	logger.Info("demo history written", "days", plan.Days, "took", time.Since(started).Round(time.Millisecond))
+	return nil
+}
+
 // demoHistoryPerHour is the demo's refunds in a busy weekday hour: about two thousand
 // refunds and seven hundred chat messages over a month.
 const demoHistoryPerHour = 6
 
-// historyFakes are the demo's fakes and the clock they read.
-type historyFakes struct {
-	clock      *demoClock
-	stripe     *fake.Stripe
-	stripeBase string
-	llm        *fake.LLM // nil: no LLM traffic
-	llmBase    string
-}
-
 // writeHistory writes a history of plan into db for tenant, with progress reported on
 // progress (nil reports nothing).
-func writeHistory(ctx context.Context, db *pg.DB, tenant *ops.Tenant, f historyFakes, plan historyPlan, progress *Reporter,
+func writeHistory(ctx context.Context, db *pg.DB, tenant *ops.Tenant, f *Fakes, plan historyPlan, progress Progress,
 	logger *slog.Logger) error {
-	h, err := newHistory(db, tenant, f.stripe, f.stripeBase, f.llm, f.llmBase, plan, progress, logger)
+	if progress == nil {
+		progress = noProgress{}
+	}
+	h, err := newHistory(db, tenant, f.Stripe, f.StripeBase, f.LLM, f.LLMBase, plan, progress, logger)
 	if err != nil {
 		return err
 	}
-	return h.Run(ctx, f.clock)
+	return h.Run(ctx, f.Clock)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/demo"
 	"github.com/settle-dev/settle/ops/fake"
 )
 
@@ -39,14 +40,15 @@ func TestDemoChatCallsEveryAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &demoTraffic{p: p, token: token, anthropic: a}
+	d := demo.NewTraffic(demo.Server{URL: p.URL(), DB: p.DB, Ledger: p.Ledger, Refunds: p.Refunds}, &demo.Fakes{Anthropic: a}, tn, token,
+		nil, testLogger(t))
 	for n := range 15 {
-		route, body, streams := demoLLMCall(n)
-		d.complete(ctx, route, "demo-api-"+string(rune('a'+n)), "chat-1", body, streams && n%2 == 0, -1, 0)
+		route, body, streams := demo.ChatCall(n)
+		d.Send(ctx, route, "demo-api-"+string(rune('a'+n)), "chat-1", body, streams && n%2 == 0)
 	}
-	route, body := demoMessagesCall(1)
-	d.complete(ctx, route, "demo-message-1", "chat-1", body, true, -1, 0)
-	d.unknownMessage(ctx)
+	route, body := demo.MessagesCall(1)
+	d.Send(ctx, route, "demo-message-1", "chat-1", body, true)
+	d.UnknownMessage(ctx)
 	rows, err := p.DB.Pool.Query(ctx, `SELECT coalesce(request->>'route', ''), status, count(*) FROM operations
 		WHERE tenant_id = $1 AND kind = 'llm_call' GROUP BY 1, 2`, tn.ID)
 	if err != nil {

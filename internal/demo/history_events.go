@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -242,9 +242,9 @@ func (h *history) chat(ctx context.Context) error {
 }
 
 // send sends chat message n with its Idempotency-Key to the API the live demo sends it to
-// (demoLLMCall): chat completions, the Responses API or embeddings.
+// (ChatCall): chat completions, the Responses API or embeddings.
 func (h *history) send(ctx context.Context, n int) error {
-	route, body, _ := demoLLMCall(n)
+	route, body, _ := ChatCall(n)
 	return h.sendTo(ctx, n, route, body)
 }
 

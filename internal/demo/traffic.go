@@ -1,10 +1,8 @@
-package main
+package demo
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
@@ -35,44 +34,51 @@ POST /v1/refunds drop_after_commit p=0.02
 POST /v1/refunds refuse p=0.03
 POST /v1/refunds slow p=0.1 delay=400ms`
 
-// startDemoStripe starts the in-process fake Stripe and points the configuration at it,
-// with short timeouts so the demo shows retries within seconds.
-func startDemoStripe(cfg *Config, clock *demoClock) (*fake.Stripe, error) {
-	secret := make([]byte, 16)
-	_, _ = rand.Read(secret)
-	cfg.Stripe = StripeConfig{APIKey: "sk_test_demo", WebhookSecret: "whsec_" + hex.EncodeToString(secret),
-		Timeout: 2 * time.Second, Deadline: 6 * time.Second}
-	fk := fake.NewStripe(fake.StripeOptions{WebhookSecret: cfg.Stripe.WebhookSecret, Seed: time.Now().UnixNano(), Clock: clock.Now})
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("start the demo's fake Stripe: %w", err)
-	}
-	cfg.Stripe.APIBase = base
-	return fk, nil
-}
-
-// demoTraffic plays clients of the refund tool against the running demo through its HTTP
-// API, so every request takes the same path as a real one.
-type demoTraffic struct {
-	p    *Program
-	fake *fake.Stripe
-	// anthropic is the fake behind the Messages API; nil where it is not served.
-	anthropic *fake.Anthropic
-	tenant    *ops.Tenant
-	token     string
-	log       *slog.Logger
-	order     int
+// Traffic is the demo's live traffic: customers of the refund tool, the support agent over
+// MCP, a chat backend and a document pipeline, played against the running Settle through
+// its HTTP API, so every request takes the same path as a real one.
+type Traffic struct {
+	srv   Server
+	fakes *Fakes
+	// tenant is the demo's tenant and token one of its API tokens.
+	tenant *ops.Tenant
+	token  string
+	log    *slog.Logger
+	order  int
 	// webhookURL is switched on after the history, whose lost answers must stay unknown.
 	webhookURL string
 	// backfill shows the history and lost answers being written, before the live traffic.
-	backfill *Reporter
+	backfill Progress
+}
+
+// Server is the running Settle the live traffic plays against.
+type Server struct {
+	// URL is where it serves its API, its MCP server and its webhooks.
+	URL string
+	DB  *pg.DB
+	// Ledger is its ledger; Refunds its refund tool, nil when no Stripe is configured.
+	Ledger  *ops.Ledger
+	Refunds *refund.Tool
+}
+
+// NewTraffic is the live traffic of the demo's tenant against srv, calling with token, on
+// the fakes srv is configured with; backfill shows the refunds written before the live
+// traffic starts (nil shows nothing).
+func NewTraffic(srv Server, fakes *Fakes, tenant *ops.Tenant, token string, backfill Progress, logger *slog.Logger) *Traffic {
+	if backfill == nil {
+		backfill = noProgress{}
+	}
+	return &Traffic{srv: srv, fakes: fakes, tenant: tenant, token: token, log: logger,
+		webhookURL: srv.URL + "/webhooks/stripe", backfill: backfill}
 }
 
 // demoBackfillRefunds counts the refunds of the history and the lost answers.
 const demoBackfillRefunds = 5
 
-func (d *demoTraffic) run(ctx context.Context) {
-	if d.p.Refunds != nil {
+// Run plays the demo's traffic until ctx ends: the refunds of its story and of its past, then
+// customers, the support agent, the chat backend and the document pipeline.
+func (d *Traffic) Run(ctx context.Context) {
+	if d.srv.Refunds != nil {
 		d.backfill.Start(demoBackfillRefunds, "refunds")
 	}
 	if err := d.history(ctx); err != nil {
@@ -82,8 +88,8 @@ func (d *demoTraffic) run(ctx context.Context) {
 		d.log.Warn("demo lost answers", "err", err)
 	}
 	d.backfill.Done()
-	d.fake.SetWebhookURL(d.webhookURL)
-	d.unknownMessage(ctx)
+	d.fakes.Stripe.SetWebhookURL(d.webhookURL)
+	d.UnknownMessage(ctx)
 	go d.chat(ctx)
 	go d.pipeline(ctx)
 	if err := d.story(ctx); err != nil {
@@ -96,7 +102,7 @@ func (d *demoTraffic) run(ctx context.Context) {
 		return
 	}
 	for _, f := range faults {
-		d.fake.AddFault(f)
+		d.fakes.Stripe.AddFault(f)
 	}
 	go d.timeoutStorm(ctx, faults)
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 7))
@@ -114,7 +120,7 @@ func (d *demoTraffic) run(ctx context.Context) {
 
 // timeoutStorm makes Stripe time out on half the refunds for three minutes, a minute after
 // the demo starts, so the TimeoutRateHigh alert fires and, some minutes later, resolves.
-func (d *demoTraffic) timeoutStorm(ctx context.Context, normal []fake.Fault) {
+func (d *Traffic) timeoutStorm(ctx context.Context, normal []fake.Fault) {
 	sleep := func(t time.Duration) bool {
 		select {
 		case <-ctx.Done():
@@ -127,17 +133,17 @@ func (d *demoTraffic) timeoutStorm(ctx context.Context, normal []fake.Fault) {
 		return
 	}
 	storm, _ := fake.ParseFaults("POST /v1/refunds timeout_after_commit p=0.5 delay=3s")
-	d.fake.ClearFaults()
+	d.fakes.Stripe.ClearFaults()
 	for _, f := range append(storm, normal...) {
-		d.fake.AddFault(f)
+		d.fakes.Stripe.AddFault(f)
 	}
 	d.log.Info("demo: Stripe times out on half the refunds for 3 minutes")
 	if !sleep(3 * time.Minute) {
 		return
 	}
-	d.fake.ClearFaults()
+	d.fakes.Stripe.ClearFaults()
 	for _, f := range normal {
-		d.fake.AddFault(f)
+		d.fakes.Stripe.AddFault(f)
 	}
 	d.log.Info("demo: the Stripe timeout storm is over")
 }
@@ -145,9 +151,9 @@ func (d *demoTraffic) timeoutStorm(ctx context.Context, normal []fake.Fault) {
 // story replays the refund agent's timeout then try again: order 4417, $38.00; the agent's
 // first tool call times out while Stripe commits the refund; the customer says "try again";
 // the second call reuses the key.
-func (d *demoTraffic) story(ctx context.Context) error {
-	d.fake.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy(d.tenant.Name))
-	d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 8 * time.Second, Times: 1})
+func (d *Traffic) story(ctx context.Context) error {
+	d.fakes.Stripe.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy(d.tenant.Name))
+	d.fakes.Stripe.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 8 * time.Second, Times: 1})
 	req := map[string]any{"order_id": "4417", "amount_cents": 3800, "currency": "usd", "payment_intent": "pi_4417",
 		"reason": "requested_by_customer", "request_ref": "toolu_01"}
 	// The agent's tool call gives up after 3 s, as in the seed.
@@ -166,17 +172,17 @@ func (d *demoTraffic) story(ctx context.Context) error {
 
 // history leaves operations from yesterday that went wrong and were never settled: their
 // keys are past Stripe's retention now, so the reaper marks them expired.
-func (d *demoTraffic) history(ctx context.Context) error {
-	if d.p.Refunds == nil {
+func (d *Traffic) history(ctx context.Context) error {
+	if d.srv.Refunds == nil {
 		return nil
 	}
 	yesterday := ops.NewManualClock(time.Now().Add(-30 * time.Hour))
-	ledger := ops.NewLedger(d.p.DB, yesterday)
-	past := &refund.Tool{Ledger: ledger, Store: d.p.DB, Provider: d.p.Refunds.Provider, Deadline: 2 * time.Second}
+	ledger := ops.NewLedger(d.srv.DB, yesterday)
+	past := &refund.Tool{Ledger: ledger, Store: d.srv.DB, Provider: d.srv.Refunds.Provider, Deadline: 2 * time.Second}
 	for i, order := range []string{"3120", "3121"} {
 		pi := "pi_" + order
-		d.fake.AddPaymentIntent(pi, 2500, "usd", fake.OwnedBy(d.tenant.Name))
-		d.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultServerError, Times: 1})
+		d.fakes.Stripe.AddPaymentIntent(pi, 2500, "usd", fake.OwnedBy(d.tenant.Name))
+		d.fakes.Stripe.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultServerError, Times: 1})
 		if _, err := past.Refund(ctx, refund.Request{TenantID: d.tenant.ID, Tenant: d.tenant.Name, OrderID: order, AmountCents: int64(1500 + i*500),
 			Currency: "usd", PaymentIntent: pi, Reason: "requested_by_customer", RequestRef: "history"}); err != nil {
 			return err
@@ -184,24 +190,24 @@ func (d *demoTraffic) history(ctx context.Context) error {
 		yesterday.Advance(17 * time.Minute)
 		d.backfill.Add(1)
 	}
-	_, err := d.p.Ledger.ExpireDue(ctx, "demo")
+	_, err := d.srv.Ledger.ExpireDue(ctx, "demo")
 	return err
 }
 
 // lostAnswers leaves refunds that Stripe made but whose answers were lost, with a batch
 // policy that does not resend: they wait in the Unknown queue for an on-call lookup to find
 // the refund and close them.
-func (d *demoTraffic) lostAnswers(ctx context.Context) error {
-	if d.p.Refunds == nil {
+func (d *Traffic) lostAnswers(ctx context.Context) error {
+	if d.srv.Refunds == nil {
 		return nil
 	}
-	ledger := ops.NewLedger(d.p.DB, ops.SystemClock{})
+	ledger := ops.NewLedger(d.srv.DB, ops.SystemClock{})
 	pol := refund.Kind().Policy
 	pol.RetryUncertain = false
-	provider := d.p.Refunds.Provider
+	provider := d.srv.Refunds.Provider
 	for _, order := range []string{"4520", "4521", "4522"} {
 		pi := "pi_" + order
-		d.fake.AddPaymentIntent(pi, 8400, "usd", fake.OwnedBy(d.tenant.Name))
+		d.fakes.Stripe.AddPaymentIntent(pi, 8400, "usd", fake.OwnedBy(d.tenant.Name))
 		o, err := ledger.Open(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
 			IntentKey: refund.IntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
 			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention(),
@@ -229,8 +235,8 @@ func (d *demoTraffic) lostAnswers(ctx context.Context) error {
 }
 
 // outsideRefund creates a refund at the fake Stripe the way another system would.
-func (d *demoTraffic) outsideRefund(pi string, cents int64, opID string) {
-	refundOutside(d.p.Config.Stripe.APIBase, pi, cents, opID, d.log)
+func (d *Traffic) outsideRefund(pi string, cents int64, opID string) {
+	refundOutside(d.fakes.StripeBase, pi, cents, opID, d.log)
 }
 
 // refundOutside creates a refund at the Stripe at base the way another system would:
@@ -247,11 +253,11 @@ func refundOutside(base, pi string, cents int64, opID string, log *slog.Logger) 
 
 // customer is one support conversation: a refund, sometimes double-clicked, sometimes asked
 // for again a little later.
-func (d *demoTraffic) customer(ctx context.Context, roll int, cents int64) {
+func (d *Traffic) customer(ctx context.Context, roll int, cents int64) {
 	d.order++
 	order := fmt.Sprintf("%d", 5000+d.order)
 	pi := "pi_demo_" + order
-	d.fake.AddPaymentIntent(pi, cents+1000, "usd", fake.OwnedBy(d.tenant.Name))
+	d.fakes.Stripe.AddPaymentIntent(pi, cents+1000, "usd", fake.OwnedBy(d.tenant.Name))
 	req := map[string]any{"order_id": order, "amount_cents": cents, "currency": "usd", "payment_intent": pi,
 		"reason": "requested_by_customer", "request_ref": "call_" + order + "_1"}
 	switch {
@@ -288,7 +294,7 @@ func clone(m map[string]any) map[string]any {
 }
 
 // refund calls POST /api/v1/refunds like a client service would, giving up after timeout.
-func (d *demoTraffic) refund(ctx context.Context, body map[string]any, timeout time.Duration) (map[string]any, error) {
+func (d *Traffic) refund(ctx context.Context, body map[string]any, timeout time.Duration) (map[string]any, error) {
 	out, _, err := d.post(ctx, "/api/v1/refunds", "", body, timeout)
 	return out, err
 }
@@ -296,11 +302,11 @@ func (d *demoTraffic) refund(ctx context.Context, body map[string]any, timeout t
 // post sends body as JSON to path of Settle's API with the demo tenant's token, and key, if
 // any, as its Idempotency-Key, giving up after timeout. It returns the decoded answer and
 // the response, whose body is read and closed.
-func (d *demoTraffic) post(ctx context.Context, path, key string, body map[string]any, timeout time.Duration) (map[string]any, *http.Response, error) {
+func (d *Traffic) post(ctx context.Context, path, key string, body map[string]any, timeout time.Duration) (map[string]any, *http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.srv.URL+path, bytes.NewReader(b))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bufio"
@@ -29,30 +29,10 @@ const (
 	demoLLMChunkDelay = 30 * time.Millisecond
 )
 
-// startDemoLLM starts the in-process fake LLM provider and points the gateway at it.
-func startDemoLLM(cfg *Config, clock *demoClock) (*fake.LLM, error) {
-	f := fake.NewLLM(fake.LLMOptions{Seed: time.Now().UnixNano(), Latency: demoLLMLatency, ChunkDelay: demoLLMChunkDelay, Clock: clock.Now})
-	faults, err := fake.ParseLLMFaults(demoLLMFaults)
-	if err != nil {
-		return nil, err
-	}
-	for _, x := range faults {
-		f.AddFault(x)
-	}
-	base, err := f.Start("127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("start the demo's fake LLM: %w", err)
-	}
-	cfg.LLM.BaseURL, cfg.LLM.APIKey, cfg.LLM.ProviderName = base, "sk-demo", "openai"
-	// Short timeouts so timeouts and retries show within seconds.
-	cfg.LLM.AttemptTimeout, cfg.LLM.Deadline = 3*time.Second, 20*time.Second
-	return f, nil
-}
-
-// demoLLMCall is one intent of the demo's chat backend: the gateway route it calls and the
+// ChatCall is one intent of the demo's chat backend: the gateway route it calls and the
 // body it sends. Most are chat completions; every third message goes to the Responses API,
 // and every fifth is embedded for search instead. Embeddings are never streamed.
-func demoLLMCall(n int) (route string, body map[string]any, streams bool) {
+func ChatCall(n int) (route string, body map[string]any, streams bool) {
 	prompt := fmt.Sprintf("Summarise order %d for the customer.", 7000+n)
 	switch {
 	case n%5 == 4:
@@ -70,42 +50,29 @@ func demoChatBody(n int) map[string]any {
 		{"role": "user", "content": fmt.Sprintf("Summarise order %d for the customer.", 7000+n)}}}
 }
 
-// startDemoAnthropic starts the in-process fake Anthropic and points the gateway's Messages
-// API at it. It has no faults: the demo breaks one stream of its own (unknownMessage).
-func startDemoAnthropic(cfg *Config, clock *demoClock) (*fake.Anthropic, error) {
-	a := fake.NewAnthropic(fake.AnthropicOptions{Seed: time.Now().UnixNano(), Latency: demoLLMLatency,
-		ChunkDelay: demoLLMChunkDelay, Clock: clock.Now})
-	base, err := a.Start("127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("start the demo's fake Anthropic: %w", err)
-	}
-	cfg.LLM.AnthropicBaseURL, cfg.LLM.AnthropicAPIKey = base, "sk-ant-demo"
-	return a, nil
-}
-
-// demoMessagesCall is message n sent to Anthropic's Messages API.
-func demoMessagesCall(n int) (route string, body map[string]any) {
+// MessagesCall is message n sent to Anthropic's Messages API.
+func MessagesCall(n int) (route string, body map[string]any) {
 	return "/v1/messages", map[string]any{"model": "claude-haiku-4-5", "max_tokens": 256, "messages": []map[string]string{
 		{"role": "user", "content": fmt.Sprintf("Draft a reply about order %d.", 7000+n)}}}
 }
 
-// unknownMessage is a Messages API call whose stream Anthropic breaks after three events:
+// UnknownMessage is a Messages API call whose stream Anthropic breaks after three events:
 // the client got part of an answer, Anthropic has no lookup of a message, and the call waits
 // as unknown for a person, who settles it from Anthropic's usage report or console.
-func (d *demoTraffic) unknownMessage(ctx context.Context) {
-	if d.anthropic == nil {
+func (d *Traffic) UnknownMessage(ctx context.Context) {
+	if d.fakes.Anthropic == nil {
 		return
 	}
-	d.anthropic.AddFault(fake.LLMFault{Kind: fake.LLMFaultDropStream, Chunk: 3, Times: 1})
-	route, body := demoMessagesCall(0)
-	d.complete(ctx, route, fmt.Sprintf("msg-broken-%d", time.Now().UnixNano()), "chat-support-7", body, true, -1, 0)
+	d.fakes.Anthropic.AddFault(fake.LLMFault{Kind: fake.LLMFaultDropStream, Chunk: 3, Times: 1})
+	route, body := MessagesCall(0)
+	d.Send(ctx, route, fmt.Sprintf("msg-broken-%d", time.Now().UnixNano()), "chat-support-7", body, true)
 }
 
 // chat plays a chat backend: each user message is one intent with its own
-// Idempotency-Key, sent to one of the gateway's APIs (demoLLMCall; every seventh to
+// Idempotency-Key, sent to one of the gateway's APIs (ChatCall; every seventh to
 // Anthropic's Messages API where the demo runs a fake Anthropic), sometimes
 // double-clicked, sometimes streamed and cut by the browser.
-func (d *demoTraffic) chat(ctx context.Context) {
+func (d *Traffic) chat(ctx context.Context) {
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
@@ -116,9 +83,9 @@ func (d *demoTraffic) chat(ctx context.Context) {
 		case <-tick.C:
 		}
 		key := fmt.Sprintf("msg-%d-%d", time.Now().Unix(), n)
-		route, body, streams := demoLLMCall(n)
-		if n%7 == 6 && d.anthropic != nil {
-			route, body = demoMessagesCall(n)
+		route, body, streams := ChatCall(n)
+		if n%7 == 6 && d.fakes.Anthropic != nil {
+			route, body = MessagesCall(n)
 		}
 		chatRef := fmt.Sprintf("chat-%d", 900+n%7)
 		switch roll := rnd.IntN(100); {
@@ -133,16 +100,23 @@ func (d *demoTraffic) chat(ctx context.Context) {
 			d.complete(ctx, route, key, chatRef, body, true, 2, 0)
 			d.complete(ctx, route, key, chatRef, body, true, -1, 5)
 		case roll < 60 && streams:
-			d.complete(ctx, route, key, chatRef, body, true, -1, 0)
+			d.Send(ctx, route, key, chatRef, body, true)
 		default:
-			d.complete(ctx, route, key, chatRef, body, false, -1, 0)
+			d.Send(ctx, route, key, chatRef, body, false)
 		}
 	}
 }
 
+// Send sends one message of the chat backend to a gateway route with its Idempotency-Key
+// and the chat it belongs to, and reads the whole answer: a plain call, neither
+// double-clicked nor cut off.
+func (d *Traffic) Send(ctx context.Context, route, key, chatRef string, body map[string]any, stream bool) {
+	d.complete(ctx, route, key, chatRef, body, stream, -1, 0)
+}
+
 // complete sends one request to a gateway route; cutAfter ≥ 0 reads that many stream lines
 // and hangs up; wait asks the gateway to wait for a request in flight with the same key.
-func (d *demoTraffic) complete(ctx context.Context, route, key, chatRef string, body map[string]any, stream bool, cutAfter, wait int) {
+func (d *Traffic) complete(ctx context.Context, route, key, chatRef string, body map[string]any, stream bool, cutAfter, wait int) {
 	b := map[string]any{}
 	if stream {
 		b["stream"] = true
@@ -153,7 +127,7 @@ func (d *demoTraffic) complete(ctx context.Context, route, key, chatRef string, 
 	raw, _ := json.Marshal(b)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.p.URL()+route, bytes.NewReader(raw))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.srv.URL+route, bytes.NewReader(raw))
 	if err != nil {
 		return
 	}

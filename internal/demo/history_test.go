@@ -1,11 +1,10 @@
-package main
+package demo
 
 import (
 	"context"
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ func writeTestHistory(t testing.TB, plan historyPlan) (*pg.DB, *ops.Tenant) {
 	t.Helper()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	clock := &demoClock{}
+	clock := &Clock{}
 	st := fake.NewStripe(fake.StripeOptions{Clock: clock.Now, Seed: 1})
 	stripeBase, err := st.Start("127.0.0.1:0")
 	if err != nil {
@@ -35,13 +34,13 @@ func writeTestHistory(t testing.TB, plan historyPlan) (*pg.DB, *ops.Tenant) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fl.Close() })
-	tenant, err := db.EnsureTenant(ctx, demoTenant)
+	tenant, err := db.EnsureTenant(ctx, "demo")
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	started := time.Now()
-	if err := writeHistory(ctx, db, tenant, historyFakes{clock: clock, stripe: st, stripeBase: stripeBase, llm: fl, llmBase: llmBase},
+	if err := writeHistory(ctx, db, tenant, &Fakes{Clock: clock, Stripe: st, StripeBase: stripeBase, LLM: fl, LLMBase: llmBase},
 		plan, nil, logger); err != nil {
 		t.Fatalf("write the history: %v", err)
 	}
@@ -210,29 +209,5 @@ func mean(vs []float64) float64 {
 func BenchmarkDemoHistory(b *testing.B) {
 	for range b.N {
 		writeTestHistory(b, historyPlan{Days: 30, PerHour: demoHistoryPerHour, End: time.Now().UTC().Truncate(time.Minute), Seed: 7})
-	}
-}
-
-// A --history that is not a number of days is one line and exit 2, before anything starts.
-func TestDemoHistoryFlagMistakes(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		args []string
-		vars map[string]string
-	}{
-		{[]string{"demo", "--history", "1y", "--dir", t.TempDir()}, nil},
-		{[]string{"demo", "--history", "30", "--dir", t.TempDir()}, nil},
-		{[]string{"demo", "--history", "-3d", "--dir", t.TempDir()}, nil},
-		{[]string{"demo", "--dir", t.TempDir()}, map[string]string{"SETTLE_DEMO_HISTORY": "90d"}},
-	} {
-		code, stdout, stderr := run(t, tc.args, tc.vars, "")
-		if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "--history") {
-			t.Errorf("settle %v %v: exit %d, stderr %q; want 2 and one line naming --history", tc.args, tc.vars, code, stderr)
-		}
-	}
-	for v, want := range map[string]int{"0": 0, "0d": 0, "7d": 7, "30d": 30, "35d": 35} {
-		if got, err := parseHistoryDays(v); err != nil || got != want {
-			t.Errorf("parseHistoryDays(%q) = %d, %v; want %d", v, got, err, want)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -24,7 +24,7 @@ var demoDocuments = []string{
 // of the same input, answered from the stored generation), and the prompt moves from v1 to
 // v2 halfway, which is a new computation. The fake LLM's faults leave some generations with
 // an unknown outcome, which wait in the Unknown queue.
-func (d *demoTraffic) pipeline(ctx context.Context) {
+func (d *Traffic) pipeline(ctx context.Context) {
 	rnd := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 17))
 	tick := time.NewTicker(3 * time.Second)
 	defer tick.Stop()
@@ -62,7 +62,7 @@ func (d *demoTraffic) pipeline(ctx context.Context) {
 }
 
 // submitJob posts one job like a pipeline client would.
-func (d *demoTraffic) submitJob(ctx context.Context, key string, body map[string]any) (map[string]any, error) {
+func (d *Traffic) submitJob(ctx context.Context, key string, body map[string]any) (map[string]any, error) {
 	out, resp, err := d.post(ctx, "/api/v1/jobs", key, body, 10*time.Second)
 	if err != nil {
 		return nil, err
