@@ -206,13 +206,7 @@ func (r *run) result(a *ops.Attempt, reply llm.Reply, estimate int64, dups int) 
 		res.Outcome, res.ErrorCode = ops.OutcomeTimeout, "upstream_bad_response"
 		return res, estimate
 	}
-	u := llm.Usage{}
-	if c.Usage != nil {
-		u.PromptTokens, u.CompletionTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
-		if c.Usage.PromptTokensDetails != nil {
-			u.CachedTokens = c.Usage.PromptTokensDetails.CachedTokens
-		}
-	}
+	u := c.Usage
 	cost, known := r.w.Prices.Cost(c.Model, u)
 	usage := mustJSON(map[string]any{"prompt_tokens": u.PromptTokens, "completion_tokens": u.CompletionTokens,
 		"cached_tokens": u.CachedTokens, "model": c.Model, "cost_micros": cost, "cost_known": known,

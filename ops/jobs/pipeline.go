@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // Profile is a model profile: which model and how it is asked. Changing a profile's fields
@@ -136,33 +137,17 @@ type generation struct {
 	CostMicros        int64  `json:"cost_micros"`
 }
 
-// completion is the part of a chat completion the pipeline reads.
-type completion struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content *string `json:"content"`
-		} `json:"message"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	} `json:"usage"`
-}
-
-func parseCompletion(body []byte) (*completion, error) {
-	var c completion
-	if err := json.Unmarshal(body, &c); err != nil {
-		return nil, fmt.Errorf("decode completion: %w", err)
+// parseCompletion reads a chat completion with the gateway's parser; the pipeline needs its
+// text as well.
+func parseCompletion(body []byte) (*llm.ChatCompletion, error) {
+	c, err := llm.ParseChatCompletion(body)
+	if err != nil {
+		return nil, err
 	}
-	if c.ID == "" || len(c.Choices) == 0 || c.Choices[0].Message.Content == nil {
-		return nil, fmt.Errorf("completion without id or content")
+	if c.Content == nil {
+		return nil, fmt.Errorf("completion %s without content", c.ID)
 	}
-	return &c, nil
+	return c, nil
 }
 
 // validation is the validated stage's result.

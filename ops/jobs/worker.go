@@ -297,7 +297,7 @@ func (r *run) generate(ctx, bg context.Context, chunks []string) (*generation, i
 		if err != nil {
 			return nil, 0, r.fail(bg, "result_unavailable", "The stored generation could not be read.")
 		}
-		gen = generation{Summary: *c.Choices[0].Message.Content, CompletionID: c.ID, ProviderRequestID: op.ProviderRequestID,
+		gen = generation{Summary: *c.Content, CompletionID: c.ID, ProviderRequestID: op.ProviderRequestID,
 			Model: c.Model, OperationID: op.ID, CostMicros: op.CostMicros}
 		if err := r.save(bg, StageLLMDone, in, llmVersion, CheckpointOK, op.Attempts, gen); err != nil {
 			return nil, 0, err
