@@ -11,26 +11,9 @@ import (
 
 	"github.com/settle-dev/settle/internal/demo"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/localpg"
 )
-
-const (
-	demoTenant   = "demo"
-	demoPassword = "settle-demo"
-)
-
-// demoUsers are the demo's logins, one per role.
-var demoUsers = []struct {
-	email string
-	role  desk.Role
-}{
-	{"oncall@demo.settle", desk.RoleOncall},
-	{"support@demo.settle", desk.RoleSupport},
-	{"manager@demo.settle", desk.RoleManager},
-	{"admin@demo.settle", desk.RoleAdmin},
-}
 
 // demoSetupSteps counts the demo's setup for its progress: the fake Stripe, the fake LLM,
 // the database, the program with its migrations, the users, and the tenant and token.
@@ -85,7 +68,7 @@ func demoCmd(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stder
 	traffic := demo.NewTraffic(demo.Server{URL: p.URL(), DB: p.DB, Ledger: p.Ledger, Refunds: p.Refunds}, fakes, tenant, token,
 		newReporter("demo backfill", stderr, logger), logger)
 	go traffic.Run(ctx)
-	printDemoBanner(stdout, p.URL(), token, cluster.Dir)
+	demo.PrintBanner(stdout, p.URL(), token, cluster.Dir)
 	return p.Wait(ctx)
 }
 
@@ -112,41 +95,14 @@ func startDemoDatabase(ctx context.Context, cfg *Config) (*localpg.Cluster, erro
 	return cluster, nil
 }
 
-// runDemoProgram runs the program and gives the demo its users, its tenant and a fresh API
-// token for it, counting three steps of the setup.
+// runDemoProgram runs the program and gives the demo its people, its tenant and a fresh API
+// token for it (demo.Setup), counting three steps of the setup.
 func runDemoProgram(ctx context.Context, p *Program, setup *Reporter) (*ops.Tenant, string, error) {
 	if err := p.Run(ctx); err != nil {
 		return nil, "", err
 	}
 	setup.Add(1)
-	for _, u := range demoUsers {
-		_, err := p.DB.CreateUser(ctx, u.email, demoPassword, u.role)
-		if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
-			return nil, "", fmt.Errorf("create demo user %s: %w", u.email, err)
-		}
-	}
-	setup.Add(1)
-	// Tokens are kept only as hashes, so each run makes a fresh one to show.
-	token, err := ensureToken(ctx, p.DB, demoTenant, "demo")
-	if err != nil {
-		return nil, "", err
-	}
-	tenant, err := p.DB.EnsureTenant(ctx, demoTenant)
-	if err != nil {
-		return nil, "", err
-	}
-	setup.Add(1)
-	return tenant, token, nil
-}
-
-// printDemoBanner tells the person who started the demo where it runs, how to sign in, the
-// API token and where the data stays.
-func printDemoBanner(stdout io.Writer, url, token, dataDir string) {
-	fmt.Fprintf(stdout, "Settle demo is running at %s\n\nSign in with any of these (password %q):\n", url, demoPassword)
-	for _, u := range demoUsers {
-		fmt.Fprintf(stdout, "  %-22s %s\n", u.email, u.role)
-	}
-	fmt.Fprintf(stdout, "\nAPI token for tenant %q:\n  %s\n\nThe data stays in %s. Press Ctrl-C to stop.\n", demoTenant, token, dataDir)
+	return demo.Setup(ctx, p.DB, setup)
 }
 
 // demoHistory writes days of history into a new demo database before the server starts
@@ -161,7 +117,7 @@ func demoHistory(ctx context.Context, cfg Config, days int, f *demo.Fakes, logge
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
-	return demo.History(ctx, db, demoTenant, days, f, progress, logger)
+	return demo.History(ctx, db, demo.TenantName, days, f, progress, logger)
 }
 
 // maxHistoryDays bounds the demo's history: the rollups keep minute rows 35 days, and a

@@ -34,7 +34,7 @@ func writeTestHistory(t testing.TB, plan historyPlan) (*pg.DB, *ops.Tenant) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fl.Close() })
-	tenant, err := db.EnsureTenant(ctx, "demo")
+	tenant, err := db.EnsureTenant(ctx, TenantName)
 	if err != nil {
 		t.Fatal(err)
 	}

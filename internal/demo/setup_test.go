@@ -1,0 +1,58 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+// TestSetupRunsAgainOnItsOwnDatabase: a second demo on the first one's database keeps its
+// people and tenant and gets a new token of its own, and the banner names every person
+// with the password and the token to use.
+func TestSetupRunsAgainOnItsOwnDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	first, firstToken, err := Setup(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, token, err := Setup(ctx, db, nil)
+	if err != nil || again.ID != first.ID || token == firstToken {
+		t.Fatalf("the second setup: tenant %v (first %d), new token %v, %v", again, first.ID, token != firstToken, err)
+	}
+	for _, tok := range []string{firstToken, token} {
+		if tn, err := db.TenantByToken(ctx, tok); err != nil || tn.Name != TenantName {
+			t.Fatalf("a demo token names %v, %v", tn, err)
+		}
+	}
+	roles := map[desk.Role]bool{}
+	for _, u := range people {
+		got, err := db.Authenticate(ctx, u.email, Password)
+		if err != nil || got.Role != u.role {
+			t.Fatalf("%s signs in as %v, %v; want %s", u.email, got, err, u.role)
+		}
+		roles[u.role] = true
+	}
+	if len(roles) != 4 {
+		t.Fatalf("the demo's people hold %d roles, want one of each of the four", len(roles))
+	}
+	var b strings.Builder
+	PrintBanner(&b, "http://127.0.0.1:8080", token, "/tmp/demo-pg")
+	for _, want := range append([]string{"http://127.0.0.1:8080", token, "/tmp/demo-pg", Password}, emails()...) {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the banner does not say %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func emails() []string {
+	var out []string
+	for _, u := range people {
+		out = append(out, u.email)
+	}
+	return out
+}
