@@ -258,22 +258,35 @@ func compareRecords(e *recon.Exception, op *ops.Operation, charges []recon.Provi
 	return heads, rows
 }
 
-// usageCompare shows an LLM usage bucket: what we sent against what the provider billed.
+// usageCompare shows an LLM usage bucket: what we sent against what the provider billed. A
+// report that counts prompt tokens instead of requests (Anthropic's) shows its tokens, and
+// the requests it billed only where the tokens tell them.
 func usageCompare(e *recon.Exception) ([]string, []views.ReconCompareRow) {
 	var b struct {
-		Billed    int64 `json:"billed"`
-		Answered  int64 `json:"answered"`
-		Uncertain int64 `json:"uncertain"`
-		Sent      int64 `json:"sent"`
+		Billed         *int64 `json:"billed"`
+		Answered       int64  `json:"answered"`
+		Uncertain      int64  `json:"uncertain"`
+		Sent           int64  `json:"sent"`
+		BilledTokens   *int64 `json:"billed_prompt_tokens"`
+		AnsweredTokens int64  `json:"answered_prompt_tokens"`
 	}
 	_ = json.Unmarshal(e.Details, &b)
-	return []string{e.Provider + " usage report"}, []views.ReconCompareRow{
-		{Field: "Billed requests", Ours: fmt.Sprintf("%d answered", b.Answered), Theirs: []string{strconv.FormatInt(b.Billed, 10)},
-			Differs: b.Billed != b.Answered},
-		{Field: "Uncertain attempts", Ours: strconv.FormatInt(b.Uncertain, 10), Theirs: []string{"—"}},
-		{Field: "Attempts sent", Ours: strconv.FormatInt(b.Sent, 10), Theirs: []string{"—"}},
-		{Field: "Bucket", Ours: e.Ref, Theirs: []string{e.Ref}},
+	billed := "— (the report counts tokens, not requests)"
+	if b.Billed != nil {
+		billed = strconv.FormatInt(*b.Billed, 10)
 	}
+	var rows []views.ReconCompareRow
+	if b.BilledTokens != nil {
+		rows = append(rows, views.ReconCompareRow{Field: "Billed prompt tokens", Ours: fmt.Sprintf("%d in answered attempts", b.AnsweredTokens),
+			Theirs: []string{strconv.FormatInt(*b.BilledTokens, 10)}, Differs: *b.BilledTokens != b.AnsweredTokens})
+	}
+	return []string{e.Provider + " usage report"}, append(rows,
+		views.ReconCompareRow{Field: "Billed requests", Ours: fmt.Sprintf("%d answered", b.Answered), Theirs: []string{billed},
+			Differs: b.Billed == nil || *b.Billed != b.Answered},
+		views.ReconCompareRow{Field: "Uncertain attempts", Ours: strconv.FormatInt(b.Uncertain, 10), Theirs: []string{"—"}},
+		views.ReconCompareRow{Field: "Attempts sent", Ours: strconv.FormatInt(b.Sent, 10), Theirs: []string{"—"}},
+		views.ReconCompareRow{Field: "Bucket", Ours: e.Ref, Theirs: []string{e.Ref}},
+	)
 }
 
 func auditChange(a recon.AuditEntry) string {

@@ -44,6 +44,9 @@ type UsageSource interface {
 	Usage(ctx context.Context, w Window, width time.Duration) ([]UsageRow, error)
 }
 
+// A UsageSource whose report counts tokens instead of requests is a PromptTokenReport
+// (prompts.go).
+
 // UsageReports is a UsageSource whose provider bills its APIs in reports of their own
 // (OpenAI counts chat completions and responses in its completions report and embeddings in
 // another): each report is compared only with the attempts of the routes it counts, so a
@@ -149,12 +152,16 @@ type Report struct {
 	Missing       int `json:"missing"`
 	ChargedFailed int `json:"charged_failed"`
 
-	UsageRows      int   `json:"usage_rows,omitempty"`
-	NewUsageRows   int   `json:"new_usage_rows,omitempty"`
-	Buckets        int   `json:"buckets,omitempty"`
-	Billed         int64 `json:"billed,omitempty"`
-	Answered       int64 `json:"answered,omitempty"`
-	UsageMismatch  int   `json:"usage_mismatches,omitempty"`
+	UsageRows     int   `json:"usage_rows,omitempty"`
+	NewUsageRows  int   `json:"new_usage_rows,omitempty"`
+	Buckets       int   `json:"buckets,omitempty"`
+	Billed        int64 `json:"billed,omitempty"`
+	Answered      int64 `json:"answered,omitempty"`
+	UsageMismatch int   `json:"usage_mismatches,omitempty"`
+	// BilledTokens and AnsweredTokens compare a report that counts prompt tokens instead of
+	// requests (PromptTokenReport): those billed, and those of Settle's answered attempts.
+	BilledTokens   int64 `json:"billed_prompt_tokens,omitempty"`
+	AnsweredTokens int64 `json:"answered_prompt_tokens,omitempty"`
 	NewExceptions  int   `json:"new_exceptions"`
 	SeenExceptions int   `json:"seen_exceptions"`
 }
@@ -164,6 +171,10 @@ func (r Report) Summary() string {
 	w := fmt.Sprintf("%s %s..%s", r.Provider, r.From.UTC().Format(time.RFC3339), r.To.UTC().Format(time.RFC3339))
 	if r.Skipped {
 		return fmt.Sprintf("%s: skipped, %s holds the reconciler lease", w, r.Holder)
+	}
+	if r.BilledTokens > 0 || r.AnsweredTokens > 0 {
+		return fmt.Sprintf("%s: %d usage rows (%d new), %d buckets, %d prompt tokens billed vs %d in %d answered attempts, %d mismatches, %d new exceptions",
+			w, r.UsageRows, r.NewUsageRows, r.Buckets, r.BilledTokens, r.AnsweredTokens, r.Answered, r.UsageMismatch, r.NewExceptions)
 	}
 	if r.Buckets > 0 || r.UsageRows > 0 {
 		return fmt.Sprintf("%s: %d usage rows (%d new), %d buckets, %d billed vs %d answered, %d mismatches, %d new exceptions",

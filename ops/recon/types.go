@@ -369,6 +369,25 @@ type SentRow struct {
 	Uncertain int64
 }
 
+// SentPrompt is one attempt Settle sent to an LLM provider whose usage report counts prompt
+// tokens instead of requests (PromptTokenReport), in its time bucket.
+type SentPrompt struct {
+	Start time.Time
+	// Model is the model as the provider named it in the answer, or as the call asked for it
+	// when no answer came.
+	Model       string
+	OperationID string
+	TenantID    int64
+	Attempt     int
+	// Outcome is the attempt's, "" while it is in flight; Status is its operation's now.
+	Outcome ops.Outcome
+	Status  ops.Status
+	// PromptTokens is the prompt's size in tokens, cache included, as the provider counted it
+	// in this attempt's answer or, since every attempt of an operation sends the same request,
+	// in the answer of another attempt of it; 0 when no attempt of the operation was answered.
+	PromptTokens int64
+}
+
 // MatchedCharge is what recording a charge that confirms the ledger found of it.
 type MatchedCharge struct {
 	// Known says the charge was recorded before.
@@ -415,6 +434,9 @@ type Store interface {
 	RecordUsage(ctx context.Context, provider string, rows []UsageRow, seenAt time.Time) (int, error)
 	// SentToLLM counts the attempts sent to an LLM provider per bucket and model.
 	SentToLLM(ctx context.Context, provider string, w Window, width time.Duration) ([]SentRow, error)
+	// SentPrompts lists every attempt sent to an LLM provider in w (all but those that never
+	// left), with its bucket of width and its prompt's size when Settle learned it.
+	SentPrompts(ctx context.Context, provider string, w Window, width time.Duration) ([]SentPrompt, error)
 	// UnknownLLM lists up to limit llm_call and llm_job operations of the provider that
 	// have been unknown or expired since before, newest first.
 	UnknownLLM(ctx context.Context, provider string, before time.Time, limit int) ([]*ops.Operation, error)

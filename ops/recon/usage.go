@@ -37,6 +37,8 @@ type bucketUsage struct {
 // uncertain are retries after uncertain sends that the provider billed: duplicates, money
 // lost (low severity; the retry policy allowed them). Billed above that are requests we
 // never sent (high). Billed below answered means the report is missing requests (medium).
+// A report that counts prompt tokens instead of requests (PromptTokenReport) is compared in
+// buckets of its own width by comparePrompts.
 func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Window, rep *Report) error {
 	provider := src.Name()
 	if s, ok := src.(StoredLookups); ok {
@@ -45,6 +47,10 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 		}
 	}
 	width := orDefault(r.UsageWidth, DefaultUsageWidth)
+	prompts, byPrompt := src.(PromptTokenReport)
+	if byPrompt {
+		width = prompts.PromptBuckets()
+	}
 	now := r.Ledger.Clock.Now()
 	from := w.From.Truncate(width)
 	end := w.To
@@ -64,6 +70,9 @@ func (r *Reconciler) reconcileUsage(ctx context.Context, src UsageSource, w Wind
 	rep.UsageRows = len(rows)
 	if rep.NewUsageRows, err = r.Store.RecordUsage(ctx, provider, rows, now); err != nil {
 		return err
+	}
+	if byPrompt {
+		return r.comparePrompts(ctx, provider, rows, cw, width, rep)
 	}
 	sent, err := r.Store.SentToLLM(ctx, provider, cw, width)
 	if err != nil {
