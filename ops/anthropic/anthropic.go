@@ -3,7 +3,11 @@
 // an attempt outcome (Client, which implements llm.Upstream).
 //
 // Anthropic takes no idempotency key and keeps no message that could be read again, so the
-// adapter offers no lookup: a call whose outcome is unknown is settled by a person.
+// adapter offers no lookup: a call whose outcome is unknown is settled by a person. What it
+// reads for the reconciler is Anthropic's Messages usage report (UsageReader), which counts
+// the tokens billed per minute, model and key: the reconciler sets them beside the prompts
+// of Settle's calls and reports a minute that billed a call twice, and closes nothing from
+// it.
 package anthropic
 
 import (

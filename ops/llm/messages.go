@@ -28,7 +28,10 @@ const DefaultAnthropicVersion = "2023-06-01"
 //
 // Anthropic takes no idempotency key and has no way to read a message again: an attempt
 // whose answer was lost cannot be looked up, and a stream it cut cannot be finished or
-// fetched. Only a person, from Anthropic's usage report or console, closes such a call.
+// fetched. Only a person, from Anthropic's usage report or console, closes such a call. The
+// reconciler compares that report with Settle's calls minute by minute (ops/recon's
+// PromptTokenReport) and names the call when its minute billed its prompt, but the report's
+// sums name no message, so it closes none.
 //
 // Every field is fingerprinted (model, messages, system, max_tokens, temperature, top_p,
 // top_k, stop_sequences, tools, tool_choice, thinking, service_tier and any other) but
