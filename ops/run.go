@@ -55,6 +55,13 @@ type Hooks struct {
 	// MayRetry, when set, is asked before another attempt of this call: false ends the call
 	// (a stream that reached its client cannot be restarted under it).
 	MayRetry func() bool
+	// LookFirst, when set, is asked before any send that follows an attempt whose outcome is
+	// uncertain at a provider that takes no key (NoProviderKey): what did the provider do?
+	// What it found settles the operation with no send (Found); nil means the lookup shows
+	// that nothing was generated, and the send goes on. An error ends the run with nothing
+	// sent and the lease released; a provider that could not be asked is an error of reason
+	// ReasonNotLookedUp (NotLookedUp).
+	LookFirst func(ctx context.Context, op *Operation) (*Found, error)
 }
 
 // RunSpec says how Run sends one operation.
@@ -85,7 +92,7 @@ type RunSpec struct {
 // attempt was sent is returned as MayHaveRun: the provider may have run it (rule 12).
 func (l *Ledger) Run(ctx context.Context, op *Operation, s Sender, spec RunSpec) (*Operation, error) {
 	r := &runner{l: l, ctx: ctx, sender: s, bg: context.WithoutCancel(ctx), spec: spec,
-		pol: op.Policy, possibleDup: spec.PossibleDuplicate,
+		pol: op.Policy, possibleDup: spec.PossibleDuplicate, uncertain: spec.PossibleDuplicate,
 		rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
 	if r.spec.Sleep == nil {
 		r.spec.Sleep = SleepContext
@@ -105,7 +112,10 @@ type runner struct {
 	spec        RunSpec
 	pol         Policy
 	possibleDup bool
-	rnd         *rand.Rand
+	// uncertain says an attempt of the operation, before this run or in it, may have been
+	// executed by a provider that takes no key, so every later send is looked up first.
+	uncertain bool
+	rnd       *rand.Rand
 	// sent says an attempt of this run left for the provider.
 	sent bool
 }
@@ -114,6 +124,12 @@ func (r *runner) run(op *Operation) (*Operation, error) {
 	a := r.spec.First
 	for sends, waits := 0, 0; ; {
 		var err error
+		if a == nil && r.uncertain && r.spec.Hooks.LookFirst != nil {
+			var over bool
+			if op, over, err = r.lookFirst(op); over {
+				return op, err
+			}
+		}
 		if a == nil {
 			if op, a, err = r.begin(op); err != nil || a == nil {
 				return op, err
@@ -135,6 +151,7 @@ func (r *runner) run(op *Operation) (*Operation, error) {
 		} else {
 			sends++
 			r.possibleDup = r.pol.NoProviderKey && res.Outcome.Uncertain()
+			r.uncertain = r.uncertain || r.possibleDup
 			wait = Backoff(sends, res.RetryAfter, r.l.Limits, r.rnd)
 			if sends >= r.l.Limits.AttemptsPerCall {
 				return r.release(op)

@@ -48,15 +48,22 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 		point string
 		// retry lets the worker resend after the uncertain attempt of the dead worker.
 		retry bool
+		// store is the worker's store mode, as SETTLE_LLM_STORE sets settle's: off keeps the
+		// provider from storing completions, so nothing can be looked up.
+		store string
 		// resends is how many generations beyond one per dedup key are allowed.
 		resends int
 	}{
-		{"after_response/resend_policy", jobs.CrashAfterResponse, true, 1},
+		// The provider stored the dead worker's generation: the worker that takes over finds
+		// it before sending again, and sends nothing (ops rule 3).
+		{"after_response/resend_policy", jobs.CrashAfterResponse, true, "auto", 0},
+		// Nothing to look up: the policy's resend goes, counted as a possible duplicate.
+		{"after_response/resend_policy/store_off", jobs.CrashAfterResponse, true, "off", 1},
 		// Batch: nothing is resent, and a person's failed close keeps the dedup key
 		// (ops rule 11): the two jobs of that key end failed, never generated twice.
-		{"after_response/batch_policy", jobs.CrashAfterResponse, false, 0},
-		{"after_result", jobs.CrashAfterResult, false, 0},
-		{"after_publish", jobs.CrashAfterPublish, false, 0},
+		{"after_response/batch_policy", jobs.CrashAfterResponse, false, "auto", 0},
+		{"after_result", jobs.CrashAfterResult, false, "auto", 0},
+		{"after_publish", jobs.CrashAfterPublish, false, "auto", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,7 +85,7 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 				all = append(all, got.Job)
 			}
 			env := []string{"DATABASE_URL=" + w.DatabaseURL, "SETTLE_LLM_BASE_URL=" + base, "SETTLE_LLM_API_KEY=sk-crash",
-				"SETTLE_JOB_WEBHOOK_URL=" + rcv.url, "SETTLE_JOB_LEASE=1s",
+				"SETTLE_JOB_WEBHOOK_URL=" + rcv.url, "SETTLE_JOB_LEASE=1s", "JOBWORKER_LLM_STORE=" + tc.store,
 				"SETTLE_JOB_RETRY_UNCERTAIN=" + map[bool]string{true: "true", false: "false"}[tc.retry]}
 
 			// One worker in the process that dies, so the only send in flight at the kill is the
@@ -145,10 +152,15 @@ WHERE o.intent_key = $1 AND a.outcome IN ('ok', 'timeout')`, jobs.IntentKey(dedu
 			if len(gens) != 2 || extra != tc.resends {
 				t.Fatalf("generations per dedup key %v, want one each plus %d allowed resend(s)", gens, tc.resends)
 			}
-			if tc.retry {
-				// The policy's resend is counted as a possible duplicate on the job and the operation.
-				if n := count(t, db, `SELECT coalesce(sum(possible_duplicates), 0)::int FROM jobs`); n != 1 {
-					t.Fatalf("%d possible duplicates counted, want 1", n)
+			// The policy's resend, and only it, is counted as a possible duplicate on the job.
+			if n := count(t, db, `SELECT coalesce(sum(possible_duplicates), 0)::int FROM jobs`); n != tc.resends {
+				t.Fatalf("%d possible duplicates counted, want %d", n, tc.resends)
+			}
+			if tc.retry && tc.resends == 0 {
+				// What settled the dead worker's generation is the lookup that found it.
+				if n := count(t, db, `SELECT count(*) FROM evidence e JOIN operations o ON o.id = e.operation_id
+WHERE o.kind = 'llm_job' AND e.kind = 'lookup'`); n != 1 {
+					t.Fatalf("%d generations settled by a lookup, want 1", n)
 				}
 			}
 			if succeeded != len(all)-held {

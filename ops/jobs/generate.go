@@ -124,6 +124,9 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 	})
 	op, err := l.Run(ctx, op, send, ops.RunSpec{Owner: r.owner, First: a, PossibleDuplicate: possibleDup, Sleep: r.w.Sleep,
 		Hooks: ops.Hooks{
+			// The provider takes no key: what an uncertain attempt generated is looked up
+			// before anything is sent again, and settles the generation when it is found.
+			LookFirst: r.w.lookups().LookFirst,
 			Spent: func(now time.Time) string {
 				r.spentReason = r.spent(now, estimate)
 				return r.spentReason
@@ -152,6 +155,11 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 				return nil
 			},
 		}})
+	if ops.ErrorReason(err) == ops.ReasonNotLookedUp {
+		// An earlier attempt may have generated and the provider could not be asked: nothing
+		// is sent until it can be, so the job looks again after a pause.
+		return nil, r.requeue(bg, l.Limits.Lease, ops.ReasonNotLookedUp, ops.ErrorMessage(err))
+	}
 	if err != nil {
 		return nil, err
 	}

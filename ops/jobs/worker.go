@@ -72,8 +72,13 @@ type Worker struct {
 	Ledger *ops.Ledger
 	// Upstream is the LLM provider adapter, the same one the gateway uses.
 	Upstream llm.Upstream
-	Prices   *llm.PriceTable
-	Catalog  *Catalog
+	// Lookups asks the provider what a generation's uncertain attempt made before it is
+	// sent again (ops rule 3). Nil: the Upstream's own store of completions when it keeps
+	// one (ops/openai does), with the charges found recorded in Store when it records
+	// provider charges.
+	Lookups *llm.Lookups
+	Prices  *llm.PriceTable
+	Catalog *Catalog
 	// Owner names this worker in leases and audit rows; unique per worker.
 	Owner     string
 	Documents DocumentSource
@@ -155,6 +160,17 @@ func (w *Worker) TryReuse(ctx context.Context, j *Job) (*Job, error) {
 func (w *Worker) Process(ctx context.Context, j *Job) error {
 	r := &run{w: w, j: j, owner: w.Owner}
 	return r.do(ctx)
+}
+
+// lookups is Lookups, or the Upstream's store of completions read on this worker's ledger.
+func (w *Worker) lookups() *llm.Lookups {
+	if w.Lookups != nil {
+		return w.Lookups
+	}
+	k := &llm.Lookups{Ledger: w.Ledger, Prices: w.Prices}
+	k.Store, _ = w.Upstream.(llm.StoredCompletions)
+	k.Events, _ = w.Store.(ops.EventStore)
+	return k
 }
 
 // logger is Logger, given when the worker is built; without one (a test that calls

@@ -252,8 +252,15 @@ func (k *Lookups) Close(ctx context.Context, op *ops.Operation, found []Stored, 
 	case len(answers) == 0:
 		return k.closeEnded(ctx, op, found[0], kind, actor)
 	}
-	found = answers
-	first := found[0]
+	res, ev := k.answerOf(op, answers, kind)
+	return k.apply(ctx, op, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Evidence: ev, Actor: actor, Result: res})
+}
+
+// answerOf is what closes op as succeeded from the answers the provider holds for it, oldest
+// first: the oldest one's text as op's result (nil when it cannot be read) and the evidence
+// naming it, which says so when the provider holds more than one.
+func (k *Lookups) answerOf(op *ops.Operation, answers []Stored, kind ops.EvidenceKind) (*ops.Result, ops.Evidence) {
+	first := answers[0]
 	res, rerr := ResultOf(first, k.Prices)
 	summary := fmt.Sprintf("%s %s for this operation (created %s).", op.Provider, Found(op, first.ID), first.Created.UTC().Format(time.RFC3339))
 	if rerr != nil {
@@ -261,11 +268,10 @@ func (k *Lookups) Close(ctx context.Context, op *ops.Operation, found []Stored, 
 		summary += " Its text could not be read, so retries with the key are told the answer is not stored."
 		res = nil
 	}
-	if len(found) > 1 {
-		summary += fmt.Sprintf(" The provider holds %d answers for it: a double generation.", len(found))
+	if len(answers) > 1 {
+		summary += fmt.Sprintf(" The provider holds %d answers for it: a double generation.", len(answers))
 	}
-	ev := ops.Evidence{Kind: kind, ProviderRef: first.ID, Summary: summary, Data: Record(op, first).Raw}
-	return k.apply(ctx, op, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Evidence: ev, Actor: actor, Result: res})
+	return res, ops.Evidence{Kind: kind, ProviderRef: first.ID, Summary: summary, Data: Record(op, first).Raw}
 }
 
 // apply closes op through the ledger's checked compare-and-set; a close that lost to another

@@ -2,7 +2,8 @@
 // wiring as 'settle worker', read from the environment, so a test can run it as a real
 // subprocess, kill it with SIGKILL at a crash point and start it again. The crash point is
 // this test binary's own setting: it installs a Worker hook that kills the process there;
-// the settle binary has no such setting.
+// the settle binary has no such setting. Its store mode is its own setting too, so the tests
+// can run it with nothing stored at the provider to look up.
 //
 //	DATABASE_URL                 the database
 //	SETTLE_LLM_BASE_URL          the OpenAI-compatible provider (the fake LLM in tests)
@@ -12,6 +13,7 @@
 //	SETTLE_JOB_LEASE             the job and generation lease (default 30s)
 //	SETTLE_JOB_RETRY_UNCERTAIN   true lets a worker resend after an uncertain attempt
 //	JOBWORKER_CRASH_POINT        after_response, after_result or after_publish: SIGKILL there
+//	JOBWORKER_LLM_STORE          auto (default), on or off, as SETTLE_LLM_STORE sets settle's store mode
 package main
 
 import (
@@ -64,7 +66,7 @@ func run(ctx context.Context) error {
 	}
 	retry, _ := strconv.ParseBool(envOr("SETTLE_JOB_RETRY_UNCERTAIN", "false"))
 	up, err := openai.New(openai.Config{BaseURL: os.Getenv("SETTLE_LLM_BASE_URL"), APIKey: os.Getenv("SETTLE_LLM_API_KEY"),
-		AttemptTimeout: lease / 2})
+		AttemptTimeout: lease / 2, Store: openai.StoreMode(os.Getenv("JOBWORKER_LLM_STORE"))})
 	if err != nil {
 		return err
 	}
