@@ -96,14 +96,16 @@
 //  5. A timeout is an unknown outcome, never a failure. A provider 500 saved under the key
 //     replays itself on every resend, so it makes the operation unknown at once.
 //  6. Closing is a compare-and-set on status and version, and it writes the audit row and
-//     the outbox event in the same transaction. When two people close at once, one wins and
-//     the other is told who did.
+//     the outbox event (rule 10) in the same transaction. When two people close at once, one
+//     wins and the other is told who did.
 //  7. A long provider call never runs inside a transaction that holds row locks.
 //  8. Every client request and every attempt is recorded, so duplicate and timeout rates
 //     are counted facts, not estimates.
 //  9. An operation is never shown as succeeded without evidence from the provider.
 //  10. Events leave through the transactional outbox, at least once, each with an event
-//     id, so every receiver can apply each event once.
+//     id, so every receiver can apply each event once. A change writes its event when a
+//     consumer is registered for the operation's tenant and kind; an event nobody receives
+//     is not written, and a consumer registered later receives no event of earlier changes.
 //  11. Nothing frees an intent while the provider may still run its key. An operation with
 //     an uncertain attempt becomes failed only with evidence that nothing was executed: past
 //     the key retention, no attempt in flight, and a fresh lookup that finds nothing. Until

@@ -227,6 +227,11 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	p.goLoop(ctx, reaper.Loop())
 	p.startFollowUpRelays(ctx, cfg.Notify, cfg.OutboxKeep)
 	if cfg.OutboxURL != "" {
+		// Changes write their outbox events only while a consumer is registered for them
+		// (ops rule 10); this server's receiver takes every tenant's and kind's.
+		if err := p.DB.RegisterOutboxConsumer(ctx, "SETTLE_OUTBOX_URL", 0, "", p.Clock.Now()); err != nil {
+			return fmt.Errorf("register the outbox's receiver: %w", err)
+		}
 		relay := &outbox.Relay{Store: p.DB, Publisher: &outbox.Webhook{URL: cfg.OutboxURL}, Clock: p.Clock,
 			Interval: time.Second, Keep: cfg.OutboxKeep, Logger: p.Logger}
 		p.goLoop(ctx, relay.Loop("outbox relay"))

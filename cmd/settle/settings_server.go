@@ -7,7 +7,10 @@ var (
 	envOutboxURL = define(sectionServer, setting{Name: "SETTLE_OUTBOX_URL", Commands: []string{"server commands"},
 		Parses: "an http(s) URL",
 		Short:  "receiver of outbox events (JSON POST)",
-		Doc:    "receives outbox events as JSON POSTs (`Settle-Event-Id` header); events stay in the table without it", Secret: true})
+		Doc: "receives outbox events as JSON POSTs (`Settle-Event-Id` header); a server with it registers its receiver as the " +
+			"consumer of every tenant's and kind's events (`outbox_consumers`), and a change writes its outbox event only while " +
+			"some consumer is registered for its tenant and kind: without one, no event is written (and none is written later)",
+		Secret: true})
 	envOutboxKeep = define(sectionServer, setting{Name: "SETTLE_OUTBOX_KEEP", Commands: []string{"server commands"},
 		Default: "`168h`", Parses: "a positive Go duration",
 		Short: "how long a delivered event stays in the outbox",

@@ -76,6 +76,10 @@ func TestApprovalAboveThresholdNeedsASecondPerson(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
+	// The close's outbox event is written for a consumer of it (ops rule 10).
+	if err := f.db.RegisterOutboxConsumer(ctx, "test", 0, "", f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
 	d := f.approvalDesk(ops.ApprovalPolicy{MinCents: cents(3800)})
 	op := f.toUnknown(t, "a-1") // 3800 cents: at the threshold
 	out, err := f.closeByHand(t, d, op, "alice@example.com")

@@ -181,6 +181,7 @@ func TestProviderKeyIsCommittedBeforeTheFirstAttemptAndReused(t *testing.T) {
 func TestTwoClosersRaceOneWins(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.consumeOutbox(t)
 	ctx := context.Background()
 	op := f.toUnknown(t, "4417")
 	f.clock.Advance(time.Minute)
@@ -299,6 +300,7 @@ func TestCloseFromEveryStatus(t *testing.T) {
 func TestSendIsRefusedForUnknownExpiredAndPastRetention(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.consumeOutbox(t)
 	ctx := context.Background()
 
 	unknown := f.toUnknown(t, "u")
@@ -388,6 +390,7 @@ func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.consumeOutbox(t)
 	ctx := context.Background()
 	o, err := f.ledger.Open(ctx, f.refund("ok", 100), "r1", "w")
 	if err != nil {

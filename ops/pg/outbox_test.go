@@ -40,6 +40,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func TestOutboxDeliversAtLeastOnceAndReceiverAppliesOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.consumeOutbox(t)
 	ctx := context.Background()
 	for i := range 3 {
 		o, err := f.ledger.Open(ctx, f.refund(fmt.Sprintf("ev%d", i), 100), "r", "w")
@@ -100,6 +101,7 @@ func TestOutboxDeliversAtLeastOnceAndReceiverAppliesOnce(t *testing.T) {
 func TestOutboxRetriesAFailedDelivery(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.consumeOutbox(t)
 	ctx := context.Background()
 	f.toUnknown(t, "x")
 	down := true
@@ -162,6 +164,7 @@ func TestNoTransactionIsOpenDuringTheProviderCall(t *testing.T) {
 func TestOutboxPrunesOldDeliveriesOnly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.consumeOutbox(t)
 	ctx := context.Background()
 	up := true
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -217,6 +220,7 @@ func TestOutboxPrunesOldDeliveriesOnly(t *testing.T) {
 func TestOutboxPrunesAtMostHourly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	f.consumeOutbox(t)
 	ctx := context.Background()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 	defer srv.Close()

@@ -141,8 +141,8 @@ SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Versio
 // version, status and lease; every other part writes only when up changed a row: the attempt's
 // finish (fin, with the provider's id of its answer unless the attempt named one already, as
 // a stream does from its first event), the evidence (ev), the audit row (aud), the outbox
-// event of a status change (ob), the provider charge of a success (ch) and the client
-// request's answer (cr). A close
+// event of a status change that a consumer is registered for (ob), the provider charge of a
+// success (ch) and the client request's answer (cr). A close
 // that carries an approval applies only while its proposal is open and marks it approved;
 // any other close to a final status marks the operation's open proposal superseded (pr).
 // A result is not written onto an operation whose bodies the purge deleted: the purge went
@@ -197,7 +197,7 @@ WITH up AS (
 		'event_id', @event_id::text, 'operation_id', up.id, 'tenant_id', up.tenant_id, 'kind', up.kind,
 		'status', up.status, 'previous_status', @from::text, 'version', up.version, 'provider_ref', up.provider_ref,
 		'actor', @actor::text, 'at', @now::timestamptz) || @approval::jsonb, @now
-	FROM up WHERE @from <> @to
+	FROM up WHERE @from <> @to AND ` + outboxConsumed + `
 ), ch AS (
 	INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at, seen_at)
 	SELECT up.tenant_id, up.provider, @res_ref, up.id::uuid, up.amount_cents, up.currency, 'succeeded', @now, @now
@@ -359,7 +359,7 @@ WITH s AS (
 	INSERT INTO outbox (event_id, topic, entity_id, payload, created_at)
 	SELECT e, 'operation.expired', id, jsonb_build_object('event_id', e::text, 'operation_id', id, 'tenant_id', tenant_id,
 		'kind', kind, 'status', 'expired', 'previous_status', before, 'version', version, 'actor', @actor::text, 'at', @now::timestamptz), @now
-	FROM (SELECT gen_random_uuid() AS e, * FROM up) x
+	FROM (SELECT gen_random_uuid() AS e, * FROM up) up WHERE ` + outboxConsumed + `
 )
 SELECT count(*) FROM up`, pgx.NamedArgs{"actor": actor, "now": now, "limit": limit}).Scan(&n)
 	return n, interpret(err, "expire operations")
