@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -96,8 +97,8 @@ func (p *promptWindow) diff() int64 { return p.BilledTokens - p.AnsweredTokens }
 // makes up is a request Settle did not send (high), unless attempts whose prompt size Settle
 // never learned could be it (low). Fewer tokens than the answered attempts' means the report
 // is missing requests (medium). A request the provider counts in the minute after the one
-// its attempt started in shows as one bucket short and the next one over by the same
-// tokens: such neighbours are taken together as one window.
+// its attempt started in shows as one bucket short and the next one over: two neighbours
+// that together are closer to order than either alone are taken as one window.
 //
 // The reconciler never closes an operation from this comparison. A bucket's sums name no
 // message, so they are no record of one (ops rule 9), and there is no message to give the
@@ -153,8 +154,9 @@ var dated = regexp.MustCompile(`-(\d{8}|latest)$`)
 func modelFamily(m string) string { return dated.ReplaceAllString(m, "") }
 
 // promptWindows sets the report's rows inside w beside the attempts sent, bucket by bucket of
-// width and model family, in time order; a bucket billed short of its answered prompts and
-// its neighbour billed over them by as many tokens become one window of both.
+// width and model family, in time order; a bucket out of order is taken together with the
+// one before it when the two make a window closer to order (a request counted in the minute
+// after the one its attempt started in).
 func promptWindows(rows []UsageRow, sent []SentPrompt, w Window, width time.Duration) []*promptWindow {
 	type key struct {
 		family string
@@ -196,9 +198,13 @@ func promptWindows(rows []UsageRow, sent []SentPrompt, w Window, width time.Dura
 		p := byKey[k]
 		if n := len(out); n > 0 {
 			last := out[n-1]
-			if modelFamily(last.Model) == k.family && last.end().Equal(p.Start) && last.diff() != 0 && last.diff() == -p.diff() {
-				last.merge(p)
-				continue
+			if modelFamily(last.Model) == k.family && last.end().Equal(p.Start) {
+				if worst := max(last.rank(), p.rank()); worst > 0 {
+					if m := last.clone(); m.merge(p) < worst {
+						out[n-1] = m
+						continue
+					}
+				}
 			}
 		}
 		out = append(out, p)
@@ -226,8 +232,37 @@ func (p *promptWindow) add(s SentPrompt) {
 	}
 }
 
-// merge takes the next bucket q into p.
-func (p *promptWindow) merge(q *promptWindow) {
+// rank is how far from order the window is: 0 in order, then by severity.
+func (p *promptWindow) rank() int {
+	sev, _, ok := p.clone().judge()
+	if ok {
+		return 0
+	}
+	for i, s := range Severities {
+		if s == sev {
+			return i + 1
+		}
+	}
+	return len(Severities) + 1
+}
+
+// clone is a copy of the window that judging or merging leaves p as it is.
+func (p *promptWindow) clone() *promptWindow {
+	c := *p
+	c.ByKey = make(map[string]int64, len(p.ByKey))
+	for k, v := range p.ByKey {
+		c.ByKey[k] = v
+	}
+	c.Attempts, c.answered = slices.Clone(p.Attempts), slices.Clone(p.answered)
+	c.ExplainedBy, c.suspects, c.Billed = nil, nil, nil
+	return &c
+}
+
+// merge takes the next bucket q into p, and returns the rank of the window they make.
+func (p *promptWindow) merge(q *promptWindow) int {
+	if p.BilledTokens == 0 && q.BilledTokens > 0 {
+		p.Model = q.Model // the provider's own name for it
+	}
 	p.Width = q.end().Sub(p.Start)
 	p.BilledTokens += q.BilledTokens
 	p.BilledOutput += q.BilledOutput
@@ -238,6 +273,7 @@ func (p *promptWindow) merge(q *promptWindow) {
 	p.Answered, p.Uncertain, p.Sent, p.Unsized = p.Answered+q.Answered, p.Uncertain+q.Uncertain, p.Sent+q.Sent, p.Unsized+q.Unsized
 	p.Attempts = append(p.Attempts, q.Attempts...)
 	p.answered = append(p.answered, q.answered...)
+	return p.rank()
 }
 
 // maxSubsets bounds the search for the uncertain attempts that make up a difference: 2^16

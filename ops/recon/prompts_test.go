@@ -72,7 +72,7 @@ VALUES ($1::uuid, $2, $1::text, 'gw', $3, $3, $4, $5::jsonb)`, id, i+1, at.Add(t
 // snapshot. A minute billed the prompts of its answered attempts is in order, a 429 bills
 // nothing, and so is a call the report counts in the minute after its attempt. Beyond them:
 // the prompt of a resent call's first attempt billed is a call billed twice (low, naming the
-// operation, ops rule 3); tokens no attempt sent are high; tokens missing are medium. Nothing
+// operation, ops rule 3), in its minute or, counted in the next one, in the two minutes; tokens no attempt sent are high; tokens missing are medium. Nothing
 // is closed, and a second run finds nothing new.
 func TestPromptReportIsComparedMinuteByMinute(t *testing.T) {
 	t.Parallel()
@@ -99,6 +99,9 @@ func TestPromptReportIsComparedMinuteByMinute(t *testing.T) {
 	w.messagesOp(t, minute(6), sonnet, ops.StatusSucceeded, sent{ok, 10})
 	// 7: a call still unknown, its prompt billed; Settle never learned the prompt's size.
 	lost := w.messagesOp(t, minute(7), haiku, ops.StatusUnknown, sent{timeout, 0})
+	// 8 and 9: a call whose first attempt timed out at the end of minute 8 and whose resend
+	// was answered in minute 9; the report counts both generations in minute 9.
+	late := w.messagesOp(t, minute(9).Add(-time.Second), sonnet, ops.StatusSucceeded, sent{timeout, 0}, sent{ok, 140})
 	row := func(n int, model string, prompt int64) recon.UsageRow {
 		return recon.UsageRow{Start: minute(n), Width: time.Minute, APIKeyID: "apikey_settle", Model: model, InputTokens: prompt, OutputTokens: 1}
 	}
@@ -110,6 +113,7 @@ func TestPromptReportIsComparedMinuteByMinute(t *testing.T) {
 		row(4, snap, 77),
 		row(5, snap, 10+999),
 		row(7, "claude-haiku-4-5-20251001", 64),
+		row(9, snap, 280),
 	}}}
 	w.recon.Usage = []recon.UsageSource{report}
 	win := recon.Window{From: m0, To: w.clock.Now()}
@@ -118,7 +122,7 @@ func TestPromptReportIsComparedMinuteByMinute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.UsageMismatch != 4 || rep.NewExceptions != 4 || rep.BilledTokens != 330+50+720+90+77+1009+64 || rep.NewUsageRows != 7 {
+	if rep.UsageMismatch != 5 || rep.NewExceptions != 5 || rep.BilledTokens != 330+50+720+90+77+1009+64+280 || rep.NewUsageRows != 8 {
 		t.Fatalf("run: %s", rep.Summary())
 	}
 	type found struct {
@@ -151,11 +155,15 @@ func TestPromptReportIsComparedMinuteByMinute(t *testing.T) {
 	if f := got[ref(7, "claude-haiku-4-5-20251001")]; f.severity != "low" || f.op != lost || !strings.Contains(f.summary, "may have been billed") {
 		t.Fatalf("the minute of the unknown call: %+v (all: %+v)", f, got)
 	}
+	if f := got[minute(8).Format(time.RFC3339)+"/2m0s "+snap]; f.severity != "low" || f.op != late || !strings.Contains(f.summary, "in the 2 minutes from") ||
+		!strings.Contains(f.summary, "1 call billed twice") {
+		t.Fatalf("the call billed twice across two minutes: %+v (all: %+v)", f, got)
+	}
 	if n := w.count(t, `SELECT count(*) FROM operations WHERE status = 'unknown'`); n != 1 {
 		t.Fatalf("%d unknown operations after the run, want the one left unknown", n)
 	}
 	again, err := w.recon.Reconcile(ctx, "anthropic", win)
-	if err != nil || again.NewExceptions != 0 || again.SeenExceptions != 4 {
+	if err != nil || again.NewExceptions != 0 || again.SeenExceptions != 5 {
 		t.Fatalf("second run: %s (%v)", again.Summary(), err)
 	}
 }
