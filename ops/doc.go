@@ -138,10 +138,14 @@
 // reconciliation or a person. What stands in for a lookup is the provider's store of
 // completions: every attempt asks the provider to keep its completion tagged with the
 // operation's id, so one whose answer was lost can be found and closed with the answer
-// stored, and two found for one operation are a double generation. A provider that keeps
-// none gives nothing to look up, and Settle says so instead of promising a lookup: Anthropic
-// keeps no message that can be read again, so its calls whose answer was lost, or whose
-// stream broke off, are settled by a person from its usage report or console.
+// stored, and two found for one operation are a double generation. Where a call's API can
+// be looked up so, the lookup comes before any resend: an answer found settles the
+// operation and nothing is sent again, and only a lookup that finds nothing lets the resend
+// go (a pipeline job's generation also waits while the store cannot be asked, where an
+// interactive call, whose client is waiting, is sent). A provider that keeps none gives
+// nothing to look up, and Settle says so instead of promising a lookup: Anthropic keeps no
+// message that can be read again, so its calls whose answer was lost, or whose stream broke
+// off, are settled by a person from its usage report or console.
 //
 // # Keys
 //
