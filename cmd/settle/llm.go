@@ -18,9 +18,9 @@ import (
 
 // wireLLM builds the gateway when a provider is configured: POST /v1/chat/completions,
 // /v1/responses and /v1/embeddings with an OpenAI-compatible one, POST /v1/messages with
-// Anthropic. It returns the OpenAI-compatible provider's usage report for the reconciler (nil
-// without one: Anthropic's calls are settled by a person).
-func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
+// Anthropic. It returns the usage reports for the reconciler: the OpenAI-compatible
+// provider's, and Anthropic's when its Admin API key is set.
+func (p *Program) wireLLM(srv *web.Server) ([]recon.UsageSource, error) {
 	c := p.Config.LLM
 	if c.BaseURL == "" && c.AnthropicBaseURL == "" {
 		return nil, nil
@@ -40,7 +40,7 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	cfg := llm.Config{Ledger: p.Ledger, Prices: prices, KeyTTL: c.KeyTTL,
 		Mode: llm.Mode(c.Policy), TenantModes: modes, KeyScope: llm.KeyScope(c.KeyScope), TenantKeyScopes: scopes,
 		Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger,
-		Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB}
+		Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB, Streams: p.DB}
 	var up *openai.Client
 	if c.BaseURL != "" {
 		if up, err = c.openAI(); err != nil {
@@ -61,8 +61,9 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 	}
 	srv.LLM = gw
 	p.gateway = gw
+	usage := c.anthropicUsage()
 	if up == nil {
-		return nil, nil
+		return usage, nil
 	}
 	name := c.ProviderName
 	if name == "" {
@@ -75,8 +76,21 @@ func (p *Program) wireLLM(srv *web.Server) (recon.UsageSource, error) {
 		d.Completions, d.Findings = lookups, p.DB
 	}
 	// The usage report sits beside the API: {base}/usage for an OpenAI-style ".../v1" base.
-	return &openai.UsageReader{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey,
-		Lookups: lookups}, nil
+	return append(usage, &openai.UsageReader{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey,
+		Lookups: lookups}), nil
+}
+
+// anthropicUsage is Anthropic's Messages usage report for the reconciler, read with the
+// Admin API key, or none without one.
+func (c LLMConfig) anthropicUsage() []recon.UsageSource {
+	if c.AnthropicAdminKey == "" || c.AnthropicBaseURL == "" {
+		return nil
+	}
+	u := &anthropic.UsageReader{BaseURL: c.AnthropicBaseURL, AdminKey: c.AnthropicAdminKey}
+	if c.AnthropicAPIKeyID != "" {
+		u.APIKeyIDs = []string{c.AnthropicAPIKeyID}
+	}
+	return []recon.UsageSource{u}
 }
 
 // upstream builds the client of the configured OpenAI-compatible provider and the prices its

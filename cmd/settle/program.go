@@ -210,11 +210,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	if err != nil {
 		return err
 	}
-	if usage != nil {
-		p.startReconciler(ctx, cfg.Reconcile.Interval, usage)
-	} else {
-		p.startReconciler(ctx, cfg.Reconcile.Interval)
-	}
+	p.startReconciler(ctx, cfg.Reconcile.Interval, usage...)
 	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
 	// Each bulk lookup is claimed in its own row, so every replica may run them.
 	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}

@@ -82,7 +82,7 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 	if cfg.Stripe.APIKey != "" {
 		adapter = cfg.Stripe.adapter(db)
 	}
-	r := newReconciler(cfg, ops.NewLedger(db, clock), db, adapter, logger)
+	r := newReconciler(cfg, ops.NewLedger(db, clock), db, adapter, logger, cfg.LLM.anthropicUsage()...)
 	r.Progress = newReporter("reconcile "+rc.Provider, stderr, logger)
 	rep, err := r.Reconcile(ctx, rc.Provider, w)
 	if err != nil {

@@ -20,6 +20,19 @@ var (
 		Parses: "Anthropic's API key",
 		Short:  "Anthropic's API key",
 		Doc:    "Anthropic's API key, sent as `x-api-key`", Secret: true})
+	envAnthropicAdminKey = define(sectionLLM, setting{Name: "SETTLE_ANTHROPIC_ADMIN_KEY", Commands: []string{"server commands"},
+		Parses: "an Anthropic Admin API key (`sk-ant-admin…`)",
+		Short:  "Anthropic Admin API key: the reconciler compares Anthropic's usage report with Settle's Messages calls minute by minute",
+		Doc: "an Admin API key of Anthropic's organization, sent as `x-api-key` to read its Messages usage report " +
+			"(`/v1/organizations/usage_report/messages`, one-minute buckets by model and key); with it, and " +
+			"`SETTLE_ANTHROPIC_BASE_URL`, the reconciler compares the prompt tokens billed each minute with the prompts of " +
+			"Settle's Messages calls and reports a minute that billed a call twice, or more than Settle sent; it closes no call", Secret: true})
+	envAnthropicAPIKeyID = define(sectionLLM, setting{Name: "SETTLE_ANTHROPIC_API_KEY_ID", Commands: []string{"server commands"},
+		Default: "every key of the organization", Parses: "an Anthropic API key id (`apikey_…`)",
+		Short: "the id of SETTLE_ANTHROPIC_API_KEY in Anthropic's console: the usage comparison reads that key's usage only",
+		Doc: "the id (`apikey_…`) of `SETTLE_ANTHROPIC_API_KEY` as Anthropic's console shows it: the reconciler then compares " +
+			"only that key's usage; without it, every key of the organization counts as Settle's, and what other clients " +
+			"spend shows as usage Settle did not send"})
 	envLLMProviderName = define(sectionLLM, setting{Name: "SETTLE_LLM_PROVIDER_NAME", Commands: []string{"server commands"},
 		Default: "`openai`", Parses: "text",
 		Short: "the provider's name on operations",

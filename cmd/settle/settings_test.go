@@ -50,6 +50,7 @@ var validEnv = map[string]string{
 	"SETTLE_ROLLUP_MINUTES_KEEP": "72h", "SETTLE_RETENTION": "30d", "SETTLE_ROLE_LEASE": "10s", "SETTLE_OPERATION_LEASE": "20s",
 	"SETTLE_LLM_BASE_URL": "https://llm.example.com/SECRET/v1", "SETTLE_LLM_API_KEY": "sk-SECRET",
 	"SETTLE_ANTHROPIC_BASE_URL": "https://anthropic.example.com/SECRET", "SETTLE_ANTHROPIC_API_KEY": "sk-ant-SECRET",
+	"SETTLE_ANTHROPIC_ADMIN_KEY": "sk-ant-admin-SECRET", "SETTLE_ANTHROPIC_API_KEY_ID": "apikey_01settle",
 	"SETTLE_LLM_PROVIDER_NAME": "acme-llm", "SETTLE_LLM_POLICY": "batch", "SETTLE_LLM_TENANT_POLICIES": "shop=interactive",
 	"SETTLE_LLM_PRICES": "prices.json", "SETTLE_LLM_KEY_TTL": "48h", "SETTLE_LLM_BODY_KEEP": "24h", "SETTLE_LLM_STORE": "on",
 	"SETTLE_LLM_KEY_SCOPE": "tenant,acme=user", "SETTLE_LLM_ATTEMPT_TIMEOUT": "1m", "SETTLE_LLM_DEADLINE": "5m",
