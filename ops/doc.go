@@ -145,7 +145,13 @@
 // interactive call, whose client is waiting, is sent). A provider that keeps none gives
 // nothing to look up, and Settle says so instead of promising a lookup: Anthropic keeps no
 // message that can be read again, so its calls whose answer was lost, or whose stream broke
-// off, are settled by a person from its usage report or console.
+// off, are settled by a person from its usage report or console. That report counts the
+// prompt tokens billed per minute, model and key, not requests; the reconciler sets each
+// minute beside the prompts of the attempts Settle sent (every attempt of one call sends one
+// prompt) and reports a minute whose extra tokens are a resent call's first prompt as a
+// possible double billing of that call. It closes nothing from it: a minute's sums name no
+// message (rule 9), and a minute in order is no proof that an uncertain attempt ran nothing
+// (rule 11).
 //
 // # Keys
 //
@@ -188,8 +194,9 @@
 //     (through openai-go) for lookups.
 //   - ops/anthropic: the adapter of Anthropic's Messages API on net/http: sends the
 //     gateway's messages (JSON or an SSE stream) with the client's anthropic-version and
-//     anthropic-beta, and classifies replies into attempt outcomes (529 overloaded as a
-//     refusal at the door).
+//     anthropic-beta, classifies replies into attempt outcomes (529 overloaded as a
+//     refusal at the door), and reads the Admin API's Messages usage report for the
+//     reconciler.
 //   - ops/llm: the LLM gateway (OpenAI's chat completions, responses and embeddings, and
 //     Anthropic's messages).
 //   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
