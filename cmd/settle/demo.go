@@ -117,7 +117,7 @@ func demoHistory(ctx context.Context, cfg Config, days int, f *demo.Fakes, logge
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
-	return demo.History(ctx, db, demo.TenantName, days, f, progress, logger)
+	return demo.History(ctx, db, days, f, progress, logger)
 }
 
 // maxHistoryDays bounds the demo's history: the rollups keep minute rows 35 days, and a

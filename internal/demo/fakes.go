@@ -11,15 +11,15 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 )
 
-// Clock is the clock of the demo's fakes: the history's simulated clock while the history
+// fakeClock is the clock of the demo's fakes: the history's simulated clock while the history
 // is written, so what Stripe and the LLM provider record carries the times Settle
 // recorded, and the wall clock once the live traffic starts.
-type Clock struct {
+type fakeClock struct {
 	sim atomic.Pointer[ops.ManualClock]
 }
 
 // Now is the simulated time while a history is written, the wall clock otherwise.
-func (c *Clock) Now() time.Time {
+func (c *fakeClock) Now() time.Time {
 	if m := c.sim.Load(); m != nil {
 		return m.Now()
 	}
@@ -27,10 +27,10 @@ func (c *Clock) Now() time.Time {
 }
 
 // Fakes are the demo's in-process providers, each on its own loopback port, and the clock
-// they read. A Settle that plays the demo is configured with their bases and Stripe's
+// they read (the history's while it is written). A Settle that plays the demo is configured with their bases and Stripe's
 // webhook secret.
 type Fakes struct {
-	Clock *Clock
+	clock *fakeClock
 	// Stripe signs its webhooks with StripeWebhookSecret.
 	Stripe              *fake.Stripe
 	StripeBase          string
@@ -47,7 +47,7 @@ type Fakes struct {
 // and the LLM provider fail now and then as the real ones do; Anthropic has no faults of
 // its own, as the demo breaks one of its streams on purpose (Traffic.UnknownMessage).
 func StartFakes() (f *Fakes, err error) {
-	f = &Fakes{Clock: &Clock{}}
+	f = &Fakes{clock: &fakeClock{}}
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -56,11 +56,11 @@ func StartFakes() (f *Fakes, err error) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	f.StripeWebhookSecret = "whsec_" + hex.EncodeToString(secret)
-	f.Stripe = fake.NewStripe(fake.StripeOptions{WebhookSecret: f.StripeWebhookSecret, Seed: time.Now().UnixNano(), Clock: f.Clock.Now})
+	f.Stripe = fake.NewStripe(fake.StripeOptions{WebhookSecret: f.StripeWebhookSecret, Seed: time.Now().UnixNano(), Clock: f.clock.Now})
 	if f.StripeBase, err = f.Stripe.Start("127.0.0.1:0"); err != nil {
 		return f, fmt.Errorf("start the demo's fake Stripe: %w", err)
 	}
-	f.LLM = fake.NewLLM(fake.LLMOptions{Seed: time.Now().UnixNano(), Latency: demoLLMLatency, ChunkDelay: demoLLMChunkDelay, Clock: f.Clock.Now})
+	f.LLM = fake.NewLLM(fake.LLMOptions{Seed: time.Now().UnixNano(), Latency: demoLLMLatency, ChunkDelay: demoLLMChunkDelay, Clock: f.clock.Now})
 	faults, err := fake.ParseLLMFaults(demoLLMFaults)
 	if err != nil {
 		return f, err
@@ -72,7 +72,7 @@ func StartFakes() (f *Fakes, err error) {
 		return f, fmt.Errorf("start the demo's fake LLM: %w", err)
 	}
 	f.Anthropic = fake.NewAnthropic(fake.AnthropicOptions{Seed: time.Now().UnixNano(), Latency: demoLLMLatency,
-		ChunkDelay: demoLLMChunkDelay, Clock: f.Clock.Now})
+		ChunkDelay: demoLLMChunkDelay, Clock: f.clock.Now})
 	if f.AnthropicBase, err = f.Anthropic.Start("127.0.0.1:0"); err != nil {
 		return f, fmt.Errorf("start the demo's fake Anthropic: %w", err)
 	}

@@ -165,7 +165,7 @@ func (h *history) wireLLM(sleep ops.Sleeper) error {
 }
 
 // Run writes the history hour by hour, then runs the services once more at its end.
-func (h *history) Run(ctx context.Context, fakes *Clock) error {
+func (h *history) Run(ctx context.Context, fakes *fakeClock) error {
 	fakes.sim.Store(h.clock)
 	defer fakes.sim.Store(nil)
 	h.setFaults(false)
@@ -233,10 +233,10 @@ func latest(a, b time.Time) time.Time {
 }
 
 // History writes days of history into db, a new demo database whose schema is migrated,
-// for the tenant named tenant, before the server starts, so the pages open on a month of
+// for the demo's tenant, before the server starts, so the pages open on a month of
 // figures and the live traffic continues from now. A database that already ran keeps what
 // it has: its rollups are past the history's times.
-func History(ctx context.Context, db *pg.DB, tenant string, days int, f *Fakes, progress Progress, logger *slog.Logger) error {
+func History(ctx context.Context, db *pg.DB, days int, f *Fakes, progress Progress, logger *slog.Logger) error {
 	st, err := db.RollupStatus(ctx)
 	if err != nil {
 		return err
@@ -245,7 +245,7 @@ func History(ctx context.Context, db *pg.DB, tenant string, days int, f *Fakes, 
 		logger.Info("demo history: this database already has its own, so none is written", "counted_until", st.MinutesUntil)
 		return nil
 	}
-	tn, err := db.EnsureTenant(ctx, tenant)
+	tn, err := db.EnsureTenant(ctx, tenantName)
 	if err != nil {
 		return err
 	}
@@ -278,5 +278,5 @@ func writeHistory(ctx context.Context, db *pg.DB, tenant *ops.Tenant, f *Fakes, 
 	if err != nil {
 		return err
 	}
-	return h.Run(ctx, f.Clock)
+	return h.Run(ctx, f.clock)
 }

@@ -21,7 +21,7 @@ func writeTestHistory(t testing.TB, plan historyPlan) (*pg.DB, *ops.Tenant) {
 	t.Helper()
 	ctx := context.Background()
 	db := pgtest.New(t)
-	clock := &Clock{}
+	clock := &fakeClock{}
 	st := fake.NewStripe(fake.StripeOptions{Clock: clock.Now, Seed: 1})
 	stripeBase, err := st.Start("127.0.0.1:0")
 	if err != nil {
@@ -34,13 +34,13 @@ func writeTestHistory(t testing.TB, plan historyPlan) (*pg.DB, *ops.Tenant) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fl.Close() })
-	tenant, err := db.EnsureTenant(ctx, TenantName)
+	tenant, err := db.EnsureTenant(ctx, tenantName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	started := time.Now()
-	if err := writeHistory(ctx, db, tenant, &Fakes{Clock: clock, Stripe: st, StripeBase: stripeBase, LLM: fl, LLMBase: llmBase},
+	if err := writeHistory(ctx, db, tenant, &Fakes{clock: clock, Stripe: st, StripeBase: stripeBase, LLM: fl, LLMBase: llmBase},
 		plan, nil, logger); err != nil {
 		t.Fatalf("write the history: %v", err)
 	}

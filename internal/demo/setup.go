@@ -11,11 +11,11 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 )
 
-// TenantName is the demo's tenant; Password signs in every one of its people.
-const (
-	TenantName = "demo"
-	Password   = "settle-demo"
-)
+// tenantName is the demo's tenant.
+const tenantName = "demo"
+
+// password signs in every one of the demo's people.
+const password = "settle-demo"
 
 // people are the demo's logins, one per role.
 var people = []struct {
@@ -37,17 +37,17 @@ func Setup(ctx context.Context, db *pg.DB, progress Progress) (*ops.Tenant, stri
 		progress = noProgress{}
 	}
 	for _, u := range people {
-		_, err := db.CreateUser(ctx, u.email, Password, u.role)
+		_, err := db.CreateUser(ctx, u.email, password, u.role)
 		if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
 			return nil, "", fmt.Errorf("create demo user %s: %w", u.email, err)
 		}
 	}
 	progress.Add(1)
-	token, err := db.IssueToken(ctx, TenantName, "demo", "cli", time.Now())
+	token, err := db.IssueToken(ctx, tenantName, "demo", "cli", time.Now())
 	if err != nil {
 		return nil, "", err
 	}
-	tenant, err := db.EnsureTenant(ctx, TenantName)
+	tenant, err := db.EnsureTenant(ctx, tenantName)
 	if err != nil {
 		return nil, "", err
 	}
@@ -58,9 +58,9 @@ func Setup(ctx context.Context, db *pg.DB, progress Progress) (*ops.Tenant, stri
 // PrintBanner tells the person who started the demo where it runs, how to sign in, the
 // API token and where the data stays.
 func PrintBanner(w io.Writer, url, token, dataDir string) {
-	fmt.Fprintf(w, "Settle demo is running at %s\n\nSign in with any of these (password %q):\n", url, Password)
+	fmt.Fprintf(w, "Settle demo is running at %s\n\nSign in with any of these (password %q):\n", url, password)
 	for _, u := range people {
 		fmt.Fprintf(w, "  %-22s %s\n", u.email, u.role)
 	}
-	fmt.Fprintf(w, "\nAPI token for tenant %q:\n  %s\n\nThe data stays in %s. Press Ctrl-C to stop.\n", TenantName, token, dataDir)
+	fmt.Fprintf(w, "\nAPI token for tenant %q:\n  %s\n\nThe data stays in %s. Press Ctrl-C to stop.\n", tenantName, token, dataDir)
 }

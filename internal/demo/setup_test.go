@@ -25,13 +25,13 @@ func TestSetupRunsAgainOnItsOwnDatabase(t *testing.T) {
 		t.Fatalf("the second setup: tenant %v (first %d), new token %v, %v", again, first.ID, token != firstToken, err)
 	}
 	for _, tok := range []string{firstToken, token} {
-		if tn, err := db.TenantByToken(ctx, tok); err != nil || tn.Name != TenantName {
+		if tn, err := db.TenantByToken(ctx, tok); err != nil || tn.Name != tenantName {
 			t.Fatalf("a demo token names %v, %v", tn, err)
 		}
 	}
 	roles := map[desk.Role]bool{}
 	for _, u := range people {
-		got, err := db.Authenticate(ctx, u.email, Password)
+		got, err := db.Authenticate(ctx, u.email, password)
 		if err != nil || got.Role != u.role {
 			t.Fatalf("%s signs in as %v, %v; want %s", u.email, got, err, u.role)
 		}
@@ -42,7 +42,7 @@ func TestSetupRunsAgainOnItsOwnDatabase(t *testing.T) {
 	}
 	var b strings.Builder
 	PrintBanner(&b, "http://127.0.0.1:8080", token, "/tmp/demo-pg")
-	for _, want := range append([]string{"http://127.0.0.1:8080", token, "/tmp/demo-pg", Password}, emails()...) {
+	for _, want := range append([]string{"http://127.0.0.1:8080", token, "/tmp/demo-pg", password}, emails()...) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the banner does not say %q:\n%s", want, b.String())
 		}
