@@ -163,4 +163,8 @@ type Result struct {
 	Body              json.RawMessage
 	Usage             json.RawMessage
 	CostMicros        int64
+	// Events are the events of the stream that delivered Body, as they were relayed to the
+	// client, so that a replay sends the same events again; nil for an answer that was not
+	// streamed. Stored with Body and purged with it.
+	Events json.RawMessage
 }

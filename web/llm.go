@@ -118,6 +118,10 @@ func (k *httpSink) Begin(h llm.Head) error {
 	if h.PreferenceApplied != "" {
 		hd.Set("Preference-Applied", h.PreferenceApplied)
 	}
+	if h.ResumedAfter != "" {
+		// The stream goes on after the event the client's Last-Event-ID named.
+		hd.Set("Settle-Resumed-After", h.ResumedAfter)
+	}
 	if !h.Stream && h.Length > 0 {
 		hd.Set("Content-Length", strconv.Itoa(h.Length))
 	}

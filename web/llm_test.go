@@ -88,7 +88,7 @@ func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gatewa
 		ledger.Limits.Lease = o.lease
 	}
 	gw, err := llm.New(llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
-		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, MaxBody: o.maxBody, Logger: o.logger, Refs: w.db})
+		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, MaxBody: o.maxBody, Logger: o.logger, Refs: w.db, Streams: w.db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,7 +698,8 @@ func TestLLMLongGenerationKeepsItsLease(t *testing.T) {
 	if live.Phase != ops.PhaseFirstToken || live.LeaseUntil == nil || !live.LeaseUntil.After(live.CreatedAt.Add(500*time.Millisecond)) {
 		t.Fatalf("mid-stream: phase %q, lease until %v (opened %v)", live.Phase, live.LeaseUntil, live.CreatedAt)
 	}
-	wantProblem(t, w.post(t, "shop", "long-1", chatBody("a long answer", 0.2, true)), http.StatusConflict, llm.ReasonKeyInUse)
+	// A retry that asks for JSON is told 409 (a streaming one would follow the stream live).
+	wantProblem(t, w.post(t, "shop", "long-1", chatBody("a long answer", 0.2, false)), http.StatusConflict, llm.ReasonKeyInUse)
 	if text := <-first; text != w.generations(t, 1)[0].Content {
 		t.Fatalf("first stream %q", text)
 	}

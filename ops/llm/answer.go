@@ -6,7 +6,8 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// replay answers from the operation's stored result: as JSON, or as an SSE stream.
+// replay answers from the operation's stored result: as JSON, or as an SSE stream
+// (replayStream).
 func (x *exchange) replay(op *ops.Operation, applied string) error {
 	h := Head{Stream: x.req.Stream, Replayed: true, OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, PreferenceApplied: applied}
 	if op.PurgedAt != nil {
@@ -27,30 +28,28 @@ func (x *exchange) replay(op *ops.Operation, applied string) error {
 		x.write(op.Result)
 		return nil
 	}
-	evs, err := x.api.replay(op.Result, x.req)
-	if err != nil {
-		return &ops.Error{Code: ops.EINTERNAL, Message: "Internal error.", Err: fmt.Errorf("replay operation %s: %w", op.ID, err)}
-	}
-	for _, d := range evs {
-		x.forward(d, !x.req.IncludeUsage && x.api.usageOnly(d), h)
-	}
-	x.write(x.api.done())
-	return nil
+	return x.replayStream(op, h)
 }
 
-// forward sends one stream event to the client, beginning the response if needed. The
-// final usage chunk (usageOnly) goes only to clients that asked for usage.
-func (x *exchange) forward(data []byte, usageOnly bool, h Head) {
+// forward sends one stream event to the client with its id, beginning the response if
+// needed. The final usage chunk (usageOnly) goes only to clients that asked for usage.
+func (x *exchange) forward(ev streamEvent, usageOnly bool, h Head) {
 	if usageOnly && !x.req.IncludeUsage {
 		return
 	}
-	if !x.began {
-		if err := x.out.Begin(h); err != nil {
-			x.gone = true
-		}
-		x.began = true
+	x.begin(h)
+	x.write(withID(x.api.frame(ev.data), ev.id()))
+}
+
+// begin begins the response with h unless it began.
+func (x *exchange) begin(h Head) {
+	if x.began {
+		return
 	}
-	x.write(x.api.frame(data))
+	if err := x.out.Begin(h); err != nil {
+		x.gone = true
+	}
+	x.began = true
 }
 
 func (x *exchange) write(p []byte) {

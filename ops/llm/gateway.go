@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"mime"
+	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -61,6 +62,9 @@ type Config struct {
 	// (the Responses API's response id, the Messages API's message id); nil records it only
 	// with the answer.
 	Refs AttemptRefs
+	// Streams reads the events stored with a streamed answer, so that its replay sends them
+	// again as they were; nil replays every stream rebuilt from its answer.
+	Streams StoredStreams
 }
 
 // Gateway is the LLM gateway. Build it with New; it is safe for concurrent use.
@@ -189,6 +193,9 @@ type exchange struct {
 	out    Sink
 	began  bool
 	gone   bool // the client stopped reading
+	// lastEvent is the client's Last-Event-ID: the id of the last event of a broken stream
+	// it read, after which its retry resumes.
+	lastEvent string
 	// possibleDup: the next send follows an attempt whose outcome is uncertain.
 	possibleDup bool
 	dups        int
@@ -281,6 +288,9 @@ func (x *exchange) check(r Request) (string, error) {
 	if x.req, err = parseRequest(x.api, body, r.Header); err != nil {
 		return "", err
 	}
+	if r.Header != nil && x.req.Stream {
+		x.lastEvent = strings.TrimSpace(r.Header("Last-Event-ID"))
+	}
 	x.body = body
 	if key == "" {
 		// The tenant lets calls go without a key: each request is its own intent.
@@ -324,7 +334,9 @@ func (x *exchange) serve(adm ops.Admission) error {
 }
 
 // inFlight answers a request whose key is being served by another request: 409 with
-// Retry-After, or with Prefer: wait=N, the first request's result once it has one.
+// Retry-After, or with Prefer: wait=N, the first request's result once it has one. A
+// streaming request on a stream this process is running follows it live without waiting to
+// be told (follow); one running in another replica gets the 409 like any other.
 func (x *exchange) inFlight(op *ops.Operation) error {
 	g := x.g
 	bg := context.WithoutCancel(x.ctx)
@@ -336,13 +348,26 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 		return &ops.Error{Code: ops.ECONFLICT, Reason: ReasonKeyInUse, Err: &Problem{RetryAfter: g.cfg.RetryAfter},
 			Message: fmt.Sprintf("A request with this Idempotency-Key is in flight (operation %s). Retry after a moment, or send Prefer: wait=N to wait for its result.", op.ID)}
 	}
+	f := g.flights.get(op.ID)
 	if x.wait <= 0 {
+		if x.req.Stream && f != nil && f.stream {
+			// A streaming retry of a stream running here, its client's broken one as a
+			// rule: it follows the generation live (stream.go).
+			return x.follow(f, nil, "", busy)
+		}
+		if x.req.Stream && f == nil {
+			// The generation may have ended since admission read the operation.
+			if cur, err := g.cfg.Ledger.Get(x.ctx, op.ID); err == nil && cur.Status == ops.StatusSucceeded {
+				return x.replayed(cur, "")
+			}
+		}
+		// A generation running in another replica cannot be followed from here.
 		return busy()
 	}
 	timer := time.NewTimer(x.wait)
 	defer timer.Stop()
 	applied := fmt.Sprintf("wait=%d", int(x.wait/time.Second))
-	if f := g.flights.get(op.ID); f != nil {
+	if f != nil {
 		if x.req.Stream && f.stream {
 			return x.follow(f, timer.C, applied, busy)
 		}
@@ -378,14 +403,19 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 	}
 	g.stats.waited.Add(1)
 	if cur.Status == ops.StatusSucceeded {
-		if err := g.cfg.Ledger.Answer(bg, x.crID, ops.AnswerReplayed); err != nil {
-			return err
-		}
-		g.stats.replays.Add(1)
-		return x.replay(cur, applied)
+		return x.replayed(cur, applied)
 	}
 	x.wait = 0
 	return x.readmit(cur)
+}
+
+// replayed answers a request that found op succeeded after admission, and records it so.
+func (x *exchange) replayed(op *ops.Operation, applied string) error {
+	if err := x.g.cfg.Ledger.Answer(context.WithoutCancel(x.ctx), x.crID, ops.AnswerReplayed); err != nil {
+		return err
+	}
+	x.g.stats.replays.Add(1)
+	return x.replay(op, applied)
 }
 
 // readmit decides again for a request that waited on another one's operation, which ended
@@ -396,54 +426,4 @@ func (x *exchange) readmit(op *ops.Operation) error {
 		return err
 	}
 	return x.serve(adm)
-}
-
-// follow streams the in-flight generation to a waiting streaming client from its first
-// chunk, live, then ends it the way the first request's stream ends.
-func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, busy func() error) error {
-	g := x.g
-	next := 0
-	for {
-		evs, done, changed := f.since(next)
-		for _, d := range evs {
-			x.forward(d, !x.req.IncludeUsage && x.api.usageOnly(d), Head{Stream: true, Replayed: true, OperationID: f.opID, ProviderRequestID: f.requestID(), PreferenceApplied: applied})
-		}
-		next += len(evs)
-		if done {
-			break
-		}
-		var expired <-chan time.Time
-		if !x.began {
-			expired = timeout // once the stream began, it is followed to its end
-		}
-		select {
-		case <-changed:
-		case <-expired:
-			return busy()
-		case <-x.ctx.Done():
-			return x.ctx.Err()
-		}
-	}
-	cur, err := g.cfg.Ledger.Get(context.WithoutCancel(x.ctx), f.opID)
-	if err != nil {
-		return x.streamFailed(err)
-	}
-	g.stats.waited.Add(1)
-	if cur.Status != ops.StatusSucceeded {
-		if !x.began {
-			x.wait = 0
-			return x.readmit(cur)
-		}
-		return x.streamFailed(g.unknownError(x.ctx, cur))
-	}
-	if err := g.cfg.Ledger.Answer(context.WithoutCancel(x.ctx), x.crID, ops.AnswerReplayed); err != nil {
-		return x.streamFailed(err)
-	}
-	g.stats.replays.Add(1)
-	if !x.began {
-		// The first request did not stream: replay what it stored.
-		return x.replay(cur, applied)
-	}
-	x.write(x.api.done())
-	return nil
 }

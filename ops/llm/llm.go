@@ -26,6 +26,11 @@
 // the budget and counts each extra send as a possible duplicate; batch sends nothing more
 // and leaves the operation unknown for reconciliation or a person.
 //
+// A stream that breaks on the client's side resumes: every event relayed carries an SSE id,
+// and a retry with the key (and Last-Event-ID) gets the rest of the same generation, live
+// while it runs in this process, from the events stored with the answer once it ended, and
+// never a second generation (stream.go says how).
+//
 // The gateway holds no HTTP of its own: it calls the provider through Upstream, which
 // ops/openai implements for OpenAI's APIs and ops/anthropic for Anthropic's, and the web
 // package turns client HTTP into a Request and a Sink.
@@ -158,6 +163,9 @@ type Head struct {
 	ProviderRequestID string
 	// PreferenceApplied echoes the wait preference when it was honoured.
 	PreferenceApplied string
+	// ResumedAfter is the id of the event a resumed stream goes on after (the client's
+	// Last-Event-ID); "" for a stream sent from its first event.
+	ResumedAfter string
 	// Length is the size of a JSON answer, written whole by one Write; 0 for a stream.
 	Length int
 }

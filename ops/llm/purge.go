@@ -43,10 +43,10 @@ type PurgeReport struct {
 // PurgeStore deletes the bodies that are due.
 type PurgeStore interface {
 	// PurgeBodies purges, in transactions of at most p.Batch rows, each while p.Lease is
-	// held, the request and result of every finished llm_call and
-	// llm_job operation created more than its retention plus p.Keep before p.Now, and the
-	// document and results of every published or failed job created more than p.JobTTL
-	// plus p.Keep before it, stamping each row's purged_at.
+	// held, the request and result (and the events of the stream that delivered it) of every
+	// finished llm_call and llm_job operation created more than its retention plus p.Keep
+	// before p.Now, and the document and results of every published or failed job created
+	// more than p.JobTTL plus p.Keep before it, stamping each row's purged_at.
 	PurgeBodies(ctx context.Context, p PurgeParams) (PurgeReport, error)
 }
 

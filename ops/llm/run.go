@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -39,7 +38,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 			asm = x.api.assembler()
 			whole = asm.whole
 		}
-		requestID, named := "", false
+		requestID, named, n := "", false, 0
 		reply = x.up.Send(ctx, Call{Path: x.api.path(), Header: x.req.headers, Body: upBody, Stream: x.req.Stream, OperationID: op.ID, TenantID: op.TenantID, Attempt: a.N,
 			Whole: whole,
 			Sent:  func() { ops.ReportPhase(ctx, ops.PhaseSentToProvider) },
@@ -58,11 +57,17 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 				if token {
 					ops.ReportPhase(ctx, ops.PhaseFirstToken)
 				}
-				f.add(d)
-				x.forward(d, usageOnly, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID})
+				n++
+				ev := streamEvent{attempt: a.N, n: n, data: d}
+				f.add(ev)
+				x.forward(ev, usageOnly, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID})
 				return nil
 			}})
 		res, body = x.result(a, reply, asm)
+		if res.Result != nil && x.req.Stream {
+			// Stored with the answer, for a replay to send the same events again.
+			res.Result.Events = f.recorded(a.N)
+		}
 		return res
 	})
 	op, err := g.cfg.Ledger.Run(context.WithoutCancel(x.ctx), op, send, ops.RunSpec{
@@ -278,93 +283,4 @@ func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, noun, unknow
 		e.Reason, e.Message = ReasonUpstreamError, "The provider failed to answer."+next
 	}
 	return e
-}
-
-// hub holds the generations this process is running, so a request waiting on the same
-// key (Prefer: wait) can follow one live, from its first chunk.
-type hub struct {
-	mu      sync.Mutex
-	flights map[string]*flight
-}
-
-func newHub() *hub { return &hub{flights: map[string]*flight{}} }
-
-// flight is one running generation as its waiters see it.
-type flight struct {
-	opID   string
-	stream bool
-	done   chan struct{}
-
-	mu      sync.Mutex
-	events  [][]byte
-	changed chan struct{}
-	reqID   string
-}
-
-func (h *hub) open(opID string, stream bool) *flight {
-	f := &flight{opID: opID, stream: stream, done: make(chan struct{}), changed: make(chan struct{})}
-	h.mu.Lock()
-	h.flights[opID] = f
-	h.mu.Unlock()
-	return f
-}
-
-func (h *hub) get(opID string) *flight {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.flights[opID]
-}
-
-// close ends a flight: its waiters wake and read the outcome from the store.
-func (h *hub) close(f *flight) {
-	h.mu.Lock()
-	if h.flights[f.opID] == f {
-		delete(h.flights, f.opID)
-	}
-	h.mu.Unlock()
-	f.mu.Lock()
-	select {
-	case <-f.done:
-	default:
-		close(f.done)
-		close(f.changed)
-	}
-	f.mu.Unlock()
-}
-
-func (f *flight) add(data []byte) {
-	f.mu.Lock()
-	f.events = append(f.events, append([]byte(nil), data...))
-	close(f.changed)
-	f.changed = make(chan struct{})
-	f.mu.Unlock()
-}
-
-func (f *flight) setRequestID(id string) {
-	f.mu.Lock()
-	f.reqID = id
-	f.mu.Unlock()
-}
-
-func (f *flight) requestID() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.reqID
-}
-
-// since returns the events from index i on, whether the flight ended, and a channel closed
-// at the next change.
-func (f *flight) since(i int) ([][]byte, bool, <-chan struct{}) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var evs [][]byte
-	if i < len(f.events) {
-		evs = f.events[i:len(f.events):len(f.events)]
-	}
-	select {
-	case <-f.done:
-		return evs, true, f.changed
-	default:
-		return evs, false, f.changed
-	}
 }

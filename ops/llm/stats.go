@@ -16,7 +16,8 @@ type Stats struct {
 	// Replays counts answers served from a stored or in-flight generation.
 	Replays int64
 	// InFlight counts 409 answers while the key was in flight; Waited, answers that
-	// waited with Prefer: wait; Conflicts, 422 answers for another fingerprint.
+	// waited for the request in flight (Prefer: wait, or a streaming retry that followed its
+	// stream); Conflicts, 422 answers for another fingerprint.
 	InFlight, Waited, Conflicts int64
 	// UpstreamCalls counts sends to the provider; PossibleDuplicates those that followed
 	// an attempt whose outcome was uncertain; Uncertain the attempts that ended so.

@@ -10,9 +10,10 @@ import (
 
 var _ llm.PurgeStore = (*DB)(nil)
 
-// purgeOperationsSQL deletes the request and result of up to @batch finished LLM operations
-// whose key's TTL (their retention) and @keep have passed, oldest first, on
-// operations_body_purge_idx. Neither version nor status changes: no one's view goes stale.
+// purgeOperationsSQL deletes the request and result (with its stream's events) of up to @batch
+// finished LLM operations whose key's TTL (their retention) and @keep have passed, oldest
+// first, on operations_body_purge_idx. Neither version nor status changes: no one's view goes
+// stale.
 const purgeOperationsSQL = `
 WITH c AS (
 	SELECT id FROM operations
@@ -22,7 +23,7 @@ WITH c AS (
 	ORDER BY created_at LIMIT @batch
 	FOR UPDATE SKIP LOCKED
 )
-UPDATE operations o SET request = NULL, result = NULL, purged_at = @now FROM c WHERE o.id = c.id`
+UPDATE operations o SET request = NULL, result = NULL, stream_events = NULL, purged_at = @now FROM c WHERE o.id = c.id`
 
 // purgeJobsSQL deletes the document and result of up to @batch published or failed jobs
 // created more than @ttl plus @keep ago, and the results of their checkpoints (a later job

@@ -156,6 +156,7 @@ WITH up AS (
 		provider_ref = CASE WHEN @res_ref = '' THEN provider_ref ELSE @res_ref END,
 		provider_request_id = CASE WHEN @res_prid <> '' THEN @res_prid WHEN @prid <> '' THEN @prid ELSE provider_request_id END,
 		result = CASE WHEN o.purged_at IS NULL THEN coalesce(@res_body::jsonb, result) END,
+		stream_events = CASE WHEN o.purged_at IS NULL THEN coalesce(@res_events::json, stream_events) END,
 		usage = coalesce(@res_usage::jsonb, usage),
 		cost_micros = cost_micros + @res_cost,
 		key_waits = key_waits + CASE WHEN @outcome::text = 'key_in_use' THEN 1 ELSE 0 END,
@@ -221,7 +222,7 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 		"aid": int64(0), "astart": nil, "outcome": nil, "http_status": 0, "prid": "", "ecode": "", "fat": nil,
 		"a_usage": nil, "a_cost": nil, "a_dup": false,
 		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
-		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0),
+		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0), "res_events": nil,
 		"pid": int64(0), "approved_by": "", "approval": "{}", "cr_since": nil,
 	}
 	if p.AnswerRequest != 0 && p.Answer != "" {
@@ -251,6 +252,7 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 	if r := p.Result; r != nil {
 		args["res_ref"], args["res_prid"], args["res_body"], args["res_usage"], args["res_cost"] =
 			r.ProviderRef, r.ProviderRequestID, jsonOrNil(r.Body), jsonOrNil(r.Usage), r.CostMicros
+		args["res_events"] = jsonOrNil(r.Events)
 	}
 	var o *ops.Operation
 	err := db.group.queryRow(transitionSQL, args, func(row pgx.Row) (err error) {
