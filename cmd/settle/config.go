@@ -106,13 +106,10 @@ type Config struct {
 // LLMConfig is how the gateway reaches the LLM providers.
 type LLMConfig struct {
 	BaseURL, APIKey, ProviderName string
-	// AnthropicBaseURL and AnthropicAPIKey reach Anthropic's Messages API
-	// (SETTLE_ANTHROPIC_BASE_URL, SETTLE_ANTHROPIC_API_KEY).
-	AnthropicBaseURL, AnthropicAPIKey string
-	// AnthropicAdminKey reads Anthropic's usage report for the reconciler, restricted to the
-	// key AnthropicAPIKeyID when it is set (SETTLE_ANTHROPIC_ADMIN_KEY,
-	// SETTLE_ANTHROPIC_API_KEY_ID).
-	AnthropicAdminKey, AnthropicAPIKeyID string
+	// AnthropicBaseURL and AnthropicAPIKey reach Anthropic's Messages API; AnthropicAdminKey
+	// reads its usage report for the reconciler, of the key AnthropicAPIKeyID when it is set
+	// (loadAnthropic).
+	AnthropicBaseURL, AnthropicAPIKey, AnthropicAdminKey, AnthropicAPIKeyID string
 	// Prices is the path of a JSON price table; empty uses the built-in one.
 	Prices string
 	// Policy is interactive or batch; TenantPolicies overrides it per tenant.
@@ -421,20 +418,12 @@ func loadServeEnv(cfg *Config, e environ) error {
 func loadLLMEnv(cfg *Config, e environ) error {
 	l := &cfg.LLM
 	l.BaseURL, l.APIKey, l.ProviderName = e.get(envLLMBaseURL), e.get(envLLMAPIKey), e.get(envLLMProviderName)
-	l.AnthropicBaseURL, l.AnthropicAPIKey = e.get(envAnthropicBaseURL), e.get(envAnthropicAPIKey)
-	l.AnthropicAdminKey, l.AnthropicAPIKeyID = e.get(envAnthropicAdminKey), e.get(envAnthropicAPIKeyID)
 	l.Prices = e.get(envLLMPrices)
 	if err := checkHTTPURL(envLLMBaseURL, l.BaseURL); err != nil {
 		return err
 	}
-	if err := checkHTTPURL(envAnthropicBaseURL, l.AnthropicBaseURL); err != nil {
+	if err := l.loadAnthropic(e); err != nil {
 		return err
-	}
-	if l.AnthropicAdminKey != "" && l.AnthropicBaseURL == "" {
-		return usagef("%s needs %s: the usage report is read there", envAnthropicAdminKey.Name, envAnthropicBaseURL.Name)
-	}
-	if l.AnthropicAPIKeyID != "" && l.AnthropicAdminKey == "" {
-		return usagef("%s names the key whose usage the reconciler compares; it needs %s", envAnthropicAPIKeyID.Name, envAnthropicAdminKey.Name)
 	}
 	l.Policy = e.or(envLLMPolicy, "interactive")
 	if l.Policy != "interactive" && l.Policy != "batch" {

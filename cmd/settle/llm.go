@@ -80,6 +80,24 @@ func (p *Program) wireLLM(srv *web.Server) ([]recon.UsageSource, error) {
 		Lookups: lookups}), nil
 }
 
+// loadAnthropic reads how Anthropic is reached: SETTLE_ANTHROPIC_BASE_URL and
+// SETTLE_ANTHROPIC_API_KEY for the Messages API, SETTLE_ANTHROPIC_ADMIN_KEY and
+// SETTLE_ANTHROPIC_API_KEY_ID for its usage report, which is read at the same base URL.
+func (l *LLMConfig) loadAnthropic(e environ) error {
+	l.AnthropicBaseURL, l.AnthropicAPIKey = e.get(envAnthropicBaseURL), e.get(envAnthropicAPIKey)
+	l.AnthropicAdminKey, l.AnthropicAPIKeyID = e.get(envAnthropicAdminKey), e.get(envAnthropicAPIKeyID)
+	if err := checkHTTPURL(envAnthropicBaseURL, l.AnthropicBaseURL); err != nil {
+		return err
+	}
+	if l.AnthropicAdminKey != "" && l.AnthropicBaseURL == "" {
+		return usagef("%s needs %s: the usage report is read there", envAnthropicAdminKey.Name, envAnthropicBaseURL.Name)
+	}
+	if l.AnthropicAPIKeyID != "" && l.AnthropicAdminKey == "" {
+		return usagef("%s names the key whose usage the reconciler compares; it needs %s", envAnthropicAPIKeyID.Name, envAnthropicAdminKey.Name)
+	}
+	return nil
+}
+
 // anthropicUsage is Anthropic's Messages usage report for the reconciler, read with the
 // Admin API key, or none without one.
 func (c LLMConfig) anthropicUsage() []recon.UsageSource {
