@@ -38,7 +38,7 @@ func (x *exchange) forward(ev streamEvent, usageOnly bool, h Head) {
 		return
 	}
 	x.begin(h)
-	x.write(withID(x.api.frame(ev.data), ev.id()))
+	x.write(ev.withID(x.api.frame(ev.data)))
 }
 
 // begin begins the response with h unless it began.

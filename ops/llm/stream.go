@@ -51,19 +51,17 @@ type streamEvent struct {
 	data       []byte
 }
 
-// id is the event's SSE id.
-func (e streamEvent) id() string { return strconv.Itoa(e.attempt) + "-" + strconv.Itoa(e.n) }
-
-// withID puts an event's id line into its frame, before its data line (after the event name
+// withID puts the event's id line into its frame, before its data line (after the event name
 // of the APIs that send one, where their clients expect the name first).
-func withID(frame []byte, id string) []byte {
+func (e streamEvent) withID(frame []byte) []byte {
 	at := 0
 	if !bytes.HasPrefix(frame, []byte("data:")) {
 		at = bytes.Index(frame, []byte("\ndata:")) + 1
 	}
-	out := make([]byte, 0, len(frame)+len(id)+5)
-	out = append(out, frame[:at]...)
-	out = append(append(append(out, "id: "...), id...), '\n')
+	out := make([]byte, 0, len(frame)+32)
+	out = append(append(out, frame[:at]...), "id: "...)
+	out = append(strconv.AppendInt(out, int64(e.attempt), 10), '-')
+	out = append(strconv.AppendInt(out, int64(e.n), 10), '\n')
 	return append(out, frame[at:]...)
 }
 

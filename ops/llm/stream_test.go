@@ -1,0 +1,56 @@
+package llm
+
+import (
+	"bytes"
+	"testing"
+)
+
+// An event's id line goes before its data line, after the event name of the APIs that name
+// their events, so each client still reads the name first.
+func TestEventIDGoesBeforeTheData(t *testing.T) {
+	ev := streamEvent{attempt: 2, n: 17, data: []byte(`{"type":"response.output_text.delta","delta":"hi"}`)}
+	if got, want := string(ev.withID(chatAPI{}.frame(ev.data))), "id: 2-17\ndata: "+string(ev.data)+"\n\n"; got != want {
+		t.Fatalf("chat frame %q, want %q", got, want)
+	}
+	if got, want := string(ev.withID(responsesAPI{}.frame(ev.data))), "event: response.output_text.delta\nid: 2-17\ndata: "+string(ev.data)+"\n\n"; got != want {
+		t.Fatalf("typed frame %q, want %q", got, want)
+	}
+}
+
+// A stream resumes after the event Last-Event-ID names, and from its first event when the id
+// names none of its events: another attempt's, or no id of Settle's.
+func TestResumeFrom(t *testing.T) {
+	evs := []streamEvent{{attempt: 2, n: 1}, {attempt: 2, n: 2}, {attempt: 2, n: 3}}
+	for _, c := range []struct {
+		last  string
+		from  int
+		after string
+	}{
+		{"2-2", 2, "2-2"}, {"2-3", 3, "2-3"}, {"", 0, ""}, {"1-2", 0, ""}, {"2-4", 0, ""}, {"2-x", 0, ""}, {"chatcmpl-1", 0, ""},
+	} {
+		if from, after := resumeFrom(evs, c.last); from != c.from || after != c.after {
+			t.Errorf("Last-Event-ID %q: from %d after %q, want %d %q", c.last, from, after, c.from, c.after)
+		}
+	}
+}
+
+// The events stored with an answer come back as they were relayed, byte for byte; events
+// that are not JSON are not stored (the replay then rebuilds the stream from the answer).
+func TestStoredEventsComeBackAsTheyWere(t *testing.T) {
+	evs := []streamEvent{{attempt: 3, n: 1, data: []byte(`{"b": 1,  "a":"é\u00e9"}`)}, {attempt: 3, n: 2, data: []byte(`{"x":[ ]}`)}}
+	back, err := decodeEvents(encodeEvents(evs))
+	if err != nil || len(back) != 2 {
+		t.Fatalf("decoded %v, %v", back, err)
+	}
+	for i, e := range back {
+		if e.attempt != 3 || e.n != i+1 || !bytes.Equal(e.data, evs[i].data) {
+			t.Fatalf("event %d came back as %+v %s", i, e, e.data)
+		}
+	}
+	if doc := encodeEvents(append(evs, streamEvent{attempt: 3, n: 3, data: []byte("[DONE")})); doc != nil {
+		t.Fatalf("stored %s", doc)
+	}
+	if doc := encodeEvents(nil); doc != nil {
+		t.Fatalf("stored %s for no events", doc)
+	}
+}
