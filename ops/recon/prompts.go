@@ -52,7 +52,8 @@ type promptWindow struct {
 	Attempts    []SentPrompt `json:"uncertain_attempts,omitempty"`
 	ExplainedBy []SentPrompt `json:"explained_by,omitempty"`
 
-	answered []SentPrompt
+	// answeredUnsized counts the answered attempts that carry no prompt size.
+	answeredUnsized int64
 	// suspects are the uncertain attempts that may explain the difference when no one
 	// choice of them makes it up exactly.
 	suspects []SentPrompt
@@ -213,23 +214,21 @@ func promptWindows(rows []UsageRow, sent []SentPrompt, w Window, width time.Dura
 	return out
 }
 
-// add counts one attempt sent in the window.
+// add counts what was sent in the window: one uncertain attempt, or summed attempts.
 func (p *promptWindow) add(s SentPrompt) {
-	p.Sent++
+	p.Sent += s.Count
 	switch {
 	case s.Outcome == ops.OutcomeOK:
-		p.Answered++
+		p.Answered += s.Count
 		p.AnsweredTokens += s.PromptTokens
-		p.answered = append(p.answered, s)
+		p.answeredUnsized += s.Unsized
 	case s.Outcome == "" || s.Outcome.Uncertain():
-		p.Uncertain++
+		p.Uncertain += s.Count
 		p.Attempts = append(p.Attempts, s)
 	default:
 		return // refused at the door or invalid: nothing was generated
 	}
-	if s.PromptTokens == 0 {
-		p.Unsized++
-	}
+	p.Unsized += s.Unsized
 }
 
 // rank is how far from order the window is: 0 in order, then by severity.
@@ -253,7 +252,7 @@ func (p *promptWindow) clone() *promptWindow {
 	for k, v := range p.ByKey {
 		c.ByKey[k] = v
 	}
-	c.Attempts, c.answered = slices.Clone(p.Attempts), slices.Clone(p.answered)
+	c.Attempts = slices.Clone(p.Attempts)
 	c.ExplainedBy, c.suspects, c.Billed = nil, nil, nil
 	return &c
 }
@@ -271,8 +270,8 @@ func (p *promptWindow) merge(q *promptWindow) int {
 	}
 	p.AnsweredTokens += q.AnsweredTokens
 	p.Answered, p.Uncertain, p.Sent, p.Unsized = p.Answered+q.Answered, p.Uncertain+q.Uncertain, p.Sent+q.Sent, p.Unsized+q.Unsized
+	p.answeredUnsized += q.answeredUnsized
 	p.Attempts = append(p.Attempts, q.Attempts...)
-	p.answered = append(p.answered, q.answered...)
 	return p.rank()
 }
 
@@ -285,15 +284,9 @@ const maxSubsets = 16
 // tell them.
 func (p *promptWindow) judge() (Severity, string, bool) {
 	d := p.diff()
-	answeredUnsized := 0
-	for _, a := range p.answered {
-		if a.PromptTokens == 0 {
-			answeredUnsized++
-		}
-	}
 	switch {
-	case answeredUnsized > 0:
-		return SeverityMedium, fmt.Sprintf("%d answered attempts carry no prompt size, so the bucket cannot be compared", answeredUnsized), d == 0
+	case p.answeredUnsized > 0:
+		return SeverityMedium, fmt.Sprintf("%s without a prompt size: the bucket cannot be compared", count(p.answeredUnsized, "answered attempt")), d == 0
 	case d == 0:
 		billed := p.Answered
 		p.Billed = &billed

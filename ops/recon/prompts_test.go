@@ -162,6 +162,28 @@ func TestPromptReportIsComparedMinuteByMinute(t *testing.T) {
 	if n := w.count(t, `SELECT count(*) FROM operations WHERE status = 'unknown'`); n != 1 {
 		t.Fatalf("%d unknown operations after the run, want the one left unknown", n)
 	}
+	// Only uncertain attempts are listed one by one: the answered and the refused attempts of
+	// a minute come summed per model and outcome, so a busy day is a few rows a minute.
+	first, err := w.db.SentPrompts(ctx, "anthropic", recon.Window{From: minute(0), To: minute(2)}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rowsOf0, uncertain int
+	for _, s := range first {
+		if s.Start.Equal(minute(0)) {
+			rowsOf0++
+			if s.Outcome == ok && s.Model == snap && (s.Count != 2 || s.PromptTokens != 330 || s.OperationID != "") {
+				t.Fatalf("minute 0's answered sonnet attempts: %+v", s)
+			}
+		} else if s.Outcome == timeout && (s.OperationID != twice || s.Count != 1 || s.PromptTokens != 300) {
+			t.Fatalf("minute 1's uncertain attempt: %+v", s)
+		} else if s.Outcome == timeout {
+			uncertain++
+		}
+	}
+	if rowsOf0 != 3 || uncertain != 1 || len(first) != 5 {
+		t.Fatalf("the prompts sent in minutes 0 and 1: %+v", first)
+	}
 	again, err := w.recon.Reconcile(ctx, "anthropic", win)
 	if err != nil || again.NewExceptions != 0 || again.SeenExceptions != 5 {
 		t.Fatalf("second run: %s (%v)", again.Summary(), err)

@@ -369,8 +369,10 @@ type SentRow struct {
 	Uncertain int64
 }
 
-// SentPrompt is one attempt Settle sent to an LLM provider whose usage report counts prompt
-// tokens instead of requests (PromptTokenReport), in its time bucket.
+// SentPrompt is what Settle sent to an LLM provider whose usage report counts prompt tokens
+// instead of requests (PromptTokenReport), in one time bucket: one attempt whose outcome is
+// uncertain, or the answered attempts of one model summed (their operation fields empty), or
+// those of one model refused with one outcome.
 type SentPrompt struct {
 	Start time.Time
 	// Model is the model as the provider named it in the answer, or as the call asked for it
@@ -385,7 +387,11 @@ type SentPrompt struct {
 	// PromptTokens is the prompt's size in tokens, cache included, as the provider counted it
 	// in this attempt's answer or, since every attempt of an operation sends the same request,
 	// in the answer of another attempt of it; 0 when no attempt of the operation was answered.
+	// Of summed attempts, it is their prompts' sum.
 	PromptTokens int64
+	// Count is how many attempts the row stands for, Unsized how many of them carry no prompt
+	// size.
+	Count, Unsized int64
 }
 
 // MatchedCharge is what recording a charge that confirms the ledger found of it.
@@ -434,8 +440,9 @@ type Store interface {
 	RecordUsage(ctx context.Context, provider string, rows []UsageRow, seenAt time.Time) (int, error)
 	// SentToLLM counts the attempts sent to an LLM provider per bucket and model.
 	SentToLLM(ctx context.Context, provider string, w Window, width time.Duration) ([]SentRow, error)
-	// SentPrompts lists every attempt sent to an LLM provider in w (all but those that never
-	// left), with its bucket of width and its prompt's size when Settle learned it.
+	// SentPrompts lists what was sent to an LLM provider in w (every attempt but those that
+	// never left) per bucket of width: each uncertain attempt with its prompt's size when
+	// Settle learned it, and the other attempts summed per model and outcome.
 	SentPrompts(ctx context.Context, provider string, w Window, width time.Duration) ([]SentPrompt, error)
 	// UnknownLLM lists up to limit llm_call and llm_job operations of the provider that
 	// have been unknown or expired since before, newest first.
