@@ -36,8 +36,8 @@ type Admission struct {
 	ClientRequestID int64
 	// Attempt is the first attempt of a new operation, begun already (rule 1).
 	Attempt *Attempt
-	// PossibleDuplicate says the resumed operation's last attempt may have been executed
-	// by a provider that takes no key: a resend may execute twice.
+	// PossibleDuplicate says an attempt of the resumed operation, any of them, may have
+	// been executed by a provider that takes no key: a resend may execute twice.
 	PossibleDuplicate bool
 	// TookOver says a dead worker's unfinished attempt was recorded as a timeout on the
 	// way: it may have been executed (and billed).

@@ -69,19 +69,6 @@ func (l *Ledger) Answer(ctx context.Context, clientRequestID int64, a Answer) er
 	return l.store.AnswerClientRequest(ctx, clientRequestID, a, l.Clock.Now())
 }
 
-// LastUncertain reports whether the operation's latest attempt may have been executed
-// without an answer: unfinished (its process died) or finished uncertain.
-func (l *Ledger) LastUncertain(ctx context.Context, op *Operation) (bool, error) {
-	if op.Attempts == 0 {
-		return false, nil
-	}
-	atts, err := l.store.Attempts(ctx, op.ID)
-	if err != nil || len(atts) == 0 {
-		return false, err
-	}
-	return atts[len(atts)-1].Uncertain(), nil
-}
-
 // Intent is what a client asks for: the fields that make it one intent and what to send.
 type Intent struct {
 	TenantID    int64
@@ -456,8 +443,8 @@ func (l *Ledger) GiveUp(ctx context.Context, op *Operation, owner, reason string
 // FinishDangling takes over an operation claimed from a worker that died: its unfinished
 // attempt, which may have reached the provider, is recorded as a timeout and the
 // operation's policy decides (rule 5). retry says this owner may send again; uncertain that
-// the last attempt may have been executed, so a resend to a provider without keys is a
-// possible duplicate.
+// an attempt, any of them and not only the last, may have been executed, so a resend to a
+// provider without keys is looked up first where it can be and is a possible duplicate.
 func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string) (_ *Operation, retry, uncertain bool, _ error) {
 	atts, err := l.store.Attempts(ctx, op.ID)
 	if err != nil {
@@ -468,8 +455,9 @@ func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string
 	}
 	last := atts[len(atts)-1]
 	if last.FinishedAt != nil {
-		// No attempt was in flight: the dead worker stopped between two attempts.
-		return op, true, last.Outcome.Uncertain(), nil
+		// No attempt was in flight: the dead worker stopped between two attempts. A refusal
+		// at the door after an uncertain attempt leaves that one uncertain.
+		return op, true, Uncertain(atts), nil
 	}
 	cur, retry, err := l.finish(ctx, op, &last, owner, AttemptResult{Outcome: OutcomeTimeout, ErrorCode: "lease_expired"})
 	if err != nil {

@@ -17,7 +17,10 @@ type Reaper struct {
 	Interval time.Duration
 	// Senders resend stalled operations, by kind. An operation of a kind without one whose
 	// policy allows a resend is released for its client's retry or its job's worker to go on
-	// with the same key; otherwise it is marked unknown.
+	// with the same key; otherwise it is marked unknown. The reaper asks no provider what an
+	// attempt did, so it never resends itself an operation of a provider that takes no key
+	// once any of its attempts may have been executed: that is released too, for a sender
+	// that looks it up first.
 	Senders map[Kind]Sender
 	// ClientWait is how long after it opened an operation released for its client's retry
 	// waits for that client: a client that has not come back by then is gone, and the
@@ -75,6 +78,11 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 		}
 		next, _ := NextStatus(op, OutcomeTimeout, op.Policy, now, l.Limits)
 		s := r.Senders[op.Kind]
+		if s != nil && next == StatusInProgress {
+			if s, err = r.sender(ctx, op, s); err != nil {
+				return out, err
+			}
+		}
 		switch {
 		case next == StatusInProgress && s != nil:
 			if _, err := l.Run(context.WithoutCancel(ctx), op, s, r.resendSpec(ctx)); err != nil {

@@ -74,7 +74,9 @@ type RunSpec struct {
 	// a flow whose sends outlive its client's request sets it with a context that is never
 	// cancelled.
 	Deadline time.Time
-	// PossibleDuplicate says the operation's last attempt, before this run, was uncertain.
+	// PossibleDuplicate says an attempt of the operation before this run may have been
+	// executed (Admission.PossibleDuplicate). A run that resumes an operation of a provider
+	// that takes no key reads its attempts itself when the caller does not say so.
 	PossibleDuplicate bool
 	// PhaseDelay is how long a phase lasts before it is written; a shorter attempt writes
 	// none. Zero or less writes at once.
@@ -96,6 +98,10 @@ func (l *Ledger) Run(ctx context.Context, op *Operation, s Sender, spec RunSpec)
 		rnd: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))}
 	if r.spec.Sleep == nil {
 		r.spec.Sleep = SleepContext
+	}
+	if err := r.resumed(op); err != nil {
+		out, rerr := r.release(op)
+		return out, errors.Join(err, rerr)
 	}
 	out, err := r.run(op)
 	if r.sent {
@@ -150,8 +156,12 @@ func (r *runner) run(op *Operation) (*Operation, error) {
 			wait = KeyInUseWait(waits, res.RetryAfter, r.l.Limits)
 		} else {
 			sends++
-			r.possibleDup = r.pol.NoProviderKey && res.Outcome.Uncertain()
-			r.uncertain = r.uncertain || r.possibleDup
+			// An uncertain attempt stays uncertain whatever later sends are told: a 429 or a
+			// refusal at the door says nothing of what an earlier send generated, and a
+			// lookup that found nothing may have asked before the provider stored it. So
+			// every later send is looked up first and counted as a possible duplicate.
+			r.uncertain = r.uncertain || (r.pol.NoProviderKey && res.Outcome.Uncertain())
+			r.possibleDup = r.uncertain
 			wait = Backoff(sends, res.RetryAfter, r.l.Limits, r.rnd)
 			if sends >= r.l.Limits.AttemptsPerCall {
 				return r.release(op)

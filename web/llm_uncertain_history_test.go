@@ -1,0 +1,52 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+)
+
+// TestRetryAfterATimeoutAndA429IsLookedUpBeforeAnyResend: the provider billed a call's
+// first attempt and stores its completion, but shows it only a minute later; the answer
+// timed out, the lookup before the resend found nothing yet, and the resend got a 429 whose
+// wait outlasted the request. The operation's last attempt is that 429, but its first may
+// have generated: the client's retry with the key asks the provider's store before it
+// sends anything, and is answered with the completion the first attempt made. One
+// generation billed (ops rule 3).
+func TestRetryAfterATimeoutAndA429IsLookedUpBeforeAnyResend(t *testing.T) {
+	t.Parallel()
+	w := newLookupWorld(t, lookupSetup{})
+	ctx := context.Background()
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/chat/completions", Kind: fake.LLMFaultBillThenTimeout, Delay: 3 * time.Second, Times: 1, Lag: time.Minute})
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/chat/completions", Kind: fake.LLMFaultRateLimit, RetryAfter: 3600, Times: 1})
+	resp := w.post(t, "shop", "timeout-then-429", chatBody("billed once, stored late", 0, false))
+	_, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Fatalf("the first request: %d, want the 429 that ended it", resp.StatusCode)
+	}
+	op := w.op(t, "timeout-then-429")
+	atts, err := w.db.Attempts(ctx, op.ID)
+	if err != nil || len(atts) != 2 || atts[0].Outcome != ops.OutcomeTimeout || atts[1].Outcome != ops.OutcomeRateLimited || op.Status != ops.StatusInProgress {
+		t.Fatalf("operation %s with attempts %+v %v; want a timeout then a 429, in progress", op.Status, atts, err)
+	}
+	gens := w.generations(t, 1)
+	// The provider now shows what the first attempt generated.
+	w.clock.Advance(2 * time.Minute)
+
+	c := w.sdk("shop")
+	out, err := c.Chat.Completions.New(ctx, ask("billed once, stored late", 0), keyed("timeout-then-429"))
+	if n := len(w.fake.GenerationsOf(fake.APIChatCompletions)); n != 1 {
+		t.Fatalf("the provider generated %d chat completions, want 1: the retry sent again without looking attempt 1 up", n)
+	}
+	if err != nil || out.ID != gens[0].ID || out.Choices[0].Message.Content != gens[0].Content {
+		t.Fatalf("the retry: %v %+v; the provider made %s", err, out, gens[0].ID)
+	}
+	if op = w.op(t, "timeout-then-429"); op.Status != ops.StatusSucceeded || op.ProviderRef != gens[0].ID {
+		t.Fatalf("operation %s %s, want succeeded with %s", op.Status, op.ProviderRef, gens[0].ID)
+	}
+}
