@@ -85,6 +85,8 @@ type httpSink struct {
 	timeout time.Duration
 	began   bool
 	stream  bool
+	// flush sends a JSON answer as it is written: the request goes on after it (Head.Close).
+	flush bool
 }
 
 // extend gives the next write its own deadline. It is a time of the connection, so it
@@ -118,6 +120,10 @@ func (k *httpSink) Begin(h llm.Head) error {
 	if h.PreferenceApplied != "" {
 		hd.Set("Preference-Applied", h.PreferenceApplied)
 	}
+	if h.Close {
+		hd.Set("Connection", "close")
+		k.flush = true
+	}
 	if h.ResumedAfter != "" {
 		// The stream goes on after the event the client's Last-Event-ID named.
 		hd.Set("Settle-Resumed-After", h.ResumedAfter)
@@ -138,7 +144,7 @@ func (k *httpSink) Write(p []byte) error {
 	if _, err := k.w.Write(p); err != nil {
 		return err
 	}
-	if !k.stream {
+	if !k.stream && !k.flush {
 		return nil
 	}
 	return k.rc.Flush()

@@ -213,7 +213,9 @@ func TestResponsesBadInput(t *testing.T) {
 	}
 	good := `{"model":"fake-small","input":"hello"}`
 	wantProblem(t, post("", good), http.StatusBadRequest, llm.ReasonMissingKey)
-	wantProblem(t, post("r1", `{"model":"fake-small","input":"hello","background":true}`), http.StatusBadRequest, llm.ReasonInvalidRequest)
+	// A background response the provider would not keep could never be read again.
+	wantProblem(t, post("r1", `{"model":"fake-small","input":"hello","background":true,"store":false}`), http.StatusBadRequest, llm.ReasonInvalidRequest)
+	wantProblem(t, post("r1", `{"model":"fake-small","input":"hello","background":"yes"}`), http.StatusBadRequest, llm.ReasonInvalidRequest)
 	wantProblem(t, post("r1", `{"model":"fake-small","input":"hello","stream":"yes"}`), http.StatusBadRequest, llm.ReasonInvalidRequest)
 	w.generations(t, 0)
 }

@@ -173,8 +173,30 @@ func TestOpenAPIResponses(t *testing.T) {
 	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: keyed, body: strings.Replace(body, "support", "a pirate", 1)}, 422, "idempotency_key_reused")
 	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: auth, body: body}, 400, "missing_idempotency_key")
 	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "a", "Idempotency-Key", "b"), body: body}, 400, "invalid_idempotency_key")
-	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-3"), body: `{"model":"fake-small","input":"x","background":true}`, offDoc: true}, 400, "invalid_request")
+	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-3"), body: `{"model":"fake-small","input":"x","background":true,"store":false}`, offDoc: true}, 400, "invalid_request")
 	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth[2:], "Idempotency-Key", "resp-4"), body: body, offDoc: true}, 401, "unauthorized")
+
+	// A background response, read again at GET /v1/responses/{id}: as JSON, as its stream
+	// after a sequence number; an id of no call of this tenant's is not found.
+	resp, created := c.do(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-bg"), body: `{"model":"fake-small","input":"And 4419?","background":true}`})
+	var r struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if _ = json.Unmarshal(created, &r); resp.StatusCode != 200 || r.ID == "" || r.Status != "queued" {
+		t.Fatalf("background: %d %s", resp.StatusCode, created)
+	}
+	bearer := auth[:2]
+	resp, sse = c.do(t, apiCall{method: http.MethodGet, url: url + "/" + r.ID + "?stream=true&starting_after=2", hdr: bearer})
+	if resp.StatusCode != 200 || !strings.Contains(string(sse), "event: response.completed") || strings.Contains(string(sse), "event: response.created") {
+		t.Fatalf("read as a stream: %d %s", resp.StatusCode, sse)
+	}
+	resp, got := c.do(t, apiCall{method: http.MethodGet, url: url + "/" + r.ID, hdr: bearer})
+	if _ = json.Unmarshal(got, &r); resp.StatusCode != 200 || r.Status != "completed" {
+		t.Fatalf("read: %d %s", resp.StatusCode, got)
+	}
+	c.want(t, apiCall{method: http.MethodGet, url: url + "/resp_none", hdr: bearer}, 404, "not_found")
+	c.want(t, apiCall{method: http.MethodGet, url: url + "/" + r.ID + "?stream=true&starting_after=-1", hdr: bearer, offDoc: true}, 400, "invalid_request")
 	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultGarbage})
 	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-5"), body: body}, 502, "upstream_bad_response")
 }

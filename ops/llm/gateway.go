@@ -60,7 +60,9 @@ type Config struct {
 	Reconciled bool
 	// Refs records the provider's id of an attempt's answer as soon as its stream names it
 	// (the Responses API's response id, the Messages API's message id); nil records it only
-	// with the answer.
+	// with the answer. ops/pg's also reads them back, records provider charges and finds
+	// whose a response id is (ResponseOwners), which background responses and GET
+	// /v1/responses/{id} need.
 	Refs AttemptRefs
 	// Streams reads the events stored with a streamed answer, so that its replay sends them
 	// again as they were; nil replays every stream rebuilt from its answer.
@@ -236,6 +238,9 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		return err
 	}
 	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
+	if isBackground(x.req) {
+		x.up = &backgroundUpstream{x: x, up: x.up}
+	}
 	x.mode = g.ModeFor(r.Tenant.Name, route)
 	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream, Headers: x.req.headers}, x.body)
 	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: x.up.Name(), IntentKey: g.intentKey(r.Tenant.Name, x.req.User, key),
@@ -338,6 +343,9 @@ func (x *exchange) serve(adm ops.Admission) error {
 // streaming request on a stream this process is running follows it live without waiting to
 // be told (follow); one running in another replica gets the 409 like any other.
 func (x *exchange) inFlight(op *ops.Operation) error {
+	if handled, err := x.inFlightBackground(op); handled {
+		return err
+	}
 	g := x.g
 	bg := context.WithoutCancel(x.ctx)
 	busy := func() error {

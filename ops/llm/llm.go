@@ -71,6 +71,9 @@ type Upstream interface {
 
 // Call is one attempt at the provider.
 type Call struct {
+	// Method is the HTTP method, "" for POST; a GET reads what the provider holds (a
+	// background response, read again by its id).
+	Method string
 	// Path is the API's path under the provider's base URL; "" is /chat/completions.
 	Path string
 	// Header holds the client's headers the API passes to the provider (Anthropic's
@@ -168,6 +171,9 @@ type Head struct {
 	ResumedAfter string
 	// Length is the size of a JSON answer, written whole by one Write; 0 for a stream.
 	Length int
+	// Close says the request goes on after this answer, which is sent at once and whole:
+	// the connection closes after it rather than wait to carry another request.
+	Close bool
 }
 
 // Sink is where the gateway writes its answer. Begin is called at most once, before any

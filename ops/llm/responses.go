@@ -25,8 +25,10 @@ const responsesRoute = "/v1/responses"
 // ExcludedFields, which change how the answer travels or what is logged: stream,
 // stream_options, user, safety_identifier, metadata and store.
 //
-// A background response (background: true) is refused: its answer is a response still
-// queued, and Settle answers a key with a finished one.
+// A background response (background: true) is fingerprinted with its background flag and
+// answered as the provider answers it, queued or as its stream, then followed at the
+// provider to its end (responses_background.go); one that asks the provider not to keep it
+// (store: false) is refused, since nothing could be read again.
 type responsesAPI struct{}
 
 func (responsesAPI) route() string { return responsesRoute }
@@ -36,15 +38,20 @@ func (responsesAPI) differs() string {
 	return "model, input, instructions or parameters differ, or it went to another route"
 }
 
-// check reads the stream flag and refuses background responses.
+// check reads the stream flag and refuses a background response the provider would not
+// keep.
 func (responsesAPI) check(req *request) error {
 	if err := unmarshalField(req.fields, "stream", &req.Stream); err != nil {
 		return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidRequest, Message: "stream must be true or false."}
 	}
 	var background bool
-	if err := unmarshalField(req.fields, "background", &background); err != nil || background {
+	var store *bool
+	if err := unmarshalField(req.fields, "background", &background); err != nil {
+		return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidRequest, Message: "background must be true or false."}
+	}
+	if background && unmarshalField(req.fields, "store", &store) == nil && store != nil && !*store {
 		return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidRequest,
-			Message: "Settle answers a key with a finished response: leave background out and stream instead."}
+			Message: "A background response is read again at the provider until it ends: leave store out, or set it true."}
 	}
 	// Responses carry their usage in their last event: there is nothing to ask for.
 	req.IncludeUsage = true

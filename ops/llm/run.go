@@ -206,6 +206,9 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 			x.write(x.api.done())
 			return nil
 		}
+		if x.began {
+			return nil // a background response's client had it as it was created
+		}
 		if err := x.out.Begin(Head{OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, Length: len(body)}); err != nil {
 			return nil // the client left; the completion is stored for its retry
 		}

@@ -100,7 +100,7 @@ func (o *Client) Name() string { return o.cfg.Name }
 const maxAnswer = 32 << 20
 
 // Send implements llm.Upstream: one POST to the call's path (/chat/completions by default),
-// classified. The client's own keys among Settle's metadata never leave (untagged). When
+// or the call's GET (a background response read again), classified. The client's own keys among Settle's metadata never leave (untagged). When
 // the provider stores completions, a chat completion's body asks it to, tagged with the
 // operation (tagBody); a provider that refuses store in auto mode (a 400 about it, which
 // billed nothing) is remembered and sent the body untagged. Other APIs are sent untagged:
@@ -134,16 +134,21 @@ func (o *Client) send(ctx context.Context, c llm.Call) llm.Reply {
 			c.Sent()
 		}
 	}})
-	path := c.Path
+	path, method := c.Path, c.Method
 	if path == "" {
 		path = llm.ChatPath
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.BaseURL+path, bytes.NewReader(c.Body))
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, o.cfg.BaseURL+path, bytes.NewReader(c.Body))
 	if err != nil {
 		return llm.Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_request", Message: err.Error()}
 	}
 	req.Header.Set("Authorization", "Bearer "+o.cfg.APIKey)
-	req.Header.Set("Content-Type", "application/json")
+	if len(c.Body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.Stream {
 		req.Header.Set("Accept", "text/event-stream")
 	} else {
