@@ -13,8 +13,11 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
+	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/recon"
 )
 
 // backgrounded is a question asked in background mode (background: true).
@@ -315,5 +318,52 @@ func TestBackgroundResponseSettlesOnTheClientsRetrieve(t *testing.T) {
 	}
 	if n := len(w.fake.GenerationsOf(fake.APIResponses)); n != 1 || !strings.HasPrefix(first.ID, "resp_") {
 		t.Fatalf("the provider generated %d responses, want 1", n)
+	}
+}
+
+// TestBackgroundResponseIsAnAnswerOnlyOnceEnded: a batch background call whose response the
+// provider holds queued past every wait is unknown, and neither the desk's lookup nor the
+// reconciler takes the queued response for an answer; once it completed, the reconciler's
+// lookup by the recorded id settles the operation with it and its cost, and the key replays
+// it, all from one generation (ops rules 9, 11 and 12).
+func TestBackgroundResponseIsAnAnswerOnlyOnceEnded(t *testing.T) {
+	t.Parallel()
+	w := newLookupWorld(t, lookupSetup{reconciled: true})
+	ctx := context.Background()
+	c := w.sdk("pipeline")
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultBillThenTimeout, Delay: 4 * time.Second, Times: 1})
+	p := backgrounded("summarise document 12")
+	first, err := c.Responses.New(ctx, p, keyed("bg-looked"), option.WithMaxRetries(0))
+	if err != nil || first.Status != "queued" {
+		t.Fatalf("created: %v %+v", err, first)
+	}
+	op := w.waitStatus(t, "bg-looked", ops.StatusUnknown)
+	out, err := w.desk.Lookup(ctx, op.ID, "oncall@example.com")
+	if err != nil || out.Outcome == desk.LookupClosed {
+		t.Fatalf("the desk's lookup of a queued response: %+v, %v", out, err)
+	}
+	r := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+		Usage: []recon.UsageSource{&upstream.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
+			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
+	w.clock.Advance(recon.LookupGrace + time.Second)
+	if reps, err := r.RunOnce(ctx); err != nil || len(reps) != 1 || reps[0].Closed != 0 {
+		t.Fatalf("the reconciler over a queued response: %+v, %v", reps, err)
+	}
+	if got := w.op(t, "bg-looked"); got.Status != ops.StatusUnknown {
+		t.Fatalf("operation %s while its response is queued", got.Status)
+	}
+	w.waitProvider(t, first.ID)
+	w.clock.Advance(time.Minute)
+	if reps, err := r.RunOnce(ctx); err != nil || len(reps) != 1 || reps[0].Closed != 1 {
+		t.Fatalf("the reconciler once the response completed: %+v, %v", reps, err)
+	}
+	got := w.op(t, "bg-looked")
+	if got.Status != ops.StatusSucceeded || got.ProviderRef != first.ID || got.CostMicros <= 0 {
+		t.Fatalf("operation %s %s cost %d", got.Status, got.ProviderRef, got.CostMicros)
+	}
+	again, err := c.Responses.New(ctx, p, keyed("bg-looked"), option.WithMaxRetries(0))
+	gens := w.fake.GenerationsOf(fake.APIResponses)
+	if err != nil || again.ID != first.ID || again.Status != "completed" || len(gens) != 1 || again.OutputText() != gens[0].Content {
+		t.Fatalf("the replay: %v %s %s; the provider generated %d", err, again.ID, again.Status, len(gens))
 	}
 }
