@@ -268,11 +268,17 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 	return o, nil
 }
 
-// SetPhase implements ops.Store.
+// SetPhase implements ops.Store. Its commit does not wait for the WAL to reach the disk
+// (synchronous_commit off, for this statement's transaction alone): a phase and the lease's
+// extension are progress, not decisions, and no ops rule rests on them (ops rule 5 holds an
+// unfinished attempt uncertain whatever its phase). Only a crash of Postgres itself can lose
+// such a write; the lease then runs out from its last durable extension, and the owner's
+// finish meets a lease taken over, as it does when a renewal comes too late.
 func (db *DB) SetPhase(ctx context.Context, id, owner string, phase ops.Phase, leaseUntil, now time.Time) (*ops.Operation, error) {
 	o, err := scanOp(db.Pool.QueryRow(ctx, `
 UPDATE operations o SET phase = @phase, lease_until = @until, updated_at = @now
 WHERE id = @id AND status = 'in_progress' AND lease_owner = @owner
+	AND set_config('synchronous_commit', 'off', true) = 'off'
 RETURNING `+opCols, pgx.NamedArgs{"id": id, "owner": owner, "phase": string(phase), "until": leaseUntil, "now": now}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, db.lostRace(ctx, id, "set phase")
@@ -361,7 +367,7 @@ WITH s AS (
 	INSERT INTO outbox (event_id, topic, entity_id, payload, created_at)
 	SELECT e, 'operation.expired', id, jsonb_build_object('event_id', e::text, 'operation_id', id, 'tenant_id', tenant_id,
 		'kind', kind, 'status', 'expired', 'previous_status', before, 'version', version, 'actor', @actor::text, 'at', @now::timestamptz), @now
-	FROM (SELECT gen_random_uuid() AS e, * FROM up) up WHERE ` + outboxConsumed + `
+	FROM (SELECT gen_random_uuid() AS e, * FROM up) up WHERE `+outboxConsumed+`
 )
 SELECT count(*) FROM up`, pgx.NamedArgs{"actor": actor, "now": now, "limit": limit}).Scan(&n)
 	return n, interpret(err, "expire operations")
