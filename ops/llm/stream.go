@@ -36,13 +36,16 @@ import (
 // Either way the stream resumes after the event Last-Event-ID names, and the answer's
 // Settle-Resumed-After header repeats that id. Without Last-Event-ID, or with one that names
 // no event of this stream (another attempt's, whose stream broke off and was not the
-// answer), the stream is sent from its first event and the header is absent: what the client
-// read is not part of what it now receives, and it must start its answer over.
+// answer), the stream is sent from its first event and the header is absent: whatever the
+// client read is not part of what it now receives, and it starts its answer over.
 //
-// A stream the provider cut is no stream that resumes: the attempt ended without its answer.
-// Its retry is handled as any retry of an uncertain attempt (a lookup before any resend where
-// the API has one; for Anthropic's messages, which have none, an error that says the stream
-// cannot be completed, or a resend counted as a possible duplicate where the policy allows it).
+// A stream the provider cut is no stream that resumes here (but a background response's,
+// which the attempt itself resumes from the provider: responses_background.go): the attempt
+// ended without its answer, and whoever followed it got the events that came and then an
+// error, never a closing event. Its retry is handled as any retry of an uncertain attempt (a
+// lookup before any resend where the API has one; for Anthropic's messages, which have none,
+// an error that says the stream cannot be completed, or a resend counted as a possible
+// duplicate where the policy allows it), and the events of a resend are another attempt's.
 
 // streamEvent is one event of a stream as Settle relays it: the provider's data, and where it
 // stands among the operation's streams.
