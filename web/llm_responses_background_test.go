@@ -286,6 +286,20 @@ func TestBackgroundRetrieveIsTenantScoped(t *testing.T) {
 			t.Fatalf("%s streamed %s: %v %v", x.tenant, x.id, s.types, s.err)
 		}
 	}
+	// The tenant's own response created in the foreground is read, but not streamed again:
+	// the provider's refusal is relayed as it gave it, at once.
+	fg, err := shop.Responses.New(ctx, respond("and order 4418?", "answer as support"), keyed("fg-mine"), option.WithMaxRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := shop.Responses.Get(ctx, fg.ID, responses.ResponseGetParams{}); err != nil || got.OutputText() != fg.OutputText() {
+		t.Fatalf("read %s: %v", fg.ID, err)
+	}
+	start := time.Now()
+	s := readBG(shop.Responses.GetStreaming(ctx, fg.ID, responses.ResponseGetParams{}, option.WithMaxRetries(0)))
+	if !errors.As(s.err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || time.Since(start) > 2*time.Second {
+		t.Fatalf("streamed a foreground response: %v after %s", s.err, time.Since(start))
+	}
 }
 
 // TestBackgroundResponseSettlesOnTheClientsRetrieve: a batch background call whose response

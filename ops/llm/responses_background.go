@@ -149,9 +149,10 @@ func readPath(id string, stream bool, after int) string {
 
 // follow streams response id from the provider after t's last event, passing each new one
 // to event, and reads it again after every cut until it ends, the follow gives up (see
-// followStrikes) or the deadline passes. It returns the last read's reply: ok when the
-// response ended with the stream (whole says so), the provider's failure when it ended
-// without an answer, or cut (the reply that cut the stream first) when it gave up.
+// followStrikes), the provider refuses the read, or the deadline passes. It returns the
+// last read's reply: ok when the response ended with the stream (whole says so), the
+// provider's failure when it ended without an answer, or cut (the reply that cut the stream
+// first; without one, the first read that failed) when it gave up.
 func follow(ctx context.Context, up Upstream, deadline time.Time, c Call, id string, t *eventTracker, event func([]byte) error, whole func() bool, cut Reply) Reply {
 	strikes := 0
 	for {
@@ -163,6 +164,9 @@ func follow(ctx context.Context, up Upstream, deadline time.Time, c Call, id str
 		}
 		if cut.Outcome == "" {
 			cut = r
+		}
+		if r.Outcome == ops.OutcomeInvalid {
+			return cut // the provider refuses to stream it (not background, or not held): asking again changes nothing
 		}
 		if t.seen > seen {
 			strikes = 0
