@@ -50,3 +50,50 @@ func TestRetryAfterATimeoutAndA429IsLookedUpBeforeAnyResend(t *testing.T) {
 		t.Fatalf("operation %s %s, want succeeded with %s", op.Status, op.ProviderRef, gens[0].ID)
 	}
 }
+
+// TestALookupBeforeAResendIsNoSend: the provider billed and stored a call's first attempt,
+// and its answer timed out. The gateway's lookup before the resend finds the completion and
+// answers with it, and records what it is: the lookup, as the evidence that closed the
+// operation, and no attempt. The operation's one attempt is the timeout that billed; nothing
+// counts a send or a possible duplicate that never happened, neither the attempts that the
+// rollups, alerts and reconciler read nor the gateway's own counters (ops rule 8). The
+// client's retry replays the same completion.
+func TestALookupBeforeAResendIsNoSend(t *testing.T) {
+	t.Parallel()
+	w := newLookupWorld(t, lookupSetup{})
+	ctx := context.Background()
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/chat/completions", Kind: fake.LLMFaultBillThenTimeout, Delay: 3 * time.Second, Times: 1})
+	before := w.gw.Stats()
+	c := w.sdk("shop")
+	out, err := c.Chat.Completions.New(ctx, ask("billed, then timed out", 0), keyed("billed-then-timeout"))
+	gens := w.generations(t, 1)
+	if err != nil || out.ID != gens[0].ID {
+		t.Fatalf("the call: %v %+v; the provider made %s", err, out, gens[0].ID)
+	}
+	again, err := c.Chat.Completions.New(ctx, ask("billed, then timed out", 0), keyed("billed-then-timeout"))
+	if err != nil || again.ID != gens[0].ID {
+		t.Fatalf("the client's retry: %v %+v", err, again)
+	}
+	w.generations(t, 1)
+	op := w.op(t, "billed-then-timeout")
+	if op.Status != ops.StatusSucceeded || op.ProviderRef != gens[0].ID {
+		t.Fatalf("operation %s %s, want succeeded with %s", op.Status, op.ProviderRef, gens[0].ID)
+	}
+	atts, err := w.db.Attempts(ctx, op.ID)
+	if err != nil || len(atts) != 1 || atts[0].Outcome != ops.OutcomeTimeout {
+		t.Fatalf("attempts %+v %v; want the one timeout that billed, no attempt for the lookup", atts, err)
+	}
+	if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND (possible_duplicate OR outcome = 'ok')`, op.ID); n != 0 {
+		t.Fatalf("%d attempts counted as answered sends or possible duplicates, want 0", n)
+	}
+	if n := w.count(t, `SELECT count(*) FROM evidence WHERE operation_id = $1 AND kind = 'lookup' AND provider_ref = $2`, op.ID, gens[0].ID); n != 1 {
+		t.Fatalf("%d lookups recorded as the evidence that found %s, want 1", n, gens[0].ID)
+	}
+	if n := w.count(t, `SELECT count(*) FROM provider_charges WHERE operation_id = $1 AND charge_ref = $2`, op.ID, gens[0].ID); n != 1 {
+		t.Fatalf("%d provider charges recorded for the completion found, want 1", n)
+	}
+	after := w.gw.Stats()
+	if sent, dups := after.UpstreamCalls-before.UpstreamCalls, after.PossibleDuplicates-before.PossibleDuplicates; sent != 1 || dups != 0 {
+		t.Fatalf("the gateway counts %d sends and %d possible duplicates, want 1 and 0", sent, dups)
+	}
+}

@@ -24,14 +24,8 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	var res ops.AttemptResult
 	var reply Reply
 	var body []byte
-	var lookFirst, lookedUp bool
+	var lookedUp bool
 	send := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
-		if lookFirst {
-			if r, ok := x.lookUpBeforeResend(ctx, op); ok {
-				lookedUp, res = true, r
-				return r
-			}
-		}
 		var asm streamAssembler
 		var whole func() bool
 		if x.req.Stream {
@@ -73,7 +67,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	op, err := g.cfg.Ledger.Run(context.WithoutCancel(x.ctx), op, send, ops.RunSpec{
 		Owner: x.owner, First: first, Deadline: time.Now().Add(g.cfg.Deadline),
 		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
-		Hooks: x.hooks(&lookFirst)})
+		Hooks: x.hooks(&lookedUp)})
 	if err != nil {
 		return x.fail(err)
 	}
@@ -86,13 +80,13 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 }
 
 // hooks are the ledger's hooks of this request's attempts: they count sends and possible
-// duplicates, and set *lookFirst when the next send follows an uncertain attempt, so that
-// the attempt is looked up before anything is sent again.
-func (x *exchange) hooks(lookFirst *bool) ops.Hooks {
+// duplicates, and look an uncertain attempt up before anything is sent again, setting
+// *lookedUp when what they found settled the operation.
+func (x *exchange) hooks(lookedUp *bool) ops.Hooks {
 	g := x.g
 	return ops.Hooks{
+		LookFirst: x.lookFirst(lookedUp),
 		BeforeSend: func(_ context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {
-			*lookFirst = possibleDup
 			if possibleDup {
 				x.dups++
 				g.stats.possibleDups.Add(1)
