@@ -2,12 +2,13 @@ package web_test
 
 import (
 	"context"
-	"io"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // TestRetryAfterATimeoutAndA429IsLookedUpBeforeAnyResend: the provider billed a call's
@@ -24,10 +25,10 @@ func TestRetryAfterATimeoutAndA429IsLookedUpBeforeAnyResend(t *testing.T) {
 	w.fake.AddFault(fake.LLMFault{Path: "/v1/chat/completions", Kind: fake.LLMFaultBillThenTimeout, Delay: 3 * time.Second, Times: 1, Lag: time.Minute})
 	w.fake.AddFault(fake.LLMFault{Path: "/v1/chat/completions", Kind: fake.LLMFaultRateLimit, RetryAfter: 3600, Times: 1})
 	resp := w.post(t, "shop", "timeout-then-429", chatBody("billed once, stored late", 0, false))
-	_, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 429 {
-		t.Fatalf("the first request: %d, want the 429 that ended it", resp.StatusCode)
+	// The 429 ended the request, but its answer says no more than Settle knows: the first
+	// attempt may have been billed (ops rule 12).
+	if p := wantProblem(t, resp, 429, llm.ReasonRateLimited); strings.Contains(p.Detail, "nothing was billed") || !strings.Contains(p.Detail, "may have been") {
+		t.Fatalf("the 429's answer: %q; want it to say an earlier attempt may have been billed", p.Detail)
 	}
 	op := w.op(t, "timeout-then-429")
 	atts, err := w.db.Attempts(ctx, op.ID)

@@ -214,7 +214,10 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 	if op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired {
 		unknown = x.g.whatNext(x.ctx, op)
 	}
-	return x.fail(failure(op, res, reply, x.api.noun(), unknown))
+	// A send that followed an uncertain attempt, in this request or before it, says an
+	// earlier attempt of the call may have been billed, whatever the last one got.
+	earlier := x.possibleDup || x.dups > 0
+	return x.fail(failure(op, res, reply, x.api.noun(), unknown, earlier))
 }
 
 // fail answers an error: returned while nothing was sent, written into the stream after
@@ -251,25 +254,32 @@ func (x *exchange) outage(err error) error {
 }
 
 // failure explains to the client why its request ended without an answer (noun names one);
-// unknown says what happens to an operation whose outcome is unknown (Gateway.whatNext).
-func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, noun, unknown string) error {
+// unknown says what happens to an operation whose outcome is unknown (Gateway.whatNext);
+// earlier says an earlier attempt may have been billed, so a last attempt refused at the
+// door does not make "nothing was billed" true (ops rule 12).
+func failure(op *ops.Operation, res ops.AttemptResult, reply Reply, noun, unknown string, earlier bool) error {
 	next := fmt.Sprintf(" Retrying with the same key goes on with operation %s.", op.ID)
 	if op.Status == ops.StatusUnknown || op.Status == ops.StatusExpired {
 		next = " The provider may have billed it. " + unknown
+	}
+	billed, sent := " nothing was billed.", " nothing was sent."
+	if earlier {
+		billed = " this attempt was not billed, but an earlier attempt of this call may have been generated and billed."
+		sent = " this attempt was not sent, but an earlier attempt of this call may have been generated and billed."
 	}
 	p := &Problem{UpstreamStatus: reply.HTTPStatus}
 	e := &ops.Error{Code: ops.EUNAVAILABLE, Err: p}
 	switch {
 	case res.Outcome == ops.OutcomeInvalid && res.ErrorCode == "upstream_auth":
-		e.Reason, e.Message = ReasonUpstreamAuth, "The provider refused the gateway's credentials; nothing was billed."
+		e.Reason, e.Message = ReasonUpstreamAuth, "The provider refused the gateway's credentials;"+billed
 	case res.Outcome == ops.OutcomeInvalid:
 		e.Code, e.Reason = ops.EINVALID, ReasonRefused
 		e.Message = "The provider refused the request: " + reply.Message
 	case res.Outcome == ops.OutcomeRateLimited:
 		p.RetryAfter = max(res.RetryAfter, time.Second)
-		e.Reason, e.Message = ReasonRateLimited, "The provider is limiting requests; nothing was billed."+next
+		e.Reason, e.Message = ReasonRateLimited, "The provider is limiting requests;"+billed+next
 	case res.Outcome == ops.OutcomeNotSent:
-		e.Reason, e.Message = ReasonUnreachable, "The provider could not be reached; nothing was sent."+next
+		e.Reason, e.Message = ReasonUnreachable, "The provider could not be reached;"+sent+next
 	case res.ErrorCode == "upstream_bad_response":
 		e.Reason, e.Message = ReasonBadResponse, "The provider's answer was not a "+noun+"."+next
 	case res.ErrorCode == "upstream_timeout":
