@@ -1,6 +1,9 @@
 package ops
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // KindSpec is what Settle knows about one kind of operation beyond the rules: the policy an
 // operation of the kind is opened with, how its provider can be asked about it, and what the
@@ -18,8 +21,13 @@ type KindSpec struct {
 	// Lookup is how the provider can be asked what became of an operation of the kind.
 	Lookup Lookup
 	// RecordHint is the form of the provider's record a person gives to close one as
-	// succeeded: "re_...", "chatcmpl-...".
+	// succeeded: "re_...". A kind whose record differs per operation says so in Record.
 	RecordHint string
+	// Record says, for one operation, how a person names the provider's record of it to
+	// close it as succeeded and what Settle does with that record: an LLM call's record is
+	// a chat completion's id, a response's, a message's or an embeddings request's, and only
+	// some can be read back from the provider. Nil takes RecordHint.
+	Record func(op *Operation) RecordForm
 	// KeyNote says, with %s for the provider, what protects an operation of the kind from a
 	// second execution when its provider takes no idempotency key (rule 12); empty where the
 	// provider keeps keys, whose retention then says it.
@@ -40,6 +48,31 @@ type KindSpec struct {
 	// Call says which API of its provider one called and with which model, read from the
 	// request it stored; nil for a kind whose operations call no such API (a refund).
 	Call func(op *Operation) Call
+	// APIs names, as Call.API does, every API of its provider an operation of the kind may
+	// call, so that the pages can offer to split their counts by API; empty for a kind whose
+	// operations call no such API.
+	APIs []string
+}
+
+// RecordForm is how a person names the provider's record of one operation to close it as
+// succeeded, and what Settle then does with it.
+type RecordForm struct {
+	// Label names the record on the close form: "Provider record id", "Message id".
+	Label string
+	// Hint is what its id looks like: "re_...", "msg_...".
+	Hint string
+	// Fetch says what Settle does with the record besides keeping it as evidence, such as
+	// fetching the answer it names so the client's key replays it, or why it cannot; empty
+	// when there is nothing more to say.
+	Fetch string
+}
+
+// RecordOf is how a person names the provider's record of op, as the kind registered it.
+func (s KindSpec) RecordOf(op *Operation) RecordForm {
+	if s.Record != nil {
+		return s.Record(op)
+	}
+	return RecordForm{Label: "Provider record id", Hint: s.RecordHint}
 }
 
 // Call is which API of its provider an operation called, and with which model, as people
@@ -51,6 +84,11 @@ type Call struct {
 	// Model is the model the request named; empty once the request's body was purged.
 	Model string
 }
+
+// Label is the API as a label, its words joined by underscores ("chat_completions"): how an
+// operation stores the API it called, and how /metrics, the alerts and the rollups split
+// their counts by API. It is empty for a call of no API.
+func (c Call) Label() string { return strings.ReplaceAll(c.API, " ", "_") }
 
 // CallOf is the API and model of op, or the zero Call where its kind says none.
 func (s KindSpec) CallOf(op *Operation) Call {

@@ -169,7 +169,7 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 		AmountCents: in.AmountCents, Currency: in.Currency, Request: in.Request, Retention: in.Retention,
 		Policy: pol,
 	}
-	p := OpenParams{Op: op, RequestRef: requestRef, Now: now, Actor: owner, Latest: in.Latest}
+	p := OpenParams{Op: op, RequestRef: requestRef, Now: now, Actor: owner, Latest: in.Latest, API: l.Kind(in.Kind).CallOf(op).Label()}
 	if owner != "" {
 		p.Claim, p.LeaseUntil = owner, now.Add(l.Limits.Lease)
 		if in.Retention > 0 {

@@ -61,6 +61,10 @@ type OpenParams struct {
 	// Latest guards the insert: create only if the newest operation of the intent is still
 	// this one ("" for none). A failed guard is ECONFLICT with reason "superseded".
 	Latest *string
+	// API is the label of the API a new operation calls, as its kind's Call names it
+	// (Call.Label: "responses"; "" for none). It is kept on the operation's row, so the
+	// counts split by API outlive the purge of the request that names it.
+	API string
 }
 
 // Opened is what Store.Open found or made.

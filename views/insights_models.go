@@ -14,12 +14,24 @@ type InsightsPage struct {
 	Ranges  []Option
 	Tenants []Option
 	Kinds   []Option
+	APIs    []Option
 	// Freshness says up to when the rollups are counted; Stale marks it as late.
 	Freshness string
 	Stale     bool
 	// BucketLabel says what one point is ("15 minutes", "hour", "day").
 	BucketLabel string
 	Charts      []Chart
+	// ByAPI splits the LLM figures of the range by the API each call went to.
+	ByAPI []InsightsAPIRow
+}
+
+// InsightsAPIRow is the range's figures of the LLM calls of one API.
+type InsightsAPIRow struct {
+	// Label names the API as the filter does ("chat_completions"); API in words.
+	Label, API                                            string
+	Requests, Duplicates, Replays, AttemptsSent, Timeouts string
+	DoubleCharges                                         string
+	Saved, Lost                                           string
 }
 
 // InsightsFilter echoes the submitted filter back into the form.
@@ -28,6 +40,8 @@ type InsightsFilter struct {
 	Tenant   string
 	Kind     string
 	Provider string
+	// API is the label of the API the charts are narrowed to; "" for every API.
+	API string
 }
 
 // Chart is one time series chart. Buckets label the x axis, one per point; each series

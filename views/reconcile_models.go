@@ -1,7 +1,7 @@
 package views
 
 // ReconcilePage is the per-window table: what came in, what was sent, what the provider
-// billed, per window, tenant, kind and provider.
+// billed, per window, tenant, kind, provider and API.
 type ReconcilePage struct {
 	Viewer  Viewer
 	Saved   SavedViewsBar
@@ -10,6 +10,7 @@ type ReconcilePage struct {
 	Buckets []Option
 	Tenants []Option
 	Kinds   []Option
+	APIs    []Option
 	// Headers name the measure columns, in the order of each row's Cells.
 	Headers []string
 	Rows    []ReconcileRow
@@ -44,14 +45,18 @@ type ReconcileFilter struct {
 	Tenant   string
 	Kind     string
 	Provider string
+	// API is the label of the API the table is narrowed to; "" for every API.
+	API string
 }
 
-// ReconcileRow is one window of one tenant, kind and provider, already formatted.
+// ReconcileRow is one window of one tenant, kind, provider and API (of an LLM operation;
+// a dash for others), already formatted.
 type ReconcileRow struct {
 	Window   string
 	Tenant   string
 	Kind     string
 	Provider string
+	API      string
 	Cells    []ReconCell
 	// Difference is provider charges minus succeeded operations; it should be zero.
 	Difference string

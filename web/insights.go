@@ -77,7 +77,8 @@ const (
 func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	form := views.InsightsFilter{Range: q.Get("range"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Provider: strings.TrimSpace(q.Get("provider"))}
+	form := views.InsightsFilter{Range: q.Get("range"), Tenant: q.Get("tenant"), Kind: q.Get("kind"), Provider: strings.TrimSpace(q.Get("provider")),
+		API: strings.TrimSpace(q.Get("api"))}
 	if form.Range == "" {
 		form.Range = "7d"
 	}
@@ -101,8 +102,13 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	now := s.Clock.Now().UTC()
 	to := now.Truncate(spec.bucket).Add(spec.bucket)
 	f := recon.MetricsFilter{Window: recon.Window{From: to.Add(-spec.span), To: to}, Bucket: spec.bucket,
-		Kind: ops.Kind(form.Kind), Provider: form.Provider}
+		Kind: ops.Kind(form.Kind), Provider: form.Provider, API: form.API}
 	if f.TenantID, err = checkGroupFilter(tenants, form.Tenant, f.Kind, f.Provider); err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	apis := apiChoices(s.kinds())
+	if err := checkAPI(apis, f.API); err != nil {
 		s.Error(w, r, err)
 		return
 	}
@@ -116,14 +122,15 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	for _, x := range insightsRanges {
 		m.Ranges = append(m.Ranges, views.Option{Value: x.value, Label: x.label, Selected: x.value == form.Range})
 	}
-	m.Tenants, m.Kinds = tenantOptions(tenants, form.Tenant), kindOptions(s.kinds(), form.Kind)
+	m.Tenants, m.Kinds, m.APIs = tenantOptions(tenants, form.Tenant), kindOptions(s.kinds(), form.Kind), apiOptions(apis, form.API)
 	m.Charts = insightCharts(f, spec.format, fig.rows, fig.backlog, s.kind)
+	m.ByAPI = byAPI(apis, fig.rows)
 	prevF := f
 	prevF.Window = fig.previous
 	compareCharts(m.Charts, period{sumInsights(f, spec.format, fig.rows, s.kind), lastSnapshot(fig.backlog, f.Window)},
 		period{sumInsights(prevF, spec.format, fig.prevRows, s.kind), lastSnapshot(fig.backlog, fig.previous)}, spec.previous)
 	bandCharts(m.Charts, alerts.Firings(fig.transitions, f.From, f.To), f.Window, f.Bucket,
-		map[string]string{"tenant": form.Tenant, "kind": form.Kind, "provider": form.Provider})
+		map[string]string{"tenant": form.Tenant, "kind": form.Kind, "provider": form.Provider, "api": form.API})
 	s.render(w, r, http.StatusOK, views.Insights(m))
 }
 
@@ -180,7 +187,15 @@ func freshness(st recon.RollupState, now time.Time) (string, bool) {
 func insightCharts(f recon.MetricsFilter, format string, rows []recon.MetricsRow, backlog []recon.BacklogPoint, kind func(ops.Kind) ops.KindSpec) []views.Chart {
 	in := sumInsights(f, format, rows, kind)
 	charts := in.rateCharts()
-	charts = append(charts, backlogCharts(in.buckets, in.labels, in.index, backlog)...)
+	bl := backlogCharts(in.buckets, in.labels, in.index, backlog)
+	if f.API != "" {
+		// The backlog snapshots count operations per kind, not per API: say so rather than
+		// pass every API's backlog off as this one's.
+		for i := range bl {
+			bl[i].Note = strings.TrimSpace(bl[i].Note + " Not split by API: this counts the calls of every API.")
+		}
+	}
+	charts = append(charts, bl...)
 	return append(charts, in.moneyCharts()...)
 }
 

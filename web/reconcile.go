@@ -87,6 +87,8 @@ type reconQuery struct {
 	form    views.ReconcileFilter
 	names   map[int64]string
 	tenants []*ops.Tenant
+	// apis are the APIs the table may be narrowed to.
+	apis []apiChoice
 }
 
 // parseReconQuery reads the report's filter from the URL. Bad values are refused, not
@@ -102,7 +104,7 @@ func (s *Server) parseReconQuery(ctx context.Context, q url.Values) (reconQuery,
 		out.names[t.ID] = t.Name
 	}
 	form := views.ReconcileFilter{Range: q.Get("range"), Bucket: q.Get("bucket"), Tenant: q.Get("tenant"), Kind: q.Get("kind"),
-		Provider: strings.TrimSpace(q.Get("provider"))}
+		Provider: strings.TrimSpace(q.Get("provider")), API: strings.TrimSpace(q.Get("api"))}
 	if form.Range == "" {
 		form.Range = "24h"
 	}
@@ -132,9 +134,13 @@ func (s *Server) parseReconQuery(ctx context.Context, q url.Values) (reconQuery,
 	}
 	// Whole windows, the current one included: the last row fills up as time goes on.
 	now := s.Clock.Now().UTC()
-	f := recon.MetricsFilter{Bucket: width, Kind: ops.Kind(form.Kind), Provider: form.Provider,
+	f := recon.MetricsFilter{Bucket: width, Kind: ops.Kind(form.Kind), Provider: form.Provider, API: form.API,
 		Window: recon.Window{From: now.Add(-span).Truncate(width), To: now.Truncate(width).Add(width)}}
 	if f.TenantID, err = checkGroupFilter(tenants, form.Tenant, f.Kind, f.Provider); err != nil {
+		return out, err
+	}
+	out.apis = apiChoices(s.kinds())
+	if err := checkAPI(out.apis, f.API); err != nil {
 		return out, err
 	}
 	out.filter, out.form = f, form
@@ -229,7 +235,7 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	m.Buckets = []views.Option{{Value: "hour", Label: "hour", Selected: q.form.Bucket == "hour"},
 		{Value: "day", Label: "day", Selected: q.form.Bucket == "day"}}
-	m.Tenants, m.Kinds = tenantOptions(q.tenants, q.form.Tenant), kindOptions(s.kinds(), q.form.Kind)
+	m.Tenants, m.Kinds, m.APIs = tenantOptions(q.tenants, q.form.Tenant), kindOptions(s.kinds(), q.form.Kind), apiOptions(q.apis, q.form.API)
 	for _, c := range reconColumns {
 		m.Headers = append(m.Headers, c.header)
 	}
@@ -347,7 +353,7 @@ func addMetrics(t *recon.MetricsRow, r recon.MetricsRow) {
 
 func (s *Server) reconRow(r recon.MetricsRow, q reconQuery, links bool) views.ReconcileRow {
 	out := views.ReconcileRow{Window: windowLabel(r.Bucket, q.filter.Bucket), Tenant: tenantLabel(r.TenantID, q.names),
-		Kind: string(r.Kind), Provider: r.Provider, Saved: formatMoney(r.Saved), Lost: formatMoney(r.Lost)}
+		Kind: string(r.Kind), Provider: r.Provider, API: orDash(r.API), Saved: formatMoney(r.Saved), Lost: formatMoney(r.Lost)}
 	if out.Kind == "" {
 		out.Kind = "—"
 	}
@@ -372,7 +378,7 @@ func (s *Server) reconRow(r recon.MetricsRow, q reconQuery, links bool) views.Re
 
 func drillURL(k recon.MetricsKey, width time.Duration, m recon.Measure) string {
 	v := url.Values{"at": {k.Bucket.UTC().Format(time.RFC3339)}, "width": {width.String()}, "tenant": {strconv.FormatInt(k.TenantID, 10)},
-		"kind": {string(k.Kind)}, "provider": {k.Provider}, "measure": {string(m)}}
+		"kind": {string(k.Kind)}, "provider": {k.Provider}, "api": {k.API}, "measure": {string(m)}}
 	return "/reconcile/drill?" + v.Encode()
 }
 
@@ -404,8 +410,8 @@ func formatMoney(m recon.Money) string {
 	return m.String()
 }
 
-// handleReconcileCSV exports the same rows as the page, one per window, tenant, kind and
-// provider, with plain numbers for spreadsheets.
+// handleReconcileCSV exports the same rows as the page, one per window, tenant, kind,
+// provider and API, with plain numbers for spreadsheets.
 func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
 	q, rows, err := s.reconReport(r)
 	if err != nil {
@@ -417,14 +423,15 @@ func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
 		q.filter.From.Format("20060102T1504"), q.form.Bucket))
 	w.Header().Set("Cache-Control", "no-store")
 	cw := csv.NewWriter(w)
-	head := []string{"window_start", "tenant", "kind", "provider"}
+	head := []string{"window_start", "tenant", "kind", "provider", "api"}
 	for _, c := range reconColumns {
 		head = append(head, string(c.m))
 	}
 	head = append(head, "difference", "saved", "lost")
 	_ = cw.Write(head)
 	for _, row := range rows {
-		rec := []string{row.Bucket.UTC().Format(time.RFC3339), csvSafe(tenantLabel(row.TenantID, q.names)), string(row.Kind), csvSafe(row.Provider)}
+		rec := []string{row.Bucket.UTC().Format(time.RFC3339), csvSafe(tenantLabel(row.TenantID, q.names)), string(row.Kind), csvSafe(row.Provider),
+			row.API}
 		for _, c := range reconColumns {
 			rec = append(rec, strconv.FormatInt(c.value(row), 10))
 		}

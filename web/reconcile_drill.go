@@ -33,8 +33,8 @@ func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.EINVALID, "The link is damaged; go back to the reconciliation page."))
 		return
 	}
-	f := recon.DrillFilter{MetricsKey: recon.MetricsKey{Bucket: at, TenantID: tenant, Kind: ops.Kind(q.Get("kind")), Provider: q.Get("provider")},
-		Width: width, Measure: recon.Measure(q.Get("measure"))}
+	f := recon.DrillFilter{MetricsKey: recon.MetricsKey{Bucket: at, TenantID: tenant, Kind: ops.Kind(q.Get("kind")), Provider: q.Get("provider"),
+		API: q.Get("api")}, Width: width, Measure: recon.Measure(q.Get("measure"))}
 	rows, names, ok := withTenantNames(s, w, r, func(ctx context.Context) ([]recon.DrillRow, error) {
 		return s.Recon.ReconDrill(ctx, f)
 	})
@@ -43,6 +43,9 @@ func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
 	}
 	title := fmt.Sprintf("%s · %s · %s · %s · %s", measureTitles[f.Measure], windowLabel(at, width), tenantLabel(tenant, names),
 		orDash(string(f.Kind)), orDash(f.Provider))
+	if f.API != "" {
+		title += " · " + f.API
+	}
 	m := views.ReconDrillPage{Viewer: viewer(userFrom(ctx)), Title: title, BackURL: "/reconcile", Truncated: len(rows) >= 500}
 	for _, d := range rows {
 		row := views.ReconDrillRow{At: d.At.UTC().Format("2006-01-02 15:04:05"), OperationID: d.OperationID,

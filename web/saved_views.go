@@ -32,7 +32,7 @@ var savedViewPaths = map[string]struct {
 	filters []string
 }{
 	desk.PageQueue:      {"/ops", []string{"tab", "tenant", "kind", "provider", "age", "q", "awaiting"}},
-	desk.PageReconcile:  {"/reconcile", []string{"range", "bucket", "tenant", "kind", "provider"}},
+	desk.PageReconcile:  {"/reconcile", []string{"range", "bucket", "tenant", "kind", "provider", "api"}},
 	desk.PageExceptions: {"/reconcile/exceptions", []string{"status", "kind", "severity"}},
 }
 

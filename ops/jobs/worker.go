@@ -46,6 +46,7 @@ func Kind(retryUncertain bool) ops.KindSpec {
 	return ops.KindSpec{Kind: ops.KindLLMJob, Name: "AI request",
 		Policy: ops.Policy{RetryUncertain: retryUncertain, NoProviderKey: true}, Lookup: ops.LookupStoredCompletions,
 		RecordHint: "chatcmpl-...", Jobs: true, Generation: true, Customer: llm.CustomerStatus, Call: llm.CallOf,
+		APIs: []string{llm.ChatAPI()},
 		KeyNote: "%s takes no idempotency key: a resend of this generation may be billed twice. " +
 			"What protects it is the job's dedup key: every job of the same input is answered from this one generation, for good."}
 }

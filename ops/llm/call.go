@@ -41,3 +41,17 @@ func APIName(route string) string {
 func APILabel(route string) string {
 	return strings.ReplaceAll(APIName(route), " ", "_")
 }
+
+// APINames names, as pages show them, the APIs the gateway serves: an llm_call calls one of
+// them, and the pages split their counts by them.
+func APINames() []string {
+	out := make([]string, 0, len(apis))
+	for _, a := range apis {
+		out = append(out, APIName(a.route()))
+	}
+	return out
+}
+
+// ChatAPI names the API of chat completions as pages show it: the only API a pipeline job's
+// generation calls.
+func ChatAPI() string { return APIName(chatRoute) }

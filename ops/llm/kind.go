@@ -10,7 +10,7 @@ import "github.com/settle-dev/settle/ops"
 func Kind() ops.KindSpec {
 	return ops.KindSpec{Kind: ops.KindLLMCall, Name: "AI request",
 		Policy: ops.Policy{RetryUncertain: true, NoProviderKey: true}, Lookup: ops.LookupStoredCompletions,
-		RecordHint: "chatcmpl-...", Generation: true, Customer: CustomerStatus, Call: CallOf,
+		RecordHint: "chatcmpl-...", Generation: true, Customer: CustomerStatus, Call: CallOf, APIs: APINames(),
 		KeyNote: "%s takes no idempotency key: a resend of this call may be billed twice, so Settle never treats one as safe. " +
 			"What protects the client is Settle's own replay: its Idempotency-Key answers from this operation until the time below."}
 }

@@ -37,11 +37,12 @@ func (db *DB) tenantNames(ctx context.Context) (map[int64]string, error) {
 }
 
 // Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics):
-// the same recorded rows the managers see, added up over the window. The rollups know no
-// API, so the rows of a tenant, kind and provider with possible duplicates in the window
-// take their attempts from the raw rows instead, split by the API each called: a resend
-// storm on one API is then measured against that API's attempts alone. A rule that does not
-// group by API adds them up again.
+// the same recorded rows the managers see, added up over the window and over the APIs of
+// each tenant, kind and provider. The rows with possible duplicates in the window take their
+// attempts from the raw rows instead, split by the API each called as its stored request
+// names it (as every API label of /metrics does): a resend storm on one API is then
+// measured against that API's attempts alone. A rule that does not group by API adds them
+// up again.
 func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
 	names, err := db.tenantNames(ctx)
 	if err != nil {

@@ -17,7 +17,7 @@ WITH ins AS (
 	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
 		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
 		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
-		retry_uncertain, no_provider_key, has_lookup, created_at, updated_at, intent_seq)
+		retry_uncertain, no_provider_key, has_lookup, api, created_at, updated_at, intent_seq)
 	SELECT @id, @tenant, @kind, @provider, @intent, @pkey, @fp,
 		@order, @customer, @chat, @payment, @amount, @currency, @request::jsonb,
 		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
@@ -26,7 +26,7 @@ WITH ins AS (
 		@claim, @lease::timestamptz,
 		CASE WHEN @claimed THEN @now::timestamptz END,
 		CASE WHEN @claimed THEN @retry_until::timestamptz END,
-		@retention, @retry_uncertain, @no_provider_key, @has_lookup,
+		@retention, @retry_uncertain, @no_provider_key, @has_lookup, @api,
 		@now::timestamptz, @now::timestamptz, coalesce(latest.intent_seq, 0) + 1
 	FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT l.id::text AS id, l.intent_seq FROM operations l
 		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.intent_seq DESC LIMIT 1) latest ON true
@@ -61,7 +61,7 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
 		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,
 		"retention": int64(op.Retention / time.Second), "retry_uncertain": op.Policy.RetryUncertain,
-		"no_provider_key": op.Policy.NoProviderKey, "has_lookup": op.Policy.HasLookup, "now": p.Now, "ref": p.RequestRef,
+		"no_provider_key": op.Policy.NoProviderKey, "has_lookup": op.Policy.HasLookup, "api": p.API, "now": p.Now, "ref": p.RequestRef,
 		"guarded": p.Latest != nil, "latest": "", "request_id": reqlog.Get(ctx, reqlog.RequestID),
 	}
 	if p.Latest != nil {

@@ -19,8 +19,8 @@ const (
 	opMicros   = `CASE WHEN o.kind = 'refund' THEN o.amount_cents * 10000 ELSE o.cost_micros END`
 )
 
-// chargesCTE lists the charged provider records the table counts, each with the time that
-// places it in a window: the creation of its operation, so a charge sits in the same row as
+// chargesCTE lists the charged provider records the table counts, each with the API its
+// operation called ('' for none) and the time that places it in a window: the creation of its operation, so a charge sits in the same row as
 // the operation it pays for, or its own time for a charge with no operation. n numbers the
 // charges of one operation; n > 1 is a double charge. micros is the charge's money in
 // micro-units of its currency; a generation an LLM lookup found carries no amount of its
@@ -30,7 +30,7 @@ const (
 // provider_charges_orphan_idx. The third adds the double generations of LLM operations
 // (doubleGenerations).
 const chargesCTE = `c AS (
-	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider,
+	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, o.api,
 		CASE WHEN ` + llmUnpriced + ` THEN 'usd' ELSE pc.currency END AS currency, pc.amount_cents,
 		CASE WHEN ` + llmUnpriced + ` THEN o.cost_micros ELSE pc.amount_cents * 10000 END AS micros,
 		pc.charge_ref, pc.status, pc.operation_id,
@@ -38,19 +38,21 @@ const chargesCTE = `c AS (
 	FROM operations o JOIN provider_charges pc ON pc.operation_id = o.id
 	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + chargedStatuses + `
 		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
+		AND (@api = '' OR o.api = @api)
 	UNION ALL
-	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, pc.currency, pc.amount_cents, pc.amount_cents * 10000,
+	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, '', pc.currency, pc.amount_cents, pc.amount_cents * 10000,
 		pc.charge_ref, pc.status, NULL, 1
 	FROM provider_charges pc
 	WHERE pc.operation_id IS NULL AND pc.charged_at >= @from AND pc.charged_at < @to AND pc.status IN ` + chargedStatuses + `
-		AND (@tenant = 0 OR pc.tenant_id = @tenant) AND @kind = '' AND (@provider = '' OR pc.provider = @provider)
+		AND (@tenant = 0 OR pc.tenant_id = @tenant) AND @kind = '' AND (@provider = '' OR pc.provider = @provider) AND @api = ''
 	UNION ALL
-	SELECT o.created_at, o.tenant_id, o.kind, o.provider, 'usd', 0, o.cost_micros,
+	SELECT o.created_at, o.tenant_id, o.kind, o.provider, o.api, 'usd', 0, o.cost_micros,
 		e.ref || '#' || g.n, 'succeeded', o.id, g.n + 1
 	FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
 		CROSS JOIN LATERAL generate_series(1, ` + extraGenerations + `) AS g(n)
 	WHERE ` + doubleGenerations + ` AND o.created_at >= @from AND o.created_at < @to
 		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
+		AND (@api = '' OR o.api = @api)
 )`
 
 // llmUnpriced says a charge pc of operation o is a generation found at an LLM provider,
@@ -72,7 +74,7 @@ const extraGenerations = `greatest(cardinality(e.charge_refs) - 1, 1)`
 
 func metricsArgs(f recon.MetricsFilter) pgx.NamedArgs {
 	return pgx.NamedArgs{"from": f.From, "to": f.To, "secs": f.Bucket.Seconds(), "tenant": f.TenantID,
-		"kind": string(f.Kind), "provider": f.Provider}
+		"kind": string(f.Kind), "provider": f.Provider, "api": f.API}
 }
 
 func checkMetricsFilter(f recon.MetricsFilter) error {
@@ -120,9 +122,9 @@ func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.Me
 // metricsRows gathers the table's rows by key while the counting queries add to them.
 type metricsRows map[recon.MetricsKey]*recon.MetricsRow
 
-// row is the row for a bucket, tenant, kind and provider, made empty on first use.
-func (rows metricsRows) row(b time.Time, tenant int64, kind, provider string) *recon.MetricsRow {
-	k := recon.MetricsKey{Bucket: b.UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider}
+// row is the row for a bucket, tenant, kind, provider and API, made empty on first use.
+func (rows metricsRows) row(b time.Time, tenant int64, kind, provider, api string) *recon.MetricsRow {
+	k := recon.MetricsKey{Bucket: b.UTC(), TenantID: tenant, Kind: ops.Kind(kind), Provider: provider, API: api}
 	r := rows[k]
 	if r == nil {
 		r = &recon.MetricsRow{MetricsKey: k, Saved: recon.Money{}, Lost: recon.Money{}}
@@ -170,7 +172,7 @@ func (qu countQuery) run(ctx context.Context, q querier, args pgx.NamedArgs, row
 // countRequestsSQL counts client requests by the time they were received, with how each
 // was answered and the money a replay saved.
 var countRequestsSQL = `
-SELECT ` + metricsBin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider, ''), coalesce(` + opCurrency + `, ''),
+SELECT ` + metricsBin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider, ''), coalesce(o.api, ''), coalesce(` + opCurrency + `, ''),
 	count(*), count(*) FILTER (WHERE cr.duplicate), count(*) FILTER (WHERE cr.answer = 'replayed'),
 	coalesce(sum(` + opMicros + `) FILTER (WHERE cr.answer = 'replayed'), 0),
 	count(*) FILTER (WHERE cr.answer = 'in_progress'), count(*) FILTER (WHERE cr.answer = 'conflict'),
@@ -178,16 +180,17 @@ SELECT ` + metricsBin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.p
 FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
 WHERE cr.received_at >= @from AND cr.received_at < @to
 	AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-GROUP BY 1, 2, 3, 4, 5`
+	AND (@api = '' OR o.api = @api)
+GROUP BY 1, 2, 3, 4, 5, 6`
 
 func (rows metricsRows) addRequests(rs pgx.Rows) error {
 	var b time.Time
 	var tenant, n, dup, rep, saved, inProgress, conflicts, checking, rejected int64
-	var kind, provider, currency string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &dup, &rep, &saved, &inProgress, &conflicts, &checking, &rejected); err != nil {
+	var kind, provider, api, currency string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &currency, &n, &dup, &rep, &saved, &inProgress, &conflicts, &checking, &rejected); err != nil {
 		return err
 	}
-	r := rows.row(b, tenant, kind, provider)
+	r := rows.row(b, tenant, kind, provider, api)
 	r.ClientRequests += n
 	r.Duplicates += dup
 	r.Replays += rep
@@ -201,21 +204,22 @@ func (rows metricsRows) addRequests(rs pgx.Rows) error {
 
 // countOperationsSQL counts operations by the time they were created, with their statuses.
 var countOperationsSQL = `
-SELECT ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, count(*), count(*) FILTER (WHERE o.status = 'succeeded'),
+SELECT ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, o.api, count(*), count(*) FILTER (WHERE o.status = 'succeeded'),
 	count(*) FILTER (WHERE o.status = 'failed'), count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'expired')
 FROM operations o
 WHERE o.created_at >= @from AND o.created_at < @to
 	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-GROUP BY 1, 2, 3, 4`
+	AND (@api = '' OR o.api = @api)
+GROUP BY 1, 2, 3, 4, 5`
 
 func (rows metricsRows) addOperations(rs pgx.Rows) error {
 	var b time.Time
 	var tenant, n, ok, failed, unknown, expired int64
-	var kind, provider string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &n, &ok, &failed, &unknown, &expired); err != nil {
+	var kind, provider, api string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &n, &ok, &failed, &unknown, &expired); err != nil {
 		return err
 	}
-	r := rows.row(b, tenant, kind, provider)
+	r := rows.row(b, tenant, kind, provider, api)
 	r.Operations += n
 	r.Succeeded += ok
 	r.Failed += failed
@@ -227,21 +231,22 @@ func (rows metricsRows) addOperations(rs pgx.Rows) error {
 // countAttemptsSQL counts attempts by the time they started: all, those that left Settle,
 // and those that timed out.
 var countAttemptsSQL = `
-SELECT ` + metricsBin("a.started_at") + `, o.tenant_id, o.kind, o.provider, count(*),
+SELECT ` + metricsBin("a.started_at") + `, o.tenant_id, o.kind, o.provider, o.api, count(*),
 	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'), count(*) FILTER (WHERE a.outcome = 'timeout')
 FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.started_at >= @from AND a.started_at < @to
 	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-GROUP BY 1, 2, 3, 4`
+	AND (@api = '' OR o.api = @api)
+GROUP BY 1, 2, 3, 4, 5`
 
 func (rows metricsRows) addAttempts(rs pgx.Rows) error {
 	var b time.Time
 	var tenant, started, sent, timeouts int64
-	var kind, provider string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &started, &sent, &timeouts); err != nil {
+	var kind, provider, api string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &started, &sent, &timeouts); err != nil {
 		return err
 	}
-	r := rows.row(b, tenant, kind, provider)
+	r := rows.row(b, tenant, kind, provider, api)
 	r.Attempts += started
 	r.AttemptsSent += sent
 	r.Timeouts += timeouts
@@ -251,19 +256,19 @@ func (rows metricsRows) addAttempts(rs pgx.Rows) error {
 // countChargesSQL counts the charges of chargesCTE: all, orphans and double charges, with
 // the money double charges lost.
 var countChargesSQL = `WITH ` + chargesCTE + `
-SELECT ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.currency,
+SELECT ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.api, c.currency,
 	count(*), count(*) FILTER (WHERE c.operation_id IS NULL), count(*) FILTER (WHERE c.n > 1),
 	coalesce(sum(c.micros) FILTER (WHERE c.n > 1), 0)
-FROM c GROUP BY 1, 2, 3, 4, 5`
+FROM c GROUP BY 1, 2, 3, 4, 5, 6`
 
 func (rows metricsRows) addCharges(rs pgx.Rows) error {
 	var b time.Time
 	var tenant, n, orphans, doubles, lost int64
-	var kind, provider, currency string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &currency, &n, &orphans, &doubles, &lost); err != nil {
+	var kind, provider, api, currency string
+	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &currency, &n, &orphans, &doubles, &lost); err != nil {
 		return err
 	}
-	r := rows.row(b, tenant, kind, provider)
+	r := rows.row(b, tenant, kind, provider, api)
 	r.Charges += n
 	r.Orphans += orphans
 	r.DoubleCharges += doubles
@@ -271,7 +276,7 @@ func (rows metricsRows) addCharges(rs pgx.Rows) error {
 	return nil
 }
 
-// sortedRows returns the rows by window, tenant, kind and provider.
+// sortedRows returns the rows by window, tenant, kind, provider and API.
 func sortedRows(rows map[recon.MetricsKey]*recon.MetricsRow) []recon.MetricsRow {
 	out := make([]recon.MetricsRow, 0, len(rows))
 	for _, r := range rows {
@@ -286,8 +291,10 @@ func sortedRows(rows map[recon.MetricsKey]*recon.MetricsRow) []recon.MetricsRow 
 			return a.TenantID < b.TenantID
 		case a.Kind != b.Kind:
 			return a.Kind < b.Kind
-		default:
+		case a.Provider != b.Provider:
 			return a.Provider < b.Provider
+		default:
+			return a.API < b.API
 		}
 	})
 	return out
@@ -309,7 +316,7 @@ func (db *DB) ReconDrill(ctx context.Context, f recon.DrillFilter) ([]recon.Dril
 		f.Limit = drillLimit
 	}
 	args := pgx.NamedArgs{"from": f.Bucket, "to": f.Bucket.Add(f.Width), "tenant": f.TenantID, "kind": string(f.Kind),
-		"provider": f.Provider, "limit": f.Limit}
+		"provider": f.Provider, "api": f.API, "limit": f.Limit}
 	var sql string
 	switch f.Measure {
 	case recon.MeasureClientRequests, recon.MeasureDuplicates, recon.MeasureReplays:
@@ -320,7 +327,7 @@ SELECT cr.received_at, coalesce(cr.operation_id::text, ''), cr.tenant_id, cr.kin
 	coalesce(cr.answer, 'unanswered'), coalesce(o.amount_cents, 0), coalesce(o.currency, '')
 FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
 WHERE cr.received_at >= @from AND cr.received_at < @to AND cr.tenant_id = @tenant AND cr.kind = @kind
-	AND coalesce(o.provider, '') = @provider AND ` + cond + `
+	AND coalesce(o.provider, '') = @provider AND coalesce(o.api, '') = @api AND ` + cond + `
 ORDER BY cr.received_at, cr.id LIMIT @limit`
 	case recon.MeasureOperations, recon.MeasureSucceeded:
 		cond := "true"
@@ -332,7 +339,7 @@ SELECT o.created_at, o.id::text, o.tenant_id, o.kind, o.provider, coalesce(nulli
 	o.amount_cents, o.currency
 FROM operations o
 WHERE o.created_at >= @from AND o.created_at < @to AND o.tenant_id = @tenant AND o.kind = @kind AND o.provider = @provider
-	AND ` + cond + `
+	AND o.api = @api AND ` + cond + `
 ORDER BY o.created_at, o.id LIMIT @limit`
 	case recon.MeasureAttempts, recon.MeasureTimeouts:
 		cond := "a.outcome IS DISTINCT FROM 'not_sent'"
@@ -345,7 +352,7 @@ SELECT a.started_at, o.id::text, o.tenant_id, o.kind, o.provider, 'attempt ' || 
 	o.amount_cents, o.currency
 FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.started_at >= @from AND a.started_at < @to AND o.tenant_id = @tenant AND o.kind = @kind AND o.provider = @provider
-	AND ` + cond + `
+	AND o.api = @api AND ` + cond + `
 ORDER BY a.started_at, a.id LIMIT @limit`
 	default:
 		cond := map[recon.Measure]string{recon.MeasureCharges: "true", recon.MeasureOrphans: "c.operation_id IS NULL",
@@ -353,7 +360,7 @@ ORDER BY a.started_at, a.id LIMIT @limit`
 		// The CTE's own filters take "any" for zero values; the cell wants exact matches.
 		sql = `WITH ` + chargesCTE + `
 SELECT c.at, coalesce(c.operation_id::text, ''), c.tenant_id, c.kind, c.provider, c.charge_ref, c.status, c.amount_cents, c.currency
-FROM c WHERE c.tenant_id = @tenant AND c.kind = @kind AND c.provider = @provider AND ` + cond + `
+FROM c WHERE c.tenant_id = @tenant AND c.kind = @kind AND c.provider = @provider AND c.api = @api AND ` + cond + `
 ORDER BY c.at, c.charge_ref LIMIT @limit`
 	}
 	rows, err := db.Pool.Query(ctx, sql, args)

@@ -281,7 +281,7 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time)
 	var vals, money [][]any
 	for i := range rows {
 		r := &rows[i]
-		key := []any{60, r.Bucket, r.TenantID, string(r.Kind), r.Provider}
+		key := []any{60, r.Bucket, r.TenantID, string(r.Kind), r.Provider, r.API}
 		vals = append(vals, append(append(append([]any{}, key...), rollupValues(r)...), now))
 		for measure, m := range map[string]recon.Money{"saved": r.Saved, "lost": r.Lost} {
 			for cur, v := range m {
@@ -291,7 +291,7 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time)
 			}
 		}
 	}
-	keyCols := []string{"width_seconds", "start", "tenant_id", "kind", "provider"}
+	keyCols := []string{"width_seconds", "start", "tenant_id", "kind", "provider", "api"}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rollups"}, append(append(append([]string{}, keyCols...), rollupCols...), "computed_at"),
 		pgx.CopyFromRows(vals)); err != nil {
 		return 0, interpret(err, "write minute rollups")
@@ -318,14 +318,14 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time)
 		for _, sql := range []string{
 			`DELETE FROM rollups WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto`,
 			`DELETE FROM rollup_money WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto`,
-			`INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider` + cols + `, computed_at)
-SELECT @lwidth, ` + start + `, tenant_id, kind, provider` + sums + `, @now
+			`INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider, api` + cols + `, computed_at)
+SELECT @lwidth, ` + start + `, tenant_id, kind, provider, api` + sums + `, @now
 FROM rollups WHERE width_seconds = 60 AND start >= @lfrom AND start < @lto
-GROUP BY 2, 3, 4, 5`,
-			`INSERT INTO rollup_money (width_seconds, start, tenant_id, kind, provider, measure, currency, micros)
-SELECT @lwidth, ` + start + `, tenant_id, kind, provider, measure, currency, sum(micros)
+GROUP BY 2, 3, 4, 5, 6`,
+			`INSERT INTO rollup_money (width_seconds, start, tenant_id, kind, provider, api, measure, currency, micros)
+SELECT @lwidth, ` + start + `, tenant_id, kind, provider, api, measure, currency, sum(micros)
 FROM rollup_money WHERE width_seconds = 60 AND start >= @lfrom AND start < @lto
-GROUP BY 2, 3, 4, 5, 6, 7`,
+GROUP BY 2, 3, 4, 5, 6, 7, 8`,
 		} {
 			if _, err := tx.Exec(ctx, sql, args); err != nil {
 				return 0, interpret(err, fmt.Sprintf("recompute %s rollups", lv))

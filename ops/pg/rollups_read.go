@@ -49,16 +49,17 @@ func checkRollupFilter(w recon.Window, bucket time.Duration) error {
 // rollupRange is the rollup rows a window reads: rows of the coarsest level that fits the
 // bucket (@lwidth: hours, or quarter hours) for the whole units of that level inside the
 // window, from @lfrom to @lto, and minute rows for the rest. It is a subquery with the row's
-// start and key columns plus cols, filtered by @tenant, @kind and @provider.
+// start and key columns plus cols, filtered by @tenant, @kind, @provider and @api.
 func rollupRange(table, cols string) string {
-	filter := ` AND (@tenant = 0 OR tenant_id = @tenant) AND (@kind = '' OR kind = @kind) AND (@provider = '' OR provider = @provider)`
-	return `(SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
+	filter := ` AND (@tenant = 0 OR tenant_id = @tenant) AND (@kind = '' OR kind = @kind) AND (@provider = '' OR provider = @provider)
+	AND (@api = '' OR api = @api)`
+	return `(SELECT start, tenant_id, kind, provider, api` + cols + ` FROM ` + table + `
 	WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto` + filter + `
 	UNION ALL
-	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
+	SELECT start, tenant_id, kind, provider, api` + cols + ` FROM ` + table + `
 	WHERE width_seconds = 60 AND start >= @from AND start < @lfrom` + filter + `
 	UNION ALL
-	SELECT start, tenant_id, kind, provider` + cols + ` FROM ` + table + `
+	SELECT start, tenant_id, kind, provider, api` + cols + ` FROM ` + table + `
 	WHERE width_seconds = 60 AND start >= @lto AND start < @to` + filter + `) r`
 }
 
@@ -100,8 +101,8 @@ var rollupCountsSQL = func() string {
 		cols += ", " + c
 		sums += ", sum(" + c + ")::bigint"
 	}
-	return `SELECT date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `), tenant_id, kind, provider` + sums + `
-FROM ` + rollupRange("rollups", cols) + ` GROUP BY 1, 2, 3, 4`
+	return `SELECT date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `), tenant_id, kind, provider, api` + sums + `
+FROM ` + rollupRange("rollups", cols) + ` GROUP BY 1, 2, 3, 4, 5`
 }()
 
 // RollupMetrics implements recon.MetricsStore from the rollups: one index range scan of hour
@@ -140,7 +141,7 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 	}
 	var r recon.MetricsRow
 	var kind string
-	_, err = pgx.ForEachRow(rows, append([]any{&r.Bucket, &r.TenantID, &kind, &r.Provider}, rollupTargets(&r)...), func() error {
+	_, err = pgx.ForEachRow(rows, append([]any{&r.Bucket, &r.TenantID, &kind, &r.Provider, &r.API}, rollupTargets(&r)...), func() error {
 		row := r
 		row.Bucket, row.Kind, row.Saved, row.Lost = r.Bucket.UTC(), ops.Kind(kind), recon.Money{}, recon.Money{}
 		out[row.MetricsKey] = &row
@@ -149,15 +150,15 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 	if err != nil {
 		return nil, interpret(err, "read rollups")
 	}
-	rows, err = tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider, measure, currency, sum(micros)::bigint
-FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 2, 3, 4, 5, 6`, args)
+	rows, err = tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider, api, measure, currency, sum(micros)::bigint
+FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 2, 3, 4, 5, 6, 7`, args)
 	if err != nil {
 		return nil, interpret(err, "read rollup money")
 	}
 	var k recon.MetricsKey
 	var measure, currency string
 	var micros int64
-	_, err = pgx.ForEachRow(rows, []any{&k.Bucket, &k.TenantID, &kind, &k.Provider, &measure, &currency, &micros}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&k.Bucket, &k.TenantID, &kind, &k.Provider, &k.API, &measure, &currency, &micros}, func() error {
 		k.Bucket, k.Kind = k.Bucket.UTC(), ops.Kind(kind)
 		row := out[k]
 		if row == nil {

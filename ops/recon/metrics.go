@@ -17,15 +17,21 @@ type MetricsFilter struct {
 	TenantID int64
 	Kind     ops.Kind
 	Provider string
+	// API keeps the rows of one API of an LLM provider, by its label (ops.Call.Label:
+	// "responses"); "" keeps every row.
+	API string
 }
 
 // MetricsKey is what one row of the reconciliation table is about. TenantID 0 and Kind ""
-// mean "none": a charge with no operation has neither.
+// mean "none": a charge with no operation has neither. API is the label of the API an LLM
+// operation called ("chat_completions", "responses", "messages", "embeddings"), "" for rows
+// of no such API (a refund, a request refused before it had an operation).
 type MetricsKey struct {
 	Bucket   time.Time
 	TenantID int64
 	Kind     ops.Kind
 	Provider string
+	API      string
 }
 
 // Money is amounts per currency, in micro-units of the currency (one cent is 10,000,
@@ -55,7 +61,7 @@ func (m Money) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// MetricsRow counts, for one window, tenant, kind and provider, what came in, what was
+// MetricsRow counts, for one window, tenant, kind, provider and API, what came in, what was
 // sent and what the provider billed. Every number is a count of recorded rows (ops rule 8).
 type MetricsRow struct {
 	MetricsKey
