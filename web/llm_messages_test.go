@@ -238,6 +238,23 @@ func TestMessagesSettleExactlyOnce(t *testing.T) {
 				t.Fatalf("stream replay: %v %s %q %v", err, m2.ID, m2.Content[0].Text, types2)
 			}
 		}},
+		{"the client's stream cut, then retried: the same message, event for event", "m-client-cut", 1, func(t *testing.T, key string) {
+			ctx, cancel := context.WithCancel(ctx)
+			st := w.sdk("shop").Messages.NewStreaming(ctx, claudeAsk("and order 4422?"), keyed(key))
+			var seen []string
+			for len(seen) < 3 && st.Next() {
+				seen = append(seen, st.Current().Type)
+			}
+			cancel() // the client's network fails after three events
+			st.Close()
+			var raw *http.Response
+			m, types, err := accumulate(t, w.sdk("shop").Messages.NewStreaming(context.Background(), claudeAsk("and order 4422?"), keyed(key), aoption.WithResponseInto(&raw)))
+			g := w.fake.Generations()[len(w.fake.Generations())-1]
+			if err != nil || len(seen) != 3 || m.ID != g.ID || m.Content[0].Text != g.Content || m.StopReason != anthropic.StopReasonEndTurn ||
+				raw.Header.Get("Idempotent-Replayed") != "true" || strings.Join(types[:3], " ") != strings.Join(seen, " ") {
+				t.Fatalf("retry: %v %s %q %v (first stream %v); Anthropic %+v", err, m.ID, m.Content[0].Text, types, seen, g)
+			}
+		}},
 		{"same key twice: one generation, the second replayed", "m-twice", 1, func(t *testing.T, key string) {
 			first, err := w.sdk("shop").Messages.New(ctx, claudeAsk("refund order 4419"), keyed(key))
 			if err != nil {
