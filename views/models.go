@@ -180,8 +180,11 @@ type OpSummary struct {
 	LLM bool
 	// KeyProtects says in words what the operation's keys protect at its provider.
 	KeyProtects string
-	// RecordHint is what the provider's record id looks like (re_..., chatcmpl-...).
-	RecordHint string
+	// RecordLabel names the provider's record a person gives to close it as succeeded, as
+	// its kind and API call it ("Provider record id", "Message id"); RecordHint is what its
+	// id looks like (re_..., msg_...); RecordNeed says when it is needed and what Settle
+	// does with it.
+	RecordLabel, RecordHint, RecordNeed string
 	// RetryUntil is when a resend with the key stops being safe (Stripe), or when Settle
 	// stops replaying the client's key (LLM); empty before any send.
 	RetryUntil    string
@@ -231,7 +234,8 @@ type EvidenceItem struct {
 // OpActions says what the viewer may do to the operation now, and why not otherwise.
 type OpActions struct {
 	CanLookup bool
-	// LookupNote explains a missing lookup (an LLM provider that stores no completions).
+	// LookupNote explains a missing lookup (a provider, or an API, that keeps nothing Settle
+	// can read), and who settles it instead.
 	LookupNote string
 	CanClose   bool
 	// CanCloseFailed says a person may close it as failed by hand; FailedWhy says why not

@@ -106,7 +106,8 @@ func TestEmbeddingsSettleExactlyOnce(t *testing.T) {
 			// ops rules 5 and 11: the outcome is unknown and the key stays bound to it; the
 			// provider keeps no embeddings to look up, and the client is told so (ops rule 12).
 			_, _, err = call("pipeline", key, embed(256))
-			if body := wantStatus(t, err, http.StatusConflict, llm.ReasonOutcomeUnknown); !strings.Contains(body, "Settle looks up only chat completions") {
+			if body := wantStatus(t, err, http.StatusConflict, llm.ReasonOutcomeUnknown); !strings.Contains(body, "There is nothing to look up for an embeddings call") ||
+				strings.Contains(body, "completion") {
 				t.Fatalf("the unknown outcome promises a lookup: %s", body)
 			}
 			if op := w.op(t, key); op.Status != ops.StatusUnknown || op.Attempts != 1 {

@@ -74,9 +74,9 @@ func (s *Server) handleClose(w http.ResponseWriter, r *http.Request) {
 	f := flashMsg{Kind: "ok", Message: fmt.Sprintf("Closed as %s.", op.Status)}
 	if op.Status == ops.StatusSucceeded && s.kind(op.Kind).Generation {
 		if len(op.Result) > 0 {
-			f.Message += " Settle fetched the completion's answer from the provider, so the client's retry replays it."
+			f.Message += " Settle fetched its answer from the provider, so the client's retry replays it."
 		} else {
-			f.Kind, f.Message = "warn", f.Message+" Settle could not fetch the completion's answer, so a retry with the client's key is told it is not stored and to ask again with a new key."
+			f.Kind, f.Message = "warn", f.Message+" Settle could not fetch its answer from the provider (the evidence says why), so a retry with the client's key is told it is not stored and to ask again with a new key."
 		}
 	}
 	s.putFlash(r.Context(), f)
@@ -164,7 +164,7 @@ func (s *Server) closeForm(w http.ResponseWriter, r *http.Request) (id string, v
 var bulkLabels = map[string]string{
 	desk.LookupNotFound:    "not found at the provider: check them and close by hand, or as not executed once the key retention has passed",
 	desk.LookupInFlight:    "being sent by a worker right now: look again once the lease has ended",
-	desk.LookupUnsupported: "no lookup exists for them: their LLM provider keeps no stored completions Settle can read; close them by hand",
+	desk.LookupUnsupported: "no lookup exists for them (each one's page says why: its API, or its provider, keeps nothing Settle can read); close them by hand",
 	desk.LookupUnavailable: "the provider could not be asked: try again in a moment",
 	desk.LookupFailed:      "failed with an internal error (see the logs)",
 }

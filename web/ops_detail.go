@@ -85,7 +85,12 @@ func tenantName(ts []*ops.Tenant, id int64) string {
 func opSummary(spec ops.KindSpec, op *ops.Operation, tenant string, now time.Time, showKey bool) views.OpSummary {
 	sum := opFacts(op, tenant, showKey)
 	sum.LLM = spec.Generation
-	sum.KeyProtects, sum.RecordHint = keyProtects(spec, op), spec.RecordHint
+	sum.KeyProtects = keyProtects(spec, op)
+	rec := spec.RecordOf(op)
+	sum.RecordLabel, sum.RecordHint, sum.RecordNeed = rec.Label, rec.Hint, "needed for succeeded"
+	if rec.Fetch != "" {
+		sum.RecordNeed += "; " + rec.Fetch
+	}
 	c := spec.CallOf(op)
 	sum.API, sum.Model = c.API, c.Model
 	if spec.Generation {

@@ -365,8 +365,10 @@ type ManualClose struct {
 	ID      string
 	Version int64
 	To      ops.Status
-	// ProviderRef is the provider's record that shows it succeeded: a refund id, a
-	// completion id (whose answer Settle fetches and stores for the client's key).
+	// ProviderRef is the provider's record that shows it succeeded: a refund id, an LLM
+	// call's record as its API names it (a completion's or a response's id, whose answer
+	// Settle fetches and stores for the client's key; a message's id; an embeddings
+	// request's id).
 	ProviderRef string
 	Note        string
 	Actor       string
@@ -409,7 +411,7 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 	if err != nil {
 		return CloseOutcome{}, err
 	}
-	hint := d.Ledger.Kind(op.Kind).RecordHint
+	hint := d.Ledger.Kind(op.Kind).RecordOf(op).Hint
 	p.ProviderRef = strings.TrimSpace(p.ProviderRef)
 	if p.To == ops.StatusSucceeded && p.ProviderRef == "" {
 		return CloseOutcome{}, ops.Errorf(ops.EINVALID, "Succeeded needs the provider's record: give its id (%s).", hint)

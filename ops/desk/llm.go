@@ -18,6 +18,9 @@ func (d *Desk) CanLookUp(ctx context.Context, op *ops.Operation) (bool, string) 
 	case ops.LookupNone:
 		return false, fmt.Sprintf("No lookup exists for %s operations.", op.Kind)
 	}
+	if why := llm.NoLookup(op); why != "" {
+		return false, why
+	}
 	if why := d.Completions.Available(ctx, op); why != "" {
 		return false, why
 	}
@@ -34,9 +37,15 @@ func (d *Desk) lookupLLM(ctx context.Context, op *ops.Operation, actor string) (
 	now := d.Ledger.Clock.Now()
 	out := LookupOutcome{OperationID: op.ID, Op: op}
 	byHand := llm.ByHand(op)
+	// What the call's API allows comes first: a message or an embeddings call has nothing
+	// to look up, whatever provider of stored completions the server has.
+	if why := llm.NoLookup(op); why != "" {
+		out.Outcome, out.Message = LookupUnsupported, why+byHand
+		return out, nil
+	}
 	switch {
 	case d.Completions == nil || d.Completions.Store == nil:
-		out.Outcome, out.Message = LookupUnsupported, "No LLM provider with stored completions is configured on this server."+byHand
+		out.Outcome, out.Message = LookupUnsupported, fmt.Sprintf("No LLM provider whose %s Settle reads is configured on this server.", llm.Kept(op))+byHand
 		return out, nil
 	case d.Completions.StoreUnknown(ctx, op):
 		out.Outcome, out.Message = LookupUnavailable, fmt.Sprintf("%s could not be asked whether it stores completions; try again in a moment.", op.Provider)
@@ -93,13 +102,13 @@ func (d *Desk) describeLLM(out *LookupOutcome, applied ops.Applied, found int) {
 	case "in_flight":
 		out.Outcome, out.Message = LookupInFlight, "A worker started sending it meanwhile; look again once its lease has ended."
 	default:
-		out.Outcome, out.Message = LookupFailed, "The provider's completion could not be applied."
+		out.Outcome, out.Message = LookupFailed, "What the provider holds for it could not be applied."
 	}
 }
 
 // recordDouble raises the double generation the lookup found as an exception.
 func (d *Desk) recordDouble(ctx context.Context, op *ops.Operation, res ops.LookupResult, actor string, out *LookupOutcome) error {
-	out.Message += fmt.Sprintf(" %s holds %d completions for this one operation: a double generation", op.Provider, len(res.Records))
+	out.Message += fmt.Sprintf(" %s holds %d answers for this one operation: a double generation", op.Provider, len(res.Records))
 	if d.Findings == nil {
 		out.Message += " to report."
 		return nil
@@ -116,13 +125,17 @@ func (d *Desk) recordDouble(ctx context.Context, op *ops.Operation, res ops.Look
 	return nil
 }
 
-// answerFor fetches the provider's answer of the completion a person closes an LLM
-// operation with, so the client's key replays it. Nil with a reason when the provider
-// cannot give it: the close stands on the person's word, and the key then answers
+// answerFor fetches the provider's answer of the record a person closes an LLM operation
+// with (a completion, a response), so the client's key replays it. Nil with a reason when
+// the provider cannot give it (its API keeps nothing Settle can read, or no provider that
+// keeps it is configured): the close stands on the person's word, and the key then answers
 // answer_not_stored.
 func (d *Desk) answerFor(ctx context.Context, op *ops.Operation, ref string) (*ops.Result, string, error) {
+	if why := llm.NoLookup(op); why != "" {
+		return nil, why, nil
+	}
 	if d.Completions == nil || d.Completions.Store == nil {
-		return nil, "no LLM provider with stored completions is configured", nil
+		return nil, fmt.Sprintf("No LLM provider whose %s Settle reads is configured on this server.", llm.Kept(op)), nil
 	}
 	return d.Completions.Fetch(ctx, op, ref)
 }

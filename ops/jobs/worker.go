@@ -41,12 +41,12 @@ type DocumentSource interface {
 // generation shared by every job of one dedup key. The provider takes no idempotency key;
 // the policy is batch (an uncertain attempt is not resent: the generation waits as unknown
 // for a lookup or a person) unless retryUncertain allows a resend, which is then counted as
-// a possible duplicate. A generation is looked up in the provider's stored completions.
+// a possible duplicate. A generation is a chat completion, looked up in the provider's
+// stored completions.
 func Kind(retryUncertain bool) ops.KindSpec {
 	return ops.KindSpec{Kind: ops.KindLLMJob, Name: "AI request",
 		Policy: ops.Policy{RetryUncertain: retryUncertain, NoProviderKey: true}, Lookup: ops.LookupStoredCompletions,
-		RecordHint: "chatcmpl-...", Jobs: true, Generation: true, Customer: llm.CustomerStatus, Call: llm.CallOf,
-		APIs: []string{llm.ChatAPI()},
+		Record: llm.RecordOf, Jobs: true, Generation: true, Customer: llm.CustomerStatus, Call: llm.CallOf, APIs: []string{llm.ChatAPI()},
 		KeyNote: "%s takes no idempotency key: a resend of this generation may be billed twice. " +
 			"What protects it is the job's dedup key: every job of the same input is answered from this one generation, for good."}
 }

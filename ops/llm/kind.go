@@ -5,12 +5,13 @@ import "github.com/settle-dev/settle/ops"
 // Kind is the gateway's kind, llm_call, as the program registers it with the ledger. The
 // provider takes no idempotency key, so a resend after an uncertain attempt may be billed
 // twice: the default policy (interactive) allows it and counts it as a possible duplicate,
-// and each call is opened with its tenant's and route's mode. A call is looked up in the
-// provider's stored completions.
+// and each call is opened with its tenant's and route's mode. A call is looked up as its
+// API allows (a chat completion in the provider's stored completions, a response by its id),
+// and its page names its provider's record as its API does (RecordOf).
 func Kind() ops.KindSpec {
 	return ops.KindSpec{Kind: ops.KindLLMCall, Name: "AI request",
 		Policy: ops.Policy{RetryUncertain: true, NoProviderKey: true}, Lookup: ops.LookupStoredCompletions,
-		RecordHint: "chatcmpl-...", Generation: true, Customer: CustomerStatus, Call: CallOf, APIs: APINames(),
+		Record: RecordOf, Generation: true, Customer: CustomerStatus, Call: CallOf, APIs: APINames(),
 		KeyNote: "%s takes no idempotency key: a resend of this call may be billed twice, so Settle never treats one as safe. " +
 			"What protects the client is Settle's own replay: its Idempotency-Key answers from this operation until the time below."}
 }

@@ -190,13 +190,9 @@ func NotFound(op *ops.Operation) string {
 	return fmt.Sprintf("%s has no stored completion carrying this operation's id. A provider may show one a little after it billed it, so look again in a few minutes; if none appears, the send most likely never generated, but only the provider's usage report can tell.", op.Provider)
 }
 
-// ByHand says how a person closes op by hand when no lookup settles it.
-func ByHand(op *ops.Operation) string {
-	if lookupOf(op) == lookupResponseByID {
-		return " Close it by hand: when the provider's records show its response, close it as succeeded with the response id (resp_...)."
-	}
-	return " Close it by hand: when the provider's records show its completion, close it as succeeded with the completion id (chatcmpl-...)."
-}
+// ByHand says how a person closes op by hand when no lookup settles it, as its API allows,
+// with a space before it.
+func ByHand(op *ops.Operation) string { return " " + wordsOf(op).byHand(op.Provider) }
 
 // Found says what one record a lookup found for op is, as "stored completion chatcmpl-…".
 func Found(op *ops.Operation, ref string) string { return lookupNoun(op) + " " + ref }

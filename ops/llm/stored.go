@@ -133,15 +133,14 @@ type Lookups struct {
 
 // Available says why the operation's completions cannot be looked up, or "" when they can.
 func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
+	if why := NoLookup(op); why != "" {
+		return why
+	}
 	switch {
-	case routeOf(op) == MessagesRoute:
-		return anthropicNoLookup
-	case lookupOf(op) == lookupUsageOnly:
-		return fmt.Sprintf("Settle looks up only chat completions (in the provider's stored completions) and responses (by the id recorded on the attempt) at the provider; this call went to %s, which only the provider's usage report shows.", routeOf(op))
 	case k == nil || k.Store == nil:
-		return "No LLM provider with stored completions is configured on this server."
+		return fmt.Sprintf("No LLM provider whose %s Settle reads is configured on this server.", Kept(op))
 	case k.Store.Name() != op.Provider:
-		return fmt.Sprintf("Settle does not call %s any more, so its stored completions cannot be read.", op.Provider)
+		return fmt.Sprintf("Settle does not call %s any more, so its %s cannot be read.", op.Provider, Kept(op))
 	case OptedOut(op):
 		return "The client sent store: false, so the provider keeps no copy of this call."
 	case lookupOf(op) == lookupResponseByID:
@@ -155,10 +154,6 @@ func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
 	}
 	return ""
 }
-
-// anthropicNoLookup says why a Messages API call cannot be looked up, and what closes it.
-const anthropicNoLookup = "Anthropic takes no idempotency key and has no lookup of a message, so a message whose answer was lost, " +
-	"or whose stream broke off, can be neither fetched nor completed: only a person settles it, from Anthropic's usage report or console."
 
 // OptedOut reports whether the client of an llm_call asked the provider not to store it
 // (store: false), which Settle honours: no lookup can find such a call.
@@ -347,11 +342,14 @@ func (g *Gateway) unknownError(ctx context.Context, op *ops.Operation) error {
 // call, and the reconciler only when one runs.
 func (g *Gateway) whatNext(ctx context.Context, op *ops.Operation) string {
 	lookups := &Lookups{Store: g.cfg.Stored}
+	// A response is looked up by the id recorded on its attempt, which the store that
+	// records those ids also reads back.
+	lookups.Refs, _ = g.cfg.Refs.(AttemptRefReader)
 	if why := lookups.Available(context.WithoutCancel(ctx), op); why != "" {
 		return fmt.Sprintf("Nothing more is sent for this key until a person settles operation %s by hand: %s", op.ID, why)
 	}
 	if g.cfg.Reconciled {
-		return fmt.Sprintf("Nothing more is sent for this key: %s stores its completions, and the reconciler looks this one up there and settles it; a retry with this key then gets the answer found.", op.Provider)
+		return fmt.Sprintf("Nothing more is sent for this key: the reconciler looks this one up in %s's %s and settles it; a retry with this key then gets the answer found.", op.Provider, Kept(op))
 	}
-	return fmt.Sprintf("Nothing more is sent for this key until an on-call person looks it up at %s, which stores its completions, or settles it by hand; a retry with this key then gets the answer found.", op.Provider)
+	return fmt.Sprintf("Nothing more is sent for this key until an on-call person looks it up in %s's %s, or settles it by hand; a retry with this key then gets the answer found.", op.Provider, Kept(op))
 }
