@@ -202,7 +202,8 @@
 //   - ops/jobs: LLM pipeline jobs, their leased workers and checkpoints.
 //   - ops/recon: reconciliation of provider charges and LLM usage against the ledger: the
 //     exceptions it finds and their workflow, the reconciliation table's metrics and
-//     drill-down, and the per-minute rollups (Rollups) that /reconcile and /insights read.
+//     drill-down, and the per-minute rollups (Rollups) that /reconcile and /insights read,
+//     split by tenant, kind, provider and the API an LLM operation called.
 //   - ops/mcptool: the refund tools of Settle's MCP server.
 //   - ops/retain: the retention: closed operations past SETTLE_RETENTION removed with their
 //     rows in short batches, open ones never; the monthly partitions kept ahead and dropped

@@ -394,8 +394,10 @@ func (d *Desk) CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now ti
 
 // CloseManually closes an operation with a person's note as evidence. Succeeded also needs
 // the provider's record id (ops rule 9). An LLM operation closed as succeeded gets the
-// completion's answer fetched from the provider's store, so the client's key replays it;
-// when it cannot be fetched, the key answers that the answer is not stored, never an error.
+// answer its record names fetched from the provider, where its API keeps one to read (a
+// stored completion or response), so the client's key replays it; when it cannot be fetched
+// (a message, embeddings, a store Settle cannot read), the key answers that the answer is
+// not stored, never an error.
 // Where the tenant's approval policy asks for a second person (ops rule 13), the close
 // becomes a proposal instead.
 func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, error) {
