@@ -20,15 +20,16 @@ const (
 )
 
 // chargesCTE lists the charged provider records the table counts, each with the API its
-// operation called ('' for none) and the time that places it in a window: the creation of its operation, so a charge sits in the same row as
-// the operation it pays for, or its own time for a charge with no operation. n numbers the
-// charges of one operation; n > 1 is a double charge. micros is the charge's money in
-// micro-units of its currency; a generation an LLM lookup found carries no amount of its
-// own (a stored completion has no price on it), so it costs what its operation's stored
-// generation cost, in USD, as the third half counts it. The first two halves are index-served: the first by
-// operations_created_idx and provider_charges_operation_idx, the second by
-// provider_charges_orphan_idx. The third adds the double generations of LLM operations
-// (doubleGenerations).
+// operation called (empty for a charge of no operation, or of one that calls none) and the
+// time that places it in a window: the creation of its operation, so a charge sits in the
+// same row as the operation it pays for, or its own time for a charge with no operation. n
+// numbers the charges of one operation; n > 1 is a double charge. micros is the charge's
+// money in micro-units of its currency; a generation an LLM lookup found carries no amount
+// of its own (a stored completion has no price on it), so it costs what its operation's
+// stored generation cost, in USD, as the third half counts it. The first two halves are
+// index-served: the first by operations_created_idx and provider_charges_operation_idx, the
+// second by provider_charges_orphan_idx. The third adds the double generations of LLM
+// operations (doubleGenerations).
 const chargesCTE = `c AS (
 	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, o.api,
 		CASE WHEN ` + llmUnpriced + ` THEN 'usd' ELSE pc.currency END AS currency, pc.amount_cents,
