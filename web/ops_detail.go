@@ -159,7 +159,19 @@ func sentNote(spec ops.KindSpec, op *ops.Operation, all []ops.Attempt) string {
 	default:
 		answer = fmt.Sprintf("attempt %d ended %s", last.N, last.Outcome)
 	}
+	// The last answer does not stand for the operation while an earlier attempt may have
+	// run: a 429 or a send that never left says nothing of what that one did.
+	var earlier *ops.Attempt
+	for i := range attempts {
+		if a := &attempts[i]; a.N != last.N && a.Uncertain() && (earlier == nil || a.N > earlier.N) {
+			earlier = a
+		}
+	}
 	switch {
+	case !last.Uncertain() && earlier != nil && spec.Generation:
+		return fmt.Sprintf("%s; %s, but attempt %d ended %s: it may have been generated, and billed.", sent, answer, earlier.N, earlier.Outcome)
+	case !last.Uncertain() && earlier != nil:
+		return fmt.Sprintf("%s; %s, but attempt %d ended %s: the provider may have run it.", sent, answer, earlier.N, earlier.Outcome)
 	case !last.Uncertain():
 		return sent + "; " + answer + "."
 	case spec.Generation:
