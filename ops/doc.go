@@ -142,7 +142,13 @@
 // be looked up so, the lookup comes before any resend: an answer found settles the
 // operation and nothing is sent again, and only a lookup that finds nothing lets the resend
 // go (a pipeline job's generation also waits while the store cannot be asked, where an
-// interactive call, whose client is waiting, is sent). A provider that keeps none gives
+// interactive call, whose client is waiting, is sent). A send follows an uncertain send
+// whenever any earlier attempt of the operation was uncertain, not only the last, whoever
+// sends it (the same call, the client's retry, the worker that takes the operation over):
+// a 429 or a send that never left in between says nothing of what that attempt did, and a
+// lookup that found nothing settles nothing, so every later send is looked up first and
+// counted. The reaper, which asks no provider, leaves such an operation to its client or
+// worker instead of resending it. A provider that keeps none gives
 // nothing to look up, and Settle says so instead of promising a lookup: Anthropic keeps no
 // message that can be read again, so its calls whose answer was lost, or whose stream broke
 // off, are settled by a person from its usage report or console. That report counts the
