@@ -43,6 +43,9 @@ func checkAPI(apis []apiChoice, api string) error {
 		}
 		labels = append(labels, a.label)
 	}
+	if len(labels) == 0 {
+		return ops.Errorf(ops.EINVALID, "There is no API %q: no kind of operation this server handles calls one.", api)
+	}
 	return ops.Errorf(ops.EINVALID, "There is no API %q; choose one of %s.", api, strings.Join(labels, ", "))
 }
 
