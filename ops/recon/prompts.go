@@ -103,8 +103,8 @@ func (p *promptWindow) diff() int64 { return p.BilledTokens - p.AnsweredTokens }
 //
 // The reconciler never closes an operation from this comparison. A bucket's sums name no
 // message, so they are no record of one (ops rule 9), and there is no message to give the
-// client's retry; a bucket in order is no proof that an uncertain attempt ran nothing (ops
-// rule 11), as the report runs late and may count a request in another bucket. The finding
+// client's retry; a bucket in order is no proof that an uncertain attempt ran nothing
+// (ops rule 11), as the report runs late and may count a request in another bucket. The finding
 // names the operations whose prompts explain a bucket, for the person who settles them.
 func (r *Reconciler) comparePrompts(ctx context.Context, provider string, rows []UsageRow, w Window, width time.Duration, rep *Report) error {
 	sent, err := r.Store.SentPrompts(ctx, provider, w, width)
