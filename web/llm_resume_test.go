@@ -509,8 +509,9 @@ func TestStreamReplayKeepsTheOriginalEvents(t *testing.T) {
 
 // TestStreamRetryOnAnotherReplica: the generation runs in one gateway process; a retry that
 // reaches another replica while it runs cannot follow it there and is told 409 with
-// Retry-After, as any request on a key in flight. Once it is over, the other replica replays the
-// stored events after the client's Last-Event-ID, and nothing is generated again.
+// Retry-After, as any request on a key in flight; with Prefer: wait it waits there for the end.
+// Once it is over, the other replica replays the stored events after the client's
+// Last-Event-ID, and nothing is generated again (ops rule 3).
 func TestStreamRetryOnAnotherReplica(t *testing.T) {
 	t.Parallel()
 	w := newResumeWorld(t)
@@ -525,13 +526,22 @@ func TestStreamRetryOnAnotherReplica(t *testing.T) {
 		b, _ := io.ReadAll(busy.Body)
 		t.Fatalf("another replica mid-generation: %d %v %s", busy.StatusCode, busy.Header, b)
 	}
+	// With Prefer: wait, the other replica waits for the generation to end, then sends the
+	// stored events after Last-Event-ID.
+	waited := elsewhere.post(t, context.Background(), api, "replica-1", body, "Last-Event-ID", last, "Prefer", "wait=20")
+	rest := readEvents(t, waited.Body, 0)
+	wantNumbered(t, rest, last)
+	text := w.wantOne(t, api)
+	if api.join(seen)+api.join(rest) != text || waited.Header.Get("Settle-Resumed-After") != last || waited.Header.Get("Preference-Applied") != "wait=20" {
+		t.Fatalf("waited %v: read %q then %q; the provider generated %q", waited.Header, api.join(seen), api.join(rest), text)
+	}
+	// And once it ended, a retry without Prefer gets the same events.
 	w.waitStatus(t, "replica-1", ops.StatusSucceeded)
 	resp := elsewhere.post(t, context.Background(), api, "replica-1", body, "Last-Event-ID", last)
-	rest := readEvents(t, resp.Body, 0)
-	wantNumbered(t, rest, last)
-	if text := w.wantOne(t, api); api.join(seen)+api.join(rest) != text || resp.Header.Get("Settle-Resumed-After") != last {
-		t.Fatalf("read %q then %q; the provider generated %q", api.join(seen), api.join(rest), text)
+	if b, _ := io.ReadAll(resp.Body); string(b) != raws(rest) || resp.Header.Get("Settle-Resumed-After") != last {
+		t.Fatalf("the retry after the end:\n%s\nwant:\n%s", b, raws(rest))
 	}
+	w.wantOne(t, api)
 }
 
 // TestStreamEventsArePurgedWithTheAnswer: the stored events of a stream are a body like the
