@@ -272,6 +272,12 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 	}
 	now := l.Clock.Now()
 	next, retry := NextStatus(op, r.Outcome, op.Policy, now, l.Limits)
+	if next == StatusFailed {
+		var err error
+		if next, err = l.refusedAfter(ctx, op, a); err != nil {
+			return nil, false, err
+		}
+	}
 	p := TransitionParams{
 		ID: op.ID, Version: op.Version, From: op.Status, To: next, Now: now, Actor: owner, Owner: owner,
 		Action: "attempt." + string(r.Outcome),

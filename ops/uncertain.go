@@ -49,3 +49,24 @@ func (r *Reaper) sender(ctx context.Context, op *Operation, s Sender) (Sender, e
 	}
 	return s, nil
 }
+
+// refusedAfter is where a refusal by the provider of attempt a takes op: failed, unless op's
+// provider takes no key and an earlier attempt may have been executed. The refusal is the
+// provider's word on a alone; where no key ties the attempts together, it shows nothing of
+// what the earlier one did, so op is unknown until a lookup or a person settles it (rule 11).
+// Under a key the provider answers for the key, and its refusal fails op.
+func (l *Ledger) refusedAfter(ctx context.Context, op *Operation, a *Attempt) (Status, error) {
+	if !op.Policy.NoProviderKey || a.N <= 1 {
+		return StatusFailed, nil
+	}
+	atts, err := l.store.Attempts(ctx, op.ID)
+	if err != nil {
+		return "", fmt.Errorf("list the attempts of %s: %w", op.ID, err)
+	}
+	for i := range atts {
+		if atts[i].ID != a.ID && atts[i].Uncertain() {
+			return StatusUnknown, nil
+		}
+	}
+	return StatusFailed, nil
+}

@@ -196,3 +196,41 @@ func mustLatest(t *testing.T, f *fixture, key string) *ops.Operation {
 	}
 	return op
 }
+
+// TestRefusalAfterAnUncertainAttemptLeavesItUnknown: an LLM call's attempt 1 timed out and
+// its resend was refused (the provider turned the gateway's credentials away). The refusal
+// is the provider's word on attempt 2 only: its provider takes no key, so attempt 1 may
+// still have generated and been billed, and the call does not become failed without
+// evidence that nothing ran. It is unknown, for the reconciler's lookup or a person. A
+// refund's refusal under its one key is Stripe's word on the key, and fails it (ops rule 11).
+func TestRefusalAfterAnUncertainAttemptLeavesItUnknown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	pol := interactiveCall
+	for _, in := range []ops.Intent{
+		{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "llm", IntentKey: "refused", Fingerprint: "fp", Policy: &pol},
+		f.refund("refused", 500),
+	} {
+		o, err := f.ledger.Open(ctx, in, "req-1", "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+		if err != nil || op.Status != ops.StatusInProgress {
+			t.Fatalf("%s: attempt 1: %+v %v", in.Kind, op, err)
+		}
+		op, a, err := f.ledger.BeginAttempt(ctx, op, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, retry, err := f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeInvalid, HTTPStatus: 401, ErrorCode: "upstream_auth"})
+		want := ops.StatusUnknown
+		if in.Kind == ops.KindRefund {
+			want = ops.StatusFailed
+		}
+		if err != nil || retry || op.Status != want {
+			t.Fatalf("%s: refusal after a timeout: %s (retry %v) %v; want %s", in.Kind, op.Status, retry, err, want)
+		}
+	}
+}
