@@ -245,7 +245,7 @@ func (x *exchange) outage(err error) error {
 	lease := x.g.cfg.Ledger.Limits.Lease
 	next := fmt.Sprintf("A retry with the same Idempotency-Key goes on with operation %s once its lease runs out (%s) and sends it again: the provider takes no idempotency key, so it may generate and bill it a second time, which Settle counts as a possible duplicate.", x.op.ID, lease)
 	if x.canLookUp(x.op) {
-		next = fmt.Sprintf("A retry with the same Idempotency-Key goes on with operation %s once its lease runs out (%s): Settle first asks %s for what the last attempt generated and answers with it; only if it shows nothing is the call sent again.", x.op.ID, lease, x.op.Provider)
+		next = fmt.Sprintf("A retry with the same Idempotency-Key goes on with operation %s once its lease runs out (%s): Settle first asks %s for what its attempts generated and answers with it; only if it shows nothing is the call sent again.", x.op.ID, lease, x.op.Provider)
 	}
 	if !x.g.policy(x.mode).RetryUncertain {
 		next = fmt.Sprintf("Once operation %s's lease runs out (%s) its outcome is unknown. %s", x.op.ID, lease, x.g.whatNext(context.WithoutCancel(x.ctx), x.op))
