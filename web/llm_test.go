@@ -19,7 +19,6 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	upstream "github.com/settle-dev/settle/ops/openai"
@@ -433,24 +432,6 @@ func TestLLMSameKeyAnotherTemperatureIs422(t *testing.T) {
 	}
 }
 
-func TestLLMSameKeyInTwoTenantsIsTwoGenerations(t *testing.T) {
-	t.Parallel()
-	w := newLLMWorld(t, llmSetup{})
-	ids := map[string]bool{}
-	for _, tenant := range []string{"shop", "bank"} {
-		c := w.sdk(tenant)
-		out, err := c.Chat.Completions.New(context.Background(), ask("hello", 0.2), keyed("shared-key"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[out.ID] = true
-	}
-	w.generations(t, 2)
-	if len(ids) != 2 || w.count(t, `SELECT count(DISTINCT tenant_id) FROM operations WHERE intent_key = 'shared-key'`) != 2 {
-		t.Fatalf("completions %v", ids)
-	}
-}
-
 func TestLLMUpstreamBillsThenTimesOut(t *testing.T) {
 	t.Parallel()
 	setup := llmSetup{attemptTimeout: 300 * time.Millisecond, modes: map[string]llm.Mode{"pipeline": llm.Batch}}
@@ -635,24 +616,6 @@ func TestLLMUpstreamGarbageIs502WithAttemptsRecorded(t *testing.T) {
 	}
 }
 
-func TestLLMKeyIsFreeAfterItsTTL(t *testing.T) {
-	t.Parallel()
-	w := newLLMWorld(t, llmSetup{})
-	if resp := w.post(t, "shop", "k-ttl", chatBody("hello", 0.2, false)); resp.StatusCode != http.StatusOK {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	w.clock.Advance(23 * time.Hour)
-	wantProblem(t, w.post(t, "shop", "k-ttl", chatBody("hello", 0.9, false)), http.StatusUnprocessableEntity, llm.ReasonKeyReused)
-	if resp := w.post(t, "shop", "k-ttl", chatBody("hello", 0.2, false)); resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("within the TTL: %d replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
-	}
-	w.clock.Advance(2 * time.Hour)
-	if resp := w.post(t, "shop", "k-ttl", chatBody("hello", 0.9, false)); resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("after the TTL: %d replayed %q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
-	}
-	w.generations(t, 2)
-}
-
 // Two gateway processes on one database: a request waiting on the other process's key
 // watches the ledger and gets the stored result.
 func TestLLMWaitAcrossProcesses(t *testing.T) {
@@ -767,37 +730,4 @@ func TestLLMBrokenStreamThenRetry(t *testing.T) {
 	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'retried'`); n != 1 || w.gw.Stats().PossibleDuplicates != 1 {
 		t.Fatalf("%d retried requests, stats %+v", n, w.gw.Stats())
 	}
-}
-
-// TestLLMPersonsFailedKeepsTheKey: a batch call timed out after the provider billed it; a
-// person closes it as failed with a note (LLM calls have no lookup yet). The client's retry
-// with the same key, even after the close, gets the failure and sends nothing: a new
-// generation would bill again. Only a new key asks again.
-func TestLLMPersonsFailedKeepsTheKey(t *testing.T) {
-	t.Parallel()
-	w := newLLMWorld(t, llmSetup{attemptTimeout: 300 * time.Millisecond, modes: map[string]llm.Mode{"pipeline": llm.Batch}})
-	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Calls: []int{1}, Delay: 3 * time.Second})
-	wantProblem(t, w.post(t, "pipeline", "doc-7", chatBody("classify document 7", 0, false)), http.StatusGatewayTimeout, llm.ReasonTimeout)
-	op := w.op(t, "doc-7")
-	d := &desk.Desk{Ledger: w.world.Ledger(w.clock)}
-	if _, err := d.CloseManually(context.Background(), desk.ManualClose{ID: op.ID, Version: op.Version, To: ops.StatusFailed,
-		Note: "Provider's usage shows nothing I can match.", Actor: "oncall@example.com"}); err != nil {
-		t.Fatal(err)
-	}
-	w.clock.Advance(time.Minute)
-	resp := w.post(t, "pipeline", "doc-7", chatBody("classify document 7", 0, false))
-	p := wantProblem(t, resp, http.StatusBadGateway, llm.ReasonGenerationFailed)
-	if strings.Contains(p.Detail, "nothing was billed") || !strings.Contains(p.Detail, "may have generated it") {
-		t.Fatalf("the replayed failure says %q", p.Detail)
-	}
-	w.generations(t, 1)
-	if n := w.count(t, `SELECT count(*) FROM operations WHERE intent_key = 'doc-7'`); n != 1 {
-		t.Fatalf("%d operations for the key, want 1", n)
-	}
-	// Once the key's TTL has passed, the key is free again.
-	w.clock.Advance(25 * time.Hour)
-	if resp := w.post(t, "pipeline", "doc-7", chatBody("classify document 7", 0, false)); resp.StatusCode != http.StatusOK {
-		t.Fatalf("after the TTL: %d", resp.StatusCode)
-	}
-	w.generations(t, 2)
 }

@@ -1,0 +1,258 @@
+package llm_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/internal/testworld"
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg"
+)
+
+// gatewayWorld is the gateway on the parts it runs on in production: a database of its own
+// on the test Postgres, the fake LLM provider serving HTTP on loopback, and the OpenAI
+// adapter calling it. Tests call Gateway.Complete themselves, as web's handler does, so
+// what they assert is the gateway's and not the HTTP layer's, which web's tests cover.
+type gatewayWorld struct {
+	world *testworld.World
+	db    *pg.DB
+	clock *ops.ManualClock
+	fake  *fake.LLM
+	base  string
+	gw    *llm.Gateway
+	// tenants are shop and bank, interactive unless set otherwise, and pipeline, batch
+	// when set so; all require an Idempotency-Key.
+	tenants map[string]*ops.Tenant
+}
+
+// gatewaySetup shapes a gatewayWorld.
+type gatewaySetup struct {
+	attemptTimeout time.Duration
+	latency        time.Duration
+	chunkDelay     time.Duration
+	modes          map[string]llm.Mode
+	keyScopes      map[string]llm.KeyScope
+	// lease, when set, runs the ledger on the wall clock with this lease.
+	lease time.Duration
+	// stored makes the gateway look calls up in the provider's stored completions before it
+	// sends again, and runs the fake provider on the test's clock, so that a completion the
+	// provider shows late appears when the test advances it.
+	stored bool
+}
+
+func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
+	t.Helper()
+	tw := testworld.New(t)
+	w := &gatewayWorld{world: tw, db: tw.DB, clock: ops.NewManualClock(time.Now()), tenants: map[string]*ops.Tenant{}}
+	fo := fake.LLMOptions{Seed: 1, Latency: o.latency, ChunkDelay: o.chunkDelay}
+	if o.stored {
+		fo.Clock = w.clock.Now
+	}
+	w.fake, w.base = tw.LLM(fo)
+	w.gw = w.gateway(t, o)
+	for _, name := range []string{"shop", "bank", "pipeline"} {
+		w.tenants[name] = tw.Tenant(name)
+	}
+	return w
+}
+
+// gateway starts another gateway process on the world's database and provider, as a second
+// replica would.
+func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) *llm.Gateway {
+	t.Helper()
+	up := w.world.Upstream(w.base, openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout})
+	var clock ops.Clock = w.clock
+	if o.lease > 0 {
+		clock = ops.SystemClock{}
+	}
+	ledger := w.world.Ledger(clock)
+	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	if o.lease > 0 {
+		ledger.Limits.Lease = o.lease
+	}
+	cfg := llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
+		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, Refs: w.db, Streams: w.db}
+	if o.stored {
+		cfg.Stored = up.(*openai.Client)
+	}
+	gw, err := llm.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gw
+}
+
+// reply is what the gateway wrote to its Sink.
+type reply struct {
+	began bool
+	head  llm.Head
+	body  bytes.Buffer
+}
+
+func (r *reply) Begin(h llm.Head) error {
+	r.began, r.head = true, h
+	return nil
+}
+
+func (r *reply) Write(p []byte) error {
+	r.body.Write(p)
+	return nil
+}
+
+// call sends one chat completion request of tenant to gw; key "" sends no Idempotency-Key,
+// and prefer is the Prefer header's value.
+func (w *gatewayWorld) callOn(gw *llm.Gateway, tenant, key, body, prefer string) (*reply, error) {
+	out := &reply{}
+	err := gw.Complete(context.Background(), llm.Request{Tenant: w.tenants[tenant], Route: "/v1/chat/completions",
+		Key: key, HasKey: key != "", ContentType: "application/json", Body: strings.NewReader(body), Prefer: prefer}, out)
+	return out, err
+}
+
+// call sends one chat completion request of tenant to the world's gateway.
+func (w *gatewayWorld) call(tenant, key, body string) (*reply, error) {
+	return w.callOn(w.gw, tenant, key, body, "")
+}
+
+// chatBody is a chat completion request of one user message; user, when set, is the
+// request's end user.
+func chatBody(q string, temperature float64, stream bool, user ...string) string {
+	req := map[string]any{"model": "fake-small", "temperature": temperature, "stream": stream,
+		"messages": []map[string]string{{"role": "user", "content": q}}}
+	if len(user) > 0 {
+		req["user"] = user[0]
+	}
+	b, _ := json.Marshal(req)
+	return string(b)
+}
+
+// completion is the chat completion a call answered with, failing the test on an error or
+// an answer that is not one.
+func completion(t *testing.T, r *reply, err error) (id, content string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("the call: %v", err)
+	}
+	var c struct {
+		ID      string `json:"id"`
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if !r.began || r.head.Stream || json.Unmarshal(r.body.Bytes(), &c) != nil || len(c.Choices) == 0 {
+		t.Fatalf("the call answered %+v %s; want a chat completion", r.head, r.body.Bytes())
+	}
+	return c.ID, c.Choices[0].Message.Content
+}
+
+// streamText reads a streamed chat completion and returns the text of its first choice,
+// the number of chunks and whether [DONE] ended it.
+func streamText(t *testing.T, r *reply) (string, int, bool) {
+	t.Helper()
+	var text strings.Builder
+	n := 0
+	for _, line := range strings.Split(r.body.String(), "\n") {
+		d, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		if d == "[DONE]" {
+			return text.String(), n, true
+		}
+		n++
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(d), &ch); err != nil {
+			t.Fatalf("chunk %q: %v", d, err)
+		}
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	return text.String(), n, false
+}
+
+// wantRefused checks the gateway refused a call, before answering anything, with that code
+// and reason (which web turns into the HTTP status and the problem's code), and returns the
+// sentence the client is told.
+func wantRefused(t *testing.T, r *reply, err error, code, reason string) string {
+	t.Helper()
+	if err == nil || r.began || ops.ErrorCode(err) != code || ops.ErrorReason(err) != reason {
+		t.Fatalf("got %v (code %s, reason %s, answer began %v); want a refusal %s %s", err, ops.ErrorCode(err), ops.ErrorReason(err), r.began, code, reason)
+	}
+	return ops.ErrorMessage(err)
+}
+
+func (w *gatewayWorld) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := w.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+func (w *gatewayWorld) generations(t *testing.T, want int) []fake.Generation {
+	t.Helper()
+	g := w.fake.Generations()
+	if len(g) != want {
+		t.Fatalf("the provider billed %d generations, want %d", len(g), want)
+	}
+	return g
+}
+
+// op is the latest operation of key.
+func (w *gatewayWorld) op(t *testing.T, key string) *ops.Operation {
+	t.Helper()
+	var id string
+	if err := w.db.Pool.QueryRow(context.Background(), `SELECT id::text FROM operations WHERE intent_key = $1 ORDER BY created_at DESC LIMIT 1`, key).Scan(&id); err != nil {
+		t.Fatalf("operation of key %s: %v", key, err)
+	}
+	op, err := w.db.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// waitStatus polls until the key's operation reaches status (the generation runs on after
+// a client leaves).
+func (w *gatewayWorld) waitStatus(t *testing.T, key string, status ops.Status) *ops.Operation {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		op := w.op(t, key)
+		if op.Status == status {
+			return op
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operation %s is %s, want %s", op.ID, op.Status, status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitAdmitted polls until a request with key has opened its operation, so that a request
+// sent next finds the key taken however slow this machine is.
+func (w *gatewayWorld) waitAdmitted(t *testing.T, key string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); w.count(t, `SELECT count(*) FROM operations WHERE intent_key = $1`, key) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no operation of key %s after 10 s", key)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
