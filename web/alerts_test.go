@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -25,9 +26,10 @@ func newAlertsEnv(t *testing.T, receivers []alerts.Receiver) *alertsEnv {
 	s, tw := newServer(t)
 	db := tw.DB
 	clock := s.Clock.(*ops.ManualClock)
-	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock,
+	as := alertstore.New(db)
+	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: clock,
 		Receivers: alerts.Infos(receivers)}
-	s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: db, AlertTest: ev}
+	s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
 	for _, r := range receivers {
 		s.AlertReceivers = append(s.AlertReceivers, r.Name)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/web"
 )
@@ -104,9 +105,10 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 	t.Parallel()
 	var ev *alerts.Evaluator
 	e := newDashEnv(t, withFollowUps, func(s *web.Server, tw *testworld.World) {
-		s.Recon, s.Insights = tw.DB, tw.DB
-		ev = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: tw.DB, Store: tw.DB, Clock: s.Clock}
-		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: tw.DB, AlertTest: ev}
+		as := alertstore.New(tw.DB)
+		s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, as
+		ev = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
+		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
 	})
 	opURL, exceptionURL, drillURL := seedFullDashboard(t, e, ev)
 	for _, role := range desk.Roles {

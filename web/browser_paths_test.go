@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/web"
@@ -52,7 +53,9 @@ func (p *personPath) search(what, testid, q string, done chromedp.CSS) {
 // a manager sees the duplicate rate and the double charges of the last 7 days on one page.
 func TestBrowserPersonPaths(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon, s.Insights = tw.DB, tw.DB })
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) {
+		s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
+	})
 	settled := e.refundedButUnknown(t, "5100")
 	e.notSentUnknown(t, "5101")
 	for _, u := range []struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -35,9 +36,10 @@ var hostileFormFields = []string{"to", "note", "provider_ref", "version", "ids",
 func TestHostileFormsNeverFail(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t, withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}), func(s *web.Server, tw *testworld.World) {
-		s.Recon, s.Insights = tw.DB, tw.DB
-		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: tw.DB, Store: tw.DB, Clock: s.Clock}
-		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: tw.DB, AlertTest: ev}
+		as := alertstore.New(tw.DB)
+		s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, as
+		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
+		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
 	})
 	op := e.notSentUnknown(t, "hostile-1")
 	c := e.signIn(t, "admin@example.com", desk.RoleAdmin)

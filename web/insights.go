@@ -25,20 +25,25 @@ type InsightsReader interface {
 	RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error)
 	RollupStatus(ctx context.Context) (recon.RollupState, error)
 	BacklogSeries(ctx context.Context, f recon.BacklogFilter) ([]recon.BacklogPoint, error)
+}
+
+// FiringsReader is what the insights page needs from the alerts' store.
+type FiringsReader interface {
 	// AlertTransitions returns the alert history of [from, to) with each instance's last
 	// transition before it, oldest first: the firings shaded on the charts.
 	AlertTransitions(ctx context.Context, from, to time.Time) ([]alerts.Transition, error)
 }
 
-// InsightsDeps are the dependencies of the insights page. With Insights nil the page is
-// not mounted.
+// InsightsDeps are the dependencies of the insights page. With Insights or Firings nil the
+// page is not mounted.
 type InsightsDeps struct {
 	Insights InsightsReader
+	Firings  FiringsReader
 }
 
 // mountInsights adds the insights page for managers; it runs inside the session group.
 func (s *Server) mountInsights(r chi.Router) {
-	if s.Insights == nil {
+	if s.Insights == nil || s.Firings == nil {
 		return
 	}
 	s.forRole(r, desk.RoleManager).Get("/insights", s.handleInsights)
@@ -165,7 +170,7 @@ func (s *Server) insightsFigures(ctx context.Context, f recon.MetricsFilter) (in
 	if fig.state, err = s.Insights.RollupStatus(ctx); err != nil {
 		return fig, err
 	}
-	fig.transitions, err = s.Insights.AlertTransitions(ctx, f.From, f.To)
+	fig.transitions, err = s.Firings.AlertTransitions(ctx, f.From, f.To)
 	return fig, err
 }
 

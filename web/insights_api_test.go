@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -23,7 +24,7 @@ import (
 func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	s.Recon, s.Insights = tw.DB, tw.DB
+	s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
 	e := start(t, tw, s.Handler())
 	ctx := context.Background()
 	shop := tw.Tenant("shop")
@@ -158,7 +159,7 @@ func countRows(t *testing.T, e *env, q string, args ...any) int {
 func TestReconcileSplitsLLMRowsByAPI(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	s.Recon, s.Insights = tw.DB, tw.DB
+	s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
 	e := start(t, tw, s.Handler())
 	ctx := context.Background()
 	shop := tw.Tenant("shop")

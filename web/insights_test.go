@@ -11,6 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -18,7 +19,7 @@ import (
 func newInsightsEnv(t *testing.T) *env {
 	t.Helper()
 	s, tw := newServer(t)
-	s.Recon, s.Insights = tw.DB, tw.DB
+	s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
 	return start(t, tw, s.Handler())
 }
 

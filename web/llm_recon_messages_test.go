@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -105,7 +106,7 @@ func TestReconcilerReportsAMessageBilledTwice(t *testing.T) {
 	}
 	// The resend counts as a possible duplicate of the messages API, which
 	// LLMDoubleBillingSuspected is computed from per API.
-	tallies, err := w.db.Tally(ctx, clock.Now().Add(-time.Hour), clock.Now().Add(time.Second))
+	tallies, err := alertstore.New(w.db).Tally(ctx, clock.Now().Add(-time.Hour), clock.Now().Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

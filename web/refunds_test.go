@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
@@ -275,7 +276,7 @@ func TestRefundPendingIsNotRefunded(t *testing.T) {
 		t.Fatalf("support is told %q after the refund failed", c.Sentence)
 	}
 	// The alert's signal counts the open exception.
-	rows, err := e.db.Backlog(context.Background(), time.Now())
+	rows, err := alertstore.New(e.db).Backlog(context.Background(), time.Now())
 	var open float64
 	for _, r := range rows {
 		open += r.Values[alerts.FailedAfterSuccess]

@@ -14,7 +14,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops/outbox"
-	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -107,16 +107,17 @@ func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Serv
 		rules = alerts.DefaultRules()
 	}
 	receivers := alerts.Receivers(ac.AlertmanagerURL, ac.WebhookURLs, &http.Client{Timeout: 10 * time.Second}, ac.ExternalURL)
-	ev := &alerts.Evaluator{Rules: rules, Source: p.DB, Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers),
+	store := alertstore.New(p.DB)
+	ev := &alerts.Evaluator{Rules: rules, Source: store, Store: store, Clock: p.Clock, Receivers: alerts.Infos(receivers),
 		Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger}
 	p.startEvaluator(ctx, ev)
 	if len(receivers) > 0 {
-		relay := &outbox.Relay{Store: pg.AlertOutbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},
+		relay := &outbox.Relay{Store: alertstore.Outbox{DB: p.DB}, Publisher: alertPublisher{&alerts.Dispatcher{Receivers: receivers, Logger: p.Logger}},
 			Clock: p.Clock, Interval: time.Second, Logger: p.Logger}
 		p.goLoop(ctx, relay.Loop("alert relay"))
 	}
-	reg.MustRegister(alerts.NewCollector(p.DB, p.Clock, p.Logger))
-	deps := web.AlertsDeps{AlertRules: rules, Alerts: p.DB, AlertTest: ev}
+	reg.MustRegister(alerts.NewCollector(store, p.Clock, p.Logger))
+	deps := web.AlertsDeps{AlertRules: rules, Alerts: store, AlertTest: ev}
 	for _, r := range receivers {
 		name := r.Name
 		if r.Name != "alertmanager" {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/web"
 )
@@ -92,7 +93,7 @@ func TestWireAlertsStartsTheEvaluatorAndExportsTheCounters(t *testing.T) {
 	// The evaluator's first pass records every rule's health.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := db.AlertRuleStatuses(ctx)
+		st, err := alertstore.New(db).AlertRuleStatuses(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
@@ -202,7 +203,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		FollowUps: &desk.FollowUps{Store: p.DB, Clock: p.Clock},
 	}
 	srv.Recon = p.DB
-	srv.InsightsDeps = web.InsightsDeps{Insights: p.DB}
+	srv.InsightsDeps = web.InsightsDeps{Insights: p.DB, Firings: alertstore.New(p.DB)}
 	p.startRollups(ctx)
 	p.startBodyPurge(ctx)
 	p.startRetention(ctx)

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -56,7 +57,7 @@ func TestNoSecretOfAReceiverURLInARowOrALog(t *testing.T) {
 	settleFollowedRefund(t, p)
 	// A test notification to every alert receiver, as the alerts page's button sends it.
 	receivers := alerts.Receivers(cfg.Alerts.AlertmanagerURL, cfg.Alerts.WebhookURLs, nil, "")
-	ev := &alerts.Evaluator{Store: p.DB, Clock: p.Clock, Receivers: alerts.Infos(receivers)}
+	ev := &alerts.Evaluator{Store: alertstore.New(p.DB), Clock: p.Clock, Receivers: alerts.Infos(receivers)}
 	if _, err := ev.SendTest(ctx, "admin@example.com"); err != nil {
 		t.Fatal(err)
 	}

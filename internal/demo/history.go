@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -127,7 +128,8 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 	h.reconciler = &recon.Reconciler{Ledger: h.ledger, Store: db, Owner: historyActor, Refunds: []recon.RefundSource{adapter},
 		Logger: logger}
 	h.rollups = &recon.Rollups{Store: db, Clock: h.clock, Logger: logger}
-	h.evaluator = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: h.clock,
+	as := alertstore.New(db)
+	h.evaluator = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: h.clock,
 		Lease: 3 * time.Second, Logger: logger}
 	senders := map[ops.Kind]ops.Sender{ops.KindRefund: adapter}
 	if fl != nil {

@@ -100,7 +100,7 @@ func (h *history) evaluate(ctx context.Context) error {
 	if _, err := h.evaluator.RunOnce(ctx); err != nil {
 		return err
 	}
-	active, err := h.db.AlertInstances(ctx)
+	active, err := h.evaluator.Store.AlertInstances(ctx)
 	h.alerting = len(active) > 0
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -127,7 +128,7 @@ func TestDemoHistoryTellsTheStory(t *testing.T) {
 // the alert history.
 func checkStormAlert(t *testing.T, db *pg.DB, story storyline) {
 	t.Helper()
-	hist, err := db.AlertHistory(context.Background(), 10000)
+	hist, err := alertstore.New(db).AlertHistory(context.Background(), 10000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ const module = "github.com/settle-dev/settle"
 // import, each with the reason. They must not depend on anything under ops/ themselves.
 var belowOps = map[string]string{
 	"migrations":        "the SQL schema that ops/pg applies",
-	"alerts":            "the alert evaluator, whose store and counters ops/pg implements",
+	"alerts":            "the alert evaluator, whose store and counters ops/pg/alertstore implements",
 	"internal/httppost": "the one way notifiers post to a receiver, shared by ops/outbox, ops/notify and alerts",
 }
 
@@ -173,4 +173,54 @@ func keys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// belowPg are the module packages that production code of ops/pg itself may import: the
+// bottom of the house holds the pool, the migrations, the ledger's store and the outbox,
+// and knows the domain's types and nothing of the use cases built on them.
+var belowPg = map[string]string{
+	"ops":        "the domain's types and rules that the ledger's store keeps",
+	"migrations": "the SQL schema that ops/pg applies",
+	"ops/outbox": "the transactional outbox, whose Store the ledger's store implements",
+	"ops/reqlog": "the request identifiers the ledger's store writes on client request rows",
+}
+
+// pgUseCaseDebts are the use-case packages that ops/pg still imports, each because its
+// queries still live in ops/pg rather than in a store of its own under ops/pg/ (as
+// ops/pg/alertstore holds the alerts'). Each is a debt: move the use case's statements to
+// its store and remove its line here; the test fails when a line names a package ops/pg no
+// longer imports, so the list only shrinks.
+var pgUseCaseDebts = map[string]string{
+	"ops/desk":   "the desk's accounts, tokens, queues, bulk lookups, saved views, follow-ups, people and single sign-on (accounts.go, bulk.go, dashboard.go, followups.go, people.go, queue.go, saved_views.go, sso.go, tokens.go)",
+	"ops/jobs":   "the pipeline jobs' tables, checkpoints and outbox (jobs.go, jobs_dashboard.go)",
+	"ops/llm":    "the gateway's attempt references, stream events, response owners and body purge (attempt_refs.go, stream_events.go, response_owner.go, purge.go)",
+	"ops/recon":  "the reconciler's exceptions, charges and counts, and the rollups (recon*.go, rollups*.go, and the refunds' and retention's use of its types)",
+	"ops/refund": "the refund tool's store (refunds.go)",
+	"ops/retain": "the retention's batches and partitions (retention.go)",
+}
+
+// TestPgImportsNoUseCase fails when production code of ops/pg imports a module package
+// that is neither below it (belowPg) nor a known debt (pgUseCaseDebts): a new use case's
+// statements go in a store of their own under ops/pg/, which imports ops/pg and the use
+// case, so the SQL layer never sits above the code it serves.
+func TestPgImportsNoUseCase(t *testing.T) {
+	pkgs := production(t)
+	pg, ok := pkgs["ops/pg"]
+	if !ok {
+		t.Fatal("go list did not list package ops/pg")
+	}
+	imported := map[string]bool{}
+	for _, imp := range pg.Imports {
+		imported[imp] = true
+		_, below := belowPg[imp]
+		_, debt := pgUseCaseDebts[imp]
+		if !below && !debt {
+			t.Errorf("ops/pg imports %s: a use case's statements belong in a store of its own under ops/pg/ (as ops/pg/alertstore), not in ops/pg", imp)
+		}
+	}
+	for _, name := range keys(pgUseCaseDebts) {
+		if !imported[name] {
+			t.Errorf("ops/pg no longer imports %s: remove it from pgUseCaseDebts so it cannot come back", name)
+		}
+	}
 }

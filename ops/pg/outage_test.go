@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
@@ -187,7 +188,8 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 				Logger: log}).Loop().Run(ctx)
 		},
 		"alert evaluator": func(ctx context.Context, log *slog.Logger) {
-			ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: db, Store: db, Clock: clock, Logger: log, Tick: every}
+			as := alertstore.New(db)
+			ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: clock, Logger: log, Tick: every}
 			kept := role(log, "alerts").Kept()
 			ops.NewLoop(log, "alert evaluator", ev.Interval(), func(ctx context.Context, _ *slog.Logger) (bool, error) {
 				_, _, err := kept.Hold(ctx, func(ctx context.Context, _ ops.Lease) error {

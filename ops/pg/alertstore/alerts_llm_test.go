@@ -1,4 +1,4 @@
-package pg_test
+package alertstore_test
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func (f *fixture) llmCall(t *testing.T, tenant int64, key string, resend bool, c
 // firing returns the label sets of alert's firing instances.
 func firing(t *testing.T, f *fixture, alert string) []map[string]string {
 	t.Helper()
-	ins, err := f.db.AlertInstances(context.Background())
+	ins, err := f.alerts.AlertInstances(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestPossibleDuplicatesFeedTheirCounterAndTheDoubleBillingRule(t *testing.T)
 	f.llmCall(t, quiet, "quiet-1", true, 2000)
 	f.clock.Advance(time.Second)
 
-	tallies, err := f.db.Tally(ctx, from, f.clock.Now())
+	tallies, err := f.alerts.Tally(ctx, from, f.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 	f.clock.Advance(time.Second)
 	to := f.clock.Now()
 
-	rows, err := f.db.Counters(ctx, from, to)
+	rows, err := f.alerts.Counters(ctx, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 	if doubles["llm_call"] != 2 || doubles["refund"] != 1 {
 		t.Fatalf("double charges by kind %v, want two llm_call and one refund", doubles)
 	}
-	tallies, err := f.db.Tally(ctx, from, to)
+	tallies, err := f.alerts.Tally(ctx, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pg
+package alertstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
 // apiRoute is the gateway route of operation o, which its stored request names: a job's
@@ -45,21 +46,21 @@ type apiCount struct {
 
 // possibleDuplicates counts, by tenant, kind, provider and API, the attempts flagged as
 // possible duplicates that finished in [from, to).
-func (db *DB) possibleDuplicates(ctx context.Context, from, to time.Time) ([]apiCount, error) {
-	return db.countByAPI(ctx, possibleDuplicatesSQL, pgx.NamedArgs{"from": from, "to": to}, "count possible duplicates")
+func (s *Store) possibleDuplicates(ctx context.Context, from, to time.Time) ([]apiCount, error) {
+	return s.countByAPI(ctx, possibleDuplicatesSQL, pgx.NamedArgs{"from": from, "to": to}, "count possible duplicates")
 }
 
 // attemptsByAPI counts, by tenant, kind, provider and API, the attempts of tenants sent in
 // [from, to).
-func (db *DB) attemptsByAPI(ctx context.Context, from, to time.Time, tenants []int64) ([]apiCount, error) {
-	return db.countByAPI(ctx, attemptsByAPISQL, pgx.NamedArgs{"from": from, "to": to, "tenants": tenants},
+func (s *Store) attemptsByAPI(ctx context.Context, from, to time.Time, tenants []int64) ([]apiCount, error) {
+	return s.countByAPI(ctx, attemptsByAPISQL, pgx.NamedArgs{"from": from, "to": to, "tenants": tenants},
 		"count attempts by API")
 }
 
-func (db *DB) countByAPI(ctx context.Context, sql string, args pgx.NamedArgs, what string) ([]apiCount, error) {
-	rows, err := db.Pool.Query(ctx, sql, args)
+func (s *Store) countByAPI(ctx context.Context, sql string, args pgx.NamedArgs, what string) ([]apiCount, error) {
+	rows, err := s.db.Pool.Query(ctx, sql, args)
 	if err != nil {
-		return nil, interpret(err, what)
+		return nil, pg.Interpret(err, what)
 	}
 	var out []apiCount
 	var d apiCount
@@ -69,5 +70,5 @@ func (db *DB) countByAPI(ctx context.Context, sql string, args pgx.NamedArgs, wh
 		out = append(out, d)
 		return nil
 	})
-	return out, interpret(err, what)
+	return out, pg.Interpret(err, what)
 }

@@ -1,4 +1,4 @@
-package pg_test
+package alertstore_test
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Second)
-	tallies, err := f.db.Tally(ctx, from, f.clock.Now())
+	tallies, err := f.alerts.Tally(ctx, from, f.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pg_test
+package alertstore_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/settle-dev/settle/alerts/alertstest"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/outbox"
-	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 )
 
 // unknownRule fires as soon as any operation's outcome is unknown and resolves at once.
@@ -54,9 +54,9 @@ func newAlertRig(t *testing.T, f *fixture, rules string, rs []alerts.Receiver) *
 		t.Fatal(err)
 	}
 	return &alertRig{f: f,
-		ev: &alerts.Evaluator{Rules: set, Source: f.db, Store: f.db, Clock: f.clock,
+		ev: &alerts.Evaluator{Rules: set, Source: f.alerts, Store: f.alerts, Clock: f.clock,
 			Receivers: alerts.Infos(rs), ExternalURL: "http://settle.test"},
-		relay: &outbox.Relay{Store: pg.AlertOutbox{DB: f.db}, Publisher: dispatcher{&alerts.Dispatcher{Receivers: rs}}, Clock: f.clock},
+		relay: &outbox.Relay{Store: alertstore.Outbox{DB: f.db}, Publisher: dispatcher{&alerts.Dispatcher{Receivers: rs}}, Clock: f.clock},
 	}
 }
 
@@ -298,14 +298,14 @@ func TestAlertStoreKeepsStateStatusAndHistory(t *testing.T) {
 	ctx := context.Background()
 	rig := newAlertRig(t, f, unknownRule, nil)
 	rig.evaluate(t)
-	st, err := f.db.AlertRuleStatuses(ctx)
+	st, err := f.alerts.AlertRuleStatuses(ctx)
 	if err != nil || len(st) != 1 || st[0].Health != alerts.HealthOK || st[0].HasValue {
 		t.Fatalf("statuses %+v %v, want ok with no label set", st, err)
 	}
 	f.toUnknown(t, "st-1")
 	f.clock.Advance(time.Hour)
 	rig.evaluate(t)
-	ins, err := f.db.AlertInstances(ctx)
+	ins, err := f.alerts.AlertInstances(ctx)
 	if err != nil || len(ins) != 1 {
 		t.Fatalf("instances %+v %v", ins, err)
 	}
@@ -313,11 +313,11 @@ func TestAlertStoreKeepsStateStatusAndHistory(t *testing.T) {
 	if in.State != alerts.StateFiring || in.Value != 1 || !in.FiredAt.Equal(f.clock.Now()) || in.Labels["tenant"] != "acme" {
 		t.Fatalf("instance %+v", in)
 	}
-	hist, err := f.db.AlertHistory(ctx, 10)
+	hist, err := f.alerts.AlertHistory(ctx, 10)
 	if err != nil || len(hist) != 1 || hist[0].From != alerts.StateInactive || hist[0].To != alerts.StateFiring {
 		t.Fatalf("history %+v %v", hist, err)
 	}
-	back, err := f.db.Backlog(ctx, f.clock.Now())
+	back, err := f.alerts.Backlog(ctx, f.clock.Now())
 	if err != nil || len(back) != 1 || back[0].Values[alerts.UnknownOperations] != 1 || back[0].Values[alerts.OldestUnknown] != 3600 {
 		t.Fatalf("backlog %+v %v, want one unknown an hour old", back, err)
 	}
@@ -337,7 +337,7 @@ func TestAlertSourcesCountRecordedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := f.clock.Now().Add(time.Second)
-	rows, err := f.db.Counters(ctx, from, to)
+	rows, err := f.alerts.Counters(ctx, from, to)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("counters %+v %v", rows, err)
 	}
@@ -345,7 +345,7 @@ func TestAlertSourcesCountRecordedRows(t *testing.T) {
 	if rows[0].Tenant != "acme" || v[alerts.Attempts] != 2 || v[alerts.Timeouts] != 1 || v[alerts.Operations] != 2 {
 		t.Fatalf("counters %+v", rows[0])
 	}
-	tallies, err := f.db.Tally(ctx, from, to)
+	tallies, err := f.alerts.Tally(ctx, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}

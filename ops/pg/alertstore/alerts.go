@@ -1,4 +1,7 @@
-package pg
+// Package alertstore holds the alert evaluator's statements: its tables (alert_instances,
+// alert_history, alert_rule_status and alert_outbox) and the counts of the ledger's tables
+// that its rules and /metrics read. It implements the interfaces of package alerts.
+package alertstore
 
 import (
 	"context"
@@ -13,27 +16,34 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
 var (
-	_ alerts.Source        = (*DB)(nil)
-	_ alerts.Store         = (*DB)(nil)
-	_ alerts.MetricsSource = (*DB)(nil)
-	_ outbox.Store         = AlertOutbox{}
+	_ alerts.Source        = (*Store)(nil)
+	_ alerts.Store         = (*Store)(nil)
+	_ alerts.MetricsSource = (*Store)(nil)
+	_ outbox.Store         = Outbox{}
 )
 
+// Store is the alerts' store on db's pool.
+type Store struct{ db *pg.DB }
+
+// New returns the alerts' store on db.
+func New(db *pg.DB) *Store { return &Store{db: db} }
+
 // tenantNames maps tenant ids to names; alerts are labelled by name. The table is small.
-func (db *DB) tenantNames(ctx context.Context) (map[int64]string, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT id, name FROM tenants`)
+func (s *Store) tenantNames(ctx context.Context) (map[int64]string, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT id, name FROM tenants`)
 	if err != nil {
-		return nil, interpret(err, "list tenants")
+		return nil, pg.Interpret(err, "list tenants")
 	}
 	out := map[int64]string{}
 	var id int64
 	var name string
 	_, err = pgx.ForEachRow(rows, []any{&id, &name}, func() error { out[id] = name; return nil })
-	return out, interpret(err, "list tenants")
+	return out, pg.Interpret(err, "list tenants")
 }
 
 // Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics):
@@ -43,12 +53,12 @@ func (db *DB) tenantNames(ctx context.Context) (map[int64]string, error) {
 // names it (as every API label of /metrics does): a resend storm on one API is then
 // measured against that API's attempts alone. A rule that does not group by API adds them
 // up again.
-func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
-	names, err := db.tenantNames(ctx)
+func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
+	names, err := s.tenantNames(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := db.ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from, To: to}, Bucket: time.Hour})
+	rows, err := s.db.ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from, To: to}, Bucket: time.Hour})
 	if err != nil {
 		return nil, fmt.Errorf("count the window: %w", err)
 	}
@@ -79,7 +89,7 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 		}
 		return s
 	}
-	dups, err := db.possibleDuplicates(ctx, from, to)
+	dups, err := s.possibleDuplicates(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +103,7 @@ func (db *DB) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, e
 		for k := range split {
 			tenants = append(tenants, k.tenant)
 		}
-		byAPI, err := db.attemptsByAPI(ctx, from, to, tenants)
+		byAPI, err := s.attemptsByAPI(ctx, from, to, tenants)
 		if err != nil {
 			return nil, err
 		}
@@ -132,8 +142,8 @@ func addMetrics(v map[alerts.Signal]float64, r recon.MetricsRow) {
 // Backlog implements alerts.Source. Unknown and expired are counted from queue_counts (kept
 // by a trigger) and their oldest found by one probe of operations_open_age_idx per group;
 // received and in-progress rows are few and counted from their partial indexes.
-func (db *DB) Backlog(ctx context.Context, now time.Time) ([]alerts.Row, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (s *Store) Backlog(ctx context.Context, now time.Time) ([]alerts.Row, error) {
+	rows, err := s.db.Pool.Query(ctx, `
 SELECT q.status, coalesce(t.name, ''), q.kind, q.provider, sum(q.n)::float8,
 	coalesce(extract(epoch FROM @now - (
 		SELECT o.created_at FROM operations o
@@ -155,7 +165,7 @@ FROM recon_exceptions e LEFT JOIN tenants t ON t.id = e.tenant_id
 WHERE e.kind = 'failed_after_success' AND e.status <> 'resolved'
 GROUP BY e.kind, t.name, e.provider`, pgx.NamedArgs{"now": now})
 	if err != nil {
-		return nil, interpret(err, "read the backlog")
+		return nil, pg.Interpret(err, "read the backlog")
 	}
 	type key struct{ tenant, kind, provider string }
 	sig := map[string][2]alerts.Signal{
@@ -186,7 +196,7 @@ GROUP BY e.kind, t.name, e.provider`, pgx.NamedArgs{"now": now})
 		return nil
 	})
 	if err != nil {
-		return nil, interpret(err, "read the backlog")
+		return nil, pg.Interpret(err, "read the backlog")
 	}
 	out := make([]alerts.Row, 0, len(order))
 	for _, k := range order {
@@ -197,7 +207,7 @@ GROUP BY e.kind, t.name, e.provider`, pgx.NamedArgs{"now": now})
 
 // Tally implements alerts.MetricsSource: rows recorded in [from, to), each count on the
 // index of its time column.
-func (db *DB) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, error) {
+func (s *Store) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, error) {
 	args := pgx.NamedArgs{"from": from, "to": to}
 	queries := []struct {
 		metric string
@@ -229,17 +239,17 @@ GROUP BY 1, 2, 3, 4, 5`},
 SELECT coalesce(t.name, ''), coalesce(o.kind, ''), pc.provider, (pc.operation_id IS NULL)::text,
 	(pc.operation_id IS NOT NULL AND EXISTS (
 		SELECT 1 FROM provider_charges p2
-		WHERE p2.operation_id = pc.operation_id AND p2.status IN ` + chargedStatuses + `
+		WHERE p2.operation_id = pc.operation_id AND p2.status IN ` + pg.ChargedStatuses + `
 			AND (p2.charged_at, p2.id) < (pc.charged_at, pc.id)))::text,
 	count(*)::float8
 FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id
 	LEFT JOIN tenants t ON t.id = coalesce(o.tenant_id, pc.tenant_id)
-WHERE pc.seen_at >= @from AND pc.seen_at < @to AND pc.status IN ` + chargedStatuses + `
+WHERE pc.seen_at >= @from AND pc.seen_at < @to AND pc.status IN ` + pg.ChargedStatuses + `
 GROUP BY 1, 2, 3, 4, 5
 UNION ALL
-SELECT coalesce(t.name, ''), o.kind, o.provider, 'false', 'true', sum(` + extraGenerations + `)::float8
+SELECT coalesce(t.name, ''), o.kind, o.provider, 'false', 'true', sum(` + pg.ExtraGenerations + `)::float8
 FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
-WHERE ` + doubleGenerations + ` AND e.first_seen_at >= @from AND e.first_seen_at < @to
+WHERE ` + pg.DoubleGenerations + ` AND e.first_seen_at >= @from AND e.first_seen_at < @to
 GROUP BY 1, 2, 3`},
 		{alerts.MetricPossibleDuplicates, []string{"api"}, `
 SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiRoute + `, count(*)::float8
@@ -249,9 +259,9 @@ GROUP BY 1, 2, 3, 4`},
 	}
 	var out []alerts.Tally
 	for _, q := range queries {
-		rows, err := db.Pool.Query(ctx, q.sql, args)
+		rows, err := s.db.Pool.Query(ctx, q.sql, args)
 		if err != nil {
-			return nil, interpret(err, "count "+q.metric)
+			return nil, pg.Interpret(err, "count "+q.metric)
 		}
 		vals := make([]string, 3+len(q.labels))
 		var n float64
@@ -272,7 +282,7 @@ GROUP BY 1, 2, 3, 4`},
 			return nil
 		})
 		if err != nil {
-			return nil, interpret(err, "count "+q.metric)
+			return nil, pg.Interpret(err, "count "+q.metric)
 		}
 	}
 	return out, nil
@@ -293,18 +303,18 @@ func scanInstance(r pgx.CollectableRow) (alerts.Instance, error) {
 }
 
 // AlertInstances implements alerts.Store.
-func (db *DB) AlertInstances(ctx context.Context) ([]alerts.Instance, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+instanceCols+` FROM alert_instances ORDER BY rule_key, key`)
+func (s *Store) AlertInstances(ctx context.Context) ([]alerts.Instance, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT `+instanceCols+` FROM alert_instances ORDER BY rule_key, key`)
 	if err != nil {
-		return nil, interpret(err, "list alert instances")
+		return nil, pg.Interpret(err, "list alert instances")
 	}
 	out, err := pgx.CollectRows(rows, scanInstance)
-	return out, interpret(err, "list alert instances")
+	return out, pg.Interpret(err, "list alert instances")
 }
 
 // SaveAlertPass implements alerts.Store: state, history, rule statuses and the outbox
 // rows of the notifications, in one transaction (ops rule 10).
-func (db *DB) SaveAlertPass(ctx context.Context, p alerts.Pass) error {
+func (s *Store) SaveAlertPass(ctx context.Context, p alerts.Pass) error {
 	b := &pgx.Batch{}
 	for _, in := range p.Upserts {
 		b.Queue(`
@@ -314,7 +324,7 @@ ON CONFLICT (key) DO UPDATE SET rule_key = excluded.rule_key, alert = excluded.a
 	annotations = excluded.annotations, state = excluded.state, value = excluded.value, active_at = excluded.active_at,
 	fired_at = excluded.fired_at, last_true_at = excluded.last_true_at, since = excluded.since`,
 			in.Key, in.RuleKey, in.Alert, orEmpty(in.Labels), orEmpty(in.Annotations), string(in.State), finite(in.Value), in.ActiveAt,
-			nullTime(!in.FiredAt.IsZero(), in.FiredAt), in.LastTrueAt, in.Since)
+			pg.NullTime(!in.FiredAt.IsZero(), in.FiredAt), in.LastTrueAt, in.Since)
 	}
 	if len(p.Deletes) > 0 {
 		b.Queue(`DELETE FROM alert_instances WHERE key = ANY($1)`, p.Deletes)
@@ -346,17 +356,17 @@ ON CONFLICT (rule_key) DO UPDATE SET group_name = excluded.group_name, alert = e
 	if b.Len() == 0 {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, b).Close()
 	})
-	return interpret(err, "save alert pass")
+	return pg.Interpret(err, "save alert pass")
 }
 
 // AlertRuleStatuses returns the last evaluation of every rule.
-func (db *DB) AlertRuleStatuses(ctx context.Context) ([]alerts.RuleStatus, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT rule_key, group_name, alert, health, message, value, evaluated_at FROM alert_rule_status`)
+func (s *Store) AlertRuleStatuses(ctx context.Context) ([]alerts.RuleStatus, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT rule_key, group_name, alert, health, message, value, evaluated_at FROM alert_rule_status`)
 	if err != nil {
-		return nil, interpret(err, "list alert rule statuses")
+		return nil, pg.Interpret(err, "list alert rule statuses")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (alerts.RuleStatus, error) {
 		var s alerts.RuleStatus
@@ -369,25 +379,25 @@ func (db *DB) AlertRuleStatuses(ctx context.Context) ([]alerts.RuleStatus, error
 		}
 		return s, err
 	})
-	return out, interpret(err, "list alert rule statuses")
+	return out, pg.Interpret(err, "list alert rule statuses")
 }
 
 // AlertHistory returns the newest transitions first, at most limit of them.
-func (db *DB) AlertHistory(ctx context.Context, limit int) ([]alerts.Transition, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (s *Store) AlertHistory(ctx context.Context, limit int) ([]alerts.Transition, error) {
+	rows, err := s.db.Pool.Query(ctx, `
 SELECT at, rule_key, alert, instance_key, labels, from_state, to_state, value
 FROM alert_history ORDER BY at DESC, id DESC LIMIT $1`, limit)
 	if err != nil {
-		return nil, interpret(err, "list alert history")
+		return nil, pg.Interpret(err, "list alert history")
 	}
 	out, err := pgx.CollectRows(rows, scanTransition)
-	return out, interpret(err, "list alert history")
+	return out, pg.Interpret(err, "list alert history")
 }
 
 // AlertTransitions returns, oldest first, the transitions in [from, to) and each
 // instance's last one before from: what an instance was doing when the window opened.
-func (db *DB) AlertTransitions(ctx context.Context, from, to time.Time) ([]alerts.Transition, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (s *Store) AlertTransitions(ctx context.Context, from, to time.Time) ([]alerts.Transition, error) {
+	rows, err := s.db.Pool.Query(ctx, `
 SELECT at, rule_key, alert, instance_key, labels, from_state, to_state, value FROM (
 	(SELECT DISTINCT ON (instance_key) id, at, rule_key, alert, instance_key, labels, from_state, to_state, value
 	 FROM alert_history WHERE at < $1 ORDER BY instance_key, at DESC, id DESC)
@@ -396,10 +406,10 @@ SELECT at, rule_key, alert, instance_key, labels, from_state, to_state, value FR
 	FROM alert_history WHERE at >= $1 AND at < $2
 ) h ORDER BY at, id`, from, to)
 	if err != nil {
-		return nil, interpret(err, "read alert transitions")
+		return nil, pg.Interpret(err, "read alert transitions")
 	}
 	out, err := pgx.CollectRows(rows, scanTransition)
-	return out, interpret(err, "read alert transitions")
+	return out, pg.Interpret(err, "read alert transitions")
 }
 
 func scanTransition(r pgx.CollectableRow) (alerts.Transition, error) {
@@ -412,22 +422,22 @@ func scanTransition(r pgx.CollectableRow) (alerts.Transition, error) {
 }
 
 // PruneAlerts deletes delivered notifications and history older than their cut-offs.
-func (db *DB) PruneAlerts(ctx context.Context, deliveredBefore, historyBefore time.Time) error {
-	if _, err := db.Pool.Exec(ctx, `DELETE FROM alert_outbox WHERE published_at < $1`, deliveredBefore); err != nil {
-		return interpret(err, "prune alert outbox")
+func (s *Store) PruneAlerts(ctx context.Context, deliveredBefore, historyBefore time.Time) error {
+	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM alert_outbox WHERE published_at < $1`, deliveredBefore); err != nil {
+		return pg.Interpret(err, "prune alert outbox")
 	}
-	_, err := db.Pool.Exec(ctx, `DELETE FROM alert_history WHERE at < $1`, historyBefore)
-	return interpret(err, "prune alert history")
+	_, err := s.db.Pool.Exec(ctx, `DELETE FROM alert_history WHERE at < $1`, historyBefore)
+	return pg.Interpret(err, "prune alert history")
 }
 
-// AlertOutbox is the alert notifications' outbox, for an outbox.Relay with an
+// Outbox is the alert notifications' outbox, for an outbox.Relay with an
 // alerts.Dispatcher. Rows of one receiver and instance leave in order: a row is claimed
 // only when no older row of the same pair waits, so a resolve never overtakes the firing
 // it ends, and an undelivered resend with a newer row behind it is dropped as pointless.
-type AlertOutbox struct{ DB *DB }
+type Outbox struct{ DB *pg.DB }
 
 // ClaimEvents implements outbox.Store.
-func (o AlertOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
+func (o Outbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
 	var evs []outbox.Event
 	err := pgx.BeginFunc(ctx, o.DB.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `
@@ -461,19 +471,19 @@ RETURNING a.id, a.event_id::text, a.receiver, a.alert_key, a.payload, a.created_
 		})
 		return err
 	})
-	return evs, interpret(err, "claim alert notifications")
+	return evs, pg.Interpret(err, "claim alert notifications")
 }
 
 // MarkPublished implements outbox.Store.
-func (o AlertOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
+func (o Outbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
 	_, err := o.DB.Pool.Exec(ctx, `UPDATE alert_outbox SET published_at = $2, locked_until = NULL, last_error = '' WHERE id = ANY($1)`, ids, at)
-	return interpret(err, "mark alert notifications delivered")
+	return pg.Interpret(err, "mark alert notifications delivered")
 }
 
 // MarkFailed implements outbox.Store.
-func (o AlertOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
+func (o Outbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
 	_, err := o.DB.Pool.Exec(ctx, `UPDATE alert_outbox SET locked_until = $2, last_error = left($3, 500) WHERE id = $1`, id, retryAt, reason)
-	return interpret(err, "mark alert notification failed")
+	return pg.Interpret(err, "mark alert notification failed")
 }
 
 func orEmpty(m map[string]string) map[string]string {

@@ -1,0 +1,50 @@
+package pg
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// This file is what the use cases' stores under ops/pg (alertstore, retainstore, ...) share
+// with the ledger's store: the mapping of database errors, the singleton leases and the SQL
+// fragments that more than one store's statements must word the same way.
+
+// Interpret maps a database error to the domain's, as every store's statements must: an
+// unreachable database is ops.DatabaseUnreachable, a unique or rule violation the caller's
+// conflict or mistake, a cancelled context stays itself, anything else is internal.
+func Interpret(err error, what string) error { return interpret(err, what) }
+
+// Translate is Interpret for statements whose other errors are theirs to word: only an
+// unreachable database is mapped, anything else is returned wrapped with what.
+func Translate(err error, what string) error { return translate(err, what) }
+
+// HoldLease is the first statement of a transaction that must run only while l is held: it
+// locks l's row in share mode and reports false when l is no longer held at now. A zero l
+// holds nothing and is always true.
+func HoldLease(ctx context.Context, tx pgx.Tx, l ops.Lease, now time.Time) (bool, error) {
+	return holdLease(ctx, tx, l, now)
+}
+
+// LockLeaseRow locks the row of the lease name until tx ends: in share mode for a pass of
+// the role, exclusively for other work that must not run beside one.
+func LockLeaseRow(ctx context.Context, tx pgx.Tx, name string, exclusive bool) error {
+	return lockLeaseRow(ctx, tx, name, exclusive)
+}
+
+// ChargedStatuses is the SQL list of the provider charge statuses that took money.
+const ChargedStatuses = chargedStatuses
+
+// DoubleGenerations is the SQL condition, over recon_exceptions e joined to operations o,
+// of the confirmed double generations of LLM operations.
+const DoubleGenerations = doubleGenerations
+
+// ExtraGenerations is how many generations beyond the first an exception e of
+// DoubleGenerations stands for.
+const ExtraGenerations = extraGenerations
+
+// NullTime is t, or SQL NULL when ok is false.
+func NullTime(ok bool, t time.Time) any { return nullTime(ok, t) }
