@@ -45,8 +45,9 @@ type KindSpec struct {
 	Generation bool
 	// Customer says what support may tell the customer about one, in plain words (rule 12).
 	Customer func(op *Operation) CustomerStatus
-	// Call says which API of its provider one called and with which model, read from the
-	// request it stored; nil for a kind whose operations call no such API (a refund).
+	// Call says which API of its provider one called and with which model, as the operation
+	// keeps them from its opening or, before it is opened, as the request it stores names
+	// them; nil for a kind whose operations call no such API (a refund).
 	Call func(op *Operation) Call
 	// APIs names, as Call.API does, every API of its provider an operation of the kind may
 	// call, so that the pages can offer to split their counts by API; empty for a kind whose
@@ -81,7 +82,8 @@ type Call struct {
 	// API names the API in words: "chat completions", "responses", "embeddings",
 	// "messages".
 	API string
-	// Model is the model the request named; empty once the request's body was purged.
+	// Model is the model the request named, kept past the purge of the request; empty
+	// where the request named none.
 	Model string
 }
 

@@ -111,6 +111,13 @@ type Operation struct {
 	// KeyWaits counts the attempts the provider answered "key in use" (409): they executed
 	// nothing and are left out of the operation's budget.
 	KeyWaits int
+	// API is the label of the API an LLM operation called ("chat_completions", "responses"),
+	// and Model the model its request named, both kept on the operation's row from its
+	// opening: the purge deletes the request that names them, and the pages, the metrics and
+	// the usage comparison still say them afterwards. Empty for an operation of no API (a
+	// refund).
+	API   string
+	Model string
 	// PurgedAt is when the operation's request and result (an LLM prompt and its completion)
 	// were deleted, once kept past the key's TTL and the bodies' keep: the row, its usage and
 	// its fingerprint stay, and a replay can tell an answer no longer kept from one never

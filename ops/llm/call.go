@@ -7,11 +7,13 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// CallOf is the API and model of an LLM operation, read from the request it stored: a
-// gateway call keeps its route beside the client's body, a job's generation keeps the body
-// it sent to chat completions. A request the purge deleted names no model, and its route is
-// then unknown too unless the operation is a job's.
+// CallOf is the API and model of an LLM operation. Both are kept on the operation's row from
+// its opening, so they outlive the purge of its request. An operation not yet opened (the
+// ledger asks CallOf for the API the opening writes) reads them from the request it stores:
+// a gateway call keeps its route beside the client's body, a job's generation keeps the body
+// it sent to chat completions. A call purged before its row kept its model names none.
 func CallOf(op *ops.Operation) ops.Call {
+	c := ops.Call{API: strings.ReplaceAll(op.API, "_", " "), Model: op.Model}
 	var s struct {
 		Route string `json:"route"`
 		Body  struct {
@@ -19,15 +21,21 @@ func CallOf(op *ops.Operation) ops.Call {
 		} `json:"body"`
 	}
 	if len(op.Request) == 0 || json.Unmarshal(op.Request, &s) != nil {
-		if Kind().Of(op) {
-			return ops.Call{}
+		if c.API == "" && !Kind().Of(op) {
+			c.API = ChatAPI()
 		}
-		return ops.Call{API: APIName(chatRoute)}
+		return c
 	}
 	if s.Route == "" {
 		s.Route = chatRoute
 	}
-	return ops.Call{API: APIName(s.Route), Model: s.Body.Model}
+	if c.API == "" {
+		c.API = APIName(s.Route)
+	}
+	if c.Model == "" {
+		c.Model = s.Body.Model
+	}
+	return c
 }
 
 // APIName names a gateway route in words, as pages show it: /v1/chat/completions is "chat

@@ -219,12 +219,13 @@ SELECT count(*) FILTER (WHERE created) FROM up`, pgx.NamedArgs{"provider": provi
 	return created, interpret(err, "record usage")
 }
 
-// SentToLLM implements recon.Store. The model and the route are read from the stored
-// request, as the gateway keeps it.
+// SentToLLM implements recon.Store. The model and the API are read from the operation's
+// row, which keeps them from its opening, so that a call whose request was purged is still
+// counted against its model and its API's report; the gateway route is the API's.
 func (db *DB) SentToLLM(ctx context.Context, provider string, w recon.Window, width time.Duration) ([]recon.SentRow, error) {
 	rows, err := db.Pool.Query(ctx, `
-SELECT coalesce(o.request->>'route', '') AS r,
-	date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b, coalesce(o.request->>'model', '') AS m,
+SELECT CASE WHEN o.api = '' THEN '' ELSE '/v1/' || replace(o.api, '_', '/') END AS r,
+	date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b, o.model AS m,
 	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'),
 	count(*) FILTER (WHERE a.outcome = 'ok' OR x.found),
 	count(*) FILTER (WHERE `+uncertainAttempt+` AND NOT x.found)

@@ -11,7 +11,8 @@ import (
 )
 
 // SentPrompts implements recon.Store. The model is the one the provider's answer named (the
-// attempt's, else the operation's usage), else the one the request asked for; the prompt's
+// attempt's, else the operation's usage), else the one the request asked for, which the
+// operation keeps on its row past the purge of its request; the prompt's
 // size is the attempt's own usage, else the operation's, which is the usage of the attempt
 // that answered the same request. Only uncertain attempts come one by one: the rest are
 // summed per bucket, model and outcome, so a day of traffic is a few rows a minute.
@@ -19,7 +20,7 @@ func (db *DB) SentPrompts(ctx context.Context, provider string, w recon.Window, 
 	rows, err := db.Pool.Query(ctx, `
 WITH sent AS (
 	SELECT date_bin(make_interval(secs => @secs), a.started_at, `+binOrigin+`) AS b,
-		coalesce(a.usage->>'model', o.usage->>'model', o.request->'body'->>'model', o.request->>'model', '') AS m,
+		coalesce(a.usage->>'model', o.usage->>'model', o.model) AS m,
 		o.id::text AS id, o.tenant_id AS tenant, a.n, coalesce(a.outcome, '') AS outcome, o.status,
 		coalesce((a.usage->>'prompt_tokens')::bigint, (o.usage->>'prompt_tokens')::bigint, 0) AS prompt,
 		a.outcome IS NULL OR a.outcome IN ('timeout', 'server_error') AS uncertain

@@ -48,9 +48,10 @@ func (w *world) messagesOp(t *testing.T, at time.Time, model string, status ops.
 		closed = at
 	}
 	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
-	request, status, version, attempts, usage, created_at, updated_at, closed_at)
-VALUES ($1::uuid, $2, 'llm_call', 'anthropic', $1::text, $1::text, 'fp', $3, $4, 3, $5, $6::jsonb, $7, $7, $8)`,
-		id, w.tenant, fmt.Sprintf(`{"route": "/v1/messages", "body": {"model": %q}}`, model), string(status), len(attempts), opUsage, at, closed); err != nil {
+	request, api, model, status, version, attempts, usage, created_at, updated_at, closed_at)
+VALUES ($1::uuid, $2, 'llm_call', 'anthropic', $1::text, $1::text, 'fp', $3, 'messages', $9, $4, 3, $5, $6::jsonb, $7, $7, $8)`,
+		id, w.tenant, fmt.Sprintf(`{"route": "/v1/messages", "body": {"model": %q}}`, model), string(status), len(attempts), opUsage, at, closed,
+		model); err != nil {
 		t.Fatal(err)
 	}
 	for i, a := range attempts {

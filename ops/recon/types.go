@@ -358,9 +358,9 @@ type UsageRow struct {
 // provider's store), and those whose outcome is still uncertain (and so may have been
 // billed).
 type SentRow struct {
-	// Route is the gateway route the attempts were sent through ("" for calls that name
-	// none, which are chat completions): it says which of the provider's usage reports
-	// counts them (UsageReports).
+	// Route is the gateway route of the API the attempts called, as their operation kept it
+	// ("" for one that kept none, counted as chat completions): it says which of the
+	// provider's usage reports counts them (UsageReports).
 	Route     string
 	Start     time.Time
 	Model     string

@@ -36,9 +36,9 @@ func (w *world) llmOp(t *testing.T, at time.Time, model string, outcomes ...ops.
 	ctx := context.Background()
 	id := ops.NewOperationID()
 	if _, err := w.db.Pool.Exec(ctx, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
-	request, status, version, attempts, created_at, updated_at, closed_at)
-VALUES ($1::uuid, $2, 'llm_call', 'fakellm', $1::text, $1::text, 'fp', $3, 'succeeded', 3, $4, $5, $5, $5)`,
-		id, w.tenant, fmt.Sprintf(`{"model": %q}`, model), len(outcomes), at); err != nil {
+	request, api, model, status, version, attempts, created_at, updated_at, closed_at)
+VALUES ($1::uuid, $2, 'llm_call', 'fakellm', $1::text, $1::text, 'fp', $3, 'chat_completions', $6, 'succeeded', 3, $4, $5, $5, $5)`,
+		id, w.tenant, fmt.Sprintf(`{"route": "/v1/chat/completions", "body": {"model": %q}}`, model), len(outcomes), at, model); err != nil {
 		t.Fatal(err)
 	}
 	for i, o := range outcomes {
