@@ -64,8 +64,8 @@ FROM provider_events WHERE operation_id = $1 ORDER BY received_at LIMIT $2`, opI
 		})
 		return err
 	})
-	b.Queue(`SELECT `+auditCols+` FROM audit_log a WHERE a.entity = 'operation' AND a.entity_id = $1
-UNION ALL SELECT `+openingCols+` FROM `+openingFrom+` WHERE o.id = $1::uuid AND `+openingWithoutRow+`
+	b.Queue(`SELECT `+auditCols+` FROM audit_log a WHERE a.entity = 'operation' AND a.entity_id = $1 AND `+notOpening+`
+UNION ALL SELECT `+openingCols+` FROM `+openingFrom+` WHERE o.id = $1::uuid
 ORDER BY 1 LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 		var err error
 		tl.Audit, err = pgx.CollectRows(rows, scanAudit)
@@ -100,7 +100,8 @@ SELECT id, operation_id::text, kind, provider_ref, summary, data, recorded_by, r
 // for an intent received without a claim), to the status it was created in. openingID is
 // negative, from 60 of the random bits of the operation's id, so it never equals an audit
 // row's id and sorts before every row of the operation's own trail. Operations opened when
-// the opening still had a row of its own keep that row, and openingWithoutRow leaves them out.
+// the opening was a row of its own are read the same way, and notOpening leaves those rows
+// out, so that each opening is listed once and a search for openings reads no audit row.
 const (
 	openingCols = `o.opening_id, o.created_at,
 	coalesce(f.owner, ''), 'open', 'operation', o.id::text, NULL::jsonb,
@@ -109,7 +110,7 @@ const (
 	openingFrom  = `(SELECT o.*, ` + openingID + ` AS opening_id FROM operations o) o ` + openingOwner
 	openingOwner = `LEFT JOIN LATERAL (SELECT f.owner FROM attempts f
 		WHERE f.operation_id = o.id AND f.n = 1 AND f.started_at = o.created_at LIMIT 1) f ON true`
-	openingWithoutRow = `NOT EXISTS (SELECT 1 FROM audit_log x WHERE x.entity_id = o.id::text AND x.action = 'open')`
+	notOpening = `a.action <> 'open'`
 )
 
 const auditCols = `a.id, a.at, a.actor, a.action, a.entity, a.entity_id, a.before, a.after, a.reason, coalesce(a.evidence_id, 0)`
@@ -156,14 +157,13 @@ func (db *DB) AuditLog(ctx context.Context, f desk.AuditFilter) (desk.AuditPage,
 const rareAction = `a.action <> 'open' AND a.action NOT LIKE 'attempt.%'`
 
 func auditQuery(f desk.AuditFilter) (string, pgx.NamedArgs) {
-	conds := []string{"true"}
 	args := pgx.NamedArgs{"limit": f.Limit + 1}
 	// Openings are read from the operations (openingCols) unless the filter rules them out.
 	// An actor filter asks what someone did, and an opening is the process's that took the
 	// request: finding one process's openings would read every operation's first attempt,
 	// so the timeline and the action's filter show them instead.
 	openings := f.Actor == "" && (f.Action == "" || f.Action == "open")
-	opened := []string{openingWithoutRow}
+	conds, opened := []string{notOpening}, []string{"true"}
 	if f.Actor != "" {
 		conds = append(conds, "a.actor = @actor")
 		args["actor"] = f.Actor
@@ -205,11 +205,16 @@ ORDER BY a.at DESC, a.id DESC LIMIT @limit`
 	if !openings {
 		return q, args
 	}
+	o := `SELECT ` + openingCols + ` FROM (SELECT o.*, ` + openingID + ` AS opening_id FROM operations o
+	WHERE ` + strings.Join(opened, " AND ") + ` ORDER BY o.created_at DESC, opening_id DESC LIMIT @limit) o ` + openingOwner
+	if f.Action == "open" {
+		return o + `
+ORDER BY 2 DESC, 1 DESC`, args
+	}
 	// Each part is read newest first up to the page's length, each by its own index, and
 	// the page is the newest of both.
 	return `SELECT * FROM ((` + q + `)
-UNION ALL SELECT ` + openingCols + ` FROM (SELECT o.*, ` + openingID + ` AS opening_id FROM operations o
-	WHERE ` + strings.Join(opened, " AND ") + ` ORDER BY o.created_at DESC, opening_id DESC LIMIT @limit) o ` + openingOwner + `) a
+UNION ALL ` + o + `) a
 ORDER BY 2 DESC, 1 DESC LIMIT @limit`, args
 }
 

@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +142,35 @@ func TestOpenIsAuditedFromTheOperationsCreation(t *testing.T) {
 	}
 	if len(seen) != 3 || seen["open "+op.ID] != 1 || seen["attempt.ok "+op.ID] != 1 || seen["open "+o.Op.ID] != 1 {
 		t.Errorf("paging one entry at a time saw %v", seen)
+	}
+}
+
+// An operation opened when its opening was an audit row of its own (as Open wrote it
+// before) shows one opening, read from the operation like any other; and the "open"
+// filter of the audit log page reads the operations alone, not the whole log for rows
+// that no longer come.
+func TestOpeningsWithAnOldRowAreListedOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	op := f.lifecycle(t, "ord-old")
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
+VALUES ($1, 'w1', 'open', 'operation', $2, '{"status": "in_progress", "version": 1}')`, t0, op.ID); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := f.db.Timeline(ctx, op.ID)
+	if err != nil || len(tl.Audit) != 2 || tl.Audit[0].Action != "open" || tl.Audit[1].Action != "attempt.ok" {
+		t.Fatalf("timeline audit %+v (%v), want one opening then attempt.ok", tl.Audit, err)
+	}
+	page, err := f.db.AuditLog(ctx, desk.AuditFilter{})
+	if err != nil || len(page.Entries) != 2 {
+		t.Fatalf("audit page %+v (%v), want the attempt and one opening", page.Entries, err)
+	}
+	plans, err := f.db.DashboardPlans(ctx, op.ID, desk.AuditFilter{Action: "open"}, "x", desk.QueueFilter{Status: ops.StatusUnknown, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plans["audit"], "audit_log") {
+		t.Errorf("the openings' page reads the audit log:\n%s", plans["audit"])
 	}
 }
