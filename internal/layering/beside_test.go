@@ -22,8 +22,9 @@ var testedHere = map[string][]string{
 	// The desk's closes by hand and the four-eyes approvals around them (ops rule 13).
 	"ops/desk": {"CloseManually", "Proposal", "Approve", "Reject"},
 	// The LLM gateway: one generation per key whatever the client sends again, its key
-	// rules and its policies, asked of the gateway itself rather than through web's routes.
-	"ops/llm": {"Complete"},
+	// rules, its policies and the lookup before a resend, asked of the gateway itself rather
+	// than through web's routes, and its counters of what it sent.
+	"ops/llm": {"Complete", "Stats"},
 }
 
 // TestToolsAreTestedBesideTheirCode fails when a package's own tests no longer call one of

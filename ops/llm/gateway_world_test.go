@@ -27,6 +27,11 @@ type gatewayWorld struct {
 	fake  *fake.LLM
 	base  string
 	gw    *llm.Gateway
+	// up and ledger are the gateway's adapter and ledger; lookups looks calls up in the
+	// provider's stored completions, as the desk and the reconciler do.
+	up      *openai.Client
+	ledger  *ops.Ledger
+	lookups *llm.Lookups
 	// tenants are shop and bank, interactive unless set otherwise, and pipeline, batch
 	// when set so; all require an Idempotency-Key.
 	tenants map[string]*ops.Tenant
@@ -45,6 +50,8 @@ type gatewaySetup struct {
 	// sends again, and runs the fake provider on the test's clock, so that a completion the
 	// provider shows late appears when the test advances it.
 	stored bool
+	// reconciled tells the gateway a reconciler looks unknown calls up.
+	reconciled bool
 }
 
 func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
@@ -56,7 +63,8 @@ func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
 		fo.Clock = w.clock.Now
 	}
 	w.fake, w.base = tw.LLM(fo)
-	w.gw = w.gateway(t, o)
+	w.gw, w.up, w.ledger = w.gateway(t, o)
+	w.lookups = &llm.Lookups{Ledger: w.ledger, Events: w.db, Store: w.up, Prices: llm.DefaultPrices()}
 	for _, name := range []string{"shop", "bank", "pipeline"} {
 		w.tenants[name] = tw.Tenant(name)
 	}
@@ -65,9 +73,12 @@ func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
 
 // gateway starts another gateway process on the world's database and provider, as a second
 // replica would.
-func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) *llm.Gateway {
+func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) (*llm.Gateway, *openai.Client, *ops.Ledger) {
 	t.Helper()
-	up := w.world.Upstream(w.base, openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout})
+	if o.stored && o.attemptTimeout == 0 {
+		o.attemptTimeout = 300 * time.Millisecond
+	}
+	up := w.world.Upstream(w.base, openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout}).(*openai.Client)
 	var clock ops.Clock = w.clock
 	if o.lease > 0 {
 		clock = ops.SystemClock{}
@@ -78,15 +89,15 @@ func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) *llm.Gateway {
 		ledger.Limits.Lease = o.lease
 	}
 	cfg := llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
-		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, Refs: w.db, Streams: w.db}
+		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, Refs: w.db, Streams: w.db, Reconciled: o.reconciled}
 	if o.stored {
-		cfg.Stored = up.(*openai.Client)
+		cfg.Stored = up
 	}
 	gw, err := llm.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gw
+	return gw, up, ledger
 }
 
 // reply is what the gateway wrote to its Sink.
@@ -106,18 +117,18 @@ func (r *reply) Write(p []byte) error {
 	return nil
 }
 
-// call sends one chat completion request of tenant to gw; key "" sends no Idempotency-Key,
+// callOn sends one request of tenant to a route of gw; key "" sends no Idempotency-Key,
 // and prefer is the Prefer header's value.
-func (w *gatewayWorld) callOn(gw *llm.Gateway, tenant, key, body, prefer string) (*reply, error) {
+func (w *gatewayWorld) callOn(gw *llm.Gateway, route, tenant, key, body, prefer string) (*reply, error) {
 	out := &reply{}
-	err := gw.Complete(context.Background(), llm.Request{Tenant: w.tenants[tenant], Route: "/v1/chat/completions",
+	err := gw.Complete(context.Background(), llm.Request{Tenant: w.tenants[tenant], Route: route,
 		Key: key, HasKey: key != "", ContentType: "application/json", Body: strings.NewReader(body), Prefer: prefer}, out)
 	return out, err
 }
 
 // call sends one chat completion request of tenant to the world's gateway.
 func (w *gatewayWorld) call(tenant, key, body string) (*reply, error) {
-	return w.callOn(w.gw, tenant, key, body, "")
+	return w.callOn(w.gw, "/v1/chat/completions", tenant, key, body, "")
 }
 
 // chatBody is a chat completion request of one user message; user, when set, is the
