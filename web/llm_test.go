@@ -549,59 +549,6 @@ func TestLLMUpstreamGarbageIs502WithAttemptsRecorded(t *testing.T) {
 	}
 }
 
-// Two gateway processes on one database: a request waiting on the other process's key
-// watches the ledger and gets the stored result.
-func TestLLMWaitAcrossProcesses(t *testing.T) {
-	t.Parallel()
-	w := newLLMWorld(t, llmSetup{latency: 400 * time.Millisecond})
-	// The second process's server on the same database.
-	_, url2 := w.gateway(t, w.world.Server(ops.NewManualClock(t0)), llmSetup{})
-	first := make(chan int, 1)
-	go func() { first <- w.post(t, "shop", "x-proc", chatBody("hello", 0.2, false)).StatusCode }()
-	w.waitAdmitted(t, "x-proc")
-	other := &llmWorld{db: w.db, url: url2, tokens: w.tokens}
-	resp := other.post(t, "shop", "x-proc", chatBody("hello", 0.2, true), "Prefer", "wait=5")
-	text, _, done := sseText(t, resp.Body)
-	gens := w.generations(t, 1)
-	if resp.StatusCode != http.StatusOK || !done || text != gens[0].Content || resp.Header.Get("Idempotent-Replayed") != "true" || <-first != http.StatusOK {
-		t.Fatalf("the other process answered %d %q (done %v); provider generated %q", resp.StatusCode, text, done, gens[0].Content)
-	}
-	// Without Prefer, the other process answers 409 with Retry-After while the key is in flight.
-	go func() { first <- w.post(t, "shop", "x-proc-2", chatBody("hello", 0.3, false)).StatusCode }()
-	w.waitAdmitted(t, "x-proc-2")
-	busy := other.post(t, "shop", "x-proc-2", chatBody("hello", 0.3, false))
-	if busy.Header.Get("Retry-After") != "1" {
-		t.Fatalf("Retry-After %q", busy.Header.Get("Retry-After"))
-	}
-	wantProblem(t, busy, http.StatusConflict, llm.ReasonKeyInUse)
-	<-first
-	w.generations(t, 2)
-}
-
-// A generation longer than the lease keeps its lease alive, so a retry meanwhile is told
-// the key is in flight instead of taking the operation over and generating again.
-func TestLLMLongGenerationKeepsItsLease(t *testing.T) {
-	t.Parallel()
-	w := newLLMWorld(t, llmSetup{chunkDelay: 40 * time.Millisecond, lease: 300 * time.Millisecond})
-	first := make(chan string, 1)
-	go func() {
-		text, _, _ := sseText(t, w.post(t, "shop", "long-1", chatBody("a long answer", 0.2, true)).Body)
-		first <- text
-	}()
-	time.Sleep(700 * time.Millisecond) // more than two leases into a one-second stream
-	// Mid-stream the operation shows phase first_token and a lease renewed past its first end.
-	live := w.op(t, "long-1")
-	if live.Phase != ops.PhaseFirstToken || live.LeaseUntil == nil || !live.LeaseUntil.After(live.CreatedAt.Add(500*time.Millisecond)) {
-		t.Fatalf("mid-stream: phase %q, lease until %v (opened %v)", live.Phase, live.LeaseUntil, live.CreatedAt)
-	}
-	// A retry that asks for JSON is told 409 (a streaming one would follow the stream live).
-	wantProblem(t, w.post(t, "shop", "long-1", chatBody("a long answer", 0.2, false)), http.StatusConflict, llm.ReasonKeyInUse)
-	if text := <-first; text != w.generations(t, 1)[0].Content {
-		t.Fatalf("first stream %q", text)
-	}
-	w.waitStatus(t, "long-1", ops.StatusSucceeded)
-}
-
 func TestLLMStreamingThroughTheSDK(t *testing.T) {
 	t.Parallel()
 	w := newLLMWorld(t, llmSetup{chunkDelay: time.Millisecond})

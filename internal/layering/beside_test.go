@@ -23,8 +23,9 @@ var testedHere = map[string][]string{
 	"ops/desk": {"CloseManually", "Proposal", "Approve", "Reject"},
 	// The LLM gateway: one generation per key whatever the client sends again, its key
 	// rules, its policies and the lookup before a resend, asked of the gateway itself rather
-	// than through web's routes, and its counters of what it sent.
-	"ops/llm": {"Complete", "Stats"},
+	// than through web's routes, its counters of what it sent, and the purge of bodies past
+	// their keep.
+	"ops/llm": {"Complete", "Stats", "RunOnce"},
 }
 
 // TestToolsAreTestedBesideTheirCode fails when a package's own tests no longer call one of

@@ -267,3 +267,20 @@ func (w *gatewayWorld) waitAdmitted(t *testing.T, key string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// billedThenTimedOut sends one call of the batch tenant pipeline whose generation the
+// provider bills and stores and whose answer times out: the operation is unknown, the
+// completion exists.
+func (w *gatewayWorld) billedThenTimedOut(t *testing.T, key, question string) (*ops.Operation, fake.Generation) {
+	t.Helper()
+	before := len(w.fake.Generations())
+	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Times: 1, Delay: 3 * time.Second})
+	r, err := w.call("pipeline", key, chatBody(question, 0, false))
+	wantRefused(t, r, err, ops.EUNAVAILABLE, llm.ReasonTimeout)
+	op := w.op(t, key)
+	if op.Status != ops.StatusUnknown {
+		t.Fatalf("operation %s, want unknown", op.Status)
+	}
+	gens := w.generations(t, before+1)
+	return op, gens[before]
+}

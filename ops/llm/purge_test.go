@@ -1,8 +1,7 @@
-package web_test
+package llm_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,14 +13,13 @@ import (
 
 // Bodies do not live forever: past the key's TTL and the keep, the purge deletes the
 // prompt and the completion and leaves the operation, its usage and its fingerprint; a
-// replay of the key then gets a problem of its own (410 answer_purged), never a 500, and
-// nothing is generated again.
+// replay of the key then gets a refusal of its own (answer_purged, which web answers 410),
+// never an internal error, and nothing is generated again.
 func TestLLMReplayAfterPurgeIsAnswerPurged(t *testing.T) {
 	t.Parallel()
-	w := newLLMWorld(t, llmSetup{})
-	if resp := w.post(t, "shop", "k-purge", chatBody("hello", 0.2, false)); resp.StatusCode != http.StatusOK {
-		t.Fatalf("first: %d", resp.StatusCode)
-	}
+	w := newGatewayWorld(t, gatewaySetup{})
+	r, err := w.call("shop", "k-purge", chatBody("hello", 0.2, false))
+	completion(t, r, err)
 	before := w.op(t, "k-purge")
 	ttl, keep := 24*time.Hour, llm.DefaultBodyKeep
 	purge := func(at time.Time) llm.PurgeReport {
@@ -47,11 +45,12 @@ func TestLLMReplayAfterPurgeIsAnswerPurged(t *testing.T) {
 		t.Fatalf("the purge changed more than the bodies: %+v, was %+v", after, before)
 	}
 	// The gateway's clock has not moved: the key still replays, and finds no answer.
-	p := wantProblem(t, w.post(t, "shop", "k-purge", chatBody("hello", 0.2, false)), http.StatusGone, llm.ReasonAnswerPurged)
-	if p.Detail == "" {
-		t.Fatal("the problem says nothing")
+	r, err = w.call("shop", "k-purge", chatBody("hello", 0.2, false))
+	if said := wantRefused(t, r, err, ops.ENOTFOUND, llm.ReasonAnswerPurged); said == "" {
+		t.Fatal("the refusal says nothing")
 	}
-	wantProblem(t, w.post(t, "shop", "k-purge", chatBody("hello", 0.2, true)), http.StatusGone, llm.ReasonAnswerPurged)
+	r, err = w.call("shop", "k-purge", chatBody("hello", 0.2, true))
+	wantRefused(t, r, err, ops.ENOTFOUND, llm.ReasonAnswerPurged)
 	w.generations(t, 1)
 	if rep := purge(before.CreatedAt.Add(ttl + keep + time.Hour)); rep.Operations != 0 {
 		t.Fatalf("a second purge purged %d operations again", rep.Operations)
@@ -65,8 +64,9 @@ func TestLLMReplayAfterPurgeIsAnswerPurged(t *testing.T) {
 // and the lookup says why no answer is kept.
 func TestLLMLateCloseLeavesAPurgedCallPurged(t *testing.T) {
 	t.Parallel()
-	w := newLookupWorld(t, lookupSetup{})
+	w := newGatewayWorld(t, gatewaySetup{stored: true, modes: map[string]llm.Mode{"pipeline": llm.Batch}})
 	ctx := context.Background()
+	d := &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: w.db, Completions: w.lookups, Findings: w.db, Bulk: w.db}
 	op, gen := w.billedThenTimedOut(t, "doc-late", "classify the late document")
 	ttl, keep := 24*time.Hour, llm.DefaultBodyKeep
 	purge := func(at time.Time) llm.PurgeReport {
@@ -83,7 +83,7 @@ func TestLLMLateCloseLeavesAPurgedCallPurged(t *testing.T) {
 	}
 
 	w.clock.Set(due.Add(time.Hour))
-	out, err := w.desk.Lookup(ctx, op.ID, "oncall@example.com")
+	out, err := d.Lookup(ctx, op.ID, "oncall@example.com")
 	if err != nil || out.Outcome != desk.LookupClosed {
 		t.Fatalf("lookup: %s %q %v", out.Outcome, out.Message, err)
 	}

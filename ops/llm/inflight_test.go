@@ -1,0 +1,69 @@
+package llm_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
+)
+
+// Two gateway processes on one database: a request waiting on the other process's key
+// watches the ledger and gets the stored result.
+func TestLLMWaitAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{latency: 400 * time.Millisecond})
+	// The second process's gateway on the same database.
+	other, _, _ := w.gateway(t, gatewaySetup{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := w.call("shop", "x-proc", chatBody("hello", 0.2, false))
+		first <- err
+	}()
+	w.waitAdmitted(t, "x-proc")
+	r, err := w.callOn(other, "/v1/chat/completions", "shop", "x-proc", chatBody("hello", 0.2, true), "wait=5")
+	text, _, done := streamText(t, r)
+	gens := w.generations(t, 1)
+	if err != nil || !done || text != gens[0].Content || !r.head.Replayed || <-first != nil {
+		t.Fatalf("the other process answered %v %q (done %v, replayed %v); provider generated %q", err, text, done, r.head.Replayed, gens[0].Content)
+	}
+	// Without Prefer, the other process is refused with Retry-After while the key is in flight.
+	go func() {
+		_, err := w.call("shop", "x-proc-2", chatBody("hello", 0.3, false))
+		first <- err
+	}()
+	w.waitAdmitted(t, "x-proc-2")
+	r, err = w.callOn(other, "/v1/chat/completions", "shop", "x-proc-2", chatBody("hello", 0.3, false), "")
+	if p, ok := llm.ProblemOf(err); !ok || p.RetryAfter != time.Second {
+		t.Fatalf("Retry-After %+v (%v)", p, ok)
+	}
+	wantRefused(t, r, err, ops.ECONFLICT, llm.ReasonKeyInUse)
+	<-first
+	w.generations(t, 2)
+}
+
+// A generation longer than the lease keeps its lease alive, so a retry meanwhile is told
+// the key is in flight instead of taking the operation over and generating again.
+func TestLLMLongGenerationKeepsItsLease(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{chunkDelay: 40 * time.Millisecond, lease: 300 * time.Millisecond})
+	first := make(chan *reply, 1)
+	go func() {
+		r, _ := w.call("shop", "long-1", chatBody("a long answer", 0.2, true))
+		first <- r
+	}()
+	time.Sleep(700 * time.Millisecond) // more than two leases into a one-second stream
+	// Mid-stream the operation shows phase first_token and a lease renewed past its first end.
+	live := w.op(t, "long-1")
+	if live.Phase != ops.PhaseFirstToken || live.LeaseUntil == nil || !live.LeaseUntil.After(live.CreatedAt.Add(500*time.Millisecond)) {
+		t.Fatalf("mid-stream: phase %q, lease until %v (opened %v)", live.Phase, live.LeaseUntil, live.CreatedAt)
+	}
+	// A retry that asks for JSON is refused while the key is in flight (a streaming one
+	// would follow the stream live).
+	r, err := w.call("shop", "long-1", chatBody("a long answer", 0.2, false))
+	wantRefused(t, r, err, ops.ECONFLICT, llm.ReasonKeyInUse)
+	if text, _, _ := streamText(t, <-first); text != w.generations(t, 1)[0].Content {
+		t.Fatalf("first stream %q", text)
+	}
+	w.waitStatus(t, "long-1", ops.StatusSucceeded)
+}
