@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -93,7 +94,7 @@ func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 	// Today: the retention removes the closed calls of twenty days ago, row and all, and a
 	// person closes the embeddings call.
 	clock.Set(t0.Add(-time.Hour))
-	r := &retain.Retention{Store: e.db, Clock: clock, Keep: 8 * 24 * time.Hour, Actor: "retention:test"}
+	r := &retain.Retention{Store: retainstore.New(e.db), Clock: clock, Keep: 8 * 24 * time.Hour, Actor: "retention:test"}
 	if rep, err := r.RunOnce(ctx, false); err != nil || rep.Operations != 4 {
 		t.Fatalf("retention: %+v %v; want the four closed calls removed", rep, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/retain"
 )
 
@@ -81,7 +82,7 @@ func retentionEnv(e environ, cfg Config) (time.Duration, error) {
 // newRetention is the retention role of this configuration: serve's background passes and
 // the command's one pass hold the same role, so they never run at once.
 func newRetention(cfg Config, db *pg.DB, clock ops.Clock, logger *slog.Logger) *retain.Retention {
-	return &retain.Retention{Store: db, Clock: clock, Keep: cfg.Retention.Keep, Actor: "retention:" + cfg.WorkerID, Logger: logger,
+	return &retain.Retention{Store: retainstore.New(db), Clock: clock, Keep: cfg.Retention.Keep, Actor: "retention:" + cfg.WorkerID, Logger: logger,
 		Role: ops.NewRole(db, clock, logger, retain.Role, ops.NewOwner("retention", cfg.WorkerID), cfg.RoleLease)}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -91,10 +92,10 @@ func TestALostLeaseWritesNothing(t *testing.T) {
 		t.Errorf("purge under a lost lease: %+v %v, want skipped", rep, err)
 	}
 	retention := lost(retain.Role)
-	if _, locked, err := db.RemoveBatch(ctx, retain.BatchParams{Now: now, Cutoff: now, Batch: 10, Lease: retention}); err != nil || locked {
+	if _, locked, err := retainstore.New(db).RemoveBatch(ctx, retain.BatchParams{Now: now, Cutoff: now, Batch: 10, Lease: retention}); err != nil || locked {
 		t.Errorf("retention batch under a lost lease: locked %v (%v), want false", locked, err)
 	}
-	if _, locked, err := db.DropEmptyPartitions(ctx, retention, now, now.AddDate(10, 0, 0)); err != nil || locked {
+	if _, locked, err := retainstore.New(db).DropEmptyPartitions(ctx, retention, now, now.AddDate(10, 0, 0)); err != nil || locked {
 		t.Errorf("partition drop under a lost lease: locked %v (%v), want false", locked, err)
 	}
 	if ok, err := db.RecordRun(ctx, lost(recon.LeaseName("stripe")), now, &now, nil); err != nil || ok {

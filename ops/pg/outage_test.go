@@ -20,6 +20,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/retain"
@@ -184,7 +185,7 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 			(&llm.Purger{Store: db, Clock: clock, Interval: every, Role: role(log, llm.PurgeRole), Logger: log}).Loop().Run(ctx)
 		},
 		"retention": func(ctx context.Context, log *slog.Logger) {
-			(&retain.Retention{Store: db, Clock: clock, Keep: 24 * time.Hour, Interval: every, Actor: "retention", Role: role(log, retain.Role),
+			(&retain.Retention{Store: retainstore.New(db), Clock: clock, Keep: 24 * time.Hour, Interval: every, Actor: "retention", Role: role(log, retain.Role),
 				Logger: log}).Loop().Run(ctx)
 		},
 		"alert evaluator": func(ctx context.Context, log *slog.Logger) {

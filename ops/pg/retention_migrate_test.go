@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 // TestPartitionMigrationKeepsRows: rows written before migration 00031 are all there after
@@ -30,8 +31,8 @@ func TestPartitionMigrationKeepsRows(t *testing.T) {
 	}
 	may, dec := time.Date(2025, 5, 20, 0, 0, 0, 0, time.UTC), time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
 	closed := dec.Add(time.Hour)
-	a := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, may, nil)
-	b := seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, dec, &closed)
+	a := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, may, nil)
+	b := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, dec, &closed)
 	dump := func() string {
 		var s string
 		if err := f.db.Pool.QueryRow(ctx, `SELECT (SELECT string_agg(format('%s %s %s %s', id, operation_id, received_at, request_ref), ',' ORDER BY id) FROM client_requests)
@@ -55,10 +56,10 @@ func TestPartitionMigrationKeepsRows(t *testing.T) {
 		t.Fatalf("rows changed by the migration:\nbefore %s\nafter  %s", before, after)
 	}
 	for id, month := range map[string]string{a: "2025_05", b: "2025_12"} {
-		if got := partitionOf(t, f, "attempts", "operation_id = $1", id); got != "attempts_"+month {
+		if got := pgtest.PartitionOf(t, f.db, "attempts", "operation_id = $1", id); got != "attempts_"+month {
 			t.Errorf("attempt of %s in %s, want attempts_%s", id, got, month)
 		}
-		if got := partitionOf(t, f, "client_requests", "operation_id = $1", id); got != "client_requests_"+month {
+		if got := pgtest.PartitionOf(t, f.db, "client_requests", "operation_id = $1", id); got != "client_requests_"+month {
 			t.Errorf("client requests of %s in %s, want client_requests_%s", id, got, month)
 		}
 	}

@@ -1,4 +1,7 @@
-package pg
+// Package retainstore holds the retention's statements: the batches that remove closed
+// history past its keep from every table that hangs from operations, the counts of a dry
+// run, the monthly partitions and retention_state. It implements retain.Store.
+package retainstore
 
 import (
 	"context"
@@ -12,14 +15,21 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
 
-var _ retain.Store = (*DB)(nil)
+var _ retain.Store = (*Store)(nil)
 
-// retentionName is the row of retention_state.
-const retentionName = "retention"
+// Store is the retention's store on db's pool.
+type Store struct{ db *pg.DB }
+
+// New returns the retention's store on db.
+func New(db *pg.DB) *Store { return &Store{db: db} }
+
+// retentionName is the row of retention_state, which the rollups read too.
+const retentionName = pg.RetentionStateName
 
 // dueSQL is the filter of a due operation: closed before the cutoff, past its key's
 // retention, and needed by nothing that is still alive: no job that is not finished or
@@ -159,27 +169,27 @@ var orphanSteps = []orphanStep{
 
 // EnsurePartitions implements retain.Store, while the retention's lease is held, so that two
 // replicas never both create a month: a pass whose lease was lost creates nothing.
-func (db *DB) EnsurePartitions(ctx context.Context, l ops.Lease, now time.Time, ahead int) (int, error) {
+func (s *Store) EnsurePartitions(ctx context.Context, l ops.Lease, now time.Time, ahead int) (int, error) {
 	var n int
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if held, err := holdLease(ctx, tx, l, now); err != nil || !held {
+	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
+		if held, err := pg.HoldLease(ctx, tx, l, now); err != nil || !held {
 			return err
 		}
 		return tx.QueryRow(ctx, `SELECT settle_month_partitions($1, $1::timestamptz + make_interval(months => $2))`,
 			now, ahead).Scan(&n)
 	})
 	if err != nil {
-		return 0, interpret(err, "create monthly partitions")
+		return 0, pg.Interpret(err, "create monthly partitions")
 	}
 	return n, nil
 }
 
 // CountDue implements retain.Store.
-func (db *DB) CountDue(ctx context.Context, p retain.BatchParams) (int64, error) {
+func (s *Store) CountDue(ctx context.Context, p retain.BatchParams) (int64, error) {
 	var n int64
-	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM operations o WHERE `+dueSQL,
+	if err := s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM operations o WHERE `+dueSQL,
 		pgx.NamedArgs{"cutoff": p.Cutoff}).Scan(&n); err != nil {
-		return 0, interpret(err, "count operations due for removal")
+		return 0, pg.Interpret(err, "count operations due for removal")
 	}
 	return n, nil
 }
@@ -187,13 +197,13 @@ func (db *DB) CountDue(ctx context.Context, p retain.BatchParams) (int64, error)
 // CountRemoved implements retain.Store: in one read-only snapshot, the due operations a batch
 // at a time, in the order of their closing, with each step's count of what it would delete
 // from them.
-func (db *DB) CountRemoved(ctx context.Context, p retain.BatchParams) (retain.Counts, error) {
+func (s *Store) CountRemoved(ctx context.Context, p retain.BatchParams) (retain.Counts, error) {
 	type due struct {
 		id              string
 		created, closed time.Time
 	}
 	var c retain.Counts
-	err := pgx.BeginTxFunc(ctx, db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		last := due{id: uuid.Nil.String()}
 		for {
 			rows, err := tx.Query(ctx, `SELECT o.id::text, o.created_at, o.closed_at FROM operations o WHERE `+dueSQL+`
@@ -231,15 +241,15 @@ func (db *DB) CountRemoved(ctx context.Context, p retain.BatchParams) (retain.Co
 		}
 	})
 	if err != nil {
-		return retain.Counts{}, interpret(err, "count the rows of the operations due for removal")
+		return retain.Counts{}, pg.Interpret(err, "count the rows of the operations due for removal")
 	}
 	return c, nil
 }
 
 // CountOrphans implements retain.Store, in one read-only snapshot.
-func (db *DB) CountOrphans(ctx context.Context, p retain.BatchParams) (retain.Counts, error) {
+func (s *Store) CountOrphans(ctx context.Context, p retain.BatchParams) (retain.Counts, error) {
 	var c retain.Counts
-	err := pgx.BeginTxFunc(ctx, db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		for _, s := range orphanSteps {
 			var n int64
 			if err := tx.QueryRow(ctx, s.sql(true), pgx.NamedArgs{"cutoff": p.Cutoff}).Scan(&n); err != nil {
@@ -250,7 +260,7 @@ func (db *DB) CountOrphans(ctx context.Context, p retain.BatchParams) (retain.Co
 		return nil
 	})
 	if err != nil {
-		return retain.Counts{}, interpret(err, "count rows of no operation due for removal")
+		return retain.Counts{}, pg.Interpret(err, "count rows of no operation due for removal")
 	}
 	return c, nil
 }
@@ -260,18 +270,18 @@ func (db *DB) CountOrphans(ctx context.Context, p retain.BatchParams) (retain.Co
 // also locks the rollup job's lease row exclusively, so a rollup pass never counts raw rows
 // half removed, and moves removed_before, which keeps the rollup job from recomputing those
 // hours.
-func (db *DB) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Batch, bool, error) {
+func (s *Store) RemoveBatch(ctx context.Context, p retain.BatchParams) (retain.Batch, bool, error) {
 	var b retain.Batch
 	var locked bool
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		var err error
-		if locked, err = holdLease(ctx, tx, p.Lease, p.Now); err != nil || !locked {
+		if locked, err = pg.HoldLease(ctx, tx, p.Lease, p.Now); err != nil || !locked {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '10s'`); err != nil {
 			return err
 		}
-		if err := lockLeaseRow(ctx, tx, recon.RollupRole, true); err != nil {
+		if err := pg.LockLeaseRow(ctx, tx, recon.RollupRole, true); err != nil {
 			return err
 		}
 		var ids []string
@@ -311,15 +321,15 @@ ON CONFLICT (name) DO UPDATE SET removed_before = greatest(retention_state.remov
 		return err
 	})
 	if err != nil {
-		return retain.Batch{}, locked, interpret(err, "remove a retention batch")
+		return retain.Batch{}, locked, pg.Interpret(err, "remove a retention batch")
 	}
 	return b, locked, nil
 }
 
 // RecordPass implements retain.Store.
-func (db *DB) RecordPass(ctx context.Context, rep retain.Report, now time.Time, actor string) error {
+func (s *Store) RecordPass(ctx context.Context, rep retain.Report, now time.Time, actor string) error {
 	report, _ := json.Marshal(rep)
-	_, err := db.Pool.Exec(ctx, `
+	_, err := s.db.Pool.Exec(ctx, `
 WITH st AS (
 	INSERT INTO retention_state (name, last_run_at, last_report) VALUES (@name, @now, @report)
 	ON CONFLICT (name) DO UPDATE SET last_run_at = excluded.last_run_at, last_report = excluded.last_report
@@ -327,7 +337,7 @@ WITH st AS (
 INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
 VALUES (@now, @actor, 'retention.pass', 'retention', @name, @report)`,
 		pgx.NamedArgs{"name": retentionName, "now": now, "report": report, "actor": actor})
-	return interpret(err, "record the retention pass")
+	return pg.Interpret(err, "record the retention pass")
 }
 
 // partitionedTables are the tables partitioned by month (migration 00031).
@@ -337,22 +347,22 @@ var partitionedTables = []string{"client_requests", "attempts", "audit_log"}
 // EXCLUSIVE lock on its table for an instant: each drop is its own transaction that waits at
 // most half a second for it, so a busy table delays the drop to the next pass instead of
 // queueing the writers behind it.
-func (db *DB) DropEmptyPartitions(ctx context.Context, l ops.Lease, now, cutoff time.Time) ([]string, bool, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (s *Store) DropEmptyPartitions(ctx context.Context, l ops.Lease, now, cutoff time.Time) ([]string, bool, error) {
+	rows, err := s.db.Pool.Query(ctx, `
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
 WHERE p.relname = ANY($1) AND c.relname ~ '_[0-9]{4}_[0-9]{2}$'
 	AND to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month' <= $2::timestamptz AT TIME ZONE 'UTC'
 ORDER BY c.relname`, partitionedTables, cutoff)
 	if err != nil {
-		return nil, false, interpret(err, "list old partitions")
+		return nil, false, pg.Interpret(err, "list old partitions")
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, false, interpret(err, "list old partitions")
+		return nil, false, pg.Interpret(err, "list old partitions")
 	}
 	var dropped []string
 	for _, name := range names {
-		ok, locked, err := db.dropIfEmpty(ctx, l, now, name)
+		ok, locked, err := s.dropIfEmpty(ctx, l, now, name)
 		if err != nil || !locked {
 			return dropped, locked, err
 		}
@@ -365,10 +375,10 @@ ORDER BY c.relname`, partitionedTables, cutoff)
 
 // dropIfEmpty drops the partition name if it holds no row, while l is held; a lock not had
 // in time is no error (ok false).
-func (db *DB) dropIfEmpty(ctx context.Context, l ops.Lease, now time.Time, name string) (ok, locked bool, err error) {
-	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+func (s *Store) dropIfEmpty(ctx context.Context, l ops.Lease, now time.Time, name string) (ok, locked bool, err error) {
+	err = pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		var err error
-		if locked, err = holdLease(ctx, tx, l, now); err != nil || !locked {
+		if locked, err = pg.HoldLease(ctx, tx, l, now); err != nil || !locked {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '500ms'`); err != nil {
@@ -390,26 +400,7 @@ func (db *DB) dropIfEmpty(ctx context.Context, l ops.Lease, now time.Time, name 
 		return false, true, nil
 	}
 	if err != nil {
-		return false, locked, interpret(err, "drop partition "+name)
+		return false, locked, pg.Interpret(err, "drop partition "+name)
 	}
 	return ok, locked, nil
-}
-
-// retentionHorizon is the first whole hour the retention has removed nothing before: the
-// rollup job recomputes no hour before it, since its raw rows may be gone, and its rollups
-// stay as they were computed. Zero when nothing was ever removed.
-func retentionHorizon(ctx context.Context, tx pgx.Tx) (time.Time, error) {
-	var before *time.Time
-	err := tx.QueryRow(ctx, `SELECT removed_before FROM retention_state WHERE name = $1`, retentionName).Scan(&before)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && before == nil) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, interpret(err, "read the retention horizon")
-	}
-	h := before.UTC().Truncate(time.Hour)
-	if h.Before(*before) {
-		h = h.Add(time.Hour)
-	}
-	return h, nil
 }

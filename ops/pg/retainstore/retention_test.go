@@ -1,4 +1,4 @@
-package pg_test
+package retainstore_test
 
 import (
 	"context"
@@ -11,10 +11,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/retain"
 )
 
@@ -22,71 +21,6 @@ import (
 var retainNow = time.Date(2027, 6, 15, 12, 0, 0, 0, time.UTC)
 
 const retainKeep = 400 * 24 * time.Hour
-
-// seedHistory writes one operation with a row in every table that hangs from operations,
-// straight in SQL: two client requests, an attempt, evidence, two audit rows (one naming the
-// evidence), a delivered and an undelivered outbox event, a charge, a provider event, and
-// for an llm_job a job with a checkpoint and a delivered job event. It returns the id.
-func seedHistory(t *testing.T, db *pg.DB, tenant int64, status ops.Status, kind ops.Kind, created time.Time, closed *time.Time) string {
-	t.Helper()
-	id := uuid.NewString()
-	_, err := db.Pool.Exec(context.Background(), `
-WITH o AS (
-	INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, status,
-		retention_seconds, created_at, updated_at, closed_at, closed_by)
-	VALUES (@id::text::uuid, @tenant::bigint, @kind::text, 'stripe', 'i-' || @id::text, 'k-' || @id::text, 'fp', @status::text, 86400, @created::timestamptz, @created::timestamptz, @closed::timestamptz,
-		CASE WHEN @closed::timestamptz IS NULL THEN '' ELSE 'w' END)
-	RETURNING id
-), cr AS (
-	INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, received_at)
-	SELECT @tenant::bigint, o.id, @kind::text, 'r', @created::timestamptz + g * interval '1 second' FROM o, generate_series(0, 1) g
-), at AS (
-	INSERT INTO attempts (operation_id, n, provider_key, owner, started_at) SELECT o.id, 1, 'k-' || @id::text, 'w', @created::timestamptz FROM o
-), ev AS (
-	INSERT INTO evidence (operation_id, kind, summary, recorded_by, recorded_at)
-	SELECT o.id, 'lookup', 's', 'w', coalesce(@closed::timestamptz, @created::timestamptz) FROM o RETURNING id
-), au AS (
-	INSERT INTO audit_log (at, actor, action, entity, entity_id, evidence_id)
-	VALUES (@created::timestamptz, 'w', 'open', 'operation', @id::text, NULL),
-		(coalesce(@closed::timestamptz, @created::timestamptz), 'w', 'close', 'operation', @id::text, (SELECT id FROM ev))
-), ob AS (
-	INSERT INTO outbox (event_id, topic, entity_id, payload, created_at, published_at)
-	VALUES (gen_random_uuid(), 'operation.x', @id::text, '{}', @created::timestamptz, @created::timestamptz), (gen_random_uuid(), 'operation.y', @id::text, '{}', @created::timestamptz, NULL)
-), pc AS (
-	INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, charged_at, seen_at)
-	SELECT @tenant::bigint, 'stripe', 're_' || @id::text, o.id, @created::timestamptz, @created::timestamptz FROM o
-), pe AS (
-	INSERT INTO provider_events (provider, event_id, type, operation_id, received_at)
-	SELECT 'stripe', 'evt_' || @id::text, 'refund.updated', o.id, @created::timestamptz FROM o
-)
-SELECT 1`, pgNamed(id, tenant, status, kind, created, closed))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kind == ops.KindLLMJob {
-		_, err = db.Pool.Exec(context.Background(), `
-WITH j AS (
-	INSERT INTO jobs (id, tenant_id, idempotency_key, request_fingerprint, dedup_key, document_hash, pipeline,
-		prompt_version, model_profile, status, operation_id, run_after, max_attempts, deadline, created_at, updated_at, published_at)
-	VALUES (gen_random_uuid(), @tenant::bigint, 'job-' || @id::text, 'fp', 'd-' || @id::text, 'h', 'p', 'v1', 'm', 'published', @id::text::uuid,
-		@created::timestamptz, 3, @created::timestamptz, @created::timestamptz, @created::timestamptz, @created::timestamptz)
-	RETURNING id
-), cp AS (
-	INSERT INTO job_checkpoints (tenant_id, dedup_key, job_id, stage, input_hash, code_version, status, created_at, updated_at)
-	SELECT @tenant::bigint, 'd-' || @id::text, j.id, 'uploaded', 'h', 'v1', 'ok', @created::timestamptz, @created::timestamptz FROM j
-)
-INSERT INTO job_outbox (event_id, topic, entity_id, payload, created_at, published_at)
-SELECT gen_random_uuid(), 'job.published', j.id::text, '{}', @created::timestamptz, @created::timestamptz FROM j`, pgNamed(id, tenant, status, kind, created, closed))
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return id
-}
-
-func pgNamed(id string, tenant int64, status ops.Status, kind ops.Kind, created time.Time, closed *time.Time) pgx.NamedArgs {
-	return pgx.NamedArgs{"id": id, "tenant": tenant, "status": string(status), "kind": string(kind), "created": created, "closed": closed}
-}
 
 // rowsOf counts the rows of every table that hang from operation id.
 func rowsOf(t *testing.T, f *fixture, id string) map[string]int {
@@ -109,7 +43,7 @@ func rowsOf(t *testing.T, f *fixture, id string) map[string]int {
 }
 
 func newRetention(f *fixture, clock ops.Clock) *retain.Retention {
-	return &retain.Retention{Store: f.db, Clock: clock, Keep: retainKeep, Batch: 10, Actor: "retention:test"}
+	return &retain.Retention{Store: f.retain, Clock: clock, Keep: retainKeep, Batch: 10, Actor: "retention:test"}
 }
 
 // TestRetentionRemovesClosedHistoryAndKeepsOpenOperations: closed operations whose closing is
@@ -124,17 +58,17 @@ func TestRetentionRemovesClosedHistoryAndKeepsOpenOperations(t *testing.T) {
 	oldClose := old.Add(time.Hour)
 	recentClose := retainNow.Add(-10 * 24 * time.Hour)
 	gone := []string{
-		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
-		seedHistory(t, f.db, f.tenant, ops.StatusFailed, ops.KindLLMCall, old, &oldClose),
-		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &oldClose),
+		pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
+		pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusFailed, ops.KindLLMCall, old, &oldClose),
+		pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &oldClose),
 	}
 	kept := map[string]string{
-		"unknown for 500 days": seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil),
-		"expired for 500 days": seedHistory(t, f.db, f.tenant, ops.StatusExpired, ops.KindRefund, old, nil),
-		"received long ago":    seedHistory(t, f.db, f.tenant, ops.StatusReceived, ops.KindLLMCall, old, nil),
-		"in progress":          seedHistory(t, f.db, f.tenant, ops.StatusInProgress, ops.KindLLMJob, old, nil),
-		"closed recently":      seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &recentClose),
-		"open exception":       seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
+		"unknown for 500 days": pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil),
+		"expired for 500 days": pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusExpired, ops.KindRefund, old, nil),
+		"received long ago":    pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusReceived, ops.KindLLMCall, old, nil),
+		"in progress":          pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusInProgress, ops.KindLLMJob, old, nil),
+		"closed recently":      pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &recentClose),
+		"open exception":       pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
 	}
 	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, operation_id, severity, summary,
 		first_seen_at, last_seen_at, updated_at) VALUES ('double_charge', 'stripe', $1, $3::uuid, 'high', 's', $2, $2, $2)`,
@@ -216,7 +150,7 @@ func TestRetentionCutShortLeavesWholeOperations(t *testing.T) {
 	closed := old.Add(time.Minute)
 	var ids []string
 	for range 25 {
-		ids = append(ids, seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed))
+		ids = append(ids, pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed))
 	}
 	full := rowsOf(t, f, ids[0])
 
@@ -261,16 +195,6 @@ func TestRetentionCutShortLeavesWholeOperations(t *testing.T) {
 	}
 }
 
-// partitionOf says which partition holds the rows of table matching where.
-func partitionOf(t *testing.T, f *fixture, table, where string, args ...any) string {
-	t.Helper()
-	var name string
-	if err := f.db.Pool.QueryRow(context.Background(), `SELECT DISTINCT tableoid::regclass::text FROM `+table+` WHERE `+where, args...).Scan(&name); err != nil {
-		t.Fatalf("partition of %s where %s: %v", table, where, err)
-	}
-	return name
-}
-
 // TestMonthlyPartitions: after migrate the append-only tables are partitioned by month, with
 // this month and the next two ready and a default; rows land in their month, a row beyond
 // every month waits in the default until its month is created, and then moves into it.
@@ -299,28 +223,28 @@ func TestMonthlyPartitions(t *testing.T) {
 	f.clock.Set(next)
 	o := f.toUnknown(t, "ord_part")
 	for table, col := range map[string]string{"client_requests": "operation_id", "attempts": "operation_id"} {
-		if got, want := partitionOf(t, f, table, col+" = $1", o.ID), table+"_"+month(next, 0); got != want {
+		if got, want := pgtest.PartitionOf(t, f.db, table, col+" = $1", o.ID), table+"_"+month(next, 0); got != want {
 			t.Errorf("%s row of %s in %s, want %s", table, next, got, want)
 		}
 	}
-	if got, want := partitionOf(t, f, "audit_log", "entity_id = $1", o.ID), "audit_log_"+month(next, 0); got != want {
+	if got, want := pgtest.PartitionOf(t, f.db, "audit_log", "entity_id = $1", o.ID), "audit_log_"+month(next, 0); got != want {
 		t.Errorf("audit row of %s in %s, want %s", next, got, want)
 	}
 	// Beyond every month: the default, until the month is created.
 	far := time.Date(now.Year()+3, now.Month(), 10, 0, 0, 0, 0, time.UTC)
 	f.clock.Set(far)
 	o2 := f.toUnknown(t, "ord_far")
-	if got := partitionOf(t, f, "attempts", "operation_id = $1", o2.ID); got != "attempts_default" {
+	if got := pgtest.PartitionOf(t, f.db, "attempts", "operation_id = $1", o2.ID); got != "attempts_default" {
 		t.Fatalf("attempt of %s in %s, want attempts_default", far, got)
 	}
-	n, err := f.db.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead)
+	n, err := f.retain.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead)
 	if err != nil || n != 9 {
 		t.Fatalf("EnsurePartitions at %s: %d, %v; want 9 (3 months of 3 tables)", far, n, err)
 	}
-	if got, want := partitionOf(t, f, "attempts", "operation_id = $1", o2.ID), "attempts_"+month(far, 0); got != want {
+	if got, want := pgtest.PartitionOf(t, f.db, "attempts", "operation_id = $1", o2.ID), "attempts_"+month(far, 0); got != want {
 		t.Errorf("after creating its month, the attempt is in %s, want %s", got, want)
 	}
-	if n, err := f.db.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead); err != nil || n != 0 {
+	if n, err := f.retain.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead); err != nil || n != 0 {
 		t.Errorf("EnsurePartitions again: %d, %v; want 0", n, err)
 	}
 }
@@ -338,9 +262,9 @@ func TestRetentionDropsEmptiedMonths(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := gone.Add(time.Hour)
-	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, gone, &closed)
-	keep := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, open, nil)
-	if got := partitionOf(t, f, "attempts", "started_at = $1", gone); got != "attempts_2025_03" {
+	pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, gone, &closed)
+	keep := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, open, nil)
+	if got := pgtest.PartitionOf(t, f.db, "attempts", "started_at = $1", gone); got != "attempts_2025_03" {
 		t.Fatalf("seeded attempt in %s, want attempts_2025_03", got)
 	}
 
@@ -414,7 +338,7 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 	ctx := context.Background()
 	old := retainNow.Add(-500 * 24 * time.Hour)
 	closed := old.Add(time.Minute)
-	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed)
+	pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed)
 	other, held, err := f.db.TakeLease(ctx, retain.Role, "retention:other", retainNow, retainNow.Add(time.Minute))
 	if err != nil || !held {
 		t.Fatal(held, err)

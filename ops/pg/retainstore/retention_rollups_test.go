@@ -1,4 +1,4 @@
-package pg_test
+package retainstore_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -19,8 +20,8 @@ func TestRetentionLeavesRollupsAsComputed(t *testing.T) {
 	ctx := context.Background()
 	created := time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC)
 	closed := created.Add(time.Minute)
-	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, created, &closed)
-	open := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, created, nil)
+	pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, created, &closed)
+	open := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, created, nil)
 
 	clock := ops.NewManualClock(created.Add(time.Hour))
 	roll := &recon.Rollups{Store: f.db, Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}
@@ -43,7 +44,7 @@ func TestRetentionLeavesRollupsAsComputed(t *testing.T) {
 	if _, err := roll.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := &retain.Retention{Store: f.db, Clock: clock, Keep: 8 * 24 * time.Hour, Actor: "retention:test"}
+	r := &retain.Retention{Store: f.retain, Clock: clock, Keep: 8 * 24 * time.Hour, Actor: "retention:test"}
 	if rep, err := r.RunOnce(ctx, false); err != nil || rep.Operations != 1 {
 		t.Fatalf("retention: %+v %v; want the closed operation removed", rep, err)
 	}

@@ -1,4 +1,4 @@
-package pg_test
+package retainstore_test
 
 import (
 	"context"
