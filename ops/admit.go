@@ -21,10 +21,12 @@ const (
 	// VerdictChecking: the outcome is unknown or the key expired; nothing is sent until a
 	// lookup or a person closes it.
 	VerdictChecking Verdict = "checking"
-	// VerdictInFlight: another request holds the lease. The caller answers 409 or waits,
-	// and records its answer.
+	// VerdictInFlight: another request holds the lease. Admission recorded the request as
+	// answered in_progress; a caller that waits and answers otherwise records that answer.
 	VerdictInFlight Verdict = "in_flight"
-	// VerdictConflict: the intent is open with another fingerprint.
+	// VerdictConflict: the intent is open with another fingerprint. It is an answer, not
+	// a failure: Admit returns it without an error, recorded as a conflict, with the
+	// operation that holds the intent.
 	VerdictConflict Verdict = "conflict"
 )
 
@@ -47,8 +49,9 @@ type Admission struct {
 // Admit decides, in one place for every flow, what a client request for an intent gets:
 // a new operation to send, an open one to resume with its key, a replay of a closed one,
 // "checking" while nobody knows, 409 while another request sends, or a conflict when the
-// same intent comes with other parameters. It records the client request and, except for
-// VerdictInFlight, how it was answered (rule 8). A new operation is committed leased to
+// same intent comes with other parameters. It records the client request and how it was
+// answered (rule 8). An error means admission itself failed: every verdict, a conflict
+// included, comes without one. A new operation is committed leased to
 // in.Owner with its first attempt begun, guarded by the newest operation seen, so two
 // concurrent requests make one operation (rule 2).
 func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
@@ -159,8 +162,9 @@ func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (
 	}
 	switch {
 	case err != nil && ErrorCode(err) == EINVALID && o.Op != nil:
+		// Open and Join refuse another fingerprint, and record the request as a conflict.
 		a.Verdict = VerdictConflict
-		return a, err
+		return a, nil
 	case err != nil:
 		return a, err
 	case o.Created:
@@ -180,8 +184,7 @@ func (l *Ledger) dispatch(ctx context.Context, in Intent, a Admission) (Admissio
 	case op.Status == StatusUnknown || op.Status == StatusExpired:
 		return l.answered(ctx, a, VerdictChecking, AnswerChecking)
 	case op.Leased(now):
-		a.Verdict = VerdictInFlight
-		return a, nil
+		return l.answered(ctx, a, VerdictInFlight, AnswerInProgress)
 	case op.PastRetention(now):
 		// The provider may have forgotten the key: a resend could execute twice.
 		exp, err := l.Expire(ctx, op, in.Owner)
@@ -206,8 +209,8 @@ func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission,
 		if gerr != nil {
 			return a, gerr
 		}
-		a.Op, a.Verdict = cur, VerdictInFlight
-		return a, nil
+		a.Op = cur
+		return l.answered(ctx, a, VerdictInFlight, AnswerInProgress)
 	}
 	if err != nil {
 		return a, err

@@ -64,15 +64,15 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 	switch adm.Verdict {
 	case ops.VerdictSend:
 		return r.send(ctx, bg, adm.Op, adm.Attempt, body, adm.PossibleDuplicate)
+	case ops.VerdictConflict:
+		// The fingerprint is the dedup key itself, so only an operation opened some other
+		// way holds this intent with another one: nothing is sent for it.
+		return nil, fmt.Errorf("admit generation: %w", ops.Errorf(ops.EINVALID,
+			"This intent is already open as operation %s with other parameters.", adm.Op.ID))
 	case ops.VerdictReplay, ops.VerdictInFlight:
 		// This job is the generation's duplicate request: it waits for it or uses it.
 		if adm.ClientRequestID == 0 {
 			return adm.Op, nil
-		}
-		if adm.Verdict == ops.VerdictInFlight {
-			if err := l.Answer(bg, adm.ClientRequestID, ops.AnswerInProgress); err != nil {
-				return nil, err
-			}
 		}
 		_, err = r.change(bg, JobChange{Status: StatusRunning, OperationID: adm.Op.ID})
 		return adm.Op, err

@@ -253,7 +253,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	x.op = adm.Op
 	if adm.Verdict == ops.VerdictConflict {
 		x.g.stats.conflicts.Add(1)
-		return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused, Err: err,
+		return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused,
 			Message: "This Idempotency-Key was first used with another request (" + x.api.differs() + "). Use a new key for a new request."}
 	}
 	if err != nil {
@@ -347,11 +347,8 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 		return err
 	}
 	g := x.g
-	bg := context.WithoutCancel(x.ctx)
+	// Admission recorded the request as answered in_progress (ops rule 8).
 	busy := func() error {
-		if err := g.cfg.Ledger.Answer(bg, x.crID, ops.AnswerInProgress); err != nil {
-			return err
-		}
 		g.stats.inFlight.Add(1)
 		return &ops.Error{Code: ops.ECONFLICT, Reason: ReasonKeyInUse, Err: &Problem{RetryAfter: g.cfg.RetryAfter},
 			Message: fmt.Sprintf("A request with this Idempotency-Key is in flight (operation %s). Retry after a moment, or send Prefer: wait=N to wait for its result.", op.ID)}

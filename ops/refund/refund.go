@@ -244,8 +244,6 @@ func (s *Tool) Refund(ctx context.Context, req Request) (ans Answer, err error) 
 				sent = true
 				return nil
 			}}})
-	case ops.VerdictInFlight:
-		err = s.Ledger.Answer(ctx, adm.ClientRequestID, ops.AnswerInProgress)
 	}
 	if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
 		return Answer{}, err

@@ -1,0 +1,59 @@
+package pg_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// TestAdmitAnswersAConflictAsAVerdict: the same intent with other parameters is a verdict of
+// admission, answered and recorded as a conflict, not a failure of admission (ops rule 8):
+// a caller that reads the error alone must not take it for an outage or a refusal that
+// sent nothing.
+func TestAdmitAnswersAConflictAsAVerdict(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	in := f.refund("ord_conflict", 500)
+	in.RequestRef, in.Owner = "req-1", "worker-a"
+	first, err := f.ledger.Admit(ctx, in)
+	if err != nil || first.Verdict != ops.VerdictSend {
+		t.Fatalf("first admission: %+v %v", first, err)
+	}
+	other := in
+	other.Fingerprint, other.RequestRef, other.Owner = "fp-other", "req-2", "worker-b"
+	adm, err := f.ledger.Admit(ctx, other)
+	if err != nil {
+		t.Fatalf("a conflict came with an error: %v", err)
+	}
+	if adm.Verdict != ops.VerdictConflict || adm.Op == nil || adm.Op.ID != first.Op.ID {
+		t.Fatalf("admission of other parameters: %+v", adm)
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE id = $1 AND answer = 'conflict'`, adm.ClientRequestID); n != 1 {
+		t.Fatalf("the conflicting request is not answered as a conflict")
+	}
+}
+
+// TestAdmitRecordsTheInProgressAnswer: a request that finds its intent being sent by another
+// is answered in_progress by admission itself, so no caller can forget to count it
+// (ops rule 8).
+func TestAdmitRecordsTheInProgressAnswer(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	in := f.refund("ord_busy", 700)
+	in.RequestRef, in.Owner = "req-1", "worker-a"
+	if first, err := f.ledger.Admit(ctx, in); err != nil || first.Verdict != ops.VerdictSend {
+		t.Fatalf("first admission: %+v %v", first, err)
+	}
+	again := in
+	again.RequestRef, again.Owner = "req-2", "worker-b"
+	adm, err := f.ledger.Admit(ctx, again)
+	if err != nil || adm.Verdict != ops.VerdictInFlight || adm.ClientRequestID == 0 {
+		t.Fatalf("second admission: %+v %v", adm, err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE id = $1 AND answer = 'in_progress'`, adm.ClientRequestID); n != 1 {
+		t.Fatalf("admission left the in-flight request unanswered")
+	}
+}
