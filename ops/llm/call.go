@@ -44,12 +44,6 @@ func APIName(route string) string {
 	return strings.ReplaceAll(strings.TrimPrefix(route, "/v1/"), "/", " ")
 }
 
-// APILabel names a gateway route as a metric label value: /v1/chat/completions is
-// "chat_completions".
-func APILabel(route string) string {
-	return strings.ReplaceAll(APIName(route), " ", "_")
-}
-
 // APINames names, as pages show them, the APIs the gateway serves: an llm_call calls one of
 // them, and the pages split their counts by them.
 func APINames() []string {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
@@ -49,8 +48,8 @@ func (s *Store) tenantNames(ctx context.Context) (map[int64]string, error) {
 // Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics):
 // the same recorded rows the managers see, added up over the window and over the APIs of
 // each tenant, kind and provider. The rows with possible duplicates in the window take their
-// attempts from the raw rows instead, split by the API each called as its stored request
-// names it (as every API label of /metrics does): a resend storm on one API is then
+// attempts from the raw rows instead, split by the API each called as its operation keeps
+// it (as every API label of /metrics does): a resend storm on one API is then
 // measured against that API's attempts alone. A rule that does not group by API adds them
 // up again.
 func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
@@ -216,22 +215,22 @@ func (s *Store) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, 
 	}{
 		{alerts.MetricClientRequests, []string{"answer", "duplicate", "api"}, `
 SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), coalesce(cr.answer, 'unanswered'), cr.duplicate::text,
-	` + apiRoute + `, count(*)::float8
+	` + apiLabel + `, count(*)::float8
 FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
 WHERE cr.received_at >= @from AND cr.received_at < @to
 GROUP BY 1, 2, 3, 4, 5, 6`},
 		{alerts.MetricAttempts, []string{"outcome", "api"}, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, coalesce(a.outcome, 'in_flight'), ` + apiRoute + `, count(*)::float8
+SELECT coalesce(t.name, ''), o.kind, o.provider, coalesce(a.outcome, 'in_flight'), ` + apiLabel + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE a.started_at >= @from AND a.started_at < @to
 GROUP BY 1, 2, 3, 4, 5`},
 		{alerts.MetricOperationsCreated, []string{"api"}, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiRoute + `, count(*)::float8
+SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiLabel + `, count(*)::float8
 FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE o.created_at >= @from AND o.created_at < @to
 GROUP BY 1, 2, 3, 4`},
 		{alerts.MetricOperationsClosed, []string{"status", "api"}, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, o.status, ` + apiRoute + `, count(*)::float8
+SELECT coalesce(t.name, ''), o.kind, o.provider, o.status, ` + apiLabel + `, count(*)::float8
 FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE o.closed_at >= @from AND o.closed_at < @to
 GROUP BY 1, 2, 3, 4, 5`},
@@ -252,7 +251,7 @@ FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id LEFT JOIN ten
 WHERE ` + pg.DoubleGenerations + ` AND e.first_seen_at >= @from AND e.first_seen_at < @to
 GROUP BY 1, 2, 3`},
 		{alerts.MetricPossibleDuplicates, []string{"api"}, `
-SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiRoute + `, count(*)::float8
+SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiLabel + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
 WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
 GROUP BY 1, 2, 3, 4`},
@@ -274,9 +273,6 @@ GROUP BY 1, 2, 3, 4`},
 			l := map[string]string{"tenant": vals[0], "kind": vals[1], "provider": vals[2]}
 			for i, name := range q.labels {
 				l[name] = vals[3+i]
-			}
-			if r, ok := l["api"]; ok {
-				l["api"] = llm.APILabel(r)
 			}
 			out = append(out, alerts.Tally{Metric: q.metric, Labels: l, N: n})
 			return nil

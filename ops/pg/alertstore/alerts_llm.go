@@ -7,21 +7,21 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
-// apiRoute is the gateway route of operation o, which its stored request names: a job's
-// generation is a chat completion, and an operation that called no LLM API (a refund), or
-// whose request the purge deleted, has none.
-const apiRoute = `coalesce(o.request->>'route', CASE WHEN o.kind = 'llm_job' THEN '/v1/chat/completions' ELSE '' END)`
+// apiLabel is the label of the API operation o called ("chat_completions", "responses"), as
+// the operation keeps it on its row from its opening, so that the events of a call whose
+// request the purge deleted are still counted under its API. It is empty for an operation
+// that called no LLM API (a refund) and for a client request that names no operation.
+const apiLabel = `coalesce(o.api, '')`
 
 // possibleDuplicatesSQL counts the attempts flagged as possible duplicates that finished in
 // [@from, @to); the flag is written when they finish. They are found on
 // attempts_possible_duplicate_started_idx (migration 00038): an attempt that finished before
 // @to started before it.
 const possibleDuplicatesSQL = `
-SELECT o.tenant_id, o.kind, o.provider, ` + apiRoute + `, count(*)::float8
+SELECT o.tenant_id, o.kind, o.provider, ` + apiLabel + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
 GROUP BY 1, 2, 3, 4`
@@ -30,7 +30,7 @@ GROUP BY 1, 2, 3, 4`
 // but those that never left Settle) that started in [@from, @to) for @tenants, by the API
 // each called, on attempts_started_at_idx.
 const attemptsByAPISQL = `
-SELECT o.tenant_id, o.kind, o.provider, ` + apiRoute + `, count(*)::float8
+SELECT o.tenant_id, o.kind, o.provider, ` + apiLabel + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.started_at >= @from AND a.started_at < @to AND o.tenant_id = ANY(@tenants)
 	AND a.outcome IS DISTINCT FROM 'not_sent'
@@ -64,9 +64,9 @@ func (s *Store) countByAPI(ctx context.Context, sql string, args pgx.NamedArgs, 
 	}
 	var out []apiCount
 	var d apiCount
-	var kind, route string
-	_, err = pgx.ForEachRow(rows, []any{&d.tenant, &kind, &d.provider, &route, &d.n}, func() error {
-		d.kind, d.api = ops.Kind(kind), llm.APILabel(route)
+	var kind string
+	_, err = pgx.ForEachRow(rows, []any{&d.tenant, &kind, &d.provider, &d.api, &d.n}, func() error {
+		d.kind = ops.Kind(kind)
 		out = append(out, d)
 		return nil
 	})
