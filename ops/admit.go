@@ -187,7 +187,7 @@ func (l *Ledger) dispatch(ctx context.Context, in Intent, a Admission) (Admissio
 		return l.answered(ctx, a, VerdictInFlight, AnswerInProgress)
 	case op.PastRetention(now):
 		// The provider may have forgotten the key: a resend could execute twice.
-		exp, err := l.Expire(ctx, op, in.Owner)
+		exp, err := l.expireRetention(ctx, op, in.Owner)
 		if err != nil {
 			return a, err
 		}
@@ -216,7 +216,7 @@ func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission,
 		return a, err
 	}
 	pol := claimed.Policy
-	op, _, uncertain, err := l.FinishDangling(ctx, claimed, in.Owner)
+	op, _, uncertain, err := l.finishDangling(ctx, claimed, in.Owner)
 	if err != nil {
 		return a, err
 	}

@@ -321,9 +321,9 @@ func (l *Ledger) MarkUnknown(ctx context.Context, op *Operation, actor, reason s
 		Now: l.Clock.Now(), Actor: actor, Action: "mark_unknown", Reason: reason})
 }
 
-// Expire marks one operation past the provider's key retention as expired: from now on it
-// is never sent again, and only a lookup or a person closes it.
-func (l *Ledger) Expire(ctx context.Context, op *Operation, actor string) (*Operation, error) {
+// expireRetention marks one operation past the provider's key retention as expired: from
+// now on it is never sent again, and only a lookup or a person closes it.
+func (l *Ledger) expireRetention(ctx context.Context, op *Operation, actor string) (*Operation, error) {
 	return l.expire(ctx, op, actor, "", "past the provider's key retention")
 }
 
@@ -428,10 +428,10 @@ func (l *Ledger) ExpireDue(ctx context.Context, actor string) (int, error) {
 
 func ptr[T any](v T) *T { return &v }
 
-// GiveUp settles an in-progress operation whose caller has no budget left (a job's
+// giveUp settles an in-progress operation whose caller has no budget left (a job's
 // attempts, deadline or cost): unknown if any attempt may have been executed, failed only
 // when every attempt was refused before it could be (rule 11).
-func (l *Ledger) GiveUp(ctx context.Context, op *Operation, owner, reason string) (*Operation, error) {
+func (l *Ledger) giveUp(ctx context.Context, op *Operation, owner, reason string) (*Operation, error) {
 	atts, err := l.store.Attempts(ctx, op.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
@@ -446,12 +446,12 @@ func (l *Ledger) GiveUp(ctx context.Context, op *Operation, owner, reason string
 		Reason: "budget spent (" + reason + "); every attempt was refused before it was executed"})
 }
 
-// FinishDangling takes over an operation claimed from a worker that died: its unfinished
+// finishDangling takes over an operation claimed from a worker that died: its unfinished
 // attempt, which may have reached the provider, is recorded as a timeout and the
 // operation's policy decides (rule 5). retry says this owner may send again; uncertain that
 // an attempt, any of them and not only the last, may have been executed, so a resend to a
 // provider without keys is looked up first where it can be and is a possible duplicate.
-func (l *Ledger) FinishDangling(ctx context.Context, op *Operation, owner string) (_ *Operation, retry, uncertain bool, _ error) {
+func (l *Ledger) finishDangling(ctx context.Context, op *Operation, owner string) (_ *Operation, retry, uncertain bool, _ error) {
 	atts, err := l.store.Attempts(ctx, op.ID)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("list attempts: %w", err)

@@ -44,7 +44,7 @@ func SleepContext(ctx context.Context, d time.Duration) error {
 type Hooks struct {
 	// Spent, asked before each new attempt, names the caller's own budget that another send
 	// would overrun (a job's attempts, deadline or cost), or "". A spent budget ends the run
-	// with Ledger.GiveUp.
+	// with Ledger.giveUp.
 	Spent func(now time.Time) string
 	// BeforeSend runs once the attempt is recorded and before it is sent; possibleDup says
 	// the send follows an uncertain attempt of a provider that takes no key. An error ends
@@ -186,7 +186,7 @@ func (r *runner) begin(op *Operation) (*Operation, *Attempt, error) {
 	}
 	if r.spec.Hooks.Spent != nil {
 		if reason := r.spec.Hooks.Spent(r.l.Clock.Now()); reason != "" {
-			out, err := r.l.GiveUp(r.bg, op, r.spec.Owner, reason)
+			out, err := r.l.giveUp(r.bg, op, r.spec.Owner, reason)
 			return out, nil, err
 		}
 	}
