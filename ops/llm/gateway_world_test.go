@@ -32,8 +32,8 @@ type gatewayWorld struct {
 	up      *openai.Client
 	ledger  *ops.Ledger
 	lookups *llm.Lookups
-	// tenants are shop and bank, interactive unless set otherwise, and pipeline, batch
-	// when set so; all require an Idempotency-Key.
+	// tenants are shop and bank, interactive unless set otherwise, pipeline, batch when set
+	// so, which require an Idempotency-Key, and open, which does not.
 	tenants map[string]*ops.Tenant
 }
 
@@ -65,9 +65,13 @@ func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
 	w.fake, w.base = tw.LLM(fo)
 	w.gw, w.up, w.ledger = w.gateway(t, o)
 	w.lookups = &llm.Lookups{Ledger: w.ledger, Events: w.db, Store: w.up, Prices: llm.DefaultPrices()}
-	for _, name := range []string{"shop", "bank", "pipeline"} {
+	for _, name := range []string{"shop", "bank", "pipeline", "open"} {
 		w.tenants[name] = tw.Tenant(name)
 	}
+	if _, err := w.db.Pool.Exec(context.Background(), `UPDATE tenants SET require_idempotency_key = false WHERE name = 'open'`); err != nil {
+		t.Fatal(err)
+	}
+	w.tenants["open"] = tw.Tenant("open")
 	return w
 }
 
