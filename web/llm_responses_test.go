@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -108,88 +107,6 @@ func TestResponsesSettleExactlyOnce(t *testing.T) {
 	}
 	if op := w.op(t, "r-stream"); op.Status != ops.StatusSucceeded || op.ProviderRef != final.ID {
 		t.Fatalf("operation %s %s", op.Status, op.ProviderRef)
-	}
-}
-
-// The provider's stream fails part-way (an error event, then response.failed): the client
-// gets what came and Settle's error event; the retry with the key goes on with the same
-// operation, a possible duplicate, since the provider billed the failed one.
-func TestResponsesStreamFailsThenRetry(t *testing.T) {
-	t.Parallel()
-	w := newLLMWorld(t, llmSetup{chunkDelay: time.Millisecond})
-	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultServerError, Chunk: 4, Times: 1})
-	body := `{"model":"fake-small","input":"hello","stream":true}`
-	req, _ := http.NewRequest(http.MethodPost, w.url+"/v1/responses", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+w.tokens["shop"])
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "r-fail")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(b), "event: response.created\n") ||
-		!strings.Contains(string(b), "event: error\ndata: ") || strings.Contains(string(b), "response.completed") {
-		t.Fatalf("got %d %s", resp.StatusCode, b)
-	}
-	op := w.op(t, "r-fail")
-	failed := w.fake.GenerationsOf(fake.APIResponses)[0]
-	if op.Status != ops.StatusInProgress || w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND error_code = 'upstream_stream_error'`, op.ID) != 1 {
-		t.Fatalf("operation %s after the failed stream", op.Status)
-	}
-	// The failed attempt names the response the provider made (and billed), recorded from its
-	// first event, and the provider's own record is read by that id, as a lookup would.
-	ctx := context.Background()
-	refs, err := w.db.AttemptRefs(ctx, op.ID)
-	if err != nil || refs[1] != failed.ID {
-		t.Fatalf("attempt ids %v, %v; the provider made %s", refs, err, failed.ID)
-	}
-	up := openai.NewClient(option.WithBaseURL(w.base+"/"), option.WithAPIKey("sk-settle-upstream"))
-	if got, err := up.Responses.Get(ctx, refs[1], responses.ResponseGetParams{}); err != nil || got.Status != "failed" {
-		t.Fatalf("the provider's record of %s: %v %+v", refs[1], err, got)
-	}
-	c := w.sdk("shop")
-	out, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "fake-small",
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}}, keyed("r-fail"))
-	gens := w.fake.GenerationsOf(fake.APIResponses)
-	if err != nil || len(gens) != 2 || out.ID != gens[1].ID || out.ID == failed.ID {
-		t.Fatalf("retry: %v; provider %+v", err, gens)
-	}
-	if w.gw.Stats().PossibleDuplicates != 1 {
-		t.Fatalf("stats %+v", w.gw.Stats())
-	}
-}
-
-// TestResponsesIDIsRecordedAtOnce: the response id the provider names in a stream's first
-// event is on the attempt while the stream still runs, before anything else is known of it.
-func TestResponsesIDIsRecordedAtOnce(t *testing.T) {
-	t.Parallel()
-	w := newLLMWorld(t, llmSetup{chunkDelay: 60 * time.Millisecond})
-	req, _ := http.NewRequest(http.MethodPost, w.url+"/v1/responses", strings.NewReader(`{"model":"fake-small","input":"hello","stream":true}`))
-	req.Header.Set("Authorization", "Bearer "+w.tokens["shop"])
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", "r-early")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	first := make([]byte, len("event: response.created"))
-	if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != "event: response.created" {
-		t.Fatalf("first event %q, %v", first, err)
-	}
-	op := w.op(t, "r-early")
-	refs, err := w.db.AttemptRefs(context.Background(), op.ID)
-	if err != nil || refs[1] == "" || !strings.HasPrefix(refs[1], "resp_") || op.Status != ops.StatusInProgress {
-		t.Fatalf("mid-stream: operation %s, attempt ids %v, %v", op.Status, refs, err)
-	}
-	rest, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(rest), "event: response.completed") {
-		t.Fatalf("the stream ended %s", rest)
-	}
-	if op := w.waitStatus(t, "r-early", ops.StatusSucceeded); op.ProviderRef != refs[1] {
-		t.Fatalf("the answer is %s, the attempt named %s", op.ProviderRef, refs[1])
 	}
 }
 

@@ -109,6 +109,9 @@ type reply struct {
 	began bool
 	head  llm.Head
 	body  bytes.Buffer
+	// written, when set, is called with each part of the body as the gateway writes it,
+	// while the call still runs: what a client reading the stream sees at that moment.
+	written func(p []byte)
 }
 
 func (r *reply) Begin(h llm.Head) error {
@@ -117,6 +120,9 @@ func (r *reply) Begin(h llm.Head) error {
 }
 
 func (r *reply) Write(p []byte) error {
+	if r.written != nil {
+		r.written(p)
+	}
 	r.body.Write(p)
 	return nil
 }
@@ -124,7 +130,11 @@ func (r *reply) Write(p []byte) error {
 // callOn sends one request of tenant to a route of gw; key "" sends no Idempotency-Key,
 // and prefer is the Prefer header's value.
 func (w *gatewayWorld) callOn(gw *llm.Gateway, route, tenant, key, body, prefer string) (*reply, error) {
-	out := &reply{}
+	return w.callInto(&reply{}, gw, route, tenant, key, body, prefer)
+}
+
+// callInto is callOn writing into out.
+func (w *gatewayWorld) callInto(out *reply, gw *llm.Gateway, route, tenant, key, body, prefer string) (*reply, error) {
 	err := gw.Complete(context.Background(), llm.Request{Tenant: w.tenants[tenant], Route: route,
 		Key: key, HasKey: key != "", ContentType: "application/json", Body: strings.NewReader(body), Prefer: prefer}, out)
 	return out, err
