@@ -169,19 +169,24 @@ func OptedOut(op *ops.Operation) bool {
 	return json.Unmarshal(op.Request, &s) == nil && s.Body.Store != nil && !*s.Body.Store
 }
 
-// routeOf is the gateway route an llm_call was sent to; jobs and calls stored before the
-// gateway served other routes are chat completions.
+// routeOf is the gateway route of the API an llm_call called, as CallOf names it: the
+// operation keeps its API past the purge of the request, so a purged call is still looked up
+// and spoken of as its API's. Calls that name no API (stored before the gateway served
+// other routes) are chat completions.
 func routeOf(op *ops.Operation) string {
 	if !Kind().Of(op) {
 		return chatRoute
 	}
-	var s struct {
-		Route string `json:"route"`
-	}
-	if json.Unmarshal(op.Request, &s) != nil || s.Route == "" {
+	api := CallOf(op).API
+	if api == "" {
 		return chatRoute
 	}
-	return s.Route
+	for _, a := range apis {
+		if APIName(a.route()) == api {
+			return a.route()
+		}
+	}
+	return "/v1/" + strings.ReplaceAll(api, " ", "/")
 }
 
 // Find returns the provider's stored completions of op, oldest first. Completions whose
