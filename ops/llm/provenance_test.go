@@ -1,14 +1,13 @@
-package web_test
+package llm_test
 
 import (
 	"context"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
+	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
-	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -29,19 +28,21 @@ import (
 // answer the client's key replays (ops rules 9 and 12).
 func TestLLMLookupPathsTakeOnlyTaggedCompletions(t *testing.T) {
 	t.Parallel()
-	w := newLookupWorld(t, lookupSetup{reconciled: true})
+	w := newGatewayWorld(t, gatewaySetup{stored: true, reconciled: true, modes: map[string]llm.Mode{"pipeline": llm.Batch}})
+	d := w.lookupDesk()
 	ctx := context.Background()
 	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Times: 1, Delay: 3 * time.Second, Lag: 365 * 24 * time.Hour})
-	wantProblem(t, w.post(t, "pipeline", "doc-20", chatBody("classify document 20", 0, false)), http.StatusGatewayTimeout, llm.ReasonTimeout)
+	r, err := w.call("pipeline", "doc-20", chatBody("classify document 20", 0, false))
+	wantRefused(t, r, err, ops.EUNAVAILABLE, llm.ReasonTimeout)
 	op := w.op(t, "doc-20")
 	if op.Status != ops.StatusUnknown {
 		t.Fatalf("operation %s, want unknown", op.Status)
 	}
-	direct := openai.NewClient(option.WithBaseURL(w.base+"/"), option.WithAPIKey("sk-settle-upstream"))
+	direct := oai.NewClient(option.WithBaseURL(w.base+"/"), option.WithAPIKey("sk-settle-upstream"))
 	store := func(meta shared.Metadata) string {
 		t.Helper()
-		c, err := direct.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "fake-small", Store: openai.Bool(true),
-			Metadata: meta, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("classify document 20")}})
+		c, err := direct.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Model: "fake-small", Store: oai.Bool(true),
+			Metadata: meta, Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("classify document 20")}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,16 +53,16 @@ func TestLLMLookupPathsTakeOnlyTaggedCompletions(t *testing.T) {
 	bare := store(nil)
 	w.clock.Advance(time.Second)
 
-	out, err := w.desk.Lookup(ctx, op.ID, "oncall@example.com")
+	out, err := d.Lookup(ctx, op.ID, "oncall@example.com")
 	if err != nil || out.Outcome != desk.LookupNotFound || len(out.Records) != 0 {
 		t.Fatalf("the desk's lookup: %s %q, %d records, %v; want not found", out.Outcome, out.Message, len(out.Records), err)
 	}
 
-	r := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
-		Usage: []recon.UsageSource{&upstream.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
+	rc := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+		Usage: []recon.UsageSource{&openai.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
 			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
 	w.clock.Advance(recon.LookupGrace + time.Second)
-	reps, err := r.RunOnce(ctx)
+	reps, err := rc.RunOnce(ctx)
 	if err != nil || len(reps) != 1 || reps[0].Looked != 1 || reps[0].Closed != 0 {
 		t.Fatalf("the reconciler: %+v, %v; want one operation looked up and none closed", reps, err)
 	}
@@ -73,10 +74,11 @@ func TestLLMLookupPathsTakeOnlyTaggedCompletions(t *testing.T) {
 	}
 
 	cur := w.op(t, "doc-20")
-	closed, err := w.desk.CloseManually(ctx, desk.ManualClose{ID: cur.ID, Version: cur.Version, To: ops.StatusSucceeded,
+	closed, err := d.CloseManually(ctx, desk.ManualClose{ID: cur.ID, Version: cur.Version, To: ops.StatusSucceeded,
 		ProviderRef: bare, Note: "The provider's logs show it.", Actor: "oncall@example.com"})
 	if err != nil || closed.Op == nil || closed.Op.Status != ops.StatusSucceeded || len(closed.Op.Result) != 0 {
 		t.Fatalf("a person's close with an untagged completion: %+v, %v; want closed with no answer taken from it", closed, err)
 	}
-	wantProblem(t, w.post(t, "pipeline", "doc-20", chatBody("classify document 20", 0, false)), http.StatusGone, llm.ReasonAnswerNotStored)
+	r, err = w.call("pipeline", "doc-20", chatBody("classify document 20", 0, false))
+	wantRefused(t, r, err, ops.ENOTFOUND, llm.ReasonAnswerNotStored)
 }
