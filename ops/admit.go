@@ -202,7 +202,7 @@ func (l *Ledger) dispatch(ctx context.Context, in Intent, a Admission) (Admissio
 // recorded as a timeout first; an operation whose policy forbids resending after an
 // uncertain attempt becomes unknown instead.
 func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission, error) {
-	claimed, err := l.Claim(ctx, a.Op, in.Owner)
+	claimed, err := l.claim(ctx, a.Op, in.Owner)
 	if ErrorCode(err) == ECONFLICT {
 		// Another request claimed it a moment ago: it is in flight.
 		cur, gerr := l.store.Get(ctx, a.Op.ID)
@@ -222,7 +222,7 @@ func (l *Ledger) resume(ctx context.Context, in Intent, a Admission) (Admission,
 	}
 	a.TookOver = op.Version != claimed.Version
 	if uncertain && !pol.RetryUncertain && op.Status == StatusInProgress {
-		if op, err = l.MarkUnknown(ctx, op, in.Owner, "an attempt's outcome is uncertain and the policy forbids a resend"); err != nil {
+		if op, err = l.markUnknown(ctx, op, in.Owner, "an attempt's outcome is uncertain and the policy forbids a resend"); err != nil {
 			return a, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,7 +33,16 @@ type listedPackage struct {
 	GoFiles    []string
 	Export     string
 	Standard   bool
+	Imports    []string
 }
+
+// seeding is the package that builds operations in given states for tests and the demo,
+// through the Store's writes with the Ledger's checks. It is the one exception to the rule
+// below, and only tests and the demo may import it.
+const seeding = "github.com/settle-dev/settle/ops/opstest"
+
+// seedingImporters are the production packages allowed to import the seeding package.
+var seedingImporters = map[string]bool{"github.com/settle-dev/settle/internal/demo": true}
 
 // TestOnlyTheLedgerWritesOperations fails when production code outside ops and ops/pg
 // writes an operation row: by SQL text, or by calling a writing method of the Store
@@ -59,8 +69,11 @@ func TestOnlyTheLedgerWritesOperations(t *testing.T) {
 		if p.Standard || !strings.HasPrefix(p.ImportPath, "github.com/settle-dev/settle") {
 			continue
 		}
-		if p.ImportPath == "github.com/settle-dev/settle/ops" || p.ImportPath == "github.com/settle-dev/settle/ops/pg" {
+		if p.ImportPath == "github.com/settle-dev/settle/ops" || p.ImportPath == "github.com/settle-dev/settle/ops/pg" || p.ImportPath == seeding {
 			continue
+		}
+		if slices.Contains(p.Imports, seeding) && !seedingImporters[p.ImportPath] {
+			t.Errorf("%s imports %s, which only tests and the demo may use: a flow goes through the Ledger", p.ImportPath, seeding)
 		}
 		checked++
 		for _, bad := range storeWriteCalls(t, p, imp) {

@@ -207,8 +207,8 @@ func (l *Ledger) Join(ctx context.Context, opID, fingerprint, requestRef string)
 	return o, nil
 }
 
-// Claim leases an existing operation to owner so it may send again, if it is claimable.
-func (l *Ledger) Claim(ctx context.Context, op *Operation, owner string) (*Operation, error) {
+// claim leases an existing operation to owner so it may send again, if it is claimable.
+func (l *Ledger) claim(ctx context.Context, op *Operation, owner string) (*Operation, error) {
 	now := l.Clock.Now()
 	switch {
 	case op.Status == StatusReceived, op.Stalled(now), op.Status == StatusInProgress && op.LeaseUntil == nil:
@@ -220,8 +220,8 @@ func (l *Ledger) Claim(ctx context.Context, op *Operation, owner string) (*Opera
 	return l.store.Claim(ctx, ClaimParams{ID: op.ID, Version: op.Version, Owner: owner, Now: now, LeaseUntil: now.Add(l.Limits.Lease)})
 }
 
-// BeginAttempt checks that owner may send op now and records the attempt before the send.
-func (l *Ledger) BeginAttempt(ctx context.Context, op *Operation, owner string) (*Operation, *Attempt, error) {
+// beginAttempt checks that owner may send op now and records the attempt before the send.
+func (l *Ledger) beginAttempt(ctx context.Context, op *Operation, owner string) (*Operation, *Attempt, error) {
 	now := l.Clock.Now()
 	if err := CheckSend(op, owner, now, l.Limits); err != nil {
 		return nil, nil, err
@@ -306,17 +306,17 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 	return out, retry, nil
 }
 
-// Release gives up owner's lease on an in-progress operation without changing its status,
+// release gives up owner's lease on an in-progress operation without changing its status,
 // so a later call may claim it at once. Used when a call's attempt budget is spent.
-func (l *Ledger) Release(ctx context.Context, op *Operation, owner string, clientRequestID int64, a Answer) (*Operation, error) {
+func (l *Ledger) release(ctx context.Context, op *Operation, owner string, clientRequestID int64, a Answer) (*Operation, error) {
 	now := l.Clock.Now()
 	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
 		Now: now, Actor: owner, Owner: owner, Action: "release", AnswerRequest: clientRequestID, Answer: a,
 		AnswerSince: op.CreatedAt})
 }
 
-// MarkUnknown stops all sending for op until someone closes it.
-func (l *Ledger) MarkUnknown(ctx context.Context, op *Operation, actor, reason string) (*Operation, error) {
+// markUnknown stops all sending for op until someone closes it.
+func (l *Ledger) markUnknown(ctx context.Context, op *Operation, actor, reason string) (*Operation, error) {
 	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
 		Now: l.Clock.Now(), Actor: actor, Action: "mark_unknown", Reason: reason})
 }
@@ -438,7 +438,7 @@ func (l *Ledger) giveUp(ctx context.Context, op *Operation, owner, reason string
 	}
 	for _, a := range atts {
 		if a.Uncertain() {
-			return l.MarkUnknown(ctx, op, owner, "budget spent ("+reason+") after an uncertain attempt")
+			return l.markUnknown(ctx, op, owner, "budget spent ("+reason+") after an uncertain attempt")
 		}
 	}
 	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusFailed,

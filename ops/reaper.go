@@ -90,12 +90,12 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 			}
 			out.Resent++
 		case next == StatusInProgress && r.clientGone(op, now):
-			if _, err := l.MarkUnknown(ctx, op, r.Owner, "lease ran out and the client did not come back"); err != nil {
+			if _, err := l.markUnknown(ctx, op, r.Owner, "lease ran out and the client did not come back"); err != nil {
 				return out, fmt.Errorf("mark %s unknown: %w", op.ID, err)
 			}
 			out.Unknown++
 		case next == StatusInProgress:
-			if _, err := l.Release(ctx, op, r.Owner, 0, ""); err != nil {
+			if _, err := l.release(ctx, op, r.Owner, 0, ""); err != nil {
 				return out, fmt.Errorf("release %s: %w", op.ID, err)
 			}
 			out.Released++
@@ -105,7 +105,7 @@ func (r *Reaper) RunOnce(ctx context.Context) (Reaped, error) {
 			}
 			out.Expired++
 		default:
-			if _, err := l.MarkUnknown(ctx, op, r.Owner, "lease ran out without a result"); err != nil {
+			if _, err := l.markUnknown(ctx, op, r.Owner, "lease ran out without a result"); err != nil {
 				return out, fmt.Errorf("mark %s unknown: %w", op.ID, err)
 			}
 			out.Unknown++

@@ -190,7 +190,7 @@ func (r *runner) begin(op *Operation) (*Operation, *Attempt, error) {
 			return out, nil, err
 		}
 	}
-	cur, a, err := r.l.BeginAttempt(r.bg, op, r.spec.Owner)
+	cur, a, err := r.l.beginAttempt(r.bg, op, r.spec.Owner)
 	if err != nil {
 		if _, rerr := r.release(op); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -247,7 +247,7 @@ func (r *runner) release(op *Operation) (*Operation, error) {
 	if op.Status != StatusInProgress || op.LeaseOwner != r.spec.Owner {
 		return op, nil
 	}
-	out, err := r.l.Release(r.bg, op, r.spec.Owner, 0, "")
+	out, err := r.l.release(r.bg, op, r.spec.Owner, 0, "")
 	if err != nil {
 		return op, fmt.Errorf("release lease: %w", err)
 	}

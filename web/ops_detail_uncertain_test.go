@@ -7,6 +7,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/opstest"
 )
 
 // TestOpDetailKeyPanelNamesAnEarlierUncertainAttempt opens the page of an llm_job operation
@@ -28,7 +29,7 @@ func TestOpDetailKeyPanelNamesAnEarlierUncertainAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, a, err := e.ledger.BeginAttempt(ctx, op, "worker-1")
+	op, a, err := opstest.New(e.ledger, e.world.DB).BeginAttempt(ctx, op, "worker-1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
@@ -51,6 +52,14 @@ func (f *fixture) count(t *testing.T, query string, args ...any) int {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// neverSent is a sender for a run the Ledger must refuse before any attempt.
+func neverSent(t *testing.T) ops.Sender {
+	return ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
+		t.Error("the Ledger sent an attempt it must refuse")
+		return ops.AttemptResult{Outcome: ops.OutcomeInvalid}
+	})
 }
 
 // toUnknown opens an operation and leaves it unknown after a saved 500.
@@ -156,16 +165,17 @@ func TestProviderKeyIsCommittedBeforeTheFirstAttemptAndReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err = f.ledger.Release(ctx, op, "w1", 0, "")
+	seed := opstest.New(f.ledger, f.db)
+	op, err = seed.Release(ctx, op, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another process takes it over and sends with the same key.
-	op, err = f.ledger.Claim(ctx, op, "w2")
+	op, err = seed.Claim(ctx, op, "w2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, a2, err := f.ledger.BeginAttempt(ctx, op, "w2")
+	_, a2, err := seed.BeginAttempt(ctx, op, "w2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +314,7 @@ func TestSendIsRefusedForUnknownExpiredAndPastRetention(t *testing.T) {
 	ctx := context.Background()
 
 	unknown := f.toUnknown(t, "u")
-	if _, _, err := f.ledger.BeginAttempt(ctx, unknown, "w1"); ops.ErrorCode(err) != ops.ECONFLICT {
+	if _, err := f.ledger.Run(ctx, unknown, neverSent(t), ops.RunSpec{Owner: "w1"}); ops.ErrorCode(err) != ops.ECONFLICT {
 		t.Fatalf("unknown: %v", err)
 	}
 	// The store refuses too, whatever a stale caller believes.
@@ -324,7 +334,8 @@ func TestSendIsRefusedForUnknownExpiredAndPastRetention(t *testing.T) {
 	}
 	f.clock.Set(op.RetryUntil.Add(time.Second))
 	op.LeaseUntil = ptr(f.clock.Now().Add(time.Minute)) // even a live lease does not help
-	if _, _, err := f.ledger.BeginAttempt(ctx, op, "w1"); ops.ErrorCode(err) != ops.ECONFLICT {
+	// The Ledger's own check before an attempt, which a Run would release the lease after.
+	if err := ops.CheckSend(op, "w1", f.clock.Now(), f.ledger.Limits); ops.ErrorCode(err) != ops.ECONFLICT {
 		t.Fatalf("past retry_until: %v", err)
 	}
 	if _, _, err := f.db.BeginAttempt(ctx, ops.BeginParams{ID: op.ID, Version: op.Version, Owner: "w1", Now: f.clock.Now(), MaxAttempts: 6}); ops.ErrorCode(err) != ops.ECONFLICT {
@@ -338,7 +349,7 @@ func TestSendIsRefusedForUnknownExpiredAndPastRetention(t *testing.T) {
 	if expired.Status != ops.StatusExpired {
 		t.Fatalf("status %s, want expired", expired.Status)
 	}
-	if _, _, err := f.ledger.BeginAttempt(ctx, expired, "w1"); ops.ErrorCode(err) != ops.ECONFLICT {
+	if _, err := f.ledger.Run(ctx, expired, neverSent(t), ops.RunSpec{Owner: "w1"}); ops.ErrorCode(err) != ops.ECONFLICT {
 		t.Fatalf("expired: %v", err)
 	}
 	if n := f.count(t, `SELECT count(*) FROM attempts`); n != 2 {
@@ -373,7 +384,7 @@ func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 	if err != nil || o2.Created {
 		t.Fatalf("second call: %v created=%v", err, o2.Created)
 	}
-	op, err = f.ledger.Claim(ctx, o2.Op, "call-2")
+	op, err = opstest.New(f.ledger, f.db).Claim(ctx, o2.Op, "call-2")
 	if err != nil {
 		t.Fatal(err)
 	}

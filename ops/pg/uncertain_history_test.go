@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/opstest"
 )
 
 // interactiveCall is the policy of an interactive LLM call: its provider takes no key, and
@@ -30,7 +31,7 @@ func (f *fixture) timedOutThenRefused(t *testing.T, key, owner string) ops.Inten
 	if err != nil || op.Status != ops.StatusInProgress {
 		t.Fatalf("attempt 1: %+v %v", op, err)
 	}
-	op, a, err := f.ledger.BeginAttempt(ctx, op, owner)
+	op, a, err := opstest.New(f.ledger, f.db).BeginAttempt(ctx, op, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestRetryAfterATimeoutAndARefusalIsLookedUpAndCounted(t *testing.T) {
 		}
 		if died {
 			f.clock.Advance(f.ledger.Limits.Lease + time.Second)
-		} else if _, err := f.ledger.Release(ctx, op, "w1", 0, ""); err != nil {
+		} else if _, err := opstest.New(f.ledger, f.db).Release(ctx, op, "w1"); err != nil {
 			t.Fatal(err)
 		}
 		in.Owner, in.RequestRef = "w2", "req-2"
@@ -220,7 +221,7 @@ func TestRefusalAfterAnUncertainAttemptLeavesItUnknown(t *testing.T) {
 		if err != nil || op.Status != ops.StatusInProgress {
 			t.Fatalf("%s: attempt 1: %+v %v", in.Kind, op, err)
 		}
-		op, a, err := f.ledger.BeginAttempt(ctx, op, "w1")
+		op, a, err := opstest.New(f.ledger, f.db).BeginAttempt(ctx, op, "w1")
 		if err != nil {
 			t.Fatal(err)
 		}

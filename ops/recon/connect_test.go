@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -77,10 +78,10 @@ func (w *world) toUnknown(t *testing.T, o ops.Opened, res ops.AttemptResult) *op
 		t.Fatal(err)
 	}
 	if op.Status != ops.StatusUnknown {
-		if op, err = w.ledger.Release(ctx, op, "w1", 0, ""); err != nil {
+		if op, err = opstest.New(w.ledger, w.db).Release(ctx, op, "w1"); err != nil {
 			t.Fatal(err)
 		}
-		if op, err = w.ledger.MarkUnknown(ctx, op, "test", "timed out"); err != nil {
+		if op, err = opstest.New(w.ledger, w.db).MarkUnknown(ctx, op, "test", "timed out"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/recon"
@@ -122,10 +123,10 @@ func (w *world) unknown(t *testing.T, cents int64, orders ...string) []*ops.Oper
 			t.Fatal(err)
 		}
 		if op.Status != ops.StatusUnknown {
-			if op, err = w.ledger.Release(ctx, op, "w1", 0, ""); err != nil {
+			if op, err = opstest.New(w.ledger, w.db).Release(ctx, op, "w1"); err != nil {
 				t.Fatal(err)
 			}
-			if op, err = w.ledger.MarkUnknown(ctx, op, "test", "timed out"); err != nil {
+			if op, err = opstest.New(w.ledger, w.db).MarkUnknown(ctx, op, "test", "timed out"); err != nil {
 				t.Fatal(err)
 			}
 		}

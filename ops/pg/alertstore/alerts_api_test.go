@@ -8,6 +8,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/opstest"
 )
 
 // llmCallOn is llmCall of a gateway route, always resent: its request stores the route as
@@ -32,7 +33,7 @@ func (f *fixture) llmCallOf(t *testing.T, route, key string, resend bool) {
 		if op, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
 			t.Fatal(err)
 		}
-		if op, a, err = f.ledger.BeginAttempt(ctx, op, "w1"); err != nil {
+		if op, a, err = opstest.New(f.ledger, f.db).BeginAttempt(ctx, op, "w1"); err != nil {
 			t.Fatal(err)
 		}
 	}

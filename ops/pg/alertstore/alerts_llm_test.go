@@ -8,6 +8,7 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -29,7 +30,7 @@ func (f *fixture) llmCall(t *testing.T, tenant int64, key string, resend bool, c
 		}
 		return op
 	}
-	op, a, err := f.ledger.BeginAttempt(ctx, op, "w1")
+	op, a, err := opstest.New(f.ledger, f.db).BeginAttempt(ctx, op, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
