@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -295,58 +294,6 @@ func TestLLMTwoIdenticalRequestsAtOnceOneGeneration(t *testing.T) {
 		}
 		if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, op.ID); n != 1 {
 			t.Fatalf("%d attempts", n)
-		}
-	})
-	t.Run("both wait with Prefer", func(t *testing.T) {
-		t.Parallel()
-		w := newLLMWorld(t, llmSetup{latency: 400 * time.Millisecond})
-		var wg sync.WaitGroup
-		bodies := make([]string, 2)
-		for i := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp := w.post(t, "shop", "msg-2", chatBody("write the summary", 0.2, false), "Prefer", "wait=10")
-				b, _ := io.ReadAll(resp.Body)
-				if resp.StatusCode != http.StatusOK {
-					bodies[i] = fmt.Sprintf("status %d %s", resp.StatusCode, b)
-					return
-				}
-				var c openai.ChatCompletion
-				_ = json.Unmarshal(b, &c)
-				bodies[i] = c.Choices[0].Message.Content
-			}()
-		}
-		wg.Wait()
-		gens := w.generations(t, 1)
-		if bodies[0] != gens[0].Content || bodies[1] != gens[0].Content {
-			t.Fatalf("clients got %q and %q, the provider generated %q", bodies[0], bodies[1], gens[0].Content)
-		}
-		if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'in_progress'`); n != 0 {
-			t.Fatalf("%d requests were told 409", n)
-		}
-	})
-	t.Run("a streaming waiter gets the stream from its start", func(t *testing.T) {
-		t.Parallel()
-		w := newLLMWorld(t, llmSetup{chunkDelay: 25 * time.Millisecond})
-		first := make(chan string, 1)
-		go func() {
-			resp := w.post(t, "shop", "msg-3", chatBody("stream the summary", 0.2, true))
-			text, _, _ := sseText(t, resp.Body)
-			first <- text
-		}()
-		w.waitAdmitted(t, "msg-3") // the first stream is under way
-		resp := w.post(t, "shop", "msg-3", chatBody("stream the summary", 0.2, true), "Prefer", "wait=10")
-		if resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != "true" || resp.Header.Get("Preference-Applied") != "wait=10" {
-			t.Fatalf("waiter got %d %v", resp.StatusCode, resp.Header)
-		}
-		text, chunks, done := sseText(t, resp.Body)
-		gens := w.generations(t, 1)
-		if !done || text != gens[0].Content || <-first != text {
-			t.Fatalf("waiter streamed %q (done %v), provider generated %q", text, done, gens[0].Content)
-		}
-		if chunks != 26 { // role, 24 tokens, finish
-			t.Fatalf("waiter got %d chunks, want all 26", chunks)
 		}
 	})
 }

@@ -1,6 +1,9 @@
 package llm_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,4 +69,70 @@ func TestLLMLongGenerationKeepsItsLease(t *testing.T) {
 		t.Fatalf("first stream %q", text)
 	}
 	w.waitStatus(t, "long-1", ops.StatusSucceeded)
+}
+
+// Two identical requests at once that both wait with Prefer get the one generation: the
+// second waits for the first's answer instead of being refused, or, streaming, follows the
+// first's stream from its start.
+func TestLLMWaitersGetTheOneGeneration(t *testing.T) {
+	t.Parallel()
+	t.Run("both wait with Prefer", func(t *testing.T) {
+		t.Parallel()
+		w := newGatewayWorld(t, gatewaySetup{latency: 400 * time.Millisecond})
+		var wg sync.WaitGroup
+		bodies := make([]string, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := w.callOn(w.gw, "/v1/chat/completions", "shop", "msg-2", chatBody("write the summary", 0.2, false), "wait=10")
+				if err != nil {
+					bodies[i] = fmt.Sprintf("refused: %v", err)
+					return
+				}
+				var c struct {
+					Choices []struct {
+						Message struct {
+							Content string `json:"content"`
+						} `json:"message"`
+					} `json:"choices"`
+				}
+				if json.Unmarshal(r.body.Bytes(), &c) != nil || len(c.Choices) == 0 {
+					bodies[i] = "not a completion: " + r.body.String()
+					return
+				}
+				bodies[i] = c.Choices[0].Message.Content
+			}()
+		}
+		wg.Wait()
+		gens := w.generations(t, 1)
+		if bodies[0] != gens[0].Content || bodies[1] != gens[0].Content {
+			t.Fatalf("clients got %q and %q, the provider generated %q", bodies[0], bodies[1], gens[0].Content)
+		}
+		if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'in_progress'`); n != 0 {
+			t.Fatalf("%d requests were told the key is in flight", n)
+		}
+	})
+	t.Run("a streaming waiter gets the stream from its start", func(t *testing.T) {
+		t.Parallel()
+		w := newGatewayWorld(t, gatewaySetup{chunkDelay: 25 * time.Millisecond})
+		first := make(chan *reply, 1)
+		go func() {
+			r, _ := w.call("shop", "msg-3", chatBody("stream the summary", 0.2, true))
+			first <- r
+		}()
+		w.waitAdmitted(t, "msg-3") // the first stream is under way
+		r, err := w.callOn(w.gw, "/v1/chat/completions", "shop", "msg-3", chatBody("stream the summary", 0.2, true), "wait=10")
+		if err != nil || !r.head.Stream || !r.head.Replayed || r.head.PreferenceApplied != "wait=10" {
+			t.Fatalf("waiter got %v %+v", err, r.head)
+		}
+		text, chunks, done := streamText(t, r)
+		gens := w.generations(t, 1)
+		if firstText, _, _ := streamText(t, <-first); !done || text != gens[0].Content || firstText != text {
+			t.Fatalf("waiter streamed %q (done %v), provider generated %q", text, done, gens[0].Content)
+		}
+		if chunks != 26 { // role, 24 tokens, finish
+			t.Fatalf("waiter got %d chunks, want all 26", chunks)
+		}
+	})
 }
