@@ -544,34 +544,6 @@ func TestStreamRetryOnAnotherReplica(t *testing.T) {
 	w.wantOne(t, api)
 }
 
-// TestStreamEventsArePurgedWithTheAnswer: the stored events of a stream are a body like the
-// answer itself: the purge deletes them with it, and a replay is then told the answer is no
-// longer kept, never given events.
-func TestStreamEventsArePurgedWithTheAnswer(t *testing.T) {
-	t.Parallel()
-	w := newResumeWorld(t)
-	api := streamAPIs[0]
-	body := api.body("hello")
-	if _, err := io.ReadAll(w.post(t, context.Background(), api, "purged-1", body).Body); err != nil {
-		t.Fatal(err)
-	}
-	op := w.waitStatus(t, "purged-1", ops.StatusSucceeded)
-	var stored int
-	q := `SELECT coalesce(length(stream_events::text), 0) FROM operations WHERE id = $1`
-	if err := w.db.Pool.QueryRow(context.Background(), q, op.ID).Scan(&stored); err != nil || stored == 0 {
-		t.Fatalf("stored events: %d bytes, %v", stored, err)
-	}
-	at := op.CreatedAt.Add(op.Retention + llm.DefaultBodyKeep + time.Minute)
-	if rep, err := (&llm.Purger{Store: w.db, Clock: ops.NewManualClock(at)}).RunOnce(context.Background()); err != nil || rep.Operations != 1 {
-		t.Fatalf("purge: %+v %v", rep, err)
-	}
-	if err := w.db.Pool.QueryRow(context.Background(), q, op.ID).Scan(&stored); err != nil || stored != 0 {
-		t.Fatalf("after the purge the events keep %d bytes, %v", stored, err)
-	}
-	wantProblem(t, w.post(t, context.Background(), api, "purged-1", body, "Last-Event-ID", "1-3"), http.StatusGone, llm.ReasonAnswerPurged)
-	w.wantOne(t, api)
-}
-
 // TestFollowedMessagesStreamCutByAnthropic: Anthropic cuts a message's stream while a retry
 // follows it live. Nothing can complete it (Anthropic keeps no message to read again), so the
 // follower, like the first client, gets the events that came and then an error that says so,

@@ -103,3 +103,40 @@ func TestLLMLateCloseLeavesAPurgedCallPurged(t *testing.T) {
 		t.Fatalf("%d purged operations hold a body", n)
 	}
 }
+
+// TestStreamEventsArePurgedWithTheAnswer: the stored events of a stream are a body like the
+// answer itself: the purge deletes them with it, and a replay is then told the answer is no
+// longer kept, never given events.
+func TestStreamEventsArePurgedWithTheAnswer(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{chunkDelay: 50 * time.Millisecond})
+	body := chatBody("hello", 0.2, true)
+	if r, err := w.call("shop", "purged-1", body); err != nil || !r.head.Stream {
+		t.Fatalf("the stream: %v %+v", err, r.head)
+	}
+	op := w.waitStatus(t, "purged-1", ops.StatusSucceeded)
+	var stored int
+	q := `SELECT coalesce(length(stream_events::text), 0) FROM operations WHERE id = $1`
+	if err := w.db.Pool.QueryRow(context.Background(), q, op.ID).Scan(&stored); err != nil || stored == 0 {
+		t.Fatalf("stored events: %d bytes, %v", stored, err)
+	}
+	at := op.CreatedAt.Add(op.Retention + llm.DefaultBodyKeep + time.Minute)
+	if rep, err := (&llm.Purger{Store: w.db, Clock: ops.NewManualClock(at)}).RunOnce(context.Background()); err != nil || rep.Operations != 1 {
+		t.Fatalf("purge: %+v %v", rep, err)
+	}
+	if err := w.db.Pool.QueryRow(context.Background(), q, op.ID).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("after the purge the events keep %d bytes, %v", stored, err)
+	}
+	// A retry that resumes after an event of the stream it read.
+	r := &reply{}
+	err := w.gw.Complete(context.Background(), llm.Request{Tenant: w.tenants["shop"], Route: "/v1/chat/completions",
+		Key: "purged-1", HasKey: true, ContentType: "application/json", Body: strings.NewReader(body),
+		Header: func(name string) string {
+			if name == "Last-Event-ID" {
+				return "1-3"
+			}
+			return ""
+		}}, r)
+	wantRefused(t, r, err, ops.ENOTFOUND, llm.ReasonAnswerPurged)
+	w.generations(t, 1)
+}
