@@ -111,6 +111,8 @@ type LLM struct {
 	stored []*storedCompletion
 	// runs holds the stored responses of the Responses API by id (under mu).
 	runs map[string]*responseRun
+	// cancels holds the response id of every cancel asked for, in order (under mu).
+	cancels []string
 }
 
 // NewLLM returns a fake LLM provider with no faults.
@@ -140,6 +142,7 @@ func NewLLM(opts LLMOptions) *LLM {
 	mux.HandleFunc("GET /v1/organization/usage/completions", l.usage)
 	mux.HandleFunc("POST /v1/responses", l.createResponse)
 	mux.HandleFunc("GET /v1/responses/{id}", l.getResponse)
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", l.cancelResponse)
 	mux.HandleFunc("POST /v1/embeddings", l.embeddings)
 	mux.HandleFunc("GET /v1/organization/usage/embeddings", l.usage)
 	mux.HandleFunc("GET /_fake/llm/generations", l.adminGenerations)

@@ -107,6 +107,9 @@ func (l *LLM) produce(run *responseRun) {
 		return
 	}
 	for _, step := range run.steps() {
+		if run.over() {
+			return // cancelled: nothing more is generated
+		}
 		if run.paced && !l.sleep(context.Background(), time.Duration(l.chunkDelay.Load())) {
 			return
 		}
@@ -123,10 +126,14 @@ func (run *responseRun) emit(typ string, o obj) { run.push(typ, o, "", nil) }
 
 // push appends one event and, in the same step, moves the run to status (unless "") and,
 // given its final response, ends it, so no listener sees the end before the last event.
+// A run that ended (cancelled while a step was under way) takes no event more.
 func (run *responseRun) push(typ string, o obj, status string, final obj) {
 	o["type"] = typ
 	run.mu.Lock()
 	defer run.mu.Unlock()
+	if run.done {
+		return
+	}
 	o["sequence_number"] = len(run.events)
 	b, _ := json.Marshal(o)
 	run.events = append(run.events, runEvent{typ: typ, seq: len(run.events), data: b})
