@@ -62,3 +62,32 @@ func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 	}
 }
+
+// ResponseCanceller is what POST /v1/responses/{id}/cancel needs: the LLM gateway of ops/llm.
+type ResponseCanceller interface {
+	Cancel(ctx context.Context, c llm.Cancellation, out llm.Sink) error
+}
+
+// handleCancelResponse is POST /v1/responses/{id}/cancel: OpenAI's cancel of a background
+// response, for a response one of the tenant's own calls created through Settle only
+// (llm.Gateway.Cancel), sent to the provider once and answered as the provider answers.
+func (s *Server) handleCancelResponse(w http.ResponseWriter, r *http.Request) {
+	g, ok := s.LLM.(ResponseCanceller)
+	if !ok {
+		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "The LLM gateway is not configured."))
+		return
+	}
+	timeout := s.StreamWriteTimeout
+	if timeout <= 0 {
+		timeout = defaultStreamWriteTimeout
+	}
+	sink := &httpSink{w: w, rc: http.NewResponseController(w), timeout: timeout}
+	err := g.Cancel(r.Context(), llm.Cancellation{Tenant: tenantFrom(r.Context()), ID: chi.URLParam(r, "id")}, sink)
+	switch {
+	case err == nil:
+	case sink.began:
+		s.Logger.WarnContext(r.Context(), "cancelling a response failed after the answer began", "err", err)
+	default:
+		s.Error(w, r, err)
+	}
+}

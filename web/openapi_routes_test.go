@@ -197,6 +197,18 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 	c.want(t, apiCall{method: http.MethodGet, url: url + "/resp_none", hdr: bearer}, 404, "not_found")
 	c.want(t, apiCall{method: http.MethodGet, url: url + "/" + r.ID + "?stream=true&starting_after=-1", hdr: bearer, offDoc: true}, 400, "invalid_request")
+	// Cancelled through Settle: a completed response is the provider's to refuse, one held
+	// in the queue is cancelled, an id of no call of this tenant's is not found.
+	c.want(t, apiCall{method: http.MethodPost, url: url + "/" + r.ID + "/cancel", hdr: bearer}, 400, "upstream_refused")
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultBillThenTimeout, Delay: 2 * time.Second, Times: 1})
+	_, held := c.do(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-held"), body: `{"model":"fake-small","input":"And 4420?","background":true}`})
+	if _ = json.Unmarshal(held, &r); r.Status != "queued" {
+		t.Fatalf("held: %s", held)
+	}
+	if out := c.want(t, apiCall{method: http.MethodPost, url: url + "/" + r.ID + "/cancel", hdr: bearer}, 200, ""); out["status"] != "cancelled" {
+		t.Fatalf("cancel: %v", out)
+	}
+	c.want(t, apiCall{method: http.MethodPost, url: url + "/resp_none/cancel", hdr: bearer}, 404, "not_found")
 	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultGarbage})
 	c.want(t, apiCall{method: http.MethodPost, url: url, hdr: append(auth, "Idempotency-Key", "resp-5"), body: body}, 502, "upstream_bad_response")
 }

@@ -118,6 +118,7 @@ func (s *Server) router() *chi.Mux {
 	r.With(s.requireToken).Post("/v1/embeddings", s.handleEmbeddings)
 	r.With(s.requireToken).Post("/v1/responses", s.handleResponses)
 	r.With(s.requireToken).Get("/v1/responses/{id}", s.handleGetResponse)
+	r.With(s.requireToken).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
 	r.With(s.requireAPIKeyOrToken).Post("/v1/messages", s.handleMessages)
 
 	r.Group(func(r chi.Router) {

@@ -166,12 +166,39 @@ func resultOfResponse(s Stored, prices *PriceTable) (*ops.Result, error) {
 }
 
 // closeEnded closes op as failed from the provider's record of a response that ended without
-// an answer (failed or cancelled), when nobody is sending for op and nobody closed it.
+// an answer (failed or cancelled), when nobody is sending for op and nobody closed it. What
+// the provider billed for it, as the response's usage reports it, is the operation's cost:
+// a response cancelled or failed part-way was billed for what it read and generated.
 func (k *Lookups) closeEnded(ctx context.Context, op *ops.Operation, s Stored, kind ops.EvidenceKind, actor string) (ops.Applied, error) {
 	summary := fmt.Sprintf("%s's stored response %s for this operation %s (created %s): nothing was answered.",
 		op.Provider, s.ID, s.Status, s.Created.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	billed := billedOf(s, k.Prices)
+	if billed != nil {
+		summary += " The provider billed what it used before it ended; that is this operation's cost."
+	}
 	ev := ops.Evidence{Kind: kind, ProviderRef: s.ID, Summary: summary, Data: Record(op, s).Raw}
-	return k.apply(ctx, op, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Evidence: ev, Actor: actor})
+	p := ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Evidence: ev, Actor: actor}
+	if billed == nil {
+		return k.apply(ctx, op, p)
+	}
+	return k.applied(ctx, op, func() (*ops.Operation, error) { return k.Ledger.CloseBilled(ctx, p, *billed) })
+}
+
+// billedOf is what the provider billed for a stored response that ended without an answer,
+// as its usage reports it; nil when it reports none (a response cancelled before it left the
+// queue).
+func billedOf(s Stored, prices *PriceTable) *ops.Result {
+	a, _, err := readResponse(s.Body)
+	if err != nil || a.id != s.ID || a.usage == (Usage{}) {
+		return nil
+	}
+	rec := usageRecord{Usage: a.usage, Model: a.model, ProviderRequestID: s.RequestID}
+	rec.CostMicros, rec.CostKnown = prices.Cost(a.model, a.usage)
+	if rec.CostKnown {
+		rec.Currency = prices.Currency
+	}
+	usage, _ := json.Marshal(rec)
+	return &ops.Result{ProviderRef: s.ID, ProviderRequestID: s.RequestID, Usage: usage, CostMicros: rec.CostMicros}
 }
 
 // What a lookup finds, in words, per API.

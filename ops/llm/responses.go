@@ -99,15 +99,24 @@ type response struct {
 // max_output_tokens or a content filter, and billed as far as it went). Any other status is
 // not an answer.
 func parseResponse(body []byte) (answer, error) {
+	a, status, err := readResponse(body)
+	if err != nil {
+		return answer{}, err
+	}
+	if status != "completed" && status != "incomplete" {
+		return answer{}, fmt.Errorf("response %s is %q", a.id, status)
+	}
+	return a, nil
+}
+
+// readResponse reads a response in any status, with its status and the usage it reports.
+func readResponse(body []byte) (answer, string, error) {
 	var r response
 	if err := json.Unmarshal(body, &r); err != nil {
-		return answer{}, fmt.Errorf("decode response: %w", err)
+		return answer{}, "", fmt.Errorf("decode response: %w", err)
 	}
 	if r.ID == "" || r.Object != "response" {
-		return answer{}, fmt.Errorf("not a response")
-	}
-	if r.Status != "completed" && r.Status != "incomplete" {
-		return answer{}, fmt.Errorf("response %s is %q", r.ID, r.Status)
+		return answer{}, "", fmt.Errorf("not a response")
 	}
 	a := answer{body: body, id: r.ID, model: r.Model}
 	if u := r.Usage; u != nil {
@@ -119,7 +128,7 @@ func parseResponse(body []byte) (answer, error) {
 			a.usage.TotalTokens = u.InputTokens + u.OutputTokens
 		}
 	}
-	return a, nil
+	return a, r.Status, nil
 }
 
 // responsesAssembler follows a response's stream: the response's id from its first event,

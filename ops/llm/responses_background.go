@@ -33,8 +33,12 @@ import (
 //   - A later attempt of the operation (the client's retry after an uncertain one) first
 //     reads the response an earlier attempt recorded: one still running, or finished with
 //     an answer, is followed or answered instead of being created again; only one that
-//     ended without an answer (failed, cancelled) or that the provider does not hold lets
-//     the request be sent again.
+//     failed, or that the provider does not hold, lets the request be sent again. One that
+//     was cancelled is never created again: the cancel was someone's decision to stop it.
+//   - A response cancelled while it is followed (POST /v1/responses/{id}/cancel, through
+//     Settle or not) ends the attempt with error code response_cancelled, and the
+//     operation settles from the cancelled response as a lookup closes it: failed, with
+//     what the provider billed for it as its cost (responses_cancel.go).
 //   - A retry with the key while the first request still follows the response, and the
 //     client's own GET /v1/responses/{id} through Settle (Retrieve), are answered from the
 //     provider's stored response; a GET that finds the response ended settles an operation
@@ -208,7 +212,7 @@ func (b *backgroundUpstream) Send(ctx context.Context, c Call) Reply {
 			return r
 		}
 		// The provider cut the stream of a response it goes on generating: read the rest.
-		return b.withRequestID(follow(ctx, b.up, b.deadline(), c, t.id, t, c.Event, c.Whole, r), r.RequestID)
+		return b.withRequestID(b.ended(ctx, c, t.id, follow(ctx, b.up, b.deadline(), c, t.id, t, c.Event, c.Whole, r), t.ended), r.RequestID)
 	}
 	if r.Outcome != ops.OutcomeOK {
 		return r
@@ -259,12 +263,35 @@ func (b *backgroundUpstream) followQuietly(ctx context.Context, c Call, id strin
 	if r.Outcome == ops.OutcomeOK {
 		r.Body = asm.final
 	}
-	return r
+	return b.ended(ctx, c, id, r, asm.whole())
 }
 
+// ended is the reply of an attempt whose follow of response id ended with r, whole when an
+// event ended the response: when the follow gave up and the provider says the response was
+// cancelled, the attempt ends saying so rather than as a stream that broke off. Its outcome
+// stays uncertain, since the provider billed what the response used before the cancel and
+// only its record says how much: the lookup of responses settles the operation from it
+// (Gateway.Cancel).
+func (b *backgroundUpstream) ended(ctx context.Context, c Call, id string, r Reply, whole bool) Reply {
+	if whole || r.ErrorCode == "upstream_stream_error" || id == "" {
+		return r
+	}
+	now := b.up.Send(ctx, Call{Method: http.MethodGet, Path: readPath(id, false, 0), OperationID: c.OperationID, TenantID: c.TenantID, Attempt: c.Attempt})
+	if s, ok := readState(now.Body); now.Outcome != ops.OutcomeOK || !ok || s.ID != id || s.Status != responseCancelled {
+		return r
+	}
+	return Reply{Outcome: ops.OutcomeTimeout, HTTPStatus: r.HTTPStatus, RequestID: r.RequestID, ErrorCode: errResponseCancelled,
+		Message: fmt.Sprintf("Response %s was cancelled before it ended.", id), Events: r.Events}
+}
+
+// errResponseCancelled is the error code of an attempt whose response was cancelled at the
+// provider before it ended.
+const errResponseCancelled = "response_cancelled"
+
 // continueEarlier goes on with the response an earlier attempt of the operation recorded,
-// when the provider still runs it or ended it with an answer; done is false when the request
-// is to be sent (the provider holds no such response, or it ended without an answer).
+// when the provider still runs it or ended it with an answer, and ends the request when it
+// was cancelled; done is false when the request is to be sent (the provider holds no such
+// response, or it failed).
 func (b *backgroundUpstream) continueEarlier(ctx context.Context, c Call) (Reply, bool) {
 	x := b.x
 	id, err := x.lastResponseID(ctx, c.OperationID)
@@ -289,6 +316,13 @@ func (b *backgroundUpstream) continueEarlier(ctx context.Context, c Call) (Reply
 	case !ok || s.ID != id:
 		return Reply{Outcome: ops.OutcomeTimeout, HTTPStatus: now.HTTPStatus, RequestID: now.RequestID, ErrorCode: "upstream_bad_response",
 			Message: "The provider's answer was not the response an earlier attempt created."}, true
+	case s.Status == responseCancelled:
+		// Someone stopped it on purpose: creating it again would undo the cancel and bill
+		// a second generation (ops rule 3). This attempt sends nothing and ends the
+		// request; the earlier, uncertain attempt leaves the operation unknown, to be
+		// settled from the cancelled response as a lookup closes it.
+		return Reply{Outcome: ops.OutcomeInvalid, HTTPStatus: now.HTTPStatus, RequestID: now.RequestID, ErrorCode: errResponseCancelled,
+			Message: fmt.Sprintf("response %s, which an earlier attempt of this call created, was cancelled, so it is not created again.", id)}, true
 	case !running(s.Status) && !answeredStatus(s.Status):
 		return Reply{}, false // it ended without an answer: the request may be sent again
 	case !c.Stream && !running(s.Status):
@@ -297,7 +331,8 @@ func (b *backgroundUpstream) continueEarlier(ctx context.Context, c Call) (Reply
 		x.answerNow(c.OperationID, now.RequestID, now.Body, true)
 		return b.followQuietly(ctx, c, id, -1, Reply{Outcome: ops.OutcomeTimeout, ErrorCode: "upstream_timeout", RequestID: now.RequestID}), true
 	case running(s.Status):
-		return follow(ctx, b.up, b.deadline(), c, id, newTracker(-1), c.Event, c.Whole, Reply{}), true
+		t := newTracker(-1)
+		return b.ended(ctx, c, id, follow(ctx, b.up, b.deadline(), c, id, t, c.Event, c.Whole, Reply{}), t.ended), true
 	}
 	// Ended with an answer: its events are the stored response's, passed on as a replay's.
 	evs, err := responsesAPI{}.replay(now.Body, x.req)

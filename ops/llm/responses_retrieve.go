@@ -41,31 +41,9 @@ const retrieveActor = "llm gateway (response read by its client)"
 // and 11): completed as succeeded with the response and its cost, failed or cancelled as
 // failed.
 func (g *Gateway) Retrieve(ctx context.Context, r Retrieval, out Sink) error {
-	if r.Tenant == nil || r.Tenant.ID <= 0 {
-		return ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
-	}
-	up := g.upstream(responsesRoute)
-	owners, _ := g.cfg.Refs.(ResponseOwners)
-	if up == nil || owners == nil {
-		return ops.Errorf(ops.ENOTFOUND, "Responses cannot be read through this server.")
-	}
-	if err := ops.CheckRef("response id", r.ID, ops.MaxRefBytes); err != nil {
-		return err
-	}
-	notFound := ops.Errorf(ops.ENOTFOUND, "No response %s was created through Settle with this tenant's tokens.", r.ID)
-	opID, err := owners.ResponseOperation(ctx, r.Tenant.ID, r.ID)
-	if ops.ErrorCode(err) == ops.ENOTFOUND {
-		return notFound
-	}
+	op, up, err := g.tenantResponse(ctx, r.Tenant, r.ID)
 	if err != nil {
 		return err
-	}
-	op, err := g.cfg.Ledger.Get(ctx, opID)
-	if err != nil {
-		return err
-	}
-	if op.TenantID != r.Tenant.ID || routeOf(op) != responsesRoute {
-		return notFound
 	}
 	if !r.Stream && op.Status == ops.StatusSucceeded && op.ProviderRef == r.ID && len(op.Result) > 0 && op.PurgedAt == nil {
 		if err := out.Begin(Head{OperationID: op.ID, ProviderRequestID: op.ProviderRequestID, Length: len(op.Result)}); err == nil {
@@ -112,6 +90,41 @@ func (g *Gateway) Retrieve(ctx context.Context, r Retrieval, out Sink) error {
 	return nil
 }
 
+// tenantResponse is the operation of tenant's call through Settle that recorded response id
+// on one of its attempts, and the provider of responses. The provider's account is shared by
+// every tenant, so any other id, whether another tenant's call created it or none through
+// Settle did, is not found, though the provider may hold it: nothing is asked of the
+// provider for it.
+func (g *Gateway) tenantResponse(ctx context.Context, tenant *ops.Tenant, id string) (*ops.Operation, Upstream, error) {
+	if tenant == nil || tenant.ID <= 0 {
+		return nil, nil, ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
+	}
+	up := g.upstream(responsesRoute)
+	owners, _ := g.cfg.Refs.(ResponseOwners)
+	if up == nil || owners == nil {
+		return nil, nil, ops.Errorf(ops.ENOTFOUND, "Responses cannot be read or cancelled through this server.")
+	}
+	if err := ops.CheckRef("response id", id, ops.MaxRefBytes); err != nil {
+		return nil, nil, err
+	}
+	notFound := ops.Errorf(ops.ENOTFOUND, "No response %s was created through Settle with this tenant's tokens.", id)
+	opID, err := owners.ResponseOperation(ctx, tenant.ID, id)
+	if ops.ErrorCode(err) == ops.ENOTFOUND {
+		return nil, nil, notFound
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	op, err := g.cfg.Ledger.Get(ctx, opID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if op.TenantID != tenant.ID || routeOf(op) != responsesRoute {
+		return nil, nil, notFound
+	}
+	return op, up, nil
+}
+
 // readError says why the provider's response could not be read.
 func readError(op *ops.Operation, id string, r Reply) error {
 	p := &Problem{UpstreamStatus: r.HTTPStatus}
@@ -129,6 +142,11 @@ func readError(op *ops.Operation, id string, r Reply) error {
 // client read one that ended: the lookup the desk and the reconciler make, which closes it
 // only when nobody is sending for it.
 func (g *Gateway) settleRead(ctx context.Context, op *ops.Operation) {
+	g.settleLookup(ctx, op, retrieveActor)
+}
+
+// settleLookup is settleRead by actor.
+func (g *Gateway) settleLookup(ctx context.Context, op *ops.Operation, actor string) {
 	if op.Status.Final() {
 		return
 	}
@@ -138,7 +156,7 @@ func (g *Gateway) settleRead(ctx context.Context, op *ops.Operation) {
 	}
 	cur, err := g.cfg.Ledger.Get(ctx, op.ID)
 	if err == nil && !cur.Status.Final() {
-		_, _, err = k.Lookup(ctx, cur, retrieveActor)
+		_, _, err = k.Lookup(ctx, cur, actor)
 	}
 	if err != nil {
 		g.cfg.Logger.WarnContext(ctx, "settle a response read by its client", "operation", op.ID, "err", err)

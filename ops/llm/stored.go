@@ -277,7 +277,12 @@ func (k *Lookups) answerOf(op *ops.Operation, answers []Stored, kind ops.Evidenc
 // apply closes op through the ledger's checked compare-and-set; a close that lost to another
 // is already_closed.
 func (k *Lookups) apply(ctx context.Context, op *ops.Operation, p ops.CloseParams) (ops.Applied, error) {
-	out, err := k.Ledger.Close(ctx, p)
+	return k.applied(ctx, op, func() (*ops.Operation, error) { return k.Ledger.Close(ctx, p) })
+}
+
+// applied is apply with the ledger's close given: Close, or CloseBilled.
+func (k *Lookups) applied(ctx context.Context, op *ops.Operation, closeOp func() (*ops.Operation, error)) (ops.Applied, error) {
+	out, err := closeOp()
 	var e *ops.Error
 	if errors.As(err, &e) && e.Closed != nil {
 		cur, _ := k.Ledger.Get(ctx, op.ID)
