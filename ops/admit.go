@@ -61,6 +61,9 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 	if in.Start.IsZero() {
 		in.Start = l.Clock.Now()
 	}
+	if in.ReplayOnly {
+		return l.replayOnly(ctx, in)
+	}
 	if in.Check == nil {
 		// Most intents are new: try the insert first, guarded by "no operation yet", which
 		// saves the lookup's round trip; an open one is joined in the same statement.
@@ -107,6 +110,24 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 		return l.admitted(ctx, in, o, err)
 	}
 	return Admission{}, fmt.Errorf("the intent %q kept changing during admission", in.IntentKey)
+}
+
+// replayOnly admits a request that may only reuse the intent's stored success. The
+// newest operation is the one that counts: an intent that succeeded opens no other while
+// its replay window lasts.
+func (l *Ledger) replayOnly(ctx context.Context, in Intent) (Admission, error) {
+	latest, err := l.store.LatestForIntent(ctx, in.TenantID, in.Kind, in.IntentKey)
+	if err != nil {
+		return Admission{}, err
+	}
+	if latest.Status != StatusSucceeded {
+		return Admission{}, Errorf(ENOTFOUND, "The intent %q has no stored result to reuse.", in.IntentKey)
+	}
+	if latest.ID == in.Holds {
+		// The caller's own operation from an earlier pass: no new client request.
+		return Admission{Verdict: VerdictReplay, Op: latest}, nil
+	}
+	return l.join(ctx, in, latest.ID)
 }
 
 // joinable says whether a request for in is answered by latest, the intent's newest

@@ -117,6 +117,10 @@ type Intent struct {
 	// Holds is the operation the caller already belongs to (a job that opened or joined it
 	// on an earlier pass): meeting it again records no new client request.
 	Holds string
+	// ReplayOnly admits the request only to a stored success of the intent, answered as a
+	// replay: nothing is opened or sent for it. An intent with no succeeded operation
+	// answers ENOTFOUND and records no client request, so the caller may ask again later.
+	ReplayOnly bool
 }
 
 func (in Intent) validate() error {

@@ -22,20 +22,12 @@ var errBudgetSpent = errors.New("the job's budget is spent")
 func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation, error) {
 	j, l := r.j, r.w.Ledger
 	intent := IntentKey(j.DedupKey)
-	if r.noSend {
-		// The API's reuse path only ever answers from a generation that succeeded.
-		latest, err := r.w.Store.LatestForIntent(bg, j.TenantID, ops.KindLLMJob, intent)
-		if err != nil && ops.ErrorCode(err) != ops.ENOTFOUND {
-			return nil, err
-		}
-		if latest == nil || latest.Status != ops.StatusSucceeded {
-			return nil, r.requeue(bg, 0, "", "")
-		}
-	}
 	budget := ""
 	adm, err := l.Admit(bg, ops.Intent{TenantID: j.TenantID, Kind: ops.KindLLMJob, Provider: r.w.Upstream.Name(),
 		IntentKey: intent, Fingerprint: j.DedupKey, ChatRef: "job:" + j.ID, Request: r.request(body),
 		RequestRef: "job:" + j.ID, Owner: r.owner, Holds: j.OperationID,
+		// The API's reuse path only ever answers from a generation that succeeded.
+		ReplayOnly: r.noSend,
 		// A dedup key names one computation for good: its success answers every later job.
 		ReplayFor: forever, HoldFailed: failedHold,
 		Check: func(ctx context.Context) error {
@@ -49,6 +41,9 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 			}
 			return nil
 		}})
+	if r.noSend && ops.ErrorCode(err) == ops.ENOTFOUND {
+		return nil, r.requeue(bg, 0, "", "")
+	}
 	if errors.Is(err, errBudgetSpent) {
 		return nil, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+budget+") before a generation could be sent.")
 	}
@@ -93,12 +88,14 @@ func (r *run) join(ctx context.Context, op *ops.Operation) error {
 	if r.j.OperationID == op.ID {
 		return nil
 	}
-	o, err := r.w.Ledger.Join(ctx, op.ID, op.Fingerprint, "job:"+r.j.ID)
+	adm, err := r.w.Ledger.Admit(ctx, ops.Intent{TenantID: r.j.TenantID, Kind: ops.KindLLMJob, Provider: op.Provider,
+		IntentKey: op.IntentKey, Fingerprint: op.Fingerprint, RequestRef: "job:" + r.j.ID, Holds: r.j.OperationID,
+		ReplayOnly: true})
+	if err == nil && adm.Verdict != ops.VerdictReplay {
+		err = ops.Errorf(ops.EINVALID, "The intent of generation %s is held by operation %s with other parameters.", op.ID, adm.Op.ID)
+	}
 	if err != nil {
 		return fmt.Errorf("join generation %s: %w", op.ID, err)
-	}
-	if err := r.w.Ledger.Answer(ctx, o.ClientRequestID, ops.AnswerReplayed); err != nil {
-		return err
 	}
 	_, err = r.change(ctx, JobChange{Status: StatusRunning, OperationID: op.ID})
 	return err

@@ -57,3 +57,46 @@ func TestAdmitRecordsTheInProgressAnswer(t *testing.T) {
 		t.Fatalf("admission left the in-flight request unanswered")
 	}
 }
+
+// TestAdmitReplayOnlyAnswersFromAStoredSuccess: a request that may only reuse a stored
+// result (a pipeline job's reuse path) is admitted to the intent's success and answered
+// replayed; without one it opens nothing, sends nothing and records no request (ops
+// rules 2 and 8).
+func TestAdmitReplayOnlyAnswersFromAStoredSuccess(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	in := f.refund("ord_reuse", 900)
+	in.RequestRef, in.Owner = "req-1", "worker-a"
+	reuse := in
+	reuse.RequestRef, reuse.Owner, reuse.ReplayOnly = "req-reuse", "", true
+	if adm, err := f.ledger.Admit(ctx, reuse); ops.ErrorCode(err) != ops.ENOTFOUND || adm.Op != nil {
+		t.Fatalf("reuse of an intent never seen: %+v %v, want ENOTFOUND", adm, err)
+	}
+	first, err := f.ledger.Admit(ctx, in)
+	if err != nil || first.Verdict != ops.VerdictSend {
+		t.Fatalf("first admission: %+v %v", first, err)
+	}
+	if adm, err := f.ledger.Admit(ctx, reuse); ops.ErrorCode(err) != ops.ENOTFOUND || adm.Op != nil {
+		t.Fatalf("reuse of an intent in flight: %+v %v, want ENOTFOUND", adm, err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE request_ref = 'req-reuse'`); n != 0 {
+		t.Fatalf("a reuse that found nothing recorded %d requests", n)
+	}
+	ok := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
+		return ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200, Result: &ops.Result{ProviderRef: "re_reuse", Body: []byte(`{}`)}}
+	})
+	if op, err := f.ledger.Run(ctx, first.Op, ok, ops.RunSpec{Owner: "worker-a", First: first.Attempt}); err != nil || op.Status != ops.StatusSucceeded {
+		t.Fatalf("run: %+v %v", op, err)
+	}
+	adm, err := f.ledger.Admit(ctx, reuse)
+	if err != nil || adm.Verdict != ops.VerdictReplay || adm.Op.ID != first.Op.ID {
+		t.Fatalf("reuse of a success: %+v %v", adm, err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE request_ref = 'req-reuse' AND answer = 'replayed' AND operation_id = $1`, first.Op.ID); n != 1 {
+		t.Fatalf("the reuse is not recorded as a replay of the success")
+	}
+	if n := f.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, first.Op.ID); n != 1 {
+		t.Fatalf("%d attempts, want the one send", n)
+	}
+}
