@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/static"
 )
 
@@ -67,7 +68,7 @@ func TestBrowserLLMLookup(t *testing.T) {
 	if n, err := worker.RunOnce(context.Background()); err != nil || n != 1 {
 		t.Fatalf("the worker took %d jobs: %v", n, err)
 	}
-	got, err := w.db.GetJob(context.Background(), 0, job.ID)
+	got, err := jobstore.New(w.db).GetJob(context.Background(), 0, job.ID)
 	var res struct {
 		Summary string `json:"summary"`
 	}
@@ -98,7 +99,7 @@ func (w *lookupWorld) unknownJob(t *testing.T) (*ops.Operation, *jobs.Job, *jobs
 	if n, err := worker.RunOnce(context.Background()); err != nil || n != 1 {
 		t.Fatalf("the worker took %d jobs: %v", n, err)
 	}
-	j, err := w.db.GetJob(context.Background(), 0, s.Job.ID)
+	j, err := jobstore.New(w.db).GetJob(context.Background(), 0, s.Job.ID)
 	if err != nil || j.Status != jobs.StatusUnknown {
 		t.Fatalf("job %v %+v, want unknown", err, j)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
@@ -26,7 +27,7 @@ var (
 	_ web.AuditReader     = (*pg.DB)(nil)
 	_ web.UserAdmin       = (*pg.DB)(nil)
 	_ web.TokenAdmin      = (*pg.DB)(nil)
-	_ web.JobViewer       = (*pg.DB)(nil)
+	_ web.JobViewer       = (*jobstore.Store)(nil)
 )
 
 // dashEnv is the dashboard wired for real: Postgres, the ledger, stripe-go and the fake
@@ -73,7 +74,7 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 	d := &desk.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db, Bulk: db}
 	s.DashboardDeps = web.DashboardDeps{
 		Desk: d, Bulk: d, SavedViews: &desk.SavedViews{Store: db, Audit: db, Clock: clock}, Timelines: db, SupportSearch: db,
-		AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: db,
+		AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: jobstore.New(db),
 	}
 	for _, w := range wire {
 		w(s, tw)

@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -55,7 +56,7 @@ func newLookupWorld(t *testing.T, o lookupSetup) *lookupWorld {
 	d := &desk.Desk{Ledger: ledger, Events: db, Audit: db, Completions: lookups, Findings: db, Bulk: db}
 	s.LLM, s.Operations = gw, db
 	s.DashboardDeps = web.DashboardDeps{Desk: d, Bulk: d, Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db,
-		TokenAdmin: db, JobViews: db}
+		TokenAdmin: db, JobViews: jobstore.New(db)}
 	e := start(t, tw, s.Handler())
 	w.gw, w.url = gw, e.url
 	for _, name := range llmTenants {

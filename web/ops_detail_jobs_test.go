@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 )
 
 // runJobs submits one job per key for one document and runs a worker against the fake LLM
@@ -43,7 +44,7 @@ func (e *dashEnv) runJobs(t *testing.T, keys ...string) []*jobs.Job {
 	}
 	out := make([]*jobs.Job, len(ids))
 	for i, id := range ids {
-		if out[i], err = e.db.GetJob(ctx, 0, id); err != nil {
+		if out[i], err = jobstore.New(e.db).GetJob(ctx, 0, id); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
@@ -199,7 +200,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		Approvals: cfg.Web.Approvals, Proposals: p.DB, People: p.DB, SSOIssuer: cfg.Web.SSO.Provider.Issuer}
 	srv.DashboardDeps = web.DashboardDeps{
 		Desk: dsk, Bulk: dsk, SavedViews: &desk.SavedViews{Store: p.DB, Audit: p.DB, Clock: p.Clock}, Timelines: p.DB,
-		SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB, JobViews: p.DB,
+		SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB, JobViews: jobstore.New(p.DB),
 		FollowUps: &desk.FollowUps{Store: p.DB, Clock: p.Clock},
 	}
 	srv.Recon = p.DB

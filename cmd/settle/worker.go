@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 )
 
 // JobsConfig is how pipeline jobs run, in serve, demo and 'settle worker'.
@@ -145,7 +146,7 @@ func (p *Program) jobService() *jobs.Service {
 	if err != nil {
 		p.Logger.Warn("jobs settings", "err", err)
 	}
-	s := &jobs.Service{Store: p.DB, Catalog: jobs.DefaultCatalog(), Clock: p.Clock, MaxAttempts: jc.MaxAttempts,
+	s := &jobs.Service{Store: jobstore.New(p.DB), Catalog: jobs.DefaultCatalog(), Clock: p.Clock, MaxAttempts: jc.MaxAttempts,
 		Deadline: jc.Deadline, MaxCostMicros: jc.MaxCostMicros, Logger: p.Logger}
 	if p.Config.LLM.BaseURL != "" {
 		if pool, err := p.jobPool(jc, 1); err == nil {
@@ -170,7 +171,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	}
 	pool := &jobs.Pool{}
 	for i := range n {
-		pool.Workers = append(pool.Workers, &jobs.Worker{Store: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
+		pool.Workers = append(pool.Workers, &jobs.Worker{Store: jobstore.New(p.DB), Events: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
 			Upstream: up, Prices: prices, Catalog: jobs.DefaultCatalog(), Owner: ops.NewOwner("jobs", fmt.Sprintf("%s:%d", id, i)),
 			Logger: p.Logger})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 )
 
 func TestJobsSettingsAreChecked(t *testing.T) {
@@ -77,7 +78,7 @@ func TestWorkerCommandPublishesJobs(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	j, err := db.GetJob(ctx, ten.ID, s.Job.ID)
+	j, err := jobstore.New(db).GetJob(ctx, ten.ID, s.Job.ID)
 	if err != nil || j.Status != jobs.StatusPublished || delivered.Load() != 1 {
 		t.Fatalf("job %v %v, %d deliveries", j, err, delivered.Load())
 	}
@@ -117,7 +118,7 @@ func TestJobWorkersInsideServe(t *testing.T) {
 	}
 	var j *jobs.Job
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if j, err = p.DB.GetJob(ctx, ten.ID, s.Job.ID); err == nil && j.Status == jobs.StatusPublished {
+		if j, err = jobstore.New(p.DB).GetJob(ctx, ten.ID, s.Job.ID); err == nil && j.Status == jobs.StatusPublished {
 			break
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/refund"
 )
 
@@ -23,6 +24,7 @@ var errDead = errors.New("chaos: this process was killed")
 // checks that no store method can slip past a dead process.
 type proc struct {
 	db   *pg.DB
+	jobs *jobstore.Store
 	dead atomic.Bool
 }
 
@@ -32,7 +34,7 @@ var (
 	_ refund.Store = (*proc)(nil)
 )
 
-func newProc(db *pg.DB) *proc { return &proc{db: db} }
+func newProc(db *pg.DB) *proc { return &proc{db: db, jobs: jobstore.New(db)} }
 
 // kill crashes the process.
 func (p *proc) kill() { p.dead.Store(true) }
@@ -169,7 +171,7 @@ func (p *proc) InsertJob(ctx context.Context, j *jobs.Job, up jobs.Checkpoint) (
 	if err := p.alive(); err != nil {
 		return nil, false, err
 	}
-	return p.db.InsertJob(ctx, j, up)
+	return p.jobs.InsertJob(ctx, j, up)
 }
 
 // GetJob implements jobs.Store.
@@ -177,7 +179,7 @@ func (p *proc) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Job
 	if err := p.alive(); err != nil {
 		return nil, err
 	}
-	return p.db.GetJob(ctx, tenantID, id)
+	return p.jobs.GetJob(ctx, tenantID, id)
 }
 
 // ClaimJobs implements jobs.Store.
@@ -185,7 +187,7 @@ func (p *proc) ClaimJobs(ctx context.Context, owner string, now, leaseUntil time
 	if err := p.alive(); err != nil {
 		return nil, err
 	}
-	return p.db.ClaimJobs(ctx, owner, now, leaseUntil, limit)
+	return p.jobs.ClaimJobs(ctx, owner, now, leaseUntil, limit)
 }
 
 // ClaimJob implements jobs.Store.
@@ -193,7 +195,7 @@ func (p *proc) ClaimJob(ctx context.Context, id, owner string, now, leaseUntil t
 	if err := p.alive(); err != nil {
 		return nil, err
 	}
-	return p.db.ClaimJob(ctx, id, owner, now, leaseUntil)
+	return p.jobs.ClaimJob(ctx, id, owner, now, leaseUntil)
 }
 
 // ExtendJob implements jobs.Store.
@@ -201,7 +203,7 @@ func (p *proc) ExtendJob(ctx context.Context, id, owner string, now, until time.
 	if err := p.alive(); err != nil {
 		return err
 	}
-	return p.db.ExtendJob(ctx, id, owner, now, until)
+	return p.jobs.ExtendJob(ctx, id, owner, now, until)
 }
 
 // ChangeJob implements jobs.Store.
@@ -209,7 +211,7 @@ func (p *proc) ChangeJob(ctx context.Context, c jobs.JobChange) (*jobs.Job, erro
 	if err := p.alive(); err != nil {
 		return nil, err
 	}
-	return p.db.ChangeJob(ctx, c)
+	return p.jobs.ChangeJob(ctx, c)
 }
 
 // SaveCheckpoint implements jobs.Store.
@@ -217,7 +219,7 @@ func (p *proc) SaveCheckpoint(ctx context.Context, c jobs.Checkpoint) error {
 	if err := p.alive(); err != nil {
 		return err
 	}
-	return p.db.SaveCheckpoint(ctx, c)
+	return p.jobs.SaveCheckpoint(ctx, c)
 }
 
 // FindCheckpoint implements jobs.Store.
@@ -225,7 +227,7 @@ func (p *proc) FindCheckpoint(ctx context.Context, dedupKey string, stage jobs.S
 	if err := p.alive(); err != nil {
 		return nil, err
 	}
-	return p.db.FindCheckpoint(ctx, dedupKey, stage, inputHash, codeVersion)
+	return p.jobs.FindCheckpoint(ctx, dedupKey, stage, inputHash, codeVersion)
 }
 
 // Checkpoints implements jobs.Store.
@@ -233,7 +235,7 @@ func (p *proc) Checkpoints(ctx context.Context, j *jobs.Job) ([]jobs.Checkpoint,
 	if err := p.alive(); err != nil {
 		return nil, err
 	}
-	return p.db.Checkpoints(ctx, j)
+	return p.jobs.Checkpoints(ctx, j)
 }
 
 // PublishJob implements jobs.Store.
@@ -241,5 +243,5 @@ func (p *proc) PublishJob(ctx context.Context, pp jobs.PublishParams) (*jobs.Job
 	if err := p.alive(); err != nil {
 		return nil, false, err
 	}
-	return p.db.PublishJob(ctx, pp)
+	return p.jobs.PublishJob(ctx, pp)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
@@ -387,7 +388,7 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 		r.chats = append(r.chats, chatSeen{intent: in.Name, err: err, began: out.began, head: out.head, body: out.buf.String()})
 		r.mu.Unlock()
 	case ops.KindLLMJob:
-		svc := &jobs.Service{Store: r.db, Catalog: jobs.DefaultCatalog(), Clock: r.clock}
+		svc := &jobs.Service{Store: jobstore.New(r.db), Catalog: jobs.DefaultCatalog(), Clock: r.clock}
 		for _, key := range in.JobKeys {
 			sub := jobs.Submission{TenantID: t.ID, IdempotencyKey: key, Document: jobs.Document{Text: in.Doc},
 				Pipeline: "summarise", PromptVersion: "v1", ModelProfile: "fast", RequestRef: ref}

@@ -22,6 +22,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -114,13 +115,13 @@ func (w *World) Upstream(base string, c openai.Config) llm.Upstream {
 // JobWorker is a job worker on the world's database, calling up, on the system clock (its
 // leases must run on real time) with the jobs' ledger of the given lease and policy.
 func (w *World) JobWorker(up llm.Upstream, owner string, lease time.Duration, retryUncertain bool) *jobs.Worker {
-	return &jobs.Worker{Store: w.DB, Ledger: jobs.NewLedger(w.DB, ops.SystemClock{}, lease, retryUncertain), Upstream: up,
+	return &jobs.Worker{Store: jobstore.New(w.DB), Events: w.DB, Ledger: jobs.NewLedger(w.DB, ops.SystemClock{}, lease, retryUncertain), Upstream: up,
 		Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(), Owner: owner, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // Jobs is the jobs service on the world's database, on the system clock.
 func (w *World) Jobs() *jobs.Service {
-	return &jobs.Service{Store: w.DB, Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
+	return &jobs.Service{Store: jobstore.New(w.DB), Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
 }
 
 // Server is the web server on the world's database: accounts, queues, readiness, sessions

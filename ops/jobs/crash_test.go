@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -119,7 +120,7 @@ func TestWorkerKilledAtEachCrashPoint(t *testing.T) {
 
 			succeeded := 0
 			for _, j := range all {
-				got, err := db.GetJob(ctx, 0, j.ID)
+				got, err := jobstore.New(db).GetJob(ctx, 0, j.ID)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 )
 
 func TestMain(m *testing.M) { testworld.Main(m) }
@@ -111,7 +112,7 @@ func (e *env) count(t *testing.T, q string, args ...any) int {
 
 func (e *env) job(t *testing.T, id string) *jobs.Job {
 	t.Helper()
-	j, err := e.db.GetJob(context.Background(), 0, id)
+	j, err := jobstore.New(e.db).GetJob(context.Background(), 0, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,11 +204,11 @@ func TestTwoWorkersOnTheSameJobPublishOnce(t *testing.T) {
 	w1, w2 := e.worker("w1", false), e.worker("w2", false)
 	ctx := context.Background()
 	now := time.Now()
-	c1, err := e.db.ClaimJobs(ctx, "w1", now, now.Add(e.lease), 5)
+	c1, err := jobstore.New(e.db).ClaimJobs(ctx, "w1", now, now.Add(e.lease), 5)
 	if err != nil || len(c1) != 1 {
 		t.Fatalf("w1 claim: %v %v", c1, err)
 	}
-	if c2, err := e.db.ClaimJobs(ctx, "w2", now, now.Add(e.lease), 5); err != nil || len(c2) != 0 {
+	if c2, err := jobstore.New(e.db).ClaimJobs(ctx, "w2", now, now.Add(e.lease), 5); err != nil || len(c2) != 0 {
 		t.Fatalf("w2 claimed a leased job: %v %v", c2, err)
 	}
 	// w1 stalls long enough to lose its lease but is still alive: w2 takes the job over and
@@ -215,7 +216,7 @@ func TestTwoWorkersOnTheSameJobPublishOnce(t *testing.T) {
 	if _, err := e.db.Pool.Exec(ctx, `UPDATE jobs SET lease_until = now() - interval '1 second' WHERE id = $1`, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	c2, err := e.db.ClaimJobs(ctx, "w2", time.Now(), time.Now().Add(e.lease), 5)
+	c2, err := jobstore.New(e.db).ClaimJobs(ctx, "w2", time.Now(), time.Now().Add(e.lease), 5)
 	if err != nil || len(c2) != 1 {
 		t.Fatalf("w2 take over: %v %v", c2, err)
 	}

@@ -75,9 +75,11 @@ type Worker struct {
 	Upstream llm.Upstream
 	// Lookups asks the provider what a generation's uncertain attempt made before it is
 	// sent again (ops rule 3). Nil: the Upstream's own store of completions when it keeps
-	// one (ops/openai does), with the charges found recorded in Store when it records
-	// provider charges.
+	// one (ops/openai does), with the charges found recorded in Events.
 	Lookups *llm.Lookups
+	// Events records the provider charges a lookup finds, so reconciliation and the alerts
+	// count the generation it found; the ledger's store is one. Nil records none.
+	Events  ops.EventStore
 	Prices  *llm.PriceTable
 	Catalog *Catalog
 	// Owner names this worker in leases and audit rows; unique per worker.
@@ -170,7 +172,7 @@ func (w *Worker) lookups() *llm.Lookups {
 	}
 	k := &llm.Lookups{Ledger: w.Ledger, Prices: w.Prices}
 	k.Store, _ = w.Upstream.(llm.StoredCompletions)
-	k.Events, _ = w.Store.(ops.EventStore)
+	k.Events = w.Events
 	return k
 }
 

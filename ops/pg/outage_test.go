@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -204,7 +205,7 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 			(&desk.BulkRunner{Desk: &desk.Desk{Ledger: ledger, Bulk: db}, Queues: db, Owner: "bulk", Interval: every, Logger: log}).Loop().Run(ctx)
 		},
 		"job worker": func(ctx context.Context, log *slog.Logger) {
-			(&jobs.Worker{Store: db, Ledger: jobs.NewLedger(db, clock, time.Minute, false), Owner: "jobs", Poll: every, Logger: log}).Loop().Run(ctx)
+			(&jobs.Worker{Store: jobstore.New(db), Events: db, Ledger: jobs.NewLedger(db, clock, time.Minute, false), Owner: "jobs", Poll: every, Logger: log}).Loop().Run(ctx)
 		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())

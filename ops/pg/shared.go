@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,3 +49,9 @@ const ExtraGenerations = extraGenerations
 
 // NullTime is t, or SQL NULL when ok is false.
 func NullTime(ok bool, t time.Time) any { return nullTime(ok, t) }
+
+// NullStr is s, or SQL NULL when s is empty.
+func NullStr(s string) any { return nullStr(s) }
+
+// JSONOrNil is b as JSON text, or SQL NULL when b is empty.
+func JSONOrNil(b json.RawMessage) any { return jsonOrNil(b) }

@@ -34,6 +34,7 @@ import (
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 )
 
 func main() {
@@ -73,7 +74,7 @@ func run(ctx context.Context) error {
 	clock := ops.SystemClock{}
 	pool := &jobs.Pool{}
 	for i := range n {
-		pool.Workers = append(pool.Workers, &jobs.Worker{Store: db, Ledger: jobs.NewLedger(db, clock, lease, retry),
+		pool.Workers = append(pool.Workers, &jobs.Worker{Store: jobstore.New(db), Events: db, Ledger: jobs.NewLedger(db, clock, lease, retry),
 			Upstream: up, Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(),
 			Owner: ops.NewOwner("jobworker", fmt.Sprintf("%d-%d", os.Getpid(), i)), Hooks: jobs.WorkerHooks{AtPoint: crashAt(point, logger)},
 			Poll: 100 * time.Millisecond, Logger: logger})

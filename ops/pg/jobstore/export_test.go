@@ -1,4 +1,4 @@
-package pg
+package jobstore
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // JobsForOperationPlans returns the plans of JobsForOperation's two reads, for the test
 // that checks indexes serve them.
-func (db *DB) JobsForOperationPlans(ctx context.Context, opID, dedupKey string, jobIDs []string) (map[string]string, error) {
+func (s *Store) JobsForOperationPlans(ctx context.Context, opID, dedupKey string, jobIDs []string) (map[string]string, error) {
 	plans := map[string]string{}
 	for name, q := range map[string]struct {
 		sql  string
@@ -21,7 +21,7 @@ func (db *DB) JobsForOperationPlans(ctx context.Context, opID, dedupKey string, 
 		"jobs":        {operationJobsQuery, []any{opID, jobs.IntentKey(""), jobs.MaxOperationJobs + 1}},
 		"checkpoints": {operationCheckpointsQuery, []any{dedupKey, jobIDs, maxOperationCheckpoints}},
 	} {
-		rows, err := db.Pool.Query(ctx, "EXPLAIN "+q.sql, q.args...)
+		rows, err := s.db.Pool.Query(ctx, "EXPLAIN "+q.sql, q.args...)
 		if err != nil {
 			return nil, fmt.Errorf("explain %s: %w", name, err)
 		}

@@ -1,9 +1,11 @@
-package pg
+// Package jobstore holds the pipeline jobs' statements: jobs and job_checkpoints, the
+// claims and leases of the workers, the publication of a result with its event in
+// job_outbox, and the reads of the operation page's jobs. It implements jobs.Store.
+package jobstore
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,15 +13,22 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
-	"github.com/settle-dev/settle/ops/outbox"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
-var (
-	_ jobs.Store        = (*DB)(nil)
-	_ outbox.InboxStore = (*DB)(nil)
-	_ outbox.Store      = JobOutbox{}
-	_ outbox.Pruner     = JobOutbox{}
-)
+var _ jobs.Store = (*Store)(nil)
+
+// Store is the pipeline jobs' store on db's pool.
+type Store struct{ db *pg.DB }
+
+// New returns the jobs' store on db.
+func New(db *pg.DB) *Store { return &Store{db: db} }
+
+// LatestForIntent implements jobs.Store with the ledger's own read: a job's worker finds
+// its generation's operation by the dedup key.
+func (s *Store) LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error) {
+	return s.db.LatestForIntent(ctx, tenantID, kind, intentKey)
+}
 
 // jobCols are the job columns every query returns, in scanJob's order.
 const jobCols = `j.id::text, j.tenant_id, j.idempotency_key, j.request_fingerprint, j.request_ref, j.dedup_key,
@@ -49,24 +58,24 @@ func collectJobs(rows pgx.Rows, what string) ([]*jobs.Job, error) {
 	for rows.Next() {
 		j, err := scanJob(rows)
 		if err != nil {
-			return nil, interpret(err, what)
+			return nil, pg.Interpret(err, what)
 		}
 		out = append(out, j)
 	}
-	return out, interpret(rows.Err(), what)
+	return out, pg.Interpret(rows.Err(), what)
 }
 
 // InsertJob implements jobs.Store: one statement inserts the job and its uploaded
 // checkpoint, or finds the tenant's job with the same idempotency key and counts the repeat.
-func (db *DB) InsertJob(ctx context.Context, j *jobs.Job, up jobs.Checkpoint) (*jobs.Job, bool, error) {
+func (s *Store) InsertJob(ctx context.Context, j *jobs.Job, up jobs.Checkpoint) (*jobs.Job, bool, error) {
 	args := pgx.NamedArgs{
 		"id": j.ID, "tenant": j.TenantID, "key": j.IdempotencyKey, "fp": j.RequestFingerprint, "ref": j.RequestRef,
-		"dedup": j.DedupKey, "dhash": j.DocumentHash, "dref": j.DocumentRef, "text": nullStr(j.DocumentText),
+		"dedup": j.DedupKey, "dhash": j.DocumentHash, "dref": j.DocumentRef, "text": pg.NullStr(j.DocumentText),
 		"pipeline": j.Pipeline, "prompt": j.PromptVersion, "profile": j.ModelProfile,
 		"max_attempts": j.MaxAttempts, "max_cost": j.MaxCostMicros, "deadline": j.Deadline, "now": j.CreatedAt,
-		"cp_in": up.InputHash, "cp_code": up.CodeVersion, "cp_result": jsonOrNil(up.Result),
+		"cp_in": up.InputHash, "cp_code": up.CodeVersion, "cp_result": pg.JSONOrNil(up.Result),
 	}
-	row := db.Pool.QueryRow(ctx, `
+	row := s.db.Pool.QueryRow(ctx, `
 WITH ins AS (
 	INSERT INTO jobs AS j (id, tenant_id, idempotency_key, request_fingerprint, request_ref, dedup_key,
 		document_hash, document_ref, document_text, pipeline, prompt_version, model_profile,
@@ -85,22 +94,22 @@ SELECT * FROM ins`, args)
 	var existed bool
 	out, err := scanJob(row, &existed)
 	if err != nil {
-		return nil, false, interpret(err, "insert job")
+		return nil, false, pg.Interpret(err, "insert job")
 	}
 	return out, !existed, nil
 }
 
 // GetJob implements jobs.Store.
-func (db *DB) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Job, error) {
+func (s *Store) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Job, error) {
 	if _, err := uuid.Parse(id); err != nil {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No job %q.", id)
 	}
-	j, err := scanJob(db.Pool.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs j WHERE j.id = $1 AND ($2 = 0 OR j.tenant_id = $2)`, id, tenantID))
+	j, err := scanJob(s.db.Pool.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs j WHERE j.id = $1 AND ($2 = 0 OR j.tenant_id = $2)`, id, tenantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No job %s.", id)
 	}
 	if err != nil {
-		return nil, interpret(err, "get job")
+		return nil, pg.Interpret(err, "get job")
 	}
 	return j, nil
 }
@@ -112,8 +121,8 @@ const claimable = `((j.status = 'queued' AND j.run_after <= @now)
 	OR (j.status = 'unknown' AND EXISTS (SELECT 1 FROM operations o WHERE o.id = j.operation_id AND o.status IN ('succeeded', 'failed'))))`
 
 // ClaimJobs implements jobs.Store.
-func (db *DB) ClaimJobs(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*jobs.Job, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (s *Store) ClaimJobs(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*jobs.Job, error) {
+	rows, err := s.db.Pool.Query(ctx, `
 WITH c AS (
 	SELECT j.id FROM jobs j WHERE `+claimable+`
 	ORDER BY j.run_after, j.created_at LIMIT @limit
@@ -123,14 +132,14 @@ UPDATE jobs j SET status = 'running', lease_owner = @owner, lease_until = @until
 FROM c WHERE j.id = c.id
 RETURNING `+jobCols, pgx.NamedArgs{"now": now, "owner": owner, "until": leaseUntil, "limit": limit})
 	if err != nil {
-		return nil, interpret(err, "claim jobs")
+		return nil, pg.Interpret(err, "claim jobs")
 	}
 	return collectJobs(rows, "claim jobs")
 }
 
 // ClaimJob implements jobs.Store.
-func (db *DB) ClaimJob(ctx context.Context, id, owner string, now, leaseUntil time.Time) (*jobs.Job, error) {
-	row := db.Pool.QueryRow(ctx, `
+func (s *Store) ClaimJob(ctx context.Context, id, owner string, now, leaseUntil time.Time) (*jobs.Job, error) {
+	row := s.db.Pool.QueryRow(ctx, `
 WITH c AS (
 	SELECT j.id FROM jobs j WHERE j.id = @id AND `+claimable+`
 	FOR UPDATE OF j SKIP LOCKED
@@ -143,17 +152,17 @@ RETURNING `+jobCols, pgx.NamedArgs{"id": id, "now": now, "owner": owner, "until"
 		return nil, ops.Errorf(ops.ECONFLICT, "Job %s is not claimable now.", id)
 	}
 	if err != nil {
-		return nil, interpret(err, "claim job")
+		return nil, pg.Interpret(err, "claim job")
 	}
 	return j, nil
 }
 
 // ExtendJob implements jobs.Store.
-func (db *DB) ExtendJob(ctx context.Context, id, owner string, now, until time.Time) error {
-	tag, err := db.Pool.Exec(ctx, `UPDATE jobs SET lease_until = $3, updated_at = $4
+func (s *Store) ExtendJob(ctx context.Context, id, owner string, now, until time.Time) error {
+	tag, err := s.db.Pool.Exec(ctx, `UPDATE jobs SET lease_until = $3, updated_at = $4
 WHERE id = $1 AND lease_owner = $2 AND status = 'running'`, id, owner, until, now)
 	if err != nil {
-		return interpret(err, "extend job lease")
+		return pg.Interpret(err, "extend job lease")
 	}
 	if tag.RowsAffected() == 0 {
 		return ops.Errorf(ops.ECONFLICT, "Job %s is no longer leased to %s.", id, owner)
@@ -162,9 +171,9 @@ WHERE id = $1 AND lease_owner = $2 AND status = 'running'`, id, owner, until, no
 }
 
 // ChangeJob implements jobs.Store.
-func (db *DB) ChangeJob(ctx context.Context, c jobs.JobChange) (*jobs.Job, error) {
+func (s *Store) ChangeJob(ctx context.Context, c jobs.JobChange) (*jobs.Job, error) {
 	release := c.Release || c.Status != jobs.StatusRunning
-	row := db.Pool.QueryRow(ctx, `
+	row := s.db.Pool.QueryRow(ctx, `
 UPDATE jobs j SET status = @status, updated_at = @now,
 	lease_owner = CASE WHEN @release THEN '' ELSE lease_owner END,
 	lease_until = CASE WHEN @release THEN NULL ELSE lease_until END,
@@ -181,22 +190,22 @@ RETURNING `+jobCols, pgx.NamedArgs{"id": c.ID, "owner": c.Owner, "now": c.Now, "
 		return nil, ops.Errorf(ops.ECONFLICT, "Job %s is no longer leased to %s.", c.ID, c.Owner)
 	}
 	if err != nil {
-		return nil, interpret(err, "change job")
+		return nil, pg.Interpret(err, "change job")
 	}
 	return j, nil
 }
 
 // SaveCheckpoint implements jobs.Store. An ok checkpoint stays as it is: its stage ran once
 // for this input and code version.
-func (db *DB) SaveCheckpoint(ctx context.Context, c jobs.Checkpoint) error {
-	_, err := db.Pool.Exec(ctx, `
+func (s *Store) SaveCheckpoint(ctx context.Context, c jobs.Checkpoint) error {
+	_, err := s.db.Pool.Exec(ctx, `
 INSERT INTO job_checkpoints AS k (tenant_id, dedup_key, job_id, stage, input_hash, code_version, status, attempt, result, created_at, updated_at)
 VALUES (@tenant, @dedup, @job, @stage, @in, @code, @status, @attempt, @result::jsonb, @now, @now)
 ON CONFLICT (dedup_key, stage, input_hash, code_version) DO UPDATE
 SET status = excluded.status, attempt = excluded.attempt, result = excluded.result, job_id = excluded.job_id, updated_at = excluded.updated_at
 WHERE k.status <> 'ok'`, pgx.NamedArgs{"tenant": c.TenantID, "dedup": c.DedupKey, "job": c.JobID, "stage": string(c.Stage),
-		"in": c.InputHash, "code": c.CodeVersion, "status": c.Status, "attempt": c.Attempt, "result": jsonOrNil(c.Result), "now": c.CreatedAt})
-	return interpret(err, "save checkpoint")
+		"in": c.InputHash, "code": c.CodeVersion, "status": c.Status, "attempt": c.Attempt, "result": pg.JSONOrNil(c.Result), "now": c.CreatedAt})
+	return pg.Interpret(err, "save checkpoint")
 }
 
 const checkpointCols = `k.tenant_id, k.dedup_key, k.job_id::text, k.stage, k.input_hash, k.code_version, k.status, k.attempt,
@@ -212,31 +221,31 @@ func scanCheckpoint(row pgx.Row) (jobs.Checkpoint, error) {
 }
 
 // FindCheckpoint implements jobs.Store.
-func (db *DB) FindCheckpoint(ctx context.Context, dedupKey string, stage jobs.Stage, inputHash, codeVersion string) (*jobs.Checkpoint, error) {
-	c, err := scanCheckpoint(db.Pool.QueryRow(ctx, `SELECT `+checkpointCols+` FROM job_checkpoints k
+func (s *Store) FindCheckpoint(ctx context.Context, dedupKey string, stage jobs.Stage, inputHash, codeVersion string) (*jobs.Checkpoint, error) {
+	c, err := scanCheckpoint(s.db.Pool.QueryRow(ctx, `SELECT `+checkpointCols+` FROM job_checkpoints k
 WHERE k.dedup_key = $1 AND k.stage = $2 AND k.input_hash = $3 AND k.code_version = $4`, dedupKey, string(stage), inputHash, codeVersion))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No %s checkpoint for this input.", stage)
 	}
 	if err != nil {
-		return nil, interpret(err, "find checkpoint")
+		return nil, pg.Interpret(err, "find checkpoint")
 	}
 	return &c, nil
 }
 
 // Checkpoints implements jobs.Store: the newest checkpoint of each stage of the job's
 // computation, and the published checkpoint of this job only.
-func (db *DB) Checkpoints(ctx context.Context, j *jobs.Job) ([]jobs.Checkpoint, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (s *Store) Checkpoints(ctx context.Context, j *jobs.Job) ([]jobs.Checkpoint, error) {
+	rows, err := s.db.Pool.Query(ctx, `
 SELECT DISTINCT ON (k.stage) `+checkpointCols+` FROM job_checkpoints k
 WHERE k.dedup_key = $1 AND (k.stage <> 'published' OR k.job_id = $2::uuid)
 ORDER BY k.stage, k.updated_at DESC, k.id DESC`, j.DedupKey, j.ID)
 	if err != nil {
-		return nil, interpret(err, "list checkpoints")
+		return nil, pg.Interpret(err, "list checkpoints")
 	}
 	cps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Checkpoint, error) { return scanCheckpoint(r) })
 	if err != nil {
-		return nil, interpret(err, "list checkpoints")
+		return nil, pg.Interpret(err, "list checkpoints")
 	}
 	// Lifecycle order, not alphabetical.
 	out := make([]jobs.Checkpoint, 0, len(cps))
@@ -252,9 +261,9 @@ ORDER BY k.stage, k.updated_at DESC, k.id DESC`, j.DedupKey, j.ID)
 
 // PublishJob implements jobs.Store: the job's status, its published checkpoint and its
 // event commit together or not at all (ops rule 10), and only once per job.
-func (db *DB) PublishJob(ctx context.Context, p jobs.PublishParams) (*jobs.Job, bool, error) {
+func (s *Store) PublishJob(ctx context.Context, p jobs.PublishParams) (*jobs.Job, bool, error) {
 	c := p.Checkpoint
-	row := db.Pool.QueryRow(ctx, `
+	row := s.db.Pool.QueryRow(ctx, `
 WITH up AS (
 	UPDATE jobs j SET status = 'published', result = @result::jsonb, published_at = @now, updated_at = @now,
 		lease_owner = '', lease_until = NULL, error_code = '', error_message = ''
@@ -268,12 +277,12 @@ WITH up AS (
 	INSERT INTO job_outbox (event_id, topic, entity_id, payload, created_at)
 	SELECT @event_id::uuid, @topic, up.id, @payload::jsonb, @now FROM up
 )
-SELECT * FROM up`, pgx.NamedArgs{"id": p.Job.ID, "owner": p.Owner, "now": p.Now, "result": jsonOrNil(p.Result),
-		"in": c.InputHash, "code": c.CodeVersion, "attempt": c.Attempt, "cp_result": jsonOrNil(c.Result),
+SELECT * FROM up`, pgx.NamedArgs{"id": p.Job.ID, "owner": p.Owner, "now": p.Now, "result": pg.JSONOrNil(p.Result),
+		"in": c.InputHash, "code": c.CodeVersion, "attempt": c.Attempt, "cp_result": pg.JSONOrNil(c.Result),
 		"event_id": p.EventID, "topic": jobs.TopicPublished, "payload": string(p.Payload)})
 	j, err := scanJob(row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := db.GetJob(ctx, 0, p.Job.ID)
+		cur, gerr := s.GetJob(ctx, 0, p.Job.ID)
 		if gerr != nil {
 			return nil, false, gerr
 		}
@@ -283,16 +292,16 @@ SELECT * FROM up`, pgx.NamedArgs{"id": p.Job.ID, "owner": p.Owner, "now": p.Now,
 		return cur, false, ops.Errorf(ops.ECONFLICT, "Job %s is no longer leased to %s (now %s).", p.Job.ID, p.Owner, cur.Status)
 	}
 	if err != nil {
-		return nil, false, interpret(err, "publish job")
+		return nil, false, pg.Interpret(err, "publish job")
 	}
 	return j, true, nil
 }
 
 // JobCounts returns how many jobs are in each status, for the demo and the metrics.
-func (db *DB) JobCounts(ctx context.Context) (map[jobs.Status]int64, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
+func (s *Store) JobCounts(ctx context.Context) (map[jobs.Status]int64, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT status, count(*) FROM jobs GROUP BY status`)
 	if err != nil {
-		return nil, interpret(err, "count jobs")
+		return nil, pg.Interpret(err, "count jobs")
 	}
 	defer rows.Close()
 	out := map[jobs.Status]int64{}
@@ -300,75 +309,9 @@ func (db *DB) JobCounts(ctx context.Context) (map[jobs.Status]int64, error) {
 		var s string
 		var n int64
 		if err := rows.Scan(&s, &n); err != nil {
-			return nil, interpret(err, "count jobs")
+			return nil, pg.Interpret(err, "count jobs")
 		}
 		out[jobs.Status(s)] = n
 	}
-	return out, interpret(rows.Err(), "count jobs")
-}
-
-// JobOutbox is the jobs' outbox table as an outbox.Store, for an outbox.Relay of its own.
-type JobOutbox struct{ DB *DB }
-
-// ClaimEvents implements outbox.Store.
-func (o JobOutbox) ClaimEvents(ctx context.Context, now, holdUntil time.Time, limit int) ([]outbox.Event, error) {
-	return o.DB.claimEvents(ctx, "job_outbox", "job event", now, holdUntil, limit)
-}
-
-// MarkPublished implements outbox.Store.
-func (o JobOutbox) MarkPublished(ctx context.Context, ids []int64, at time.Time) error {
-	return o.DB.markPublished(ctx, "job_outbox", "job event", ids, at)
-}
-
-// PruneEvents implements outbox.Pruner. A job is published once by its status, not by
-// its event row, so pruning delivered rows leaves that guarantee whole.
-func (o JobOutbox) PruneEvents(ctx context.Context, publishedBefore time.Time) (int64, error) {
-	return o.DB.pruneDelivered(ctx, "job_outbox", publishedBefore)
-}
-
-// MarkFailed implements outbox.Store.
-func (o JobOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, reason string) error {
-	return o.DB.markFailed(ctx, "job_outbox", "job event", id, retryAt, reason)
-}
-
-// ApplyOnce implements outbox.InboxStore: the inbox row and apply's writes share one
-// transaction, which apply gets as an outbox.Tx.
-func (db *DB) ApplyOnce(ctx context.Context, consumer string, e outbox.Event, at time.Time, apply func(ctx context.Context, tx outbox.Tx) error) (bool, error) {
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		return false, interpret(err, "begin inbox transaction")
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	tag, err := tx.Exec(ctx, `INSERT INTO consumed_events (consumer, event_id, topic, entity_id, payload, applied_at)
-VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, event_id) DO NOTHING`, consumer, e.EventID, e.Topic, e.EntityID, jsonOrNil(e.Payload), at)
-	if err != nil {
-		return false, interpret(err, "record consumed event")
-	}
-	if tag.RowsAffected() == 0 {
-		return false, nil
-	}
-	if err := apply(ctx, inboxTx{tx}); err != nil {
-		return false, fmt.Errorf("apply: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, interpret(err, "commit consumed event")
-	}
-	return true, nil
-}
-
-// inboxTx is the inbox's transaction as outbox.Tx, for a receiver's own writes.
-type inboxTx struct{ tx pgx.Tx }
-
-// Exec implements outbox.Tx.
-func (t inboxTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, sql, args...)
-	if err != nil {
-		return 0, fmt.Errorf("receiver's statement: %w", err)
-	}
-	return tag.RowsAffected(), nil
-}
-
-// QueryRow implements outbox.Tx.
-func (t inboxTx) QueryRow(ctx context.Context, sql string, args ...any) outbox.Row {
-	return t.tx.QueryRow(ctx, sql, args...)
+	return out, pg.Interpret(rows.Err(), "count jobs")
 }

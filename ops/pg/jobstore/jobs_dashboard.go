@@ -1,4 +1,4 @@
-package pg
+package jobstore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
 // maxOperationCheckpoints bounds the checkpoints read for one computation: a few per stage
@@ -38,20 +39,20 @@ LIMIT $3`
 // returns up to jobs.MaxOperationJobs+1 jobs, and none for an operation of another kind. Both
 // reads share one snapshot so that a worker moving a job on between them cannot show a
 // checkpoint the job's status contradicts.
-func (db *DB) JobsForOperation(ctx context.Context, opID string) ([]jobs.OperationJob, error) {
+func (s *Store) JobsForOperation(ctx context.Context, opID string) ([]jobs.OperationJob, error) {
 	if _, err := uuid.Parse(opID); err != nil {
 		return nil, nil // not an operation id, so no job can use it
 	}
-	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, interpret(err, "begin jobs of operation")
+		return nil, pg.Interpret(err, "begin jobs of operation")
 	}
 	// Read-only: rolling back is how it ends, on success too.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	rows, err := tx.Query(ctx, operationJobsQuery, opID, jobs.IntentKey(""), jobs.MaxOperationJobs+1)
 	if err != nil {
-		return nil, interpret(err, "list jobs of operation")
+		return nil, pg.Interpret(err, "list jobs of operation")
 	}
 	js, err := collectJobs(rows, "list jobs of operation")
 	if err != nil {
@@ -66,11 +67,11 @@ func (db *DB) JobsForOperation(ctx context.Context, opID string) ([]jobs.Operati
 	}
 	rows, err = tx.Query(ctx, operationCheckpointsQuery, js[0].DedupKey, ids, maxOperationCheckpoints)
 	if err != nil {
-		return nil, interpret(err, "list checkpoints of operation")
+		return nil, pg.Interpret(err, "list checkpoints of operation")
 	}
 	cps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Checkpoint, error) { return scanCheckpoint(r) })
 	if err != nil {
-		return nil, interpret(err, "list checkpoints of operation")
+		return nil, pg.Interpret(err, "list checkpoints of operation")
 	}
 	out := make([]jobs.OperationJob, len(js))
 	for i, j := range js {

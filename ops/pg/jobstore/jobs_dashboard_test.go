@@ -1,4 +1,4 @@
-package pg_test
+package jobstore_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -19,6 +20,7 @@ import (
 // leaves them, without running one.
 type jobFixture struct {
 	db     *pg.DB
+	jobs   *jobstore.Store
 	tenant int64
 	dedup  string
 }
@@ -29,7 +31,7 @@ func newJobFixture(t *testing.T, db *pg.DB, doc string) *jobFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &jobFixture{db: db, tenant: tn.ID, dedup: jobs.DedupKey(tn.ID, doc, "summarise", "v1", "fast")}
+	return &jobFixture{db: db, jobs: jobstore.New(db), tenant: tn.ID, dedup: jobs.DedupKey(tn.ID, doc, "summarise", "v1", "fast")}
 }
 
 // openGeneration opens the llm_job operation of the fixture's dedup key.
@@ -52,17 +54,17 @@ func (f *jobFixture) submit(t *testing.T, key string, at time.Time, op *ops.Oper
 	j := &jobs.Job{ID: uuid.NewString(), TenantID: f.tenant, IdempotencyKey: key, RequestFingerprint: "fp-" + key,
 		DedupKey: f.dedup, DocumentHash: "dh", Pipeline: "summarise", PromptVersion: "v1", ModelProfile: "fast",
 		MaxAttempts: 3, Deadline: at.Add(time.Hour), CreatedAt: at}
-	j, _, err := f.db.InsertJob(ctx, j, jobs.Checkpoint{InputHash: "in-uploaded", CodeVersion: "up-1", Result: json.RawMessage(`{"bytes":10}`)})
+	j, _, err := f.jobs.InsertJob(ctx, j, jobs.Checkpoint{InputHash: "in-uploaded", CodeVersion: "up-1", Result: json.RawMessage(`{"bytes":10}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if op == nil {
 		return j
 	}
-	if _, err := f.db.ClaimJob(ctx, j.ID, "w", at, at.Add(time.Minute)); err != nil {
+	if _, err := f.jobs.ClaimJob(ctx, j.ID, "w", at, at.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	j, err = f.db.ChangeJob(ctx, jobs.JobChange{ID: j.ID, Owner: "w", Now: at, Status: jobs.StatusRunning, OperationID: op.ID})
+	j, err = f.jobs.ChangeJob(ctx, jobs.JobChange{ID: j.ID, Owner: "w", Now: at, Status: jobs.StatusRunning, OperationID: op.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func (f *jobFixture) submit(t *testing.T, key string, at time.Time, op *ops.Oper
 
 func (f *jobFixture) checkpoint(t *testing.T, j *jobs.Job, stage jobs.Stage, code, status string, at time.Time) {
 	t.Helper()
-	err := f.db.SaveCheckpoint(context.Background(), jobs.Checkpoint{TenantID: f.tenant, DedupKey: f.dedup, JobID: j.ID,
+	err := f.jobs.SaveCheckpoint(context.Background(), jobs.Checkpoint{TenantID: f.tenant, DedupKey: f.dedup, JobID: j.ID,
 		Stage: stage, InputHash: "in-" + string(stage), CodeVersion: code, Status: status, Attempt: 1,
 		Result: json.RawMessage(`{"stage":"` + string(stage) + `"}`), CreatedAt: at})
 	if err != nil {
@@ -82,6 +84,7 @@ func (f *jobFixture) checkpoint(t *testing.T, j *jobs.Job, stage jobs.Stage, cod
 func TestJobsForOperationListsJobsWithTheirCheckpoints(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
+	js := jobstore.New(db)
 	ctx := context.Background()
 	f := newJobFixture(t, db, "doc-1")
 	op := f.openGeneration(t)
@@ -94,14 +97,14 @@ func TestJobsForOperationListsJobsWithTheirCheckpoints(t *testing.T) {
 	// A new validator version validates again: the newer one is shown.
 	f.checkpoint(t, first, jobs.StageValidated, "val-1", jobs.CheckpointFailed, t0.Add(5*time.Minute))
 	f.checkpoint(t, first, jobs.StageValidated, "val-2", jobs.CheckpointOK, t0.Add(6*time.Minute))
-	_, published, err := db.PublishJob(ctx, jobs.PublishParams{Job: first, Owner: "w", Now: t0.Add(7 * time.Minute),
+	_, published, err := js.PublishJob(ctx, jobs.PublishParams{Job: first, Owner: "w", Now: t0.Add(7 * time.Minute),
 		Result: json.RawMessage(`{"summary":"s"}`), EventID: uuid.NewString(), Payload: json.RawMessage(`{}`),
 		Checkpoint: jobs.Checkpoint{InputHash: "in-published", CodeVersion: "pub-1", Attempt: 1}})
 	if err != nil || !published {
 		t.Fatalf("publish: %v %v", published, err)
 	}
 
-	got, err := db.JobsForOperation(ctx, op.ID)
+	got, err := js.JobsForOperation(ctx, op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +139,7 @@ func TestJobsForOperationListsJobsWithTheirCheckpoints(t *testing.T) {
 	}
 
 	for _, id := range []string{"not-a-uuid", uuid.NewString()} {
-		if none, err := db.JobsForOperation(ctx, id); err != nil || len(none) != 0 {
+		if none, err := js.JobsForOperation(ctx, id); err != nil || len(none) != 0 {
 			t.Errorf("%s: %v %v", id, none, err)
 		}
 	}
@@ -146,7 +149,7 @@ func TestJobsForOperationListsJobsWithTheirCheckpoints(t *testing.T) {
 	if _, err := db.Open(ctx, ops.OpenParams{Op: other, Now: t0, Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	if none, err := db.JobsForOperation(ctx, other.ID); err != nil || len(none) != 0 {
+	if none, err := js.JobsForOperation(ctx, other.ID); err != nil || len(none) != 0 {
 		t.Errorf("llm_call: %v %v", none, err)
 	}
 }
@@ -154,6 +157,7 @@ func TestJobsForOperationListsJobsWithTheirCheckpoints(t *testing.T) {
 func TestJobsForOperationUsesIndexes(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
+	js := jobstore.New(db)
 	ctx := context.Background()
 	f := newJobFixture(t, db, "doc-1")
 	op := f.openGeneration(t)
@@ -178,7 +182,7 @@ func TestJobsForOperationUsesIndexes(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	plans, err := db.JobsForOperationPlans(ctx, op.ID, f.dedup, []string{j.ID})
+	plans, err := js.JobsForOperationPlans(ctx, op.ID, f.dedup, []string{j.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
