@@ -60,8 +60,8 @@ func TestAdmitRecordsTheInProgressAnswer(t *testing.T) {
 
 // TestAdmitReplayOnlyAnswersFromAStoredSuccess: a request that may only reuse a stored
 // result (a pipeline job's reuse path) is admitted to the intent's success and answered
-// replayed; without one it opens nothing, sends nothing and records no request (ops
-// rules 2 and 8).
+// replayed; without one it opens nothing, sends nothing and records no request
+// (ops rules 2 and 8).
 func TestAdmitReplayOnlyAnswersFromAStoredSuccess(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
