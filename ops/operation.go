@@ -118,6 +118,11 @@ type Operation struct {
 	// refund).
 	API   string
 	Model string
+	// StoreOptedOut says the client of an LLM call sent store: false, asking the provider to
+	// keep no copy of it, so there is nothing in the provider's store to look up (rule 12).
+	// Kept on the row from the opening, like API and Model, since the purge deletes the
+	// request that says it.
+	StoreOptedOut bool
 	// PurgedAt is when the operation's request and result (an LLM prompt and its completion)
 	// were deleted, once kept past the key's TTL and the bodies' keep: the row, its usage and
 	// its fingerprint stay, and a replay can tell an answer no longer kept from one never

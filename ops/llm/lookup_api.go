@@ -225,9 +225,12 @@ func ByHand(op *ops.Operation) string { return " " + wordsOf(op).byHand(op.Provi
 func Found(op *ops.Operation, ref string) string { return lookupNoun(op) + " " + ref }
 
 // StoreUnknown reports whether op's lookup waits on knowing whether the provider stores
-// completions at all (chat completions only; a response is read by its id).
+// completions at all (chat completions only; a response is read by its id). A call whose
+// client sent store: false waits on nothing: the provider keeps no copy of it either way,
+// so the provider is not asked, and the person is told why there is no lookup rather than
+// to try again.
 func (k *Lookups) StoreUnknown(ctx context.Context, op *ops.Operation) bool {
-	return lookupOf(op) == lookupStoredCompletion && k != nil && k.Store != nil && k.Store.StoreState(ctx) == StoreUnknown
+	return lookupOf(op) == lookupStoredCompletion && !OptedOut(op) && k != nil && k.Store != nil && k.Store.StoreState(ctx) == StoreUnknown
 }
 
 // fetchResponse is Fetch for a response: its text is taken as op's answer only when the id

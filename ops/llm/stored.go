@@ -156,10 +156,16 @@ func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
 }
 
 // OptedOut reports whether the client of an llm_call asked the provider not to store it
-// (store: false), which Settle honours: no lookup can find such a call.
+// (store: false), which Settle honours: no lookup can find such a call. The operation keeps
+// the opt-out on its row from its opening, so a call whose request the purge deleted is
+// still never looked up in the provider's store nor said to be (ops rule 12); one not yet
+// opened reads it from the request it stores.
 func OptedOut(op *ops.Operation) bool {
 	if !Kind().Of(op) {
 		return false
+	}
+	if op.StoreOptedOut {
+		return true
 	}
 	var s struct {
 		Body struct {

@@ -17,7 +17,7 @@ WITH ins AS (
 	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
 		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
 		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
-		retry_uncertain, no_provider_key, has_lookup, api, model, created_at, updated_at, intent_seq)
+		retry_uncertain, no_provider_key, has_lookup, api, model, store_opted_out, created_at, updated_at, intent_seq)
 	SELECT @id, @tenant, @kind, @provider, @intent, @pkey, @fp,
 		@order, @customer, @chat, @payment, @amount, @currency, @request::jsonb,
 		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
@@ -28,6 +28,7 @@ WITH ins AS (
 		CASE WHEN @claimed THEN @retry_until::timestamptz END,
 		@retention, @retry_uncertain, @no_provider_key, @has_lookup, @api,
 		coalesce(@request::jsonb->'body'->>'model', ''),
+		coalesce(@request::jsonb->'body'->'store' = 'false'::jsonb, false),
 		@now::timestamptz, @now::timestamptz, coalesce(latest.intent_seq, 0) + 1
 	FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT l.id::text AS id, l.intent_seq FROM operations l
 		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.intent_seq DESC LIMIT 1) latest ON true
@@ -52,9 +53,10 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 // the intent, even one committed a moment ago by a concurrent request), records the client
 // request, and for a new claimed operation begins its first attempt. The opening's audit
 // entry is the operation's creation, read back by openingsSQL: no audit row repeats it.
-// The model a new operation asks for is copied from its request's body, where the gateway
-// and the pipeline jobs both keep the body they send, so that it outlives the purge of the
-// request as p.API does.
+// The model a new operation asks for, and whether its client sent store: false, are copied
+// from its request's body, where the gateway and the pipeline jobs both keep the body they
+// send, so that they outlive the purge of the request as p.API does: a purged call that
+// opted out of the provider's store is still never looked up there (ops rule 12).
 func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 	op := p.Op
 	claimed := p.Claim != ""
