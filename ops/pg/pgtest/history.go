@@ -14,8 +14,8 @@ import (
 
 // SeedHistory writes one operation with a row in every table that hangs from operations,
 // straight in SQL: two client requests, an attempt, evidence, two audit rows (one naming the
-// evidence), a delivered and an undelivered outbox event, a charge, a provider event, and
-// for an llm_job a job with a checkpoint and a delivered job event. It returns the id.
+// evidence), a delivered and an undelivered outbox event, a charge and a provider event.
+// It returns the id. SeedJob adds the rows of a pipeline job whose generation it is.
 func SeedHistory(t testing.TB, db *pg.DB, tenant int64, status ops.Status, kind ops.Kind, created time.Time, closed *time.Time) string {
 	t.Helper()
 	id := uuid.NewString()
@@ -52,8 +52,14 @@ SELECT 1`, historyArgs(id, tenant, status, kind, created, closed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kind == ops.KindLLMJob {
-		_, err = db.Pool.Exec(context.Background(), `
+	return id
+}
+
+// SeedJob writes, for the operation id of SeedHistory, a published pipeline job with a
+// checkpoint and a delivered job event, as the jobs of an llm_job operation leave them.
+func SeedJob(t testing.TB, db *pg.DB, tenant int64, id string, created time.Time) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(), `
 WITH j AS (
 	INSERT INTO jobs (id, tenant_id, idempotency_key, request_fingerprint, dedup_key, document_hash, pipeline,
 		prompt_version, model_profile, status, operation_id, run_after, max_attempts, deadline, created_at, updated_at, published_at)
@@ -65,12 +71,10 @@ WITH j AS (
 	SELECT @tenant::bigint, 'd-' || @id::text, j.id, 'uploaded', 'h', 'v1', 'ok', @created::timestamptz, @created::timestamptz FROM j
 )
 INSERT INTO job_outbox (event_id, topic, entity_id, payload, created_at, published_at)
-SELECT gen_random_uuid(), 'job.published', j.id::text, '{}', @created::timestamptz, @created::timestamptz FROM j`, historyArgs(id, tenant, status, kind, created, closed))
-		if err != nil {
-			t.Fatal(err)
-		}
+SELECT gen_random_uuid(), 'job.published', j.id::text, '{}', @created::timestamptz, @created::timestamptz FROM j`, historyArgs(id, tenant, "", "", created, nil))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return id
 }
 
 // historyArgs are the named arguments of SeedHistory's statements.

@@ -70,3 +70,14 @@ func (f *fixture) toUnknown(t *testing.T, order string) *ops.Operation {
 	}
 	return op
 }
+
+// seedHistory is pgtest.SeedHistory with, for an llm_job operation, the pipeline job whose
+// generation it is: the retention removes a job with its operation.
+func seedHistory(t *testing.T, db *pg.DB, tenant int64, status ops.Status, kind ops.Kind, created time.Time, closed *time.Time) string {
+	t.Helper()
+	id := pgtest.SeedHistory(t, db, tenant, status, kind, created, closed)
+	if kind == ops.KindLLMJob {
+		pgtest.SeedJob(t, db, tenant, id, created)
+	}
+	return id
+}

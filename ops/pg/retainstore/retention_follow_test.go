@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 )
 
@@ -59,17 +58,17 @@ func TestRetentionRemovesFollowUpsAndProposalsWithTheirOperation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	old := retainNow.Add(-500 * 24 * time.Hour)
-	followed := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
+	followed := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
 	followedAndProposed(t, f, followed, old.Add(time.Hour))
 	// More than a batch of other jobs, two by two closed at one time, so that the dry run
 	// counts over batches that end between two operations closed together.
 	for i := range 11 {
 		closed := old.Add(time.Hour + time.Duration(i/2)*time.Minute)
-		pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &closed)
+		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &closed)
 	}
-	recentlyClosed := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
+	recentlyClosed := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
 	followedAndProposed(t, f, recentlyClosed, retainNow.Add(-24*time.Hour))
-	undelivered := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
+	undelivered := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
 	followedAndProposed(t, f, undelivered, old.Add(time.Hour))
 	if _, err := f.db.Pool.Exec(ctx, `UPDATE follow_up_outbox SET attempts = 3, last_error = 'receiver said 503'
 		WHERE channel = 'email' AND follow_up_id IN (SELECT id FROM follow_ups WHERE operation_id = $1)`, undelivered); err != nil {

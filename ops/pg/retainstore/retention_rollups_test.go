@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -20,8 +19,8 @@ func TestRetentionLeavesRollupsAsComputed(t *testing.T) {
 	ctx := context.Background()
 	created := time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC)
 	closed := created.Add(time.Minute)
-	pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, created, &closed)
-	open := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, created, nil)
+	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, created, &closed)
+	open := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, created, nil)
 
 	clock := ops.NewManualClock(created.Add(time.Hour))
 	roll := &recon.Rollups{Store: f.db, Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}

@@ -58,17 +58,17 @@ func TestRetentionRemovesClosedHistoryAndKeepsOpenOperations(t *testing.T) {
 	oldClose := old.Add(time.Hour)
 	recentClose := retainNow.Add(-10 * 24 * time.Hour)
 	gone := []string{
-		pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
-		pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusFailed, ops.KindLLMCall, old, &oldClose),
-		pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &oldClose),
+		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
+		seedHistory(t, f.db, f.tenant, ops.StatusFailed, ops.KindLLMCall, old, &oldClose),
+		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &oldClose),
 	}
 	kept := map[string]string{
-		"unknown for 500 days": pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil),
-		"expired for 500 days": pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusExpired, ops.KindRefund, old, nil),
-		"received long ago":    pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusReceived, ops.KindLLMCall, old, nil),
-		"in progress":          pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusInProgress, ops.KindLLMJob, old, nil),
-		"closed recently":      pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &recentClose),
-		"open exception":       pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
+		"unknown for 500 days": seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil),
+		"expired for 500 days": seedHistory(t, f.db, f.tenant, ops.StatusExpired, ops.KindRefund, old, nil),
+		"received long ago":    seedHistory(t, f.db, f.tenant, ops.StatusReceived, ops.KindLLMCall, old, nil),
+		"in progress":          seedHistory(t, f.db, f.tenant, ops.StatusInProgress, ops.KindLLMJob, old, nil),
+		"closed recently":      seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &recentClose),
+		"open exception":       seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
 	}
 	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, operation_id, severity, summary,
 		first_seen_at, last_seen_at, updated_at) VALUES ('double_charge', 'stripe', $1, $3::uuid, 'high', 's', $2, $2, $2)`,
@@ -150,7 +150,7 @@ func TestRetentionCutShortLeavesWholeOperations(t *testing.T) {
 	closed := old.Add(time.Minute)
 	var ids []string
 	for range 25 {
-		ids = append(ids, pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed))
+		ids = append(ids, seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed))
 	}
 	full := rowsOf(t, f, ids[0])
 
@@ -262,8 +262,8 @@ func TestRetentionDropsEmptiedMonths(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := gone.Add(time.Hour)
-	pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, gone, &closed)
-	keep := pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, open, nil)
+	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, gone, &closed)
+	keep := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, open, nil)
 	if got := pgtest.PartitionOf(t, f.db, "attempts", "started_at = $1", gone); got != "attempts_2025_03" {
 		t.Fatalf("seeded attempt in %s, want attempts_2025_03", got)
 	}
@@ -338,7 +338,7 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 	ctx := context.Background()
 	old := retainNow.Add(-500 * 24 * time.Hour)
 	closed := old.Add(time.Minute)
-	pgtest.SeedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed)
+	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed)
 	other, held, err := f.db.TakeLease(ctx, retain.Role, "retention:other", retainNow, retainNow.Add(time.Minute))
 	if err != nil || !held {
 		t.Fatal(held, err)
