@@ -171,11 +171,11 @@ func (l *Ledger) refused(ctx context.Context, in Intent, seen string, cause erro
 }
 
 func (l *Ledger) join(ctx context.Context, in Intent, opID string) (Admission, error) {
-	o, err := l.Join(ctx, opID, in.Fingerprint, in.RequestRef)
+	o, err := l.joinOp(ctx, opID, in.Fingerprint, in.RequestRef)
 	return l.admitted(ctx, in, o, err)
 }
 
-// admitted turns what Open or Join found into a verdict.
+// admitted turns what Open or joinOp found into a verdict.
 func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (Admission, error) {
 	a := Admission{Op: o.Op, Created: o.Created, ClientRequestID: o.ClientRequestID, Attempt: o.Attempt}
 	if o.Op != nil {
@@ -183,7 +183,7 @@ func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (
 	}
 	switch {
 	case err != nil && ErrorCode(err) == EINVALID && o.Op != nil:
-		// Open and Join refuse another fingerprint, and record the request as a conflict.
+		// Open and joinOp refuse another fingerprint, and record the request as a conflict.
 		a.Verdict = VerdictConflict
 		return a, nil
 	case err != nil:

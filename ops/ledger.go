@@ -193,10 +193,10 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 	return o, nil
 }
 
-// Join records a client request for the intent of an operation already found, and
+// joinOp records a client request for the intent of an operation already found, and
 // returns the operation as it is now (it may have closed since it was found). Another
 // fingerprint is refused as in Open.
-func (l *Ledger) Join(ctx context.Context, opID, fingerprint, requestRef string) (Opened, error) {
+func (l *Ledger) joinOp(ctx context.Context, opID, fingerprint, requestRef string) (Opened, error) {
 	now := l.Clock.Now()
 	o, err := l.store.Join(ctx, opID, requestRef, now)
 	if err != nil {

@@ -23,7 +23,7 @@ var ledgerProtocol = []string{
 // ledgerSurfaceDebt are exported steps still called from outside the Ledger, tests mostly,
 // to be made internal; ops/opstest seeds operations for the tests that need them.
 var ledgerSurfaceDebt = []string{
-	"Open", "Join", "FinishAttempt",
+	"Open", "FinishAttempt",
 }
 
 // TestLedgerExportsOnlyTheProtocol fails when the Ledger exports a method outside its

@@ -53,12 +53,10 @@ func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 		}
 		for i := range repeats {
 			clock.Advance(time.Second)
-			again, err := ledger.Join(ctx, op.ID, "fp-"+key, "again-"+key+string(rune('a'+i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.db.AnswerClientRequest(ctx, again.ClientRequestID, ops.AnswerReplayed, clock.Now()); err != nil {
-				t.Fatal(err)
+			again, err := ledger.Admit(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindLLMCall, Provider: provider, IntentKey: key,
+				Fingerprint: "fp-" + key, RequestRef: "again-" + key + string(rune('a'+i)), ReplayOnly: true})
+			if err != nil || again.Verdict != ops.VerdictReplay {
+				t.Fatalf("asked again: %+v %v", again, err)
 			}
 		}
 		return op
