@@ -145,7 +145,7 @@ func (a *assembler) add(data []byte) (token, usageOnly bool, err error) {
 		return false, false, nil
 	}
 	var ch chunk
-	if err := json.Unmarshal(data, &ch); err != nil {
+	if err := decodeChunk(data, &ch); err != nil {
 		return false, false, fmt.Errorf("decode chunk %d: %w", a.chunks+1, err)
 	}
 	if ch.ID == "" && a.c.ID == "" {
@@ -380,12 +380,9 @@ func sse(data []byte) []byte {
 // typedSSE frames one event's data under its type as the event's name, as the Responses
 // and Messages APIs send their events.
 func typedSSE(data []byte) []byte {
-	var ev struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(data, &ev)
-	b := make([]byte, 0, len(data)+len(ev.Type)+16)
-	b = append(append(append(b, "event: "...), ev.Type...), '\n')
+	typ := eventType(data)
+	b := make([]byte, 0, len(data)+len(typ)+16)
+	b = append(append(append(b, "event: "...), typ...), '\n')
 	return append(append(append(b, "data: "...), data...), '\n', '\n')
 }
 
