@@ -37,12 +37,22 @@ type listedPackage struct {
 }
 
 // seeding is the package that builds operations in given states for tests and the demo,
-// through the Store's writes with the Ledger's checks. It is the one exception to the rule
-// below, and only tests and the demo may import it.
-const seeding = "github.com/settle-dev/settle/ops/opstest"
+// through the Store's writes with the Ledger's checks; pgtest gives tests their databases
+// and writes years of history straight in SQL for the retention's tests. They are the
+// exceptions to the rule below, and only tests, and the production packages listed for
+// each, may import them.
+const (
+	seeding = "github.com/settle-dev/settle/ops/opstest"
+	pgtest  = "github.com/settle-dev/settle/ops/pg/pgtest"
+)
 
-// seedingImporters are the production packages allowed to import the seeding package.
-var seedingImporters = map[string]bool{"github.com/settle-dev/settle/internal/demo": true}
+// seedingImporters are the production packages allowed to import each seeding package:
+// the demo builds its story's states, and the test world (itself used only by tests) its
+// databases.
+var seedingImporters = map[string]map[string]bool{
+	seeding: {"github.com/settle-dev/settle/internal/demo": true},
+	pgtest:  {"github.com/settle-dev/settle/internal/testworld": true},
+}
 
 // TestOnlyTheLedgerWritesOperations fails when production code outside ops and ops/pg
 // writes an operation row: by SQL text, or by calling a writing method of the Store
@@ -69,11 +79,13 @@ func TestOnlyTheLedgerWritesOperations(t *testing.T) {
 		if p.Standard || !strings.HasPrefix(p.ImportPath, "github.com/settle-dev/settle") {
 			continue
 		}
-		if p.ImportPath == "github.com/settle-dev/settle/ops" || p.ImportPath == "github.com/settle-dev/settle/ops/pg" || p.ImportPath == seeding {
+		if p.ImportPath == "github.com/settle-dev/settle/ops" || p.ImportPath == "github.com/settle-dev/settle/ops/pg" || seedingImporters[p.ImportPath] != nil {
 			continue
 		}
-		if slices.Contains(p.Imports, seeding) && !seedingImporters[p.ImportPath] {
-			t.Errorf("%s imports %s, which only tests and the demo may use: a flow goes through the Ledger", p.ImportPath, seeding)
+		for pkg, allowed := range seedingImporters {
+			if slices.Contains(p.Imports, pkg) && !allowed[p.ImportPath] {
+				t.Errorf("%s imports %s, which only tests may use: a flow goes through the Ledger", p.ImportPath, pkg)
+			}
 		}
 		checked++
 		for _, bad := range storeWriteCalls(t, p, imp) {
