@@ -227,7 +227,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	if cfg.OutboxURL != "" {
 		// Changes write their outbox events only while a consumer is registered for them
 		// (ops rule 10); this server's receiver takes every tenant's and kind's.
-		if err := p.DB.RegisterOutboxConsumer(ctx, "SETTLE_OUTBOX_URL", 0, "", p.Clock.Now()); err != nil {
+		if err := p.DB.RegisterOutboxConsumer(ctx, envOutboxURL.Name, 0, "", p.Clock.Now()); err != nil {
 			return fmt.Errorf("register the outbox's receiver: %w", err)
 		}
 		relay := &outbox.Relay{Store: p.DB, Publisher: &outbox.Webhook{URL: cfg.OutboxURL}, Clock: p.Clock,
