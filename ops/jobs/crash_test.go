@@ -178,6 +178,8 @@ WHERE o.kind = 'llm_job' AND e.kind = 'lookup'`); n != 1 {
 // worker does not have is refused before anything runs, not silently never reached.
 func TestWorkerRefusesUnknownCrashPoint(t *testing.T) {
 	t.Parallel()
+	// Building the worker costs the quick loop seconds, and only the crash tests use it.
+	testtool.Heavy(t, "the crash tests' worker process")
 	p := startWorker(t, workerBinary.Path(t), "JOBWORKER_CRASH_POINT=before_lunch", "DATABASE_URL=postgres://127.0.0.1:1/none")
 	p.Wait(t, 10*time.Second)
 	if p.ExitCode() != 1 || !strings.Contains(p.Out.String(), "before_lunch") {
