@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
@@ -54,6 +55,8 @@ func writeTestHistory(t testing.TB, plan historyPlan) (*pg.DB, *ops.Tenant) {
 // the alert history and the exception queue.
 func TestDemoHistoryTellsTheStory(t *testing.T) {
 	t.Parallel()
+	// Writing a month through the product's own code takes seconds.
+	testtool.Heavy(t, "a month of demo history")
 	ctx := context.Background()
 	end := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
 	plan := historyPlan{Days: 30, PerHour: 3, End: end, Seed: 7}
