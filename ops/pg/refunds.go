@@ -11,14 +11,13 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/recon"
-	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/reqlog"
 )
 
-var (
-	_ refund.Store   = (*DB)(nil)
-	_ ops.EventStore = (*DB)(nil)
-)
+// The refund tool's Store (OpenForPayment, LastAttemptError) is satisfied here without
+// ops/pg naming it: both are reads of the ledger's own operations and attempts, of any kind,
+// and the use cases sit above the SQL layer, never below it.
+var _ ops.EventStore = (*DB)(nil)
 
 // LatestForIntent implements refund.Store.
 func (db *DB) LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error) {
@@ -48,7 +47,8 @@ ORDER BY o.created_at DESC, o.id DESC LIMIT 1`, tenantID, orderID))
 	return o, nil
 }
 
-// OpenForPayment implements refund.Store.
+// OpenForPayment lists a tenant's open operations on one payment, whatever their kind: the
+// refund tool checks them before it refunds what remains of the payment.
 func (db *DB) OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*ops.Operation, error) {
 	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
 WHERE o.tenant_id = $1 AND o.payment_ref = $2 AND o.payment_ref <> '' AND o.status IN `+openStatuses, tenantID, paymentRef)
@@ -65,7 +65,8 @@ VALUES ($1, $2, $3, $4, 'rejected', $5, $5)`, tenantID, string(kind), requestRef
 	return interpret(err, "record rejected request")
 }
 
-// LastAttemptError implements refund.Store.
+// LastAttemptError returns the error code of an operation's latest finished attempt, or ""
+// when none finished; the refund tool and refund_status turn it into their answer.
 func (db *DB) LastAttemptError(ctx context.Context, opID string) (string, error) {
 	var code string
 	err := db.Pool.QueryRow(ctx, `SELECT error_code FROM attempts WHERE operation_id = $1 AND finished_at IS NOT NULL
