@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/stripe"
 )
@@ -62,7 +63,7 @@ func BenchmarkReconcileListing(b *testing.B) {
 			fk, base := seedReconcile(b, db, n, from, to)
 			defer fk.Close()
 			adapter := stripe.New(stripe.Config{APIKey: "sk_test_bench", BaseURL: base, ReadsPerSecond: 1e6, Accounts: db})
-			r := &recon.Reconciler{Ledger: ops.NewLedger(db, ops.NewManualClock(to.Add(time.Hour))), Store: db,
+			r := &recon.Reconciler{Ledger: ops.NewLedger(db, ops.NewManualClock(to.Add(time.Hour))), Store: reconstore.New(db), Events: db, Leases: db,
 				Refunds: []recon.RefundSource{adapter}, Owner: "bench"}
 			b.ResetTimer()
 			for range b.N {

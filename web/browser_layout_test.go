@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -60,7 +61,7 @@ func seedFullDashboard(t *testing.T, e *dashEnv, ev *alerts.Evaluator) (opURL, e
 		}
 		e.clock.Advance(5 * time.Minute)
 	}
-	ex, err := e.db.ListExceptions(ctx, recon.ExceptionFilter{Limit: 1})
+	ex, err := reconstore.New(e.db).ListExceptions(ctx, recon.ExceptionFilter{Limit: 1})
 	if err != nil || len(ex) == 0 {
 		t.Fatalf("exceptions: %v (%d)", err, len(ex))
 	}
@@ -106,7 +107,7 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 	var ev *alerts.Evaluator
 	e := newDashEnv(t, withFollowUps, func(s *web.Server, tw *testworld.World) {
 		as := alertstore.New(tw.DB)
-		s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, as
+		s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, as
 		ev = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
 		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
 	})

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func (p *personPath) search(what, testid, q string, done chromedp.CSS) {
 func TestBrowserPersonPaths(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) {
-		s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
+		s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
 	})
 	settled := e.refundedButUnknown(t, "5100")
 	e.notSentUnknown(t, "5101")

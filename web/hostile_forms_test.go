@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"io"
 	"net/http"
 	"net/url"
@@ -37,7 +38,7 @@ func TestHostileFormsNeverFail(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t, withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}), func(s *web.Server, tw *testworld.World) {
 		as := alertstore.New(tw.DB)
-		s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, as
+		s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, as
 		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
 		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
 	})

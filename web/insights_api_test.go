@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"net/http"
 	"regexp"
 	"strings"
@@ -25,7 +26,7 @@ import (
 func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
+	s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
 	e := start(t, tw, s.Handler())
 	ctx := context.Background()
 	shop := tw.Tenant("shop")
@@ -158,7 +159,7 @@ func countRows(t *testing.T, e *env, q string, args ...any) int {
 func TestReconcileSplitsLLMRowsByAPI(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
+	s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
 	e := start(t, tw, s.Handler())
 	ctx := context.Background()
 	shop := tw.Tenant("shop")

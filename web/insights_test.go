@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -19,7 +20,7 @@ import (
 func newInsightsEnv(t *testing.T) *env {
 	t.Helper()
 	s, tw := newServer(t)
-	s.Recon, s.Insights, s.Firings = tw.DB, tw.DB, alertstore.New(tw.DB)
+	s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
 	return start(t, tw, s.Handler())
 }
 

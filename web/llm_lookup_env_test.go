@@ -10,6 +10,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	upstream "github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -53,7 +54,7 @@ func newLookupWorld(t *testing.T, o lookupSetup) *lookupWorld {
 		t.Fatal(err)
 	}
 	lookups := &llm.Lookups{Ledger: ledger, Events: db, Store: up, Prices: llm.DefaultPrices()}
-	d := &desk.Desk{Ledger: ledger, Events: db, Audit: db, Completions: lookups, Findings: db, Bulk: db}
+	d := &desk.Desk{Ledger: ledger, Events: db, Audit: db, Completions: lookups, Findings: reconstore.New(db), Bulk: db}
 	s.LLM, s.Operations = gw, db
 	s.DashboardDeps = web.DashboardDeps{Desk: d, Bulk: d, Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db,
 		TokenAdmin: db, JobViews: jobstore.New(db)}

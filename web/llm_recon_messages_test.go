@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -48,12 +49,12 @@ func newReconciledMessagesWorld(t *testing.T) (*messagesWorld, *ops.ManualClock,
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.LLM, s.Recon = w.gw, tw.DB
+	s.LLM, s.Recon, s.Exceptions = w.gw, tw.DB, reconstore.New(tw.DB)
 	w.url = tw.Serve(s.Handler())
 	for _, name := range []string{"shop", "pipeline"} {
 		w.tokens[name] = tw.Token(tw.Tenant(name), "test")
 	}
-	r := &recon.Reconciler{Ledger: ledger, Store: tw.DB, Owner: "test",
+	r := &recon.Reconciler{Ledger: ledger, Store: reconstore.New(tw.DB), Events: tw.DB, Leases: tw.DB, Owner: "test",
 		Usage: []recon.UsageSource{&upstream.UsageReader{BaseURL: base, AdminKey: adminKey}}}
 	return w, clock, r
 }

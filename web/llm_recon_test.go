@@ -8,6 +8,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -19,7 +20,7 @@ func TestReconcilerClosesLLMUnknownsFromStoredCompletions(t *testing.T) {
 	t.Parallel()
 	w := newLookupWorld(t, lookupSetup{reconciled: true})
 	op, gen := w.billedThenTimedOut(t, "doc-8", "classify document 8")
-	r := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+	r := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Owner: "test",
 		Usage: []recon.UsageSource{&upstream.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
 			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
 	ctx := context.Background()

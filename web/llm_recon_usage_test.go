@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestReconcilerComparesEachAPIWithItsOwnUsageReport(t *testing.T) {
 	t.Parallel()
 	w := newLookupWorld(t, lookupSetup{reconciled: true})
-	r := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+	r := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Owner: "test",
 		Usage: []recon.UsageSource{&upstream.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
 			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
 	ctx := context.Background()

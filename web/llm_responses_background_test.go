@@ -17,6 +17,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -356,7 +357,7 @@ func TestBackgroundResponseIsAnAnswerOnlyOnceEnded(t *testing.T) {
 	if err != nil || out.Outcome == desk.LookupClosed {
 		t.Fatalf("the desk's lookup of a queued response: %+v, %v", out, err)
 	}
-	r := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+	r := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Owner: "test",
 		Usage: []recon.UsageSource{&upstream.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
 			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
 	w.clock.Advance(recon.LookupGrace + time.Second)

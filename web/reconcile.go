@@ -19,20 +19,26 @@ import (
 	"github.com/settle-dev/settle/views"
 )
 
-// ReconReader is what the reconciliation pages need from the store. The per-window table
-// reads the rollups (RollupMetrics); the drill-down reads the raw rows behind one cell,
-// a page at a time.
+// ReconReader is what the reconciliation pages read from the ledger's store. The per-window
+// table reads the rollups (RollupMetrics); the drill-down reads the raw rows behind one cell,
+// a page at a time; an exception's page shows its operation (Get).
 type ReconReader interface {
 	recon.MetricsStore
-	recon.ExceptionStore
 	Get(ctx context.Context, id string) (*ops.Operation, error)
+}
+
+// ExceptionReader is what the reconciliation pages read from the reconciler's own store:
+// the exception queue, and when each reconciler last ran and who runs it now.
+type ExceptionReader interface {
+	recon.ExceptionStore
 	Leases(ctx context.Context) ([]recon.Lease, error)
 }
 
 // ReconcileDeps are the dependencies of the reconciliation pages. With Recon nil the pages
-// are not mounted.
+// are not mounted; Recon without Exceptions is a wiring mistake and panics.
 type ReconcileDeps struct {
-	Recon ReconReader
+	Recon      ReconReader
+	Exceptions ExceptionReader
 }
 
 // mountReconcile adds the reconciliation pages; it runs inside the session group. The
@@ -40,6 +46,11 @@ type ReconcileDeps struct {
 func (s *Server) mountReconcile(r chi.Router) {
 	if s.Recon == nil {
 		return
+	}
+	if s.Exceptions == nil {
+		// A half-wired server would serve the table and fail on the exception queue; it is
+		// refused as it starts instead.
+		panic("web: ReconcileDeps.Recon is set without Exceptions")
 	}
 	managers := s.forRole(r, desk.RoleManager)
 	managers.Get("/reconcile", s.handleReconcile)
@@ -216,7 +227,7 @@ func (s *Server) handleReconcile(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	leases, err := s.Recon.Leases(ctx)
+	leases, err := s.Exceptions.Leases(ctx)
 	if err != nil {
 		s.Error(w, r, err)
 		return

@@ -45,13 +45,13 @@ func (s *Server) handleExceptions(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	counts, err := s.Recon.CountExceptions(ctx, recon.ExceptionFilter{Kind: f.Kind, Severity: f.Severity})
+	counts, err := s.Exceptions.CountExceptions(ctx, recon.ExceptionFilter{Kind: f.Kind, Severity: f.Severity})
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
 	list, names, ok := withTenantNames(s, w, r, func(ctx context.Context) ([]*recon.Exception, error) {
-		return s.Recon.ListExceptions(ctx, f)
+		return s.Exceptions.ListExceptions(ctx, f)
 	})
 	if !ok {
 		return
@@ -144,7 +144,7 @@ func (s *Server) handleException(w http.ResponseWriter, r *http.Request) {
 // renderException shows one exception; status and msg carry the refusal of a form.
 func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int64, status int, msg string) {
 	ctx := r.Context()
-	e, err := s.Recon.GetException(ctx, id)
+	e, err := s.Exceptions.GetException(ctx, id)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -156,13 +156,13 @@ func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int6
 			return
 		}
 	}
-	charges, err := s.Recon.ExceptionCharges(ctx, e)
+	charges, err := s.Exceptions.ExceptionCharges(ctx, e)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
 	audit, names, ok := withTenantNames(s, w, r, func(ctx context.Context) ([]recon.AuditEntry, error) {
-		return s.Recon.Audit(ctx, "recon_exception", strconv.FormatInt(e.ID, 10))
+		return s.Exceptions.Audit(ctx, "recon_exception", strconv.FormatInt(e.ID, 10))
 	})
 	if !ok {
 		return
@@ -331,7 +331,7 @@ func (s *Server) handleExceptionChange(w http.ResponseWriter, r *http.Request) {
 	c := recon.ExceptionChange{ID: id, Version: version, Action: recon.ExceptionAction(r.PostForm.Get("action")),
 		Assignee: r.PostForm.Get("assignee"), Severity: recon.Severity(r.PostForm.Get("severity")), Note: r.PostForm.Get("note"),
 		Actor: u.Email, At: s.Clock.Now()}
-	if _, err := recon.ChangeException(ctx, s.Recon, c); err != nil {
+	if _, err := recon.ChangeException(ctx, s.Exceptions, c); err != nil {
 		// A change refused as invalid or as a lost race is shown on the exception's page,
 		// with the status of the one table (statusOf); anything else is the error page.
 		if code := ops.ErrorCode(err); code == ops.EINVALID || code == ops.ECONFLICT {

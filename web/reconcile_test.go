@@ -14,6 +14,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -21,7 +22,7 @@ import (
 func newReconEnv(t *testing.T) *env {
 	t.Helper()
 	s, tw := newServer(t)
-	s.Recon = tw.DB
+	s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB)
 	return start(t, tw, s.Handler())
 }
 

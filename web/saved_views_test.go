@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -21,7 +22,7 @@ import (
 // admin deletes it, and both are audited.
 func TestSavedViewsAreSharedByRole(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon = tw.DB })
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB) })
 	e.notSentUnknown(t, "old-1")
 	e.notSentUnknown(t, "old-2")
 	e.clock.Advance(2 * time.Hour)
@@ -82,7 +83,7 @@ func TestSavedViewsAreSharedByRole(t *testing.T) {
 // can open its page, or named twice, is refused in words and nothing is saved.
 func TestSavedViewsRefuseBadInput(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon = tw.DB })
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB) })
 	oncall := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	support := e.signIn(t, "support@example.com", desk.RoleSupport)
 	e.post(t, oncall, "/views", url.Values{"page": {"ops"}, "name": {"Mine"}, "role": {"oncall"}, "query": {"tab=unknown"}})
@@ -197,7 +198,7 @@ VALUES ($1, $2, $3, $4, $5, now())`, page, name, query, role, by); err != nil {
 // unknown keys or a filter too long to open, cannot make a page that offers it large.
 func TestSavedViewsKeepOnlyThePagesFilters(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon = tw.DB })
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB) })
 	oncall := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	manager := e.signIn(t, "manager@example.com", desk.RoleManager)
 	junk := strings.Repeat("j", 3000)

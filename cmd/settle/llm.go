@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/web"
 )
@@ -73,7 +74,7 @@ func (p *Program) wireLLM(srv *web.Server) ([]recon.UsageSource, error) {
 	// reconciler before it reads the usage report.
 	lookups := &llm.Lookups{Ledger: p.Ledger, Events: p.DB, Store: up, Prices: prices}
 	if d, ok := srv.Desk.(*desk.Desk); ok {
-		d.Completions, d.Findings = lookups, p.DB
+		d.Completions, d.Findings = lookups, reconstore.New(p.DB)
 	}
 	// The usage report sits beside the API: {base}/usage for an OpenAI-style ".../v1" base.
 	return append(usage, &openai.UsageReader{Provider: name, BaseURL: strings.TrimSuffix(strings.TrimSuffix(c.BaseURL, "/"), "/v1"), APIKey: c.APIKey,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/stripe"
 )
@@ -115,7 +116,7 @@ func (p *Program) startReconciler(ctx context.Context, interval time.Duration, u
 // newReconciler builds the reconciler the configuration allows: Stripe through adapter when
 // one is given, and any LLM usage reports given.
 func newReconciler(cfg Config, ledger *ops.Ledger, db *pg.DB, adapter *stripe.Adapter, logger *slog.Logger, usage ...recon.UsageSource) *recon.Reconciler {
-	r := &recon.Reconciler{Ledger: ledger, Store: db, Owner: ops.NewOwner("reconciler", cfg.WorkerID), Heartbeat: cfg.RoleLease,
+	r := &recon.Reconciler{Ledger: ledger, Store: reconstore.New(db), Events: db, Leases: db, Owner: ops.NewOwner("reconciler", cfg.WorkerID), Heartbeat: cfg.RoleLease,
 		Usage: usage, Logger: logger}
 	if adapter != nil {
 		r.Refunds = append(r.Refunds, adapter)

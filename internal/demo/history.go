@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -125,7 +126,7 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 	adapter := stripe.New(stripe.Config{APIKey: "sk_test_demo", BaseURL: stripeBase, AttemptTimeout: 2 * time.Second, Accounts: db,
 		ReadsPerSecond: 1e6})
 	h.refunds = &refund.Tool{Ledger: h.ledger, Store: db, Provider: adapter, Deadline: 10 * time.Second, Sleep: sleep}
-	h.reconciler = &recon.Reconciler{Ledger: h.ledger, Store: db, Owner: historyActor, Refunds: []recon.RefundSource{adapter},
+	h.reconciler = &recon.Reconciler{Ledger: h.ledger, Store: reconstore.New(db), Events: db, Leases: db, Owner: historyActor, Refunds: []recon.RefundSource{adapter},
 		Logger: logger}
 	h.rollups = &recon.Rollups{Store: db, Clock: h.clock, Logger: logger}
 	as := alertstore.New(db)

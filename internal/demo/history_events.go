@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 )
@@ -347,7 +348,8 @@ func (h *history) people(ctx context.Context, at time.Time) error {
 // provider when opID is empty), through the exception workflow; done is false when the
 // reconciler has not recorded it yet.
 func (h *history) change(ctx context.Context, provider, opID, actor string, changes []recon.ExceptionChange) (done bool, err error) {
-	list, err := h.db.ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge, Provider: provider, Limit: 50})
+	exceptions := reconstore.New(h.db)
+	list, err := exceptions.ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge, Provider: provider, Limit: 50})
 	if err != nil {
 		return false, err
 	}
@@ -356,12 +358,12 @@ func (h *history) change(ctx context.Context, provider, opID, actor string, chan
 			continue
 		}
 		for _, c := range changes {
-			cur, err := h.db.GetException(ctx, ex.ID)
+			cur, err := exceptions.GetException(ctx, ex.ID)
 			if err != nil {
 				return false, err
 			}
 			c.ID, c.Version, c.Actor, c.At = cur.ID, cur.Version, actor, h.clock.Now()
-			if _, err := recon.ChangeException(ctx, h.db, c); err != nil {
+			if _, err := recon.ChangeException(ctx, exceptions, c); err != nil {
 				return false, err
 			}
 		}

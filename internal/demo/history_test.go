@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"io"
 	"log/slog"
 	"slices"
@@ -160,7 +161,7 @@ func checkStormAlert(t *testing.T, db *pg.DB, story storyline) {
 func checkExceptions(t *testing.T, db *pg.DB) {
 	t.Helper()
 	ctx := context.Background()
-	refunds, err := db.ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Limit: 50})
+	refunds, err := reconstore.New(db).ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Limit: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,14 +176,14 @@ func checkExceptions(t *testing.T, db *pg.DB) {
 	if len(refunds) != 2 || resolved != 1 || open != 1 {
 		t.Errorf("refund double charges: %d (%d resolved, %d not), want 2 (1 and 1)", len(refunds), resolved, open)
 	}
-	gens, err := db.ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Limit: 50})
+	gens, err := reconstore.New(db).ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Limit: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(gens) == 0 {
 		t.Errorf("no double generation recorded")
 	}
-	acked, err := db.ListExceptions(ctx, recon.ExceptionFilter{Status: recon.ExceptionAcknowledged, Limit: 50})
+	acked, err := reconstore.New(db).ListExceptions(ctx, recon.ExceptionFilter{Status: recon.ExceptionAcknowledged, Limit: 50})
 	if err != nil {
 		t.Fatal(err)
 	}

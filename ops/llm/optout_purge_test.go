@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -65,7 +66,7 @@ func TestAPurgedStoreFalseCallIsStillNotLookedUp(t *testing.T) {
 	t.Cleanup(srv.Close)
 	up := w.world.Upstream(srv.URL+"/v1", openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream"}).(*openai.Client)
 	lookups := &llm.Lookups{Ledger: w.ledger, Events: w.db, Store: up, Prices: llm.DefaultPrices()}
-	d := &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: w.db, Completions: lookups, Findings: w.db, Bulk: w.db}
+	d := &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: w.db, Completions: lookups, Findings: reconstore.New(w.db), Bulk: w.db}
 
 	// notLookedUp checks, for each call, the sentence its page shows and what the desk's
 	// lookup does.
@@ -112,7 +113,7 @@ func TestAPurgedStoreFalseCallIsStillNotLookedUp(t *testing.T) {
 
 	// The reconciler leaves both to a person without asking the store.
 	w.clock.Set(due.Add(recon.LookupGrace + time.Second))
-	rc := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+	rc := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Owner: "test",
 		Usage: []recon.UsageSource{&openai.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(srv.URL, "/"),
 			APIKey: "sk-settle-upstream", Lookups: lookups}}}
 	reps, err := rc.RunOnce(ctx)

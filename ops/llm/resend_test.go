@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -257,7 +258,7 @@ func TestAStalledCallWhoseClientIsGoneIsSettledByItsLookup(t *testing.T) {
 	if err != nil || got.Unknown != 1 || got.Released != 0 || got.Resent != 0 {
 		t.Fatalf("the pass after the client's wait: %+v, %v", got, err)
 	}
-	r := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+	r := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Owner: "test",
 		Usage: []recon.UsageSource{&openai.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
 			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
 	w.clock.Advance(recon.LookupGrace + time.Second)

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -169,7 +170,7 @@ func TestResponsesUnknownAreLookedUpByTheirID(t *testing.T) {
 	}
 
 	op2, gen2 := w.brokenResponse(t, "resp-recon")
-	rc := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Owner: "test",
+	rc := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Owner: "test",
 		Usage: []recon.UsageSource{&openai.UsageReader{Provider: "fake-llm", BaseURL: strings.TrimSuffix(w.base, "/v1"),
 			APIKey: "sk-settle-upstream", Lookups: w.lookups}}}
 	w.clock.Advance(recon.LookupGrace + time.Second)

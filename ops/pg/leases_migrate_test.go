@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"testing"
 	"time"
 )
@@ -34,7 +35,7 @@ VALUES ('reconcile:stripe', 'reconciler:a#1', $1, $2, $2, '{"listed":3}'), ('rec
 			t.Errorf("lease %s after the migration: %+v (%v), want held by %s until %s", name, l, err, want, until)
 		}
 	}
-	runs, err := f.db.Leases(ctx)
+	runs, err := reconstore.New(f.db).Leases(ctx)
 	if err != nil || len(runs) != 2 || runs[1].Name != "reconcile:stripe" || runs[1].DoneUntil == nil || !runs[1].DoneUntil.Equal(done) ||
 		string(runs[1].LastReport) != `{"listed": 3}` || runs[1].Until == nil || runs[0].Until != nil {
 		t.Errorf("reconcilers after the migration: %+v (%v)", runs, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
@@ -98,7 +99,7 @@ func TestALostLeaseWritesNothing(t *testing.T) {
 	if _, locked, err := retainstore.New(db).DropEmptyPartitions(ctx, retention, now, now.AddDate(10, 0, 0)); err != nil || locked {
 		t.Errorf("partition drop under a lost lease: locked %v (%v), want false", locked, err)
 	}
-	if ok, err := db.RecordRun(ctx, lost(recon.LeaseName("stripe")), now, &now, nil); err != nil || ok {
+	if ok, err := reconstore.New(db).RecordRun(ctx, lost(recon.LeaseName("stripe")), now, &now, nil); err != nil || ok {
 		t.Errorf("reconciler's run recorded under a lost lease: %v %v", ok, err)
 	}
 	var runs int

@@ -7,6 +7,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -57,7 +58,7 @@ func TestSentToLLMNamesEachRowsModelAndRoute(t *testing.T) {
 	w := recon.Window{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}
 	check := func(when string) {
 		t.Helper()
-		rows, err := f.db.SentToLLM(context.Background(), "openai", w, time.Hour)
+		rows, err := reconstore.New(f.db).SentToLLM(context.Background(), "openai", w, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}

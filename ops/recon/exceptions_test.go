@@ -2,6 +2,7 @@ package recon_test
 
 import (
 	"context"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"strconv"
 	"sync"
 	"testing"
@@ -20,7 +21,7 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 	if _, err := w.recon.Reconcile(ctx, "stripe", w.window()); err != nil {
 		t.Fatal(err)
 	}
-	list, err := w.db.ListExceptions(ctx, recon.ExceptionFilter{Status: recon.ExceptionOpen})
+	list, err := reconstore.New(w.db).ListExceptions(ctx, recon.ExceptionFilter{Status: recon.ExceptionOpen})
 	if err != nil || len(list) != 1 || list[0].Ref != orphan.ID {
 		t.Fatalf("open exceptions: %+v (%v)", list, err)
 	}
@@ -30,7 +31,7 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 		if c.Actor == "" {
 			c.Actor = "ana@example.com"
 		}
-		return recon.ChangeException(ctx, w.db, c)
+		return recon.ChangeException(ctx, reconstore.New(w.db), c)
 	}
 
 	got, err := change(recon.ExceptionChange{Version: ex.Version, Action: recon.ActionAcknowledge})
@@ -67,7 +68,7 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 			t.Fatalf("the loser got %v, want conflict", e)
 		}
 	}
-	got, _ = w.db.GetException(ctx, ex.ID)
+	got, _ = reconstore.New(w.db).GetException(ctx, ex.ID)
 	if got.Status != recon.ExceptionResolved || got.ResolvedAt == nil || got.Note == "" {
 		t.Fatalf("after resolve: %+v", got)
 	}
@@ -78,7 +79,7 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 	if err != nil || rep.NewExceptions != 0 {
 		t.Fatalf("rerun: %+v (%v)", rep, err)
 	}
-	again, _ := w.db.GetException(ctx, ex.ID)
+	again, _ := reconstore.New(w.db).GetException(ctx, ex.ID)
 	if again.Status != recon.ExceptionResolved || again.Version != got.Version || again.SeenCount != 2 {
 		t.Fatalf("after rerun: %s v%d seen %d", again.Status, again.Version, again.SeenCount)
 	}
@@ -94,7 +95,7 @@ func TestExceptionWorkflowAndItsAudit(t *testing.T) {
 		t.Fatalf("severity: %+v (%v)", got, err)
 	}
 
-	audit, err := w.db.Audit(ctx, "recon_exception", strconv.FormatInt(ex.ID, 10))
+	audit, err := reconstore.New(w.db).Audit(ctx, "recon_exception", strconv.FormatInt(ex.ID, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +126,12 @@ func TestResolvedDoubleChargeReopensOnAThirdCharge(t *testing.T) {
 	if _, err := w.recon.Reconcile(ctx, "stripe", w.window()); err != nil {
 		t.Fatal(err)
 	}
-	list, _ := w.db.ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge})
+	list, _ := reconstore.New(w.db).ListExceptions(ctx, recon.ExceptionFilter{Kind: recon.ExceptionDoubleCharge})
 	if len(list) != 1 {
 		t.Fatalf("%d double charges", len(list))
 	}
 	ex := list[0]
-	if _, err := recon.ChangeException(ctx, w.db, recon.ExceptionChange{ID: ex.ID, Version: ex.Version, Action: recon.ActionResolve,
+	if _, err := recon.ChangeException(ctx, reconstore.New(w.db), recon.ExceptionChange{ID: ex.ID, Version: ex.Version, Action: recon.ActionResolve,
 		Actor: "ana@example.com", Note: "Customer keeps the second refund as goodwill.", At: w.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestResolvedDoubleChargeReopensOnAThirdCharge(t *testing.T) {
 	if err != nil || rep.NewExceptions != 0 || rep.DoubleCharges != 1 {
 		t.Fatalf("run: %+v (%v)", rep, err)
 	}
-	got, _ := w.db.GetException(ctx, ex.ID)
+	got, _ := reconstore.New(w.db).GetException(ctx, ex.ID)
 	if got.Status != recon.ExceptionOpen || len(got.ChargeRefs) != 3 || !contains(got.ChargeRefs, third.ID) || got.AmountCents != 2000 {
 		t.Fatalf("after a third charge: %s %v %d", got.Status, got.ChargeRefs, got.AmountCents)
 	}

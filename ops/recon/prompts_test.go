@@ -3,6 +3,7 @@ package recon_test
 import (
 	"context"
 	"fmt"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +166,7 @@ func TestPromptReportIsComparedMinuteByMinute(t *testing.T) {
 	}
 	// Only uncertain attempts are listed one by one: the answered and the refused attempts of
 	// a minute come summed per model and outcome, so a busy day is a few rows a minute.
-	first, err := w.db.SentPrompts(ctx, "anthropic", recon.Window{From: minute(0), To: minute(2)}, time.Minute)
+	first, err := reconstore.New(w.db).SentPrompts(ctx, "anthropic", recon.Window{From: minute(0), To: minute(2)}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,12 @@ const (
 type Reconciler struct {
 	Ledger *ops.Ledger
 	Store  Store
+	// Events is the ledger's store, through which what a provider's records settle closes
+	// operations.
+	Events ops.EventStore
+	// Leases holds the leases: the reconciler of each provider is a role (ops.Role) of the
+	// lease LeaseName(provider).
+	Leases ops.LeaseStore
 	// Refunds and Usage are the providers to reconcile, by kind of report.
 	Refunds []RefundSource
 	Usage   []UsageSource
@@ -280,7 +286,7 @@ func (r *Reconciler) run(ctx context.Context, provider string, window func(time.
 	}
 	w := window(r.Ledger.Clock.Now(), progress)
 	rep.From, rep.To = w.From, w.To
-	role := ops.NewRole(r.Store, r.Ledger.Clock, r.logger(), name, r.owner(), orDefault(r.Heartbeat, leaseFor))
+	role := ops.NewRole(r.Leases, r.Ledger.Clock, r.logger(), name, r.owner(), orDefault(r.Heartbeat, leaseFor))
 	holder, held, err := role.Hold(ctx, func(ctx context.Context, l ops.Lease) error {
 		// Stop well before the run's bound: a run of days is for the one-off command.
 		runCtx, cancel := context.WithTimeout(ctx, leaseFor*9/10)

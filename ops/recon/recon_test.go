@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -58,7 +59,7 @@ func newWorld(t *testing.T) *world {
 	w.adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: base, AttemptTimeout: 300 * time.Millisecond, ReadsPerSecond: 50})
 	w.ledger = ops.NewLedger(db, w.clock)
 	w.ledger.Register(refund.Kind())
-	w.recon = &recon.Reconciler{Ledger: w.ledger, Store: db, Refunds: []recon.RefundSource{w.adapter}, Owner: "test-replica"}
+	w.recon = &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(db), Events: db, Leases: db, Refunds: []recon.RefundSource{w.adapter}, Owner: "test-replica"}
 	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&w.tenant); err != nil {
 		t.Fatal(err)
 	}
@@ -352,8 +353,8 @@ func TestTwoReconcilersAtOnceOnlyOneActs(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
 	blocking := &gatedSource{RefundSource: w.adapter, calls: &calls, entered: entered, release: release}
-	a := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Refunds: []recon.RefundSource{blocking}, Owner: "replica-a"}
-	b := &recon.Reconciler{Ledger: w.ledger, Store: w.db, Refunds: []recon.RefundSource{blocking}, Owner: "replica-b"}
+	a := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Refunds: []recon.RefundSource{blocking}, Owner: "replica-a"}
+	b := &recon.Reconciler{Ledger: w.ledger, Store: reconstore.New(w.db), Events: w.db, Leases: w.db, Refunds: []recon.RefundSource{blocking}, Owner: "replica-b"}
 	done := make(chan recon.Report, 1)
 	go func() {
 		rep, err := a.Reconcile(ctx, "stripe", win)

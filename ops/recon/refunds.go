@@ -255,7 +255,7 @@ func (r *Reconciler) lookUpMissing(ctx context.Context, src RefundSource, w Wind
 func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known map[string]bool, rep *Report) error {
 	ev := ops.Evidence{Kind: ops.EvidenceReconciliation,
 		Summary: fmt.Sprintf("Reconciliation found %s at %s: %s, %s.", rec.Ref, rec.Provider, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status)}
-	applied, err := r.Ledger.ApplyRecord(ctx, r.Store, rec, ev, r.actor(rec.Provider))
+	applied, err := r.Ledger.ApplyRecord(ctx, r.Events, rec, ev, r.actor(rec.Provider))
 	if err == nil || ops.ErrorCode(err) == ops.EINVALID || ops.ErrorCode(err) == ops.ECONFLICT {
 		// The charge is recorded before the ledger decides about the operation.
 		if !known[rec.Ref] {

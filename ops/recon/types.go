@@ -402,10 +402,10 @@ type MatchedCharge struct {
 	Shared bool
 }
 
-// Store is what the reconciler needs from the store: the ledger's EventStore to close
-// operations, and the provider charges, findings, leases and usage reports.
+// Store is what the reconciler needs from its own store: the provider charges, findings,
+// runs and usage reports. The ledger's EventStore and the leases are the Reconciler's Events
+// and Leases, given apart because they are the ledger's store, not the reconciler's.
 type Store interface {
-	ops.EventStore
 	// KnownCharges returns which of refs are recorded already for the provider.
 	KnownCharges(ctx context.Context, provider string, refs []string) (map[string]bool, error)
 	// RecordMatchedCharges records, together and as reconciled, the records that only
@@ -427,8 +427,6 @@ type Store interface {
 	// repeat updates when it was last seen and the charges involved. created says whether
 	// this call made the row.
 	RecordFinding(ctx context.Context, f Finding) (ex *Exception, created bool, err error)
-	// The reconciler of each provider is a role (ops.Role) of the lease LeaseName(provider).
-	ops.LeaseStore
 	// ReconRun returns how far the named reconciler's background runs have got.
 	ReconRun(ctx context.Context, name string) (Lease, error)
 	// RecordRun records a run of the reconciler whose lease is l, when l is still held with
