@@ -8,6 +8,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 )
 
 // TestPurgedCallsPageAndQueueRowKeepTheirAPIAndModel: the purge deletes an LLM call's request
@@ -30,7 +31,7 @@ func TestPurgedCallsPageAndQueueRowKeepTheirAPIAndModel(t *testing.T) {
 		To: ops.StatusUnknown, Now: e.clock.Now(), Actor: "gw", Action: "mark_unknown", Reason: "stream broke off"}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := (&llm.Purger{Store: e.db, Clock: ops.NewManualClock(e.clock.Now().Add(llm.DefaultBodyKeep + time.Hour)),
+	rep, err := (&llm.Purger{Store: purgestore.New(e.db), Clock: ops.NewManualClock(e.clock.Now().Add(llm.DefaultBodyKeep + time.Hour)),
 		Keep: llm.DefaultBodyKeep, JobTTL: 24 * time.Hour, Batch: 10}).RunOnce(ctx)
 	if err != nil || rep.Operations != 1 {
 		t.Fatalf("purge: %+v %v, want the call purged", rep, err)

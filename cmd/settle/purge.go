@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 )
 
 // bodyKeepEnv reads SETTLE_LLM_BODY_KEEP: how long prompts and completions outlive the key's
@@ -25,7 +26,7 @@ func bodyKeepEnv(e environ) (time.Duration, error) {
 // and results, in small batches. Every replica may run it; its role lets one act at a
 // time. Jobs have no TTL of their own: theirs is the LLM key's.
 func (p *Program) startBodyPurge(ctx context.Context) {
-	pr := &llm.Purger{Store: p.DB, Clock: p.Clock, Keep: p.Config.LLM.BodyKeep, JobTTL: p.Config.LLM.KeyTTL,
+	pr := &llm.Purger{Store: purgestore.New(p.DB), Clock: p.Clock, Keep: p.Config.LLM.BodyKeep, JobTTL: p.Config.LLM.KeyTTL,
 		Role: p.role(llm.PurgeRole, "purge"), Logger: p.Logger}
 	p.goLoop(ctx, pr.Loop())
 }

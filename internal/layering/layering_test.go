@@ -193,7 +193,6 @@ var belowPg = map[string]string{
 // a line names a package ops/pg no longer imports, so the list only shrinks.
 var pgUseCaseDebts = map[string]string{
 	"ops/desk":  "the desk's accounts, tokens, queues, bulk lookups, saved views, follow-ups, people and single sign-on (accounts.go, bulk.go, dashboard.go, followups.go, people.go, queue.go, saved_views.go, sso.go, tokens.go)",
-	"ops/llm":   "the gateway's attempt references, stream events, response owners and body purge (attempt_refs.go, stream_events.go, response_owner.go, purge.go)",
 	"ops/recon": "the findings the ledger's store records too (a refund failed after success), the counts and drill-down, and the rollups (recon.go, recon_findings.go, recon_metrics.go, rollups*.go, and the refunds' use of its types)",
 }
 

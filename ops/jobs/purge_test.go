@@ -7,6 +7,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 )
 
 // A published job's bodies go with its generation's, past the TTL and the keep: the
@@ -20,7 +21,7 @@ func TestPurgeDeletesJobBodies(t *testing.T) {
 	e.drain(t, e.worker("w1", false))
 	queued := e.submit(t, e.tenant, "still-queued", docB, "v1")
 	ttl := 24 * time.Hour
-	p := &llm.Purger{Store: e.db, Clock: ops.NewManualClock(time.Now().Add(ttl + llm.DefaultBodyKeep + time.Hour)), JobTTL: ttl}
+	p := &llm.Purger{Store: purgestore.New(e.db), Clock: ops.NewManualClock(time.Now().Add(ttl + llm.DefaultBodyKeep + time.Hour)), JobTTL: ttl}
 	rep, err := p.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -93,7 +94,7 @@ func TestAPurgedStoreFalseCallIsStillNotLookedUp(t *testing.T) {
 
 	ttl, keep := 24*time.Hour, llm.DefaultBodyKeep
 	due := w.op(t, "no-store-resp").CreatedAt.Add(ttl + keep + time.Minute)
-	rep, err := (&llm.Purger{Store: w.db, Clock: ops.NewManualClock(due), Keep: keep, JobTTL: ttl, Batch: 10}).RunOnce(ctx)
+	rep, err := (&llm.Purger{Store: purgestore.New(w.db), Clock: ops.NewManualClock(due), Keep: keep, JobTTL: ttl, Batch: 10}).RunOnce(ctx)
 	if err != nil || rep.Operations != len(keys) {
 		t.Fatalf("purged %d operations (%v), want %d", rep.Operations, err, len(keys))
 	}

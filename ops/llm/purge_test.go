@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 )
 
@@ -25,7 +26,7 @@ func TestLLMReplayAfterPurgeIsAnswerPurged(t *testing.T) {
 	ttl, keep := 24*time.Hour, llm.DefaultBodyKeep
 	purge := func(at time.Time) llm.PurgeReport {
 		t.Helper()
-		rep, err := (&llm.Purger{Store: w.db, Clock: ops.NewManualClock(at), Keep: keep, JobTTL: ttl, Batch: 1}).RunOnce(context.Background())
+		rep, err := (&llm.Purger{Store: purgestore.New(w.db), Clock: ops.NewManualClock(at), Keep: keep, JobTTL: ttl, Batch: 1}).RunOnce(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +73,7 @@ func TestLLMLateCloseLeavesAPurgedCallPurged(t *testing.T) {
 	ttl, keep := 24*time.Hour, llm.DefaultBodyKeep
 	purge := func(at time.Time) llm.PurgeReport {
 		t.Helper()
-		rep, err := (&llm.Purger{Store: w.db, Clock: ops.NewManualClock(at), Keep: keep, JobTTL: ttl, Batch: 1}).RunOnce(ctx)
+		rep, err := (&llm.Purger{Store: purgestore.New(w.db), Clock: ops.NewManualClock(at), Keep: keep, JobTTL: ttl, Batch: 1}).RunOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +123,7 @@ func TestStreamEventsArePurgedWithTheAnswer(t *testing.T) {
 		t.Fatalf("stored events: %d bytes, %v", stored, err)
 	}
 	at := op.CreatedAt.Add(op.Retention + llm.DefaultBodyKeep + time.Minute)
-	if rep, err := (&llm.Purger{Store: w.db, Clock: ops.NewManualClock(at)}).RunOnce(context.Background()); err != nil || rep.Operations != 1 {
+	if rep, err := (&llm.Purger{Store: purgestore.New(w.db), Clock: ops.NewManualClock(at)}).RunOnce(context.Background()); err != nil || rep.Operations != 1 {
 		t.Fatalf("purge: %+v %v", rep, err)
 	}
 	if err := w.db.Pool.QueryRow(context.Background(), q, op.ID).Scan(&stored); err != nil || stored != 0 {

@@ -4,11 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/settle-dev/settle/ops/llm"
 )
-
-var _ llm.AttemptRefs = (*DB)(nil)
 
 // RecordAttemptRef implements llm.AttemptRefs: the provider's id of what attempt n of the
 // operation generated, kept once set.

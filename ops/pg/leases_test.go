@@ -8,6 +8,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -89,7 +90,7 @@ func TestALostLeaseWritesNothing(t *testing.T) {
 	if st, err := db.RollupStatus(ctx); err != nil || st.Ran() {
 		t.Errorf("rollup state %+v %v after a run under a lost lease", st, err)
 	}
-	if rep, err := db.PurgeBodies(ctx, llm.PurgeParams{Now: now, Batch: 10, Lease: lost(llm.PurgeRole)}); err != nil || !rep.Skipped {
+	if rep, err := purgestore.New(db).PurgeBodies(ctx, llm.PurgeParams{Now: now, Batch: 10, Lease: lost(llm.PurgeRole)}); err != nil || !rep.Skipped {
 		t.Errorf("purge under a lost lease: %+v %v, want skipped", rep, err)
 	}
 	retention := lost(retain.Role)

@@ -21,6 +21,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
@@ -183,7 +184,7 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 			(&recon.Rollups{Store: db, Clock: clock, Interval: every, Role: role(log, recon.RollupRole), Logger: log}).Loop().Run(ctx)
 		},
 		"body purge": func(ctx context.Context, log *slog.Logger) {
-			(&llm.Purger{Store: db, Clock: clock, Interval: every, Role: role(log, llm.PurgeRole), Logger: log}).Loop().Run(ctx)
+			(&llm.Purger{Store: purgestore.New(db), Clock: clock, Interval: every, Role: role(log, llm.PurgeRole), Logger: log}).Loop().Run(ctx)
 		},
 		"retention": func(ctx context.Context, log *slog.Logger) {
 			(&retain.Retention{Store: retainstore.New(db), Clock: clock, Keep: 24 * time.Hour, Interval: every, Actor: "retention", Role: role(log, retain.Role),

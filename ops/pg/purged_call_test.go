@@ -7,6 +7,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -37,7 +38,7 @@ func (f *fixture) llmCall(t *testing.T, key, route, model string) *ops.Operation
 // purgeAll runs the body purge far enough past t0 that every call opened at t0 is due.
 func (f *fixture) purgeAll(t *testing.T, want int) {
 	t.Helper()
-	rep, err := (&llm.Purger{Store: f.db, Clock: ops.NewManualClock(t0.Add(30 * 24 * time.Hour)), Keep: llm.DefaultBodyKeep,
+	rep, err := (&llm.Purger{Store: purgestore.New(f.db), Clock: ops.NewManualClock(t0.Add(30 * 24 * time.Hour)), Keep: llm.DefaultBodyKeep,
 		JobTTL: 24 * time.Hour, Batch: 10}).RunOnce(context.Background())
 	if err != nil {
 		t.Fatal(err)

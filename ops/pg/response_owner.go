@@ -7,10 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/llm"
 )
-
-var _ llm.ResponseOwners = (*DB)(nil)
 
 // ResponseOperation implements llm.ResponseOwners: the LLM call of the tenant one of whose
 // attempts recorded ref, the latest when several did.

@@ -5,11 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/settle-dev/settle/ops/llm"
 )
-
-var _ llm.StoredStreams = (*DB)(nil)
 
 // StreamEvents implements llm.StoredStreams: the events stored with an operation's answer,
 // read apart from the operation itself, since only a streamed replay needs them and they

@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/purgestore"
 )
 
 // The purge deletes an LLM call's request a week or so after its key's TTL, and /metrics and
@@ -25,7 +26,7 @@ func TestPurgedCallsKeepTheirAPIOnMetricsAndAlerts(t *testing.T) {
 	}
 	f.llmCallOn(t, "/v1/embeddings", "emb-1")
 	to := f.clock.Now().Add(time.Second)
-	rep, err := (&llm.Purger{Store: f.db, Clock: ops.NewManualClock(t0.Add(30 * 24 * time.Hour)), Keep: llm.DefaultBodyKeep,
+	rep, err := (&llm.Purger{Store: purgestore.New(f.db), Clock: ops.NewManualClock(t0.Add(30 * 24 * time.Hour)), Keep: llm.DefaultBodyKeep,
 		JobTTL: 24 * time.Hour, Batch: 10}).RunOnce(ctx)
 	if err != nil || rep.Operations != 4 {
 		t.Fatalf("purge: %+v %v, want the 4 calls purged", rep, err)

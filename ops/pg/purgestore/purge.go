@@ -1,4 +1,8 @@
-package pg
+// Package purgestore holds the body purge's statements: they delete the prompts and
+// completions of finished LLM operations and the documents and results of finished jobs
+// once their keep has passed, in short batches under the purge's lease. It implements
+// llm.PurgeStore.
+package purgestore
 
 import (
 	"context"
@@ -6,9 +10,16 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
-var _ llm.PurgeStore = (*DB)(nil)
+var _ llm.PurgeStore = (*Store)(nil)
+
+// Store is the body purge's store on db's pool.
+type Store struct{ db *pg.DB }
+
+// New returns the body purge's store on db.
+func New(db *pg.DB) *Store { return &Store{db: db} }
 
 // purgeOperationsSQL deletes the request and result (with its stream's events) of up to @batch
 // finished LLM operations whose key's TTL (their retention) and @keep have passed, oldest
@@ -46,7 +57,7 @@ SELECT count(*) FROM j`
 
 // PurgeBodies implements llm.PurgeStore: one short transaction per batch, each while the
 // purge's lease is held, until a batch comes back short.
-func (db *DB) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeReport, error) {
+func (s *Store) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeReport, error) {
 	var rep llm.PurgeReport
 	args := pgx.NamedArgs{"now": p.Now, "keep": p.Keep, "ttl": p.JobTTL, "batch": p.Batch}
 	for _, step := range []struct {
@@ -55,9 +66,9 @@ func (db *DB) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeRepo
 		n    *int
 	}{{purgeOperationsSQL, "purge operation bodies", &rep.Operations}, {purgeJobsSQL, "purge job bodies", &rep.Jobs}} {
 		for {
-			n, locked, err := db.purgeBatch(ctx, p, step.sql, args)
+			n, locked, err := s.purgeBatch(ctx, p, step.sql, args)
 			if err != nil {
-				return rep, interpret(err, step.what)
+				return rep, pg.Interpret(err, step.what)
 			}
 			if !locked {
 				rep.Skipped = true
@@ -74,10 +85,10 @@ func (db *DB) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeRepo
 
 // purgeBatch runs one batch of sql in its own transaction, if the purge's lease is still
 // held; the lease cannot be taken over before the transaction ends.
-func (db *DB) purgeBatch(ctx context.Context, p llm.PurgeParams, sql string, args pgx.NamedArgs) (n int, locked bool, err error) {
-	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+func (s *Store) purgeBatch(ctx context.Context, p llm.PurgeParams, sql string, args pgx.NamedArgs) (n int, locked bool, err error) {
+	err = pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		var err error
-		if locked, err = holdLease(ctx, tx, p.Lease, p.Now); err != nil || !locked {
+		if locked, err = pg.HoldLease(ctx, tx, p.Lease, p.Now); err != nil || !locked {
 			return err
 		}
 		if sql == purgeJobsSQL {
