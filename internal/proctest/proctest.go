@@ -8,6 +8,7 @@ package proctest
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -79,9 +80,19 @@ func (b *Buffer) String() string {
 	return b.b.String()
 }
 
-// FreeAddr returns a loopback address, "127.0.0.1:port", nothing listens on.
+// FreeAddr returns a loopback address, "127.0.0.1:port", nothing listens on. The port is
+// drawn below the kernel's ephemeral range (32768 and up on Linux), because the process
+// given the address binds it only later: a port the kernel hands out for "127.0.0.1:0" can
+// meanwhile be handed to any other test's listener, which then takes it first.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	for range 50 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(20000+rand.IntN(12000)))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
