@@ -1,13 +1,16 @@
 // Package opstest builds operations in the states tests and the demo start from: an
 // operation whose caller went away in the middle of its sends, one another process took
 // over, one nobody knows the outcome of. Flows never take these steps one at a time (they
-// admit, run, answer and close through the Ledger), so the Ledger keeps them to itself;
-// a Seeder takes them through the same store calls and the same checks the Ledger makes,
-// so what it builds is a state the Ledger itself can reach.
+// admit, run, answer and close through the Ledger), so the Ledger keeps them to itself.
+// A Seeder opens and finishes attempts through the Ledger's own protocol (Admit, and Run
+// with a sender that answers what the test asks for), and takes the other steps through the
+// same store calls and the same checks the Ledger makes, so what it builds is a state the
+// Ledger itself can reach, with the same rows.
 package opstest
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -16,6 +19,7 @@ import (
 // Seeder takes single steps of an operation's life on the store a Ledger uses, with the
 // Ledger's clock and limits.
 type Seeder struct {
+	ledger *ops.Ledger
 	store  ops.Store
 	clock  ops.Clock
 	limits ops.Limits
@@ -23,7 +27,52 @@ type Seeder struct {
 
 // New returns a Seeder for the operations of l, whose store is store.
 func New(l *ops.Ledger, store ops.Store) *Seeder {
-	return &Seeder{store: store, clock: l.Clock, limits: l.Limits}
+	return &Seeder{ledger: l, store: store, clock: l.Clock, limits: l.Limits}
+}
+
+// Open opens a new operation for in as a client request recorded under requestRef: leased
+// to owner with its first attempt begun, so that Finish may end it at once, or received and
+// unleased when owner is empty. It admits the request as every flow does, so the operation,
+// its client request and its audit row are the ones Admit writes; an intent that already has
+// an operation Admit would answer from is refused with ECONFLICT, since nothing new was
+// seeded.
+func (s *Seeder) Open(ctx context.Context, in ops.Intent, requestRef, owner string) (ops.Admission, error) {
+	in.RequestRef, in.Owner = requestRef, owner
+	adm, err := s.ledger.Admit(ctx, in)
+	if err != nil {
+		return adm, err
+	}
+	if !adm.Created {
+		return adm, ops.Errorf(ops.ECONFLICT, "The intent %q is answered by operation %s (%s): nothing new was opened.", in.IntentKey, adm.Op.ID, adm.Verdict)
+	}
+	return adm, nil
+}
+
+// errSeeded ends the run Finish starts once its one attempt is recorded.
+var errSeeded = errors.New("opstest: the attempt is recorded")
+
+// Finish ends attempt a of op, begun and leased to owner, as if its send had come back with
+// res, and returns op as the rules then leave it. The attempt goes through Run with a sender
+// that answers res, and the run stops as soon as the attempt's end is recorded: the attempt,
+// the move of op, its audit row, its evidence and its outbox event are the ones a send that
+// came back so writes, and an operation still in progress stays leased to owner for its next
+// attempt (BeginAttempt), as between two attempts of one run. For a provider that takes no
+// key, res.PossibleDuplicate says whether the send followed an uncertain one.
+func (s *Seeder) Finish(ctx context.Context, op *ops.Operation, a *ops.Attempt, owner string, res ops.AttemptResult) (*ops.Operation, error) {
+	if a == nil {
+		return nil, ops.Errorf(ops.EINVALID, "There is no attempt of operation %s to finish.", op.ID)
+	}
+	answer := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult { return res })
+	out, err := s.ledger.Run(ctx, op, answer, ops.RunSpec{Owner: owner, First: a, PossibleDuplicate: res.PossibleDuplicate,
+		Hooks: ops.Hooks{AfterAttempt: func(context.Context, *ops.Operation, ops.AttemptResult) error { return errSeeded }}})
+	if errors.Is(err, errSeeded) {
+		return out, nil
+	}
+	if err == nil {
+		// Run ends without the hook only when it records nothing.
+		err = ops.Errorf(ops.EINVALID, "The attempt of operation %s was not recorded.", op.ID)
+	}
+	return nil, err
 }
 
 // Claim leases op to owner as a process taking it over would: only when nobody holds it
