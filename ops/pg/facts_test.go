@@ -16,7 +16,7 @@ import (
 func (f *fixture) lifecycle(t *testing.T, order string) *ops.Operation {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund(order, 3800), "req-"+order, "w1")
+	o, err := f.seed().Open(ctx, f.refund(order, 3800), "req-"+order, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestOpenIsAuditedFromTheOperationsCreation(t *testing.T) {
 
 	// An intent opened without a claim was received by nobody in particular.
 	f.clock.Advance(time.Second)
-	o, err := f.ledger.Open(ctx, f.refund("ord-unclaimed", 100), "req-u", "")
+	o, err := f.seed().Open(ctx, f.refund("ord-unclaimed", 100), "req-u", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestFailedAfterSuccessSurvivesACrash(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund("fas", 4200), "r1", "w")
+	o, err := f.seed().Open(ctx, f.refund("fas", 4200), "r1", "w")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,15 @@ func (f *fixture) refund(order string, cents int64) ops.Intent {
 		OrderRef: order, AmountCents: cents, Currency: "usd", PaymentRef: "pi_1", Retention: 24 * time.Hour}
 }
 
+// seed builds operations in given states on the fixture's ledger.
+func (f *fixture) seed() *opstest.Seeder { return opstest.New(f.ledger, f.db) }
+
+// request is in as the client request ref, sent by owner, that a flow admits.
+func request(in ops.Intent, ref, owner string) ops.Intent {
+	in.RequestRef, in.Owner = ref, owner
+	return in
+}
+
 func (f *fixture) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
@@ -66,11 +75,11 @@ func neverSent(t *testing.T) ops.Sender {
 func (f *fixture) toUnknown(t *testing.T, order string) *ops.Operation {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund(order, 3800), "req-1", "w1")
+	o, err := f.seed().Open(ctx, f.refund(order, 3800), "req-1", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
+	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +95,7 @@ func TestFiftyConcurrentOpensMakeOneOperation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	results := make([]ops.Opened, 50)
+	results := make([]ops.Admission, 50)
 	errs := make([]error, 50)
 	start := make(chan struct{})
 	for i := range 50 {
@@ -94,7 +103,7 @@ func TestFiftyConcurrentOpensMakeOneOperation(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i], errs[i] = f.ledger.Open(ctx, f.refund("4417", 3800), fmt.Sprintf("toolu_%02d", i), fmt.Sprintf("w%d", i))
+			results[i], errs[i] = f.ledger.Admit(ctx, request(f.refund("4417", 3800), fmt.Sprintf("toolu_%02d", i), fmt.Sprintf("w%d", i)))
 		}()
 	}
 	close(start)
@@ -134,13 +143,13 @@ func TestOpenWithOtherFingerprintIsRefused(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	in := f.refund("1", 100)
-	if _, err := f.ledger.Open(ctx, in, "a", "w"); err != nil {
+	if _, err := f.seed().Open(ctx, in, "a", "w"); err != nil {
 		t.Fatal(err)
 	}
 	in.Fingerprint = "other"
-	_, err := f.ledger.Open(ctx, in, "b", "w")
-	if ops.ErrorCode(err) != ops.EINVALID {
-		t.Fatalf("got %v, want invalid", err)
+	adm, err := f.ledger.Admit(ctx, request(in, "b", "w"))
+	if err != nil || adm.Verdict != ops.VerdictConflict {
+		t.Fatalf("got %s %v, want a conflict", adm.Verdict, err)
 	}
 	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'conflict'`); n != 1 {
 		t.Fatalf("%d conflict answers, want 1", n)
@@ -152,7 +161,7 @@ func TestProviderKeyIsCommittedBeforeTheFirstAttemptAndReused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund("7", 700), "a", "w1")
+	o, err := f.seed().Open(ctx, f.refund("7", 700), "a", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +170,7 @@ func TestProviderKeyIsCommittedBeforeTheFirstAttemptAndReused(t *testing.T) {
 	if err := f.db.Pool.QueryRow(ctx, `SELECT provider_key FROM operations WHERE id = $1`, o.Op.ID).Scan(&key); err != nil || key != o.Op.ProviderKey || key == "" {
 		t.Fatalf("stored key %q (%v), want %q", key, err, o.Op.ProviderKey)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +258,7 @@ func TestCloseFromEveryStatus(t *testing.T) {
 	build := map[ops.Status]func(order string) *ops.Operation{
 		ops.StatusUnknown: func(order string) *ops.Operation { return f.toUnknown(t, order) },
 		ops.StatusInProgress: func(order string) *ops.Operation {
-			o, err := f.ledger.Open(ctx, f.refund(order, 100), "r", "w")
+			o, err := f.seed().Open(ctx, f.refund(order, 100), "r", "w")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,11 +333,11 @@ func TestSendIsRefusedForUnknownExpiredAndPastRetention(t *testing.T) {
 		t.Fatalf("store sent an unknown operation: %v", err)
 	}
 
-	o, err := f.ledger.Open(ctx, f.refund("r", 500), "r", "w1")
+	o, err := f.seed().Open(ctx, f.refund("r", 500), "r", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +378,7 @@ func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 		return ops.AttemptResult{Outcome: ops.OutcomeTimeout}
 	})
 	noSleep := func(context.Context, time.Duration) error { return nil }
-	o, err := f.ledger.Open(ctx, f.refund("b", 100), "call-1", "call-1")
+	o, err := f.seed().Open(ctx, f.refund("b", 100), "call-1", "call-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,15 +389,12 @@ func TestAttemptBudgetOfSixAcrossCalls(t *testing.T) {
 	if op.Status != ops.StatusInProgress || op.Attempts != 3 {
 		t.Fatalf("after one call: %s with %d attempts, want in_progress with 3", op.Status, op.Attempts)
 	}
-	o2, err := f.ledger.Open(ctx, f.refund("b", 100), "call-2", "call-2")
-	if err != nil || o2.Created {
-		t.Fatalf("second call: %v created=%v", err, o2.Created)
+	// The first call released its lease: the second resumes the operation with its key.
+	o2, err := f.ledger.Admit(ctx, request(f.refund("b", 100), "call-2", "call-2"))
+	if err != nil || o2.Created || o2.Verdict != ops.VerdictSend || o2.Op.ID != op.ID {
+		t.Fatalf("second call: %s %v created=%v", o2.Verdict, err, o2.Created)
 	}
-	op, err = opstest.New(f.ledger, f.db).Claim(ctx, o2.Op, "call-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, err = f.ledger.Run(ctx, op, timeouts, ops.RunSpec{Owner: "call-2", Sleep: noSleep})
+	op, err = f.ledger.Run(ctx, o2.Op, timeouts, ops.RunSpec{Owner: "call-2", Sleep: noSleep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +409,7 @@ func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 	f := newFixture(t)
 	f.consumeOutbox(t)
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund("ok", 100), "r1", "w")
+	o, err := f.seed().Open(ctx, f.refund("ok", 100), "r1", "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,12 +439,17 @@ func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 		t.Fatalf("audit trail %+v (%v), want open and attempt.ok", tl.Audit, err)
 	}
 	// Ops rule 9: the ledger refuses a success without the provider's record.
-	o2, _ := f.ledger.Open(ctx, f.refund("ok2", 100), "r2", "w")
-	if _, _, err := f.ledger.FinishAttempt(ctx, o2.Op, o2.Attempt, "w", ops.AttemptResult{Outcome: ops.OutcomeOK}); ops.ErrorCode(err) != ops.EINVALID {
+	o2, _ := f.seed().Open(ctx, f.refund("ok2", 100), "r2", "w")
+	noRecord := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
+		return ops.AttemptResult{Outcome: ops.OutcomeOK}
+	})
+	if _, err := f.ledger.Run(ctx, o2.Op, noRecord, ops.RunSpec{Owner: "w", First: o2.Attempt}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Fatalf("success without provider record: %v", err)
 	}
-	// A closed intent opens a new operation for the next request.
-	o3, err := f.ledger.Open(ctx, f.refund("ok", 100), "r3", "w")
+	// A closed intent opens a new operation for the next request, one that came after the
+	// close (a request that came while it was open is its duplicate).
+	f.clock.Advance(time.Second)
+	o3, err := f.ledger.Admit(ctx, request(f.refund("ok", 100), "r3", "w"))
 	if err != nil || !o3.Created || o3.Op.ID == op.ID || o3.Op.ProviderKey == op.ProviderKey {
 		t.Fatalf("reopen after close: %+v %v", o3, err)
 	}
@@ -456,16 +467,16 @@ func TestReaperResendsWithTheSameKeyOrMarksUnknown(t *testing.T) {
 		mu.Unlock()
 		return ops.AttemptResult{Outcome: ops.OutcomeOK, Result: &ops.Result{ProviderRef: "re_reaped"}}
 	})
-	refund, err := f.ledger.Open(ctx, f.refund("stall", 100), "r", "dead-worker")
+	refund, err := f.seed().Open(ctx, f.refund("stall", 100), "r", "dead-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMJob, Provider: "llm", IntentKey: "job-1", Fingerprint: "f"}
-	jobOp, err := f.ledger.Open(ctx, job, "r", "dead-worker")
+	jobOp, err := f.seed().Open(ctx, job, "r", "dead-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, err := f.ledger.Open(ctx, f.refund("old", 100), "r", "dead-worker")
+	old, err := f.seed().Open(ctx, f.refund("old", 100), "r", "dead-worker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +521,7 @@ func TestReaperAppliesTheOperationsOwnPolicy(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	open := func(kind ops.Kind, key string, pol ops.Policy) *ops.Operation {
-		o, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: kind, Provider: "llm", IntentKey: key, Fingerprint: "f", Policy: &pol}, "r", "dead-worker")
+		o, err := f.seed().Open(ctx, ops.Intent{TenantID: f.tenant, Kind: kind, Provider: "llm", IntentKey: key, Fingerprint: "f", Policy: &pol}, "r", "dead-worker")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -547,7 +558,7 @@ func TestAnOperationKeepsThePolicyItWasOpenedWith(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	batch := ops.Policy{RetryUncertain: false, NoProviderKey: true}
-	call, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "llm", IntentKey: "chat-batch",
+	call, err := f.seed().Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "llm", IntentKey: "chat-batch",
 		Fingerprint: "f", Policy: &batch}, "r", "dead-worker")
 	if err != nil {
 		t.Fatal(err)
@@ -555,7 +566,7 @@ func TestAnOperationKeepsThePolicyItWasOpenedWith(t *testing.T) {
 	noLookup := ops.Policy{RetryUncertain: false, HasLookup: false}
 	in := f.refund("own-policy", 500)
 	in.Policy = &noLookup
-	ref, err := f.ledger.Open(ctx, in, "r", "w1")
+	ref, err := f.seed().Open(ctx, in, "r", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,9 +575,14 @@ func TestAnOperationKeepsThePolicyItWasOpenedWith(t *testing.T) {
 	other.Register(ops.KindSpec{Kind: ops.KindLLMCall, Name: "call", Policy: ops.Policy{RetryUncertain: true, NoProviderKey: true}},
 		ops.KindSpec{Kind: ops.KindRefund, Name: "refund", Policy: ops.Policy{RetryUncertain: true, HasLookup: true}})
 
-	op, retry, err := other.FinishAttempt(ctx, ref.Op, ref.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
-	if err != nil || retry || op.Status != ops.StatusUnknown {
-		t.Fatalf("timeout of a refund opened without resends: %s retry=%v %v, want unknown", op.Status, retry, err)
+	sends := 0
+	timeout := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
+		sends++
+		return ops.AttemptResult{Outcome: ops.OutcomeTimeout}
+	})
+	op, err := other.Run(ctx, ref.Op, timeout, ops.RunSpec{Owner: "w1", First: ref.Attempt, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil || sends != 1 || op.Status != ops.StatusUnknown {
+		t.Fatalf("timeout of a refund opened without resends: %s after %d sends %v, want unknown after 1", op.Status, sends, err)
 	}
 	closed, err := other.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Actor: "ana",
 		Evidence: ops.Evidence{Kind: ops.EvidenceNote, Summary: "the provider's dashboard shows nothing"}})
@@ -650,7 +666,7 @@ func TestOpenNeedsARegisteredKindOrAPolicy(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	bare := ops.NewLedger(f.db, f.clock)
-	if _, err := bare.Open(ctx, f.refund("unregistered", 100), "r", "w"); ops.ErrorCode(err) != ops.EINVALID {
+	if _, err := bare.Admit(ctx, request(f.refund("unregistered", 100), "r", "w")); ops.ErrorCode(err) != ops.EINVALID {
 		t.Fatalf("open of an unregistered kind: %v, want EINVALID", err)
 	}
 	if n := f.count(t, `SELECT count(*) FROM operations`); n != 0 {
@@ -658,11 +674,11 @@ func TestOpenNeedsARegisteredKindOrAPolicy(t *testing.T) {
 	}
 	in := f.refund("own", 100)
 	in.Policy = &ops.Policy{HasLookup: true}
-	o, err := bare.Open(ctx, in, "r", "w")
+	o, err := bare.Admit(ctx, request(in, "r", "w"))
 	if err != nil || o.Op.Policy != *in.Policy {
 		t.Fatalf("open with a policy: %+v %v", o.Op, err)
 	}
-	o, err = f.ledger.Open(ctx, f.refund("registered", 100), "r", "w")
+	o, err = f.ledger.Admit(ctx, request(f.refund("registered", 100), "r", "w"))
 	if err != nil || o.Op.Policy != (ops.Policy{RetryUncertain: true, HasLookup: true}) {
 		t.Fatalf("open of a registered refund: %+v %v", o.Op, err)
 	}

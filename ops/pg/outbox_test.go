@@ -43,11 +43,11 @@ func TestOutboxDeliversAtLeastOnceAndReceiverAppliesOnce(t *testing.T) {
 	f.consumeOutbox(t)
 	ctx := context.Background()
 	for i := range 3 {
-		o, err := f.ledger.Open(ctx, f.refund(fmt.Sprintf("ev%d", i), 100), "r", "w")
+		o, err := f.seed().Open(ctx, f.refund(fmt.Sprintf("ev%d", i), 100), "r", "w")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w", ops.AttemptResult{Outcome: ops.OutcomeOK,
+		if _, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w", ops.AttemptResult{Outcome: ops.OutcomeOK,
 			Result: &ops.Result{ProviderRef: fmt.Sprintf("re_%d", i)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestNoTransactionIsOpenDuringTheProviderCall(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund("long", 100), "r", "w")
+	o, err := f.seed().Open(ctx, f.refund("long", 100), "r", "w")
 	if err != nil {
 		t.Fatal(err)
 	}

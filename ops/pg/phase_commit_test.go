@@ -62,8 +62,9 @@ func TestPhaseWriteDoesNotWaitForTheDisk(t *testing.T) {
 	}
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Register(refund.Kind())
-	o, err := ledger.Open(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "ord-1:100:usd",
-		Fingerprint: "fp", OrderRef: "ord-1", AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour}, "req-1", "w1")
+	o, err := ledger.Admit(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "ord-1:100:usd",
+		Fingerprint: "fp", OrderRef: "ord-1", AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour,
+		RequestRef: "req-1", Owner: "w1"})
 	if err != nil {
 		t.Fatal(err)
 	}

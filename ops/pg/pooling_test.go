@@ -47,11 +47,11 @@ func TestLedgerWritesRunOnGenericPlans(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	for i := range 8 { // past the five custom plans Postgres tries before it may choose
-		o, err := f.ledger.Open(ctx, f.refund(fmt.Sprintf("plan-%d", i), 1200), fmt.Sprintf("req-%d", i), "w1")
+		o, err := f.seed().Open(ctx, f.refund(fmt.Sprintf("plan-%d", i), 1200), fmt.Sprintf("req-%d", i), "w1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+		op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
 			Result: &ops.Result{ProviderRef: fmt.Sprintf("re_plan_%d", i)}})
 		if err != nil || op.Status != ops.StatusSucceeded {
 			t.Fatalf("lifecycle %d: %v", i, err)
@@ -91,7 +91,7 @@ func TestCloseAnswersARequestOfAnEarlierMonth(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	o := f.openAMonthAgo(t, "month-1")
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
 		Result: &ops.Result{ProviderRef: "re_month_1"}, ClientRequestID: o.ClientRequestID, Answer: ops.AnswerRetried})
 	if err != nil || op.Status != ops.StatusSucceeded {
 		t.Fatalf("close: %v", err)
@@ -105,11 +105,11 @@ func TestCloseAnswersARequestOfAnEarlierMonth(t *testing.T) {
 		t.Fatalf("request in %s answered %q, want %q in client_requests_2026_11", part, answer, ops.AnswerRetried)
 	}
 
-	o2, err := f.ledger.Open(ctx, f.refund("month-2", 2500), "req-month-2", "w1")
+	o2, err := f.seed().Open(ctx, f.refund("month-2", 2500), "req-month-2", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.ledger.FinishAttempt(ctx, o2.Op, o2.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+	if _, err := f.seed().Finish(ctx, o2.Op, o2.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
 		Result: &ops.Result{ProviderRef: "re_month_2"}, ClientRequestID: o2.ClientRequestID}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestCloseAnswersARequestStampedByASlowerClock(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund("skew-1", 2500), "req-skew-1", "w1")
+	o, err := f.seed().Open(ctx, f.refund("skew-1", 2500), "req-skew-1", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestCloseAnswersARequestStampedByASlowerClock(t *testing.T) {
 		WHERE id = $1`, o.ClientRequestID); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
+	if _, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK,
 		Result: &ops.Result{ProviderRef: "re_skew_1"}, ClientRequestID: o.ClientRequestID, Answer: ops.AnswerRetried}); err != nil {
 		t.Fatal(err)
 	}
@@ -177,13 +177,13 @@ func TestAnswerFindsARequestOfAnEarlierMonth(t *testing.T) {
 
 // openAMonthAgo opens a refund for order with the client request in this month's partition,
 // then moves the clock 40 days on, into the next month's.
-func (f *fixture) openAMonthAgo(t *testing.T, order string) ops.Opened {
+func (f *fixture) openAMonthAgo(t *testing.T, order string) ops.Admission {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := f.db.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, t0, t0.AddDate(0, 2, 0)); err != nil {
 		t.Fatal(err)
 	}
-	o, err := f.ledger.Open(ctx, f.refund(order, 2500), "req-"+order, "w1")
+	o, err := f.seed().Open(ctx, f.refund(order, 2500), "req-"+order, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}

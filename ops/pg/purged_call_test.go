@@ -20,11 +20,11 @@ func (f *fixture) llmCall(t *testing.T, key, route, model string) *ops.Operation
 	in := ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key, Fingerprint: "fp-" + key,
 		Request:   []byte(`{"policy":"interactive","route":"` + route + `","body":{"model":"` + model + `","input":"hi"}}`),
 		Retention: 24 * time.Hour}
-	o, err := f.ledger.Open(ctx, in, "req-"+key, "gw")
+	o, err := f.seed().Open(ctx, in, "req-"+key, "gw")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
+	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
 		Result: &ops.Result{ProviderRef: "resp_" + key, Body: []byte(`{"id":"resp_` + key + `"}`)}})
 	if err != nil {
 		t.Fatal(err)

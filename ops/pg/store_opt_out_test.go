@@ -22,14 +22,14 @@ func TestPurgedCallKeepsItsStoreOptOut(t *testing.T) {
 		body := `{"model":"gpt-4o-mini"` + store + `,"messages":[]}`
 		in := ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key, Fingerprint: "fp-" + key,
 			Request: []byte(`{"policy":"interactive","route":"/v1/chat/completions","body":` + body + `}`), Retention: 24 * time.Hour}
-		o, err := f.ledger.Open(ctx, in, "req-"+key, "gw")
+		o, err := f.seed().Open(ctx, in, "req-"+key, "gw")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if o.Op.StoreOptedOut != (store == `,"store":false`) {
 			t.Fatalf("%s: opened with store_opted_out %v", key, o.Op.StoreOptedOut)
 		}
-		op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
+		op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
 			Result: &ops.Result{ProviderRef: "chatcmpl-" + key, Body: []byte(`{"id":"chatcmpl-` + key + `"}`)}})
 		if err != nil {
 			t.Fatal(err)

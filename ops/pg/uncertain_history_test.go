@@ -27,7 +27,7 @@ func (f *fixture) timedOutThenRefused(t *testing.T, key, owner string) ops.Inten
 	if err != nil || adm.Verdict != ops.VerdictSend || adm.Attempt == nil {
 		t.Fatalf("admit: %+v %v", adm, err)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, adm.Op, adm.Attempt, owner, ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "upstream_timeout"})
+	op, err := f.seed().Finish(ctx, adm.Op, adm.Attempt, owner, ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "upstream_timeout"})
 	if err != nil || op.Status != ops.StatusInProgress {
 		t.Fatalf("attempt 1: %+v %v", op, err)
 	}
@@ -35,7 +35,7 @@ func (f *fixture) timedOutThenRefused(t *testing.T, key, owner string) ops.Inten
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err = f.ledger.FinishAttempt(ctx, op, a, owner, ops.AttemptResult{Outcome: ops.OutcomeRateLimited, HTTPStatus: 429, PossibleDuplicate: true})
+	op, err = f.seed().Finish(ctx, op, a, owner, ops.AttemptResult{Outcome: ops.OutcomeRateLimited, HTTPStatus: 429, PossibleDuplicate: true})
 	if err != nil || op.Status != ops.StatusInProgress {
 		t.Fatalf("attempt 2: %+v %v", op, err)
 	}
@@ -213,25 +213,27 @@ func TestRefusalAfterAnUncertainAttemptLeavesItUnknown(t *testing.T) {
 		{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "llm", IntentKey: "refused", Fingerprint: "fp", Policy: &pol},
 		f.refund("refused", 500),
 	} {
-		o, err := f.ledger.Open(ctx, in, "req-1", "w1")
+		o, err := f.seed().Open(ctx, in, "req-1", "w1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+		op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
 		if err != nil || op.Status != ops.StatusInProgress {
 			t.Fatalf("%s: attempt 1: %+v %v", in.Kind, op, err)
 		}
-		op, a, err := opstest.New(f.ledger, f.db).BeginAttempt(ctx, op, "w1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		op, retry, err := f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeInvalid, HTTPStatus: 401, ErrorCode: "upstream_auth"})
+		// The same call resends, and the provider refuses the resend.
+		sends := 0
+		refused := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
+			sends++
+			return ops.AttemptResult{Outcome: ops.OutcomeInvalid, HTTPStatus: 401, ErrorCode: "upstream_auth"}
+		})
+		op, err = f.ledger.Run(ctx, op, refused, ops.RunSpec{Owner: "w1", Sleep: func(context.Context, time.Duration) error { return nil }})
 		want := ops.StatusUnknown
 		if in.Kind == ops.KindRefund {
 			want = ops.StatusFailed
 		}
-		if err != nil || retry || op.Status != want {
-			t.Fatalf("%s: refusal after a timeout: %s (retry %v) %v; want %s", in.Kind, op.Status, retry, err, want)
+		if err != nil || sends != 1 || op.Status != want {
+			t.Fatalf("%s: refusal after a timeout: %s after %d sends %v; want %s after 1", in.Kind, op.Status, sends, err, want)
 		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/settle-dev/settle/ops/refund"
 )
 
-// BenchmarkWritePath breaks one ledger lifecycle (Open, then Run against a provider that
+// BenchmarkWritePath breaks one ledger lifecycle (Admit, then Run against a provider that
 // answers at once: the lifecycle of the bench module's BenchmarkLifecycle) down into what it
 // costs the server, on a private durable cluster of its own, so that no other test's writes
 // land in the WAL it reads. Per lifecycle it reports the round trips (statements), the WAL
@@ -110,8 +110,9 @@ SELECT id FROM t UNION ALL SELECT id FROM tenants WHERE name = 'acme'`).Scan(&ti
 		order := fmt.Sprintf("ord-%s-%d", run, i)
 		in := ops.Intent{TenantID: tid, Kind: ops.KindRefund, Provider: "stripe", IntentKey: order + ":3800:usd",
 			Fingerprint: "fp-" + order, OrderRef: order, CustomerRef: "cus_1", PaymentRef: "pi_1", AmountCents: 3800,
-			Currency: "usd", Request: []byte(`{"amount":3800}`), Retention: 24 * time.Hour}
-		o, err := ledger.Open(ctx, in, "req-"+order, owner)
+			Currency: "usd", Request: []byte(`{"amount":3800}`), Retention: 24 * time.Hour,
+			RequestRef: "req-" + order, Owner: owner}
+		o, err := ledger.Admit(ctx, in)
 		if err != nil {
 			return err
 		}
