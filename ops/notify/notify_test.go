@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/notify"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
@@ -44,17 +45,20 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// seed builds operations in given states on the world's ledger.
+func (w *world) seed() *opstest.Seeder { return opstest.New(w.ledger, w.db) }
+
 // unknownRefund opens a refund of order and leaves it unknown after a saved 500.
 func (w *world) unknownRefund(t *testing.T, order string) *ops.Operation {
 	t.Helper()
 	ctx := context.Background()
 	in := ops.Intent{TenantID: w.tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: order + ":3800:usd",
 		Fingerprint: "fp-" + order, OrderRef: order, AmountCents: 3800, Currency: "usd", PaymentRef: "pi_1", Retention: 24 * time.Hour}
-	o, err := w.ledger.Open(ctx, in, "req-"+order, "w1")
+	o, err := w.seed().Open(ctx, in, "req-"+order, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := w.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
+	op, err := w.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

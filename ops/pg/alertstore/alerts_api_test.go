@@ -8,7 +8,6 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/opstest"
 )
 
 // llmCallOn is llmCall of a gateway route, always resent: its request stores the route as
@@ -23,22 +22,22 @@ func (f *fixture) llmCallOn(t *testing.T, route, key string) {
 func (f *fixture) llmCallOf(t *testing.T, route, key string, resend bool) {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
+	o, err := f.seed().Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
 		Fingerprint: "fp-" + key, Request: []byte(`{"route":"` + route + `","body":{"model":"m"}}`)}, "req-"+key, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	op, a := o.Op, o.Attempt
 	if resend {
-		if op, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
+		if op, err = f.seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
 			t.Fatal(err)
 		}
-		if op, a, err = opstest.New(f.ledger, f.db).BeginAttempt(ctx, op, "w1"); err != nil {
+		if op, a, err = f.seed().BeginAttempt(ctx, op, "w1"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cost := int64(1000)
-	if _, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: resend,
+	if _, err = f.seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: resend,
 		CostMicros: &cost, Result: &ops.Result{ProviderRef: "resp-" + key, Body: []byte(`{}`), CostMicros: cost}}); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +56,7 @@ func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 		f.llmCallOn(t, "/v1/responses", fmt.Sprintf("resp-%d", i))
 	}
 	f.llmCallOn(t, "/v1/chat/completions", "chat-1")
-	if _, err := f.ledger.Open(ctx, f.refund("r-api", 500), "req-r-api", "w1"); err != nil {
+	if _, err := f.seed().Open(ctx, f.refund("r-api", 500), "req-r-api", "w1"); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Second)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -18,23 +17,23 @@ import (
 func (f *fixture) llmCall(t *testing.T, tenant int64, key string, resend bool, costMicros int64) *ops.Operation {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
+	o, err := f.seed().Open(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
 		Fingerprint: "fp-" + key, Request: []byte(`{"body":{"model":"m"}}`), Retention: 24 * time.Hour}, "req-"+key, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
 	if err != nil || !resend {
 		if err != nil {
 			t.Fatal(err)
 		}
 		return op
 	}
-	op, a, err := opstest.New(f.ledger, f.db).BeginAttempt(ctx, op, "w1")
+	op, a, err := f.seed().BeginAttempt(ctx, op, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err = f.ledger.FinishAttempt(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: true,
+	op, err = f.seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: true,
 		CostMicros: &costMicros, Result: &ops.Result{ProviderRef: "chatcmpl-" + key, Body: []byte(`{"id":"chatcmpl-` + key + `"}`),
 			CostMicros: costMicros}})
 	if err != nil {
@@ -140,7 +139,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A refund charged twice, with its exception.
-	o, err := f.ledger.Open(ctx, f.refund("r-1", 3800), "req-r", "w1")
+	o, err := f.seed().Open(ctx, f.refund("r-1", 3800), "req-r", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}

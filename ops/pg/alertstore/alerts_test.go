@@ -329,11 +329,11 @@ func TestAlertSourcesCountRecordedRows(t *testing.T) {
 	ctx := context.Background()
 	from := f.clock.Now()
 	f.toUnknown(t, "c-1")
-	o, err := f.ledger.Open(ctx, f.refund("c-2", 100), "req-2", "w1")
+	o, err := f.seed().Open(ctx, f.refund("c-2", 100), "req-2", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
+	if _, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	to := f.clock.Now().Add(time.Second)
