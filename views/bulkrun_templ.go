@@ -366,7 +366,7 @@ func BulkRun(m BulkRunPage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = lookupResults(m.Samples).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = dataTable(lookupTable(m.Samples, "", "")).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

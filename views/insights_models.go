@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/a-h/templ"
 )
 
 // InsightsPage is the managers' charts over time: duplicate, timeout and replay rates,
@@ -258,4 +260,41 @@ func cellValue(vals []*float64, i int) string {
 		return "—"
 	}
 	return FormatValue(*vals[i])
+}
+
+// apiTable lists the range's LLM figures, one row per API.
+func apiTable(rows []InsightsAPIRow) Table {
+	t := Table{Columns: []Column{{Label: "API"}, {Label: "Client requests", Num: true}, {Label: "Duplicates", Num: true},
+		{Label: "Replays", Num: true}, {Label: "Attempts sent", Num: true}, {Label: "Timeouts", Num: true},
+		{Label: "Double billed", Num: true}, {Label: "Saved by replays", Num: true}, {Label: "Lost to double billing", Num: true}}}
+	for _, r := range rows {
+		num := func(text, testID string) Cell { return Cell{Text: text, Class: "num", TestID: testID} }
+		t.Rows = append(t.Rows, TableRow{
+			Attrs: templ.OrderedAttributes{dataAttr("data-testid", "insights-api-row"), dataAttr("data-api", r.Label)},
+			Cells: []Cell{
+				{Text: r.API, TestID: "api-name"},
+				num(r.Requests, "api-requests"), num(r.Duplicates, "api-duplicates"), num(r.Replays, "api-replays"),
+				num(r.AttemptsSent, "api-attempts"), num(r.Timeouts, "api-timeouts"), num(r.DoubleCharges, "api-double"),
+				num(r.Saved, "api-saved"), num(r.Lost, "api-lost"),
+			},
+		})
+	}
+	return t
+}
+
+// numbersTable is the chart's data as a table, one row per bucket, for screen readers and
+// for copying.
+func (c Chart) numbersTable() Table {
+	t := Table{Columns: []Column{{Label: "Time (UTC)"}}}
+	for _, s := range c.Series {
+		t.Columns = append(t.Columns, Column{Label: s.Name, Num: true})
+	}
+	for i, b := range c.Buckets {
+		row := TableRow{Attrs: templ.OrderedAttributes{dataAttr("data-testid", "chart-row")}, Cells: []Cell{{Text: b, Class: "mono"}}}
+		for _, s := range c.Series {
+			row.Cells = append(row.Cells, Cell{Text: cellValue(s.Values, i), Class: "num"})
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
 }
