@@ -12,6 +12,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/refund"
@@ -108,7 +109,7 @@ func (e *dashEnv) open(t *testing.T, order string, cents int64) (*ops.Operation,
 	t.Helper()
 	pi := "pi_" + strings.NewReplacer("<", "", ">", "", "/", "", " ", "", "\"", "", "'", "", "(", "", ")", "", "=", "", "&", "").Replace(order)
 	e.fake.AddPaymentIntent(pi, 10000, "usd", fake.OwnedBy("shop"))
-	o, err := e.ledger.Open(context.Background(), ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindRefund, Provider: "stripe",
+	o, err := e.seed().Open(context.Background(), ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindRefund, Provider: "stripe",
 		IntentKey: refund.IntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
 		AmountCents: cents, Currency: "usd", Retention: e.adapter.Retention(), Policy: &ops.Policy{HasLookup: true}},
 		"req-"+order, "worker-1")
@@ -136,9 +137,12 @@ func (e *dashEnv) notSentUnknown(t *testing.T, order string) *ops.Operation {
 	return e.lose(t, op, a)
 }
 
+// seed builds operations in given states on the dashboard's ledger.
+func (e *dashEnv) seed() *opstest.Seeder { return opstest.New(e.ledger, e.world.DB) }
+
 func (e *dashEnv) lose(t *testing.T, op *ops.Operation, a *ops.Attempt) *ops.Operation {
 	t.Helper()
-	out, _, err := e.ledger.FinishAttempt(context.Background(), op, a, "worker-1",
+	out, err := e.seed().Finish(context.Background(), op, a, "worker-1",
 		ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"})
 	if err != nil {
 		t.Fatal(err)

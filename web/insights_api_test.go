@@ -11,6 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -33,12 +34,13 @@ func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 	old := t0.Add(-20 * 24 * time.Hour)
 	clock := ops.NewManualClock(old)
 	ledger := tw.Ledger(clock)
+	seed := opstest.New(ledger, tw.DB)
 
 	// call opens an llm_call of route, answers it, and answers each repeat of its key as a
 	// replay.
 	call := func(key, provider, route string, repeats int, close bool) *ops.Operation {
 		t.Helper()
-		o, err := ledger.Open(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindLLMCall, Provider: provider, IntentKey: key, Fingerprint: "fp-" + key,
+		o, err := seed.Open(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindLLMCall, Provider: provider, IntentKey: key, Fingerprint: "fp-" + key,
 			Request: []byte(`{"policy":"interactive","route":"` + route + `","body":{"model":"m","input":"hi"}}`)}, "req-"+key, "gw")
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +48,7 @@ func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 		op := o.Op
 		if close {
 			cost := int64(1000)
-			if op, _, err = ledger.FinishAttempt(ctx, o.Op, o.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, CostMicros: &cost,
+			if op, err = seed.Finish(ctx, o.Op, o.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, CostMicros: &cost,
 				Result: &ops.Result{ProviderRef: "ref-" + key, Body: []byte(`{}`), CostMicros: cost}, ClientRequestID: o.ClientRequestID,
 				Answer: ops.AnswerNew}); err != nil {
 				t.Fatal(err)
@@ -163,10 +165,10 @@ func TestReconcileSplitsLLMRowsByAPI(t *testing.T) {
 	e := start(t, tw, s.Handler())
 	ctx := context.Background()
 	shop := tw.Tenant("shop")
-	ledger := tw.Ledger(ops.NewManualClock(t0.Add(-30 * time.Minute)))
+	seed := opstest.New(tw.Ledger(ops.NewManualClock(t0.Add(-30*time.Minute))), tw.DB)
 	opened := map[string]string{}
 	for key, route := range map[string]string{"r1": "/v1/responses", "r2": "/v1/responses", "c1": "/v1/chat/completions"} {
-		o, err := ledger.Open(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key, Fingerprint: "fp",
+		o, err := seed.Open(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key, Fingerprint: "fp",
 			Request: []byte(`{"route":"` + route + `","body":{"model":"m"}}`)}, "req-"+key, "gw")
 		if err != nil {
 			t.Fatal(err)

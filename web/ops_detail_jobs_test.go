@@ -130,12 +130,12 @@ func TestOpDetailKeyPanelSaysAnAttemptWasSent(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	ctx := context.Background()
-	o, err := e.ledger.Open(ctx, ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindLLMJob, Provider: "openai",
+	o, err := e.seed().Open(ctx, ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindLLMJob, Provider: "openai",
 		IntentKey: "dedup-500", Fingerprint: "fp-500"}, "req-500", "worker-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := e.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "worker-1",
+	op, err := e.seed().Finish(ctx, o.Op, o.Attempt, "worker-1",
 		ops.AttemptResult{Outcome: ops.OutcomeTimeout, HTTPStatus: 500, ErrorCode: "upstream_500"})
 	if err != nil {
 		t.Fatal(err)

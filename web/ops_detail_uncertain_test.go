@@ -7,7 +7,6 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
-	"github.com/settle-dev/settle/ops/opstest"
 )
 
 // TestOpDetailKeyPanelNamesAnEarlierUncertainAttempt opens the page of an llm_job operation
@@ -19,21 +18,21 @@ func TestOpDetailKeyPanelNamesAnEarlierUncertainAttempt(t *testing.T) {
 	e := newDashEnv(t)
 	ctx := context.Background()
 	resend := ops.Policy{RetryUncertain: true, NoProviderKey: true}
-	o, err := e.ledger.Open(ctx, ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindLLMJob, Provider: "openai",
+	o, err := e.seed().Open(ctx, ops.Intent{TenantID: e.tenant.ID, Kind: ops.KindLLMJob, Provider: "openai",
 		IntentKey: "dedup-429", Fingerprint: "fp-429", Policy: &resend}, "req-429", "worker-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := e.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "worker-1",
+	op, err := e.seed().Finish(ctx, o.Op, o.Attempt, "worker-1",
 		ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "upstream_timeout"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, a, err := opstest.New(e.ledger, e.world.DB).BeginAttempt(ctx, op, "worker-1")
+	op, a, err := e.seed().BeginAttempt(ctx, op, "worker-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err = e.ledger.FinishAttempt(ctx, op, a, "worker-1",
+	if _, err = e.seed().Finish(ctx, op, a, "worker-1",
 		ops.AttemptResult{Outcome: ops.OutcomeRateLimited, HTTPStatus: 429, PossibleDuplicate: true}); err != nil {
 		t.Fatal(err)
 	}
