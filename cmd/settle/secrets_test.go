@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/internal/proctest"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
@@ -122,11 +123,12 @@ func settleFollowedRefund(t *testing.T, p *Program) {
 	}
 	in := ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "4520:3800:usd",
 		Fingerprint: "fp-4520", OrderRef: "4520", AmountCents: 3800, Currency: "usd", PaymentRef: "pi_1", Retention: 24 * time.Hour}
-	o, err := p.Ledger.Open(ctx, in, "req-4520", "w1")
+	seed := opstest.New(p.Ledger, p.DB)
+	o, err := seed.Open(ctx, in, "req-4520", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := p.Ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
+	op, err := seed.Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

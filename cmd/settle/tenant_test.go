@@ -108,8 +108,9 @@ func TestTenantStripeAccountWaitsForOpenRefunds(t *testing.T) {
 	}
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	registerKinds(ledger, false)
-	if _, err := ledger.Open(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "1|100|usd",
-		Fingerprint: "fp", OrderRef: "1", PaymentRef: "pi_1", AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour}, "req-1", "w1"); err != nil {
+	if _, err := ledger.Admit(ctx, ops.Intent{TenantID: shop.ID, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "1|100|usd",
+		Fingerprint: "fp", OrderRef: "1", PaymentRef: "pi_1", AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour,
+		RequestRef: "req-1", Owner: "w1"}); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := run(t, []string{"tenant", "stripe-account", "shop", "acct_1Shop"}, map[string]string{"DATABASE_URL": url}, "")
