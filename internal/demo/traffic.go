@@ -205,23 +205,26 @@ func (d *Traffic) lostAnswers(ctx context.Context) error {
 	pol := refund.Kind().Policy
 	pol.RetryUncertain = false
 	provider := d.srv.Refunds.Provider
+	// Stripe refunds; the answer is then lost on the way back.
+	lost := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
+		provider.Send(ctx, op, a)
+		return ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"}
+	})
 	for _, order := range []string{"4520", "4521", "4522"} {
 		pi := "pi_" + order
 		d.fakes.Stripe.AddPaymentIntent(pi, 8400, "usd", fake.OwnedBy(d.tenant.Name))
-		o, err := ledger.Open(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
+		o, err := ledger.Admit(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
 			IntentKey: refund.IntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
 			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention(),
-			Policy: &pol},
-			"history", "demo-worker")
+			Policy: &pol, RequestRef: "history", Owner: "demo-worker"})
 		if err != nil {
 			return err
 		}
 		if !o.Created {
 			continue // a demo database that ran before holds this story already
 		}
-		provider.Send(ctx, o.Op, o.Attempt) // Stripe refunds; the answer is then lost on the way back
-		if _, _, err := ledger.FinishAttempt(ctx, o.Op, o.Attempt, "demo-worker",
-			ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"}); err != nil {
+		// The policy does not resend after a timeout: the run's one attempt leaves it unknown.
+		if _, err := ledger.Run(ctx, o.Op, lost, ops.RunSpec{Owner: "demo-worker", First: o.Attempt}); err != nil {
 			return err
 		}
 		if order == "4522" {
