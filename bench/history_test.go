@@ -172,7 +172,7 @@ func historyMeasures(b *testing.B, db *pg.DB, size string) {
 		b.ResetTimer()
 		elapsed, err := runClients(b.N, func(ctx context.Context, i int) error {
 			owner := fmt.Sprintf("client-%d", i%clients)
-			o, err := ledger.Open(ctx, intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), owner)
+			o, err := ledger.Admit(ctx, admitted(intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), owner))
 			if err != nil {
 				return err
 			}

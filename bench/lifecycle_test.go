@@ -60,7 +60,7 @@ var lifecycleResults = map[string]lifecycleResult{}
 // BenchmarkLifecycle measures whole operation lifecycles with 4 concurrent clients on a
 // durable cluster, four ways side by side, and ends with their ratios:
 //
-//   - settle: ops.Ledger on ops/pg. Open commits the operation, the client request, the
+//   - settle: ops.Ledger on ops/pg. Admit commits the operation, the client request, the
 //     first attempt (the claim) and the audit row in one statement; Run sends through a
 //     no-op provider and commits the close with the attempt's end, evidence, audit and
 //     outbox rows in one statement.
@@ -159,6 +159,12 @@ func intent(tenantID int64, run string, i int) ops.Intent {
 		Retention: 24 * time.Hour}
 }
 
+// admitted is in as the client request ref that owner sends and admits, leased to owner.
+func admitted(in ops.Intent, ref, owner string) ops.Intent {
+	in.RequestRef, in.Owner = ref, owner
+	return in
+}
+
 // benchSettle runs the ledger with the given number of group-commit flushers (0: every
 // write on its own), to show what batching concurrent writes buys. params is appended to
 // the connection string: settle_custom_plans sets plan_cache_mode=auto, which the ledger's
@@ -181,7 +187,7 @@ func benchSettle(b *testing.B, variant string, flushers int, params string) {
 	b.ResetTimer()
 	elapsed, err := runClients(b.N, func(ctx context.Context, i int) error {
 		owner := fmt.Sprintf("client-%d", i%clients)
-		o, err := ledger.Open(ctx, intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), owner)
+		o, err := ledger.Admit(ctx, admitted(intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), owner))
 		if err != nil {
 			return err
 		}
