@@ -124,11 +124,11 @@ func TestApprovalAboveThresholdNeedsASecondPerson(t *testing.T) {
 		t.Errorf("proposal after approval = %+v", pr)
 	}
 
-	small, err := f.ledger.Open(ctx, f.refund("a-2", 3799), "req-2", "w1")
+	small, err := f.seed().Open(ctx, f.refund("a-2", 3799), "req-2", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost, _, err := f.ledger.FinishAttempt(ctx, small.Op, small.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
+	lost, err := f.seed().Finish(ctx, small.Op, small.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
@@ -44,6 +45,9 @@ func (f *fixture) refund(order string, cents int64) ops.Intent {
 		OrderRef: order, AmountCents: cents, Currency: "usd", PaymentRef: "pi_1", Retention: 24 * time.Hour}
 }
 
+// seed builds operations in given states on the fixture's ledger.
+func (f *fixture) seed() *opstest.Seeder { return opstest.New(f.ledger, f.db) }
+
 func (f *fixture) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
@@ -57,11 +61,11 @@ func (f *fixture) count(t *testing.T, query string, args ...any) int {
 func (f *fixture) toUnknown(t *testing.T, order string) *ops.Operation {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.ledger.Open(ctx, f.refund(order, 3800), "req-1", "w1")
+	o, err := f.seed().Open(ctx, f.refund(order, 3800), "req-1", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
+	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
