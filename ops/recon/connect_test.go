@@ -10,7 +10,6 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
-	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -45,9 +44,9 @@ func connectedWorld(t *testing.T) *world {
 }
 
 // openOn opens a refund operation of shop on payment, leased to "w1", its attempt begun.
-func (w *world) openOn(t *testing.T, payment, order string, cents int64) ops.Opened {
+func (w *world) openOn(t *testing.T, payment, order string, cents int64) ops.Admission {
 	t.Helper()
-	o, err := w.ledger.Open(context.Background(), ops.Intent{TenantID: w.tenant, Kind: ops.KindRefund, Provider: "stripe",
+	o, err := w.seed().Open(context.Background(), ops.Intent{TenantID: w.tenant, Kind: ops.KindRefund, Provider: "stripe",
 		IntentKey: refund.IntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: payment,
 		AmountCents: cents, Currency: "usd", Retention: 24 * time.Hour}, "req-"+order, "w1")
 	if err != nil {
@@ -70,18 +69,18 @@ func (w *world) lostIn(t *testing.T, order string, cents int64) *ops.Operation {
 }
 
 // toUnknown finishes the operation's attempt with res and leaves it unknown.
-func (w *world) toUnknown(t *testing.T, o ops.Opened, res ops.AttemptResult) *ops.Operation {
+func (w *world) toUnknown(t *testing.T, o ops.Admission, res ops.AttemptResult) *ops.Operation {
 	t.Helper()
 	ctx := context.Background()
-	op, _, err := w.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", res)
+	op, err := w.seed().Finish(ctx, o.Op, o.Attempt, "w1", res)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if op.Status != ops.StatusUnknown {
-		if op, err = opstest.New(w.ledger, w.db).Release(ctx, op, "w1"); err != nil {
+		if op, err = w.seed().Release(ctx, op, "w1"); err != nil {
 			t.Fatal(err)
 		}
-		if op, err = opstest.New(w.ledger, w.db).MarkUnknown(ctx, op, "test", "timed out"); err != nil {
+		if op, err = w.seed().MarkUnknown(ctx, op, "test", "timed out"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -75,10 +75,13 @@ func (w *world) count(t *testing.T, q string, args ...any) int {
 	return n
 }
 
+// seed builds operations in given states on the world's ledger.
+func (w *world) seed() *opstest.Seeder { return opstest.New(w.ledger, w.db) }
+
 // open opens a refund operation leased to "w1", its first attempt begun.
-func (w *world) open(t *testing.T, order string, cents int64) ops.Opened {
+func (w *world) open(t *testing.T, order string, cents int64) ops.Admission {
 	t.Helper()
-	o, err := w.ledger.Open(context.Background(), ops.Intent{TenantID: w.tenant, Kind: ops.KindRefund, Provider: "stripe",
+	o, err := w.seed().Open(context.Background(), ops.Intent{TenantID: w.tenant, Kind: ops.KindRefund, Provider: "stripe",
 		IntentKey: refund.IntentKey(order, cents, "usd"), Fingerprint: "fp-" + order, OrderRef: order, PaymentRef: pi,
 		AmountCents: cents, Currency: "usd", Retention: 24 * time.Hour}, "req-"+order, "w1")
 	if err != nil {
@@ -88,7 +91,7 @@ func (w *world) open(t *testing.T, order string, cents int64) ops.Opened {
 }
 
 // refund sends the operation's refund to the fake for real, with its key and id.
-func (w *world) send(t *testing.T, o ops.Opened) ops.AttemptResult {
+func (w *world) send(t *testing.T, o ops.Admission) ops.AttemptResult {
 	t.Helper()
 	return w.adapter.Send(context.Background(), o.Op, o.Attempt)
 }
@@ -98,7 +101,7 @@ func (w *world) succeeded(t *testing.T, order string, cents int64) *ops.Operatio
 	t.Helper()
 	o := w.open(t, order, cents)
 	res := w.send(t, o)
-	op, _, err := w.ledger.FinishAttempt(context.Background(), o.Op, o.Attempt, "w1", res)
+	op, err := w.seed().Finish(context.Background(), o.Op, o.Attempt, "w1", res)
 	if err != nil || op.Status != ops.StatusSucceeded {
 		t.Fatalf("refund %s: %+v (%v)", order, op, err)
 	}
@@ -119,15 +122,15 @@ func (w *world) unknown(t *testing.T, cents int64, orders ...string) []*ops.Oper
 		if res.Outcome != ops.OutcomeTimeout {
 			t.Fatalf("send %s: %+v, want a timeout", order, res)
 		}
-		op, _, err := w.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", res)
+		op, err := w.seed().Finish(ctx, o.Op, o.Attempt, "w1", res)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if op.Status != ops.StatusUnknown {
-			if op, err = opstest.New(w.ledger, w.db).Release(ctx, op, "w1"); err != nil {
+			if op, err = w.seed().Release(ctx, op, "w1"); err != nil {
 				t.Fatal(err)
 			}
-			if op, err = opstest.New(w.ledger, w.db).MarkUnknown(ctx, op, "test", "timed out"); err != nil {
+			if op, err = w.seed().MarkUnknown(ctx, op, "test", "timed out"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -413,7 +416,7 @@ func TestMissingChargeIsReportedOnceAndLateRefundsAreFound(t *testing.T) {
 	ctx := context.Background()
 	// An operation closed as succeeded with a refund id Stripe never made.
 	o := w.open(t, "400", 4000)
-	ghost, _, err := w.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
+	ghost, err := w.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
 		Result: &ops.Result{ProviderRef: "re_ghost"}})
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +425,7 @@ func TestMissingChargeIsReportedOnceAndLateRefundsAreFound(t *testing.T) {
 	late := w.open(t, "401", 4100)
 	w.clock.Advance(90 * time.Minute)
 	res := w.send(t, late)
-	if _, _, err := w.ledger.FinishAttempt(ctx, late.Op, late.Attempt, "w1", res); err != nil {
+	if _, err := w.seed().Finish(ctx, late.Op, late.Attempt, "w1", res); err != nil {
 		t.Fatal(err)
 	}
 	now := w.clock.Now()
