@@ -9,14 +9,14 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 )
 
-// readAll runs readStream over an SSE body and returns the events it passed on.
+// readAll reads an SSE body as the Client's sender does and returns the events it passed on.
 func readAll(t *testing.T, sse string) (llm.Reply, []string) {
 	t.Helper()
-	o := &Client{cfg: Config{IdleTimeout: time.Minute}}
+	o := newSender(Config{IdleTimeout: time.Minute})
 	idle := time.NewTimer(time.Minute)
 	defer idle.Stop()
 	var got []string
-	r := o.readStream(llm.Reply{}, strings.NewReader(sse), llm.Call{Event: func(d []byte) error {
+	r := o.ReadStream(llm.Reply{}, strings.NewReader(sse), llm.Call{Event: func(d []byte) error {
 		got = append(got, string(d))
 		return nil
 	}}, idle)
@@ -59,10 +59,10 @@ func TestReadStreamWithoutDoneBroke(t *testing.T) {
 // whole answer, and broke when they did not.
 func TestReadStreamEndsWholeWithoutDone(t *testing.T) {
 	for _, whole := range []bool{true, false} {
-		o := &Client{cfg: Config{IdleTimeout: time.Minute}}
+		o := newSender(Config{IdleTimeout: time.Minute})
 		idle := time.NewTimer(time.Minute)
 		n := 0
-		r := o.readStream(llm.Reply{}, strings.NewReader("event: a\ndata: {\"a\":1}\n\nevent: b\ndata: {\"a\":2}\n\n"),
+		r := o.ReadStream(llm.Reply{}, strings.NewReader("event: a\ndata: {\"a\":1}\n\nevent: b\ndata: {\"a\":2}\n\n"),
 			llm.Call{Event: func([]byte) error { n++; return nil }, Whole: func() bool { return whole && n == 2 }}, idle)
 		idle.Stop()
 		if want := map[bool]ops.Outcome{true: ops.OutcomeOK, false: ops.OutcomeTimeout}[whole]; r.Outcome != want || n != 2 {

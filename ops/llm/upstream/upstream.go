@@ -1,0 +1,258 @@
+// Package upstream is the HTTP machinery the LLM providers' adapters share to send one
+// attempt: its timeouts, telling a request that never left Settle from one whose answer never
+// came (ops rule 5: a timeout is an unknown outcome, never a failure), classifying an answer
+// other than 200, and reading a stream of server-sent events to its end. What differs from
+// one provider to another (the request's path and headers, where the answer names its
+// request, which statuses mean the provider is busy, the shape of its errors, how its streams
+// end) each adapter says in its Sender, so every provider's answers keep their own meaning.
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
+)
+
+// maxAnswer is the largest non-streaming answer read.
+const maxAnswer = 32 << 20
+
+// maxError is the most of an error answer read for its message.
+const maxError = 1 << 20
+
+// Defaults fills what an adapter's configuration leaves zero: an attempt may take 10 minutes
+// in all and wait 60 s for its first byte or between two events, and the HTTP client keeps up
+// to 64 idle connections to the provider, since many attempts go to the one host at once.
+func Defaults(attemptTimeout, idleTimeout time.Duration, client *http.Client) (time.Duration, time.Duration, *http.Client) {
+	if attemptTimeout <= 0 {
+		attemptTimeout = 10 * time.Minute
+	}
+	if idleTimeout <= 0 {
+		idleTimeout = time.Minute
+	}
+	if client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		client = &http.Client{Transport: t}
+	}
+	return attemptTimeout, idleTimeout, client
+}
+
+// Sender sends one provider's attempts and classifies their answers by that provider's rules.
+type Sender struct {
+	// HTTPClient sends the requests; its own Timeout should be zero (the Sender sets deadlines).
+	HTTPClient *http.Client
+	// AttemptTimeout bounds one attempt from send to the end of the answer.
+	AttemptTimeout time.Duration
+	// IdleTimeout bounds the wait for the first byte and between two events of a stream.
+	IdleTimeout time.Duration
+	// RequestIDHeaders are the answer's headers that may name the provider's request id, the
+	// first one set counting.
+	RequestIDHeaders []string
+	// Busy are the statuses with which the provider refuses a request before running it,
+	// billing nothing, each with its error code: the attempt is rate_limited and may be tried
+	// again after RetryAfter.
+	Busy map[int]string
+	// RetryAfter reads how long a busy provider asks to be left alone.
+	RetryAfter func(http.Header) time.Duration
+	// ErrorMessage reads the message of an error answer's body, "" when it holds none.
+	ErrorMessage func(body []byte) string
+	// Stream is how the provider's streams end and report errors.
+	Stream StreamRules
+}
+
+// StreamRules say how a provider's stream of server-sent events ends and reports an error.
+type StreamRules struct {
+	// Done, when set, says an event is the stream's own end mark (OpenAI's "[DONE]"), which
+	// ends it well and is not passed on.
+	Done func(data []byte) bool
+	// Failed, when set, says an event reports an error, before the call reads it.
+	Failed func(data []byte) bool
+	// FailedMessage words the error an event reported, for the attempt's message.
+	FailedMessage func(data []byte) string
+	// EndWhenWhole ends the stream well as soon as the call's events make a whole answer
+	// (llm.Call.Whole), for a provider whose last event says so; without it Whole is asked
+	// only when the stream ends without its end mark.
+	EndWhenWhole bool
+}
+
+// Send sends req, built by the adapter with the provider's path and headers, as one attempt of
+// call: it tells the call when the request has been written (call.Sent) and when the provider
+// answered (call.Answered), and returns the outcome. A request that never got written is
+// not_sent; once written, no answer in time is a timeout, since the provider may have run it.
+func (s *Sender) Send(ctx context.Context, req *http.Request, call llm.Call) llm.Reply {
+	ctx, cancel := context.WithTimeout(ctx, s.AttemptTimeout)
+	defer cancel()
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+		if i.Err == nil && !wrote.Swap(true) && call.Sent != nil {
+			call.Sent()
+		}
+	}})
+	req = req.WithContext(ctx)
+	// The idle watchdog covers the wait for headers and, on a stream, each gap between
+	// events; the attempt timeout covers the whole.
+	idle := time.AfterFunc(s.IdleTimeout, cancel)
+	defer idle.Stop()
+	resp, err := s.HTTPClient.Do(req)
+	if err != nil {
+		if !wrote.Load() {
+			return llm.Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_unreachable", Message: "The provider could not be reached."}
+		}
+		return llm.Reply{Outcome: ops.OutcomeTimeout, ErrorCode: "upstream_timeout", Message: "The provider did not answer in time."}
+	}
+	defer resp.Body.Close()
+	idle.Reset(s.IdleTimeout)
+	r := llm.Reply{HTTPStatus: resp.StatusCode, RequestID: firstHeader(resp.Header, s.RequestIDHeaders)}
+	if resp.StatusCode != http.StatusOK {
+		return s.classify(r, resp)
+	}
+	if call.Answered != nil {
+		call.Answered(r.RequestID)
+	}
+	if !call.Stream {
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+		if err != nil {
+			r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_timeout", "The provider's answer broke off."
+			return r
+		}
+		r.Body, r.Outcome = body, ops.OutcomeOK
+		return r
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+		r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_bad_response", "The provider answered a stream request with "+strconv.Quote(ct)+"."
+		return r
+	}
+	return s.ReadStream(r, resp.Body, call, idle)
+}
+
+// ReadStream passes each event's data to call.Event as it arrives, resetting idle at each
+// line. A stream that ends before its end mark, or before its events make a whole answer,
+// broke: the provider may have billed all of it, so the outcome is a timeout.
+func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *time.Timer) llm.Reply {
+	// Most events fit the default 4 KiB; a longer one is gathered below.
+	br := bufio.NewReader(body)
+	var data []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long event: gather the rest of the line.
+			full := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				full = append(full, line...)
+			}
+			line = full
+		}
+		if len(line) > 0 {
+			idle.Reset(s.IdleTimeout)
+		}
+		trimmed := bytes.TrimRight(line, "\r\n")
+		switch {
+		case len(trimmed) == 0 && len(line) > 0 && data != nil:
+			if end, ok := s.event(&r, data, call); end {
+				if ok {
+					r.Outcome = ops.OutcomeOK
+				}
+				return r
+			}
+			data = nil
+		case bytes.HasPrefix(trimmed, []byte("data:")):
+			v := bytes.TrimPrefix(bytes.TrimPrefix(trimmed, []byte("data:")), []byte(" "))
+			if data != nil {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+		}
+		if err != nil {
+			if data == nil && call.Whole != nil && call.Whole() {
+				r.Outcome = ops.OutcomeOK
+				return r
+			}
+			r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "stream_broken", "The provider's stream broke off before it ended."
+			return r
+		}
+	}
+}
+
+// event takes one whole event of a stream. It says whether the stream ends with it, and if so
+// whether well; a stream that ends badly has its outcome set in r.
+func (s *Sender) event(r *llm.Reply, data []byte, call llm.Call) (end, ok bool) {
+	rules := s.Stream
+	if rules.Done != nil && rules.Done(data) {
+		return true, true
+	}
+	if rules.Failed != nil && rules.Failed(data) {
+		r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_stream_error", rules.FailedMessage(data)
+		return true, false
+	}
+	if call.Event != nil {
+		if err := call.Event(data); errors.Is(err, llm.ErrStreamFailed) {
+			r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_stream_error", rules.FailedMessage(data)
+			return true, false
+		} else if err != nil {
+			r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_bad_response", "The provider sent a stream event that is not one of its API's."
+			return true, false
+		}
+	}
+	r.Events++
+	if rules.EndWhenWhole && call.Whole != nil && call.Whole() {
+		return true, true
+	}
+	return false, false
+}
+
+// classify turns an answer other than 200 into an outcome. LLM providers keep no idempotency
+// key, so nothing replays: a status in Busy is a refusal at the door, billed nothing; a 5xx
+// or a 408 leaves the outcome uncertain, as the generation may have run and been billed
+// before it failed (it is not ops' server_error, a 500 saved under a key that replays itself,
+// since there is no key); other 4xx are definite refusals.
+func (s *Sender) classify(r llm.Reply, resp *http.Response) llm.Reply {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxError))
+	r.Message = s.ErrorMessage(body)
+	st := resp.StatusCode
+	if code, busy := s.Busy[st]; busy {
+		r.Outcome, r.ErrorCode, r.RetryAfter = ops.OutcomeRateLimited, code, s.RetryAfter(resp.Header)
+	} else if st >= 500 || st == http.StatusRequestTimeout {
+		r.Outcome, r.ErrorCode = ops.OutcomeTimeout, "upstream_"+strconv.Itoa(st)
+	} else if st == http.StatusUnauthorized || st == http.StatusForbidden {
+		r.Outcome, r.ErrorCode = ops.OutcomeInvalid, "upstream_auth"
+	} else {
+		r.Outcome, r.ErrorCode = ops.OutcomeInvalid, "upstream_refused"
+	}
+	if r.Message == "" {
+		r.Message = "The provider answered " + resp.Status + "."
+	}
+	return r
+}
+
+// RetryAfter reads the Retry-After header, in seconds or as an HTTP date; 0 when there is none.
+func RetryAfter(h http.Header) time.Duration {
+	if s, err := strconv.ParseFloat(h.Get("Retry-After"), 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(h.Get("Retry-After")); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+func firstHeader(h http.Header, names []string) string {
+	for _, n := range names {
+		if v := h.Get(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
