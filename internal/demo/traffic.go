@@ -205,6 +205,7 @@ func (d *Traffic) lostAnswers(ctx context.Context) error {
 	pol := refund.Kind().Policy
 	pol.RetryUncertain = false
 	provider := d.srv.Refunds.Provider
+	worker := ops.NewOwner("worker", "demo")
 	// Stripe refunds; the answer is then lost on the way back.
 	lost := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
 		provider.Send(ctx, op, a)
@@ -216,7 +217,7 @@ func (d *Traffic) lostAnswers(ctx context.Context) error {
 		o, err := ledger.Admit(ctx, ops.Intent{TenantID: d.tenant.ID, Kind: ops.KindRefund, Provider: provider.Name(),
 			IntentKey: refund.IntentKey(order, 4200, "usd"), Fingerprint: "demo-" + order, OrderRef: order,
 			CustomerRef: "cus_" + order, PaymentRef: pi, AmountCents: 4200, Currency: "usd", Retention: provider.Retention(),
-			Policy: &pol, RequestRef: "history", Owner: "demo-worker"})
+			Policy: &pol, RequestRef: "history", Owner: worker})
 		if err != nil {
 			return err
 		}
@@ -224,7 +225,7 @@ func (d *Traffic) lostAnswers(ctx context.Context) error {
 			continue // a demo database that ran before holds this story already
 		}
 		// The policy does not resend after a timeout: the run's one attempt leaves it unknown.
-		if _, err := ledger.Run(ctx, o.Op, lost, ops.RunSpec{Owner: "demo-worker", First: o.Attempt}); err != nil {
+		if _, err := ledger.Run(ctx, o.Op, lost, ops.RunSpec{Owner: worker, First: o.Attempt}); err != nil {
 			return err
 		}
 		if order == "4522" {
