@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -148,10 +149,10 @@ func historyMeasures(b *testing.B, db *pg.DB, size string) {
 			return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50}, now))
 		}},
 		{"insights_24h", func(ctx context.Context) error {
-			return wantRows(db.RollupMetrics(ctx, page(24*time.Hour, 15*time.Minute)))
+			return wantRows(rollupstore.New(db).RollupMetrics(ctx, page(24*time.Hour, 15*time.Minute)))
 		}},
 		{"insights_30d", func(ctx context.Context) error {
-			return wantRows(db.RollupMetrics(ctx, page(30*24*time.Hour, 24*time.Hour)))
+			return wantRows(rollupstore.New(db).RollupMetrics(ctx, page(30*24*time.Hour, 24*time.Hour)))
 		}},
 	}
 	ctx := context.Background()

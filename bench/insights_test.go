@@ -21,6 +21,8 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/web"
 )
@@ -61,7 +63,7 @@ func BenchmarkInsights(b *testing.B) {
 	}
 	defer db.Close()
 	clock := ops.NewManualClock(insightsNow)
-	roll := &recon.Rollups{Store: db, Clock: clock}
+	roll := &recon.Rollups{Store: rollupstore.New(db), Clock: clock}
 	if !insightsLoaded {
 		start := time.Now()
 		loadWorkload(b, db, n)
@@ -98,19 +100,21 @@ func BenchmarkInsights(b *testing.B) {
 		name string
 		run  func(ctx context.Context) error
 	}{
-		{"reconcile_24h_hourly", func(ctx context.Context) error { return wantRows(db.RollupMetrics(ctx, page(24*time.Hour, time.Hour))) }},
+		{"reconcile_24h_hourly", func(ctx context.Context) error {
+			return wantRows(rollupstore.New(db).RollupMetrics(ctx, page(24*time.Hour, time.Hour)))
+		}},
 		{"reconcile_7d_hourly", func(ctx context.Context) error {
-			return wantRows(db.RollupMetrics(ctx, page(7*24*time.Hour, time.Hour)))
+			return wantRows(rollupstore.New(db).RollupMetrics(ctx, page(7*24*time.Hour, time.Hour)))
 		}},
 		{"reconcile_30d_daily", func(ctx context.Context) error {
-			return wantRows(db.RollupMetrics(ctx, page(30*24*time.Hour, 24*time.Hour)))
+			return wantRows(rollupstore.New(db).RollupMetrics(ctx, page(30*24*time.Hour, 24*time.Hour)))
 		}},
 		{"insights_24h_series", func(ctx context.Context) error {
-			return wantRows(db.RollupMetrics(ctx, page(24*time.Hour, 15*time.Minute)))
+			return wantRows(rollupstore.New(db).RollupMetrics(ctx, page(24*time.Hour, 15*time.Minute)))
 		}},
 		{"insights_30d_backlog", func(ctx context.Context) error {
 			f := page(30*24*time.Hour, 24*time.Hour)
-			p, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: f.Window, Bucket: f.Bucket})
+			p, err := rollupstore.New(db).BacklogSeries(ctx, recon.BacklogFilter{Window: f.Window, Bucket: f.Bucket})
 			if err == nil && len(p) == 0 {
 				err = fmt.Errorf("no backlog points")
 			}
@@ -126,7 +130,9 @@ func BenchmarkInsights(b *testing.B) {
 			_, err := roll.RunOnce(ctx)
 			return err
 		}},
-		{"reference_raw_24h_hourly", func(ctx context.Context) error { return wantRows(db.ReconMetrics(ctx, page(24*time.Hour, time.Hour))) }},
+		{"reference_raw_24h_hourly", func(ctx context.Context) error {
+			return wantRows(rollupstore.New(db).ReconMetrics(ctx, page(24*time.Hour, time.Hour)))
+		}},
 	}
 	b.Run(fmt.Sprintf("ops=%s", humanCount(n)), func(b *testing.B) {
 		for _, q := range queries {
@@ -178,7 +184,8 @@ func insightsServer(b *testing.B, db *pg.DB, clock ops.Clock) (*httptest.Server,
 	ctx := context.Background()
 	s := &web.Server{Accounts: db, Queues: db, DB: db, Clock: clock, Logger: slog.New(slog.DiscardHandler),
 		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false), Registry: prometheus.NewRegistry()}
-	s.Recon, s.Insights = db, db
+	rollups := rollupstore.New(db)
+	s.Recon, s.Exceptions, s.Operations, s.Insights = rollups, reconstore.New(db), db, rollups
 	s.Kinds = testworld.RegisterKinds(ops.NewLedger(db, clock))
 	ts := httptest.NewServer(s.Handler())
 	email := "manager-" + runID() + "@bench.settle"

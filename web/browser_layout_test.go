@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/web"
 )
@@ -44,7 +45,7 @@ func seedFullDashboard(t *testing.T, e *dashEnv, ev *alerts.Evaluator) (opURL, e
 	reconOp := seedReconFor(t, e.env, e.tenant.ID)
 	for i := range 12 {
 		ref := longRef("re", i)
-		if _, _, err := e.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: ref,
+		if _, _, err := reconstore.New(e.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: ref,
 			TenantID: e.tenant.ID, OperationID: reconOp, ChargeRefs: []string{ref, longRef("re_second", i)}, AmountCents: 3800,
 			Currency: "usd", Summary: "Operation " + reconOp + " charged twice: " + ref, Actor: "stripe reconciliation", At: t0}); err != nil {
 			t.Fatal(err)
@@ -107,7 +108,7 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 	var ev *alerts.Evaluator
 	e := newDashEnv(t, withFollowUps, func(s *web.Server, tw *testworld.World) {
 		as := alertstore.New(tw.DB)
-		s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, as
+		s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), as
 		ev = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
 		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
 	})

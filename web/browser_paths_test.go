@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/web"
@@ -55,7 +56,7 @@ func (p *personPath) search(what, testid, q string, done chromedp.CSS) {
 func TestBrowserPersonPaths(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) {
-		s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
+		s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), alertstore.New(tw.DB)
 	})
 	settled := e.refundedButUnknown(t, "5100")
 	e.notSentUnknown(t, "5101")
@@ -111,7 +112,7 @@ func managerPath(t *testing.T, e *dashEnv, alloc context.Context) {
 	t.Helper()
 	seedReconFor(t, e.env, e.tenant.ID)
 	e.clock.Advance(3 * 24 * time.Hour)
-	if _, err := (&recon.Rollups{Store: e.db, Clock: e.clock}).CatchUp(context.Background()); err != nil {
+	if _, err := (&recon.Rollups{Store: rollupstore.New(e.db), Clock: e.clock}).CatchUp(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	manager := &personPath{t: t, ctx: newSession(t, alloc)}

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -38,7 +39,7 @@ func TestHostileFormsNeverFail(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t, withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}), func(s *web.Server, tw *testworld.World) {
 		as := alertstore.New(tw.DB)
-		s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, as
+		s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), as
 		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
 		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
 	})

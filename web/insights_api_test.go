@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -27,7 +28,7 @@ import (
 func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
+	s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), alertstore.New(tw.DB)
 	e := start(t, tw, s.Handler())
 	ctx := context.Background()
 	shop := tw.Tenant("shop")
@@ -71,7 +72,7 @@ func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 	call("m1", "anthropic", "/v1/messages", 0, true)
 	call("c1", "openai", "/v1/chat/completions", 0, true)
 	clock.Advance(time.Hour)
-	roll := &recon.Rollups{Store: e.db, Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}
+	roll := &recon.Rollups{Store: rollupstore.New(e.db), Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}
 	if _, err := roll.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func countRows(t *testing.T, e *env, q string, args ...any) int {
 func TestReconcileSplitsLLMRowsByAPI(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
-	s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
+	s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), alertstore.New(tw.DB)
 	e := start(t, tw, s.Handler())
 	ctx := context.Background()
 	shop := tw.Tenant("shop")

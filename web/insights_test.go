@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -20,7 +21,7 @@ import (
 func newInsightsEnv(t *testing.T) *env {
 	t.Helper()
 	s, tw := newServer(t)
-	s.Recon, s.Exceptions, s.Insights, s.Firings = tw.DB, reconstore.New(tw.DB), tw.DB, alertstore.New(tw.DB)
+	s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), alertstore.New(tw.DB)
 	return start(t, tw, s.Handler())
 }
 
@@ -137,7 +138,7 @@ VALUES ($1, 'openai', 'chatcmpl-1', $2, 0, '', 'succeeded', $3, $3)`, tenant, op
 		e.exec(t, `INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
 VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "req-"+answer+strconv.Itoa(i), i > 0, answer, at.Add(time.Duration(i)*time.Minute))
 	}
-	if _, _, err := e.db.RecordFinding(context.Background(), recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: opID,
+	if _, _, err := reconstore.New(e.db).RecordFinding(context.Background(), recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: opID,
 		TenantID: tenant, OperationID: opID, ChargeRefs: []string{"chatcmpl-1", "chatcmpl-2"}, Summary: "Generated twice.",
 		Actor: "reconciler:openai", At: t0.Add(-time.Minute)}); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -49,7 +50,7 @@ func newReconciledMessagesWorld(t *testing.T) (*messagesWorld, *ops.ManualClock,
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.LLM, s.Recon, s.Exceptions = w.gw, tw.DB, reconstore.New(tw.DB)
+	s.LLM, s.Recon, s.Exceptions, s.Operations = w.gw, rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB
 	w.url = tw.Serve(s.Handler())
 	for _, name := range []string{"shop", "pipeline"} {
 		w.tokens[name] = tw.Token(tw.Tenant(name), "test")

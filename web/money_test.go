@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -27,7 +28,7 @@ func TestMoneyReadsTheSameOnEveryPage(t *testing.T) {
 	if _, err := e.db.Open(ctx, ops.OpenParams{Op: op, Now: t0.Add(-time.Hour), Claim: "worker-1", LeaseUntil: t0.Add(-59 * time.Minute), Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: op.ID, TenantID: tenant,
+	if _, _, err := reconstore.New(e.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: op.ID, TenantID: tenant,
 		OperationID: op.ID, ChargeRefs: []string{"re_a", "re_b"}, AmountCents: 500, Currency: "jpy",
 		Summary: "Operation charged twice.", Actor: "stripe reconciliation", At: t0}); err != nil {
 		t.Fatal(err)

@@ -19,12 +19,11 @@ import (
 	"github.com/settle-dev/settle/views"
 )
 
-// ReconReader is what the reconciliation pages read from the ledger's store. The per-window
-// table reads the rollups (RollupMetrics); the drill-down reads the raw rows behind one cell,
-// a page at a time; an exception's page shows its operation (Get).
+// ReconReader is what the reconciliation pages read of the table's numbers: the per-window
+// table reads the rollups (RollupMetrics); the drill-down reads the raw rows behind one
+// cell, a page at a time.
 type ReconReader interface {
 	recon.MetricsStore
-	Get(ctx context.Context, id string) (*ops.Operation, error)
 }
 
 // ExceptionReader is what the reconciliation pages read from the reconciler's own store:
@@ -34,8 +33,9 @@ type ExceptionReader interface {
 	Leases(ctx context.Context) ([]recon.Lease, error)
 }
 
-// ReconcileDeps are the dependencies of the reconciliation pages. With Recon nil the pages
-// are not mounted; Recon without Exceptions is a wiring mistake and panics.
+// ReconcileDeps are the dependencies of the reconciliation pages; an exception's page shows
+// its operation from the server's Operations. With Recon nil the pages are not mounted;
+// Recon without Exceptions or Operations is a wiring mistake and panics.
 type ReconcileDeps struct {
 	Recon      ReconReader
 	Exceptions ExceptionReader
@@ -47,10 +47,10 @@ func (s *Server) mountReconcile(r chi.Router) {
 	if s.Recon == nil {
 		return
 	}
-	if s.Exceptions == nil {
-		// A half-wired server would serve the table and fail on the exception queue; it is
-		// refused as it starts instead.
-		panic("web: ReconcileDeps.Recon is set without Exceptions")
+	if s.Exceptions == nil || s.Operations == nil {
+		// A half-wired server would serve the table and fail on the exception queue or an
+		// exception's page; it is refused as it starts instead.
+		panic("web: ReconcileDeps.Recon is set without Exceptions or Operations")
 	}
 	managers := s.forRole(r, desk.RoleManager)
 	managers.Get("/reconcile", s.handleReconcile)

@@ -151,7 +151,7 @@ func (s *Server) renderException(w http.ResponseWriter, r *http.Request, id int6
 	}
 	var op *ops.Operation
 	if e.OperationID != "" {
-		if op, err = s.Recon.Get(ctx, e.OperationID); err != nil {
+		if op, err = s.Operations.Get(ctx, e.OperationID); err != nil {
 			s.Error(w, r, err)
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -22,7 +23,7 @@ import (
 func newReconEnv(t *testing.T) *env {
 	t.Helper()
 	s, tw := newServer(t)
-	s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB)
+	s.Recon, s.Exceptions, s.Operations = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB
 	return start(t, tw, s.Handler())
 }
 
@@ -75,7 +76,7 @@ VALUES ($1, 'stripe', 're_first', $2, 3800, 'usd', 'succeeded', $3, $3), ($1, 's
 // read its rollups.
 func rollUp(t *testing.T, e *env) {
 	t.Helper()
-	if _, err := (&recon.Rollups{Store: e.db, Clock: ops.NewManualClock(t0)}).CatchUp(context.Background()); err != nil {
+	if _, err := (&recon.Rollups{Store: rollupstore.New(e.db), Clock: ops.NewManualClock(t0)}).CatchUp(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -238,7 +239,7 @@ func TestExceptionWorkflowOverHTTP(t *testing.T) {
 	e := newReconEnv(t)
 	ctx := context.Background()
 	opID, tenant := seedRecon(t, e)
-	ex, _, err := e.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: opID, TenantID: tenant,
+	ex, _, err := reconstore.New(e.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: opID, TenantID: tenant,
 		OperationID: opID, ChargeRefs: []string{"re_first", "re_second"}, AmountCents: 3800, Currency: "usd",
 		Summary: "Operation charged twice.", Actor: "stripe reconciliation", At: t0})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -22,7 +23,9 @@ import (
 // admin deletes it, and both are audited.
 func TestSavedViewsAreSharedByRole(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB) })
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) {
+		s.Recon, s.Exceptions, s.Operations = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB
+	})
 	e.notSentUnknown(t, "old-1")
 	e.notSentUnknown(t, "old-2")
 	e.clock.Advance(2 * time.Hour)
@@ -83,7 +86,9 @@ func TestSavedViewsAreSharedByRole(t *testing.T) {
 // can open its page, or named twice, is refused in words and nothing is saved.
 func TestSavedViewsRefuseBadInput(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB) })
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) {
+		s.Recon, s.Exceptions, s.Operations = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB
+	})
 	oncall := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	support := e.signIn(t, "support@example.com", desk.RoleSupport)
 	e.post(t, oncall, "/views", url.Values{"page": {"ops"}, "name": {"Mine"}, "role": {"oncall"}, "query": {"tab=unknown"}})
@@ -198,7 +203,9 @@ VALUES ($1, $2, $3, $4, $5, now())`, page, name, query, role, by); err != nil {
 // unknown keys or a filter too long to open, cannot make a page that offers it large.
 func TestSavedViewsKeepOnlyThePagesFilters(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) { s.Recon, s.Exceptions = tw.DB, reconstore.New(tw.DB) })
+	e := newDashEnv(t, func(s *web.Server, tw *testworld.World) {
+		s.Recon, s.Exceptions, s.Operations = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB
+	})
 	oncall := e.signIn(t, "oncall@example.com", desk.RoleOncall)
 	manager := e.signIn(t, "manager@example.com", desk.RoleManager)
 	junk := strings.Repeat("j", 3000)

@@ -23,6 +23,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 	"github.com/settle-dev/settle/web"
@@ -204,8 +205,9 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB, JobViews: jobstore.New(p.DB),
 		FollowUps: &desk.FollowUps{Store: p.DB, Clock: p.Clock},
 	}
-	srv.Recon, srv.Exceptions = p.DB, reconstore.New(p.DB)
-	srv.InsightsDeps = web.InsightsDeps{Insights: p.DB, Firings: alertstore.New(p.DB)}
+	rollups := rollupstore.New(p.DB)
+	srv.Recon, srv.Exceptions = rollups, reconstore.New(p.DB)
+	srv.InsightsDeps = web.InsightsDeps{Insights: rollups, Firings: alertstore.New(p.DB)}
 	p.startRollups(ctx)
 	p.startBodyPurge(ctx)
 	p.startRetention(ctx)

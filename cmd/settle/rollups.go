@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -12,7 +13,7 @@ import (
 // run it; its role lets one act at a time, and each pass replaces whole minutes, so a pass
 // repeated after a takeover changes nothing.
 func (p *Program) startRollups(ctx context.Context) {
-	r := &recon.Rollups{Store: p.DB, Clock: p.Clock, Interval: recon.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
+	r := &recon.Rollups{Store: rollupstore.New(p.DB), Clock: p.Clock, Interval: recon.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
 		Role: p.role(recon.RollupRole, "rollups"), Logger: p.Logger}
 	p.goLoop(ctx, r.Loop())
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -128,7 +129,7 @@ func newHistory(db *pg.DB, tenant *ops.Tenant, st *fake.Stripe, stripeBase strin
 	h.refunds = &refund.Tool{Ledger: h.ledger, Store: db, Provider: adapter, Deadline: 10 * time.Second, Sleep: sleep}
 	h.reconciler = &recon.Reconciler{Ledger: h.ledger, Store: reconstore.New(db), Events: db, Leases: db, Owner: historyActor, Refunds: []recon.RefundSource{adapter},
 		Logger: logger}
-	h.rollups = &recon.Rollups{Store: db, Clock: h.clock, Logger: logger}
+	h.rollups = &recon.Rollups{Store: rollupstore.New(db), Clock: h.clock, Logger: logger}
 	as := alertstore.New(db)
 	h.evaluator = &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: h.clock,
 		Lease: 3 * time.Second, Logger: logger}
@@ -240,7 +241,7 @@ func latest(a, b time.Time) time.Time {
 // figures and the live traffic continues from now. A database that already ran keeps what
 // it has: its rollups are past the history's times.
 func History(ctx context.Context, db *pg.DB, days int, f *Fakes, progress Progress, logger *slog.Logger) error {
-	st, err := db.RollupStatus(ctx)
+	st, err := rollupstore.New(db).RollupStatus(ctx)
 	if err != nil {
 		return err
 	}

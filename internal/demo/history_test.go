@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -75,7 +76,7 @@ func TestDemoHistoryTellsTheStory(t *testing.T) {
 
 	// 30 days of rollups, weekdays busier than weekends.
 	to := end.Truncate(24 * time.Hour).Add(24 * time.Hour)
-	rows, err := db.RollupMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: to.Add(-31 * 24 * time.Hour), To: to}, Bucket: 24 * time.Hour})
+	rows, err := rollupstore.New(db).RollupMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: to.Add(-31 * 24 * time.Hour), To: to}, Bucket: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

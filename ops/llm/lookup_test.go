@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -108,7 +109,7 @@ func TestLLMLookupFindsADoubleGeneration(t *testing.T) {
 	// The reconciliation table and /insights count the second generation as a double
 	// charge and what it cost as money lost, in USD, though a stored completion has no price.
 	closed := w.op(t, "doc-2")
-	rows, err := w.db.ReconMetrics(context.Background(), recon.MetricsFilter{Bucket: time.Hour,
+	rows, err := rollupstore.New(w.db).ReconMetrics(context.Background(), recon.MetricsFilter{Bucket: time.Hour,
 		Window: recon.Window{From: closed.CreatedAt.Add(-time.Hour), To: closed.CreatedAt.Add(time.Hour)}, Kind: ops.KindLLMCall})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -83,11 +84,11 @@ func TestALostLeaseWritesNothing(t *testing.T) {
 		}
 		return old
 	}
-	if rep, err := db.RunRollups(ctx, recon.RollupParams{Now: now, Overlap: time.Minute, MaxSpan: time.Hour,
+	if rep, err := rollupstore.New(db).RunRollups(ctx, recon.RollupParams{Now: now, Overlap: time.Minute, MaxSpan: time.Hour,
 		Lease: lost(recon.RollupRole)}); err != nil || !rep.Skipped {
 		t.Errorf("rollups under a lost lease: %+v %v, want skipped", rep, err)
 	}
-	if st, err := db.RollupStatus(ctx); err != nil || st.Ran() {
+	if st, err := rollupstore.New(db).RollupStatus(ctx); err != nil || st.Ran() {
 		t.Errorf("rollup state %+v %v after a run under a lost lease", st, err)
 	}
 	if rep, err := purgestore.New(db).PurgeBodies(ctx, llm.PurgeParams{Now: now, Batch: 10, Lease: lost(llm.PurgeRole)}); err != nil || !rep.Skipped {

@@ -23,6 +23,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/retain"
@@ -181,7 +182,7 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 			(&outbox.Relay{Store: db, Publisher: nopPublisher{}, Clock: clock, Interval: every, Logger: log}).Loop("outbox relay").Run(ctx)
 		},
 		"rollups": func(ctx context.Context, log *slog.Logger) {
-			(&recon.Rollups{Store: db, Clock: clock, Interval: every, Role: role(log, recon.RollupRole), Logger: log}).Loop().Run(ctx)
+			(&recon.Rollups{Store: rollupstore.New(db), Clock: clock, Interval: every, Role: role(log, recon.RollupRole), Logger: log}).Loop().Run(ctx)
 		},
 		"body purge": func(ctx context.Context, log *slog.Logger) {
 			(&llm.Purger{Store: purgestore.New(db), Clock: clock, Interval: every, Role: role(log, llm.PurgeRole), Logger: log}).Loop().Run(ctx)

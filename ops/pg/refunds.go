@@ -3,14 +3,12 @@ package pg
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/reqlog"
 )
 
@@ -125,15 +123,4 @@ func operationIDArg(id string) any {
 		return nil
 	}
 	return u.String()
-}
-
-// RecordFailedAfterSuccess implements ops.EventStore: the exception of a refund the
-// provider accepted and later failed, one per operation however often it is seen.
-func (db *DB) RecordFailedAfterSuccess(ctx context.Context, op *ops.Operation, r ops.ProviderRecord, at time.Time) error {
-	_, _, err := db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionFailedAfterSuccess, Provider: op.Provider, Ref: op.ID,
-		TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{r.Ref}, AmountCents: r.AmountCents, Currency: r.Currency,
-		Summary: fmt.Sprintf("Refund %s of %s was accepted, then %s at %s: the customer was told it was on its way, and no money moved.",
-			r.Ref, ops.FormatMoney(r.AmountCents, r.Currency), r.Status, op.Provider),
-		Details: r.Raw, Actor: "ledger", At: at})
-	return err
 }

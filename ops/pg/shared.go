@@ -36,16 +36,32 @@ func LockLeaseRow(ctx context.Context, tx pgx.Tx, name string, exclusive bool) e
 	return lockLeaseRow(ctx, tx, name, exclusive)
 }
 
-// ChargedStatuses is the SQL list of the provider charge statuses that took money.
-const ChargedStatuses = chargedStatuses
+// ChargedStatuses is the SQL list of the provider charge statuses that took money; it must
+// match ops.ProviderRecord.Charged.
+const ChargedStatuses = `('succeeded', 'pending', 'requires_action')`
 
-// DoubleGenerations is the SQL condition, over recon_exceptions e joined to operations o,
-// of the confirmed double generations of LLM operations.
-const DoubleGenerations = doubleGenerations
+// BinOrigin anchors the hour and day buckets of every count on UTC midnight.
+const BinOrigin = `'2000-01-01 00:00:00+00'::timestamptz`
+
+// DoubleGenerations selects, over recon_exceptions e joined to operations o, the confirmed
+// double generations of LLM operations: the double-charge exceptions that lookups and usage
+// reports record for them, counted like the second refund of a refund's double charge. An
+// operation whose extra generations are provider charges of their own is counted by those
+// charges instead, never twice. Each costs what the stored generation cost, in USD. The
+// reconciliation table and the alerts count them alike.
+const DoubleGenerations = `e.kind = 'double_charge' AND o.kind IN ('llm_call', 'llm_job')
+		AND (SELECT count(*) FROM provider_charges p2 WHERE p2.operation_id = o.id AND p2.status IN ` + ChargedStatuses + `) < 2`
 
 // ExtraGenerations is how many generations beyond the first an exception e of
-// DoubleGenerations stands for.
-const ExtraGenerations = extraGenerations
+// DoubleGenerations stands for: its charge references name every generation billed, and
+// one at least is extra.
+const ExtraGenerations = `greatest(cardinality(e.charge_refs) - 1, 1)`
+
+// OpCols are the operations columns, over alias o, that CollectOps reads.
+const OpCols = opCols
+
+// CollectOps reads every row of OpCols, closing rows.
+func CollectOps(rows pgx.Rows) ([]*ops.Operation, error) { return collectOps(rows) }
 
 // NullTime is t, or SQL NULL when ok is false.
 func NullTime(ok bool, t time.Time) any { return nullTime(ok, t) }
@@ -55,3 +71,8 @@ func NullStr(s string) any { return nullStr(s) }
 
 // JSONOrNil is b as JSON text, or SQL NULL when b is empty.
 func JSONOrNil(b json.RawMessage) any { return jsonOrNil(b) }
+
+// rowQuerier is a pool or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}

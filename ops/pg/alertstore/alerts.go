@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -45,7 +46,8 @@ func (s *Store) tenantNames(ctx context.Context) (map[int64]string, error) {
 	return out, pg.Interpret(err, "list tenants")
 }
 
-// Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics):
+// Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics of
+// ops/pg/rollupstore):
 // the same recorded rows the managers see, added up over the window and over the APIs of
 // each tenant, kind and provider. The rows with possible duplicates in the window take their
 // attempts from the raw rows instead, split by the API each called as its operation keeps
@@ -57,7 +59,7 @@ func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row,
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.db.ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from, To: to}, Bucket: time.Hour})
+	rows, err := rollupstore.New(s.db).ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from, To: to}, Bucket: time.Hour})
 	if err != nil {
 		return nil, fmt.Errorf("count the window: %w", err)
 	}

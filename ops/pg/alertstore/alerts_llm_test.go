@@ -8,6 +8,8 @@ import (
 
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/reconstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -119,7 +121,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 	ctx := context.Background()
 	from := f.clock.Now()
 	op := f.llmCall(t, f.tenant, "double-1", true, 12345)
-	if _, created, err := f.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
+	if _, created, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
 		TenantID: f.tenant, OperationID: op.ID, ChargeRefs: []string{"chatcmpl-a", "chatcmpl-b"},
 		Summary: "Two generations billed for one call.", Actor: "reconciler:openai", At: f.clock.Now()}); err != nil || !created {
 		t.Fatalf("record finding: %v %v", created, err)
@@ -133,7 +135,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := f.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op2.ID,
+	if _, _, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op2.ID,
 		TenantID: f.tenant, OperationID: op2.ID, ChargeRefs: []string{"chatcmpl-double-2", "chatcmpl-extra"},
 		Summary: "Generated twice.", Actor: "reconciler:openai", At: f.clock.Now()}); err != nil {
 		t.Fatal(err)
@@ -149,7 +151,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := f.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: o.Op.ID,
+	if _, _, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: o.Op.ID,
 		TenantID: f.tenant, OperationID: o.Op.ID, ChargeRefs: []string{"re_1", "re_2"}, Summary: "Refunded twice.",
 		Actor: "reconciler:stripe", At: f.clock.Now()}); err != nil {
 		t.Fatal(err)
@@ -181,7 +183,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 	if metric["llm_call"] != 2 || metric["refund"] != 1 {
 		t.Fatalf("double charges on /metrics %v, want two llm_call and one refund", metric)
 	}
-	table, err := f.db.ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from.Truncate(time.Hour), To: to.Truncate(time.Hour).Add(time.Hour)},
+	table, err := rollupstore.New(f.db).ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from.Truncate(time.Hour), To: to.Truncate(time.Hour).Add(time.Hour)},
 		Bucket: time.Hour, Kind: ops.KindLLMCall})
 	if err != nil || len(table) != 1 {
 		t.Fatalf("table %+v %v", table, err)
@@ -210,12 +212,12 @@ func TestLateDoubleGenerationReachesTheRollups(t *testing.T) {
 	ctx := context.Background()
 	op := f.llmCall(t, f.tenant, "late-1", true, 5000)
 	f.clock.Advance(10 * time.Minute) // past the rollup's overlap
-	job := &recon.Rollups{Store: f.db, Clock: f.clock}
+	job := &recon.Rollups{Store: rollupstore.New(f.db), Clock: f.clock}
 	if _, err := job.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(time.Hour)
-	if _, _, err := f.db.RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
+	if _, _, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
 		TenantID: f.tenant, OperationID: op.ID, ChargeRefs: []string{"chatcmpl-a", "chatcmpl-b"}, Summary: "Generated twice.",
 		Actor: "reconciler:openai", At: f.clock.Now()}); err != nil {
 		t.Fatal(err)
@@ -223,7 +225,7 @@ func TestLateDoubleGenerationReachesTheRollups(t *testing.T) {
 	if _, err := job.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := f.db.RollupMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: t0.Truncate(time.Hour), To: t0.Truncate(time.Hour).Add(2 * time.Hour)},
+	rows, err := rollupstore.New(f.db).RollupMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: t0.Truncate(time.Hour), To: t0.Truncate(time.Hour).Add(2 * time.Hour)},
 		Bucket: time.Hour, Kind: ops.KindLLMCall})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("rollups %+v %v", rows, err)

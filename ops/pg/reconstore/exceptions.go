@@ -27,14 +27,14 @@ func (s *Store) ListExceptions(ctx context.Context, f recon.ExceptionFilter) ([]
 		args["before"] = f.BeforeID
 	}
 	args["limit"] = f.Limit
-	rows, err := s.db.Pool.Query(ctx, `SELECT `+pg.ExceptionCols+` FROM recon_exceptions e WHERE `+where+` ORDER BY e.id DESC LIMIT @limit`, args)
+	rows, err := s.db.Pool.Query(ctx, `SELECT `+exCols+` FROM recon_exceptions e WHERE `+where+` ORDER BY e.id DESC LIMIT @limit`, args)
 	if err != nil {
 		return nil, pg.Interpret(err, "list exceptions")
 	}
 	defer rows.Close()
 	var out []*recon.Exception
 	for rows.Next() {
-		e, err := pg.ScanException(rows)
+		e, err := scanException(rows)
 		if err != nil {
 			return nil, pg.Interpret(err, "list exceptions")
 		}
@@ -83,7 +83,7 @@ func exceptionWhere(f recon.ExceptionFilter) (string, pgx.NamedArgs) {
 
 // GetException implements recon.ExceptionStore.
 func (s *Store) GetException(ctx context.Context, id int64) (*recon.Exception, error) {
-	e, err := pg.ScanException(s.db.Pool.QueryRow(ctx, `SELECT `+pg.ExceptionCols+` FROM recon_exceptions e WHERE e.id = $1`, id))
+	e, err := scanException(s.db.Pool.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e WHERE e.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No exception %d.", id)
 	}
@@ -93,12 +93,12 @@ func (s *Store) GetException(ctx context.Context, id int64) (*recon.Exception, e
 // UpdateException implements recon.ExceptionStore: the compare-and-set on version with its
 // audit row in the same statement.
 func (s *Store) UpdateException(ctx context.Context, cur, next *recon.Exception, c recon.ExceptionChange) (*recon.Exception, error) {
-	out, err := pg.ScanException(s.db.Pool.QueryRow(ctx, `
+	out, err := scanException(s.db.Pool.QueryRow(ctx, `
 WITH up AS (
 	UPDATE recon_exceptions e SET status = @status, severity = @severity, assignee = @assignee, note = @note,
 		resolved_at = @resolved_at, resolved_by = @resolved_by, version = e.version + 1, updated_at = @now
 	WHERE e.id = @id AND e.version = @version
-	RETURNING `+pg.ExceptionCols+`
+	RETURNING `+exCols+`
 ), aud AS (
 	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
 	SELECT @now, @actor, @action, 'recon_exception', up.id::text, @before::jsonb,
@@ -110,7 +110,7 @@ WITH up AS (
 SELECT * FROM up`, pgx.NamedArgs{"id": cur.ID, "version": cur.Version, "status": string(next.Status),
 		"severity": string(next.Severity), "assignee": next.Assignee, "note": next.Note, "resolved_at": next.ResolvedAt,
 		"resolved_by": next.ResolvedBy, "now": c.At, "actor": c.Actor, "action": string(c.Action),
-		"before": string(pg.ExceptionState(cur)), "reason": strings.TrimSpace(c.Note)}))
+		"before": string(exceptionState(cur)), "reason": strings.TrimSpace(c.Note)}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		now, gerr := s.GetException(ctx, cur.ID)
 		if gerr != nil {

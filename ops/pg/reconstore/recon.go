@@ -1,9 +1,9 @@
 // Package reconstore holds the reconciler's statements: the provider charges it records and
 // matches, the runs of each provider's reconciler, the LLM usage reports and what was sent
 // to compare them with, and the exception queue's reads and changes with their audit rows.
-// It implements recon.Store and recon.ExceptionStore on the pool of ops/pg, which still
-// records the findings (the ledger's store records one itself when a refund fails after it
-// succeeded) and reads the counts and rollups.
+// It implements recon.Store and recon.ExceptionStore on the pool of ops/pg, whose
+// RecordFinding it records findings through, as the ledger's store does when a refund fails
+// after it succeeded. The counts and rollups are ops/pg/rollupstore's.
 package reconstore
 
 import (
@@ -31,11 +31,62 @@ type Store struct{ db *pg.DB }
 // New returns the reconciler's store on db.
 func New(db *pg.DB) *Store { return &Store{db: db} }
 
-// RecordFinding implements recon.Store with the statement ops/pg keeps, because the ledger's
-// store records a finding through it as well, when a refund fails after it succeeded: one
-// exception per kind, provider and ref.
+// RecordFinding implements recon.Store with the statements of ops/pg, which the ledger's
+// store records its own finding through as well (a refund that failed after it succeeded):
+// one exception per kind, provider and ref, whoever saw it. It checks the kind, chooses the
+// kind's severity when the finding names none, and reads the exception back in the
+// transaction that recorded it.
 func (s *Store) RecordFinding(ctx context.Context, f recon.Finding) (*recon.Exception, bool, error) {
-	return s.db.RecordFinding(ctx, f)
+	if !f.Kind.Valid() {
+		return nil, false, ops.Errorf(ops.EINVALID, "Unknown exception kind %q.", f.Kind)
+	}
+	sev := f.Severity
+	if !sev.Valid() {
+		sev = recon.DefaultSeverity(f.Kind)
+	}
+	var out *recon.Exception
+	var created bool
+	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
+		id, isNew, err := pg.RecordFinding(ctx, tx, pg.Finding{Kind: string(f.Kind), Provider: f.Provider, Ref: f.Ref,
+			TenantID: f.TenantID, OperationID: f.OperationID, ChargeRefs: f.ChargeRefs, Severity: string(sev),
+			Resolved: f.Resolved, Note: f.Note, Summary: f.Summary, AmountCents: f.AmountCents, Currency: f.Currency,
+			Details: f.Details, Actor: f.Actor, At: f.At})
+		if err != nil {
+			return err
+		}
+		created = isNew
+		out, err = scanException(tx.QueryRow(ctx, `SELECT `+exCols+` FROM recon_exceptions e WHERE e.id = $1`, id))
+		return err
+	})
+	if err != nil {
+		return nil, false, pg.Interpret(err, "record finding")
+	}
+	return out, created, nil
+}
+
+// exCols are the recon_exceptions columns, over alias e, that scanException reads.
+const exCols = `e.id, e.kind, e.provider, e.ref, coalesce(e.tenant_id, 0), coalesce(e.operation_id::text, ''), e.charge_refs,
+	e.severity, e.status, e.assignee, e.note, e.summary, e.amount_cents, e.currency, e.details, e.version, e.seen_count,
+	e.first_seen_at, e.last_seen_at, e.updated_at, e.resolved_at, e.resolved_by`
+
+func scanException(row pgx.Row) (*recon.Exception, error) {
+	var e recon.Exception
+	var kind, sev, status string
+	err := row.Scan(&e.ID, &kind, &e.Provider, &e.Ref, &e.TenantID, &e.OperationID, &e.ChargeRefs, &sev, &status,
+		&e.Assignee, &e.Note, &e.Summary, &e.AmountCents, &e.Currency, &e.Details, &e.Version, &e.SeenCount,
+		&e.FirstSeenAt, &e.LastSeenAt, &e.UpdatedAt, &e.ResolvedAt, &e.ResolvedBy)
+	if err != nil {
+		return nil, err
+	}
+	e.Kind, e.Severity, e.Status = recon.ExceptionKind(kind), recon.Severity(sev), recon.ExceptionStatus(status)
+	return &e, nil
+}
+
+// exceptionState is what the audit log keeps of an exception before and after a change,
+// worded as ops/pg words it when it records a finding.
+func exceptionState(e *recon.Exception) []byte {
+	return pg.ExceptionState{Assignee: e.Assignee, ChargeRefs: e.ChargeRefs, Severity: string(e.Severity),
+		Status: string(e.Status), Version: e.Version}.JSON()
 }
 
 // stripeProvider is the provider name of Stripe operations, whose charges must be of the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
@@ -23,7 +24,7 @@ func TestRetentionLeavesRollupsAsComputed(t *testing.T) {
 	open := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, created, nil)
 
 	clock := ops.NewManualClock(created.Add(time.Hour))
-	roll := &recon.Rollups{Store: f.db, Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}
+	roll := &recon.Rollups{Store: rollupstore.New(f.db), Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}
 	if _, err := roll.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pg
+package rollupstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -89,7 +90,7 @@ func rollupArgs(f recon.MetricsFilter) pgx.NamedArgs {
 // for independent, while the minute rows, most of the table, all lie in the last weeks, so
 // it expects about six times a month of hours. With that estimate it started two parallel
 // workers (150 ms of a 2 ms read on two cores) and sorted the rows to group them, where
-// hashing them is 1.4x faster (BENCHMARKS.md). A page's read never gains from workers, and
+// hashing them is 1.4x faster (docs/benchmarks/journal.md). A page's read never gains from workers, and
 // its groups, a few thousand at most, always fit a hash.
 const rollupReadSettings = `SELECT set_config('max_parallel_workers_per_gather', '0', true),
 	set_config('enable_sort', 'off', true)`
@@ -101,28 +102,28 @@ var rollupCountsSQL = func() string {
 		cols += ", " + c
 		sums += ", sum(" + c + ")::bigint"
 	}
-	return `SELECT date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `), tenant_id, kind, provider, api` + sums + `
+	return `SELECT date_bin(make_interval(secs => @secs), r.start, ` + pg.BinOrigin + `), tenant_id, kind, provider, api` + sums + `
 FROM ` + rollupRange("rollups", cols) + ` GROUP BY 1, 2, 3, 4, 5`
 }()
 
 // RollupMetrics implements recon.MetricsStore from the rollups: one index range scan of hour
 // (or minute) rows and one of their money, grouped by bucket.
-func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
+func (s *Store) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
 		return nil, err
 	}
 	args := rollupArgs(f)
-	bucket := `date_bin(make_interval(secs => @secs), r.start, ` + binOrigin + `)`
+	bucket := `date_bin(make_interval(secs => @secs), r.start, ` + pg.BinOrigin + `)`
 	out := map[recon.MetricsKey]*recon.MetricsRow{}
 	// One snapshot for both reads, so a rollup run committing between them cannot leave
 	// money beside counts it replaced.
-	tx, err := db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, err := s.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, interpret(err, "read rollups")
+		return nil, pg.Interpret(err, "read rollups")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, rollupReadSettings); err != nil {
-		return nil, interpret(err, "read rollups")
+		return nil, pg.Interpret(err, "read rollups")
 	}
 	// Minute rows are read for the edges outside the level's whole units, or for the whole
 	// window when no level fits the bucket.
@@ -137,7 +138,7 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 	}
 	rows, err := tx.Query(ctx, rollupCountsSQL, args)
 	if err != nil {
-		return nil, interpret(err, "read rollups")
+		return nil, pg.Interpret(err, "read rollups")
 	}
 	var r recon.MetricsRow
 	var kind string
@@ -148,12 +149,12 @@ func (db *DB) RollupMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon
 		return nil
 	})
 	if err != nil {
-		return nil, interpret(err, "read rollups")
+		return nil, pg.Interpret(err, "read rollups")
 	}
 	rows, err = tx.Query(ctx, `SELECT `+bucket+`, tenant_id, kind, provider, api, measure, currency, sum(micros)::bigint
 FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 2, 3, 4, 5, 6, 7`, args)
 	if err != nil {
-		return nil, interpret(err, "read rollup money")
+		return nil, pg.Interpret(err, "read rollup money")
 	}
 	var k recon.MetricsKey
 	var measure, currency string
@@ -174,7 +175,7 @@ FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 
 		return nil
 	})
 	if err != nil {
-		return nil, interpret(err, "read rollup money")
+		return nil, pg.Interpret(err, "read rollup money")
 	}
 	return sortedRows(out), nil
 }
@@ -182,21 +183,21 @@ FROM `+rollupRange("rollup_money", ", measure, currency, micros")+` GROUP BY 1, 
 // BacklogSeries implements recon.BacklogStore: per bucket, the last snapshot taken in it,
 // summed over the groups the filter keeps. Buckets of an hour or more read the hourly
 // snapshots, so a month is 720 snapshots rather than 43,200.
-func (db *DB) BacklogSeries(ctx context.Context, f recon.BacklogFilter) ([]recon.BacklogPoint, error) {
+func (s *Store) BacklogSeries(ctx context.Context, f recon.BacklogFilter) ([]recon.BacklogPoint, error) {
 	if err := checkRollupFilter(f.Window, f.Bucket); err != nil {
 		return nil, err
 	}
 	width := 60
 	if f.Bucket >= time.Hour {
 		width = 3600
-	} else if err := minutesKept(ctx, db.Pool, f.From); err != nil {
+	} else if err := minutesKept(ctx, s.db.Pool, f.From); err != nil {
 		return nil, err
 	}
-	rows, err := db.Pool.Query(ctx, `
+	rows, err := s.db.Pool.Query(ctx, `
 WITH last AS (
 	-- Every snapshot writes one marker row; reading the markers alone (a partial index,
 	-- 00010) finds each bucket's last snapshot from one index entry per snapshot.
-	SELECT date_bin(make_interval(secs => @secs), at, `+binOrigin+`) AS b, max(at) AS at
+	SELECT date_bin(make_interval(secs => @secs), at, `+pg.BinOrigin+`) AS b, max(at) AS at
 	FROM backlog_snapshots
 	WHERE width_seconds = @width AND at >= @from AND at < @to
 		AND tenant_id = 0 AND kind = '' AND provider = '' AND status = 'unknown'
@@ -216,7 +217,7 @@ FROM last l CROSS JOIN LATERAL (
 ORDER BY l.b`, pgx.NamedArgs{"secs": f.Bucket.Seconds(), "width": width, "from": f.From, "to": f.To,
 		"tenant": f.TenantID, "kind": string(f.Kind), "provider": f.Provider})
 	if err != nil {
-		return nil, interpret(err, "read the backlog snapshots")
+		return nil, pg.Interpret(err, "read the backlog snapshots")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.BacklogPoint, error) {
 		var p recon.BacklogPoint
@@ -231,5 +232,5 @@ ORDER BY l.b`, pgx.NamedArgs{"secs": f.Bucket.Seconds(), "width": width, "from":
 		}
 		return p, err
 	})
-	return out, interpret(err, "read the backlog snapshots")
+	return out, pg.Interpret(err, "read the backlog snapshots")
 }

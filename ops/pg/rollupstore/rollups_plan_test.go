@@ -1,4 +1,4 @@
-package pg_test
+package rollupstore_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -44,10 +44,10 @@ FROM generate_series(date_bin(make_interval(secs => $1), $3::timestamptz - make_
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, pg.RollupReadSettings); err != nil {
+	if _, err := tx.Exec(ctx, rollupstore.RollupReadSettings); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN "+pg.RollupCountsSQL, pg.RollupArgs(f))
+	rows, err := tx.Query(ctx, "EXPLAIN "+rollupstore.RollupCountsSQL, rollupstore.RollupArgs(f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ FROM generate_series(date_bin(make_interval(secs => $1), $3::timestamptz - make_
 	if !strings.Contains(p, "HashAggregate") || strings.Contains(p, "Sort") || strings.Contains(p, "Gather") {
 		t.Errorf("30 days by day over a year of rollups, want a hash in one process:\n%s", p)
 	}
-	got, err := db.RollupMetrics(ctx, f)
+	got, err := rollupstore.New(db).RollupMetrics(ctx, f)
 	if err != nil || len(got) != 30*15 {
 		t.Fatalf("30 days by day: %d rows (%v), want 450 (15 groups a day)", len(got), err)
 	}

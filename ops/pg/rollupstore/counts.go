@@ -1,4 +1,4 @@
-package pg
+package rollupstore
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -29,7 +30,7 @@ const (
 // stored generation cost, in USD, as the third half counts it. The first two halves are
 // index-served: the first by operations_created_idx and provider_charges_operation_idx, the
 // second by provider_charges_orphan_idx. The third adds the double generations of LLM
-// operations (doubleGenerations).
+// operations (pg.DoubleGenerations).
 const chargesCTE = `c AS (
 	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, o.api,
 		CASE WHEN ` + llmUnpriced + ` THEN 'usd' ELSE pc.currency END AS currency, pc.amount_cents,
@@ -37,21 +38,21 @@ const chargesCTE = `c AS (
 		pc.charge_ref, pc.status, pc.operation_id,
 		row_number() OVER (PARTITION BY pc.operation_id ORDER BY pc.charged_at, pc.id) AS n
 	FROM operations o JOIN provider_charges pc ON pc.operation_id = o.id
-	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + chargedStatuses + `
+	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + pg.ChargedStatuses + `
 		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
 		AND (@api = '' OR o.api = @api)
 	UNION ALL
 	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, '', pc.currency, pc.amount_cents, pc.amount_cents * 10000,
 		pc.charge_ref, pc.status, NULL, 1
 	FROM provider_charges pc
-	WHERE pc.operation_id IS NULL AND pc.charged_at >= @from AND pc.charged_at < @to AND pc.status IN ` + chargedStatuses + `
+	WHERE pc.operation_id IS NULL AND pc.charged_at >= @from AND pc.charged_at < @to AND pc.status IN ` + pg.ChargedStatuses + `
 		AND (@tenant = 0 OR pc.tenant_id = @tenant) AND @kind = '' AND (@provider = '' OR pc.provider = @provider) AND @api = ''
 	UNION ALL
 	SELECT o.created_at, o.tenant_id, o.kind, o.provider, o.api, 'usd', 0, o.cost_micros,
 		e.ref || '#' || g.n, 'succeeded', o.id, g.n + 1
 	FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
-		CROSS JOIN LATERAL generate_series(1, ` + extraGenerations + `) AS g(n)
-	WHERE ` + doubleGenerations + ` AND o.created_at >= @from AND o.created_at < @to
+		CROSS JOIN LATERAL generate_series(1, ` + pg.ExtraGenerations + `) AS g(n)
+	WHERE ` + pg.DoubleGenerations + ` AND o.created_at >= @from AND o.created_at < @to
 		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
 		AND (@api = '' OR o.api = @api)
 )`
@@ -59,19 +60,6 @@ const chargesCTE = `c AS (
 // llmUnpriced says a charge pc of operation o is a generation found at an LLM provider,
 // recorded without an amount.
 const llmUnpriced = `(o.kind IN ('llm_call', 'llm_job') AND pc.amount_cents = 0)`
-
-// doubleGenerations selects, over recon_exceptions e joined to operations o, the confirmed
-// double generations of LLM operations: the double-charge exceptions that lookups and usage
-// reports record for them, counted like the second refund of a refund's double charge. An
-// operation whose extra generations are provider charges of their own is counted by those
-// charges instead, never twice. Each costs what the stored generation cost, in USD.
-const doubleGenerations = `e.kind = 'double_charge' AND o.kind IN ('llm_call', 'llm_job')
-		AND (SELECT count(*) FROM provider_charges p2 WHERE p2.operation_id = o.id AND p2.status IN ` + chargedStatuses + `) < 2`
-
-// extraGenerations is how many generations beyond the first an exception e of
-// doubleGenerations stands for: its charge references name every generation billed, and
-// one at least is extra.
-const extraGenerations = `greatest(cardinality(e.charge_refs) - 1, 1)`
 
 func metricsArgs(f recon.MetricsFilter) pgx.NamedArgs {
 	return pgx.NamedArgs{"from": f.From, "to": f.To, "secs": f.Bucket.Seconds(), "tenant": f.TenantID,
@@ -99,11 +87,11 @@ type querier interface {
 // ReconMetrics implements recon.MetricsStore: four index-served aggregate queries (client
 // requests, operations, attempts, charges), merged by row. Every number counts recorded
 // rows; nothing is estimated.
-func (db *DB) ReconMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
+func (s *Store) ReconMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	if err := checkMetricsFilter(f); err != nil {
 		return nil, err
 	}
-	return countRaw(ctx, db.Pool, f)
+	return countRaw(ctx, s.db.Pool, f)
 }
 
 // countRaw counts the raw rows of f's window in buckets of f.Bucket, which may be any whole
@@ -114,7 +102,7 @@ func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.Me
 	rows := metricsRows{}
 	for _, qu := range countQueries {
 		if err := qu.run(ctx, q, args, rows); err != nil {
-			return nil, interpret(err, qu.what)
+			return nil, pg.Interpret(err, qu.what)
 		}
 	}
 	return sortedRows(rows), nil
@@ -136,7 +124,7 @@ func (rows metricsRows) row(b time.Time, tenant int64, kind, provider, api strin
 
 // metricsBin is the SQL for the start of the bucket of @secs seconds that col falls in.
 func metricsBin(col string) string {
-	return `date_bin(make_interval(secs => @secs), ` + col + `, ` + binOrigin + `)`
+	return `date_bin(make_interval(secs => @secs), ` + col + `, ` + pg.BinOrigin + `)`
 }
 
 // countQuery is one of the queries countRaw runs: what it counts (for its errors), its SQL,
@@ -306,7 +294,7 @@ const drillLimit = 500
 
 // ReconDrill implements recon.MetricsStore: the recorded rows behind one number of the table,
 // selected by the same conditions that counted them.
-func (db *DB) ReconDrill(ctx context.Context, f recon.DrillFilter) ([]recon.DrillRow, error) {
+func (s *Store) ReconDrill(ctx context.Context, f recon.DrillFilter) ([]recon.DrillRow, error) {
 	if !f.Measure.Valid() {
 		return nil, ops.Errorf(ops.EINVALID, "There is no measure %q.", f.Measure)
 	}
@@ -364,9 +352,9 @@ SELECT c.at, coalesce(c.operation_id::text, ''), c.tenant_id, c.kind, c.provider
 FROM c WHERE c.tenant_id = @tenant AND c.kind = @kind AND c.provider = @provider AND c.api = @api AND ` + cond + `
 ORDER BY c.at, c.charge_ref LIMIT @limit`
 	}
-	rows, err := db.Pool.Query(ctx, sql, args)
+	rows, err := s.db.Pool.Query(ctx, sql, args)
 	if err != nil {
-		return nil, interpret(err, fmt.Sprintf("drill into %s", f.Measure))
+		return nil, pg.Interpret(err, fmt.Sprintf("drill into %s", f.Measure))
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (recon.DrillRow, error) {
 		var d recon.DrillRow
@@ -375,5 +363,5 @@ ORDER BY c.at, c.charge_ref LIMIT @limit`
 		d.Kind = ops.Kind(kind)
 		return d, err
 	})
-	return out, interpret(err, fmt.Sprintf("drill into %s", f.Measure))
+	return out, pg.Interpret(err, fmt.Sprintf("drill into %s", f.Measure))
 }

@@ -1,4 +1,4 @@
-package pg
+package rollupstore
 
 import (
 	"context"
@@ -9,12 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
-)
-
-var (
-	_ recon.RollupStore  = (*DB)(nil)
-	_ recon.BacklogStore = (*DB)(nil)
 )
 
 // rollupStateName names the job's row in rollup_state.
@@ -47,13 +43,8 @@ func rollupTargets(r *recon.MetricsRow) []any {
 }
 
 // RollupStatus implements recon.RollupStore.
-func (db *DB) RollupStatus(ctx context.Context) (recon.RollupState, error) {
-	return readRollupState(ctx, db.Pool)
-}
-
-// rowQuerier is a pool or a transaction.
-type rowQuerier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+func (s *Store) RollupStatus(ctx context.Context) (recon.RollupState, error) {
+	return readRollupState(ctx, s.db.Pool)
 }
 
 func readRollupState(ctx context.Context, q rowQuerier) (recon.RollupState, error) {
@@ -65,7 +56,7 @@ func readRollupState(ctx context.Context, q rowQuerier) (recon.RollupState, erro
 		return recon.RollupState{}, nil
 	}
 	if err != nil {
-		return st, interpret(err, "read the rollup state")
+		return st, pg.Interpret(err, "read the rollup state")
 	}
 	st.MinutesUntil, st.ChangesUntil, st.LastRunAt = st.MinutesUntil.UTC(), st.ChangesUntil.UTC(), st.LastRunAt.UTC()
 	if minutesFrom != nil {
@@ -78,20 +69,20 @@ func readRollupState(ctx context.Context, q rowQuerier) (recon.RollupState, erro
 // lease in share mode: readers see a minute's old rows or its new ones, never none; a run
 // whose lease was lost skips its turn; nobody takes the lease over, and no retention batch
 // removes rows (RemoveBatch), until the transaction ends.
-func (db *DB) RunRollups(ctx context.Context, p recon.RollupParams) (recon.RollupReport, error) {
+func (s *Store) RunRollups(ctx context.Context, p recon.RollupParams) (recon.RollupReport, error) {
 	var rep recon.RollupReport
 	now := p.Now.UTC()
-	tx, err := db.Pool.Begin(ctx)
+	tx, err := s.db.Pool.Begin(ctx)
 	if err != nil {
-		return rep, interpret(err, "begin the rollup")
+		return rep, pg.Interpret(err, "begin the rollup")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if err := lockLeaseRow(ctx, tx, recon.RollupRole, false); err != nil {
-		return rep, interpret(err, "lock the rollup")
+	if err := pg.LockLeaseRow(ctx, tx, recon.RollupRole, false); err != nil {
+		return rep, pg.Interpret(err, "lock the rollup")
 	}
-	held, err := holdLease(ctx, tx, p.Lease, now)
+	held, err := pg.HoldLease(ctx, tx, p.Lease, now)
 	if err != nil {
-		return rep, interpret(err, "check the rollup's lease")
+		return rep, pg.Interpret(err, "check the rollup's lease")
 	}
 	if !held {
 		rep.Skipped = true
@@ -132,7 +123,7 @@ func (db *DB) RunRollups(ctx context.Context, p recon.RollupParams) (recon.Rollu
 		return rep, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return rep, interpret(err, "commit the rollup")
+		return rep, pg.Interpret(err, "commit the rollup")
 	}
 	return rep, nil
 }
@@ -151,7 +142,7 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 	(SELECT min(created_at) FROM operations), (SELECT min(received_at) FROM client_requests),
 	(SELECT min(started_at) FROM attempts), (SELECT min(charged_at) FROM provider_charges WHERE operation_id IS NULL))`).Scan(&earliest)
 		if err != nil {
-			return recon.Window{}, time.Time{}, interpret(err, "find the oldest row")
+			return recon.Window{}, time.Time{}, pg.Interpret(err, "find the oldest row")
 		}
 		base = now
 		if earliest != nil && earliest.Before(now) {
@@ -190,14 +181,14 @@ WITH changed AS (
 	UNION ALL SELECT o.created_at FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
 		WHERE e.kind = 'double_charge' AND e.last_seen_at >= @since
 )
-SELECT DISTINCT date_bin('1 minute', at, `+binOrigin+`) FROM times WHERE at < @from`,
+SELECT DISTINCT date_bin('1 minute', at, `+pg.BinOrigin+`) FROM times WHERE at < @from`,
 		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from})
 	if err != nil {
-		return nil, interpret(err, "find changed minutes")
+		return nil, pg.Interpret(err, "find changed minutes")
 	}
 	changed, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
 	if err != nil {
-		return nil, interpret(err, "find changed minutes")
+		return nil, pg.Interpret(err, "find changed minutes")
 	}
 	rep.Changed = len(changed)
 	var windows []recon.Window
@@ -259,7 +250,7 @@ INSERT INTO rollup_state (name, minutes_until, changes_until, last_run_at, last_
 ON CONFLICT (name) DO UPDATE SET minutes_until = excluded.minutes_until, changes_until = excluded.changes_until,
 	last_run_at = excluded.last_run_at, last_report = excluded.last_report, minutes_from = excluded.minutes_from`,
 		rollupStateName, until, now, report, keptFrom); err != nil {
-		return interpret(err, "record the rollup state")
+		return pg.Interpret(err, "record the rollup state")
 	}
 	return nil
 }
@@ -275,7 +266,7 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time)
 	args := pgx.NamedArgs{"from": w.From, "to": w.To, "now": now}
 	for _, table := range []string{"rollups", "rollup_money"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE width_seconds = 60 AND start >= @from AND start < @to`, args); err != nil {
-			return 0, interpret(err, "clear minute rollups")
+			return 0, pg.Interpret(err, "clear minute rollups")
 		}
 	}
 	var vals, money [][]any
@@ -294,11 +285,11 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time)
 	keyCols := []string{"width_seconds", "start", "tenant_id", "kind", "provider", "api"}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rollups"}, append(append(append([]string{}, keyCols...), rollupCols...), "computed_at"),
 		pgx.CopyFromRows(vals)); err != nil {
-		return 0, interpret(err, "write minute rollups")
+		return 0, pg.Interpret(err, "write minute rollups")
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"rollup_money"}, append(append([]string{}, keyCols...), "measure", "currency", "micros"),
 		pgx.CopyFromRows(money)); err != nil {
-		return 0, interpret(err, "write minute money")
+		return 0, pg.Interpret(err, "write minute money")
 	}
 	sums := ""
 	for _, c := range rollupCols {
@@ -314,7 +305,7 @@ func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time)
 		width := int(lv / time.Second)
 		args["lwidth"], args["lfrom"] = width, w.From.Truncate(lv)
 		args["lto"] = w.To.Add(-time.Nanosecond).Truncate(lv).Add(lv)
-		start := fmt.Sprintf(`date_bin('%d seconds', start, `+binOrigin+`)`, width)
+		start := fmt.Sprintf(`date_bin('%d seconds', start, `+pg.BinOrigin+`)`, width)
 		for _, sql := range []string{
 			`DELETE FROM rollups WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto`,
 			`DELETE FROM rollup_money WHERE width_seconds = @lwidth AND start >= @lfrom AND start < @lto`,
@@ -328,7 +319,7 @@ FROM rollup_money WHERE width_seconds = 60 AND start >= @lfrom AND start < @lto
 GROUP BY 2, 3, 4, 5, 6, 7, 8`,
 		} {
 			if _, err := tx.Exec(ctx, sql, args); err != nil {
-				return 0, interpret(err, fmt.Sprintf("recompute %s rollups", lv))
+				return 0, pg.Interpret(err, fmt.Sprintf("recompute %s rollups", lv))
 			}
 		}
 	}
@@ -348,7 +339,7 @@ func nextPruneStep(ctx context.Context, tx pgx.Tx, last, h time.Time) (time.Time
 		var oldest *time.Time
 		if err := tx.QueryRow(ctx, `SELECT least((SELECT min(start) FROM rollups WHERE width_seconds = 60),
 	(SELECT min(at) FROM backlog_snapshots WHERE width_seconds = 60))`).Scan(&oldest); err != nil {
-			return last, interpret(err, "find the oldest minute rollup")
+			return last, pg.Interpret(err, "find the oldest minute rollup")
 		}
 		if oldest == nil {
 			return h, nil
@@ -373,7 +364,7 @@ func pruneMinutes(ctx context.Context, tx pgx.Tx, h time.Time) (int, error) {
 	} {
 		tag, err := tx.Exec(ctx, sql, h)
 		if err != nil {
-			return n, interpret(err, "prune minute rollups")
+			return n, pg.Interpret(err, "prune minute rollups")
 		}
 		n += int(tag.RowsAffected())
 	}
@@ -387,7 +378,7 @@ func snapshotBacklog(ctx context.Context, tx pgx.Tx, now time.Time) (int, error)
 	args := pgx.NamedArgs{"now": now, "minute": now.Truncate(time.Minute), "hour": now.Truncate(time.Hour)}
 	if _, err := tx.Exec(ctx, `
 DELETE FROM backlog_snapshots WHERE (width_seconds = 60 AND at = @minute) OR (width_seconds = 3600 AND at = @hour)`, args); err != nil {
-		return 0, interpret(err, "clear the backlog snapshot")
+		return 0, pg.Interpret(err, "clear the backlog snapshot")
 	}
 	tag, err := tx.Exec(ctx, `
 WITH g AS (
@@ -404,7 +395,7 @@ INSERT INTO backlog_snapshots (width_seconds, at, tenant_id, kind, provider, sta
 SELECT w.width, CASE w.width WHEN 60 THEN @minute::timestamptz ELSE @hour::timestamptz END, g.tenant_id, g.kind, g.provider, g.status, g.n, g.oldest, @now
 FROM g CROSS JOIN (VALUES (60), (3600)) w(width)`, args)
 	if err != nil {
-		return 0, interpret(err, "snapshot the backlog")
+		return 0, pg.Interpret(err, "snapshot the backlog")
 	}
 	return int(tag.RowsAffected())/2 - 1, nil // less the marker row
 }

@@ -1,4 +1,4 @@
-package pg_test
+package rollupstore_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -36,7 +37,7 @@ func TestBacklogSnapshots(t *testing.T) {
 	insert(a, "unknown", t0.Add(-5*time.Hour))
 	insert(b, "expired", t0.Add(-30*time.Hour))
 	clock := ops.NewManualClock(t0.Add(10 * time.Minute))
-	roll := &recon.Rollups{Store: db, Clock: clock}
+	roll := &recon.Rollups{Store: rollupstore.New(db), Clock: clock}
 	if rep, err := roll.CatchUp(ctx); err != nil || rep.Snapshot != 2 {
 		t.Fatalf("first run: %+v %v", rep, err)
 	}
@@ -49,7 +50,7 @@ func TestBacklogSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := recon.Window{From: t0.Add(-time.Hour), To: t0.Add(time.Hour)}
-	hourly, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: time.Hour})
+	hourly, err := rollupstore.New(db).BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestBacklogSnapshots(t *testing.T) {
 		!hourly[0].OldestUnknown.IsZero() || !hourly[0].TakenAt.Equal(clock.Now()) {
 		t.Fatalf("hourly %+v", hourly)
 	}
-	minutes, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: 5 * time.Minute})
+	minutes, err := rollupstore.New(db).BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +66,11 @@ func TestBacklogSnapshots(t *testing.T) {
 		t.Fatalf("per 5 minutes %+v", minutes)
 	}
 	// Filters narrow the groups, not the snapshots.
-	other, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: time.Hour, Kind: ops.KindLLMCall})
+	other, err := rollupstore.New(db).BacklogSeries(ctx, recon.BacklogFilter{Window: w, Bucket: time.Hour, Kind: ops.KindLLMCall})
 	if err != nil || len(other) != 1 || other[0].Expired != 0 {
 		t.Fatalf("llm only: %+v %v", other, err)
 	}
-	if _, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: t0, To: t0.Add(30 * time.Second)}, Bucket: time.Hour}); ops.ErrorCode(err) != ops.EINVALID {
+	if _, err := rollupstore.New(db).BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: t0, To: t0.Add(30 * time.Second)}, Bucket: time.Hour}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Fatalf("a window off whole minutes: %v", err)
 	}
 }
@@ -84,13 +85,13 @@ func TestRollupsRunOnOneReplicaAtATime(t *testing.T) {
 	if err != nil || !held {
 		t.Fatal(held, err)
 	}
-	roll := &recon.Rollups{Store: db, Clock: clock,
+	roll := &recon.Rollups{Store: rollupstore.New(db), Clock: clock,
 		Role: ops.NewRole(db, clock, slog.New(slog.DiscardHandler), recon.RollupRole, "rollups:test", 30*time.Second)}
 	rep, err := roll.RunOnce(ctx)
 	if err != nil || !rep.Skipped {
 		t.Fatalf("%+v %v, want skipped", rep, err)
 	}
-	if st, err := db.RollupStatus(ctx); err != nil || st.Ran() {
+	if st, err := rollupstore.New(db).RollupStatus(ctx); err != nil || st.Ran() {
 		t.Fatalf("state %+v %v after a skipped run", st, err)
 	}
 	if err := db.ReleaseLease(ctx, other); err != nil {
@@ -113,7 +114,7 @@ func TestRollupRetentionKeepsTheLevelsExact(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 42))
 	s := seed(t, db, rnd, end)
 	clock := ops.NewManualClock(end.Add(7 * time.Hour))
-	roll := &recon.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour, MinuteKeep: 24 * time.Hour}
+	roll := &recon.Rollups{Store: rollupstore.New(db), Clock: clock, MaxSpan: 7 * time.Hour, MinuteKeep: 24 * time.Hour}
 	rep, err := roll.CatchUp(ctx)
 	if err != nil || !rep.CaughtUp || rep.Pruned == 0 {
 		t.Fatalf("catch up: %+v %v", rep, err)
@@ -122,7 +123,7 @@ func TestRollupRetentionKeepsTheLevelsExact(t *testing.T) {
 	horizon := clock.Now().Add(-24 * time.Hour).Truncate(time.Hour)
 	var steps []time.Time
 	for range 10 {
-		st, err := db.RollupStatus(ctx)
+		st, err := rollupstore.New(db).RollupStatus(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,14 +196,14 @@ func TestRollupRetentionKeepsTheLevelsExact(t *testing.T) {
 		{Window: recon.Window{From: end.Add(-50*time.Hour - 17*time.Minute), To: end.Add(-3 * time.Hour)}, Bucket: time.Hour},
 		{Window: recon.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 5 * time.Minute},
 	} {
-		if _, err := db.RollupMetrics(ctx, f); ops.ErrorCode(err) != ops.EINVALID {
+		if _, err := rollupstore.New(db).RollupMetrics(ctx, f); ops.ErrorCode(err) != ops.EINVALID {
 			t.Errorf("rollups %+v: %v, want a refusal", f.Window, err)
 		}
 	}
-	if _, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 15 * time.Minute}); ops.ErrorCode(err) != ops.EINVALID {
+	if _, err := rollupstore.New(db).BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: end.Add(-40 * time.Hour), To: end.Add(-39 * time.Hour)}, Bucket: 15 * time.Minute}); ops.ErrorCode(err) != ops.EINVALID {
 		t.Errorf("minute snapshots before the keep: %v, want a refusal", err)
 	}
-	if _, err := db.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour}); err != nil {
+	if _, err := rollupstore.New(db).BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: end.Add(-72 * time.Hour), To: end}, Bucket: time.Hour}); err != nil {
 		t.Errorf("hourly snapshots before the keep: %v", err)
 	}
 

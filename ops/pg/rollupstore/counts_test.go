@@ -1,4 +1,4 @@
-package pg_test
+package rollupstore_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -314,7 +315,7 @@ func TestReconMetricsEqualCountsOfTheRawRows(t *testing.T) {
 			// Requests and attempts of the last operations come up to 6 hours after them.
 			clock := ops.NewManualClock(end.Add(7 * time.Hour))
 			// A small span makes the first run over three days take several passes.
-			roll := &recon.Rollups{Store: db, Clock: clock, MaxSpan: 7 * time.Hour}
+			roll := &recon.Rollups{Store: rollupstore.New(db), Clock: clock, MaxSpan: 7 * time.Hour}
 			rep, err := roll.CatchUp(ctx)
 			if err != nil || !rep.CaughtUp {
 				t.Fatalf("catch up: %+v %v", rep, err)
@@ -362,7 +363,7 @@ func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []reco
 				t.Fatalf("the workload lacks a case: %+v", tot)
 			}
 		}
-		rolled, err := db.RollupMetrics(ctx, f)
+		rolled, err := rollupstore.New(db).RollupMetrics(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +373,7 @@ func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []reco
 		if i >= len(filters) {
 			continue
 		}
-		got, err := db.ReconMetrics(ctx, f)
+		got, err := rollupstore.New(db).ReconMetrics(ctx, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -387,7 +388,7 @@ func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []reco
 			for m, n := range map[recon.Measure]int64{recon.MeasureClientRequests: r.ClientRequests, recon.MeasureReplays: r.Replays,
 				recon.MeasureSucceeded: r.Succeeded, recon.MeasureTimeouts: r.Timeouts, recon.MeasureCharges: r.Charges,
 				recon.MeasureDoubleCharges: r.DoubleCharges, recon.MeasureOrphans: r.Orphans} {
-				d, err := db.ReconDrill(ctx, recon.DrillFilter{MetricsKey: r.MetricsKey, Width: f.Bucket, Measure: m})
+				d, err := rollupstore.New(db).ReconDrill(ctx, recon.DrillFilter{MetricsKey: r.MetricsKey, Width: f.Bucket, Measure: m})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -499,7 +500,7 @@ func TestReconMetricsRefusesBadWindows(t *testing.T) {
 		{Window: recon.Window{From: end.Add(-time.Hour), To: end}, Bucket: time.Minute},
 		{Window: recon.Window{From: end.Add(-400 * 24 * time.Hour), To: end}, Bucket: time.Hour},
 	} {
-		if _, err := db.ReconMetrics(context.Background(), f); ops.ErrorCode(err) != ops.EINVALID {
+		if _, err := rollupstore.New(db).ReconMetrics(context.Background(), f); ops.ErrorCode(err) != ops.EINVALID {
 			t.Errorf("%+v: %v, want invalid", f, err)
 		}
 	}
