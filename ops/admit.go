@@ -70,7 +70,7 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 		none := ""
 		first := in
 		first.Latest = &none
-		o, err := l.Open(ctx, first, in.RequestRef, in.Owner)
+		o, err := l.open(ctx, first, in.RequestRef, in.Owner)
 		if ErrorReason(err) != ReasonSuperseded {
 			return l.admitted(ctx, in, o, err)
 		}
@@ -103,7 +103,7 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 			}
 		}
 		in.Latest = &seen
-		o, err := l.Open(ctx, in, in.RequestRef, in.Owner)
+		o, err := l.open(ctx, in, in.RequestRef, in.Owner)
 		if ErrorReason(err) == ReasonSuperseded {
 			continue // a concurrent request opened it first: look again
 		}
@@ -175,7 +175,7 @@ func (l *Ledger) join(ctx context.Context, in Intent, opID string) (Admission, e
 	return l.admitted(ctx, in, o, err)
 }
 
-// admitted turns what Open or joinOp found into a verdict.
+// admitted turns what open or joinOp found into a verdict.
 func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (Admission, error) {
 	a := Admission{Op: o.Op, Created: o.Created, ClientRequestID: o.ClientRequestID, Attempt: o.Attempt}
 	if o.Op != nil {
@@ -183,7 +183,7 @@ func (l *Ledger) admitted(ctx context.Context, in Intent, o Opened, err error) (
 	}
 	switch {
 	case err != nil && ErrorCode(err) == EINVALID && o.Op != nil:
-		// Open and joinOp refuse another fingerprint, and record the request as a conflict.
+		// open and joinOp refuse another fingerprint, and record the request as a conflict.
 		a.Verdict = VerdictConflict
 		return a, nil
 	case err != nil:

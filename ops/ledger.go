@@ -32,8 +32,9 @@ func NewLedger(s Store, c Clock) *Ledger {
 	return &Ledger{store: s, Clock: c, Limits: DefaultLimits}
 }
 
-// ReasonSuperseded is the reason of the ECONFLICT Open answers when a newer operation of the
-// intent appeared after the one the caller saw: the caller's request is that one's duplicate.
+// ReasonSuperseded is the reason of the ECONFLICT the opening of an operation answers when a
+// newer operation of the intent appeared after the one admission saw: the request is that
+// one's duplicate, and admission looks again.
 const ReasonSuperseded = "superseded"
 
 func (l *Ledger) logger() *slog.Logger {
@@ -85,13 +86,13 @@ type Intent struct {
 	Request     []byte
 	// Retention is how long the provider keeps idempotency keys (0: it keeps none).
 	Retention time.Duration
-	// Latest, when set, is the id of the newest operation of this intent the caller saw
-	// ("" for none). Open then creates nothing if a newer one appeared meanwhile, and
-	// answers ECONFLICT with reason ReasonSuperseded: the caller's request is that
-	// one's duplicate.
+	// Latest is set by admission, whatever the caller gave: the id of the newest operation
+	// of this intent it saw ("" for none). The opening then creates nothing if a newer one
+	// appeared meanwhile, and answers ECONFLICT with reason ReasonSuperseded: the request
+	// is that one's duplicate.
 	Latest *string
 
-	// What Admit needs beyond Open.
+	// The request itself, and how admission answers it.
 
 	// RequestRef is the client's own reference for this request (a tool call id).
 	RequestRef string
@@ -154,10 +155,11 @@ func NewProviderKey() string {
 	return "settle_" + hex.EncodeToString(b[:])
 }
 
-// Open opens the operation for an intent, or finds the open one, and records the client
+// open opens the operation for an intent, or finds the open one, and records the client
 // request. A new operation is committed leased to owner with its first attempt begun, so the
-// caller may send at once. An existing one with another fingerprint is refused.
-func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) (Opened, error) {
+// caller may send at once. An existing one with another fingerprint is refused. Only
+// admission opens operations: it decides first whether the request gets a new one.
+func (l *Ledger) open(ctx context.Context, in Intent, requestRef, owner string) (Opened, error) {
 	if err := in.validate(); err != nil {
 		return Opened{}, err
 	}
@@ -195,7 +197,7 @@ func (l *Ledger) Open(ctx context.Context, in Intent, requestRef, owner string) 
 
 // joinOp records a client request for the intent of an operation already found, and
 // returns the operation as it is now (it may have closed since it was found). Another
-// fingerprint is refused as in Open.
+// fingerprint is refused as in open.
 func (l *Ledger) joinOp(ctx context.Context, opID, fingerprint, requestRef string) (Opened, error) {
 	now := l.Clock.Now()
 	o, err := l.store.Join(ctx, opID, requestRef, now)
@@ -258,12 +260,9 @@ type AttemptResult struct {
 	Answer          Answer
 }
 
-// FinishAttempt records how attempt a of op ended and moves op where the rules say. The
-// returned bool says whether the caller may send again in this call.
-func (l *Ledger) FinishAttempt(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult) (*Operation, bool, error) {
-	return l.finish(ctx, op, a, owner, r)
-}
-
+// finish records how attempt a of op ended and moves op where the rules say. The returned
+// bool says whether the caller may send again in this call. Only the attempt loop (Run) and
+// the takeover of a dead worker's attempt finish one: every attempt ends as its send did.
 func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner string, r AttemptResult) (*Operation, bool, error) {
 	if a == nil {
 		return nil, false, Errorf(EINVALID, "There is no attempt of operation %s to finish.", op.ID)

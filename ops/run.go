@@ -68,7 +68,7 @@ type Hooks struct {
 type RunSpec struct {
 	// Owner holds the operation's lease for the run.
 	Owner string
-	// First is an attempt already begun (by Open), or nil.
+	// First is an attempt already begun (a new operation's first, Admission.Attempt), or nil.
 	First *Attempt
 	// Deadline, when set, bounds the run's attempts and backoff instead of ctx's deadline;
 	// a flow whose sends outlive its client's request sets it with a context that is never

@@ -20,11 +20,10 @@ var ledgerProtocol = []string{
 	"Get", "Attempts",
 }
 
-// ledgerSurfaceDebt are exported steps still called from outside the Ledger, tests mostly,
-// to be made internal; ops/opstest seeds operations for the tests that need them.
-var ledgerSurfaceDebt = []string{
-	"Open", "FinishAttempt",
-}
+// ledgerSurfaceDebt are exported steps still called from outside the Ledger, to be made
+// internal. None is left: tests that need an operation in a given state seed it with
+// ops/opstest, through admission and the attempt loop.
+var ledgerSurfaceDebt []string
 
 // TestLedgerExportsOnlyTheProtocol fails when the Ledger exports a method outside its
 // protocol, or when a listed debt is paid and should leave the list.

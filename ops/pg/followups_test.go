@@ -84,12 +84,15 @@ func TestEveryClosePathSettlesFollowUpsInTheCloseTransaction(t *testing.T) {
 		f.assertSettledWithClose(t, op, u, ops.StatusSucceeded)
 	})
 	t.Run("a worker's attempt", func(t *testing.T) {
-		o, err := f.ledger.Open(ctx, f.refund("p-3", 3800), "req-3", "w1")
+		o, err := f.seed().Open(ctx, f.refund("p-3", 3800), "req-3", "w1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		u := f.watcher(t, "worker@example.com", o.Op)
-		if _, _, err := f.ledger.FinishAttempt(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeInvalid, HTTPStatus: 400}); err != nil {
+		refused := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
+			return ops.AttemptResult{Outcome: ops.OutcomeInvalid, HTTPStatus: 400}
+		})
+		if _, err := f.ledger.Run(ctx, o.Op, refused, ops.RunSpec{Owner: "w1", First: o.Attempt}); err != nil {
 			t.Fatal(err)
 		}
 		f.assertSettledWithClose(t, o.Op, u, ops.StatusFailed)

@@ -608,7 +608,7 @@ func TestQueueCountsAndPages(t *testing.T) {
 		f.toUnknown(t, fmt.Sprintf("q%d", i))
 		f.clock.Advance(time.Second)
 	}
-	if _, err := f.ledger.Open(ctx, f.refund("live", 1), "r", "w"); err != nil {
+	if _, err := f.seed().Open(ctx, f.refund("live", 1), "r", "w"); err != nil {
 		t.Fatal(err)
 	}
 	counts, err := f.db.QueueCounts(ctx, desk.QueueFilter{})
