@@ -21,6 +21,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -185,7 +186,8 @@ func insightsServer(b *testing.B, db *pg.DB, clock ops.Clock) (*httptest.Server,
 	s := &web.Server{Accounts: db, Queues: db, DB: db, Clock: clock, Logger: slog.New(slog.DiscardHandler),
 		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false), Registry: prometheus.NewRegistry()}
 	rollups := rollupstore.New(db)
-	s.Recon, s.Exceptions, s.Operations, s.Insights = rollups, reconstore.New(db), db, rollups
+	s.Recon, s.Exceptions, s.Operations = rollups, reconstore.New(db), db
+	s.Insights, s.Firings = rollups, alertstore.New(db)
 	s.Kinds = testworld.RegisterKinds(ops.NewLedger(db, clock))
 	ts := httptest.NewServer(s.Handler())
 	email := "manager-" + runID() + "@bench.settle"
