@@ -95,13 +95,18 @@ func setup(ctx context.Context) error {
 			return err
 		}
 	} else {
-		dir, err := os.MkdirTemp(filepath.Join(ProjectDir(), ".settle"), "test-")
+		dir, err := projectTemp("test-")
 		if err != nil {
-			if err := os.MkdirAll(filepath.Join(ProjectDir(), ".settle"), 0o755); err != nil {
-				return err
-			}
-			if dir, err = os.MkdirTemp(filepath.Join(ProjectDir(), ".settle"), "test-"); err != nil {
-				return err
+			return err
+		}
+		if testing.Short() {
+			if err := copyCachedCluster(ctx, dir); err != nil {
+				// Then the cluster is made from nothing, as without -short.
+				fmt.Fprintln(os.Stderr, "pgtest: no cached cluster:", err)
+				_ = os.RemoveAll(dir)
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					return err
+				}
 			}
 		}
 		c, err := localpg.Start(ctx, localpg.Options{Dir: dir})
@@ -111,7 +116,35 @@ func setup(ctx context.Context) error {
 		cluster = c
 		baseURL = strings.Replace(c.URL("postgres"), "/postgres?", "/{db}?", 1)
 	}
-	admin, err := pgx.Connect(ctx, URL("postgres"))
+	if templateCurrent(ctx) {
+		ready = true
+		return nil
+	}
+	if err := makeTemplate(ctx, URL); err != nil {
+		return err
+	}
+	ready = true
+	return nil
+}
+
+// projectTemp makes a new folder under the project's .settle folder, named prefix and a
+// random suffix.
+func projectTemp(prefix string) (string, error) {
+	root := filepath.Join(ProjectDir(), ".settle")
+	dir, err := os.MkdirTemp(root, prefix)
+	if err != nil {
+		if err := os.MkdirAll(root, 0o755); err != nil {
+			return "", err
+		}
+		return os.MkdirTemp(root, prefix)
+	}
+	return dir, nil
+}
+
+// makeTemplate creates the template database on the server whose databases url names,
+// migrated to the newest schema, replacing any left from before.
+func makeTemplate(ctx context.Context, url func(db string) string) error {
+	admin, err := pgx.Connect(ctx, url("postgres"))
 	if err != nil {
 		return err
 	}
@@ -120,17 +153,38 @@ func setup(ctx context.Context) error {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+template); err != nil {
 		return fmt.Errorf("create template database: %w", err)
 	}
+	db, err := pg.Open(ctx, url(template))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.Migrate(ctx)
+}
+
+// templateCurrent says whether the test server already holds the template database at the
+// newest schema, as a cluster copied from the cache does. On a server named by
+// SETTLE_TEST_DATABASE_URL the template is always made again: another checkout of other
+// migrations may have left it.
+func templateCurrent(ctx context.Context) bool {
+	if cluster == nil {
+		return false
+	}
+	admin, err := pgx.Connect(ctx, URL("postgres"))
+	if err != nil {
+		return false
+	}
+	var exists bool
+	err = admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", template).Scan(&exists)
+	admin.Close(ctx)
+	if err != nil || !exists {
+		return false
+	}
 	db, err := pg.Open(ctx, URL(template))
 	if err != nil {
-		return err
+		return false
 	}
-	err = db.Migrate(ctx)
-	db.Close()
-	if err != nil {
-		return err
-	}
-	ready = true
-	return nil
+	defer db.Close()
+	return db.CheckSchema(ctx) == nil
 }
 
 // New returns a fresh, migrated database for t, dropped when t ends.

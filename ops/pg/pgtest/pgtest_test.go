@@ -1,9 +1,21 @@
 package pgtest
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
+
+func TestMain(m *testing.M) { Main(m) }
+
+// TestDatabaseHasTheNewestSchema: a test's database is at the newest migration, whether its
+// cluster was made from nothing or, under -short, copied from the cache.
+func TestDatabaseHasTheNewestSchema(t *testing.T) {
+	t.Parallel()
+	if err := New(t).CheckSchema(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // TestServerURLNeverRepeatsTheValue gives SETTLE_TEST_DATABASE_URL values that pgx refuses
 // and that hold a secret: the refusal names the variable and repeats nothing of the value,
