@@ -101,5 +101,9 @@ type streamAssembler interface {
 // up (or, at a provider without lookups, found by a person) by that id. ops/pg implements
 // it.
 type AttemptRefs interface {
-	RecordAttemptRef(ctx context.Context, opID string, attempt int, ref string) error
+	// RecordAttemptRef records ref on the attempt once: a ref already set is kept. durable
+	// says a lookup reads it, so the commit waits for the disk; an id that only helps a
+	// person (a provider whose answers nothing keeps to look up) is recorded without that
+	// wait, and only a crash of the database itself can lose it, never the gateway's.
+	RecordAttemptRef(ctx context.Context, opID string, attempt int, ref string, durable bool) error
 }

@@ -245,7 +245,7 @@ func (b *backgroundUpstream) record(c Call, id string) {
 	if x.g.cfg.Refs == nil {
 		return
 	}
-	if err := x.g.cfg.Refs.RecordAttemptRef(context.WithoutCancel(x.ctx), c.OperationID, c.Attempt, id); err != nil {
+	if err := x.g.cfg.Refs.RecordAttemptRef(context.WithoutCancel(x.ctx), c.OperationID, c.Attempt, id, true); err != nil {
 		x.g.cfg.Logger.WarnContext(x.ctx, "record the id of a background response", "operation", c.OperationID, "attempt", c.Attempt, "ref", id, "err", err)
 	}
 }

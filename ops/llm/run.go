@@ -109,13 +109,16 @@ func (x *exchange) hooks(lookedUp *bool) ops.Hooks {
 
 // recordRef records ref, the provider's id of attempt a's answer, on the attempt before the
 // stream goes on, so that the attempt can be looked up by it whatever happens next. It
-// reports whether there was an id to record.
+// reports whether there was an id to record. Where the provider keeps nothing to look up
+// (Anthropic's messages), the id only helps a person find the call in the provider's
+// console, so the stream does not wait for its commit to reach the disk.
 func (x *exchange) recordRef(op *ops.Operation, a *ops.Attempt, ref string) bool {
 	if ref == "" {
 		return false
 	}
 	if refs := x.g.cfg.Refs; refs != nil {
-		if err := refs.RecordAttemptRef(context.WithoutCancel(x.ctx), op.ID, a.N, ref); err != nil {
+		durable := x.api.words().kept != ""
+		if err := refs.RecordAttemptRef(context.WithoutCancel(x.ctx), op.ID, a.N, ref, durable); err != nil {
 			x.g.cfg.Logger.WarnContext(x.ctx, "record the provider's id of an attempt", "operation", op.ID, "attempt", a.N, "ref", ref, "err", err)
 		}
 	}

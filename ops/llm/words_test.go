@@ -21,7 +21,7 @@ func (refsStore) GetStored(context.Context, string) (*Stored, error) {
 func (refsStore) GetResponse(context.Context, string) (*Stored, error) {
 	return nil, ops.Errorf(ops.ENOTFOUND, "none")
 }
-func (refsStore) RecordAttemptRef(context.Context, string, int, string) error { return nil }
+func (refsStore) RecordAttemptRef(context.Context, string, int, string, bool) error { return nil }
 func (refsStore) AttemptRefs(context.Context, string) (map[int]string, error) {
 	return map[int]string{}, nil
 }

@@ -6,12 +6,22 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// recordRefSQL records an attempt's ref; recordRefLightSQL does so in a transaction whose
+// commit does not wait for the disk, for a ref no lookup reads.
+const (
+	recordRefSQL      = `UPDATE attempts SET provider_ref = @ref WHERE operation_id = @op AND n = @n AND provider_ref = ''`
+	recordRefLightSQL = recordRefSQL + ` AND set_config('synchronous_commit', 'off', true) = 'off'`
+)
+
 // RecordAttemptRef implements llm.AttemptRefs: the provider's id of what attempt n of the
-// operation generated, kept once set.
-func (db *DB) RecordAttemptRef(ctx context.Context, opID string, n int, ref string) error {
-	_, err := db.Pool.Exec(ctx, `
-UPDATE attempts SET provider_ref = @ref WHERE operation_id = @op AND n = @n AND provider_ref = ''`,
-		pgx.NamedArgs{"op": opID, "n": n, "ref": ref})
+// operation generated, kept once set. Unless durable, its commit does not wait for the WAL
+// to reach the disk (synchronous_commit off for this statement's transaction alone).
+func (db *DB) RecordAttemptRef(ctx context.Context, opID string, n int, ref string, durable bool) error {
+	sql := recordRefSQL
+	if !durable {
+		sql = recordRefLightSQL
+	}
+	_, err := db.Pool.Exec(ctx, sql, pgx.NamedArgs{"op": opID, "n": n, "ref": ref})
 	return interpret(err, "record the provider's id of an attempt")
 }
 
