@@ -52,6 +52,8 @@ type lifecycleResult struct {
 	perSecond float64
 	commits   float64
 	wal       float64
+	goCPU     float64 // µs of this process's CPU per lifecycle
+	pgCPU     float64 // µs of the cluster's CPU per lifecycle
 	n         int
 }
 
@@ -96,6 +98,11 @@ func BenchmarkLifecycle(b *testing.B) {
 				b.ReportMetric(s.perSecond/x.perSecond, "settle_vs_"+strings.TrimPrefix(v, "settle_")+"_x")
 			}
 		}
+		// The same by CPU per lifecycle (Go and Postgres): the peer's ÷ Settle's, which other
+		// work on the machine disturbs less than the rates.
+		if x := lifecycleResults["dbos"]; x.perSecond > 0 && s.goCPU+s.pgCPU > 0 {
+			b.ReportMetric((x.goCPU+x.pgCPU)/(s.goCPU+s.pgCPU), "cpu_dbos_vs_settle_x")
+		}
 	})
 	printSummary()
 }
@@ -108,14 +115,16 @@ func printSummary() {
 		return
 	}
 	fmt.Printf("\nlifecycles with %d concurrent clients, durable commits:\n", clients)
-	fmt.Printf("  %-15s %10s %11s %11s %8s %8s\n", "variant", "per second", "commits/op", "WAL B/op", "n", "settle/x")
-	s := lifecycleResults["settle"].perSecond
+	fmt.Printf("  %-15s %10s %11s %11s %10s %10s %8s %8s %9s\n", "variant", "per second", "commits/op", "WAL B/op",
+		"Go µs/op", "PG µs/op", "n", "settle/x", "cpu x/settle")
+	st := lifecycleResults["settle"]
 	for _, v := range variants {
 		x := lifecycleResults[v]
 		if x.perSecond == 0 {
 			continue
 		}
-		fmt.Printf("  %-15s %10.0f %11.2f %11.0f %8d %7.2fx\n", v, x.perSecond, x.commits, x.wal, x.n, s/x.perSecond)
+		fmt.Printf("  %-15s %10.0f %11.2f %11.0f %10.0f %10.0f %8d %7.2fx %8.2fx\n", v, x.perSecond, x.commits, x.wal,
+			x.goCPU, x.pgCPU, x.n, st.perSecond/x.perSecond, (x.goCPU+x.pgCPU)/(st.goCPU+st.pgCPU))
 	}
 	fmt.Println()
 }
@@ -125,10 +134,14 @@ func report(b *testing.B, variant, unit string, elapsed time.Duration, before, a
 	rate := float64(b.N) / elapsed.Seconds()
 	perOp := float64(after.commits-before.commits) / float64(b.N)
 	wal := float64(after.wal-before.wal) / float64(b.N)
+	goCPU := float64((after.goCPU - before.goCPU).Microseconds()) / float64(b.N)
+	pgCPU := float64((after.pgCPU - before.pgCPU).Microseconds()) / float64(b.N)
 	b.ReportMetric(rate, unit)
 	b.ReportMetric(perOp, "commits/op")
 	b.ReportMetric(wal, "WAL_B/op")
-	lifecycleResults[variant] = lifecycleResult{perSecond: rate, commits: perOp, wal: wal, n: b.N}
+	b.ReportMetric(goCPU, "go_cpu_us/op")
+	b.ReportMetric(pgCPU, "pg_cpu_us/op")
+	lifecycleResults[variant] = lifecycleResult{perSecond: rate, commits: perOp, wal: wal, goCPU: goCPU, pgCPU: pgCPU, n: b.N}
 }
 
 // tenant returns the id of the benchmark tenant, creating it if needed.

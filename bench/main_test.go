@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,8 +129,10 @@ func adminConn(b *testing.B) *pgx.Conn {
 
 // counters are a database's figures at one moment.
 type counters struct {
-	commits int64 // pg_stat_database.xact_commit of the database
-	wal     int64 // the cluster's WAL position in bytes
+	commits int64         // pg_stat_database.xact_commit of the database
+	wal     int64         // the cluster's WAL position in bytes
+	goCPU   time.Duration // this process's user and system CPU
+	pgCPU   time.Duration // the cluster's user and system CPU, its ended backends included
 }
 
 // counts returns database name's counters once every client session on it has ended. A
@@ -161,7 +165,65 @@ SELECT xact_commit, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint 
 	if err != nil {
 		b.Fatalf("bench: %v", err)
 	}
+	c.goCPU = processCPU()
+	c.pgCPU = clusterCPU(b)
 	return c
+}
+
+// processCPU returns the user and system CPU this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// clusterCPU returns the CPU the cluster's processes have used: the postmaster's own and
+// that of the children it has reaped (ended backends), from its /proc stat, plus that of
+// its live children. CPU per lifecycle is a fairer figure than the rate when other work
+// shares the machine. Linux only; elsewhere it is 0.
+func clusterCPU(b *testing.B) time.Duration {
+	b.Helper()
+	raw, err := os.ReadFile(filepath.Join(cluster.Dir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pm, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	if err != nil {
+		return 0
+	}
+	stat := func(pid string) []string {
+		b, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return nil
+		}
+		// The fields after the command, whose parentheses may hold spaces.
+		s := string(b)
+		return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	}
+	// Field numbers of proc(5), less the two before the command's end: ppid 4, utime 14,
+	// stime 15, cutime 16, cstime 17.
+	ticks := func(f []string, from, to int) int64 {
+		var n int64
+		for i := from; i <= to && i-3 < len(f); i++ {
+			v, _ := strconv.ParseInt(f[i-3], 10, 64)
+			n += v
+		}
+		return n
+	}
+	total := ticks(stat(strconv.Itoa(pm)), 14, 17)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		if f := stat(e.Name()); len(f) > 1 && f[1] == strconv.Itoa(pm) {
+			total += ticks(f, 14, 15)
+		}
+	}
+	// Linux reports these in clock ticks of 1/100 s (USER_HZ) on every common build.
+	return time.Duration(total) * 10 * time.Millisecond
 }
 
 // runClients calls work for i in [0, n) from clients goroutines and returns the wall time
