@@ -13,6 +13,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -142,11 +143,11 @@ func historyMeasures(b *testing.B, db *pg.DB, size string) {
 		run  func(ctx context.Context) error
 	}{
 		{"queue_counts", func(ctx context.Context) error {
-			_, err := db.QueueCounts(ctx, desk.QueueFilter{})
+			_, err := deskstore.New(db).QueueCounts(ctx, desk.QueueFilter{})
 			return err
 		}},
 		{"queue_unknown_first", func(ctx context.Context) error {
-			return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50}, now))
+			return wantPage(deskstore.New(db).ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50}, now))
 		}},
 		{"insights_24h", func(ctx context.Context) error {
 			return wantRows(rollupstore.New(db).RollupMetrics(ctx, page(24*time.Hour, 15*time.Minute)))

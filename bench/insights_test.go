@@ -21,7 +21,9 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -183,7 +185,7 @@ func getPage(c *http.Client, u string) func(ctx context.Context) error {
 func insightsServer(b *testing.B, db *pg.DB, clock ops.Clock) (*httptest.Server, *http.Client, string) {
 	b.Helper()
 	ctx := context.Background()
-	s := &web.Server{Accounts: db, Queues: db, DB: db, Clock: clock, Logger: slog.New(slog.DiscardHandler),
+	s := &web.Server{Accounts: accountstore.New(db), Queues: deskstore.New(db), DB: db, Clock: clock, Logger: slog.New(slog.DiscardHandler),
 		Sessions: web.NewSessions(pgxstore.NewWithCleanupInterval(db.Pool, 0), false), Registry: prometheus.NewRegistry()}
 	rollups := rollupstore.New(db)
 	s.Recon, s.Exceptions, s.Operations = rollups, reconstore.New(db), db
@@ -191,7 +193,7 @@ func insightsServer(b *testing.B, db *pg.DB, clock ops.Clock) (*httptest.Server,
 	s.Kinds = testworld.RegisterKinds(ops.NewLedger(db, clock))
 	ts := httptest.NewServer(s.Handler())
 	email := "manager-" + runID() + "@bench.settle"
-	if _, err := db.CreateUser(ctx, email, "bench password 123", desk.RoleManager); err != nil {
+	if _, err := accountstore.New(db).CreateUser(ctx, email, "bench password 123", desk.RoleManager); err != nil {
 		b.Fatal(err)
 	}
 	jar, _ := cookiejar.New(nil)

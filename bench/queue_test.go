@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 )
 
 // queueDB holds the operations the queue page benchmarks read.
@@ -80,24 +81,24 @@ SELECT created_at, id::text FROM operations WHERE status = 'unknown' ORDER BY cr
 			run  func(ctx context.Context) error
 		}{
 			{"counts", func(ctx context.Context) error {
-				c, err := db.QueueCounts(ctx, desk.QueueFilter{})
+				c, err := deskstore.New(db).QueueCounts(ctx, desk.QueueFilter{})
 				if err == nil && c[ops.StatusUnknown] != unknown {
 					err = fmt.Errorf("unknown count %d, want %d", c[ops.StatusUnknown], unknown)
 				}
 				return err
 			}},
 			{"counts_older_than_1h", func(ctx context.Context) error {
-				_, err := db.QueueCounts(ctx, desk.QueueFilter{OlderThan: time.Hour, Now: now})
+				_, err := deskstore.New(db).QueueCounts(ctx, desk.QueueFilter{OlderThan: time.Hour, Now: now})
 				return err
 			}},
 			{"list_unknown_first", func(ctx context.Context) error {
-				return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50}, now))
+				return wantPage(deskstore.New(db).ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50}, now))
 			}},
 			{"list_unknown_deep", func(ctx context.Context) error {
-				return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50, After: deep}, now))
+				return wantPage(deskstore.New(db).ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 50, After: deep}, now))
 			}},
 			{"list_unknown_tenant", func(ctx context.Context) error {
-				return wantPage(db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, TenantID: tenants[len(tenants)-1], Limit: 50}, now))
+				return wantPage(deskstore.New(db).ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, TenantID: tenants[len(tenants)-1], Limit: 50}, now))
 			}},
 			{"proposal_counts_older_than_1h", func(ctx context.Context) error {
 				rows, err := db.Pool.Query(ctx, proposedAgedCounts, now.Add(-time.Hour))

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 )
 
 var issuedToken = regexp.MustCompile(`data-testid="token-value">(stl_[0-9a-f]{64})<`)
@@ -40,7 +42,7 @@ func (e *dashEnv) count(t *testing.T, q string, args ...any) int {
 
 func (e *dashEnv) auditCount(t *testing.T, action string) int {
 	t.Helper()
-	p, err := e.db.AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
+	p, err := deskstore.New(e.db).AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func TestAdminIssuesAndRevokesTokens(t *testing.T) {
 	if issuedToken.MatchString(list) || regexp.MustCompile(token[8:]).MatchString(list) {
 		t.Fatal("the token is shown again")
 	}
-	tokens, err := e.db.Tokens(context.Background())
+	tokens, err := accountstore.New(e.db).Tokens(context.Background())
 	if err != nil || len(tokens) != 1 || tokens[0].LastUsedAt == nil {
 		t.Fatalf("tokens %+v, %v; want one, used", tokens, err)
 	}

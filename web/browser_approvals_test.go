@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -18,7 +19,7 @@ import (
 func withApprovals(pol ops.ApprovalPolicy) func(*web.Server, *testworld.World) {
 	return func(s *web.Server, tw *testworld.World) {
 		d := s.Desk.(*desk.Desk)
-		d.Approvals, d.Proposals, d.People = pol, tw.DB, tw.DB
+		d.Approvals, d.Proposals, d.People = pol, tw.DB, accountstore.New(tw.DB)
 	}
 }
 
@@ -32,7 +33,7 @@ func TestBrowserFourEyesNotExecuted(t *testing.T) {
 	op := e.notSentUnknown(t, "7001")
 	e.clock.Advance(25 * time.Hour) // past Stripe's key retention
 	for _, email := range []string{"alice@example.com", "bob@example.com"} {
-		if _, err := e.db.CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
+		if _, err := accountstore.New(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,13 +9,15 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/web"
 )
 
 // withFollowUps wires "Tell me when this settles" as serve does.
 func withFollowUps(s *web.Server, tw *testworld.World) {
-	s.FollowUps = &desk.FollowUps{Store: tw.DB, Clock: s.Clock}
+	s.FollowUps = &desk.FollowUps{Store: deskstore.New(tw.DB), Clock: s.Clock}
 }
 
 // TestBrowserFollowUpSettles: support follows an unknown refund from /support, on-call
@@ -28,7 +30,7 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	e := newDashEnv(t, withFollowUps)
 	op := e.refundedButUnknown(t, "4630")
 	for email, role := range map[string]desk.Role{"support@example.com": desk.RoleSupport, "oncall@example.com": desk.RoleOncall} {
-		if _, err := e.db.CreateUser(context.Background(), email, password, role); err != nil {
+		if _, err := accountstore.New(e.db).CreateUser(context.Background(), email, password, role); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 )
 
 // bulkRows is more than the 200 a lookup of the whole filter used to stop at.
@@ -49,7 +50,7 @@ func TestLookUpAllMatchingCoversTheWholeFilter(t *testing.T) {
 	// The first runner dies after two pages: its lease still holds the run, so nobody else
 	// takes it until the lease ends; then another runner finishes it from its cursor.
 	ctx, cancel := context.WithCancel(context.Background())
-	dying := &desk.BulkRunner{Desk: e.desk, Queues: &dyingQueues{Queues: e.world.DB, after: 2, cancel: cancel},
+	dying := &desk.BulkRunner{Desk: e.desk, Queues: &dyingQueues{Queues: deskstore.New(e.world.DB), after: 2, cancel: cancel},
 		Owner: "bulk:dies", PageSize: 50}
 	if ran, err := dying.RunOnce(ctx); !ran || !errors.Is(err, context.Canceled) {
 		t.Fatalf("the dying runner ran=%v err=%v", ran, err)

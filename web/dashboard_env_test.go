@@ -13,7 +13,8 @@ import (
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/opstest"
-	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -23,11 +24,11 @@ import (
 // The web layer's dashboard dependencies must be satisfied by the real implementations.
 var (
 	_ web.Desk            = (*desk.Desk)(nil)
-	_ web.TimelineReader  = (*pg.DB)(nil)
-	_ web.SupportSearcher = (*pg.DB)(nil)
-	_ web.AuditReader     = (*pg.DB)(nil)
-	_ web.UserAdmin       = (*pg.DB)(nil)
-	_ web.TokenAdmin      = (*pg.DB)(nil)
+	_ web.TimelineReader  = (*deskstore.Store)(nil)
+	_ web.SupportSearcher = (*deskstore.Store)(nil)
+	_ web.AuditReader     = (*deskstore.Store)(nil)
+	_ web.UserAdmin       = (*accountstore.Store)(nil)
+	_ web.TokenAdmin      = (*accountstore.Store)(nil)
 	_ web.JobViewer       = (*jobstore.Store)(nil)
 )
 
@@ -71,11 +72,11 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 	s.Refunds = refunds
 	// Tokens are read through the cache, as serve does; its TTL outlasts any test, so a
 	// revocation is seen at once only because the revoking handler clears it.
-	s.Accounts = &web.TokenCache{Accounts: db, TTL: time.Hour, Clock: clock}
-	d := &desk.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: db, Bulk: db}
+	s.Accounts = &web.TokenCache{Accounts: accountstore.New(db), TTL: time.Hour, Clock: clock}
+	d := &desk.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: deskstore.New(db), Bulk: deskstore.New(db)}
 	s.DashboardDeps = web.DashboardDeps{
-		Desk: d, Bulk: d, SavedViews: &desk.SavedViews{Store: db, Audit: db, Clock: clock}, Timelines: db, SupportSearch: db,
-		AuditLog: db, UserAdmin: db, TokenAdmin: db, JobViews: jobstore.New(db),
+		Desk: d, Bulk: d, SavedViews: &desk.SavedViews{Store: deskstore.New(db), Audit: deskstore.New(db), Clock: clock}, Timelines: deskstore.New(db), SupportSearch: deskstore.New(db),
+		AuditLog: deskstore.New(db), UserAdmin: accountstore.New(db), TokenAdmin: accountstore.New(db), JobViews: jobstore.New(db),
 	}
 	for _, w := range wire {
 		w(s, tw)
@@ -88,7 +89,7 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 // pages of pageSize operations; it returns how many it ran.
 func (e *dashEnv) runBulk(t *testing.T, pageSize int) int {
 	t.Helper()
-	r := &desk.BulkRunner{Desk: e.desk, Queues: e.world.DB, Owner: "bulk:test", PageSize: pageSize}
+	r := &desk.BulkRunner{Desk: e.desk, Queues: deskstore.New(e.world.DB), Owner: "bulk:test", PageSize: pageSize}
 	n := 0
 	for {
 		ran, err := r.RunOnce(context.Background())
@@ -183,7 +184,7 @@ func (e *dashEnv) get(t *testing.T, id string) *ops.Operation {
 // signIn makes a user with role and returns a client signed in as them.
 func (e *dashEnv) signIn(t *testing.T, email string, role desk.Role) *http.Client {
 	t.Helper()
-	if _, err := e.db.CreateUser(context.Background(), email, password, role); err != nil {
+	if _, err := accountstore.New(e.db).CreateUser(context.Background(), email, password, role); err != nil {
 		t.Fatal(err)
 	}
 	c := client(t)

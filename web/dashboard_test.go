@@ -13,6 +13,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/refund"
 )
 
@@ -43,7 +44,7 @@ func TestDashboardRoutesByRole(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	llm := e.llmUnknown(t, "chat-1")
-	other, err := e.db.CreateUser(context.Background(), "other@example.com", password, desk.RoleSupport)
+	other, err := accountstore.New(e.db).CreateUser(context.Background(), "other@example.com", password, desk.RoleSupport)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestDashboardRoutesByRole(t *testing.T) {
 	if _, err := e.db.CreateToken(context.Background(), e.tenant.ID, "route check"); err != nil {
 		t.Fatal(err)
 	}
-	tokens, err := e.db.Tokens(context.Background())
+	tokens, err := accountstore.New(e.db).Tokens(context.Background())
 	if err != nil || len(tokens) != 1 {
 		t.Fatalf("tokens %v, %v", tokens, err)
 	}
@@ -440,7 +441,7 @@ func TestAdminManagesUsers(t *testing.T) {
 	if code, _ := e.page(t, newbie, "/audit"); code != 200 {
 		t.Fatalf("new oncall user on /audit = %d", code)
 	}
-	users, _ := e.db.Users(context.Background())
+	users, _ := accountstore.New(e.db).Users(context.Background())
 	var id int64
 	for _, u := range users {
 		if u.Email == "new@example.com" {
@@ -458,7 +459,7 @@ func TestAdminManagesUsers(t *testing.T) {
 	}
 	_, body := e.page(t, admin, "/admin/users")
 	mustContain(t, body, `data-testid="user-disabled"`, "(you)")
-	me, _ := e.db.Authenticate(context.Background(), "admin@example.com", password)
+	me, _ := accountstore.New(e.db).Authenticate(context.Background(), "admin@example.com", password)
 	if resp := e.post(t, admin, "/admin/users/"+itoa(me.ID)+"/disable", nil); resp.StatusCode != 403 {
 		t.Errorf("an admin disabling themselves = %d, want 403", resp.StatusCode)
 	}

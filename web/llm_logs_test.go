@@ -12,6 +12,7 @@ import (
 
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/reqlog"
 	"github.com/settle-dev/settle/web"
 )
@@ -91,8 +92,8 @@ func TestLLMLogLinesJoinTheLedger(t *testing.T) {
 	}
 	// The dashboard, served by another process on the same database.
 	dash := w.world.Server(w.clock)
-	dash.DashboardDeps = web.DashboardDeps{Desk: &desk.Desk{Ledger: w.world.Ledger(w.clock), Events: w.db, Audit: w.db},
-		Timelines: w.db}
+	dash.DashboardDeps = web.DashboardDeps{Desk: &desk.Desk{Ledger: w.world.Ledger(w.clock), Events: w.db, Audit: deskstore.New(w.db)},
+		Timelines: deskstore.New(w.db)}
 	e := start(t, w.world, dash.Handler())
 	e.user(t, "oncall@example.com", desk.RoleOncall)
 	c := client(t)

@@ -9,6 +9,8 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	upstream "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/web"
@@ -54,10 +56,10 @@ func newLookupWorld(t *testing.T, o lookupSetup) *lookupWorld {
 		t.Fatal(err)
 	}
 	lookups := &llm.Lookups{Ledger: ledger, Events: db, Store: up, Prices: llm.DefaultPrices()}
-	d := &desk.Desk{Ledger: ledger, Events: db, Audit: db, Completions: lookups, Findings: reconstore.New(db), Bulk: db}
+	d := &desk.Desk{Ledger: ledger, Events: db, Audit: deskstore.New(db), Completions: lookups, Findings: reconstore.New(db), Bulk: deskstore.New(db)}
 	s.LLM, s.Operations = gw, db
-	s.DashboardDeps = web.DashboardDeps{Desk: d, Bulk: d, Timelines: db, SupportSearch: db, AuditLog: db, UserAdmin: db,
-		TokenAdmin: db, JobViews: jobstore.New(db)}
+	s.DashboardDeps = web.DashboardDeps{Desk: d, Bulk: d, Timelines: deskstore.New(db), SupportSearch: deskstore.New(db), AuditLog: deskstore.New(db), UserAdmin: accountstore.New(db),
+		TokenAdmin: accountstore.New(db), JobViews: jobstore.New(db)}
 	e := start(t, tw, s.Handler())
 	w.gw, w.url = gw, e.url
 	for _, name := range llmTenants {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -43,7 +44,7 @@ func wantLogin(t *testing.T, what string, rec *httptest.ResponseRecorder, status
 
 func auditRows(t *testing.T, e *env, action string) []desk.AuditLogEntry {
 	t.Helper()
-	page, err := e.db.AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
+	page, err := deskstore.New(e.db).AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}

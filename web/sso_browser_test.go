@@ -13,6 +13,7 @@ import (
 
 	"github.com/settle-dev/settle/internal/oidctest"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 )
 
 // TestBrowserSSOSignInWithMappedRole: people sign in through the provider and land on the
@@ -57,7 +58,7 @@ func TestBrowserSSOSignInWithMappedRole(t *testing.T) {
 	if u == nil || u.Role != desk.RoleOncall {
 		t.Fatalf("olga's user = %+v, want oncall", u)
 	}
-	if _, err := e.db.Authenticate(context.Background(), "olga@corp.example", ""); err == nil {
+	if _, err := accountstore.New(e.db).Authenticate(context.Background(), "olga@corp.example", ""); err == nil {
 		t.Fatal("a user of the provider signs in with an empty password")
 	}
 	var added map[string]any
@@ -173,7 +174,7 @@ func TestBrowserSSOBadCallbacksRefused(t *testing.T) {
 func TestBrowserSSOPasswordLoginOff(t *testing.T) {
 	t.Parallel()
 	e := newSSOEnv(t, true)
-	if _, err := e.db.CreateUser(context.Background(), "pat@corp.example", password, desk.RoleAdmin); err != nil {
+	if _, err := accountstore.New(e.db).CreateUser(context.Background(), "pat@corp.example", password, desk.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
 	e.idp.AddPerson(oidctest.Person{Username: "olga", Subject: "sub-olga", Email: "olga@corp.example", Groups: []string{"settle-oncall"}})

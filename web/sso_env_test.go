@@ -16,6 +16,8 @@ import (
 	"github.com/settle-dev/settle/internal/oidctest"
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/web"
 	"github.com/settle-dev/settle/web/sso"
 )
@@ -68,7 +70,7 @@ func newSSOEnvWith(t *testing.T, passwordOff bool, cfg func(*sso.Config), wire .
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.server.SSODeps = web.SSODeps{SSO: p, SSOUsers: e.db, PasswordLoginOff: passwordOff, SSOFlows: flows}
+	e.server.SSODeps = web.SSODeps{SSO: p, SSOUsers: accountstore.New(e.db), PasswordLoginOff: passwordOff, SSOFlows: flows}
 	h := e.server.Handler()
 	front.h.Store(&h)
 	return &ssoEnv{dashEnv: e, idp: idp, front: front}
@@ -152,7 +154,7 @@ func withQuery(t *testing.T, uri, k, v string) string {
 // userByEmail is the user with that email in the admin list, nil when there is none.
 func (e *ssoEnv) userByEmail(t *testing.T, email string) *desk.UserAccount {
 	t.Helper()
-	users, err := e.db.Users(context.Background())
+	users, err := accountstore.New(e.db).Users(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +169,7 @@ func (e *ssoEnv) userByEmail(t *testing.T, email string) *desk.UserAccount {
 // auditRows are the audit log's rows of one action, newest first.
 func (e *ssoEnv) auditRows(t *testing.T, action string) []desk.AuditLogEntry {
 	t.Helper()
-	p, err := e.db.AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
+	p, err := deskstore.New(e.db).AuditLog(context.Background(), desk.AuditFilter{Action: action, Limit: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +187,7 @@ func jsonOf(t *testing.T, b []byte) map[string]any {
 
 func (e *ssoEnv) usersNow(t *testing.T) []desk.UserAccount {
 	t.Helper()
-	users, err := e.db.Users(context.Background())
+	users, err := accountstore.New(e.db).Users(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -17,7 +18,7 @@ func TestTokenCacheHonoursRevocationWithinItsTTL(t *testing.T) {
 	db := testworld.New(t).DB
 	ctx := context.Background()
 	clock := ops.NewManualClock(t0)
-	cache := &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: clock}
+	cache := &web.TokenCache{Accounts: accountstore.New(db), TTL: 5 * time.Second, Clock: clock}
 	tenant, err := db.EnsureTenant(ctx, "shop")
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func TestTokenCacheForgetsALookupInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	accounts := &slowAccounts{Accounts: db, looked: make(chan struct{}), released: make(chan struct{})}
+	accounts := &slowAccounts{Accounts: accountstore.New(db), looked: make(chan struct{}), released: make(chan struct{})}
 	cache := &web.TokenCache{Accounts: accounts, TTL: time.Minute, Clock: ops.NewManualClock(t0)}
 	inFlight := make(chan error, 1)
 	go func() {

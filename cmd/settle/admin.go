@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 )
 
 // openDB opens the configured database with the options every command uses.
@@ -66,7 +67,7 @@ func addUser(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer)
 		return err
 	}
 	defer db.Close()
-	u, err := db.CreateUser(ctx, cfg.Email, password, cfg.Role)
+	u, err := accountstore.New(db).CreateUser(ctx, cfg.Email, password, cfg.Role)
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func addToken(ctx context.Context, cfg Config, stdout io.Writer) error {
 // ensureToken issues a token for tenant, creating the tenant if needed; the audit log
 // names the command line as its issuer, as /admin/tokens names the admin.
 func ensureToken(ctx context.Context, db *pg.DB, tenant, name string) (string, error) {
-	return db.IssueToken(ctx, tenant, name, "cli", time.Now())
+	return accountstore.New(db).IssueToken(ctx, tenant, name, "cli", time.Now())
 }
 
 // listTokens prints every API token, never the token itself: its first characters say
@@ -103,7 +104,7 @@ func listTokens(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	tokens, err := db.Tokens(ctx)
+	tokens, err := accountstore.New(db).Tokens(ctx)
 	if err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func revokeToken(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	k, err := db.RevokeToken(ctx, cfg.TokenID, "cli", time.Now())
+	k, err := accountstore.New(db).RevokeToken(ctx, cfg.TokenID, "cli", time.Now())
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -47,7 +49,7 @@ func TestServeThrottlesAndAuditsSignIns(t *testing.T) {
 	}
 	defer p.Close()
 	ctx := context.Background()
-	if _, err := p.DB.CreateUser(ctx, "owner@example.com", "correct horse battery", desk.RoleSupport); err != nil {
+	if _, err := accountstore.New(p.DB).CreateUser(ctx, "owner@example.com", "correct horse battery", desk.RoleSupport); err != nil {
 		t.Fatal(err)
 	}
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -73,7 +75,7 @@ func TestServeThrottlesAndAuditsSignIns(t *testing.T) {
 	if r := login("198.51.100.7", "correct horse battery"); r.StatusCode != http.StatusSeeOther {
 		t.Errorf("another client with the right password = %d, want 303", r.StatusCode)
 	}
-	page, err := p.DB.AuditLog(ctx, desk.AuditFilter{Actor: "ip:203.0.113.5", Action: "login.failed"})
+	page, err := deskstore.New(p.DB).AuditLog(ctx, desk.AuditFilter{Actor: "ip:203.0.113.5", Action: "login.failed"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -227,7 +228,7 @@ func TestTokenAdd(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, token[:8]+"…") || !strings.Contains(stdout, "active") || strings.Contains(stdout, token[8:]) {
 		t.Fatalf("token list: exit %d: %s%s", code, stdout, stderr)
 	}
-	tokens, err := db.Tokens(ctx)
+	tokens, err := accountstore.New(db).Tokens(ctx)
 	if err != nil || len(tokens) != 1 {
 		t.Fatalf("tokens %v, %v", tokens, err)
 	}
@@ -264,7 +265,7 @@ func TestUserAddReadsPasswordFromStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	u, err := db.Authenticate(ctx, "oncall@example.com", "a long secret phrase")
+	u, err := accountstore.New(db).Authenticate(ctx, "oncall@example.com", "a long secret phrase")
 	if err != nil || u.Role != desk.RoleOncall {
 		t.Fatalf("Authenticate = %v, %v", u, err)
 	}

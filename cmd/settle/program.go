@@ -20,7 +20,9 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
@@ -128,10 +130,11 @@ func (p *Program) Run(ctx context.Context) error {
 	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p.stopServices, p.swept = stop, make(chan struct{})
 	go p.sweepSessions(bgCtx)
+	accounts, desks := accountstore.New(db), deskstore.New(db)
 	srv := &web.Server{
 		// API calls read their token from a 5-second cache; revocation takes up to 5 s.
-		Accounts: &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: p.Clock},
-		Queues:   db,
+		Accounts: &web.TokenCache{Accounts: accounts, TTL: 5 * time.Second, Clock: p.Clock},
+		Queues:   desks,
 		DB:       db,
 		Clock:    p.Clock,
 		Logger:   p.Logger,
@@ -141,9 +144,9 @@ func (p *Program) Run(ctx context.Context) error {
 		Operations: db,
 		Refunds:    unconfiguredRefunds{},
 		MCPDeps:    web.MCPDeps{RefundStatus: db},
-		LoginDeps:  web.LoginDeps{LoginAudit: db, TrustedProxies: p.Config.Web.TrustedProxies},
+		LoginDeps:  web.LoginDeps{LoginAudit: desks, TrustedProxies: p.Config.Web.TrustedProxies},
 	}
-	ssoDeps.SSOUsers = db
+	ssoDeps.SSOUsers = accounts
 	srv.SSODeps = ssoDeps
 	srv.MetricsDeps = web.MetricsDeps{MetricsToken: p.Config.Web.MetricsToken, MetricsElsewhere: p.Config.Web.MetricsAddr != ""}
 	if err := p.wireLedger(bgCtx, srv); err != nil {
@@ -198,12 +201,13 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		}
 	}
 	// Without Stripe, Desk.Refunds stays nil and lookups answer "unavailable".
-	dsk := &desk.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: p.DB, Bulk: p.DB,
-		Approvals: cfg.Web.Approvals, Proposals: p.DB, People: p.DB, SSOIssuer: cfg.Web.SSO.Provider.Issuer}
+	accounts, desks := accountstore.New(p.DB), deskstore.New(p.DB)
+	dsk := &desk.Desk{Ledger: p.Ledger, Refunds: p.Refunds, Events: p.DB, Audit: desks, Bulk: desks,
+		Approvals: cfg.Web.Approvals, Proposals: p.DB, People: accounts, SSOIssuer: cfg.Web.SSO.Provider.Issuer}
 	srv.DashboardDeps = web.DashboardDeps{
-		Desk: dsk, Bulk: dsk, SavedViews: &desk.SavedViews{Store: p.DB, Audit: p.DB, Clock: p.Clock}, Timelines: p.DB,
-		SupportSearch: p.DB, AuditLog: p.DB, UserAdmin: p.DB, TokenAdmin: p.DB, JobViews: jobstore.New(p.DB),
-		FollowUps: &desk.FollowUps{Store: p.DB, Clock: p.Clock},
+		Desk: dsk, Bulk: dsk, SavedViews: &desk.SavedViews{Store: desks, Audit: desks, Clock: p.Clock}, Timelines: desks,
+		SupportSearch: desks, AuditLog: desks, UserAdmin: accounts, TokenAdmin: accounts, JobViews: jobstore.New(p.DB),
+		FollowUps: &desk.FollowUps{Store: desks, Clock: p.Clock},
 	}
 	rollups := rollupstore.New(p.DB)
 	srv.Recon, srv.Exceptions = rollups, reconstore.New(p.DB)
@@ -218,7 +222,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	p.startReconciler(ctx, cfg.Reconcile.Interval, usage...)
 	srv.JobsDeps = web.JobsDeps{Jobs: p.jobService()}
 	// Each bulk lookup is claimed in its own row, so every replica may run them.
-	bulk := &desk.BulkRunner{Desk: dsk, Queues: p.DB, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}
+	bulk := &desk.BulkRunner{Desk: dsk, Queues: desks, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}
 	p.goLoop(ctx, bulk.Loop())
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
 	// A call released for its client's retry waits for that client at least as long as one of

@@ -16,6 +16,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -132,7 +133,7 @@ func settleFollowedRefund(t *testing.T, p *Program) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.DB.AddFollowUp(ctx, user, op.ID, p.Clock.Now()); err != nil {
+	if _, err := deskstore.New(p.DB).AddFollowUp(ctx, user, op.ID, p.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Actor: "oncall@example.com",

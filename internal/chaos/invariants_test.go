@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
 )
@@ -77,7 +78,7 @@ func (r *seedRun) read(ctx context.Context) (*world, []string, error) {
 		lo := &ledgerOp{op: op, attempts: atts}
 		// The timeline is how the dashboard reads evidence: the evidence rows, and each
 		// provider's direct answer from the attempt that recorded it.
-		tl, err := r.db.Timeline(ctx, id)
+		tl, err := deskstore.New(r.db).Timeline(ctx, id)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -199,7 +200,7 @@ func (r *seedRun) checkOwned(ctx context.Context, w *world, fail func(string, ..
 	inQueue := map[string]bool{}
 	for _, t := range r.tenants {
 		for _, s := range []ops.Status{ops.StatusReceived, ops.StatusUnknown, ops.StatusExpired} {
-			page, err := r.db.ListQueue(ctx, desk.QueueFilter{Status: s, TenantID: t.ID, Limit: 500}, now)
+			page, err := deskstore.New(r.db).ListQueue(ctx, desk.QueueFilter{Status: s, TenantID: t.ID, Limit: 500}, now)
 			if err != nil {
 				return err
 			}

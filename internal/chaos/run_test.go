@@ -21,6 +21,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -460,7 +461,7 @@ func (r *seedRun) queueRows(ctx context.Context) ([]*ops.Operation, error) {
 	var rows []*ops.Operation
 	for _, t := range r.tenants {
 		for _, s := range []ops.Status{ops.StatusUnknown, ops.StatusExpired, ops.StatusInProgress} {
-			page, err := r.db.ListQueue(ctx, desk.QueueFilter{Status: s, TenantID: t.ID, Limit: 100}, r.clock.Now())
+			page, err := deskstore.New(r.db).ListQueue(ctx, desk.QueueFilter{Status: s, TenantID: t.ID, Limit: 100}, r.clock.Now())
 			if err != nil {
 				return nil, err
 			}
@@ -506,7 +507,7 @@ func (r *seedRun) person(ctx context.Context, st step) error {
 	l := r.ledger(p)
 	d := &desk.Desk{Ledger: l, Refunds: &refund.Tool{Ledger: l, Store: p, Provider: r.adapter, Deadline: callDeadline, Sleep: sleep},
 		Completions: &llm.Lookups{Ledger: l, Events: r.db, Store: r.upstream, Prices: llm.DefaultPrices()},
-		Events:      r.db, Audit: r.db}
+		Events:      r.db, Audit: deskstore.New(r.db)}
 	const actor = "oncall@chaos.test"
 	switch st.Action {
 	case actLookup:

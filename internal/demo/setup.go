@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 )
 
 // tenantName is the demo's tenant.
@@ -37,13 +38,13 @@ func Setup(ctx context.Context, db *pg.DB, progress Progress) (*ops.Tenant, stri
 		progress = noProgress{}
 	}
 	for _, u := range people {
-		_, err := db.CreateUser(ctx, u.email, password, u.role)
+		_, err := accountstore.New(db).CreateUser(ctx, u.email, password, u.role)
 		if err != nil && ops.ErrorCode(err) != ops.ECONFLICT {
 			return nil, "", fmt.Errorf("create demo user %s: %w", u.email, err)
 		}
 	}
 	progress.Add(1)
-	token, err := db.IssueToken(ctx, tenantName, "demo", "cli", time.Now())
+	token, err := accountstore.New(db).IssueToken(ctx, tenantName, "demo", "cli", time.Now())
 	if err != nil {
 		return nil, "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -31,7 +32,7 @@ func TestSetupRunsAgainOnItsOwnDatabase(t *testing.T) {
 	}
 	roles := map[desk.Role]bool{}
 	for _, u := range people {
-		got, err := db.Authenticate(ctx, u.email, password)
+		got, err := accountstore.New(db).Authenticate(ctx, u.email, password)
 		if err != nil || got.Role != u.role {
 			t.Fatalf("%s signs in as %v, %v; want %s", u.email, got, err, u.role)
 		}

@@ -22,6 +22,8 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
@@ -129,13 +131,13 @@ func (w *World) Jobs() *jobs.Service {
 func (w *World) Server(clock ops.Clock) *web.Server {
 	// No session cleanup goroutine: it would outlive the test's database.
 	return &web.Server{
-		Accounts: w.DB, Queues: w.DB, DB: w.DB,
+		Accounts: accountstore.New(w.DB), Queues: deskstore.New(w.DB), DB: w.DB,
 		Clock:    clock,
 		Logger:   slog.New(slog.DiscardHandler),
 		Sessions: web.NewSessions(w.DB.SessionStore(), false),
 		Registry: prometheus.NewRegistry(),
 		// Refused sign-ins are audited as in production.
-		LoginDeps: web.LoginDeps{LoginAudit: w.DB},
+		LoginDeps: web.LoginDeps{LoginAudit: deskstore.New(w.DB)},
 		KindDeps:  web.KindDeps{Kinds: w.Ledger(clock)},
 	}
 }

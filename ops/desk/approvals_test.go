@@ -13,11 +13,13 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 )
 
 // approvalDesk is the desk of f with the global approval policy pol (ops rule 13).
 func (f *fixture) approvalDesk(pol ops.ApprovalPolicy) *desk.Desk {
-	return &desk.Desk{Ledger: f.ledger, Audit: f.db, Events: f.db, Proposals: f.db, People: f.db, Approvals: pol}
+	return &desk.Desk{Ledger: f.ledger, Audit: deskstore.New(f.db), Events: f.db, Proposals: f.db, People: accountstore.New(f.db), Approvals: pol}
 }
 
 func cents(n int64) *int64 { return &n }
@@ -30,7 +32,7 @@ func (f *fixture) account(t *testing.T, email string) int64 {
 	var id int64
 	err := f.db.Pool.QueryRow(ctx, `SELECT id FROM users WHERE email = $1`, email).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		u, cerr := f.db.CreateUser(ctx, email, "correct horse battery", desk.RoleOncall)
+		u, cerr := accountstore.New(f.db).CreateUser(ctx, email, "correct horse battery", desk.RoleOncall)
 		if cerr != nil {
 			t.Fatal(cerr)
 		}
@@ -394,7 +396,7 @@ func TestFourEyesComparesPeopleNotAccounts(t *testing.T) {
 	const issuer = "https://idp.example.com"
 	sso := func(subject, email string) int64 {
 		t.Helper()
-		in, err := f.db.SignInExternal(ctx, desk.ExternalIdentity{Issuer: issuer, Subject: subject, Email: email}, desk.RoleOncall, f.clock.Now())
+		in, err := accountstore.New(f.db).SignInExternal(ctx, desk.ExternalIdentity{Issuer: issuer, Subject: subject, Email: email}, desk.RoleOncall, f.clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -468,7 +470,7 @@ func TestApprovalRefusedToWhoVouchedForTheAccount(t *testing.T) {
 	d := f.approvalDesk(ops.ApprovalPolicy{MinCents: cents(0), TTL: time.Hour})
 	f.account(t, "root@example.com")
 	puppet := f.account(t, "puppet@example.com")
-	if err := f.db.RecordAudit(ctx, desk.AuditLogEntry{At: f.clock.Now(), Actor: "root@example.com", Action: "user.add",
+	if err := deskstore.New(f.db).RecordAudit(ctx, desk.AuditLogEntry{At: f.clock.Now(), Actor: "root@example.com", Action: "user.add",
 		Entity: "user", EntityID: strconv.FormatInt(puppet, 10)}); err != nil {
 		t.Fatal(err)
 	}
@@ -498,10 +500,10 @@ func TestApprovalRefusedToWhoVouchedForTheAccount(t *testing.T) {
 	if _, err := f.closeByHand(t, d, op, "puppet@example.com"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.db.SetUserDisabled(ctx, puppet, true, "root@example.com", f.clock.Now()); err != nil {
+	if err := accountstore.New(f.db).SetUserDisabled(ctx, puppet, true, "root@example.com", f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.db.SetUserDisabled(ctx, puppet, false, "ROOT@example.com", f.clock.Now()); err != nil {
+	if err := accountstore.New(f.db).SetUserDisabled(ctx, puppet, false, "ROOT@example.com", f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.approve(t, d, op, "root@example.com/admin"); reasonOf(err) != "vouched_account" ||

@@ -18,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 )
 
@@ -304,7 +305,7 @@ func TestTimeoutIsRecordedAsUnknownOutcome(t *testing.T) {
 		t.Fatalf("attempts: %+v", atts)
 	}
 	// It waits in the dashboard's Unknown queue like every operation; batch sends nothing more.
-	page, err := e.db.ListQueue(context.Background(), desk.QueueFilter{Status: ops.StatusUnknown, Kind: ops.KindLLMJob}, time.Now())
+	page, err := deskstore.New(e.db).ListQueue(context.Background(), desk.QueueFilter{Status: ops.StatusUnknown, Kind: ops.KindLLMJob}, time.Now())
 	if err != nil || len(page.Ops) != 1 || page.Ops[0].ID != op.ID {
 		t.Fatalf("unknown queue: %+v %v", page.Ops, err)
 	}

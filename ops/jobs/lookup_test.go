@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 )
 
@@ -40,7 +41,7 @@ func TestUnknownGenerationSettledByLookup(t *testing.T) {
 	}
 
 	up := impatient.(*openai.Client)
-	d := &desk.Desk{Ledger: w.Ledger, Events: e.db, Audit: e.db, Findings: reconstore.New(e.db),
+	d := &desk.Desk{Ledger: w.Ledger, Events: e.db, Audit: deskstore.New(e.db), Findings: reconstore.New(e.db),
 		Completions: &llm.Lookups{Ledger: w.Ledger, Events: e.db, Store: up, Prices: llm.DefaultPrices()}}
 	out, err := d.Lookup(context.Background(), got.OperationID, "oncall@example.com")
 	if err != nil || out.Outcome != desk.LookupClosed {

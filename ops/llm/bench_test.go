@@ -29,6 +29,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/localpg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/web"
@@ -153,7 +154,7 @@ func gatewayOverhead(b *testing.B, api benchAPI) {
 	}
 	s := w.Server(ops.SystemClock{})
 	// The token cache as serve wires it.
-	s.Accounts = &web.TokenCache{Accounts: db, TTL: 5 * time.Second, Clock: ops.SystemClock{}}
+	s.Accounts = &web.TokenCache{Accounts: accountstore.New(db), TTL: 5 * time.Second, Clock: ops.SystemClock{}}
 	s.LLM = gw
 	gateway := w.Serve(s.Handler())
 	token := w.Token(w.Tenant("bench"), "bench")

@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -23,7 +24,7 @@ import (
 // lookupDesk is the desk the on-call person settles the world's calls with: its lookups go
 // to the provider's stored completions.
 func (w *gatewayWorld) lookupDesk() *desk.Desk {
-	return &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: w.db, Completions: w.lookups, Findings: reconstore.New(w.db), Bulk: w.db}
+	return &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: deskstore.New(w.db), Completions: w.lookups, Findings: reconstore.New(w.db), Bulk: deskstore.New(w.db)}
 }
 
 // TestLLMLookupSettlesABilledTimeout: the provider billed and stored the completion, the

@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -67,7 +68,7 @@ func TestAPurgedStoreFalseCallIsStillNotLookedUp(t *testing.T) {
 	t.Cleanup(srv.Close)
 	up := w.world.Upstream(srv.URL+"/v1", openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream"}).(*openai.Client)
 	lookups := &llm.Lookups{Ledger: w.ledger, Events: w.db, Store: up, Prices: llm.DefaultPrices()}
-	d := &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: w.db, Completions: lookups, Findings: reconstore.New(w.db), Bulk: w.db}
+	d := &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: deskstore.New(w.db), Completions: lookups, Findings: reconstore.New(w.db), Bulk: deskstore.New(w.db)}
 
 	// notLookedUp checks, for each call, the sentence its page shows and what the desk's
 	// lookup does.

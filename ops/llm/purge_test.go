@@ -9,6 +9,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/llm"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/purgestore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
 )
@@ -68,7 +69,7 @@ func TestLLMLateCloseLeavesAPurgedCallPurged(t *testing.T) {
 	t.Parallel()
 	w := newGatewayWorld(t, gatewaySetup{stored: true, modes: map[string]llm.Mode{"pipeline": llm.Batch}})
 	ctx := context.Background()
-	d := &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: w.db, Completions: w.lookups, Findings: reconstore.New(w.db), Bulk: w.db}
+	d := &desk.Desk{Ledger: w.ledger, Events: w.db, Audit: deskstore.New(w.db), Completions: w.lookups, Findings: reconstore.New(w.db), Bulk: deskstore.New(w.db)}
 	op, gen := w.billedThenTimedOut(t, "doc-late", "classify the late document")
 	ttl, keep := 24*time.Hour, llm.DefaultBodyKeep
 	purge := func(at time.Time) llm.PurgeReport {

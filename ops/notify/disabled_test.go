@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 )
 
 // TestADisabledFollowerGetsNothing: once an admin disables a person, the operations they
@@ -37,7 +38,7 @@ func TestADisabledFollowerGetsNothing(t *testing.T) {
 	// leave; a settles after the disable.
 	w.clock.Advance(time.Minute)
 	c = w.closeFound(t, c, "re_4532")
-	if err := w.db.SetUserDisabled(ctx, sam, true, "admin@example.com", w.clock.Now()); err != nil {
+	if err := accountstore.New(w.db).SetUserDisabled(ctx, sam, true, "admin@example.com", w.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	a = w.closeFound(t, a, "re_4530")
@@ -73,7 +74,7 @@ func TestADisabledFollowerGetsNothing(t *testing.T) {
 		}
 	}
 
-	if err := w.db.SetUserDisabled(ctx, sam, false, "admin@example.com", w.clock.Now()); err != nil {
+	if err := accountstore.New(w.db).SetUserDisabled(ctx, sam, false, "admin@example.com", w.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	w.closeFound(t, b, "re_4531")

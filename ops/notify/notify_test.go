@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 )
@@ -74,7 +75,7 @@ func (w *world) follow(t *testing.T, email string, ops_ ...*ops.Operation) {
 		t.Fatal(err)
 	}
 	for _, op := range ops_ {
-		if created, err := w.db.AddFollowUp(ctx, id, op.ID, w.clock.Now()); err != nil || !created {
+		if created, err := deskstore.New(w.db).AddFollowUp(ctx, id, op.ID, w.clock.Now()); err != nil || !created {
 			t.Fatalf("follow %s: %v %v", op.ID, created, err)
 		}
 	}

@@ -185,3 +185,11 @@ VALUES ($1, $2, 'tenant.approvals', 'tenant', $3::bigint::text,
 	})
 	return id, err
 }
+
+// nullID stores an unknown id (0) as NULL.
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}

@@ -1,9 +1,9 @@
 // Package pg is the Postgres store of the ledger: the pool, the migrations, the ledger's
 // statements and the outbox. Every SQL statement of Settle lives here or in a use case's store
-// under ops/pg/ (alertstore, retainstore, jobstore, purgestore, reconstore, rollupstore),
-// which builds on this package's pool and its shared helpers (shared.go). The use cases
-// whose statements are still here are listed in internal/layering, whose test forbids this
-// package any other use case.
+// under ops/pg/ (accountstore, alertstore, deskstore, jobstore, purgestore, reconstore,
+// retainstore, rollupstore), which builds on this package's pool and its shared helpers
+// (shared.go, shared_ops.go). This package imports no use case: internal/layering's test
+// forbids it.
 package pg
 
 import (

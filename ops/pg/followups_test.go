@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 )
 
 // watcher adds a dashboard user who follows op, and returns the user's id.
@@ -20,7 +21,7 @@ func (f *fixture) watcher(t *testing.T, email string, op *ops.Operation) int64 {
 		email).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	created, err := f.db.AddFollowUp(ctx, id, op.ID, f.clock.Now())
+	created, err := deskstore.New(f.db).AddFollowUp(ctx, id, op.ID, f.clock.Now())
 	if err != nil || !created {
 		t.Fatalf("follow: created %v, %v", created, err)
 	}
@@ -147,7 +148,7 @@ func TestFollowOnlyOpenOperationsOncePerPerson(t *testing.T) {
 	f := newFixture(t)
 	op := f.toUnknown(t, "once")
 	u := f.watcher(t, "once@example.com", op)
-	created, err := f.db.AddFollowUp(ctx, u, op.ID, f.clock.Now())
+	created, err := deskstore.New(f.db).AddFollowUp(ctx, u, op.ID, f.clock.Now())
 	if err != nil || created {
 		t.Fatalf("second follow: created %v, %v; want an answer that it is already followed", created, err)
 	}
@@ -161,25 +162,25 @@ func TestFollowOnlyOpenOperationsOncePerPerson(t *testing.T) {
 		Scan(&other); err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.db.AddFollowUp(ctx, other, op.ID, f.clock.Now())
+	_, err = deskstore.New(f.db).AddFollowUp(ctx, other, op.ID, f.clock.Now())
 	var e *ops.Error
 	if !errors.As(err, &e) || e.Code != ops.ECONFLICT || e.Closed == nil {
 		t.Fatalf("following a closed operation: %v, want a conflict naming who closed it", err)
 	}
-	if n, err := f.db.UnreadFollowUps(ctx, u); err != nil || n != 1 {
+	if n, err := deskstore.New(f.db).UnreadFollowUps(ctx, u); err != nil || n != 1 {
 		t.Fatalf("unread %d, %v; want 1", n, err)
 	}
-	list, err := f.db.FollowUpsOf(ctx, u, 10)
+	list, err := deskstore.New(f.db).FollowUpsOf(ctx, u, 10)
 	if err != nil || len(list) != 1 || !list[0].Settled() || list[0].Op.ID != op.ID {
 		t.Fatalf("follow-ups %+v, %v", list, err)
 	}
-	if err := f.db.MarkFollowUpRead(ctx, other, list[0].ID, f.clock.Now()); ops.ErrorCode(err) != ops.ENOTFOUND {
+	if err := deskstore.New(f.db).MarkFollowUpRead(ctx, other, list[0].ID, f.clock.Now()); ops.ErrorCode(err) != ops.ENOTFOUND {
 		t.Fatalf("another person marked it read: %v", err)
 	}
-	if err := f.db.MarkFollowUpRead(ctx, u, list[0].ID, f.clock.Now()); err != nil {
+	if err := deskstore.New(f.db).MarkFollowUpRead(ctx, u, list[0].ID, f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := f.db.UnreadFollowUps(ctx, u); n != 0 {
+	if n, _ := deskstore.New(f.db).UnreadFollowUps(ctx, u); n != 0 {
 		t.Fatalf("unread %d after marking read", n)
 	}
 }
@@ -201,7 +202,7 @@ func TestFollowRacingACloseIsSettledOrRefused(t *testing.T) {
 		var followErr error
 		var created bool
 		var wg sync.WaitGroup
-		wg.Go(func() { created, followErr = f.db.AddFollowUp(ctx, user, op.ID, f.clock.Now()) })
+		wg.Go(func() { created, followErr = deskstore.New(f.db).AddFollowUp(ctx, user, op.ID, f.clock.Now()) })
 		wg.Go(func() {
 			if _, err := f.ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded, Actor: "oncall@example.com",
 				Evidence: ops.Evidence{Kind: ops.EvidenceNote, ProviderRef: "re_race", Summary: "seen"}}); err != nil {

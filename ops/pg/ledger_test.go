@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/opstest"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 )
@@ -428,14 +429,14 @@ func TestSuccessfulLifecycleRecordsEverything(t *testing.T) {
 	if err != nil || len(atts) != 1 || atts[0].Outcome != ops.OutcomeOK || atts[0].ProviderRequestID != "req_1" {
 		t.Fatalf("attempts %+v (%v)", atts, err)
 	}
-	if tl, err := f.db.Timeline(ctx, op.ID); err != nil || len(tl.Evidence) != 1 || tl.Evidence[0].Kind != ops.EvidenceProviderResponse ||
+	if tl, err := deskstore.New(f.db).Timeline(ctx, op.ID); err != nil || len(tl.Evidence) != 1 || tl.Evidence[0].Kind != ops.EvidenceProviderResponse ||
 		tl.Evidence[0].ProviderRef != "re_123" {
 		t.Fatalf("evidence %+v (%v)", tl.Evidence, err)
 	}
 	if n := f.count(t, `SELECT count(*) FROM outbox WHERE entity_id = $1`, op.ID); n != 1 {
 		t.Fatalf("%d outbox rows", n)
 	}
-	if tl, err := f.db.Timeline(ctx, op.ID); err != nil || len(tl.Audit) != 2 || tl.Audit[0].Action != "open" || tl.Audit[1].Action != "attempt.ok" {
+	if tl, err := deskstore.New(f.db).Timeline(ctx, op.ID); err != nil || len(tl.Audit) != 2 || tl.Audit[0].Action != "open" || tl.Audit[1].Action != "attempt.ok" {
 		t.Fatalf("audit trail %+v (%v), want open and attempt.ok", tl.Audit, err)
 	}
 	// Ops rule 9: the ledger refuses a success without the provider's record.
@@ -611,7 +612,7 @@ func TestQueueCountsAndPages(t *testing.T) {
 	if _, err := f.seed().Open(ctx, f.refund("live", 1), "r", "w"); err != nil {
 		t.Fatal(err)
 	}
-	counts, err := f.db.QueueCounts(ctx, desk.QueueFilter{})
+	counts, err := deskstore.New(f.db).QueueCounts(ctx, desk.QueueFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +622,7 @@ func TestQueueCountsAndPages(t *testing.T) {
 	var all []string
 	var after *desk.QueueCursor
 	for {
-		page, err := f.db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 2, After: after}, f.clock.Now())
+		page, err := deskstore.New(f.db).ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Limit: 2, After: after}, f.clock.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -636,11 +637,11 @@ func TestQueueCountsAndPages(t *testing.T) {
 	if fmt.Sprint(all) != "[q0 q1 q2 q3 q4]" {
 		t.Fatalf("pages gave %v, want oldest first", all)
 	}
-	page, err := f.db.ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Search: "q3"}, f.clock.Now())
+	page, err := deskstore.New(f.db).ListQueue(ctx, desk.QueueFilter{Status: ops.StatusUnknown, Search: "q3"}, f.clock.Now())
 	if err != nil || len(page.Ops) != 1 || page.Ops[0].OrderRef != "q3" {
 		t.Fatalf("search: %v %v", page.Ops, err)
 	}
-	c2, err := f.db.QueueCounts(ctx, desk.QueueFilter{OlderThan: 3 * time.Second, Now: f.clock.Now()})
+	c2, err := deskstore.New(f.db).QueueCounts(ctx, desk.QueueFilter{OlderThan: 3 * time.Second, Now: f.clock.Now()})
 	if err != nil || c2[ops.StatusUnknown] != 3 {
 		t.Fatalf("aged counts %v %v", c2, err)
 	}
@@ -650,7 +651,7 @@ func TestQueueCountsAndPages(t *testing.T) {
 		Evidence: ops.Evidence{Kind: ops.EvidenceLookup, ProviderRef: "re_q3", Summary: "refund re_q3 at Stripe"}}); err != nil {
 		t.Fatal(err)
 	}
-	counts, _ = f.db.QueueCounts(ctx, desk.QueueFilter{TenantID: f.tenant, Kind: ops.KindRefund})
+	counts, _ = deskstore.New(f.db).QueueCounts(ctx, desk.QueueFilter{TenantID: f.tenant, Kind: ops.KindRefund})
 	if want := f.count(t, `SELECT count(*) FROM operations WHERE status = 'unknown'`); counts[ops.StatusUnknown] != int64(want) || want != 4 {
 		t.Fatalf("maintained count %d, scan %d", counts[ops.StatusUnknown], want)
 	}

@@ -18,7 +18,9 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/pg/purgestore"
@@ -74,7 +76,7 @@ func TestStatementsOfAStoppedDatabaseAreUnreachable(t *testing.T) {
 		wantUnreachable(t, "claim stalled", err)
 		_, err = db.ClaimEvents(ctx, time.Now(), time.Now().Add(time.Minute), 10)
 		wantUnreachable(t, "claim events", err)
-		_, err = db.UserByID(ctx, 1)
+		_, err = accountstore.New(db).UserByID(ctx, 1)
 		wantUnreachable(t, "user", err)
 	}
 }
@@ -204,7 +206,7 @@ func TestBackgroundLoopsLogOneLinePerOutage(t *testing.T) {
 			}).Run(ctx)
 		},
 		"bulk lookups": func(ctx context.Context, log *slog.Logger) {
-			(&desk.BulkRunner{Desk: &desk.Desk{Ledger: ledger, Bulk: db}, Queues: db, Owner: "bulk", Interval: every, Logger: log}).Loop().Run(ctx)
+			(&desk.BulkRunner{Desk: &desk.Desk{Ledger: ledger, Bulk: deskstore.New(db)}, Queues: deskstore.New(db), Owner: "bulk", Interval: every, Logger: log}).Loop().Run(ctx)
 		},
 		"job worker": func(ctx context.Context, log *slog.Logger) {
 			(&jobs.Worker{Store: jobstore.New(db), Events: db, Ledger: jobs.NewLedger(db, clock, time.Minute, false), Owner: "jobs", Poll: every, Logger: log}).Loop().Run(ctx)

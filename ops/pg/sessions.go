@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"context"
 	"time"
 
 	"github.com/alexedwards/scs/pgxstore"
@@ -37,4 +38,15 @@ func (s *SessionStore) Delete(token string) error {
 func (s *SessionStore) All() (map[string][]byte, error) {
 	m, err := s.s.All()
 	return m, translate(err, "list sessions")
+}
+
+// DeleteExpiredSessions removes dashboard sessions past their expiry and returns how many.
+// The server calls it periodically instead of pgxstore's own cleanup goroutine, which
+// cannot be stopped without a data race.
+func (db *DB) DeleteExpiredSessions(ctx context.Context, now time.Time) (int64, error) {
+	tag, err := db.Pool.Exec(ctx, `DELETE FROM sessions WHERE expiry < $1`, now)
+	if err != nil {
+		return 0, translate(err, "delete expired sessions")
+	}
+	return tag.RowsAffected(), nil
 }

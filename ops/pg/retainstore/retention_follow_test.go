@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 )
 
@@ -24,7 +25,7 @@ func followedAndProposed(t *testing.T, f *fixture, id string, closed time.Time) 
 		"watcher-"+id+"@example.com").Scan(&user); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := f.db.AddFollowUp(ctx, user, id, closed.Add(-time.Minute)); err != nil || !ok {
+	if ok, err := deskstore.New(f.db).AddFollowUp(ctx, user, id, closed.Add(-time.Minute)); err != nil || !ok {
 		t.Fatalf("follow %s: %v %v", id, ok, err)
 	}
 	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO close_proposals (operation_id, tenant_id, kind, to_status, note, proposed_by,

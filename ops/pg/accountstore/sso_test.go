@@ -1,4 +1,4 @@
-package pg_test
+package accountstore_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/accountstore"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -16,7 +18,8 @@ import (
 func TestSignInExternal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
+	pool := pgtest.New(t)
+	db := accountstore.New(pool)
 	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	id := desk.ExternalIdentity{Issuer: "https://idp.example.com", Subject: "sub-1", Email: "Olga@Corp.example"}
 
@@ -65,7 +68,7 @@ func TestSignInExternal(t *testing.T) {
 		t.Fatalf("users after the refusals: %+v", u)
 	}
 	for action, want := range map[string]int{"user.add": 1, "user.role": 1} {
-		p, err := db.AuditLog(ctx, desk.AuditFilter{Action: action, Limit: 10})
+		p, err := deskstore.New(pool).AuditLog(ctx, desk.AuditFilter{Action: action, Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}

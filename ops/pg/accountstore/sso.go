@@ -1,4 +1,4 @@
-package pg
+package accountstore
 
 import (
 	"context"
@@ -12,13 +12,12 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 )
-
-var _ desk.ExternalUsers = (*DB)(nil)
 
 // SignInExternal finds or creates the user of an identity provider's person, and makes
 // their role the one the provider's groups give, in one transaction with its audit rows.
-func (db *DB) SignInExternal(ctx context.Context, id desk.ExternalIdentity, role desk.Role, now time.Time) (desk.ExternalSignIn, error) {
+func (s *Store) SignInExternal(ctx context.Context, id desk.ExternalIdentity, role desk.Role, now time.Time) (desk.ExternalSignIn, error) {
 	if !role.Valid() || id.Issuer == "" || id.Subject == "" {
 		return desk.ExternalSignIn{}, fmt.Errorf("sign in %q at %q as %q: incomplete identity", id.Subject, id.Issuer, role)
 	}
@@ -28,7 +27,7 @@ func (db *DB) SignInExternal(ctx context.Context, id desk.ExternalIdentity, role
 			"Your identity provider did not give Settle an email address for you (it gave %q); ask its admin to release the email claim.", id.Email)
 	}
 	var out desk.ExternalSignIn
-	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		u, disabled, err := externalUser(ctx, tx, id)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -76,7 +75,7 @@ func externalUser(ctx context.Context, tx pgx.Tx, id desk.ExternalIdentity) (*de
 func createExternalUser(ctx context.Context, tx pgx.Tx, id desk.ExternalIdentity, email string, role desk.Role, now time.Time) (*desk.User, error) {
 	u, err := scanAccountUser(tx.QueryRow(ctx, `INSERT INTO users (email, role, oidc_issuer, oidc_subject, created_at)
 		VALUES ($1, $2, $3, $4, $5) RETURNING `+accountUserCols, email, string(role), id.Issuer, id.Subject, now))
-	if sqlState(err) == "23505" {
+	if pg.SQLState(err) == "23505" {
 		// Either the email is another user's, or a sign-in of the same person at the same
 		// moment created the user first; both are refused, and the second person may retry.
 		return nil, &ops.Error{Code: ops.ECONFLICT, Err: err, Message: fmt.Sprintf(
@@ -95,7 +94,7 @@ func auditExternal(ctx context.Context, tx pgx.Tx, id desk.ExternalIdentity, now
 	}
 	a, _ := json.Marshal(after)
 	_, err := tx.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after)
-		VALUES ($1, $2, $3, 'user', $4, $5, $6)`, now, "oidc:"+id.Issuer, action, strconv.FormatInt(userID, 10), jsonOrNil(b), jsonOrNil(a))
+		VALUES ($1, $2, $3, 'user', $4, $5, $6)`, now, "oidc:"+id.Issuer, action, strconv.FormatInt(userID, 10), pg.JSONOrNil(b), pg.JSONOrNil(a))
 	if err != nil {
 		return fmt.Errorf("audit %s of user %d: %w", action, userID, err)
 	}

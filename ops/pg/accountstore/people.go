@@ -1,4 +1,4 @@
-package pg
+package accountstore
 
 import (
 	"context"
@@ -11,19 +11,18 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
-var _ desk.People = (*DB)(nil)
-
 // Person implements desk.People.
-func (db *DB) Person(ctx context.Context, id int64) (desk.Person, error) {
+func (s *Store) Person(ctx context.Context, id int64) (desk.Person, error) {
 	var p desk.Person
-	err := db.Pool.QueryRow(ctx, `SELECT id, email, coalesce(oidc_issuer, ''), coalesce(oidc_subject, '') FROM users WHERE id = $1`, id).
+	err := s.db.Pool.QueryRow(ctx, `SELECT id, email, coalesce(oidc_issuer, ''), coalesce(oidc_subject, '') FROM users WHERE id = $1`, id).
 		Scan(&p.ID, &p.Email, &p.Issuer, &p.Subject)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("No user with id %d.", id), Err: err}
 	}
-	return p, interpret(err, "read user")
+	return p, pg.Interpret(err, "read user")
 }
 
 // accountVouchersSQL finds who created or re-enabled an account. The audit log names a
@@ -36,23 +35,15 @@ WHERE a.entity = 'user' AND a.entity_id = $1 AND a.action IN ('user.add', 'user.
 ORDER BY a.at, a.id`
 
 // AccountVouchers implements desk.People.
-func (db *DB) AccountVouchers(ctx context.Context, id int64, since time.Time) ([]desk.AccountChange, error) {
-	rows, err := db.Pool.Query(ctx, accountVouchersSQL, strconv.FormatInt(id, 10), since)
+func (s *Store) AccountVouchers(ctx context.Context, id int64, since time.Time) ([]desk.AccountChange, error) {
+	rows, err := s.db.Pool.Query(ctx, accountVouchersSQL, strconv.FormatInt(id, 10), since)
 	if err != nil {
-		return nil, interpret(err, "read account changes")
+		return nil, pg.Interpret(err, "read account changes")
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (desk.AccountChange, error) {
 		var c desk.AccountChange
 		err := r.Scan(&c.By, &c.Action, &c.At)
 		return c, err
 	})
-	return out, interpret(err, "read account changes")
-}
-
-// nullID stores an unknown id (0) as NULL.
-func nullID(id int64) any {
-	if id == 0 {
-		return nil
-	}
-	return id
+	return out, pg.Interpret(err, "read account changes")
 }

@@ -1,4 +1,4 @@
-package pg
+package deskstore
 
 import (
 	"context"
@@ -11,9 +11,8 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 )
-
-var _ desk.Queues = (*DB)(nil)
 
 // countCap bounds the counts that need a scan: past it the page says "1000+" rather than
 // count millions of rows.
@@ -22,7 +21,7 @@ const countCap = desk.QueueCountCap
 // QueueCounts implements desk.Queues. Without an age or search filter the unknown and
 // expired counts come from queue_counts, which a trigger keeps, so they cost the same at
 // 10 M operations as at 10.
-func (db *DB) QueueCounts(ctx context.Context, f desk.QueueFilter) (map[ops.Status]int64, error) {
+func (s *Store) QueueCounts(ctx context.Context, f desk.QueueFilter) (map[ops.Status]int64, error) {
 	out := map[ops.Status]int64{}
 	var rows pgx.Rows
 	var err error
@@ -34,7 +33,7 @@ func (db *DB) QueueCounts(ctx context.Context, f desk.QueueFilter) (map[ops.Stat
 		// Only the filters given go into the live counts, so they run as index-only scans.
 		where, args := queueWhere(f, f.Now)
 		args["cap"] = countCap + 1
-		rows, err = db.Pool.Query(ctx, `
+		rows, err = s.db.Pool.Query(ctx, `
 SELECT status, sum(n)::bigint FROM queue_counts
 WHERE (@tenant::bigint = 0 OR tenant_id = @tenant::bigint) AND (@kind::text = '' OR kind = @kind::text)
 	AND (@provider::text = '' OR provider = @provider::text)
@@ -46,28 +45,28 @@ SELECT 'received', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'r
 			withArgs(withArgs(withArgs(args, "tenant", f.TenantID), "kind", string(f.Kind)), "provider", f.Provider))
 	} else {
 		where, args := queueWhere(f, f.Now)
-		rows, err = db.Pool.Query(ctx, `
+		rows, err = s.db.Pool.Query(ctx, `
 SELECT s.status, (SELECT count(*) FROM (SELECT 1 FROM operations o
-	WHERE o.status = s.status AND o.status IN `+openStatuses+` AND `+where+` LIMIT @cap) x)
-FROM unnest(`+openStatusArray+`) AS s(status)`, withArgs(args, "cap", countCap+1))
+	WHERE o.status = s.status AND o.status IN `+pg.OpenStatuses+` AND `+where+` LIMIT @cap) x)
+FROM unnest(`+pg.OpenStatusArray+`) AS s(status)`, withArgs(args, "cap", countCap+1))
 	}
 	if err != nil {
-		return nil, interpret(err, "count queues")
+		return nil, pg.Interpret(err, "count queues")
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var s string
 		var n int64
 		if err := rows.Scan(&s, &n); err != nil {
-			return nil, interpret(err, "count queues")
+			return nil, pg.Interpret(err, "count queues")
 		}
 		out[ops.Status(s)] = n
 	}
-	return out, interpret(rows.Err(), "count queues")
+	return out, pg.Interpret(rows.Err(), "count queues")
 }
 
 // ListQueue implements desk.Queues: one page, oldest first, by keyset on (created_at, id).
-func (db *DB) ListQueue(ctx context.Context, f desk.QueueFilter, now time.Time) (desk.QueuePage, error) {
+func (s *Store) ListQueue(ctx context.Context, f desk.QueueFilter, now time.Time) (desk.QueuePage, error) {
 	if f.Status == "" {
 		f.Status = ops.StatusUnknown
 	}
@@ -83,12 +82,12 @@ func (db *DB) ListQueue(ctx context.Context, f desk.QueueFilter, now time.Time) 
 		where += ` AND (o.created_at, o.id) > (@after_at, @after_id::uuid)`
 		args["after_at"], args["after_id"] = f.After.CreatedAt, f.After.ID
 	}
-	rows, err := db.Pool.Query(ctx, `SELECT `+opCols+` FROM operations o
+	rows, err := s.db.Pool.Query(ctx, `SELECT `+pg.OpCols+` FROM operations o
 WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`, args)
 	if err != nil {
-		return desk.QueuePage{}, interpret(err, "list queue")
+		return desk.QueuePage{}, pg.Interpret(err, "list queue")
 	}
-	list, err := collectOps(rows)
+	list, err := pg.CollectOps(rows)
 	if err != nil {
 		return desk.QueuePage{}, err
 	}
@@ -142,4 +141,36 @@ func queueWhere(f desk.QueueFilter, now time.Time) (string, pgx.NamedArgs) {
 func withArgs(a pgx.NamedArgs, k string, v any) pgx.NamedArgs {
 	a[k] = v
 	return a
+}
+
+// SearchSupport finds operations by order, customer or chat reference, or by operation id,
+// newest first. Each alternative repeats its index's predicate so that the planner can use
+// the partial indexes whatever the value.
+func (s *Store) SearchSupport(ctx context.Context, q string, limit int) ([]*ops.Operation, error) {
+	q = strings.TrimSpace(q)
+	if q == "" {
+		return nil, nil
+	}
+	if limit <= 0 || limit > 100 {
+		limit = 20
+	}
+	q2, args := supportQuery(q, limit)
+	rows, err := s.db.Pool.Query(ctx, q2, args)
+	if err != nil {
+		return nil, pg.Interpret(err, "search operations")
+	}
+	return pg.CollectOps(rows)
+}
+
+func supportQuery(q string, limit int) (string, pgx.NamedArgs) {
+	alts := []string{
+		"(o.order_ref = @q AND o.order_ref <> '')",
+		"(o.customer_ref = @q AND o.customer_ref <> '')",
+		"(o.chat_ref = @q AND o.chat_ref <> '')",
+	}
+	if _, err := uuid.Parse(q); err == nil {
+		alts = append(alts, "o.id = @q::uuid")
+	}
+	return `SELECT ` + pg.OpCols + ` FROM operations o WHERE ` + strings.Join(alts, " OR ") + `
+ORDER BY o.created_at DESC LIMIT @limit`, pgx.NamedArgs{"q": q, "limit": limit}
 }

@@ -1,4 +1,4 @@
-package pg
+package deskstore
 
 import (
 	"context"
@@ -8,9 +8,8 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 )
-
-var _ desk.SavedViewStore = (*DB)(nil)
 
 const savedViewCols = `id, page, name, query, role, created_by, created_at`
 
@@ -25,9 +24,9 @@ func scanSavedView(row pgx.CollectableRow) (desk.SavedView, error) {
 // insert's own statement, which starts after the lock, counts the views. The lock is no
 // role (ops.Role): it orders two requests of one person for the length of one insert, and
 // the second waits its turn rather than skipping it.
-func (db *DB) SaveView(ctx context.Context, v desk.SavedView, perUser int) (desk.SavedView, error) {
+func (s *Store) SaveView(ctx context.Context, v desk.SavedView, perUser int) (desk.SavedView, error) {
 	var out desk.SavedView
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('saved_views ' || $1), hashtext($2))`, v.Page, v.CreatedBy); err != nil {
 			return err
 		}
@@ -47,17 +46,17 @@ RETURNING `+savedViewCols, v.Page, v.Name, v.Query, string(v.Role), v.CreatedBy,
 	if errors.Is(err, desk.ErrSavedViewLimit) {
 		return v, err
 	}
-	return out, interpret(err, "save view")
+	return out, pg.Interpret(err, "save view")
 }
 
 // ListSavedViews implements desk.SavedViewStore. The filter is cut in the statement, so a
 // view saved before filters were bounded costs a page at most a kilobyte.
-func (db *DB) ListSavedViews(ctx context.Context, page string, roles []desk.Role, viewer string, limit int) (desk.SavedViewList, error) {
+func (s *Store) ListSavedViews(ctx context.Context, page string, roles []desk.Role, viewer string, limit int) (desk.SavedViewList, error) {
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = string(r)
 	}
-	rows, err := db.Pool.Query(ctx, `
+	rows, err := s.db.Pool.Query(ctx, `
 WITH v AS (
 	SELECT id, page, left(name, @name_max) AS name, left(query, @query_max + 1) AS query, role, created_by, created_at,
 		created_by = @viewer AS own, row_number() OVER (PARTITION BY created_by ORDER BY lower(name), id) AS turn
@@ -73,7 +72,7 @@ SELECT `+savedViewCols+`, own, total FROM (SELECT * FROM own UNION ALL SELECT * 
 		pgx.NamedArgs{"page": page, "roles": names, "viewer": viewer, "limit": limit,
 			"name_max": desk.MaxSavedViewName, "query_max": desk.MaxSavedViewQuery})
 	if err != nil {
-		return desk.SavedViewList{}, interpret(err, "list saved views")
+		return desk.SavedViewList{}, pg.Interpret(err, "list saved views")
 	}
 	defer rows.Close()
 	var l desk.SavedViewList
@@ -82,7 +81,7 @@ SELECT `+savedViewCols+`, own, total FROM (SELECT * FROM own UNION ALL SELECT * 
 		var own bool
 		var total int
 		if err := rows.Scan(&v.ID, &v.Page, &v.Name, &v.Query, &v.Role, &v.CreatedBy, &v.CreatedAt, &own, &total); err != nil {
-			return l, interpret(err, "list saved views")
+			return l, pg.Interpret(err, "list saved views")
 		}
 		if own {
 			l.Own, l.OwnTotal = append(l.Own, v), total
@@ -90,24 +89,24 @@ SELECT `+savedViewCols+`, own, total FROM (SELECT * FROM own UNION ALL SELECT * 
 			l.Shared, l.SharedTotal = append(l.Shared, v), total
 		}
 	}
-	return l, interpret(rows.Err(), "list saved views")
+	return l, pg.Interpret(rows.Err(), "list saved views")
 }
 
 // GetSavedView implements desk.SavedViewStore.
-func (db *DB) GetSavedView(ctx context.Context, id int64) (desk.SavedView, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+savedViewCols+` FROM saved_views WHERE id = $1`, id)
+func (s *Store) GetSavedView(ctx context.Context, id int64) (desk.SavedView, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT `+savedViewCols+` FROM saved_views WHERE id = $1`, id)
 	if err != nil {
-		return desk.SavedView{}, interpret(err, "read saved view")
+		return desk.SavedView{}, pg.Interpret(err, "read saved view")
 	}
 	v, err := pgx.CollectExactlyOneRow(rows, scanSavedView)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, ops.Errorf(ops.ENOTFOUND, "There is no saved view %d.", id)
 	}
-	return v, interpret(err, "read saved view")
+	return v, pg.Interpret(err, "read saved view")
 }
 
 // DeleteSavedView implements desk.SavedViewStore.
-func (db *DB) DeleteSavedView(ctx context.Context, id int64) error {
-	_, err := db.Pool.Exec(ctx, `DELETE FROM saved_views WHERE id = $1`, id)
-	return interpret(err, "delete saved view")
+func (s *Store) DeleteSavedView(ctx context.Context, id int64) error {
+	_, err := s.db.Pool.Exec(ctx, `DELETE FROM saved_views WHERE id = $1`, id)
+	return pg.Interpret(err, "delete saved view")
 }

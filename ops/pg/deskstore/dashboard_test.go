@@ -1,4 +1,4 @@
-package pg_test
+package deskstore_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -74,7 +75,7 @@ FROM generate_series(1, 20000) g JOIN LATERAL (SELECT id FROM operations OFFSET 
 			queue: desk.QueueFilter{Status: ops.StatusUnknown, Search: "ord_10", Now: now}},
 	}
 	for _, c := range cases {
-		plans, err := db.DashboardPlans(ctx, opID, c.audit, c.search, c.queue)
+		plans, err := deskstore.New(db).DashboardPlans(ctx, opID, c.audit, c.search, c.queue)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,4 +120,20 @@ func sortsMoreThan(plan string, n int) bool {
 		}
 	}
 	return false
+}
+
+// The audit log page filtered to openings reads the operations alone, not the whole log for
+// rows that no longer come: an operation's opening is read from its creation.
+func TestTheOpeningsPageReadsNoAuditLog(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	plans, err := deskstore.New(db).DashboardPlans(ctx, "00000000-0000-0000-0000-000000000001", desk.AuditFilter{Action: "open"}, "x",
+		desk.QueueFilter{Status: ops.StatusUnknown, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plans["audit"], "audit_log") {
+		t.Errorf("the openings' page reads the audit log:\n%s", plans["audit"])
+	}
 }

@@ -1,38 +1,25 @@
-package pg
+package accountstore
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
-// newToken returns a new API token and its SHA-256, which is all that is stored.
-func newToken() (string, [32]byte, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", [32]byte{}, fmt.Errorf("generate token: %w", err)
-	}
-	token := TokenPrefix + hex.EncodeToString(b)
-	return token, sha256.Sum256([]byte(token)), nil
-}
-
 // Tokens lists the API tokens, live ones first, newest first.
-func (db *DB) Tokens(ctx context.Context) ([]desk.APIToken, error) {
-	rows, err := db.Pool.Query(ctx, `
+func (s *Store) Tokens(ctx context.Context) ([]desk.APIToken, error) {
+	rows, err := s.db.Pool.Query(ctx, `
 SELECT k.id, t.name, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at
 FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
 ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC LIMIT 1000`)
 	if err != nil {
-		return nil, interpret(err, "list tokens")
+		return nil, pg.Interpret(err, "list tokens")
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (desk.APIToken, error) {
 		var k desk.APIToken
@@ -44,19 +31,19 @@ ORDER BY k.revoked_at IS NOT NULL, k.created_at DESC, k.id DESC LIMIT 1000`)
 // IssueToken makes a new API token for the tenant named tenant, creating the tenant if it
 // is new, and records who did it, in one statement: a refusal changes nothing. Only the
 // token's SHA-256 is stored: it is returned once, here.
-func (db *DB) IssueToken(ctx context.Context, tenant, name, actor string, now time.Time) (string, error) {
-	if err := checkTenantName(tenant); err != nil {
+func (s *Store) IssueToken(ctx context.Context, tenant, name, actor string, now time.Time) (string, error) {
+	if err := pg.CheckTenantName(tenant); err != nil {
 		return "", err
 	}
 	if len(name) > 100 {
 		return "", ops.Errorf(ops.EINVALID, "A token's name is at most 100 characters.")
 	}
-	token, sum, err := newToken()
+	token, sum, err := pg.NewToken()
 	if err != nil {
 		return "", err
 	}
 	var id int64
-	err = db.Pool.QueryRow(ctx, `
+	err = s.db.Pool.QueryRow(ctx, `
 WITH t AS (
 	-- The no-op update makes RETURNING give an existing tenant too.
 	INSERT INTO tenants AS t (name) VALUES (@tenant)
@@ -75,16 +62,16 @@ WITH t AS (
 SELECT id FROM k`, pgx.NamedArgs{"tenant": tenant, "name": name, "hash": sum[:], "prefix": token[:8],
 		"now": now, "actor": actor}).Scan(&id)
 	if err != nil {
-		return "", interpret(err, "issue token")
+		return "", pg.Interpret(err, "issue token")
 	}
 	return token, nil
 }
 
 // RevokeToken revokes a token and records who did it, in one statement. Revoking a revoked
 // token changes nothing and records nothing.
-func (db *DB) RevokeToken(ctx context.Context, id int64, actor string, now time.Time) (desk.APIToken, error) {
+func (s *Store) RevokeToken(ctx context.Context, id int64, actor string, now time.Time) (desk.APIToken, error) {
 	var k desk.APIToken
-	err := db.Pool.QueryRow(ctx, `
+	err := s.db.Pool.QueryRow(ctx, `
 WITH old AS (SELECT id, revoked_at FROM api_tokens WHERE id = @id FOR UPDATE),
 up AS (
 	UPDATE api_tokens k SET revoked_at = coalesce(k.revoked_at, @now::timestamptz)
@@ -101,7 +88,7 @@ SELECT up.id, t.name, up.name, up.prefix, up.created_at, up.revoked_at FROM up J
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, ops.Errorf(ops.ENOTFOUND, "No API token with id %d.", id)
 	} else if err != nil {
-		return k, interpret(err, "revoke token")
+		return k, pg.Interpret(err, "revoke token")
 	}
 	return k, nil
 }

@@ -2,103 +2,18 @@ package pg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/outbox"
 )
 
-var _ desk.FollowUpStore = (*DB)(nil)
-
-// AddFollowUp implements desk.FollowUpStore. It marks the operation followed, which is what
-// lets the close's trigger (migrations 00030 and 00037) fire for it; the update's lock on
-// the operation's row makes a close that runs at the same time wait for this insert, and
-// the close then carries the flag and its trigger sees the new follow-up and settles it. A
-// close that got there first leaves the row closed, and nothing is inserted. The flag is
-// not part of the operation's version: no compare-and-set of the ledger fails for it.
-func (db *DB) AddFollowUp(ctx context.Context, userID int64, opID string, now time.Time) (bool, error) {
-	if _, err := uuid.Parse(opID); err != nil {
-		return false, ops.Errorf(ops.ENOTFOUND, "No operation %q.", opID)
-	}
-	var id int64
-	err := db.Pool.QueryRow(ctx, `
-WITH o AS (
-	UPDATE operations SET followed = true
-	WHERE id = @op AND status IN `+openStatuses+`
-	RETURNING id
-)
-INSERT INTO follow_ups (user_id, operation_id, created_at) SELECT @user, id, @now FROM o
-ON CONFLICT (user_id, operation_id) DO NOTHING
-RETURNING id`, pgx.NamedArgs{"op": opID, "user": userID, "now": now}).Scan(&id)
-	if err == nil {
-		return true, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return false, interpret(err, "add follow-up")
-	}
-	var exists bool
-	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM follow_ups WHERE user_id = $1 AND operation_id = $2)`,
-		userID, opID).Scan(&exists); err != nil {
-		return false, interpret(err, "add follow-up")
-	}
-	if exists {
-		return false, nil
-	}
-	return false, db.lostRace(ctx, opID, "follow")
-}
-
-// FollowUpsOf implements desk.FollowUpStore.
-func (db *DB) FollowUpsOf(ctx context.Context, userID int64, limit int) ([]desk.FollowUp, error) {
-	rows, err := db.Pool.Query(ctx, `
-SELECT `+opCols+`, f.id, f.user_id, f.created_at, f.settled_at, coalesce(f.outcome, ''), f.read_at
-FROM follow_ups f JOIN operations o ON o.id = f.operation_id
-WHERE f.user_id = $1
-ORDER BY CASE WHEN f.settled_at IS NOT NULL AND f.read_at IS NULL THEN 0 WHEN f.settled_at IS NULL THEN 1 ELSE 2 END,
-	coalesce(f.settled_at, f.created_at) DESC, f.id DESC
-LIMIT $2`, userID, limit)
-	if err != nil {
-		return nil, interpret(err, "list follow-ups")
-	}
-	defer rows.Close()
-	var out []desk.FollowUp
-	for rows.Next() {
-		var f desk.FollowUp
-		var outcome string
-		if f.Op, err = scanOp(rows, &f.ID, &f.UserID, &f.CreatedAt, &f.SettledAt, &outcome, &f.ReadAt); err != nil {
-			return nil, interpret(err, "list follow-ups")
-		}
-		f.Outcome = ops.Status(outcome)
-		out = append(out, f)
-	}
-	return out, interpret(rows.Err(), "list follow-ups")
-}
-
-// UnreadFollowUps implements desk.FollowUpStore.
-func (db *DB) UnreadFollowUps(ctx context.Context, userID int64) (int, error) {
-	var n int
-	err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM follow_ups WHERE user_id = $1 AND settled_at IS NOT NULL AND read_at IS NULL`,
-		userID).Scan(&n)
-	return n, interpret(err, "count follow-ups")
-}
-
-// MarkFollowUpRead implements desk.FollowUpStore.
-func (db *DB) MarkFollowUpRead(ctx context.Context, userID, id int64, at time.Time) error {
-	tag, err := db.Pool.Exec(ctx, `UPDATE follow_ups SET read_at = coalesce(read_at, $3)
-WHERE id = $2 AND user_id = $1 AND settled_at IS NOT NULL`, userID, id, at)
-	if err != nil {
-		return interpret(err, "mark follow-up read")
-	}
-	if tag.RowsAffected() == 0 {
-		return ops.Errorf(ops.ENOTFOUND, "No settled follow-up %d of yours.", id)
-	}
-	return nil
-}
+// The follow-ups' notifications are the outbox's: the close that settles a follow-up writes
+// them in its own transaction (migrations 00030 and 00037), and the relays here deliver
+// them as the operations' outbox is delivered. The follow-ups themselves are the desk's, in
+// ops/pg/deskstore.
 
 // FollowUpOutbox is one channel's part of the follow-ups' outbox, for an outbox.Relay:
 // the relays of the two channels ("webhook", "email") never hold each other's rows, so a

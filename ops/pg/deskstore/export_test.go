@@ -1,4 +1,4 @@
-package pg
+package deskstore
 
 import (
 	"context"
@@ -8,14 +8,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
 // DashboardPlans returns the plan Postgres picks for each list the dashboard reads, by
 // name, so tests can check every one is served by an index.
-func (db *DB) DashboardPlans(ctx context.Context, opID string, f desk.AuditFilter, search string, q desk.QueueFilter) (map[string]string, error) {
+func (s *Store) DashboardPlans(ctx context.Context, opID string, f desk.AuditFilter, search string, q desk.QueueFilter) (map[string]string, error) {
 	plans := map[string]string{}
 	explain := func(name, sql string, args ...any) error {
-		rows, err := db.Pool.Query(ctx, "EXPLAIN "+sql, args...)
+		rows, err := s.db.Pool.Query(ctx, "EXPLAIN "+sql, args...)
 		if err != nil {
 			return fmt.Errorf("explain %s: %w", name, err)
 		}
@@ -39,7 +40,7 @@ func (db *DB) DashboardPlans(ctx context.Context, opID string, f desk.AuditFilte
 	}
 	where, qargs := queueWhere(q, q.Now)
 	qargs["status"], qargs["limit"] = string(q.Status), 51
-	if err := explain("queue", `SELECT `+opCols+` FROM operations o WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`, qargs); err != nil {
+	if err := explain("queue", `SELECT `+pg.OpCols+` FROM operations o WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`, qargs); err != nil {
 		return nil, err
 	}
 	for name, sql := range map[string]string{

@@ -1,4 +1,4 @@
-package pg
+package deskstore
 
 import (
 	"context"
@@ -11,9 +11,8 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/pg"
 )
-
-var _ desk.BulkStore = (*DB)(nil)
 
 // bulkFilter is a queue filter as bulk_lookups.filter keeps it.
 type bulkFilter struct {
@@ -53,7 +52,7 @@ func scanBulk(row pgx.CollectableRow) (desk.BulkLookup, error) {
 
 // StartBulk implements desk.BulkStore: the count of matching operations and the new row in
 // one snapshot.
-func (db *DB) StartBulk(ctx context.Context, b desk.BulkLookup) (desk.BulkLookup, error) {
+func (s *Store) StartBulk(ctx context.Context, b desk.BulkLookup) (desk.BulkLookup, error) {
 	f := b.Filter
 	filter, err := json.Marshal(bulkFilter{Status: f.Status, TenantID: f.TenantID, Kind: f.Kind, Provider: f.Provider,
 		OlderThan: f.OlderThan, Now: f.Now, Search: f.Search})
@@ -62,39 +61,39 @@ func (db *DB) StartBulk(ctx context.Context, b desk.BulkLookup) (desk.BulkLookup
 	}
 	where, args := queueWhere(f, f.Now)
 	args["status"], args["actor"], args["filter"], args["label"], args["now"] = string(f.Status), b.Actor, filter, b.FilterLabel, b.StartedAt
-	rows, err := db.Pool.Query(ctx, `INSERT INTO bulk_lookups (actor, filter, filter_label, state, started_at, total)
+	rows, err := s.db.Pool.Query(ctx, `INSERT INTO bulk_lookups (actor, filter, filter_label, state, started_at, total)
 SELECT @actor, @filter, @label, 'running', @now, count(*) FROM operations o
 WHERE o.status = @status AND o.created_at <= @now AND `+where+`
 RETURNING `+bulkCols, args)
 	if err != nil {
-		return b, interpret(err, "start bulk lookup")
+		return b, pg.Interpret(err, "start bulk lookup")
 	}
 	out, err := pgx.CollectExactlyOneRow(rows, scanBulk)
-	return out, interpret(err, "start bulk lookup")
+	return out, pg.Interpret(err, "start bulk lookup")
 }
 
 // ClaimBulk implements desk.BulkStore.
-func (db *DB) ClaimBulk(ctx context.Context, owner string, now, until time.Time) (*desk.BulkLookup, error) {
-	rows, err := db.Pool.Query(ctx, `UPDATE bulk_lookups SET lease_owner = $1, lease_until = $3
+func (s *Store) ClaimBulk(ctx context.Context, owner string, now, until time.Time) (*desk.BulkLookup, error) {
+	rows, err := s.db.Pool.Query(ctx, `UPDATE bulk_lookups SET lease_owner = $1, lease_until = $3
 WHERE id = (SELECT id FROM bulk_lookups WHERE state = 'running' AND (lease_until IS NULL OR lease_until < $2)
 	ORDER BY started_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING `+bulkCols, owner, now, until)
 	if err != nil {
-		return nil, interpret(err, "claim bulk lookup")
+		return nil, pg.Interpret(err, "claim bulk lookup")
 	}
 	b, err := pgx.CollectExactlyOneRow(rows, scanBulk)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, interpret(err, "claim bulk lookup")
+		return nil, pg.Interpret(err, "claim bulk lookup")
 	}
 	return &b, nil
 }
 
 // SaveBulkProgress implements desk.BulkStore. The counts are saved even when someone stopped
 // the run meanwhile: those lookups happened.
-func (db *DB) SaveBulkProgress(ctx context.Context, b desk.BulkLookup, owner string, now, until time.Time, finished bool) (string, error) {
+func (s *Store) SaveBulkProgress(ctx context.Context, b desk.BulkLookup, owner string, now, until time.Time, finished bool) (string, error) {
 	reasons, err := json.Marshal(b.Reasons)
 	if err != nil {
 		return "", fmt.Errorf("encode bulk reasons: %w", err)
@@ -109,7 +108,7 @@ func (db *DB) SaveBulkProgress(ctx context.Context, b desk.BulkLookup, owner str
 		at, id = &b.Cursor.CreatedAt, &b.Cursor.ID
 	}
 	var state string
-	err = db.Pool.QueryRow(ctx, `UPDATE bulk_lookups SET done = @done, closed = @closed, already_closed = @already,
+	err = s.db.Pool.QueryRow(ctx, `UPDATE bulk_lookups SET done = @done, closed = @closed, already_closed = @already,
 	need_person = @need, reasons = @reasons, samples = @samples, cursor_at = @at, cursor_id = @cid::uuid,
 	lease_until = CASE WHEN @finished::boolean THEN NULL ELSE @until::timestamptz END,
 	lease_owner = CASE WHEN @finished::boolean THEN NULL ELSE lease_owner END,
@@ -122,46 +121,46 @@ RETURNING state`, pgx.NamedArgs{"done": b.Done, "closed": b.Closed, "already": b
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", desk.ErrBulkLeaseLost
 	}
-	return state, interpret(err, "save bulk lookup")
+	return state, pg.Interpret(err, "save bulk lookup")
 }
 
 // StopBulk implements desk.BulkStore.
-func (db *DB) StopBulk(ctx context.Context, id int64, actor string, now time.Time) (desk.BulkLookup, error) {
-	rows, err := db.Pool.Query(ctx, `UPDATE bulk_lookups SET state = 'stopped', stopped_by = $2, finished_at = $3
+func (s *Store) StopBulk(ctx context.Context, id int64, actor string, now time.Time) (desk.BulkLookup, error) {
+	rows, err := s.db.Pool.Query(ctx, `UPDATE bulk_lookups SET state = 'stopped', stopped_by = $2, finished_at = $3
 WHERE id = $1 AND state = 'running' RETURNING `+bulkCols, id, actor, now)
 	if err != nil {
-		return desk.BulkLookup{}, interpret(err, "stop bulk lookup")
+		return desk.BulkLookup{}, pg.Interpret(err, "stop bulk lookup")
 	}
 	b, err := pgx.CollectExactlyOneRow(rows, scanBulk)
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, gerr := db.GetBulk(ctx, id)
+		cur, gerr := s.GetBulk(ctx, id)
 		if gerr != nil {
 			return desk.BulkLookup{}, gerr
 		}
 		return cur, ops.Errorf(ops.ECONFLICT, "Bulk lookup %d is no longer running: it is %s.", id, cur.State)
 	}
-	return b, interpret(err, "stop bulk lookup")
+	return b, pg.Interpret(err, "stop bulk lookup")
 }
 
 // GetBulk implements desk.BulkStore.
-func (db *DB) GetBulk(ctx context.Context, id int64) (desk.BulkLookup, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+bulkCols+` FROM bulk_lookups WHERE id = $1`, id)
+func (s *Store) GetBulk(ctx context.Context, id int64) (desk.BulkLookup, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT `+bulkCols+` FROM bulk_lookups WHERE id = $1`, id)
 	if err != nil {
-		return desk.BulkLookup{}, interpret(err, "read bulk lookup")
+		return desk.BulkLookup{}, pg.Interpret(err, "read bulk lookup")
 	}
 	b, err := pgx.CollectExactlyOneRow(rows, scanBulk)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, ops.Errorf(ops.ENOTFOUND, "There is no bulk lookup %d.", id)
 	}
-	return b, interpret(err, "read bulk lookup")
+	return b, pg.Interpret(err, "read bulk lookup")
 }
 
 // RunningBulks implements desk.BulkStore.
-func (db *DB) RunningBulks(ctx context.Context) ([]desk.BulkLookup, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT `+bulkCols+` FROM bulk_lookups WHERE state = 'running' ORDER BY started_at, id LIMIT 20`)
+func (s *Store) RunningBulks(ctx context.Context) ([]desk.BulkLookup, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT `+bulkCols+` FROM bulk_lookups WHERE state = 'running' ORDER BY started_at, id LIMIT 20`)
 	if err != nil {
-		return nil, interpret(err, "list bulk lookups")
+		return nil, pg.Interpret(err, "list bulk lookups")
 	}
 	list, err := pgx.CollectRows(rows, scanBulk)
-	return list, interpret(err, "list bulk lookups")
+	return list, pg.Interpret(err, "list bulk lookups")
 }
