@@ -201,16 +201,18 @@ func parseRequest(a api, body []byte, header func(string) string) (*request, err
 		return nil, err
 	}
 
-	fp := make(map[string]any, len(fields))
-	for name, raw := range fields {
-		if a.excluded(name) || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-			continue
+	// The body is decoded once more, whole, with its numbers kept as they were written
+	// (one decoder, where one per field allocated a buffer each); a top-level key given
+	// twice keeps its last value, as in fields.
+	v, err := canonical(body)
+	fp, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return nil, malformed
+	}
+	for name, v := range fp {
+		if a.excluded(name) || v == nil {
+			delete(fp, name)
 		}
-		v, err := canonical(raw)
-		if err != nil {
-			return nil, malformed
-		}
-		fp[name] = v
 	}
 	req.fingerprinted = fp
 	return req, nil
