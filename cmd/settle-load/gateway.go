@@ -46,6 +46,9 @@ type gatewayConfig struct {
 	timeout    time.Duration // a request's limit, answer included
 	settleBin  string
 	dir        string
+	// statements has the cluster count each statement (pg_stat_statements), to report
+	// the statements each request cost; off by default, as counting costs Postgres a little.
+	statements bool
 }
 
 func gatewayMain(args []string) int {
@@ -78,6 +81,7 @@ func parseGatewayFlags(args []string) (gatewayConfig, error) {
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "a request's limit, its answer read to the end included")
 	fs.StringVar(&c.settleBin, "settle", "bin/settle", "the settle binary to run")
 	fs.StringVar(&c.dir, "dir", ".settle", "folder under which the run keeps its cluster and the servers' logs")
+	fs.BoolVar(&c.statements, "statements", envString("STATEMENTS", "") != "", "count Postgres's statements (pg_stat_statements) and report them per request and the costliest of each Settle phase (env STATEMENTS=1)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -207,6 +211,9 @@ func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w
 		}
 	}()
 	fmt.Fprintf(out, "gateway benchmark in %s: starting a durable Postgres, the fake LLM, the fake Anthropic, Settle and a reverse proxy\n", w.runDir)
+	if cfg.statements {
+		w.pgSettings = map[string]string{"shared_preload_libraries": "pg_stat_statements"}
+	}
 	if err := w.startDatabase(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -219,6 +226,11 @@ func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w
 	}
 	if err := w.prepare(ctx, append(slices.Clip(gatewayEnv), "SETTLE_ANTHROPIC_BASE_URL="+anthropicBase)); err != nil {
 		return nil, nil, err
+	}
+	if cfg.statements {
+		if _, err := w.db.Pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			return nil, nil, fmt.Errorf("count statements: %w", err)
+		}
 	}
 	settle, err := w.startReplica(ctx, "settle", freeAddr())
 	if err != nil {
@@ -266,6 +278,7 @@ type phase struct {
 	walSync int64           // WAL flushes to disk over the span (pg_stat_wal.wal_sync)
 	starved time.Duration   // how long, over the span, some task of the machine waited for a CPU
 	peakRSS int64           // the target process's VmHWM at the end, kB
+	stmts   *statements     // what Postgres ran over the span, with -statements
 }
 
 // add returns p with q's requests added (another turn of the same target and rate); p may be
@@ -291,6 +304,7 @@ func (p *phase) add(q *phase) *phase {
 	p.walSync += q.walSync
 	p.starved += q.starved
 	p.peakRSS = max(p.peakRSS, q.peakRSS)
+	p.stmts = p.stmts.add(q.stmts)
 	return p
 }
 
@@ -314,6 +328,10 @@ func (t *target) drive(ctx context.Context, api *gatewayAPI, rate float64, d tim
 	if t.proc != nil {
 		cpu0, wait0 = t.proc.cpu(), t.proc.runQueueWait()
 	}
+	counting := w.pgSettings != nil
+	if counting {
+		resetStatements(ctx, w)
+	}
 	pg0, wal0, starved0 := clusterCPU(w.cluster.Dir), walSyncs(ctx, w), cpuPressure()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -333,6 +351,9 @@ func (t *target) drive(ctx context.Context, api *gatewayAPI, rate float64, d tim
 	wg.Wait()
 	p := &phase{target: t, api: api, rate: rate, sent: sent, errors: map[string]int{}, span: time.Since(start),
 		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0, starved: cpuPressure() - starved0}
+	if counting {
+		p.stmts = readStatements(ctx, w)
+	}
 	if t.proc != nil {
 		p.cpu, p.waited = t.proc.cpu()-cpu0, t.proc.runQueueWait()-wait0
 		t.proc.sample()

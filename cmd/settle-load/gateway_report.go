@@ -62,6 +62,7 @@ func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, loadBefore,
 		"(pg_stat_wal.wal_sync) per request, concurrent commits sharing one; peak RSS: VmHWM so far.\n")
 	fmt.Fprintf(out, "late p99: how late the generator sent its requests against the schedule (its own health); CPU PSI: share of the\n"+
 		"phase during which some task of the machine, ours or another's, waited for a CPU (/proc/pressure/cpu).\n")
+	printStatements(out, phases)
 	printGatewayTargets(out, cfg.apis, byRate)
 }
 

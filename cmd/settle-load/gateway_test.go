@@ -117,3 +117,35 @@ func TestGatewayFlags(t *testing.T) {
 		}
 	}
 }
+
+// With -statements, each of Settle's phases reports what Postgres ran per request and its
+// costliest statements; the turns of one rate add up statement by statement.
+func TestGatewayStatementsPerRequest(t *testing.T) {
+	settle := &target{name: "settle"}
+	chat := &gatewayAPI{name: "chat"}
+	turn := func(open, finish int64) *statements {
+		return &statements{calls: open + finish, exec: time.Duration(open+3*finish) * 100 * time.Microsecond, walBytes: float64(open*500 + finish*4000),
+			each: []statement{{query: "WITH ins AS ( INSERT INTO operations", calls: open, exec: time.Duration(open) * 100 * time.Microsecond, walBytes: float64(open * 500)},
+				{query: "WITH up AS ( UPDATE operations", calls: finish, exec: time.Duration(finish) * 300 * time.Microsecond, walBytes: float64(finish * 4000)}}}
+	}
+	p := (&phase{target: settle, api: chat, rate: 300, sent: 100, stmts: turn(100, 100)}).add(
+		&phase{target: settle, api: chat, rate: 300, sent: 100, errors: map[string]int{}, stmts: turn(100, 100)})
+	var out strings.Builder
+	printStatements(&out, []*phase{p, {target: &target{name: "proxy"}, api: chat, rate: 300, sent: 100}})
+	got := out.String()
+	for _, want := range []string{
+		"300/s chat: 2.00 statements, 0.400 ms executing, 4.4 kB of WAL per request",
+		" 1.00 per request,    300 µs and   4000 B of WAL each: WITH up AS ( UPDATE operations",
+		" 1.00 per request,    100 µs and    500 B of WAL each: WITH ins AS ( INSERT INTO operations",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the statements' report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Index(got, "UPDATE operations") > strings.Index(got, "INSERT INTO operations") {
+		t.Errorf("the costliest statement is not first:\n%s", got)
+	}
+	if strings.Contains(got, "proxy") {
+		t.Errorf("a phase without counts is reported:\n%s", got)
+	}
+}

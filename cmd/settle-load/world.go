@@ -36,6 +36,8 @@ type world struct {
 	tokens  []string // the API token of each tenant
 	// anthropic is the fake Anthropic, which only the gateway benchmark starts.
 	anthropic *fake.Anthropic
+	// pgSettings are server settings of the cluster beside localpg's own.
+	pgSettings map[string]string
 
 	mu sync.Mutex
 	// slots are the two addresses the client balances over; the process behind one changes
@@ -95,7 +97,7 @@ func newWorld(cfg config, prefix string) (*world, error) {
 // startDatabase starts the private cluster, durable as in production (fsync and
 // synchronous commits on), and creates the run's database.
 func (w *world) startDatabase(ctx context.Context) error {
-	c, err := localpg.Start(ctx, localpg.Options{Dir: filepath.Join(w.runDir, "pg"), Durable: true})
+	c, err := localpg.Start(ctx, localpg.Options{Dir: filepath.Join(w.runDir, "pg"), Durable: true, Settings: w.pgSettings})
 	if err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}
