@@ -17,5 +17,14 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
-ALTER TABLE operations ALTER COLUMN request SET COMPRESSION default,
-    ALTER COLUMN result SET COMPRESSION default, ALTER COLUMN stream_events SET COMPRESSION default;
+-- +goose StatementBegin
+DO $$
+BEGIN
+    EXECUTE 'ALTER TABLE operations ALTER COLUMN request SET COMPRESSION default, '
+        'ALTER COLUMN result SET COMPRESSION default, ALTER COLUMN stream_events SET COMPRESSION default';
+EXCEPTION WHEN syntax_error THEN
+    -- A server too old to name a column's compression never changed it.
+    NULL;
+END
+$$;
+-- +goose StatementEnd
