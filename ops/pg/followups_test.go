@@ -2,7 +2,6 @@ package pg_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -139,49 +138,6 @@ CREATE TRIGGER refuse BEFORE INSERT ON follow_up_outbox FOR EACH ROW EXECUTE FUN
 	}
 	if n := f.count(t, `SELECT count(*) FROM follow_ups WHERE operation_id = $1 AND settled_at IS NULL`, op.ID); n != 1 {
 		t.Fatalf("%d waiting follow-ups, want 1", n)
-	}
-}
-
-func TestFollowOnlyOpenOperationsOncePerPerson(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	f := newFixture(t)
-	op := f.toUnknown(t, "once")
-	u := f.watcher(t, "once@example.com", op)
-	created, err := deskstore.New(f.db).AddFollowUp(ctx, u, op.ID, f.clock.Now())
-	if err != nil || created {
-		t.Fatalf("second follow: created %v, %v; want an answer that it is already followed", created, err)
-	}
-	f.clock.Advance(time.Minute)
-	if _, err := f.ledger.Close(ctx, ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded,
-		Actor: "oncall@example.com", Evidence: ops.Evidence{Kind: ops.EvidenceNote, ProviderRef: "re_once", Summary: "seen"}}); err != nil {
-		t.Fatal(err)
-	}
-	var other int64
-	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ('late@example.com', 'x', 'support') RETURNING id`).
-		Scan(&other); err != nil {
-		t.Fatal(err)
-	}
-	_, err = deskstore.New(f.db).AddFollowUp(ctx, other, op.ID, f.clock.Now())
-	var e *ops.Error
-	if !errors.As(err, &e) || e.Code != ops.ECONFLICT || e.Closed == nil {
-		t.Fatalf("following a closed operation: %v, want a conflict naming who closed it", err)
-	}
-	if n, err := deskstore.New(f.db).UnreadFollowUps(ctx, u); err != nil || n != 1 {
-		t.Fatalf("unread %d, %v; want 1", n, err)
-	}
-	list, err := deskstore.New(f.db).FollowUpsOf(ctx, u, 10)
-	if err != nil || len(list) != 1 || !list[0].Settled() || list[0].Op.ID != op.ID {
-		t.Fatalf("follow-ups %+v, %v", list, err)
-	}
-	if err := deskstore.New(f.db).MarkFollowUpRead(ctx, other, list[0].ID, f.clock.Now()); ops.ErrorCode(err) != ops.ENOTFOUND {
-		t.Fatalf("another person marked it read: %v", err)
-	}
-	if err := deskstore.New(f.db).MarkFollowUpRead(ctx, u, list[0].ID, f.clock.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := deskstore.New(f.db).UnreadFollowUps(ctx, u); n != 0 {
-		t.Fatalf("unread %d after marking read", n)
 	}
 }
 
