@@ -19,9 +19,12 @@ test: deps check-generated lint
 # check is the quick loop: the unit and Postgres tests without the race detector, leaving
 # out (with -short) the browser, Alertmanager, pgbouncer, failover, crash and chaos tests
 # that make test runs. A test that needs a program the machine lacks skips and names the
-# command that installs it, unless SETTLE_TEST_STRICT=1.
+# command that installs it, unless SETTLE_TEST_STRICT=1. go test runs two packages at a time
+# (one a core) and starts them in the order named: the longest (web, ops/pg, cmd/settle) are
+# named first, so that they run beside the short ones instead of alone at the end.
+CHECK_FIRST := ./web/ ./ops/pg/ ./cmd/settle/
 check:
-	$(GO) test -short -count=1 -timeout 10m ./...
+	$(GO) test -short -count=1 -timeout 10m $(CHECK_FIRST) ./...
 
 bench: deps
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime=5s -timeout 120m .
