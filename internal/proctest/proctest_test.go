@@ -1,6 +1,7 @@
 package proctest_test
 
 import (
+	"errors"
 	"net"
 	"os/exec"
 	"strings"
@@ -37,20 +38,12 @@ func TestStartWaitAndStop(t *testing.T) {
 // The waits answer once a process listens, and say what it printed when it exits first.
 func TestWaitsForAListenerAndSeeAnExit(t *testing.T) {
 	t.Parallel()
-	addr := proctest.FreeAddr(t)
-	if c, err := net.Dial("tcp", addr); err == nil {
-		c.Close()
-		t.Fatalf("something listens on the free address %s", addr)
-	}
 	p := proctest.Start(t, "exits", exec.Command("sh", "-c", "echo bye; exit 3"))
 	p.Wait(t, 10*time.Second)
 	if code := p.ExitCode(); code != 3 || !strings.Contains(p.Out.String(), "bye") {
 		t.Fatalf("exit code %d, output %q", code, p.Out)
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr, l := listenOnAFreeAddr(t)
 	defer l.Close()
 	alive := proctest.Start(t, "sleeper", exec.Command("sleep", "30"))
 	alive.WaitDial(t, addr, 5*time.Second)
@@ -58,4 +51,29 @@ func TestWaitsForAListenerAndSeeAnExit(t *testing.T) {
 	if alive.Alive() || alive.Cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatal("Kill did not end the process with SIGKILL")
 	}
+}
+
+// listenOnAFreeAddr listens on an address FreeAddr picked, after checking that nothing
+// listened there. A free address is only free when picked: another process (another test
+// binary picking from the same range) may bind it before this one does, and then a new
+// address is picked.
+func listenOnAFreeAddr(t *testing.T) (string, net.Listener) {
+	t.Helper()
+	for range 20 {
+		addr := proctest.FreeAddr(t)
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			t.Fatalf("something listens on the free address %s", addr)
+		}
+		l, err := net.Listen("tcp", addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return addr, l
+	}
+	t.Fatal("every free address picked was taken before the test could listen on it")
+	return "", nil
 }
