@@ -30,8 +30,9 @@ type Store interface {
 	// evidence, audit and outbox rows and answering a client request, all in one transaction.
 	// A lost compare-and-set returns ECONFLICT naming who closed it.
 	Transition(ctx context.Context, p TransitionParams) (*Operation, error)
-	// SetPhase records how far owner's attempt got and extends its lease, without a new
-	// version or an audit row: progress is not a decision.
+	// SetPhase records how far owner's attempt got and extends its lease to leaseUntil, or
+	// leaves the lease as it is when leaseUntil is zero, without a new version or an audit
+	// row: progress is not a decision.
 	SetPhase(ctx context.Context, id, owner string, phase Phase, leaseUntil, now time.Time) (*Operation, error)
 	// AnswerClientRequest records how a client request was answered.
 	AnswerClientRequest(ctx context.Context, id int64, a Answer, at time.Time) error

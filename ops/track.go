@@ -75,7 +75,7 @@ func (t *tracker) flushPhase() {
 	t.pending, t.flush = PhaseNone, nil
 	t.mu.Unlock()
 	if !stopped && p != PhaseNone {
-		t.write(p)
+		t.write(p, false)
 	}
 }
 
@@ -97,7 +97,7 @@ func (t *tracker) renewLease() {
 		}
 	}
 	t.mu.Unlock()
-	t.write(p)
+	t.write(p, true)
 	t.mu.Lock()
 	if !t.stopped {
 		t.renew.Reset(t.every)
@@ -105,14 +105,21 @@ func (t *tracker) renewLease() {
 	t.mu.Unlock()
 }
 
-// write moves the phase and extends the lease in one guarded write; the caller holds
-// t.writing. Progress is not a decision: no new version, no audit row.
-func (t *tracker) write(p Phase) {
+// write moves the phase in one guarded write, extending the lease when renew asks or when
+// less than half of it is left; the caller holds t.writing. Progress is not a decision: no
+// new version, no audit row. A phase written with the lease left alone changes no indexed
+// column, which keeps the write off every index of operations; the renewal timer, not the
+// phases, is what keeps the lease from running out while the send goes on.
+func (t *tracker) write(p Phase, renew bool) {
 	t.mu.Lock()
 	op := t.op
 	t.mu.Unlock()
 	now := t.l.Clock.Now()
-	out, err := t.l.store.SetPhase(t.ctx, op.ID, t.owner, p, now.Add(t.l.Limits.Lease), now)
+	var until time.Time
+	if renew || op.LeaseUntil == nil || op.LeaseUntil.Sub(now) < t.l.Limits.Lease/2 {
+		until = now.Add(t.l.Limits.Lease)
+	}
+	out, err := t.l.store.SetPhase(t.ctx, op.ID, t.owner, p, until, now)
 	if err != nil {
 		t.l.logger().Warn("record phase", "operation", op.ID, "phase", p, "err", err)
 		return

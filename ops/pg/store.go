@@ -143,12 +143,19 @@ SELECT up.*, att.id FROM up, att`, pgx.NamedArgs{"id": p.ID, "version": p.Versio
 // unfinished attempt uncertain whatever its phase). Only a crash of Postgres itself can lose
 // such a write; the lease then runs out from its last durable extension, and the owner's
 // finish meets a lease taken over, as it does when a renewal comes too late.
+//
+// A write that leaves the lease as it is changes no indexed column, so Postgres can make it
+// a heap-only update, adding no entry to the indexes of operations.
 func (db *DB) SetPhase(ctx context.Context, id, owner string, phase ops.Phase, leaseUntil, now time.Time) (*ops.Operation, error) {
+	var until *time.Time
+	if !leaseUntil.IsZero() {
+		until = &leaseUntil
+	}
 	o, err := scanOp(db.Pool.QueryRow(ctx, `
-UPDATE operations o SET phase = @phase, lease_until = @until, updated_at = @now
+UPDATE operations o SET phase = @phase, lease_until = COALESCE(@until, lease_until), updated_at = @now
 WHERE id = @id AND status = 'in_progress' AND lease_owner = @owner
 	AND set_config('synchronous_commit', 'off', true) = 'off'
-RETURNING `+opCols, pgx.NamedArgs{"id": id, "owner": owner, "phase": string(phase), "until": leaseUntil, "now": now}))
+RETURNING `+opCols, pgx.NamedArgs{"id": id, "owner": owner, "phase": string(phase), "until": until, "now": now}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, db.lostRace(ctx, id, "set phase")
 	}
