@@ -94,6 +94,11 @@ WITH up AS (
 )`
 )
 
+// transitionUpSent is transitionUp returning no result it writes: the caller sent it, and an
+// embedding's vectors would cross the wire twice, encoded again by the server. A result the
+// transition leaves as it was comes back.
+var transitionUpSent = strings.Replace(transitionUp, "o.result,", "CASE WHEN @res_body::jsonb IS NULL THEN o.result END,", 1)
+
 // The parts a transition may leave out, one bit each: a statement names only the tables it
 // writes. Every part it sends is set up by the server on each execution (its table and
 // indexes opened, its expressions and constraints compiled) even when it writes nothing:
@@ -115,7 +120,7 @@ var transitionSQLs [transitionParts]string
 func init() {
 	for m := range transitionSQLs {
 		var b strings.Builder
-		b.WriteString(transitionUp)
+		b.WriteString(transitionUpSent)
 		for _, p := range []struct {
 			bit int
 			sql string
@@ -217,6 +222,9 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 	}
 	if err != nil {
 		return nil, interpret(err, "change operation")
+	}
+	if args["res_body"] != nil && o.PurgedAt == nil {
+		o.Result = p.Result.Body
 	}
 	return o, nil
 }
