@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,19 +20,25 @@ import (
 // worker that goes on with the job asks the provider's store before it sends anything,
 // finds the first attempt's completion and publishes the job with it. One generation billed
 // (ops rule 3).
+//
+// The provider's clock is the test's: the stored copy shows when the test moves that clock
+// past the lag, not after some time on the wall, so a slow machine neither lets the first
+// pass's lookup find it nor has the takeover look before it shows. The attempt timeout is
+// far above a local answer's time and far below the held answer's.
 func TestTakeoverAfterATimeoutAndARefusalLooksUpFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const lag = time.Second
-	e.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: 10 * time.Second, Times: 1, Lag: lag})
+	provider := &aheadClock{}
+	e.fake, e.base = e.world.LLM(fake.LLMOptions{Seed: 1, Clock: provider.Now})
+	const lag = time.Hour
+	e.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: 10 * time.Minute, Times: 1, Lag: lag})
 	e.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultRateLimit, RetryAfter: 60, Times: 1})
-	impatient := e.world.Upstream(e.base, openai.Config{APIKey: "sk-test", AttemptTimeout: 300 * time.Millisecond})
+	impatient := e.world.Upstream(e.base, openai.Config{APIKey: "sk-test", AttemptTimeout: 2 * time.Second})
 	w1 := e.worker("w1", true)
 	w1.Upstream = impatient
 	j := e.submit(t, e.tenant, "timeout-then-429", docA, "v1")
-	start := time.Now()
 	// The pass ends before the 429's Retry-After: the operation is released, the job queued.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if n, err := w1.RunOnce(ctx); n != 1 || err != nil {
 		t.Fatalf("first pass: %d jobs, %v", n, err)
@@ -46,7 +53,7 @@ func TestTakeoverAfterATimeoutAndARefusalLooksUpFirst(t *testing.T) {
 		t.Fatalf("the provider billed %d generations, want the first attempt's", len(gens))
 	}
 	// The provider now shows what the first attempt generated.
-	time.Sleep(time.Until(start.Add(lag + 200*time.Millisecond)))
+	provider.advance(lag)
 
 	w2 := e.worker("w2", true)
 	w2.Upstream = impatient
@@ -69,3 +76,11 @@ func TestTakeoverAfterATimeoutAndARefusalLooksUpFirst(t *testing.T) {
 		t.Fatalf("%d lookups recorded as the evidence that found %s, want 1", n, gens[0].ID)
 	}
 }
+
+// aheadClock is the time on the wall moved ahead by what the test advanced it.
+type aheadClock struct{ ahead atomic.Int64 }
+
+// Now is the clock's time.
+func (c *aheadClock) Now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+
+func (c *aheadClock) advance(d time.Duration) { c.ahead.Add(int64(d)) }
