@@ -84,4 +84,9 @@ var (
 		Short: "Go's garbage-collector target",
 		Doc: "Go's garbage-collector target; settle raises Go's default of 100 because its heap is small and collections were the " +
 			"largest part of the gateway's latency tail"})
+	envGOMEMLIMIT = define(sectionTools, setting{Name: "GOMEMLIMIT", Commands: []string{"every command"},
+		Default: "`120MiB`", Parses: "a size in bytes with an optional unit (`B`, `KiB`, `MiB`, `GiB`), or `off` (Go's runtime reads it)",
+		Short: "Go's soft memory limit",
+		Doc: "Go's soft memory limit: near it the garbage collector runs harder instead of letting the heap grow, which keeps " +
+			"settle's resident memory under about 150 MB on a machine starved of CPU; raise it with the heap a larger load needs"})
 )
