@@ -73,7 +73,7 @@ func startCluster(b *testing.B) *localpg.Cluster {
 
 // extraSettings reads SETTLE_BENCH_PG_SETTINGS, "name=value,name=value": server settings
 // for diagnosis, such as shared_preload_libraries=pg_stat_statements. Figures quoted in
-// BENCHMARKS.md are taken without any.
+// docs/benchmarks.md are taken without any.
 func extraSettings() map[string]string {
 	out := map[string]string{}
 	for kv := range strings.SplitSeq(os.Getenv("SETTLE_BENCH_PG_SETTINGS"), ",") {

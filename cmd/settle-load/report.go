@@ -17,7 +17,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg/localpg"
 )
 
-// report is one run's figures, printed as the table BENCHMARKS.md quotes.
+// report is one run's figures, printed as the table docs/benchmarks.md quotes.
 type report struct {
 	cfg                   config
 	driver                *driver

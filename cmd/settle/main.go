@@ -30,7 +30,7 @@ func main() {
 // gcPercent is the garbage collector's target when GOGC is not set. settle's live heap is
 // a few MB, so at Go's default of 100 it collects every few requests, and each cycle takes
 // a share of the CPU for about a millisecond: that was the largest part of the LLM
-// gateway's p99 overhead (BENCHMARKS.md). At 400 the heap still stays within tens of MB.
+// gateway's p99 overhead (docs/benchmarks/journal.md). At 400 the heap still stays within tens of MB.
 const gcPercent = 400
 
 // memoryLimit is the soft memory limit when GOMEMLIMIT is not set. gcPercent lets the heap

@@ -55,7 +55,7 @@ func migrationLock() (goose.ProviderOption, error) {
 // per connection (pgx's cache_statement), when nothing stands between Settle and Postgres,
 // and leaves the pooler-safe mode otherwise. The ledger's two statements of a lifecycle are
 // large common table expressions whose parse and plan cost the server about as much as
-// running them, so on a direct connection preparing them is the cheaper way (BENCHMARKS.md).
+// running them, so on a direct connection preparing them is the cheaper way (docs/benchmarks/journal.md).
 // An explicit default_query_exec_mode in the connection string wins.
 //
 // A pooler is told apart by the backend process id: Postgres announces its own at startup
@@ -88,7 +88,7 @@ const ledgerWritesConns = 4
 // two statements are large common table expressions whose parts are switched on and off by
 // their parameters (no evidence, no charge, no answer to store), so their custom plans can
 // look cheaper, and when Postgres kept them, planning took a third of the server's time in a
-// lifecycle (BENCHMARKS.md); on a database with many months of partitions it also opened and
+// lifecycle (docs/benchmarks/journal.md); on a database with many months of partitions it also opened and
 // locked every month. Their generic plan is the same index probes with the switches checked at
 // run time. The setting stays off the main pool: the dashboard's queries choose partial
 // indexes and partitions by their parameters, which only a custom plan can do. A
