@@ -15,7 +15,6 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -60,7 +59,7 @@ func client(t *testing.T) *http.Client {
 
 func (e *env) user(t *testing.T, email string, role desk.Role) *desk.User {
 	t.Helper()
-	u, err := accountstore.New(e.db).CreateUser(context.Background(), email, password, role)
+	u, err := testworld.Accounts(e.db).CreateUser(context.Background(), email, password, role)
 	if err != nil {
 		t.Fatal(err)
 	}

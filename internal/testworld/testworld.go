@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
@@ -131,7 +132,7 @@ func (w *World) Jobs() *jobs.Service {
 func (w *World) Server(clock ops.Clock) *web.Server {
 	// No session cleanup goroutine: it would outlive the test's database.
 	return &web.Server{
-		Accounts: accountstore.New(w.DB), Queues: deskstore.New(w.DB), DB: w.DB,
+		Accounts: Accounts(w.DB), Queues: deskstore.New(w.DB), DB: w.DB,
 		Clock:    clock,
 		Logger:   slog.New(slog.DiscardHandler),
 		Sessions: web.NewSessions(w.DB.SessionStore(), false),
@@ -140,6 +141,18 @@ func (w *World) Server(clock ops.Clock) *web.Server {
 		LoginDeps: web.LoginDeps{LoginAudit: deskstore.New(w.DB)},
 		KindDeps:  web.KindDeps{Kinds: w.Ledger(clock)},
 	}
+}
+
+// Accounts is the accounts' store on db for a test. Under -short it hashes passwords at
+// bcrypt.MinCost: a test that signs in a few users would otherwise spend most of its CPU in
+// bcrypt at the product's cost. Without -short it hashes as the product does, so the full
+// run still signs in against real-cost hashes. A test whose assertion needs a hash's time
+// (throttling, the cap on concurrent checks) makes its own store with accountstore.New.
+func Accounts(db *pg.DB) *accountstore.Store {
+	if testing.Short() {
+		return accountstore.New(db, accountstore.WithHashCost(bcrypt.MinCost))
+	}
+	return accountstore.New(db)
 }
 
 // Serve serves h on loopback until the test ends and returns its URL.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/bcrypt"
@@ -32,10 +33,32 @@ type Store struct {
 	db *pg.DB
 	// audit writes the audit rows of account changes that a caller records after the change.
 	audit *deskstore.Store
+	// hashCost is the bcrypt cost of the passwords CreateUser hashes and of the comparison an
+	// unknown email's login makes.
+	hashCost int
 }
 
-// New returns the accounts' store on db.
-func New(db *pg.DB) *Store { return &Store{db: db, audit: deskstore.New(db)} }
+// Option changes a Store that New returns.
+type Option func(*Store)
+
+// WithHashCost hashes new passwords with bcrypt at cost instead of bcrypt.DefaultCost. It is
+// for tests that create many users, where the default cost's tens of milliseconds of CPU per
+// hash are most of their time: a lower cost makes the hashes cheap to guess, so the product
+// never passes it.
+func WithHashCost(cost int) Option { return func(s *Store) { s.hashCost = cost } }
+
+// New returns the accounts' store on db, hashing passwords at bcrypt.DefaultCost unless an
+// option says otherwise.
+func New(db *pg.DB, opts ...Option) *Store {
+	s := &Store{db: db, audit: deskstore.New(db), hashCost: bcrypt.DefaultCost}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// HashCost is the bcrypt cost at which the store hashes new passwords.
+func (s *Store) HashCost() int { return s.hashCost }
 
 // EnsureTenant implements ops.TenantStore with the ledger's store's statement.
 func (s *Store) EnsureTenant(ctx context.Context, name string) (*ops.Tenant, error) {
@@ -64,9 +87,23 @@ func (s *Store) RecordAudit(ctx context.Context, e desk.AuditLogEntry) error {
 // MinPasswordLength is the shortest password CreateUser accepts.
 const MinPasswordLength = 10
 
-// dummyPasswordHash is compared against when no user has the email, so a failed login takes
-// as long whether or not the account exists.
-var dummyPasswordHash, _ = bcrypt.GenerateFromPassword([]byte("settle-no-such-user"), bcrypt.DefaultCost)
+// dummyHashes holds, by bcrypt cost, a hash that a login compares against when no user has
+// the email, so a failed login takes as long whether or not the account exists. It is made
+// once per cost, on first use: a store is cheap to make and many are made.
+var dummyHashes sync.Map
+
+func dummyPasswordHash(cost int) []byte {
+	if h, ok := dummyHashes.Load(cost); ok {
+		return h.([]byte)
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte("settle-no-such-user"), cost)
+	if err != nil {
+		// Only a cost above bcrypt.MaxCost fails, and CreateUser fails at that cost too.
+		return nil
+	}
+	h2, _ := dummyHashes.LoadOrStore(cost, h)
+	return h2.([]byte)
+}
 
 const accountUserCols = "id, email, role, created_at"
 
@@ -92,7 +129,7 @@ func (s *Store) CreateUser(ctx context.Context, email, password string, role des
 	if len(password) < MinPasswordLength {
 		return nil, ops.Errorf(ops.EINVALID, "The password must be at least %d characters long.", MinPasswordLength)
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.hashCost)
 	if errors.Is(err, bcrypt.ErrPasswordTooLong) {
 		return nil, ops.Errorf(ops.EINVALID, "The password must be at most 72 bytes long.")
 	} else if err != nil {
@@ -134,7 +171,7 @@ func (s *Store) Authenticate(ctx context.Context, email, password string) (*desk
 		Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &hash)
 	// A user of an identity provider has no password, and is answered as an unknown one.
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && hash == "") {
-		_ = bcrypt.CompareHashAndPassword(dummyPasswordHash, []byte(password))
+		_ = bcrypt.CompareHashAndPassword(dummyPasswordHash(s.hashCost), []byte(password))
 		return nil, wrong
 	} else if err != nil {
 		return nil, pg.Translate(err, "find user")
