@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/deskstore"
@@ -16,6 +17,8 @@ import (
 // TestDashboardListsUseIndexes fills a few thousand operations and audit rows, then checks
 // that no list the dashboard reads scans a whole table.
 func TestDashboardListsUseIndexes(t *testing.T) {
+	// Plans are about scale, and filling the tables for them is most of a quick run's time.
+	testtool.Heavy(t, "the dashboard lists' plans on thousands of rows")
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()

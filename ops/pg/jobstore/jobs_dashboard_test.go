@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/pg"
@@ -155,6 +156,8 @@ func TestJobsForOperationListsJobsWithTheirCheckpoints(t *testing.T) {
 }
 
 func TestJobsForOperationUsesIndexes(t *testing.T) {
+	// Plans are about scale, and filling the tables for them is most of a quick run's time.
+	testtool.Heavy(t, "the job lookups' plans on thousands of rows")
 	t.Parallel()
 	db := pgtest.New(t)
 	js := jobstore.New(db)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/testtool"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -17,6 +18,8 @@ import (
 // sorted them to group them or started parallel workers. A page's read groups by hashing, in
 // one process.
 func TestRollupReadHashesAYearOfRollups(t *testing.T) {
+	// A plan over a year of rows is about scale: filling them is most of a quick run's time.
+	testtool.Heavy(t, "a year of rollups")
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
