@@ -43,11 +43,12 @@ func (p *personPath) press(what string, target, done chromedp.CSS) {
 	do(p.t, p.ctx, what, chromedp.Click(target), chromedp.WaitVisible(done))
 }
 
-// search types q into the field testid and sends it with Enter, waiting for done.
+// search types q into the field testid and sends it with Enter, which loads a page, and
+// waits for done on it.
 func (p *personPath) search(what, testid, q string, done chromedp.CSS) {
 	p.t.Helper()
 	p.searches++
-	do(p.t, p.ctx, what, chromedp.SendKeys(byID(testid), q+"\n"), chromedp.WaitVisible(done))
+	do(p.t, p.ctx, what, chromedp.SendKeys(byID(testid), q+"\n"), chromedp.WaitVisible(done), loaded())
 }
 
 // TestBrowserPersonPaths measures the jobs the dashboard exists for, from where each person

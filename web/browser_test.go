@@ -104,15 +104,24 @@ func markFlashesStale() chromedp.Action[chromedp.Void] {
 	return chromedp.Evaluate[chromedp.Void](`document.querySelectorAll('[data-testid="flash"]').forEach(e => { e.dataset.stale = "1" })`)
 }
 
-// clickLoad presses target and waits until the browser shows the next document. Waiting
-// for an element alone is not enough when the page before the press already had it: the
-// wait would succeed on the old page while the new one is still loading.
+// clickLoad presses target and waits until the browser shows the next document, loaded.
+// Waiting for an element alone is not enough when the page before the press already had it:
+// the wait would succeed on the old page while the new one is still loading.
 func clickLoad(target chromedp.CSS) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
 		chromedp.Evaluate[chromedp.Void](`document.documentElement.dataset.stale = "1"`),
 		chromedp.Click(target),
-		chromedp.WaitVisible(chromedp.CSS(`html:not([data-stale]) body`)),
+		loaded(),
 	)
+}
+
+// loaded waits until the page's document is one not marked stale and has finished loading.
+// Wait for it after an element of a new document before acting on that document: when the
+// document's DOMContentLoaded fires, Chromium forgets every element it has named to the
+// test, so an element found while the page still ran its scripts (a while, on a loaded
+// machine) is gone when the next step acts on it, with "Could not find node with given id".
+func loaded() chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.JSPath(`document.readyState === "complete" && !document.documentElement.dataset.stale ? document.body : null`))
 }
 
 // count returns how many elements match a CSS selector, without waiting for any.
@@ -151,6 +160,7 @@ func (e *dashEnv) browserLogin(t *testing.T, ctx context.Context, email string) 
 		chromedp.SendKeys(byID("login-password"), password),
 		chromedp.Click(byID("login-submit")),
 		chromedp.WaitVisible(byID("nav-email")),
+		loaded(),
 	)
 }
 

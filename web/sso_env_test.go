@@ -119,6 +119,7 @@ func (e *ssoEnv) atProvider(t *testing.T, ctx context.Context, username string) 
 		chromedp.WaitVisible(byID("login-sso")),
 		chromedp.Click(byID("login-sso")),
 		chromedp.WaitVisible(byID("idp-form")),
+		loaded(),
 		chromedp.SendKeys(byID("idp-username"), username),
 		chromedp.Click(byID("idp-submit")),
 	)
@@ -128,13 +129,13 @@ func (e *ssoEnv) atProvider(t *testing.T, ctx context.Context, username string) 
 func (e *ssoEnv) ssoLogin(t *testing.T, ctx context.Context, username string) {
 	t.Helper()
 	e.atProvider(t, ctx, username)
-	do(t, ctx, username+" lands on the dashboard", chromedp.WaitVisible(byID("nav-email")))
+	do(t, ctx, username+" lands on the dashboard", chromedp.WaitVisible(byID("nav-email")), loaded())
 }
 
 // errorPage waits for the error page and returns its status and message.
 func errorPage(t *testing.T, ctx context.Context) (string, string) {
 	t.Helper()
-	do(t, ctx, "error page", chromedp.WaitVisible(byID("error-message")))
+	do(t, ctx, "error page", chromedp.WaitVisible(byID("error-message")), loaded())
 	return textOf(t, ctx, "error-status"), textOf(t, ctx, "error-message")
 }
 
