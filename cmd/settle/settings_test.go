@@ -65,7 +65,7 @@ var validEnv = map[string]string{
 	"SETTLE_OIDC_ROLES": "settle-admins=admin", "SETTLE_OIDC_PROVIDER_NAME": "Example IdP",
 	"SETTLE_OIDC_TRUSTED_EMAIL_CLAIM": "preferred_username", "SETTLE_PASSWORD_LOGIN": "off",
 	"SETTLE_APPROVAL_MIN_CENTS": "10000", "SETTLE_APPROVAL_NOT_EXECUTED": "on", "SETTLE_APPROVAL_TTL": "2h",
-	"SETTLE_MCP_TOKEN": "stl_SECRET", "GOGC": "100",
+	"SETTLE_MCP_TOKEN": "stl_SECRET", "GOGC": "100", "GOMEMLIMIT": "200MiB",
 }
 
 // readByTheTable are the settings the table says this package reads: those with a variable
@@ -229,6 +229,7 @@ func TestDocumentedDefaultsAreTheCodes(t *testing.T) {
 		"SETTLE_STRIPE_TENANT_KEY": "the refund tool applies it to an empty key",
 		"SETTLE_LLM_PROVIDER_NAME": "the gateway's wiring applies it to an empty name",
 		"GOGC":                     "tuneGC applies it (TestTuneGCLeavesAnOperatorsChoice)",
+		"GOMEMLIMIT":               "tuneGC applies it (TestTuneGCSetsASoftMemoryLimit)",
 	}
 	single := regexp.MustCompile("^`([^`]+)`$")
 	base := map[string]string{"DATABASE_URL": "postgres://u@127.0.0.1:1/x", "SETTLE_MCP_TOKEN": "t"}
