@@ -20,26 +20,15 @@ var ledgerProtocol = []string{
 	"Get", "Attempts",
 }
 
-// ledgerSurfaceDebt are exported steps still called from outside the Ledger, to be made
-// internal. None is left: tests that need an operation in a given state seed it with
-// ops/opstest, through admission and the attempt loop.
-var ledgerSurfaceDebt []string
-
 // TestLedgerExportsOnlyTheProtocol fails when the Ledger exports a method outside its
-// protocol, or when a listed debt is paid and should leave the list.
+// protocol. Tests that need an operation in a given state seed it with ops/opstest, through
+// admission and the attempt loop, not through an exported step.
 func TestLedgerExportsOnlyTheProtocol(t *testing.T) {
 	typ := reflect.TypeFor[*ops.Ledger]()
-	var exported []string
 	for i := range typ.NumMethod() {
 		name := typ.Method(i).Name
-		exported = append(exported, name)
-		if !slices.Contains(ledgerProtocol, name) && !slices.Contains(ledgerSurfaceDebt, name) {
+		if !slices.Contains(ledgerProtocol, name) {
 			t.Errorf("Ledger.%s is exported but is not part of the protocol: make it internal, or add it to ledgerProtocol if every flow may call it", name)
-		}
-	}
-	for _, name := range ledgerSurfaceDebt {
-		if !slices.Contains(exported, name) {
-			t.Errorf("Ledger.%s is internal now: remove it from ledgerSurfaceDebt", name)
 		}
 	}
 }

@@ -185,37 +185,19 @@ var belowPg = map[string]string{
 	"ops/reqlog": "the request identifiers the ledger's store writes on client request rows",
 }
 
-// pgUseCaseDebts are the use-case packages that ops/pg still imports, each because its
-// queries still live in ops/pg rather than in a store of its own under ops/pg/ (as
-// ops/pg/alertstore, ops/pg/retainstore, ops/pg/jobstore, ops/pg/reconstore,
-// ops/pg/rollupstore, ops/pg/deskstore and ops/pg/accountstore hold theirs). Each is a debt:
-// move the use case's statements to its store and remove its line here; the test fails when
-// a line names a package ops/pg no longer imports, so the list only shrinks. It is empty:
-// ops/pg imports no use case.
-var pgUseCaseDebts = map[string]string{}
-
 // TestPgImportsNoUseCase fails when production code of ops/pg imports a module package
-// that is neither below it (belowPg) nor a known debt (pgUseCaseDebts): a new use case's
-// statements go in a store of their own under ops/pg/, which imports ops/pg and the use
-// case, so the SQL layer never sits above the code it serves.
+// that is not below it (belowPg): a use case's statements go in a store of their own under
+// ops/pg/ (as ops/pg/alertstore, deskstore, accountstore, rollupstore hold theirs), which
+// imports ops/pg and the use case, so the SQL layer never sits above the code it serves.
 func TestPgImportsNoUseCase(t *testing.T) {
 	pkgs := production(t)
 	pg, ok := pkgs["ops/pg"]
 	if !ok {
 		t.Fatal("go list did not list package ops/pg")
 	}
-	imported := map[string]bool{}
 	for _, imp := range pg.Imports {
-		imported[imp] = true
-		_, below := belowPg[imp]
-		_, debt := pgUseCaseDebts[imp]
-		if !below && !debt {
+		if _, below := belowPg[imp]; !below {
 			t.Errorf("ops/pg imports %s: a use case's statements belong in a store of its own under ops/pg/ (as ops/pg/alertstore), not in ops/pg", imp)
-		}
-	}
-	for _, name := range keys(pgUseCaseDebts) {
-		if !imported[name] {
-			t.Errorf("ops/pg no longer imports %s: remove it from pgUseCaseDebts so it cannot come back", name)
 		}
 	}
 }
