@@ -22,22 +22,22 @@ func (f *fixture) llmCallOn(t *testing.T, route, key string) {
 func (f *fixture) llmCallOf(t *testing.T, route, key string, resend bool) {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.seed().Open(ctx, ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
+	o, err := f.Seed().Open(ctx, ops.Intent{TenantID: f.Tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
 		Fingerprint: "fp-" + key, Request: []byte(`{"route":"` + route + `","body":{"model":"m"}}`)}, "req-"+key, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	op, a := o.Op, o.Attempt
 	if resend {
-		if op, err = f.seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
+		if op, err = f.Seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
 			t.Fatal(err)
 		}
-		if op, a, err = f.seed().BeginAttempt(ctx, op, "w1"); err != nil {
+		if op, a, err = f.Seed().BeginAttempt(ctx, op, "w1"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cost := int64(1000)
-	if _, err = f.seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: resend,
+	if _, err = f.Seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: resend,
 		CostMicros: &cost, Result: &ops.Result{ProviderRef: "resp-" + key, Body: []byte(`{}`), CostMicros: cost}}); err != nil {
 		t.Fatal(err)
 	}
@@ -51,16 +51,16 @@ func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	from := f.clock.Now()
+	from := f.Clock.Now()
 	for i := range 3 {
 		f.llmCallOn(t, "/v1/responses", fmt.Sprintf("resp-%d", i))
 	}
 	f.llmCallOn(t, "/v1/chat/completions", "chat-1")
-	if _, err := f.seed().Open(ctx, f.refund("r-api", 500), "req-r-api", "w1"); err != nil {
+	if _, err := f.Seed().Open(ctx, f.Refund("r-api", 500), "req-r-api", "w1"); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(time.Second)
-	tallies, err := f.alerts.Tally(ctx, from, f.clock.Now())
+	f.Clock.Advance(time.Second)
+	tallies, err := f.alerts.Tally(ctx, from, f.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +107,10 @@ func TestDoubleBillingRuleFiresPerAPI(t *testing.T) {
 	for i := range 70 {
 		f.llmCallOf(t, "/v1/chat/completions", fmt.Sprintf("chat-%d", i), false)
 	}
-	f.clock.Advance(time.Second)
+	f.Clock.Advance(time.Second)
 	rig := newAlertRig(t, f, string(alerts.DefaultRulesYAML()), nil)
 	rig.evaluate(t)
-	f.clock.Advance(3 * time.Minute) // past the rule's for: 2m
+	f.Clock.Advance(3 * time.Minute) // past the rule's for: 2m
 	rig.evaluate(t)
 	got := firing(t, f, "LLMDoubleBillingSuspected")
 	if len(got) != 1 || got[0]["api"] != "responses" || got[0]["tenant"] != "acme" || got[0]["kind"] != "llm_call" ||

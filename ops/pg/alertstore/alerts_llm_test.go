@@ -19,23 +19,23 @@ import (
 func (f *fixture) llmCall(t *testing.T, tenant int64, key string, resend bool, costMicros int64) *ops.Operation {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.seed().Open(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
+	o, err := f.Seed().Open(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: key,
 		Fingerprint: "fp-" + key, Request: []byte(`{"body":{"model":"m"}}`), Retention: 24 * time.Hour}, "req-"+key, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
+	op, err := f.Seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout})
 	if err != nil || !resend {
 		if err != nil {
 			t.Fatal(err)
 		}
 		return op
 	}
-	op, a, err := f.seed().BeginAttempt(ctx, op, "w1")
+	op, a, err := f.Seed().BeginAttempt(ctx, op, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err = f.seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: true,
+	op, err = f.Seed().Finish(ctx, op, a, "w1", ops.AttemptResult{Outcome: ops.OutcomeOK, PossibleDuplicate: true,
 		CostMicros: &costMicros, Result: &ops.Result{ProviderRef: "chatcmpl-" + key, Body: []byte(`{"id":"chatcmpl-` + key + `"}`),
 			CostMicros: costMicros}})
 	if err != nil {
@@ -71,19 +71,19 @@ func TestPossibleDuplicatesFeedTheirCounterAndTheDoubleBillingRule(t *testing.T)
 	f := newFixture(t)
 	ctx := context.Background()
 	var quiet int64
-	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('quiet') RETURNING id`).Scan(&quiet); err != nil {
+	if err := f.DB.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('quiet') RETURNING id`).Scan(&quiet); err != nil {
 		t.Fatal(err)
 	}
-	from := f.clock.Now()
+	from := f.Clock.Now()
 	// acme: 12 calls, each a timeout and a resend: 24 attempts, half of them possible duplicates.
 	for i := range 12 {
-		f.llmCall(t, f.tenant, fmt.Sprintf("busy-%d", i), true, 2000)
+		f.llmCall(t, f.Tenant, fmt.Sprintf("busy-%d", i), true, 2000)
 	}
 	// quiet: one call resent once.
 	f.llmCall(t, quiet, "quiet-1", true, 2000)
-	f.clock.Advance(time.Second)
+	f.Clock.Advance(time.Second)
 
-	tallies, err := f.alerts.Tally(ctx, from, f.clock.Now())
+	tallies, err := f.alerts.Tally(ctx, from, f.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestPossibleDuplicatesFeedTheirCounterAndTheDoubleBillingRule(t *testing.T)
 
 	rig := newAlertRig(t, f, string(alerts.DefaultRulesYAML()), nil)
 	rig.evaluate(t)
-	f.clock.Advance(3 * time.Minute) // past the rule's for: 2m
+	f.Clock.Advance(3 * time.Minute) // past the rule's for: 2m
 	rig.evaluate(t)
 	got := firing(t, f, "LLMDoubleBillingSuspected")
 	if len(got) != 1 || got[0]["tenant"] != "acme" || got[0]["kind"] != "llm_call" || got[0]["provider"] != "openai" ||
@@ -119,45 +119,45 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	from := f.clock.Now()
-	op := f.llmCall(t, f.tenant, "double-1", true, 12345)
-	if _, created, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
-		TenantID: f.tenant, OperationID: op.ID, ChargeRefs: []string{"chatcmpl-a", "chatcmpl-b"},
-		Summary: "Two generations billed for one call.", Actor: "reconciler:openai", At: f.clock.Now()}); err != nil || !created {
+	from := f.Clock.Now()
+	op := f.llmCall(t, f.Tenant, "double-1", true, 12345)
+	if _, created, err := reconstore.New(f.DB).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
+		TenantID: f.Tenant, OperationID: op.ID, ChargeRefs: []string{"chatcmpl-a", "chatcmpl-b"},
+		Summary: "Two generations billed for one call.", Actor: "reconciler:openai", At: f.Clock.Now()}); err != nil || !created {
 		t.Fatalf("record finding: %v %v", created, err)
 	}
 	// An LLM call whose two generations reconciliation recorded as provider charges (of 7
 	// cents each), with their exception: counted once, from its charges.
-	op2 := f.llmCall(t, f.tenant, "double-2", true, 1000)
+	op2 := f.llmCall(t, f.Tenant, "double-2", true, 1000)
 	for _, ref := range []string{"chatcmpl-double-2", "chatcmpl-extra"} {
-		if err := f.db.RecordCharge(ctx, ops.ProviderRecord{Provider: "openai", Ref: ref, OperationID: op2.ID,
-			AmountCents: 7, Currency: "usd", Status: "succeeded"}, f.tenant, f.clock.Now()); err != nil {
+		if err := f.DB.RecordCharge(ctx, ops.ProviderRecord{Provider: "openai", Ref: ref, OperationID: op2.ID,
+			AmountCents: 7, Currency: "usd", Status: "succeeded"}, f.Tenant, f.Clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op2.ID,
-		TenantID: f.tenant, OperationID: op2.ID, ChargeRefs: []string{"chatcmpl-double-2", "chatcmpl-extra"},
-		Summary: "Generated twice.", Actor: "reconciler:openai", At: f.clock.Now()}); err != nil {
+	if _, _, err := reconstore.New(f.DB).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op2.ID,
+		TenantID: f.Tenant, OperationID: op2.ID, ChargeRefs: []string{"chatcmpl-double-2", "chatcmpl-extra"},
+		Summary: "Generated twice.", Actor: "reconciler:openai", At: f.Clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// A refund charged twice, with its exception.
-	o, err := f.seed().Open(ctx, f.refund("r-1", 3800), "req-r", "w1")
+	o, err := f.Seed().Open(ctx, f.Refund("r-1", 3800), "req-r", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ref := range []string{"re_1", "re_2"} {
-		if err := f.db.RecordCharge(ctx, ops.ProviderRecord{Provider: "stripe", Ref: ref, OperationID: o.Op.ID, AmountCents: 3800,
-			Currency: "usd", Status: "succeeded"}, f.tenant, f.clock.Now()); err != nil {
+		if err := f.DB.RecordCharge(ctx, ops.ProviderRecord{Provider: "stripe", Ref: ref, OperationID: o.Op.ID, AmountCents: 3800,
+			Currency: "usd", Status: "succeeded"}, f.Tenant, f.Clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: o.Op.ID,
-		TenantID: f.tenant, OperationID: o.Op.ID, ChargeRefs: []string{"re_1", "re_2"}, Summary: "Refunded twice.",
-		Actor: "reconciler:stripe", At: f.clock.Now()}); err != nil {
+	if _, _, err := reconstore.New(f.DB).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe", Ref: o.Op.ID,
+		TenantID: f.Tenant, OperationID: o.Op.ID, ChargeRefs: []string{"re_1", "re_2"}, Summary: "Refunded twice.",
+		Actor: "reconciler:stripe", At: f.Clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(time.Second)
-	to := f.clock.Now()
+	f.Clock.Advance(time.Second)
+	to := f.Clock.Now()
 
 	rows, err := f.alerts.Counters(ctx, from, to)
 	if err != nil {
@@ -183,7 +183,7 @@ func TestLLMDoubleGenerationExceptionFeedsDoubleChargeDetected(t *testing.T) {
 	if metric["llm_call"] != 2 || metric["refund"] != 1 {
 		t.Fatalf("double charges on /metrics %v, want two llm_call and one refund", metric)
 	}
-	table, err := rollupstore.New(f.db).ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from.Truncate(time.Hour), To: to.Truncate(time.Hour).Add(time.Hour)},
+	table, err := rollupstore.New(f.DB).ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from.Truncate(time.Hour), To: to.Truncate(time.Hour).Add(time.Hour)},
 		Bucket: time.Hour, Kind: ops.KindLLMCall})
 	if err != nil || len(table) != 1 {
 		t.Fatalf("table %+v %v", table, err)
@@ -210,22 +210,22 @@ func TestLateDoubleGenerationReachesTheRollups(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	op := f.llmCall(t, f.tenant, "late-1", true, 5000)
-	f.clock.Advance(10 * time.Minute) // past the rollup's overlap
-	job := &recon.Rollups{Store: rollupstore.New(f.db), Clock: f.clock}
+	op := f.llmCall(t, f.Tenant, "late-1", true, 5000)
+	f.Clock.Advance(10 * time.Minute) // past the rollup's overlap
+	job := &recon.Rollups{Store: rollupstore.New(f.DB), Clock: f.Clock}
 	if _, err := job.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(time.Hour)
-	if _, _, err := reconstore.New(f.db).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
-		TenantID: f.tenant, OperationID: op.ID, ChargeRefs: []string{"chatcmpl-a", "chatcmpl-b"}, Summary: "Generated twice.",
-		Actor: "reconciler:openai", At: f.clock.Now()}); err != nil {
+	f.Clock.Advance(time.Hour)
+	if _, _, err := reconstore.New(f.DB).RecordFinding(ctx, recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: op.ID,
+		TenantID: f.Tenant, OperationID: op.ID, ChargeRefs: []string{"chatcmpl-a", "chatcmpl-b"}, Summary: "Generated twice.",
+		Actor: "reconciler:openai", At: f.Clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := job.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := rollupstore.New(f.db).RollupMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: t0.Truncate(time.Hour), To: t0.Truncate(time.Hour).Add(2 * time.Hour)},
+	rows, err := rollupstore.New(f.DB).RollupMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: t0.Truncate(time.Hour), To: t0.Truncate(time.Hour).Add(2 * time.Hour)},
 		Bucket: time.Hour, Kind: ops.KindLLMCall})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("rollups %+v %v", rows, err)

@@ -20,13 +20,13 @@ func TestPurgedCallsKeepTheirAPIOnMetricsAndAlerts(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	from := f.clock.Now()
+	from := f.Clock.Now()
 	for i := range 3 {
 		f.llmCallOn(t, "/v1/responses", fmt.Sprintf("resp-%d", i))
 	}
 	f.llmCallOn(t, "/v1/embeddings", "emb-1")
-	to := f.clock.Now().Add(time.Second)
-	rep, err := (&llm.Purger{Store: purgestore.New(f.db), Clock: ops.NewManualClock(t0.Add(30 * 24 * time.Hour)), Keep: llm.DefaultBodyKeep,
+	to := f.Clock.Now().Add(time.Second)
+	rep, err := (&llm.Purger{Store: purgestore.New(f.DB), Clock: ops.NewManualClock(t0.Add(30 * 24 * time.Hour)), Keep: llm.DefaultBodyKeep,
 		JobTTL: 24 * time.Hour, Batch: 10}).RunOnce(ctx)
 	if err != nil || rep.Operations != 4 {
 		t.Fatalf("purge: %+v %v, want the 4 calls purged", rep, err)

@@ -54,9 +54,9 @@ func newAlertRig(t *testing.T, f *fixture, rules string, rs []alerts.Receiver) *
 		t.Fatal(err)
 	}
 	return &alertRig{f: f,
-		ev: &alerts.Evaluator{Rules: set, Source: f.alerts, Store: f.alerts, Clock: f.clock,
+		ev: &alerts.Evaluator{Rules: set, Source: f.alerts, Store: f.alerts, Clock: f.Clock,
 			Receivers: alerts.Infos(rs), ExternalURL: "http://settle.test"},
-		relay: &outbox.Relay{Store: alertstore.Outbox{DB: f.db}, Publisher: dispatcher{&alerts.Dispatcher{Receivers: rs}}, Clock: f.clock},
+		relay: &outbox.Relay{Store: alertstore.Outbox{DB: f.DB}, Publisher: dispatcher{&alerts.Dispatcher{Receivers: rs}}, Clock: f.Clock},
 	}
 }
 
@@ -81,8 +81,8 @@ func (r *alertRig) deliver(t *testing.T) int {
 // closeOp settles an operation the short way; the ledger's close path is tested elsewhere.
 func (f *fixture) closeOp(t *testing.T, id string) {
 	t.Helper()
-	if _, err := f.db.Pool.Exec(context.Background(),
-		`UPDATE operations SET status = 'failed', closed_at = $2, version = version + 1 WHERE id = $1`, id, f.clock.Now()); err != nil {
+	if _, err := f.DB.Pool.Exec(context.Background(),
+		`UPDATE operations SET status = 'failed', closed_at = $2, version = version + 1 WHERE id = $1`, id, f.Clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -121,11 +121,11 @@ func TestAlertsReachARealAlertmanager(t *testing.T) {
 	f := newFixture(t)
 	// Alertmanager judges startsAt and endsAt by its own clock, so ours runs a minute behind
 	// the real time and catches up for the resolve.
-	f.clock.Set(time.Now().Add(-time.Minute))
+	f.Clock.Set(time.Now().Add(-time.Minute))
 	rig := newAlertRig(t, f, strings.Replace(unknownRule, "interval: 1m", "interval: 10s", 1),
 		alerts.Receivers(am, nil, nil, "http://settle.test"))
 
-	op := f.toUnknown(t, "am-1")
+	op := f.ToUnknown(t, "am-1")
 	if res := rig.evaluate(t); res.Transitions != 1 || res.Notifications != 1 {
 		t.Fatalf("pass %+v, want one transition to firing and one notification", res)
 	}
@@ -145,14 +145,14 @@ func TestAlertsReachARealAlertmanager(t *testing.T) {
 	}
 
 	// Firing alerts are re-sent every evaluation, as Prometheus does.
-	f.clock.Advance(30 * time.Second)
+	f.Clock.Advance(30 * time.Second)
 	rig.evaluate(t)
 	if n := rig.deliver(t); n != 1 {
 		t.Fatalf("re-sent %d, want 1", n)
 	}
 
 	f.closeOp(t, op.ID)
-	f.clock.Set(time.Now())
+	f.Clock.Set(time.Now())
 	if res := rig.evaluate(t); res.Transitions != 1 {
 		t.Fatalf("pass %+v, want the resolve", res)
 	}
@@ -171,7 +171,7 @@ func TestAlertsReachARealAlertmanager(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if n := f.count(t, `SELECT count(*) FROM alert_history`); n != 2 {
+	if n := f.Count(t, `SELECT count(*) FROM alert_history`); n != 2 {
 		t.Fatalf("%d history rows, want firing and resolved", n)
 	}
 }
@@ -211,7 +211,7 @@ func TestWebhookThatFailsTwiceStillGetsTheNotification(t *testing.T) {
 	rs := alerts.Receivers("", []string{srv.URL}, nil, "http://settle.test")
 	rig := newAlertRig(t, f, unknownRule, rs)
 
-	f.toUnknown(t, "wh-1")
+	f.ToUnknown(t, "wh-1")
 	rig.evaluate(t)
 	for i := 1; i <= 2; i++ {
 		if n := rig.deliver(t); n != 0 {
@@ -222,7 +222,7 @@ func TestWebhookThatFailsTwiceStillGetsTheNotification(t *testing.T) {
 		if n := rig.deliver(t); n != 0 {
 			t.Fatalf("retried before the backoff")
 		}
-		f.clock.Advance(time.Duration(1<<i)*time.Second + time.Millisecond)
+		f.Clock.Advance(time.Duration(1<<i)*time.Second + time.Millisecond)
 	}
 	if n := rig.deliver(t); n != 1 {
 		t.Fatalf("delivered %d after the receiver recovered, want 1", n)
@@ -237,7 +237,7 @@ func TestWebhookThatFailsTwiceStillGetsTheNotification(t *testing.T) {
 		p.Alerts[0].Labels["tenant"] != "acme" || p.Receiver != rs[0].Name || hook.ids[0] == "" {
 		t.Fatalf("payload %+v", p)
 	}
-	if n := f.count(t, `SELECT count(*) FROM alert_outbox WHERE published_at IS NULL`); n != 0 {
+	if n := f.Count(t, `SELECT count(*) FROM alert_outbox WHERE published_at IS NULL`); n != 0 {
 		t.Fatalf("%d notifications left undelivered", n)
 	}
 }
@@ -262,16 +262,16 @@ func (r *recorder) Notify(_ context.Context, _ string, n alerts.Notice) error {
 func TestAlertOutboxKeepsOrderAndDropsStaleResends(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	f.clock.Set(t0)
+	f.Clock.Set(t0)
 	rec := &recorder{down: true}
 	rs := []alerts.Receiver{{ReceiverInfo: alerts.ReceiverInfo{Name: "am", EveryEvaluation: true}, Notifier: rec}}
 	rig := newAlertRig(t, f, unknownRule, rs)
-	op := f.toUnknown(t, "ord-1")
+	op := f.ToUnknown(t, "ord-1")
 	// Fires, is re-sent three times while the receiver is down, then resolves.
 	for range 4 {
 		rig.evaluate(t)
 		rig.deliver(t)
-		f.clock.Advance(time.Minute)
+		f.Clock.Advance(time.Minute)
 	}
 	f.closeOp(t, op.ID)
 	rig.evaluate(t)
@@ -279,7 +279,7 @@ func TestAlertOutboxKeepsOrderAndDropsStaleResends(t *testing.T) {
 	rec.down = false
 	rec.mu.Unlock()
 	for range 5 {
-		f.clock.Advance(10 * time.Minute)
+		f.Clock.Advance(10 * time.Minute)
 		rig.deliver(t)
 	}
 	var states []string
@@ -302,22 +302,22 @@ func TestAlertStoreKeepsStateStatusAndHistory(t *testing.T) {
 	if err != nil || len(st) != 1 || st[0].Health != alerts.HealthOK || st[0].HasValue {
 		t.Fatalf("statuses %+v %v, want ok with no label set", st, err)
 	}
-	f.toUnknown(t, "st-1")
-	f.clock.Advance(time.Hour)
+	f.ToUnknown(t, "st-1")
+	f.Clock.Advance(time.Hour)
 	rig.evaluate(t)
 	ins, err := f.alerts.AlertInstances(ctx)
 	if err != nil || len(ins) != 1 {
 		t.Fatalf("instances %+v %v", ins, err)
 	}
 	in := ins[0]
-	if in.State != alerts.StateFiring || in.Value != 1 || !in.FiredAt.Equal(f.clock.Now()) || in.Labels["tenant"] != "acme" {
+	if in.State != alerts.StateFiring || in.Value != 1 || !in.FiredAt.Equal(f.Clock.Now()) || in.Labels["tenant"] != "acme" {
 		t.Fatalf("instance %+v", in)
 	}
 	hist, err := f.alerts.AlertHistory(ctx, 10)
 	if err != nil || len(hist) != 1 || hist[0].From != alerts.StateInactive || hist[0].To != alerts.StateFiring {
 		t.Fatalf("history %+v %v", hist, err)
 	}
-	back, err := f.alerts.Backlog(ctx, f.clock.Now())
+	back, err := f.alerts.Backlog(ctx, f.Clock.Now())
 	if err != nil || len(back) != 1 || back[0].Values[alerts.UnknownOperations] != 1 || back[0].Values[alerts.OldestUnknown] != 3600 {
 		t.Fatalf("backlog %+v %v, want one unknown an hour old", back, err)
 	}
@@ -327,16 +327,16 @@ func TestAlertSourcesCountRecordedRows(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	from := f.clock.Now()
-	f.toUnknown(t, "c-1")
-	o, err := f.seed().Open(ctx, f.refund("c-2", 100), "req-2", "w1")
+	from := f.Clock.Now()
+	f.ToUnknown(t, "c-1")
+	o, err := f.Seed().Open(ctx, f.Refund("c-2", 100), "req-2", "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
+	if _, err := f.Seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
 		t.Fatal(err)
 	}
-	to := f.clock.Now().Add(time.Second)
+	to := f.Clock.Now().Add(time.Second)
 	rows, err := f.alerts.Counters(ctx, from, to)
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("counters %+v %v", rows, err)

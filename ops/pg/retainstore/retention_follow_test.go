@@ -21,28 +21,28 @@ func followedAndProposed(t *testing.T, f *fixture, id string, closed time.Time) 
 	t.Helper()
 	ctx := context.Background()
 	var user int64
-	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ($1, 'x', 'support') RETURNING id`,
+	if err := f.DB.Pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role) VALUES ($1, 'x', 'support') RETURNING id`,
 		"watcher-"+id+"@example.com").Scan(&user); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := deskstore.New(f.db).AddFollowUp(ctx, user, id, closed.Add(-time.Minute)); err != nil || !ok {
+	if ok, err := deskstore.New(f.DB).AddFollowUp(ctx, user, id, closed.Add(-time.Minute)); err != nil || !ok {
 		t.Fatalf("follow %s: %v %v", id, ok, err)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO close_proposals (operation_id, tenant_id, kind, to_status, note, proposed_by,
+	if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO close_proposals (operation_id, tenant_id, kind, to_status, note, proposed_by,
 		proposed_at, expires_at, state, decided_by, decided_at, outcome)
 		VALUES ($1, $2, 'manual', 'succeeded', 'n', 'a@example.com', $3, $3::timestamptz + interval '1 day', 'superseded', 'w', $3, 'closed')`,
-		id, f.tenant, closed.Add(-time.Minute)); err != nil {
+		id, f.Tenant, closed.Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `UPDATE operations SET status = 'succeeded', closed_at = $2, updated_at = $2, closed_by = 'w'
+	if _, err := f.DB.Pool.Exec(ctx, `UPDATE operations SET status = 'succeeded', closed_at = $2, updated_at = $2, closed_by = 'w'
 		WHERE id = $1`, id, closed); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `UPDATE follow_up_outbox SET published_at = $2
+	if _, err := f.DB.Pool.Exec(ctx, `UPDATE follow_up_outbox SET published_at = $2
 		WHERE channel = 'webhook' AND follow_up_id IN (SELECT id FROM follow_ups WHERE operation_id = $1)`, id, closed); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.count(t, `SELECT count(*) FROM follow_up_outbox n JOIN follow_ups u ON u.id = n.follow_up_id WHERE u.operation_id = $1`, id); n != 2 {
+	if n := f.Count(t, `SELECT count(*) FROM follow_up_outbox n JOIN follow_ups u ON u.id = n.follow_up_id WHERE u.operation_id = $1`, id); n != 2 {
 		t.Fatalf("%d notifications of the follow-up of %s, want 2", n, id)
 	}
 }
@@ -59,19 +59,19 @@ func TestRetentionRemovesFollowUpsAndProposalsWithTheirOperation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	old := retainNow.Add(-500 * 24 * time.Hour)
-	followed := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
+	followed := seedHistory(t, f.DB, f.Tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
 	followedAndProposed(t, f, followed, old.Add(time.Hour))
 	// More than a batch of other jobs, two by two closed at one time, so that the dry run
 	// counts over batches that end between two operations closed together.
 	for i := range 11 {
 		closed := old.Add(time.Hour + time.Duration(i/2)*time.Minute)
-		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &closed)
+		seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &closed)
 	}
-	recentlyClosed := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
+	recentlyClosed := seedHistory(t, f.DB, f.Tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
 	followedAndProposed(t, f, recentlyClosed, retainNow.Add(-24*time.Hour))
-	undelivered := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
+	undelivered := seedHistory(t, f.DB, f.Tenant, ops.StatusUnknown, ops.KindRefund, old, nil)
 	followedAndProposed(t, f, undelivered, old.Add(time.Hour))
-	if _, err := f.db.Pool.Exec(ctx, `UPDATE follow_up_outbox SET attempts = 3, last_error = 'receiver said 503'
+	if _, err := f.DB.Pool.Exec(ctx, `UPDATE follow_up_outbox SET attempts = 3, last_error = 'receiver said 503'
 		WHERE channel = 'email' AND follow_up_id IN (SELECT id FROM follow_ups WHERE operation_id = $1)`, undelivered); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestRetentionRemovesFollowUpsAndProposalsWithTheirOperation(t *testing.T) {
 	if !strings.Contains(dry.Summary(), "2 follow-ups, 4 follow-up notifications, 2 close proposals") {
 		t.Errorf("the dry run says %q", dry.Summary())
 	}
-	if n := f.count(t, `SELECT count(*) FROM follow_ups`) + f.count(t, `SELECT count(*) FROM operations`); n != 17 {
+	if n := f.Count(t, `SELECT count(*) FROM follow_ups`) + f.Count(t, `SELECT count(*) FROM operations`); n != 17 {
 		t.Errorf("the dry run removed rows: %d follow-ups and operations left, want 17", n)
 	}
 
@@ -107,17 +107,17 @@ func TestRetentionRemovesFollowUpsAndProposalsWithTheirOperation(t *testing.T) {
 		"close_proposals":  `SELECT count(*) FROM close_proposals WHERE operation_id = $1`,
 	}
 	for table, q := range rowsOf {
-		if n := f.count(t, q, followed); n != 0 {
+		if n := f.Count(t, q, followed); n != 0 {
 			t.Errorf("the removed operation still has %d rows in %s", n, table)
 		}
-		if n := f.count(t, q, undelivered); n != 0 {
+		if n := f.Count(t, q, undelivered); n != 0 {
 			t.Errorf("the operation whose notification failed for the whole retention still has %d rows in %s", n, table)
 		}
-		if n := f.count(t, q, recentlyClosed); n == 0 {
+		if n := f.Count(t, q, recentlyClosed); n == 0 {
 			t.Errorf("the operation closed yesterday lost its rows in %s", table)
 		}
 	}
-	if n := f.count(t, `SELECT count(*) FROM follow_up_outbox`); n != 2 {
+	if n := f.Count(t, `SELECT count(*) FROM follow_up_outbox`); n != 2 {
 		t.Errorf("%d notifications left, want the 2 of the operation closed yesterday", n)
 	}
 }
@@ -142,7 +142,7 @@ func TestRetentionHandlesEveryForeignKeyIntoWhatItRemoves(t *testing.T) {
 	for table := range first {
 		removed = append(removed, table)
 	}
-	rows, err := f.db.Pool.Query(context.Background(), `
+	rows, err := f.DB.Pool.Query(context.Background(), `
 SELECT c.conname::text, c.conrelid::regclass::text, c.confrelid::regclass::text, c.confdeltype IN ('c', 'n', 'd'),
 	EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.conrelid
 		AND (string_to_array(i.indkey::text, ' ')::int2[])[1:cardinality(c.conkey)] = c.conkey)

@@ -22,21 +22,21 @@ func TestRetentionRemovesOldOrphanChargesAndKeepsThoseStillNamed(t *testing.T) {
 	recent := retainNow.Add(-10 * 24 * time.Hour)
 	charge := func(ref string, at time.Time) {
 		t.Helper()
-		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO provider_charges (tenant_id, provider, charge_ref, amount_cents,
-			currency, status, charged_at, seen_at) VALUES ($1, 'stripe', $2, 900, 'usd', 'succeeded', $3, $3)`, f.tenant, ref, at); err != nil {
+		if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO provider_charges (tenant_id, provider, charge_ref, amount_cents,
+			currency, status, charged_at, seen_at) VALUES ($1, 'stripe', $2, 900, 'usd', 'succeeded', $3, $3)`, f.Tenant, ref, at); err != nil {
 			t.Fatal(err)
 		}
 	}
 	exception := func(ref, status string, resolved *time.Time) {
 		t.Helper()
 		var id int64
-		if err := f.db.Pool.QueryRow(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, charge_refs, severity, summary,
+		if err := f.DB.Pool.QueryRow(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, charge_refs, severity, summary,
 			status, first_seen_at, last_seen_at, updated_at, resolved_at)
 			VALUES ('orphan_charge', 'stripe', $1, ARRAY[$1], 'high', 's', $2, $3, $3, $3, $4) RETURNING id`,
 			ref, status, old, resolved).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id)
+		if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id)
 			VALUES ($1, 'oncall', 'exception.resolve', 'recon_exception', $2::bigint::text)`, old, id); err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestRetentionRemovesOldOrphanChargesAndKeepsThoseStillNamed(t *testing.T) {
 	if !strings.Contains(dry.Summary(), "4 rows that belong to no operation") {
 		t.Errorf("dry run says %q", dry.Summary())
 	}
-	if n := f.count(t, `SELECT count(*) FROM provider_charges`) + f.count(t, `SELECT count(*) FROM recon_exceptions`); n != 8 {
+	if n := f.Count(t, `SELECT count(*) FROM provider_charges`) + f.Count(t, `SELECT count(*) FROM recon_exceptions`); n != 8 {
 		t.Fatalf("the dry run changed rows: %d charges and exceptions, want 8", n)
 	}
 	rep, err := newRetention(f, ops.NewManualClock(retainNow)).RunOnce(ctx, false)
@@ -77,14 +77,14 @@ func TestRetentionRemovesOldOrphanChargesAndKeepsThoseStillNamed(t *testing.T) {
 	}
 	for ref, want := range map[string]int{"re_orphan_plain": 0, "re_orphan_settled": 0, "re_orphan_open": 1,
 		"re_orphan_late": 1, "re_orphan_recent": 1} {
-		if n := f.count(t, `SELECT count(*) FROM provider_charges WHERE charge_ref = $1`, ref); n != want {
+		if n := f.Count(t, `SELECT count(*) FROM provider_charges WHERE charge_ref = $1`, ref); n != want {
 			t.Errorf("charge %s: %d rows, want %d", ref, n, want)
 		}
 	}
-	if n := f.count(t, `SELECT count(*) FROM recon_exceptions`); n != 2 {
+	if n := f.Count(t, `SELECT count(*) FROM recon_exceptions`); n != 2 {
 		t.Errorf("%d exceptions left, want the open one and the one resolved lately", n)
 	}
-	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE entity = 'recon_exception'`); n != 2 {
+	if n := f.Count(t, `SELECT count(*) FROM audit_log WHERE entity = 'recon_exception'`); n != 2 {
 		t.Errorf("%d exception audit rows left, want those of the two exceptions kept", n)
 	}
 	// A second pass finds nothing more.

@@ -20,17 +20,17 @@ func TestRetentionLeavesRollupsAsComputed(t *testing.T) {
 	ctx := context.Background()
 	created := time.Date(2026, 3, 2, 9, 30, 0, 0, time.UTC)
 	closed := created.Add(time.Minute)
-	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, created, &closed)
-	open := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, created, nil)
+	seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindRefund, created, &closed)
+	open := seedHistory(t, f.DB, f.Tenant, ops.StatusUnknown, ops.KindRefund, created, nil)
 
 	clock := ops.NewManualClock(created.Add(time.Hour))
-	roll := &recon.Rollups{Store: rollupstore.New(f.db), Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}
+	roll := &recon.Rollups{Store: rollupstore.New(f.DB), Clock: clock, MaxSpan: 30 * 24 * time.Hour, MinuteKeep: -1}
 	if _, err := roll.CatchUp(ctx); err != nil {
 		t.Fatal(err)
 	}
 	hour := func() (ops, succeeded, unknown int) {
 		t.Helper()
-		if err := f.db.Pool.QueryRow(ctx, `SELECT coalesce(sum(operations), 0), coalesce(sum(succeeded), 0), coalesce(sum(unknown), 0)
+		if err := f.DB.Pool.QueryRow(ctx, `SELECT coalesce(sum(operations), 0), coalesce(sum(succeeded), 0), coalesce(sum(unknown), 0)
 			FROM rollups WHERE width_seconds = 3600 AND start = $1`, created.Truncate(time.Hour)).Scan(&ops, &succeeded, &unknown); err != nil {
 			t.Fatal(err)
 		}
@@ -50,10 +50,10 @@ func TestRetentionLeavesRollupsAsComputed(t *testing.T) {
 	}
 	// The open operation of that hour is closed now: its hour is a changed one.
 	clock.Advance(time.Minute)
-	if _, err := f.db.Pool.Exec(ctx, `UPDATE operations SET status = 'failed', closed_at = $2, closed_by = 'w' WHERE id = $1`, open, clock.Now()); err != nil {
+	if _, err := f.DB.Pool.Exec(ctx, `UPDATE operations SET status = 'failed', closed_at = $2, closed_by = 'w' WHERE id = $1`, open, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id) VALUES ($1, 'w', 'close', 'operation', $2)`,
+	if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id) VALUES ($1, 'w', 'close', 'operation', $2)`,
 		clock.Now(), open); err != nil {
 		t.Fatal(err)
 	}

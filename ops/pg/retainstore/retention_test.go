@@ -37,7 +37,7 @@ func rowsOf(t *testing.T, f *fixture, id string) map[string]int {
 		"provider_events":  `SELECT count(*) FROM provider_events WHERE operation_id = $1::uuid`,
 		"jobs":             `SELECT count(*) FROM jobs WHERE operation_id = $1::uuid`,
 	} {
-		out[table] = f.count(t, q, id)
+		out[table] = f.Count(t, q, id)
 	}
 	return out
 }
@@ -58,30 +58,30 @@ func TestRetentionRemovesClosedHistoryAndKeepsOpenOperations(t *testing.T) {
 	oldClose := old.Add(time.Hour)
 	recentClose := retainNow.Add(-10 * 24 * time.Hour)
 	gone := []string{
-		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
-		seedHistory(t, f.db, f.tenant, ops.StatusFailed, ops.KindLLMCall, old, &oldClose),
-		seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &oldClose),
+		seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
+		seedHistory(t, f.DB, f.Tenant, ops.StatusFailed, ops.KindLLMCall, old, &oldClose),
+		seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindLLMJob, old, &oldClose),
 	}
 	kept := map[string]string{
-		"unknown for 500 days": seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, old, nil),
-		"expired for 500 days": seedHistory(t, f.db, f.tenant, ops.StatusExpired, ops.KindRefund, old, nil),
-		"received long ago":    seedHistory(t, f.db, f.tenant, ops.StatusReceived, ops.KindLLMCall, old, nil),
-		"in progress":          seedHistory(t, f.db, f.tenant, ops.StatusInProgress, ops.KindLLMJob, old, nil),
-		"closed recently":      seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &recentClose),
-		"open exception":       seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
+		"unknown for 500 days": seedHistory(t, f.DB, f.Tenant, ops.StatusUnknown, ops.KindRefund, old, nil),
+		"expired for 500 days": seedHistory(t, f.DB, f.Tenant, ops.StatusExpired, ops.KindRefund, old, nil),
+		"received long ago":    seedHistory(t, f.DB, f.Tenant, ops.StatusReceived, ops.KindLLMCall, old, nil),
+		"in progress":          seedHistory(t, f.DB, f.Tenant, ops.StatusInProgress, ops.KindLLMJob, old, nil),
+		"closed recently":      seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindRefund, old, &recentClose),
+		"open exception":       seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindRefund, old, &oldClose),
 	}
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, operation_id, severity, summary,
+	if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, operation_id, severity, summary,
 		first_seen_at, last_seen_at, updated_at) VALUES ('double_charge', 'stripe', $1, $3::uuid, 'high', 's', $2, $2, $2)`,
 		kept["open exception"], oldClose, kept["open exception"]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, operation_id, severity, summary,
+	if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO recon_exceptions (kind, provider, ref, operation_id, severity, summary,
 		status, first_seen_at, last_seen_at, updated_at, resolved_at) VALUES ('missing_charge', 'stripe', $1, $3::uuid, 'low', 's',
 		'resolved', $2, $2, $2, $2)`, gone[0], oldClose, gone[0]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider, operations, computed_at)
-		VALUES (3600, $1, $2, 'refund', 'stripe', 7, $1)`, old.Truncate(time.Hour), f.tenant); err != nil {
+	if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider, operations, computed_at)
+		VALUES (3600, $1, $2, 'refund', 'stripe', 7, $1)`, old.Truncate(time.Hour), f.Tenant); err != nil {
 		t.Fatal(err)
 	}
 	before := map[string]map[string]int{}
@@ -102,7 +102,7 @@ func TestRetentionRemovesClosedHistoryAndKeepsOpenOperations(t *testing.T) {
 				t.Errorf("removed operation %s still has %d rows in %s", id, n, table)
 			}
 		}
-		if n := f.count(t, `SELECT count(*) FROM outbox WHERE entity_id = $1 AND published_at IS NULL`, id); n != 1 {
+		if n := f.Count(t, `SELECT count(*) FROM outbox WHERE entity_id = $1 AND published_at IS NULL`, id); n != 1 {
 			t.Errorf("operation %s: %d undelivered events left, want 1 (never removed before delivery)", id, n)
 		}
 	}
@@ -119,7 +119,7 @@ func TestRetentionRemovesClosedHistoryAndKeepsOpenOperations(t *testing.T) {
 		`SELECT count(*) FROM audit_log WHERE entity = 'retention' AND action = 'retention.pass'
 			AND (after->>'operations')::int = 3 AND (after->>'attempts')::int = 3`: 1,
 	} {
-		if got := f.count(t, q); got != want {
+		if got := f.Count(t, q); got != want {
 			t.Errorf("%s: %d, want %d", q, got, want)
 		}
 	}
@@ -150,7 +150,7 @@ func TestRetentionCutShortLeavesWholeOperations(t *testing.T) {
 	closed := old.Add(time.Minute)
 	var ids []string
 	for range 25 {
-		ids = append(ids, seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed))
+		ids = append(ids, seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed))
 	}
 	full := rowsOf(t, f, ids[0])
 
@@ -178,7 +178,7 @@ func TestRetentionCutShortLeavesWholeOperations(t *testing.T) {
 			t.Errorf("operation %s half removed: %v, want %v", id, got, full)
 		}
 	}
-	if left != 15 || f.count(t, `SELECT count(*) FROM audit_log WHERE entity = 'retention'`) != 0 {
+	if left != 15 || f.Count(t, `SELECT count(*) FROM audit_log WHERE entity = 'retention'`) != 0 {
 		t.Fatalf("%d operations left after the cut pass, want 15, and no pass recorded", left)
 	}
 
@@ -186,11 +186,11 @@ func TestRetentionCutShortLeavesWholeOperations(t *testing.T) {
 	if err != nil || rep.Operations != 15 {
 		t.Fatalf("next pass: removed %d, %v; want 15", rep.Operations, err)
 	}
-	if n := f.count(t, `SELECT count(*) FROM operations`) + f.count(t, `SELECT count(*) FROM attempts`) +
-		f.count(t, `SELECT count(*) FROM client_requests`); n != 0 {
+	if n := f.Count(t, `SELECT count(*) FROM operations`) + f.Count(t, `SELECT count(*) FROM attempts`) +
+		f.Count(t, `SELECT count(*) FROM client_requests`); n != 0 {
 		t.Errorf("%d rows left after the next pass", n)
 	}
-	if n := f.count(t, `SELECT count(*) FROM audit_log WHERE entity = 'retention'`); n != 1 {
+	if n := f.Count(t, `SELECT count(*) FROM audit_log WHERE entity = 'retention'`); n != 1 {
 		t.Errorf("%d retention audit rows, want 1", n)
 	}
 }
@@ -208,11 +208,11 @@ func TestMonthlyPartitions(t *testing.T) {
 	}
 	for _, table := range []string{"client_requests", "attempts", "audit_log"} {
 		var kind string
-		if err := f.db.Pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE relname = $1`, table).Scan(&kind); err != nil || kind != "p" {
+		if err := f.DB.Pool.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE relname = $1`, table).Scan(&kind); err != nil || kind != "p" {
 			t.Fatalf("%s: relkind %q, %v; want a partitioned table", table, kind, err)
 		}
 		for _, part := range []string{month(now, 0), month(now, 1), month(now, 2), "default"} {
-			if f.count(t, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			if f.Count(t, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 				WHERE i.inhparent = $1::regclass AND c.relname = $2`, table, table+"_"+part) != 1 {
 				t.Errorf("%s has no partition %s", table, part)
 			}
@@ -220,28 +220,28 @@ func TestMonthlyPartitions(t *testing.T) {
 	}
 	// The ledger writes through the parents; rows land in their month.
 	next := time.Date(now.Year(), now.Month()+1, 3, 0, 0, 0, 0, time.UTC)
-	f.clock.Set(next)
-	o := f.toUnknown(t, "ord_part")
+	f.Clock.Set(next)
+	o := f.ToUnknown(t, "ord_part")
 	for table, col := range map[string]string{"client_requests": "operation_id", "attempts": "operation_id"} {
-		if got, want := pgtest.PartitionOf(t, f.db, table, col+" = $1", o.ID), table+"_"+month(next, 0); got != want {
+		if got, want := pgtest.PartitionOf(t, f.DB, table, col+" = $1", o.ID), table+"_"+month(next, 0); got != want {
 			t.Errorf("%s row of %s in %s, want %s", table, next, got, want)
 		}
 	}
-	if got, want := pgtest.PartitionOf(t, f.db, "audit_log", "entity_id = $1", o.ID), "audit_log_"+month(next, 0); got != want {
+	if got, want := pgtest.PartitionOf(t, f.DB, "audit_log", "entity_id = $1", o.ID), "audit_log_"+month(next, 0); got != want {
 		t.Errorf("audit row of %s in %s, want %s", next, got, want)
 	}
 	// Beyond every month: the default, until the month is created.
 	far := time.Date(now.Year()+3, now.Month(), 10, 0, 0, 0, 0, time.UTC)
-	f.clock.Set(far)
-	o2 := f.toUnknown(t, "ord_far")
-	if got := pgtest.PartitionOf(t, f.db, "attempts", "operation_id = $1", o2.ID); got != "attempts_default" {
+	f.Clock.Set(far)
+	o2 := f.ToUnknown(t, "ord_far")
+	if got := pgtest.PartitionOf(t, f.DB, "attempts", "operation_id = $1", o2.ID); got != "attempts_default" {
 		t.Fatalf("attempt of %s in %s, want attempts_default", far, got)
 	}
 	n, err := f.retain.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead)
 	if err != nil || n != 9 {
 		t.Fatalf("EnsurePartitions at %s: %d, %v; want 9 (3 months of 3 tables)", far, n, err)
 	}
-	if got, want := pgtest.PartitionOf(t, f.db, "attempts", "operation_id = $1", o2.ID), "attempts_"+month(far, 0); got != want {
+	if got, want := pgtest.PartitionOf(t, f.DB, "attempts", "operation_id = $1", o2.ID), "attempts_"+month(far, 0); got != want {
 		t.Errorf("after creating its month, the attempt is in %s, want %s", got, want)
 	}
 	if n, err := f.retain.EnsurePartitions(ctx, ops.Lease{}, far, retain.MonthsAhead); err != nil || n != 0 {
@@ -258,13 +258,13 @@ func TestRetentionDropsEmptiedMonths(t *testing.T) {
 	ctx := context.Background()
 	gone := time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
 	open := time.Date(2025, 4, 10, 0, 0, 0, 0, time.UTC)
-	if _, err := f.db.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, gone, open); err != nil {
+	if _, err := f.DB.Pool.Exec(ctx, `SELECT settle_month_partitions($1, $2)`, gone, open); err != nil {
 		t.Fatal(err)
 	}
 	closed := gone.Add(time.Hour)
-	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, gone, &closed)
-	keep := seedHistory(t, f.db, f.tenant, ops.StatusUnknown, ops.KindRefund, open, nil)
-	if got := pgtest.PartitionOf(t, f.db, "attempts", "started_at = $1", gone); got != "attempts_2025_03" {
+	seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindRefund, gone, &closed)
+	keep := seedHistory(t, f.DB, f.Tenant, ops.StatusUnknown, ops.KindRefund, open, nil)
+	if got := pgtest.PartitionOf(t, f.DB, "attempts", "started_at = $1", gone); got != "attempts_2025_03" {
 		t.Fatalf("seeded attempt in %s, want attempts_2025_03", got)
 	}
 
@@ -277,7 +277,7 @@ func TestRetentionDropsEmptiedMonths(t *testing.T) {
 		t.Fatalf("dropped %q, want %q", got, want)
 	}
 	for _, table := range []string{"attempts_2025_04", "audit_log_2025_04", "client_requests_2025_04"} {
-		if f.count(t, `SELECT count(*) FROM pg_class WHERE relname = $1`, table) != 1 {
+		if f.Count(t, `SELECT count(*) FROM pg_class WHERE relname = $1`, table) != 1 {
 			t.Errorf("%s was dropped; it holds rows of an open operation", table)
 		}
 	}
@@ -294,10 +294,10 @@ func TestAttemptNumbersStayUniqueWithoutTheIndex(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if n := f.count(t, `SELECT count(*) FROM pg_class WHERE relname = 'attempts' AND relkind = 'p'`); n != 1 {
+	if n := f.Count(t, `SELECT count(*) FROM pg_class WHERE relname = 'attempts' AND relkind = 'p'`); n != 1 {
 		t.Fatal("attempts is not partitioned")
 	}
-	o, err := f.db.Open(ctx, ops.OpenParams{Op: &ops.Operation{ID: uuid.NewString(), TenantID: f.tenant, Kind: ops.KindRefund,
+	o, err := f.DB.Open(ctx, ops.OpenParams{Op: &ops.Operation{ID: uuid.NewString(), TenantID: f.Tenant, Kind: ops.KindRefund,
 		Provider: "stripe", IntentKey: "race", ProviderKey: uuid.NewString(), Fingerprint: "fp", Retention: 24 * time.Hour},
 		Now: t0, Claim: "w1", LeaseUntil: t0.Add(time.Minute), Actor: "w1"})
 	if err != nil {
@@ -310,7 +310,7 @@ func TestAttemptNumbersStayUniqueWithoutTheIndex(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := f.db.BeginAttempt(ctx, ops.BeginParams{ID: o.Op.ID, Version: o.Op.Version, Owner: "w1", Now: t0, MaxAttempts: 6})
+			_, _, err := f.DB.BeginAttempt(ctx, ops.BeginParams{ID: o.Op.ID, Version: o.Op.Version, Owner: "w1", Now: t0, MaxAttempts: 6})
 			if err == nil {
 				mu.Lock()
 				won++
@@ -322,10 +322,10 @@ func TestAttemptNumbersStayUniqueWithoutTheIndex(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d BeginAttempt won from one version, want 1", won)
 	}
-	if n := f.count(t, `SELECT count(*) FROM (SELECT n FROM attempts WHERE operation_id = $1 GROUP BY n HAVING count(*) > 1) d`, o.Op.ID); n != 0 {
+	if n := f.Count(t, `SELECT count(*) FROM (SELECT n FROM attempts WHERE operation_id = $1 GROUP BY n HAVING count(*) > 1) d`, o.Op.ID); n != 0 {
 		t.Errorf("%d attempt numbers repeat", n)
 	}
-	if n := f.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, o.Op.ID); n != 2 {
+	if n := f.Count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, o.Op.ID); n != 2 {
 		t.Errorf("%d attempts, want 2 (the first and the winner's)", n)
 	}
 }
@@ -338,19 +338,19 @@ func TestRetentionRunsOnOneReplicaAtATime(t *testing.T) {
 	ctx := context.Background()
 	old := retainNow.Add(-500 * 24 * time.Hour)
 	closed := old.Add(time.Minute)
-	seedHistory(t, f.db, f.tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed)
-	other, held, err := f.db.TakeLease(ctx, retain.Role, "retention:other", retainNow, retainNow.Add(time.Minute))
+	seedHistory(t, f.DB, f.Tenant, ops.StatusSucceeded, ops.KindRefund, old, &closed)
+	other, held, err := f.DB.TakeLease(ctx, retain.Role, "retention:other", retainNow, retainNow.Add(time.Minute))
 	if err != nil || !held {
 		t.Fatal(held, err)
 	}
 	clock := ops.NewManualClock(retainNow)
 	r := newRetention(f, clock)
-	r.Role = ops.NewRole(f.db, clock, slog.New(slog.DiscardHandler), retain.Role, "retention:test", 30*time.Second)
+	r.Role = ops.NewRole(f.DB, clock, slog.New(slog.DiscardHandler), retain.Role, "retention:test", 30*time.Second)
 	rep, err := r.RunOnce(ctx, false)
-	if err != nil || !rep.Skipped || rep.Operations != 0 || f.count(t, `SELECT count(*) FROM operations`) != 1 {
+	if err != nil || !rep.Skipped || rep.Operations != 0 || f.Count(t, `SELECT count(*) FROM operations`) != 1 {
 		t.Fatalf("pass while another holds the role: %+v %v; want skipped, nothing removed", rep, err)
 	}
-	if err := f.db.ReleaseLease(ctx, other); err != nil {
+	if err := f.DB.ReleaseLease(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := r.RunOnce(ctx, false); err != nil || rep.Skipped || rep.Operations != 1 {
@@ -370,7 +370,7 @@ func TestRetentionEmptiesTheInboxOfOldEvents(t *testing.T) {
 		if i%5 == 0 {
 			at = recent
 		}
-		if _, err := f.db.Pool.Exec(ctx, `INSERT INTO consumed_events (consumer, event_id, topic, payload, applied_at)
+		if _, err := f.DB.Pool.Exec(ctx, `INSERT INTO consumed_events (consumer, event_id, topic, payload, applied_at)
 VALUES ('jobs-webhook', $1, 'job.published', '{"result":"a summary"}', $2)`, fmt.Sprintf("evt_%02d", i), at); err != nil {
 			t.Fatal(err)
 		}
@@ -379,10 +379,10 @@ VALUES ('jobs-webhook', $1, 'job.published', '{"result":"a summary"}', $2)`, fmt
 	if err != nil || rep.ConsumedEvents != 20 {
 		t.Fatalf("pass: %+v %v; want the 20 old inbox rows removed", rep, err)
 	}
-	if n := f.count(t, `SELECT count(*) FROM consumed_events WHERE applied_at = $1`, recent); n != 5 {
+	if n := f.Count(t, `SELECT count(*) FROM consumed_events WHERE applied_at = $1`, recent); n != 5 {
 		t.Fatalf("%d recent inbox rows left, want 5", n)
 	}
-	if n := f.count(t, `SELECT count(*) FROM consumed_events`); n != 5 {
+	if n := f.Count(t, `SELECT count(*) FROM consumed_events`); n != 5 {
 		t.Fatalf("%d inbox rows left, want 5", n)
 	}
 }
