@@ -2,15 +2,10 @@ package pg_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/localpg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 )
 
@@ -23,43 +18,7 @@ import (
 func TestPhaseWriteDoesNotWaitForTheDisk(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	root := filepath.Join(pgtest.ProjectDir(), ".settle")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp(root, "test-phase-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := localpg.Start(ctx, localpg.Options{Dir: dir, Durable: true})
-	if err != nil {
-		os.RemoveAll(dir)
-		t.Fatalf("start a durable postgres: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = c.Stop()
-		os.RemoveAll(dir)
-	})
-	mig, err := pg.Open(ctx, c.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = mig.Migrate(ctx)
-	mig.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One connection in the main pool: the phase writes and the reads of their statistics
-	// share a backend, which sends its statistics when told to.
-	db, err := pg.Open(ctx, c.URL("postgres")+"&pool_max_conns=1", pg.PreparedWhenDirect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	var tenant int64
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('acme') RETURNING id`).Scan(&tenant); err != nil {
-		t.Fatal(err)
-	}
+	db, tenant := durableDB(ctx, t, "test-phase-")
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Register(refund.Kind())
 	o, err := ledger.Admit(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "ord-1:100:usd",
