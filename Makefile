@@ -61,7 +61,8 @@ load: deps build
 # `settle serve` on a private, durable Postgres, the three in turn on each API at each rate; it
 # prints the latency each adds, failures, CPU per request and peak RSS (cmd/settle-load
 # gateway). ROUNDS=n cuts each rate's time into n turns. APIS=chat measures chat completions
-# alone, a quarter of the whole run's time.
+# alone, a quarter of the whole run's time. STATEMENTS=1 has the cluster count Postgres's
+# statements and reports each phase's statements, executor time and WAL per request.
 BENCH_GATEWAY_RATES := 100,300,500
 .PHONY: bench-gateway
 bench-gateway: deps build
