@@ -38,20 +38,22 @@ type listedPackage struct {
 
 // seeding is the package that builds operations in given states for tests and the demo,
 // through the Store's writes with the Ledger's checks; pgtest gives tests their databases
-// and writes years of history straight in SQL for the retention's tests. They are the
-// exceptions to the rule below, and only tests, and the production packages listed for
-// each, may import them.
+// and writes years of history straight in SQL for the retention's tests; pgworld is the
+// stores' tests' shared world built on both. They are the exceptions to the rule below, and
+// only tests, and the production packages listed for each, may import them.
 const (
 	seeding = "github.com/settle-dev/settle/ops/opstest"
 	pgtest  = "github.com/settle-dev/settle/ops/pg/pgtest"
+	pgworld = "github.com/settle-dev/settle/ops/pg/pgtest/pgworld"
 )
 
 // seedingImporters are the production packages allowed to import each seeding package:
-// the demo builds its story's states, and the test world (itself used only by tests) its
-// databases.
+// the demo builds its story's states, and the test worlds (themselves used only by tests)
+// their databases and operations.
 var seedingImporters = map[string]map[string]bool{
-	seeding: {"github.com/settle-dev/settle/internal/demo": true},
-	pgtest:  {"github.com/settle-dev/settle/internal/testworld": true},
+	seeding: {"github.com/settle-dev/settle/internal/demo": true, pgworld: true},
+	pgtest:  {"github.com/settle-dev/settle/internal/testworld": true, pgworld: true},
+	pgworld: {},
 }
 
 // bodyWriters are the stores that may change an operation row without the Ledger because
