@@ -50,7 +50,7 @@ func (s *Server) mountMCP(r chi.Router) {
 	// mcpToken refuses a bad token as problem+json, like every API route; the SDK's
 	// middleware then carries the tenant to the tool handlers as token info.
 	bearer := auth.RequireBearerToken(tokenInfoFromTenant, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	r.With(s.mcpToken, bearer, stampMCPRequestID).Handle("/mcp", h)
+	r.With(s.shedder.limit, s.mcpToken, bearer, stampMCPRequestID).Handle("/mcp", h)
 }
 
 // mcpToken is requireToken for /mcp: the same tokens resolved by Accounts.TenantByToken,

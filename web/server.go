@@ -46,6 +46,14 @@ type Server struct {
 	// extended before every chunk of a stream: a client that stops reading loses its answer,
 	// never the generation, which the gateway goes on reading and stores. Default 10 s.
 	StreamWriteTimeout time.Duration
+	// MaxInFlight caps the API requests (the token-authenticated /api/v1 and /v1 routes and
+	// /mcp) this server works on at once. One more is answered at once with 503 and
+	// Retry-After, before its body is read or anything of it is recorded, so an overload
+	// sheds requests instead of growing a backlog that starves the process of memory and
+	// CPU. Probes, /metrics and the dashboard are never counted: people must be able to see
+	// and close operations during the overload. Zero or less: no cap.
+	MaxInFlight int
+	shedder     *shedder
 
 	// Each area of the product declares its own dependencies in its own file.
 	KindDeps
@@ -106,20 +114,30 @@ func (s *Server) router() *chi.Mux {
 	}
 	r.Method(http.MethodGet, "/static/*", http.StripPrefix("/static/", http.FileServerFS(static.FS)))
 
+	// The API's routes are counted by the shedder, first of all, so a request beyond the cap
+	// costs neither a token lookup nor a read of its body. On the gateway's routes it is
+	// inline (With), where it sees each route's pattern for its metric; the routes under
+	// /api/v1 share one pattern, /api/v1/*, as they share the token check of every path
+	// there. The probes, /metrics and the dashboard are never shed: they are what people use
+	// to see and settle an overload, and their load is a few people's, not the clients'.
+	// Stripe's webhooks are left out too: they arrive at Stripe's pace and carry the
+	// evidence that closes operations.
+	s.shedder = newShedder(s)
+	api := s.shedder.limit
 	r.Get("/api/openapi.json", s.handleOpenAPI)
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Use(s.requireToken)
+		r.Use(api, s.requireToken)
 		r.Get("/whoami", s.handleWhoami)
 		r.Post("/refunds", s.handleRefund)
 		r.Get("/operations/{id}", s.handleGetOperation)
 	})
 	r.Post("/webhooks/stripe", s.handleStripeWebhook)
-	r.With(s.requireToken).Post("/v1/chat/completions", s.handleChatCompletions)
-	r.With(s.requireToken).Post("/v1/embeddings", s.handleEmbeddings)
-	r.With(s.requireToken).Post("/v1/responses", s.handleResponses)
-	r.With(s.requireToken).Get("/v1/responses/{id}", s.handleGetResponse)
-	r.With(s.requireToken).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
-	r.With(s.requireAPIKeyOrToken).Post("/v1/messages", s.handleMessages)
+	r.With(api, s.requireToken).Post("/v1/chat/completions", s.handleChatCompletions)
+	r.With(api, s.requireToken).Post("/v1/embeddings", s.handleEmbeddings)
+	r.With(api, s.requireToken).Post("/v1/responses", s.handleResponses)
+	r.With(api, s.requireToken).Get("/v1/responses/{id}", s.handleGetResponse)
+	r.With(api, s.requireToken).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
+	r.With(api, s.requireAPIKeyOrToken).Post("/v1/messages", s.handleMessages)
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.Sessions.LoadAndSave)

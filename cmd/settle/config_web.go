@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/settle-dev/settle/ops"
@@ -27,7 +28,15 @@ type WebConfig struct {
 	SSO SSOConfig
 	// Approvals is the dashboard's global four-eyes policy (ops rule 13).
 	Approvals ops.ApprovalPolicy
+	// MaxInFlight is SETTLE_MAX_IN_FLIGHT: the API requests answered at once before more
+	// are shed with 503; 0 is no cap.
+	MaxInFlight int
 }
+
+// defaultMaxInFlight is SETTLE_MAX_IN_FLIGHT's default: forty times what 500 gateway calls a
+// second of 50 ms each keep in flight, so a healthy machine never sheds, while a starved
+// one stops taking work before its backlog outgrows the soft memory limit.
+const defaultMaxInFlight = 1000
 
 // loadWebEnv reads the settings of the HTTP listener of serve and demo; addr is the main
 // listener's address.
@@ -47,6 +56,9 @@ func loadWebEnv(wc *WebConfig, addr string, e environ) error {
 		return usagef("%s must be at least %d characters with no spaces, e.g. the output of 'openssl rand -hex 32'", envMetricsToken.Name, minMetricsToken)
 	}
 	var err error
+	if wc.MaxInFlight, err = readMaxInFlight(e); err != nil {
+		return err
+	}
 	if wc.Approvals, err = loadApprovalsEnv(e); err != nil {
 		return err
 	}
@@ -66,4 +78,20 @@ func loadWebEnv(wc *WebConfig, addr string, e environ) error {
 		wc.TrustedProxies = append(wc.TrustedProxies, p.Masked())
 	}
 	return loadSSOEnv(&wc.SSO, e)
+}
+
+// readMaxInFlight reads SETTLE_MAX_IN_FLIGHT: a whole number of requests, 0 or off for no cap.
+func readMaxInFlight(e environ) (int, error) {
+	v := strings.TrimSpace(e.get(envMaxInFlight))
+	switch v {
+	case "":
+		return defaultMaxInFlight, nil
+	case "off":
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, usagef("%s=%q is not a whole number of requests such as %d, or 0 or off for no cap", envMaxInFlight.Name, v, defaultMaxInFlight)
+	}
+	return n, nil
 }

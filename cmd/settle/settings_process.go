@@ -51,6 +51,16 @@ var (
 		Short:  "/metrics answers only Authorization: Bearer with it; without it or SETTLE_METRICS_ADDR, loopback clients only",
 		Doc: "`/metrics` answers only `Authorization: Bearer` with it (401 otherwise), wherever it is served. Without it or " +
 			"`SETTLE_METRICS_ADDR`, `/metrics` answers loopback clients only (403 otherwise)", Secret: true})
+	envMaxInFlight = define(sectionProcess, setting{Name: "SETTLE_MAX_IN_FLIGHT", Commands: []string{"serve", "demo"},
+		Default: "`1000`", Parses: "a whole number of requests, `0` or `off` for no cap",
+		Short: "API requests answered at once; one more gets 503 with Retry-After: 1 before it is read",
+		Doc: "how many API requests (`/api/v1`, the gateway's `/v1` and `/mcp`) `serve` and `demo` work on at once; one more is " +
+			"refused at once with 503, code `overloaded` and `Retry-After: 1`, before its body is read or anything of it is " +
+			"recorded, and counted in `settle_http_shed_total`. The probes, `/metrics` and the dashboard are never counted. Requests " +
+			"in flight are their rate times their duration: 500 gateway calls a second at 50 ms each keep 25 in flight, and the " +
+			"default leaves room for 40 times that (500 calls a second of 2 s each) while still bounding the backlog a starved " +
+			"machine piles up, whose memory would push the heap to `GOMEMLIMIT` and the garbage collector to half the CPU. Raise " +
+			"it, with `GOMEMLIMIT`, for long streams at high rates; `0` or `off`: no cap"})
 	envShutdownTimeout = define(sectionProcess, setting{Name: "SETTLE_SHUTDOWN_TIMEOUT", Commands: []string{"server commands"},
 		Default: "`SETTLE_REFUND_DEADLINE` + `10s` (`35s`)", Parses: "a positive Go duration",
 		Short: "how long serve and demo wait after SIGTERM for work in flight",

@@ -38,7 +38,7 @@ var commandArgs = map[string][]string{
 var validEnv = map[string]string{
 	"DATABASE_URL": "postgres://settle:SECRET@127.0.0.1:1/settle?application_name=SECRET", "SETTLE_DB_POOLER": "transaction",
 	"SETTLE_ADDR": "127.0.0.1:8081", "SETTLE_DEMO_HISTORY": "7d", "SETTLE_LOG_LEVEL": "warn", "SETTLE_SECURE_COOKIES": "true",
-	"SETTLE_TRUSTED_PROXIES": "10.0.0.0/8,192.0.2.1", "SETTLE_METRICS_ADDR": "127.0.0.1:9091",
+	"SETTLE_TRUSTED_PROXIES": "10.0.0.0/8,192.0.2.1", "SETTLE_METRICS_ADDR": "127.0.0.1:9091", "SETTLE_MAX_IN_FLIGHT": "500",
 	"SETTLE_METRICS_TOKEN": "SECRET-0123456789abcdef", "SETTLE_SHUTDOWN_TIMEOUT": "40s", "SETTLE_WORKER_ID": "replica-a",
 	"STRIPE_API_KEY": "sk_test_SECRET", "STRIPE_API_BASE": "https://proxy:SECRET@stripe.example.com/SECRET",
 	"STRIPE_WEBHOOK_SECRET": "whsec_SECRET", "STRIPE_CONNECT_WEBHOOK_SECRET": "whsec_connect_SECRET",
