@@ -183,9 +183,29 @@ func admitted(in ops.Intent, ref, owner string) ops.Intent {
 // the connection string: settle_custom_plans sets plan_cache_mode=auto, which the ledger's
 // write pool then keeps, to show what their generic plans buy.
 func benchSettle(b *testing.B, variant string, flushers int, params string) {
-	ctx := context.Background()
 	url := database(b, settleDB, true)
+	if !warmed[variant] {
+		work, done := settleLifecycles(b, url, flushers, params)
+		warmUp(b, variant, work)
+		done()
+	}
 	before := counts(b, settleDB)
+	work, done := settleLifecycles(b, url, flushers, params)
+
+	b.ResetTimer()
+	elapsed, err := runClients(b.N, work)
+	b.StopTimer()
+	done()
+	if err != nil {
+		b.Fatal(err)
+	}
+	report(b, variant, "lifecycles/s", elapsed, before, counts(b, settleDB))
+}
+
+// settleLifecycles opens the ledger on url and returns the i-th lifecycle of a new run, and
+// the function that closes the ledger's pool.
+func settleLifecycles(b *testing.B, url string, flushers int, params string) (func(ctx context.Context, i int) error, func()) {
+	ctx := context.Background()
 	// As settle serve opens it (SETTLE_DB_POOLER=auto): prepared statements on this direct
 	// connection.
 	db, err := pg.Open(ctx, url+params, pg.PreparedWhenDirect())
@@ -196,9 +216,7 @@ func benchSettle(b *testing.B, variant string, flushers int, params string) {
 	ledger := testworld.RegisterKinds(ops.NewLedger(db, ops.SystemClock{}))
 	tid := tenant(b, db.Pool)
 	run := runID()
-
-	b.ResetTimer()
-	elapsed, err := runClients(b.N, func(ctx context.Context, i int) error {
+	return func(ctx context.Context, i int) error {
 		owner := fmt.Sprintf("client-%d", i%clients)
 		o, err := ledger.Admit(ctx, admitted(intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), owner))
 		if err != nil {
@@ -212,36 +230,41 @@ func benchSettle(b *testing.B, variant string, flushers int, params string) {
 			return fmt.Errorf("operation %s is %s", op.ID, op.Status)
 		}
 		return nil
-	})
-	b.StopTimer()
-	db.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
-	report(b, variant, "lifecycles/s", elapsed, before, counts(b, settleDB))
+	}, db.Close
 }
 
 func benchNaive(b *testing.B) {
-	ctx := context.Background()
 	url := database(b, naiveDB, true)
+	if !warmed["naive"] {
+		work, done := naiveLifecycles(b, url)
+		warmUp(b, "naive", work)
+		done()
+	}
 	before := counts(b, naiveDB)
-	db, err := pg.Open(ctx, url) // the same pool settings as Settle's
+	work, done := naiveLifecycles(b, url)
+
+	b.ResetTimer()
+	elapsed, err := runClients(b.N, work)
+	b.StopTimer()
+	done()
+	if err != nil {
+		b.Fatal(err)
+	}
+	report(b, "naive", "lifecycles/s", elapsed, before, counts(b, naiveDB))
+}
+
+// naiveLifecycles opens a pool on url with Settle's settings and returns the i-th naive
+// lifecycle of a new run, and the function that closes the pool.
+func naiveLifecycles(b *testing.B, url string) (func(ctx context.Context, i int) error, func()) {
+	db, err := pg.Open(context.Background(), url)
 	if err != nil {
 		b.Fatal(err)
 	}
 	tid := tenant(b, db.Pool)
 	run := runID()
-
-	b.ResetTimer()
-	elapsed, err := runClients(b.N, func(ctx context.Context, i int) error {
+	return func(ctx context.Context, i int) error {
 		return naiveLifecycle(ctx, db.Pool, intent(tid, run, i), fmt.Sprintf("req-%s-%d", run, i), fmt.Sprintf("client-%d", i%clients))
-	})
-	b.StopTimer()
-	db.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
-	report(b, "naive", "lifecycles/s", elapsed, before, counts(b, naiveDB))
+	}, db.Close
 }
 
 // naiveLifecycle is the lifecycle as one would first write it: open, claim with the
