@@ -114,6 +114,33 @@ func (s *Server) router() *chi.Mux {
 	}
 	r.Method(http.MethodGet, "/static/*", http.StripPrefix("/static/", http.FileServerFS(static.FS)))
 
+	s.mountAPI(r)
+
+	r.Group(func(r chi.Router) {
+		r.Use(s.Sessions.LoadAndSave)
+		r.Get("/login", s.handleLoginPage)
+		r.Post("/login", s.handleLogin)
+		r.Post("/logout", s.handleLogout)
+		s.mountSSO(r)
+		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/ops", http.StatusSeeOther)
+		})
+		r.Group(func(r chi.Router) {
+			r.Use(s.requireUser, s.requireRole(desk.RoleSupport))
+			r.Get("/ops", s.handleQueue)
+		})
+		s.mountDashboard(r)
+		s.mountReconcile(r)
+		s.mountAlerts(r)
+		s.mountInsights(r)
+	})
+	s.mountMCP(r)
+	s.mountJobs(r)
+	return r
+}
+
+// mountAPI mounts the token-authenticated API and the LLM gateway, and Stripe's webhooks.
+func (s *Server) mountAPI(r chi.Router) {
 	// The API's routes are counted by the shedder, first of all, so a request beyond the cap
 	// costs neither a token lookup nor a read of its body. On the gateway's routes it is
 	// inline (With), where it sees each route's pattern for its metric; the routes under
@@ -138,28 +165,6 @@ func (s *Server) router() *chi.Mux {
 	r.With(api, s.requireToken).Get("/v1/responses/{id}", s.handleGetResponse)
 	r.With(api, s.requireToken).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
 	r.With(api, s.requireAPIKeyOrToken).Post("/v1/messages", s.handleMessages)
-
-	r.Group(func(r chi.Router) {
-		r.Use(s.Sessions.LoadAndSave)
-		r.Get("/login", s.handleLoginPage)
-		r.Post("/login", s.handleLogin)
-		r.Post("/logout", s.handleLogout)
-		s.mountSSO(r)
-		r.Get("/", func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/ops", http.StatusSeeOther)
-		})
-		r.Group(func(r chi.Router) {
-			r.Use(s.requireUser, s.requireRole(desk.RoleSupport))
-			r.Get("/ops", s.handleQueue)
-		})
-		s.mountDashboard(r)
-		s.mountReconcile(r)
-		s.mountAlerts(r)
-		s.mountInsights(r)
-	})
-	s.mountMCP(r)
-	s.mountJobs(r)
-	return r
 }
 
 // secureHeaders keeps the dashboard out of frames and stops browsers guessing content types.
