@@ -100,7 +100,8 @@
 //     wins and the other is told who did.
 //  7. A long provider call never runs inside a transaction that holds row locks.
 //  8. Every client request and every attempt is recorded, so duplicate and timeout rates
-//     are counted facts, not estimates.
+//     are counted facts, not estimates. A request refused before it names its tenant (a bad
+//     token, or a replica shedding load) is no tenant's request: the server's metrics count it.
 //  9. An operation is never shown as succeeded without evidence from the provider.
 //  10. Events leave through the transactional outbox, at least once, each with an event
 //     id, so every receiver can apply each event once. A change writes its event when a

@@ -52,7 +52,8 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 // Open implements ops.Store: one statement inserts the operation (or finds the open one for
 // the intent, even one committed a moment ago by a concurrent request), records the client
 // request, and for a new claimed operation begins its first attempt. The opening's audit
-// entry is the operation's creation, read back by openingsSQL: no audit row repeats it.
+// entry is the operation's creation, which the audit trail's reads in ops/pg/deskstore list
+// as its opening (openingCols): no audit row repeats it.
 // The model a new operation asks for, and whether its client sent store: false, are copied
 // from its request's body, where the gateway and the pipeline jobs both keep the body they
 // send, so that they outlive the purge of the request as p.API does: a purged call that
