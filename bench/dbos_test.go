@@ -73,22 +73,9 @@ func benchDBOS(b *testing.B) {
 		}
 		dbosMigrated = true
 	}
-	if !warmed["dbos"] {
-		work, done := dbosWorkflows(b, url)
-		warmUp(b, "dbos", work)
-		done()
-	}
-	before := counts(b, dbosDB)
-	work, done := dbosWorkflows(b, url)
-
-	b.ResetTimer()
-	elapsed, err := runClients(b.N, work)
-	b.StopTimer()
-	done()
-	if err != nil {
-		b.Fatal(err)
-	}
-	report(b, "dbos", "workflows/s", elapsed, before, counts(b, dbosDB))
+	measure(b, "dbos", dbosDB, "workflows/s", func() (func(ctx context.Context, i int) error, func()) {
+		return dbosWorkflows(b, url)
+	})
 }
 
 // dbosWorkflows launches DBOS on url and returns the i-th refund workflow of a new run,

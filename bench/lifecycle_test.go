@@ -184,22 +184,9 @@ func admitted(in ops.Intent, ref, owner string) ops.Intent {
 // write pool then keeps, to show what their generic plans buy.
 func benchSettle(b *testing.B, variant string, flushers int, params string) {
 	url := database(b, settleDB, true)
-	if !warmed[variant] {
-		work, done := settleLifecycles(b, url, flushers, params)
-		warmUp(b, variant, work)
-		done()
-	}
-	before := counts(b, settleDB)
-	work, done := settleLifecycles(b, url, flushers, params)
-
-	b.ResetTimer()
-	elapsed, err := runClients(b.N, work)
-	b.StopTimer()
-	done()
-	if err != nil {
-		b.Fatal(err)
-	}
-	report(b, variant, "lifecycles/s", elapsed, before, counts(b, settleDB))
+	measure(b, variant, settleDB, "lifecycles/s", func() (func(ctx context.Context, i int) error, func()) {
+		return settleLifecycles(b, url, flushers, params)
+	})
 }
 
 // settleLifecycles opens the ledger on url and returns the i-th lifecycle of a new run, and
@@ -235,22 +222,9 @@ func settleLifecycles(b *testing.B, url string, flushers int, params string) (fu
 
 func benchNaive(b *testing.B) {
 	url := database(b, naiveDB, true)
-	if !warmed["naive"] {
-		work, done := naiveLifecycles(b, url)
-		warmUp(b, "naive", work)
-		done()
-	}
-	before := counts(b, naiveDB)
-	work, done := naiveLifecycles(b, url)
-
-	b.ResetTimer()
-	elapsed, err := runClients(b.N, work)
-	b.StopTimer()
-	done()
-	if err != nil {
-		b.Fatal(err)
-	}
-	report(b, "naive", "lifecycles/s", elapsed, before, counts(b, naiveDB))
+	measure(b, "naive", naiveDB, "lifecycles/s", func() (func(ctx context.Context, i int) error, func()) {
+		return naiveLifecycles(b, url)
+	})
 }
 
 // naiveLifecycles opens a pool on url with Settle's settings and returns the i-th naive

@@ -252,6 +252,31 @@ func runClients(n int, work func(ctx context.Context, i int) error) (time.Durati
 	return time.Since(start), context.Cause(ctx)
 }
 
+// measure runs b.N units of a variant's work from the clients on database db and reports
+// them, after warming the variant up once. open starts the work (a pool, or DBOS) and
+// returns the i-th unit and the function that stops it; it is called for the warm-up and
+// again for the measurement, so that counts, which waits for every session on db to end,
+// sees none of the warm-up's.
+func measure(b *testing.B, variant, db, unit string, open func() (func(ctx context.Context, i int) error, func())) {
+	b.Helper()
+	if !warmed[variant] {
+		work, done := open()
+		warmUp(b, variant, work)
+		done()
+	}
+	before := counts(b, db)
+	work, done := open()
+
+	b.ResetTimer()
+	elapsed, err := runClients(b.N, work)
+	b.StopTimer()
+	done()
+	if err != nil {
+		b.Fatal(err)
+	}
+	report(b, variant, unit, elapsed, before, counts(b, db))
+}
+
 // warmUpFor is how long each variant runs, unmeasured, before its first measurement.
 const warmUpFor = 5 * time.Second
 
@@ -264,9 +289,6 @@ var warmed = map[string]bool{}
 // first would otherwise carry that start-up cost and the others not.
 func warmUp(b *testing.B, variant string, work func(ctx context.Context, i int) error) {
 	b.Helper()
-	if warmed[variant] {
-		return
-	}
 	warmed[variant] = true
 	ctx, cancel := context.WithTimeout(context.Background(), warmUpFor)
 	defer cancel()
