@@ -205,9 +205,9 @@ func TestResponsesBackgroundResumes(t *testing.T) {
 func TestResponsesFaults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var apiErr *openai.Error
 	t.Run("refusals before generation are not billed", func(t *testing.T) {
 		t.Parallel()
+		var apiErr *openai.Error
 		l, base := startLLM(t, fake.LLMOptions{})
 		faults, err := fake.ParseLLMFaults("/v1/responses rate_limit calls=1 retry_after=4; /v1/responses server_error calls=2; /v1/responses overloaded calls=3")
 		if err != nil {
@@ -251,6 +251,7 @@ func TestResponsesFaults(t *testing.T) {
 	})
 	t.Run("bill then timeout keeps the response for a lookup after its store lag", func(t *testing.T) {
 		t.Parallel()
+		var apiErr *openai.Error
 		clock := newTestClock()
 		l, base := startLLM(t, fake.LLMOptions{Clock: clock.Now})
 		l.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Delay: 5 * time.Second, Lag: time.Minute, Times: 1})
