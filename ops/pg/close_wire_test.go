@@ -50,15 +50,7 @@ func TestCloseDoesNotReadTheAnswerBack(t *testing.T) {
 			return countingConn{Conn: conn, read: &read}, nil
 		}
 	}
-	db, err := pg.Open(ctx, url, pg.PreparedWhenDirect(), count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	var tenant int64
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('acme') RETURNING id`).Scan(&tenant); err != nil {
-		t.Fatal(err)
-	}
+	db, tenant := openWithTenant(ctx, t, url, pg.PreparedWhenDirect(), count)
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Register(refund.Kind())
 	a, err := ledger.Admit(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "ord-1:100:usd",

@@ -44,7 +44,14 @@ func durableDB(ctx context.Context, t *testing.T, prefix string) (*pg.DB, int64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := pg.Open(ctx, c.URL("postgres")+"&pool_max_conns=1", pg.PreparedWhenDirect())
+	return openWithTenant(ctx, t, c.URL("postgres")+"&pool_max_conns=1", pg.PreparedWhenDirect())
+}
+
+// openWithTenant opens url with opts for the test's life and creates the tenant acme on it,
+// returning its id.
+func openWithTenant(ctx context.Context, t *testing.T, url string, opts ...pg.Option) (*pg.DB, int64) {
+	t.Helper()
+	db, err := pg.Open(ctx, url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

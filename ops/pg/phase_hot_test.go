@@ -28,15 +28,7 @@ func TestPhaseWriteLeavesAFarLeaseAlone(t *testing.T) {
 	}
 	// One connection: the writes and the reads of their statistics share a backend, which
 	// sends its statistics when told to.
-	db, err := pg.Open(ctx, url+sep+"pool_max_conns=1", pg.PreparedWhenDirect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	var tenant int64
-	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('acme') RETURNING id`).Scan(&tenant); err != nil {
-		t.Fatal(err)
-	}
+	db, tenant := openWithTenant(ctx, t, url+sep+"pool_max_conns=1", pg.PreparedWhenDirect())
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Register(refund.Kind())
 	ledger.Limits.Lease = time.Minute
