@@ -1,7 +1,7 @@
-// Package pgworld is the test world the stores under ops/pg share: a ledger with the refund,
-// LLM and job kinds on a private database holding one tenant, a manual clock, and helpers
-// that seed operations through the ledger's own protocol. It sits apart from pgtest because
-// it imports the kinds' packages, whose own tests use pgtest.
+// Package pgworld is the test world the stores under ops/pg and the desk share: a ledger
+// with the refund, LLM and job kinds on a private database holding one tenant, a manual
+// clock, and helpers that seed operations through the ledger's own protocol. It sits apart
+// from pgtest because it imports the kinds' packages, whose own tests use pgtest.
 package pgworld
 
 import (
@@ -22,7 +22,8 @@ import (
 // T0 is the world's clock at its start.
 var T0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// World is a ledger on a private database with one tenant.
+// World is a ledger on a private database with one tenant: the world of the stores' tests
+// and of the desk's.
 type World struct {
 	DB     *pg.DB
 	Clock  *ops.ManualClock
