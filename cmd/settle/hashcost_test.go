@@ -19,7 +19,6 @@ import (
 // reaches the product's wiring, where it would make stolen hashes cheap to guess.
 func TestProductHashesPasswordsAtTheDefaultCost(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	dbURL := pgtest.URL(pgtest.NewDatabase(t))
 	vars := map[string]string{"DATABASE_URL": dbURL}
 
@@ -29,15 +28,7 @@ func TestProductHashesPasswordsAtTheDefaultCost(t *testing.T) {
 		t.Fatalf("user add: exit %d, stderr %q", code, stderr)
 	}
 
-	cfg, err := LoadConfig([]string{"serve", "--addr", "127.0.0.1:0"}, env(vars), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewProgram(cfg, testLogger(t))
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := serveWith(t, vars)
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)

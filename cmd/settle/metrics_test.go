@@ -10,10 +10,13 @@ import (
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
-// serveWith runs the program as 'settle serve' on loopback port 0 with vars.
+// serveWith runs the program as 'settle serve' on loopback port 0 with vars, on a database of
+// its own unless vars name one.
 func serveWith(t *testing.T, vars map[string]string) *Program {
 	t.Helper()
-	vars["DATABASE_URL"] = pgtest.URL(pgtest.NewDatabase(t))
+	if vars["DATABASE_URL"] == "" {
+		vars["DATABASE_URL"] = pgtest.URL(pgtest.NewDatabase(t))
+	}
 	cfg, err := LoadConfig([]string{"serve", "--addr", "127.0.0.1:0"}, env(vars), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

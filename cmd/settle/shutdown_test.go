@@ -190,16 +190,8 @@ func TestStopFinishesTheReapersResend(t *testing.T) {
 		t.Fatalf("after the call: %+v %v; want in progress without a live lease", op, err)
 	}
 
-	cfg, err := LoadConfig([]string{"serve", "--addr", "127.0.0.1:0"}, env(map[string]string{"DATABASE_URL": url,
-		"STRIPE_API_KEY": "sk_test_reaper", "STRIPE_API_BASE": base, "SETTLE_RECONCILE_INTERVAL": "off", "SETTLE_WORKERS": "0"}), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := NewProgram(cfg, testLogger(t))
-	if err := p.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := serveWith(t, map[string]string{"DATABASE_URL": url,
+		"STRIPE_API_KEY": "sk_test_reaper", "STRIPE_API_BASE": base, "SETTLE_RECONCILE_INTERVAL": "off", "SETTLE_WORKERS": "0"})
 	// The reaper's first pass starts at once; its send is recorded before it leaves.
 	for i := 0; ; i++ {
 		var n int
