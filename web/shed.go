@@ -33,7 +33,6 @@ const shedLogEvery = time.Second
 type shedder struct {
 	max      int64
 	inFlight atomic.Int64
-	gauge    prometheus.Gauge
 	shed     *prometheus.CounterVec
 	srv      *Server
 
@@ -43,18 +42,21 @@ type shedder struct {
 }
 
 func newShedder(s *Server) *shedder {
-	return &shedder{
+	sh := &shedder{
 		max: int64(s.MaxInFlight),
-		gauge: register(s.Registry, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "settle_http_in_flight",
-			Help: "API requests (/api/v1, /v1, /mcp) being answered now; beyond SETTLE_MAX_IN_FLIGHT they are shed.",
-		})),
 		shed: register(s.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_http_shed_total",
 			Help: "API requests refused with 503 before any work because SETTLE_MAX_IN_FLIGHT were in flight, by route pattern.",
 		}, []string{"route"})),
 		srv: s,
 	}
+	// The gauge reads the count the cap is checked against when scraped, so a request pays
+	// for one counter, not two.
+	register(s.Registry, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "settle_http_in_flight",
+		Help: "API requests (/api/v1, /v1, /mcp) being answered now; beyond SETTLE_MAX_IN_FLIGHT they are shed.",
+	}, func() float64 { return float64(sh.inFlight.Load()) }))
+	return sh
 }
 
 // limit counts a request in flight until its handler returns (a stream until its last
@@ -67,11 +69,7 @@ func (sh *shedder) limit(next http.Handler) http.Handler {
 			sh.refuse(w, r)
 			return
 		}
-		sh.gauge.Inc()
-		defer func() {
-			sh.inFlight.Add(-1)
-			sh.gauge.Dec()
-		}()
+		defer sh.inFlight.Add(-1)
 		next.ServeHTTP(w, r)
 	})
 }
