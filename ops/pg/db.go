@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -84,6 +85,14 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 // SetGroupCommit sets how many batches of concurrent ledger writes may be at the server at
 // once (default 2); 0 sends every write on its own. Call it before any write.
 func (db *DB) SetGroupCommit(flushers int) { db.group.flushers = flushers }
+
+// WriteBacklog is how long the oldest ledger write waiting for a group-commit batch has
+// waited (0 when none waits): the first figure to grow when the database or this process's
+// CPU cannot keep up, since every API request that does anything writes the ledger first.
+// It is wall-clock latency on the monotonic clock, not the ledger's injected clock. With
+// group commit off (SetGroupCommit(0)) writes queue only in the pool, which this does not
+// see, so it is always 0. It takes one short lock: cheap enough to read on every request.
+func (db *DB) WriteBacklog() time.Duration { return db.group.backlog() }
 
 // Close closes the pools.
 func (db *DB) Close() {

@@ -28,11 +28,14 @@ type group struct {
 }
 
 type groupJob struct {
-	sql  string
-	args []any
-	scan func(pgx.Row) error
-	err  error
-	done chan struct{}
+	// queued is when the job joined the queue, on the monotonic clock: backlog measures
+	// real waiting, not the domain's (possibly manual) clock.
+	queued time.Time
+	sql    string
+	args   []any
+	scan   func(pgx.Row) error
+	err    error
+	done   chan struct{}
 }
 
 // maxBatch bounds one batch so that a burst does not make one caller wait for hundreds.
@@ -51,7 +54,7 @@ func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) err
 		defer cancel()
 		return scan(g.pool.QueryRow(ctx, sql, args...))
 	}
-	j := &groupJob{sql: sql, args: args, scan: scan, done: make(chan struct{})}
+	j := &groupJob{queued: time.Now(), sql: sql, args: args, scan: scan, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, j)
 	if g.active < g.flushers {
@@ -66,6 +69,19 @@ func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) err
 	// and its outcome must be known, not guessed.
 	<-j.done
 	return j.err
+}
+
+// backlog is how long the oldest statement still waiting for a batch has waited, 0 when
+// none waits. The queue is first in, first out, so its head is the oldest: one lock and
+// one clock read, cheap enough for every API request to ask. Statements already sent in a
+// batch do not count; they wait on the server, and the queue behind them grows instead.
+func (g *group) backlog() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.queue) == 0 {
+		return 0
+	}
+	return time.Since(g.queue[0].queued)
 }
 
 // lead sends batches until mine is done, then leaves what queued meanwhile to a
