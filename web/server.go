@@ -53,7 +53,15 @@ type Server struct {
 	// CPU. Probes, /metrics and the dashboard are never counted: people must be able to see
 	// and close operations during the overload. Zero or less: no cap.
 	MaxInFlight int
-	shedder     *shedder
+	// WriteBacklog, when set, reports how long the ledger's oldest write has waited to be
+	// sent (pg.DB.WriteBacklog). Beyond MaxWriteBacklog an API request is shed as at the
+	// in-flight cap: most requests in flight idle on a provider, so their count says little,
+	// while the ledger's queue grows first when the database or the CPU cannot keep up.
+	WriteBacklog func() time.Duration
+	// MaxWriteBacklog is the WriteBacklog beyond which API requests are shed; zero or
+	// less: no limit.
+	MaxWriteBacklog time.Duration
+	shedder         *shedder
 
 	// Each area of the product declares its own dependencies in its own file.
 	KindDeps

@@ -14,8 +14,15 @@ import (
 )
 
 // ReasonOverloaded is the code of an API request refused because the server already works
-// on Server.MaxInFlight of them.
+// on Server.MaxInFlight of them, or because the ledger's writes wait longer than
+// Server.MaxWriteBacklog to be sent.
 const ReasonOverloaded = "overloaded"
+
+// The reasons a request is shed, as settle_http_shed_total's reason label names them.
+const (
+	shedInFlight     = "in_flight"
+	shedWriteBacklog = "write_backlog"
+)
 
 // shedRetryAfter is how long a shed client is asked to wait. Requests in flight end within
 // a second or so on a healthy machine, and a client that waits longer only lengthens the
@@ -29,12 +36,17 @@ const shedLogEvery = time.Second
 // shedder bounds the API requests in flight. A starved machine answers slower, so requests
 // pile up, each holding its body and its answer in memory, until the garbage collector
 // near the soft memory limit takes the CPU the requests need. Refusing the excess at once,
-// with Retry-After, keeps the work in hand small enough to finish.
+// with Retry-After, keeps the work in hand small enough to finish. The count alone comes
+// late: most requests in flight wait on a provider, idle, so the shedder also refuses work
+// while the ledger's writes, which every API request makes first, wait too long to be sent.
 type shedder struct {
 	max      int64
 	inFlight atomic.Int64
 	shed     *prometheus.CounterVec
 	srv      *Server
+	// backlog is the ledger's write backlog (nil: not known), maxBacklog its limit (0: none).
+	backlog    func() time.Duration
+	maxBacklog time.Duration
 
 	// lastWarn is when the last warning was logged (Unix nanoseconds of srv.Clock);
 	// unwarned counts the requests shed since.
@@ -46,10 +58,20 @@ func newShedder(s *Server) *shedder {
 		max: int64(s.MaxInFlight),
 		shed: register(s.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_http_shed_total",
-			Help: "API requests refused with 503 before any work because SETTLE_MAX_IN_FLIGHT were in flight, by route pattern.",
-		}, []string{"route"})),
-		srv: s,
+			Help: "API requests refused with 503 before any work, by route pattern and reason: in_flight " +
+				"(SETTLE_MAX_IN_FLIGHT were in flight) or write_backlog (the ledger's writes waited beyond SETTLE_MAX_WRITE_BACKLOG).",
+		}, []string{"route", "reason"})),
+		srv:        s,
+		backlog:    s.WriteBacklog,
+		maxBacklog: s.MaxWriteBacklog,
 	}
+	if sh.backlog == nil {
+		sh.backlog = func() time.Duration { return 0 }
+	}
+	register(s.Registry, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "settle_ledger_write_backlog_seconds",
+		Help: "How long the oldest ledger write waiting to be sent has waited; beyond SETTLE_MAX_WRITE_BACKLOG API requests are shed.",
+	}, func() float64 { return sh.backlog().Seconds() }))
 	// The gauge reads the count the cap is checked against when scraped, so a request pays
 	// for one counter, not two.
 	register(s.Registry, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -60,13 +82,18 @@ func newShedder(s *Server) *shedder {
 }
 
 // limit counts a request in flight until its handler returns (a stream until its last
-// chunk), or refuses it at once when the cap is reached. It runs before authentication and
-// before the body is read, so a shed request costs no database statement and leaves no
-// trace in the ledger: the client may send it again as if it had never been sent.
+// chunk), or refuses it at once when the ledger's writes are behind or the cap is reached.
+// It runs before authentication and before the body is read, so a shed request costs no
+// database statement and leaves no trace in the ledger: the client may send it again as if
+// it had never been sent.
 func (sh *shedder) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sh.maxBacklog > 0 && sh.backlog() > sh.maxBacklog {
+			sh.refuse(w, r, shedWriteBacklog)
+			return
+		}
 		if !sh.admit() {
-			sh.refuse(w, r)
+			sh.refuse(w, r, shedInFlight)
 			return
 		}
 		defer sh.inFlight.Add(-1)
@@ -87,28 +114,40 @@ func (sh *shedder) admit() bool {
 	}
 }
 
-func (sh *shedder) refuse(w http.ResponseWriter, r *http.Request) {
+// shedMessages tell a shed client why, by reason, and that it may send the request again as new.
+var shedMessages = map[string]string{
+	shedInFlight: "Settle is answering as many API requests as it takes at once; this one was not read and nothing of it " +
+		"was recorded or sent. Send it again in a second.",
+	shedWriteBacklog: "Settle's ledger is behind with its writes, so it takes no new API requests for now; this one was not " +
+		"read and nothing of it was recorded or sent. Send it again in a second.",
+}
+
+func (sh *shedder) refuse(w http.ResponseWriter, r *http.Request, reason string) {
 	route := "unmatched"
 	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 		route = rc.RoutePattern()
 	}
-	sh.shed.WithLabelValues(route).Inc()
-	sh.warn(r, route)
-	sh.srv.Error(w, r, &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonOverloaded,
-		Message: "Settle is answering as many API requests as it takes at once; this one was not read and nothing of it " +
-			"was recorded or sent. Send it again in a second.",
+	sh.shed.WithLabelValues(route, reason).Inc()
+	sh.warn(r, route, reason)
+	sh.srv.Error(w, r, &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonOverloaded, Message: shedMessages[reason],
 		Err: &llm.Problem{RetryAfter: shedRetryAfter}})
 }
 
 // warn logs the shed request unless a warning was logged within shedLogEvery; the next
-// warning then says how many were shed meanwhile.
-func (sh *shedder) warn(r *http.Request, route string) {
+// warning then says how many were shed meanwhile, whatever their reason.
+func (sh *shedder) warn(r *http.Request, route, reason string) {
 	sh.unwarned.Add(1)
 	now := sh.srv.Clock.Now().UnixNano()
 	last := sh.lastWarn.Load()
 	if last != 0 && now-last < int64(shedLogEvery) || !sh.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
-	sh.srv.Logger.LogAttrs(r.Context(), slog.LevelWarn, "API request shed: too many in flight",
-		slog.String("route", route), slog.Int64("max_in_flight", sh.max), slog.Int64("shed", sh.unwarned.Swap(0)))
+	msg, attrs := "API request shed: too many in flight", []slog.Attr{slog.Int64("max_in_flight", sh.max)}
+	if reason == shedWriteBacklog {
+		msg = "API request shed: the ledger's writes are behind"
+		attrs = []slog.Attr{slog.String("write_backlog", sh.backlog().String()),
+			slog.String("max_write_backlog", sh.maxBacklog.String())}
+	}
+	attrs = append(attrs, slog.String("route", route), slog.String("reason", reason), slog.Int64("shed", sh.unwarned.Swap(0)))
+	sh.srv.Logger.LogAttrs(r.Context(), slog.LevelWarn, msg, attrs...)
 }

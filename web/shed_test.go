@@ -134,9 +134,12 @@ type shedWorld struct {
 	calls chan int
 }
 
-func newShedWorld(t *testing.T, max int) *shedWorld {
+func newShedWorld(t *testing.T, max int, setup ...func(*web.Server)) *shedWorld {
 	t.Helper()
 	s, tw := newServer(t)
+	for _, f := range setup {
+		f(s)
+	}
 	w := &llmWorld{world: tw, db: tw.DB, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}}
 	var base string
 	w.fake, base = tw.LLM(fake.LLMOptions{Seed: 1})
@@ -382,5 +385,80 @@ func TestDashboardAndProbesAnswerWhileTheAPIIsAtItsCap(t *testing.T) {
 	w.gate.release()
 	for range max {
 		<-w.calls
+	}
+}
+
+// When the ledger's writes wait longer than MaxWriteBacklog for a batch, an API request is
+// refused as at the in-flight cap: 503 overloaded with Retry-After: 1, before its token or
+// body is read, so nothing of it is recorded (ops rule 8: refused before it names its
+// tenant, it is counted by settle_http_shed_total with reason write_backlog, not by the
+// ledger). The dashboard and the probes still answer; back under the limit, the request is
+// served.
+func TestAPIShedsWhileTheLedgerWritesAreBehind(t *testing.T) {
+	t.Parallel()
+	var backlog atomic.Int64
+	w := newShedWorld(t, 0, func(s *web.Server) {
+		s.WriteBacklog = func() time.Duration { return time.Duration(backlog.Load()) }
+		s.MaxWriteBacklog = 250 * time.Millisecond
+	})
+	backlog.Store(int64(400 * time.Millisecond))
+	for i, path := range []string{"/v1/chat/completions", "/api/v1/refunds", "/mcp"} {
+		resp, err := w.send(path, "behind", chatBody("one more", 0, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			p := wantProblem(t, resp, http.StatusServiceUnavailable, web.ReasonOverloaded)
+			if !strings.Contains(p.Detail, "behind") || !strings.Contains(p.Detail, "again") {
+				t.Errorf("the problem does not say the ledger is behind and to come back: %q", p.Detail)
+			}
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("POST %s behind: %d, Retry-After %q; want 503 and 1", path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if ops, reqs := w.rows(t); ops != 0 || reqs != 0 {
+		t.Errorf("shed requests recorded %d operations and %d client requests, want none", ops, reqs)
+	}
+	reg := w.server.Registry
+	if got := metric(t, reg, "settle_http_shed_total", map[string]string{"reason": "write_backlog"}); got != 1 {
+		t.Errorf("settle_http_shed_total{reason=write_backlog} of one route: %v, want 1", got)
+	}
+	if got := metric(t, reg, "settle_http_shed_total", map[string]string{"reason": "in_flight"}); got != 0 {
+		t.Errorf("settle_http_shed_total{reason=in_flight}: %v, want 0", got)
+	}
+	if got := metric(t, reg, "settle_ledger_write_backlog_seconds", nil); got != 0.4 {
+		t.Errorf("settle_ledger_write_backlog_seconds: %v, want 0.4", got)
+	}
+	var warnings int
+	for _, l := range w.logs.lines(t) {
+		if l["reason"] == "write_backlog" {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d warnings naming the write backlog, want 1", warnings)
+	}
+	for _, path := range []string{"/readyz", "/healthz", "/login"} {
+		resp, err := http.Get(w.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s while the ledger is behind: %d, want 200", path, resp.StatusCode)
+		}
+	}
+
+	backlog.Store(int64(100 * time.Millisecond))
+	resp, err := w.send("/v1/chat/completions", "caught-up", chatBody("one more", 0, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a call under the backlog limit: %d %s", resp.StatusCode, b)
 	}
 }
