@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -31,12 +32,20 @@ type WebConfig struct {
 	// MaxInFlight is SETTLE_MAX_IN_FLIGHT: the API requests answered at once before more
 	// are shed with 503; 0 is no cap.
 	MaxInFlight int
+	// MaxWriteBacklog is SETTLE_MAX_WRITE_BACKLOG: how long the ledger's writes may wait to
+	// be sent before API requests are shed with 503; 0 is no limit.
+	MaxWriteBacklog time.Duration
 }
 
 // defaultMaxInFlight is SETTLE_MAX_IN_FLIGHT's default: forty times what 500 gateway calls a
 // second of 50 ms each keep in flight, so a healthy machine never sheds, while a starved
 // one stops taking work before its backlog outgrows the soft memory limit.
 const defaultMaxInFlight = 1000
+
+// defaultMaxWriteBacklog is SETTLE_MAX_WRITE_BACKLOG's default: a healthy replica's ledger
+// writes wait a few milliseconds for their batch, so a quarter of a second means the
+// database or the CPU is behind, and shedding then keeps admitted calls from waiting seconds.
+const defaultMaxWriteBacklog = 250 * time.Millisecond
 
 // loadWebEnv reads the settings of the HTTP listener of serve and demo; addr is the main
 // listener's address.
@@ -57,6 +66,9 @@ func loadWebEnv(wc *WebConfig, addr string, e environ) error {
 	}
 	var err error
 	if wc.MaxInFlight, err = readMaxInFlight(e); err != nil {
+		return err
+	}
+	if wc.MaxWriteBacklog, err = readMaxWriteBacklog(e); err != nil {
 		return err
 	}
 	if wc.Approvals, err = loadApprovalsEnv(e); err != nil {
@@ -94,4 +106,20 @@ func readMaxInFlight(e environ) (int, error) {
 		return 0, usagef("%s=%q is not a whole number of requests such as %d, or 0 or off for no cap", envMaxInFlight.Name, v, defaultMaxInFlight)
 	}
 	return n, nil
+}
+
+// readMaxWriteBacklog reads SETTLE_MAX_WRITE_BACKLOG: a Go duration, 0 or off for no limit.
+func readMaxWriteBacklog(e environ) (time.Duration, error) {
+	v := strings.TrimSpace(e.get(envMaxWriteBacklog))
+	switch v {
+	case "":
+		return defaultMaxWriteBacklog, nil
+	case "off":
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, usagef("%s=%q is not a duration such as %s, or 0 or off for no limit", envMaxWriteBacklog.Name, v, defaultMaxWriteBacklog)
+	}
+	return d, nil
 }

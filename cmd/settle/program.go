@@ -149,6 +149,7 @@ func (p *Program) Run(ctx context.Context) error {
 	ssoDeps.SSOUsers = accounts
 	srv.SSODeps = ssoDeps
 	srv.MaxInFlight = p.Config.Web.MaxInFlight
+	srv.WriteBacklog, srv.MaxWriteBacklog = db.WriteBacklog, p.Config.Web.MaxWriteBacklog
 	srv.MetricsDeps = web.MetricsDeps{MetricsToken: p.Config.Web.MetricsToken, MetricsElsewhere: p.Config.Web.MetricsAddr != ""}
 	if err := p.wireLedger(bgCtx, srv); err != nil {
 		return err

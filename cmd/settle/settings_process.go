@@ -61,6 +61,15 @@ var (
 			"default leaves room for 40 times that (500 calls a second of 2 s each) while still bounding the backlog a starved " +
 			"machine piles up, whose memory would push the heap to `GOMEMLIMIT` and the garbage collector to half the CPU. Raise " +
 			"it, with `GOMEMLIMIT`, for long streams at high rates; `0` or `off`: no cap"})
+	envMaxWriteBacklog = define(sectionProcess, setting{Name: "SETTLE_MAX_WRITE_BACKLOG", Commands: []string{"serve", "demo"},
+		Default: "`250ms`", Parses: "a Go duration such as `250ms`, `0` or `off` for no limit",
+		Short: "how long ledger writes may wait to be sent before API requests get 503 with Retry-After: 1",
+		Doc: "how long the ledger's oldest write may wait for its batch to be sent before `serve` and `demo` refuse new API " +
+			"requests as at `SETTLE_MAX_IN_FLIGHT`: 503, code `overloaded`, `Retry-After: 1`, before the request is read or " +
+			"anything of it is recorded, counted in `settle_http_shed_total` with `reason=\"write_backlog\"`; the wait is " +
+			"`settle_ledger_write_backlog_seconds`. Every API request writes the ledger first, and that wait grows first when the " +
+			"database or the CPU cannot keep up, while most requests in flight only wait on a provider. A healthy replica's " +
+			"writes wait a few milliseconds; the default sheds before every admitted call waits seconds. `0` or `off`: no limit"})
 	envShutdownTimeout = define(sectionProcess, setting{Name: "SETTLE_SHUTDOWN_TIMEOUT", Commands: []string{"server commands"},
 		Default: "`SETTLE_REFUND_DEADLINE` + `10s` (`35s`)", Parses: "a positive Go duration",
 		Short: "how long serve and demo wait after SIGTERM for work in flight",
