@@ -89,6 +89,15 @@ func (g *group) backlog() time.Duration {
 func (g *group) lead(mine *groupJob) {
 	for {
 		g.mu.Lock()
+		if len(g.queue) == 0 {
+			// Mine went out in the other leader's batch, which takes every statement queued.
+			// Wait for it as a follower does and give the slot to the next writer: looping
+			// here would send empty batches, a core's worth of CPU until that batch is back.
+			g.active--
+			g.mu.Unlock()
+			<-mine.done
+			return
+		}
 		n := min(len(g.queue), maxBatch)
 		jobs := g.queue[:n:n]
 		g.queue = append([]*groupJob(nil), g.queue[n:]...)
