@@ -151,11 +151,16 @@ func writeAnthropicError(w http.ResponseWriter, status int, code, detail string)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(llm.AnthropicError(anthropicErrorType(status), detail, code), '\n'))
+	_, _ = w.Write(append(llm.AnthropicError(anthropicErrorType(status, code), detail, code), '\n'))
 }
 
-// anthropicErrorType is the Messages API's error type of a status.
-func anthropicErrorType(status int) string {
+// anthropicErrorType is the Messages API's error type of a status and Settle's code. A
+// request shed under load is Anthropic's overloaded_error, which its clients take as "busy,
+// come back", while other 503s (the database out of reach) stay api_error.
+func anthropicErrorType(status int, code string) string {
+	if code == ReasonOverloaded {
+		return "overloaded_error"
+	}
 	switch status {
 	case http.StatusBadRequest, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity, http.StatusMethodNotAllowed:
 		return "invalid_request_error"
