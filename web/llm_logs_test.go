@@ -29,6 +29,18 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// count is how many logged lines have value at key.
+func (b *lockedBuffer) count(t *testing.T, key, value string) int {
+	t.Helper()
+	n := 0
+	for _, l := range b.lines(t) {
+		if l[key] == value {
+			n++
+		}
+	}
+	return n
+}
+
 func (b *lockedBuffer) lines(t *testing.T) []map[string]any {
 	t.Helper()
 	b.mu.Lock()

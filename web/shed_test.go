@@ -314,13 +314,7 @@ func TestAPIShedsBeyondItsCapWithoutRecordingAnything(t *testing.T) {
 		}
 	}
 	// Six requests shed within a second of each other make one warning, not six.
-	var warnings int
-	for _, l := range w.logs.lines(t) {
-		if l["msg"] == "API request shed: too many in flight" {
-			warnings++
-		}
-	}
-	if warnings != 1 {
+	if warnings := w.logs.count(t, "msg", "API request shed: too many in flight"); warnings != 1 {
 		t.Errorf("%d warnings of shed requests, want 1", warnings)
 	}
 	if got := metric(t, w.server.Registry, "settle_http_in_flight", nil); got != max {
@@ -372,16 +366,7 @@ func TestDashboardAndProbesAnswerWhileTheAPIIsAtItsCap(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("the API at its cap answered %d, want 503", resp.StatusCode)
 	}
-	for _, path := range []string{"/readyz", "/healthz", "/login"} {
-		resp, err := http.Get(w.url + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("GET %s while the API is at its cap: %d, want 200", path, resp.StatusCode)
-		}
-	}
+	w.wantPagesAnswer(t, "while the API is at its cap")
 	w.gate.release()
 	for range max {
 		<-w.calls
@@ -431,25 +416,10 @@ func TestAPIShedsWhileTheLedgerWritesAreBehind(t *testing.T) {
 	if got := metric(t, reg, "settle_ledger_write_backlog_seconds", nil); got != 0.4 {
 		t.Errorf("settle_ledger_write_backlog_seconds: %v, want 0.4", got)
 	}
-	var warnings int
-	for _, l := range w.logs.lines(t) {
-		if l["reason"] == "write_backlog" {
-			warnings++
-		}
-	}
-	if warnings != 1 {
+	if warnings := w.logs.count(t, "reason", "write_backlog"); warnings != 1 {
 		t.Errorf("%d warnings naming the write backlog, want 1", warnings)
 	}
-	for _, path := range []string{"/readyz", "/healthz", "/login"} {
-		resp, err := http.Get(w.url + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Errorf("GET %s while the ledger is behind: %d, want 200", path, resp.StatusCode)
-		}
-	}
+	w.wantPagesAnswer(t, "while the ledger is behind")
 
 	backlog.Store(int64(100 * time.Millisecond))
 	resp, err := w.send("/v1/chat/completions", "caught-up", chatBody("one more", 0, false))
@@ -460,5 +430,21 @@ func TestAPIShedsWhileTheLedgerWritesAreBehind(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("a call under the backlog limit: %d %s", resp.StatusCode, b)
+	}
+}
+
+// wantPagesAnswer checks that the probes and the dashboard's sign-in page answer 200, which
+// shedding never refuses; when says in what state.
+func (w *shedWorld) wantPagesAnswer(t *testing.T, when string) {
+	t.Helper()
+	for _, path := range []string{"/readyz", "/healthz", "/login"} {
+		resp, err := http.Get(w.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s %s: %d, want 200", path, when, resp.StatusCode)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // While both group-commit flushers wait at the server (a transaction of the test's own locks
@@ -20,14 +22,7 @@ func TestWriteBacklogIsTheOldestWaitingStatementsWait(t *testing.T) {
 	if got := f.db.WriteBacklog(); got != 0 {
 		t.Fatalf("WriteBacklog with nothing written: %v, want 0", got)
 	}
-	tx, err := f.db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `LOCK TABLE operations IN SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockOperations(t, f)
 	// One admission at a time, so each free flusher takes one and stalls at the server; the
 	// first that finds both busy stays in the queue.
 	done := make(chan error, 5)
@@ -70,14 +65,7 @@ func TestWriteBacklogIsZeroWithoutGroupCommit(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	f.db.SetGroupCommit(0)
-	tx, err := f.db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `LOCK TABLE operations IN SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockOperations(t, f)
 	done := make(chan error, 3)
 	for i := range cap(done) {
 		go func() {
@@ -97,4 +85,20 @@ func TestWriteBacklogIsZeroWithoutGroupCommit(t *testing.T) {
 			t.Fatalf("an admission behind the lock: %v", err)
 		}
 	}
+}
+
+// lockOperations holds a lock on operations that stalls every write to it until the returned
+// transaction ends (the test's cleanup ends it if the test does not).
+func lockOperations(t *testing.T, f *fixture) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, `LOCK TABLE operations IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
