@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // SETTLE_MAX_IN_FLIGHT defaults to 1000, takes a whole number or off (0 and off: no cap),
@@ -24,5 +29,61 @@ func TestMaxInFlightIsConfigured(t *testing.T) {
 				t.Errorf("settle %v with SETTLE_MAX_IN_FLIGHT=%s: exit %d, stderr %q; want 2 and one line with %q", args, v, code, stderr, want)
 			}
 		}
+	}
+}
+
+// serve hands SETTLE_MAX_IN_FLIGHT to its API: with a cap of 1, a refund whose body is still
+// arriving holds the one place, and the next API request is shed at once with 503 and
+// Retry-After: 1 (ops rule 8: refused before it names its tenant, nothing recorded); once
+// the first client has gone, the API takes requests again.
+func TestServeShedsBeyondSettleMaxInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := serveWith(t, map[string]string{"SETTLE_MAX_IN_FLIGHT": "1"})
+	tn, err := p.DB.EnsureTenant(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := p.DB.CreateToken(ctx, tn.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := "POST /api/v1/refunds HTTP/1.1\r\nHost: settle\r\nAuthorization: Bearer " + token +
+		"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"order_id\":\""
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	post := func() *http.Response {
+		t.Helper()
+		resp, err := http.Post(p.URL()+"/api/v1/refunds", "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	// The held request reaches its handler a moment after its headers are sent.
+	var resp *http.Response
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp = post(); resp.StatusCode == http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("an API request beside one in flight at a cap of 1: %d, Retry-After %q; want 503 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	conn.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp = post(); resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+	}
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an API request without a token once the held client left: %d, want 401", resp.StatusCode)
 	}
 }
