@@ -192,9 +192,9 @@ func TestAnthropicRefusesBadRequestsWithoutBilling(t *testing.T) {
 func TestAnthropicFaults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var apiErr *anthropic.Error
 	t.Run("refusals before generation are not billed", func(t *testing.T) {
 		t.Parallel()
+		var apiErr *anthropic.Error
 		a, base := startAnthropic(t, fake.AnthropicOptions{})
 		faults, err := fake.ParseLLMFaults("/v1/messages overloaded calls=1; /v1/messages rate_limit calls=2 retry_after=3; server_error calls=3")
 		if err != nil {
