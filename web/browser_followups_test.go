@@ -9,7 +9,6 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
-	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/web"
@@ -30,7 +29,7 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	e := newDashEnv(t, withFollowUps)
 	op := e.refundedButUnknown(t, "4630")
 	for email, role := range map[string]desk.Role{"support@example.com": desk.RoleSupport, "oncall@example.com": desk.RoleOncall} {
-		if _, err := accountstore.New(e.db).CreateUser(context.Background(), email, password, role); err != nil {
+		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), email, password, role); err != nil {
 			t.Fatal(err)
 		}
 	}

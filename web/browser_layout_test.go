@@ -3,13 +3,13 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"github.com/settle-dev/settle/ops/pg/accountstore"
-	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 
 	"github.com/chromedp/chromedp"
 
@@ -115,7 +115,7 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 	})
 	opURL, exceptionURL, drillURL := seedFullDashboard(t, e, ev)
 	for _, role := range desk.Roles {
-		if _, err := accountstore.New(e.db).CreateUser(context.Background(), string(role)+"@example.com", password, role); err != nil {
+		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), string(role)+"@example.com", password, role); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,11 +2,11 @@ package web_test
 
 import (
 	"context"
-	"github.com/settle-dev/settle/ops/pg/accountstore"
-	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 
 	"github.com/chromedp/chromedp"
 
@@ -66,7 +66,7 @@ func TestBrowserPersonPaths(t *testing.T) {
 		email string
 		role  desk.Role
 	}{{"oncall@example.com", desk.RoleOncall}, {"support@example.com", desk.RoleSupport}, {"manager@example.com", desk.RoleManager}} {
-		if _, err := accountstore.New(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
+		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
 			t.Fatal(err)
 		}
 	}

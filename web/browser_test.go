@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/settle-dev/settle/internal/testtool"
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
-	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/static"
@@ -182,7 +182,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 		email string
 		role  desk.Role
 	}{{"oncall@example.com", desk.RoleOncall}, {"support@example.com", desk.RoleSupport}, {"admin@example.com", desk.RoleAdmin}} {
-		if _, err := accountstore.New(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
+		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -294,7 +294,7 @@ func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
 	e := newDashEnv(t)
 	op := e.notSentUnknown(t, "5150")
 	for _, email := range []string{"alice@example.com", "bob@example.com"} {
-		if _, err := accountstore.New(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
+		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -311,7 +311,7 @@ func TestDatabaseOutageMCPToolSaysNothingSent(t *testing.T) {
 func TestDatabaseOutageDashboardPageIs503(t *testing.T) {
 	t.Parallel()
 	e := newOutageEnv(t)
-	if _, err := accountstore.New(e.world.DB).CreateUser(context.Background(), "oncall@example.com", password, desk.RoleOncall); err != nil {
+	if _, err := testworld.Accounts(e.world.DB).CreateUser(context.Background(), "oncall@example.com", password, desk.RoleOncall); err != nil {
 		t.Fatal(err)
 	}
 	c := client(t)
