@@ -13,18 +13,19 @@ demo: deps build
 build:
 	$(GO) build -o bin/settle ./cmd/settle
 
+# go test runs two packages at a time (one a core) and starts them in the order named: the
+# longest (web, cmd/settle, ops/pg) are named first, so that they run beside the short ones
+# instead of alone at the end, where web under the race detector alone took minutes.
+LONGEST_FIRST := ./web/ ./cmd/settle/ ./ops/pg/
 test: deps check-generated lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m $(LONGEST_FIRST) ./...
 
 # check is the quick loop: the unit and Postgres tests without the race detector, leaving
 # out (with -short) the browser, Alertmanager, pgbouncer, failover, crash and chaos tests
 # that make test runs. A test that needs a program the machine lacks skips and names the
-# command that installs it, unless SETTLE_TEST_STRICT=1. go test runs two packages at a time
-# (one a core) and starts them in the order named: the longest (web, ops/pg, cmd/settle) are
-# named first, so that they run beside the short ones instead of alone at the end.
-CHECK_FIRST := ./web/ ./ops/pg/ ./cmd/settle/
+# command that installs it, unless SETTLE_TEST_STRICT=1.
 check:
-	$(GO) test -short -count=1 -timeout 10m $(CHECK_FIRST) ./...
+	$(GO) test -short -count=1 -timeout 10m $(LONGEST_FIRST) ./...
 
 bench: deps
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime=5s -timeout 120m .
