@@ -32,14 +32,7 @@ func TestDemoChatCallsEveryAPI(t *testing.T) {
 		"SETTLE_ANTHROPIC_BASE_URL", abase, "SETTLE_ANTHROPIC_API_KEY", "sk-ant-test",
 		"SETTLE_RECONCILE_INTERVAL", "off", "SETTLE_WORKERS", "0")
 	ctx := context.Background()
-	tn, err := p.DB.EnsureTenant(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := p.DB.CreateToken(ctx, tn.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tn, token := shopToken(t, p)
 	d := demo.NewTraffic(demo.Server{URL: p.URL(), DB: p.DB, Ledger: p.Ledger, Refunds: p.Refunds}, &demo.Fakes{Anthropic: a}, tn, token,
 		nil, testLogger(t))
 	for n := range 15 {

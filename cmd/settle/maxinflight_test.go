@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 // SETTLE_MAX_IN_FLIGHT defaults to 1000, takes a whole number or off (0 and off: no cap),
@@ -38,16 +40,8 @@ func TestMaxInFlightIsConfigured(t *testing.T) {
 // the first client has gone, the API takes requests again.
 func TestServeShedsBeyondSettleMaxInFlight(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	p := serveWith(t, map[string]string{"SETTLE_MAX_IN_FLIGHT": "1"})
-	tn, err := p.DB.EnsureTenant(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := p.DB.CreateToken(ctx, tn.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, token := shopToken(t, p)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -58,15 +52,7 @@ func TestServeShedsBeyondSettleMaxInFlight(t *testing.T) {
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)
 	}
-	post := func() *http.Response {
-		t.Helper()
-		resp, err := http.Post(p.URL()+"/api/v1/refunds", "application/json", strings.NewReader(`{}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
+	post := func() *http.Response { return postEmptyRefund(t, p) }
 	// The held request reaches its handler a moment after its headers are sent.
 	var resp *http.Response
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -86,4 +72,31 @@ func TestServeShedsBeyondSettleMaxInFlight(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("an API request without a token once the held client left: %d, want 401", resp.StatusCode)
 	}
+}
+
+// shopToken creates the tenant shop on p's database and an API token of it.
+func shopToken(t *testing.T, p *Program) (*ops.Tenant, string) {
+	t.Helper()
+	ctx := context.Background()
+	tn, err := p.DB.EnsureTenant(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := p.DB.CreateToken(ctx, tn.ID, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tn, token
+}
+
+// postEmptyRefund posts an empty refund without a token to p's API and returns the answer,
+// its body closed.
+func postEmptyRefund(t *testing.T, p *Program) *http.Response {
+	t.Helper()
+	resp, err := http.Post(p.URL()+"/api/v1/refunds", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
 }

@@ -66,15 +66,7 @@ func TestServeShedsWhenTheWriteBacklogIsOverItsLimit(t *testing.T) {
 		writes++
 		time.Sleep(100 * time.Millisecond)
 	}
-	post := func() *http.Response {
-		t.Helper()
-		resp, err := http.Post(p.URL()+"/api/v1/refunds", "application/json", strings.NewReader(`{}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
-	}
+	post := func() *http.Response { return postEmptyRefund(t, p) }
 	if resp := post(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" {
 		t.Errorf("an API request behind a %v write backlog: %d, Retry-After %q; want 503 and 1", p.DB.WriteBacklog(), resp.StatusCode, resp.Header.Get("Retry-After"))
 	}

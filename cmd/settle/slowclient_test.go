@@ -112,15 +112,7 @@ func TestReadTimeoutDoesNotCutLongAnswers(t *testing.T) {
 	t.Cleanup(func() { f.Close() })
 	p := slowServer(t, 200*time.Millisecond, 300*time.Millisecond, "SETTLE_LLM_BASE_URL", base, "SETTLE_LLM_API_KEY", "sk-test",
 		"SETTLE_RECONCILE_INTERVAL", "off", "SETTLE_WORKERS", "0")
-	ctx := context.Background()
-	tn, err := p.DB.EnsureTenant(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := p.DB.CreateToken(ctx, tn.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, token := shopToken(t, p)
 	// 24 words, one chunk each, 100 ms apart: the stream lasts eight read timeouts.
 	body := `{"model":"fake-small","stream":true,"messages":[{"role":"user","content":"take your time"}]}`
 	req, _ := http.NewRequest(http.MethodPost, p.URL()+"/v1/chat/completions", strings.NewReader(body))
