@@ -212,7 +212,7 @@ func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w
 	}()
 	fmt.Fprintf(out, "gateway benchmark in %s: starting a durable Postgres, the fake LLM, the fake Anthropic, Settle and a reverse proxy\n", w.runDir)
 	if cfg.statements {
-		w.pgSettings = map[string]string{"shared_preload_libraries": "pg_stat_statements"}
+		w.pgSettings = map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track_planning": "on"}
 	}
 	if err := w.startDatabase(ctx); err != nil {
 		return nil, nil, err
@@ -228,7 +228,7 @@ func startGatewayWorld(ctx context.Context, cfg gatewayConfig, out io.Writer) (w
 		return nil, nil, err
 	}
 	if cfg.statements {
-		if _, err := w.db.Pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		if _, err := w.db.Pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; CREATE EXTENSION IF NOT EXISTS pg_walinspect"); err != nil {
 			return nil, nil, fmt.Errorf("count statements: %w", err)
 		}
 	}

@@ -16,8 +16,10 @@ import (
 type statements struct {
 	calls    int64
 	exec     time.Duration // the executor's time, without parse, bind, commit or the wire
+	plan     time.Duration // the planner's time (pg_stat_statements.track_planning)
 	walBytes float64
 	each     []statement // the statements by their executor time, costliest first
+	records  walRecords  // the WAL's records by kind over the phase (pg_walinspect)
 }
 
 // statement is one normalised statement's share of a phase.
@@ -36,7 +38,9 @@ func (s *statements) add(t *statements) *statements {
 	}
 	s.calls += t.calls
 	s.exec += t.exec
+	s.plan += t.plan
 	s.walBytes += t.walBytes
+	s.records = s.records.add(t.records)
 	for _, e := range t.each {
 		if i := slices.IndexFunc(s.each, func(x statement) bool { return x.query == e.query }); i >= 0 {
 			s.each[i].calls += e.calls
@@ -60,11 +64,12 @@ func cmpOr(a, b *statements) *statements {
 // resetStatements empties the counts, at a phase's start.
 func resetStatements(ctx context.Context, w *world) {
 	_, _ = w.db.Pool.Exec(ctx, "SELECT pg_stat_statements_reset()")
+	_ = w.db.Pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&w.walStart)
 }
 
 // readStatements reads the counts since the last reset.
 func readStatements(ctx context.Context, w *world) *statements {
-	rows, err := w.db.Pool.Query(ctx, `SELECT regexp_replace(query, '\s+', ' ', 'g'), calls, total_exec_time, wal_bytes::float8
+	rows, err := w.db.Pool.Query(ctx, `SELECT regexp_replace(query, '\s+', ' ', 'g'), calls, total_exec_time, total_plan_time, wal_bytes::float8
 		FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat%' ORDER BY total_exec_time DESC`)
 	if err != nil {
 		return nil
@@ -73,17 +78,19 @@ func readStatements(ctx context.Context, w *world) *statements {
 	s := &statements{}
 	for rows.Next() {
 		var e statement
-		var ms float64
-		if err := rows.Scan(&e.query, &e.calls, &ms, &e.walBytes); err != nil {
+		var ms, planMS float64
+		if err := rows.Scan(&e.query, &e.calls, &ms, &planMS, &e.walBytes); err != nil {
 			return nil
 		}
 		e.exec = time.Duration(ms * float64(time.Millisecond))
 		s.calls, s.exec, s.walBytes = s.calls+e.calls, s.exec+e.exec, s.walBytes+e.walBytes
+		s.plan += time.Duration(planMS * float64(time.Millisecond))
 		s.each = append(s.each, e)
 	}
 	if rows.Err() != nil {
 		return nil
 	}
+	s.records = readWALRecords(ctx, w)
 	return s
 }
 
@@ -101,8 +108,9 @@ func printStatements(out io.Writer, phases []*phase) {
 		}
 		n := float64(p.sent)
 		s := p.stmts
-		fmt.Fprintf(out, "  %.0f/s %s: %.2f statements, %.3f ms executing, %.1f kB of WAL per request\n", p.rate, p.api.name,
-			float64(s.calls)/n, float64(s.exec)/n/float64(time.Millisecond), s.walBytes/n/1024)
+		fmt.Fprintf(out, "  %.0f/s %s: %.2f statements, %.3f ms executing, %.3f ms planning, %.1f kB of WAL per request\n", p.rate, p.api.name,
+			float64(s.calls)/n, float64(s.exec)/n/float64(time.Millisecond), float64(s.plan)/n/float64(time.Millisecond), s.walBytes/n/1024)
+		s.records.print(out, n)
 		for _, e := range s.each[:min(len(s.each), 5)] {
 			fmt.Fprintf(out, "    %5.2f per request, %6.0f µs and %6.0f B of WAL each: %s\n", float64(e.calls)/n,
 				float64(e.exec)/float64(max(e.calls, 1))/float64(time.Microsecond), e.walBytes/float64(max(e.calls, 1)), shorten(e.query, 90))

@@ -138,7 +138,9 @@ func TestGatewayStatementsPerRequest(t *testing.T) {
 	settle := &target{name: "settle"}
 	chat := &gatewayAPI{name: "chat"}
 	turn := func(open, finish int64) *statements {
-		return &statements{calls: open + finish, exec: time.Duration(open+3*finish) * 100 * time.Microsecond, walBytes: float64(open*500 + finish*4000),
+		return &statements{calls: open + finish, exec: time.Duration(open+3*finish) * 100 * time.Microsecond, plan: time.Duration(open) * 50 * time.Microsecond,
+			walBytes: float64(open*500 + finish*4000),
+			records: walRecords{"Btree/INSERT_LEAF": {count: 10 * open}, "Heap/HOT_UPDATE": {count: finish}, "Heap/INSERT": {count: 2 * open, fpiBytes: 8192}},
 			each: []statement{{query: "WITH ins AS ( INSERT INTO operations", calls: open, exec: time.Duration(open) * 100 * time.Microsecond, walBytes: float64(open * 500)},
 				{query: "WITH up AS ( UPDATE operations", calls: finish, exec: time.Duration(finish) * 300 * time.Microsecond, walBytes: float64(finish * 4000)}}}
 	}
@@ -148,7 +150,9 @@ func TestGatewayStatementsPerRequest(t *testing.T) {
 	printStatements(&out, []*phase{p, {target: &target{name: "proxy"}, api: chat, rate: 300, sent: 100}})
 	got := out.String()
 	for _, want := range []string{
-		"300/s chat: 2.00 statements, 0.400 ms executing, 4.4 kB of WAL per request",
+		"300/s chat: 2.00 statements, 0.400 ms executing, 0.050 ms planning, 4.4 kB of WAL per request",
+		"10.0 index entries, 0.0 page splits, 2.0 row inserts, 0.0 updates, 1.0 heap-only updates, 0.00 commits; 82 B of full-page images",
+		"most frequent: Btree/INSERT_LEAF 10.00, Heap/INSERT 2.00, Heap/HOT_UPDATE 1.00",
 		" 1.00 per request,    300 µs and   4000 B of WAL each: WITH up AS ( UPDATE operations",
 		" 1.00 per request,    100 µs and    500 B of WAL each: WITH ins AS ( INSERT INTO operations",
 	} {

@@ -38,6 +38,8 @@ type world struct {
 	anthropic *fake.Anthropic
 	// pgSettings are server settings of the cluster beside localpg's own.
 	pgSettings map[string]string
+	// walStart is where the WAL was at the counted phase's start (-statements).
+	walStart string
 
 	mu sync.Mutex
 	// slots are the two addresses the client balances over; the process behind one changes
