@@ -140,7 +140,7 @@ func TestGatewayStatementsPerRequest(t *testing.T) {
 	turn := func(open, finish int64) *statements {
 		return &statements{calls: open + finish, exec: time.Duration(open+3*finish) * 100 * time.Microsecond, plan: time.Duration(open) * 50 * time.Microsecond,
 			walBytes: float64(open*500 + finish*4000),
-			records: walRecords{"Btree/INSERT_LEAF": {count: 10 * open}, "Heap/HOT_UPDATE": {count: finish}, "Heap/INSERT": {count: 2 * open, fpiBytes: 8192}},
+			records:  walRecords{"Btree/INSERT_LEAF": {count: 10 * open}, "Heap/HOT_UPDATE": {count: finish}, "Heap/INSERT": {count: 2 * open, fpiBytes: 8192}},
 			each: []statement{{query: "WITH ins AS ( INSERT INTO operations", calls: open, exec: time.Duration(open) * 100 * time.Microsecond, walBytes: float64(open * 500)},
 				{query: "WITH up AS ( UPDATE operations", calls: finish, exec: time.Duration(finish) * 300 * time.Microsecond, walBytes: float64(finish * 4000)}}}
 	}
