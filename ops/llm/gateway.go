@@ -48,7 +48,9 @@ type Config struct {
 	// MaxBody is the largest request body read; default 4 MiB.
 	MaxBody int64
 	// PhaseDelay is how long a phase (sent_to_provider, first_token) lasts before it is
-	// written; calls that end sooner skip the write. Default 100 ms; negative writes at once.
+	// written; calls that end sooner skip the write. Default 1 s: a phase is for the people
+	// watching a call that is taking long and no rule rests on it, while its write is a
+	// third statement beside the open and the close. Negative writes at once.
 	PhaseDelay time.Duration
 	// Sleep waits between attempts; default ops.SleepContext.
 	Sleep  ops.Sleeper
@@ -112,7 +114,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.MaxBody = 4 << 20
 	}
 	if cfg.PhaseDelay == 0 {
-		cfg.PhaseDelay = 100 * time.Millisecond
+		cfg.PhaseDelay = time.Second
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = ops.SleepContext
