@@ -60,11 +60,12 @@ load: deps build
 # 100,300,500) for DURATION each (default 60s) to the fake provider directly (the fake LLM, or
 # the fake Anthropic for messages), through a plain httputil.ReverseProxy process, and through
 # `settle serve` on a private, durable Postgres, the three in turn on each API at each rate; it
-# prints the latency each adds, failures, CPU per request and peak RSS (cmd/settle-load
-# gateway). ROUNDS=n cuts each rate's time into n turns. APIS=chat measures chat completions
-# alone, a quarter of the whole run's time. STATEMENTS=1 has the cluster count Postgres's
-# statements and reports each phase's statements, executor and planning time, WAL bytes and
-# WAL records (index entries, row versions, commits) per request.
+# prints the latency each adds, failures, CPU per request (the load generator's and the
+# fakes' own too) and peak RSS (cmd/settle-load gateway). ROUNDS=n cuts each rate's time into
+# n turns. APIS=chat measures chat completions alone, a quarter of the whole run's time.
+# STATEMENTS=1 has the cluster count Postgres's statements and reports each phase's
+# statements, executor and planning time, WAL bytes and WAL records (index entries, row
+# versions, commits) per request.
 BENCH_GATEWAY_RATES := 100,300,500
 .PHONY: bench-gateway
 bench-gateway: deps build

@@ -275,6 +275,7 @@ type phase struct {
 	cpu     time.Duration   // the target process's user and system time over the span
 	waited  time.Duration   // how long its threads waited for a CPU, ready to run, over the span
 	pgCPU   time.Duration   // Postgres's, all its processes together
+	ownCPU  time.Duration   // the benchmark's own process's: the load generator and the fakes
 	walSync int64           // WAL flushes to disk over the span (pg_stat_wal.wal_sync)
 	starved time.Duration   // how long, over the span, some task of the machine waited for a CPU
 	peakRSS int64           // the target process's VmHWM at the end, kB
@@ -301,6 +302,7 @@ func (p *phase) add(q *phase) *phase {
 	p.cpu += q.cpu
 	p.waited += q.waited
 	p.pgCPU += q.pgCPU
+	p.ownCPU += q.ownCPU
 	p.walSync += q.walSync
 	p.starved += q.starved
 	p.peakRSS = max(p.peakRSS, q.peakRSS)
@@ -332,7 +334,7 @@ func (t *target) drive(ctx context.Context, api *gatewayAPI, rate float64, d tim
 	if counting {
 		resetStatements(ctx, w)
 	}
-	pg0, wal0, starved0 := clusterCPU(w.cluster.Dir), walSyncs(ctx, w), cpuPressure()
+	pg0, wal0, starved0, own0 := clusterCPU(w.cluster.Dir), walSyncs(ctx, w), cpuPressure(), ownCPU()
 	start := time.Now()
 	var wg sync.WaitGroup
 	sent := 0
@@ -350,7 +352,7 @@ func (t *target) drive(ctx context.Context, api *gatewayAPI, rate float64, d tim
 	}
 	wg.Wait()
 	p := &phase{target: t, api: api, rate: rate, sent: sent, errors: map[string]int{}, span: time.Since(start),
-		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0, starved: cpuPressure() - starved0}
+		pgCPU: clusterCPU(w.cluster.Dir) - pg0, walSync: walSyncs(ctx, w) - wal0, starved: cpuPressure() - starved0, ownCPU: ownCPU() - own0}
 	if counting {
 		p.stmts = readStatements(ctx, w)
 	}
@@ -415,61 +417,6 @@ func (t *target) call(ctx context.Context, api *gatewayAPI, at time.Time, stream
 		s.latency = time.Since(start)
 	}
 	return s
-}
-
-// clusterCPU returns the processor time the cluster whose data folder is dir has used so
-// far: its postmaster's and its children's (backends, WAL writer, checkpointer ...); a
-// backend that has exited is no longer counted, and Settle's pool keeps its connections.
-func clusterCPU(dir string) time.Duration {
-	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	postmaster, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		return 0
-	}
-	_, total, _ := procStat(postmaster)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, cpu, ok := procStat(pid); ok && ppid == postmaster {
-			total += cpu
-		}
-	}
-	return total
-}
-
-// cpuPressure returns how long, since the machine started, at least one of its tasks was
-// ready to run but waited for a CPU: the "some" total of /proc/pressure/cpu (Linux's
-// pressure stall information); 0 where the kernel does not keep it.
-func cpuPressure() time.Duration {
-	b, err := os.ReadFile("/proc/pressure/cpu")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	for _, f := range strings.Fields(line) {
-		if v, ok := strings.CutPrefix(f, "total="); ok {
-			us, _ := strconv.ParseInt(v, 10, 64)
-			return time.Duration(us) * time.Microsecond
-		}
-	}
-	return 0
-}
-
-// walSyncs returns how many times the cluster has flushed its WAL to disk since its start.
-// Each backend adds its own flushes to the figure when it reports its statistics, at most
-// a second after a transaction or ten seconds after it went idle, so a phase's count may
-// take in flushes of the moments before it.
-func walSyncs(ctx context.Context, w *world) int64 {
-	var n int64
-	_ = w.db.Pool.QueryRow(ctx, "SELECT wal_sync FROM pg_stat_wal").Scan(&n)
-	return n
 }
 
 // firstChunk reads a stream of server-sent events to its end and returns how long after

@@ -27,8 +27,8 @@ func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, loadBefore,
 	fmt.Fprintf(out, "settle: %s with production's defaults (SETTLE_LLM_STORE=auto: it asks the fake to store its completions), one tenant\n", cfg.settleBin)
 	fmt.Fprintf(out, "machine: %d CPUs; load average %s before, %s after; fdatasync of 8 kB %s (pg_test_fsync)\n\n",
 		runtime.NumCPU(), loadBefore, loadAfter, fsyncText(fsync))
-	fmt.Fprintf(out, "%-6s %-10s %-7s %7s  %-24s  %-24s  %-10s %9s %10s %9s %7s %9s %8s %7s\n", "rate", "api", "target", "sent",
-		"whole answer p50/p95/p99", "first chunk p50/p95/p99", "failed", "CPU/req", "pg CPU/req", "wait/req", "WAL/req", "peak RSS", "late p99", "CPU PSI")
+	fmt.Fprintf(out, "%-6s %-10s %-7s %7s  %-24s  %-24s  %-10s %9s %10s %11s %9s %7s %9s %8s %7s\n", "rate", "api", "target", "sent",
+		"whole answer p50/p95/p99", "first chunk p50/p95/p99", "failed", "CPU/req", "pg CPU/req", "load CPU/req", "wait/req", "WAL/req", "peak RSS", "late p99", "CPU PSI")
 	byRate := map[float64]map[string]*phase{}
 	for _, p := range phases {
 		if byRate[p.rate] == nil {
@@ -57,7 +57,8 @@ func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, loadBefore,
 	}
 	fmt.Fprintf(out, "\ndirect: milliseconds; proxy and settle: milliseconds added to direct's at the same quantile and rate.\n")
 	fmt.Fprintf(out, "CPU/req: the server process's utime+stime over the phase, background work included, per request; pg CPU/req: the same\n"+
-		"of all Postgres processes (beside direct and proxy, Settle's idle background work); wait/req: how long the server's\n"+
+		"of all Postgres processes (beside direct and proxy, Settle's idle background work); load CPU/req: the same of the\n"+
+		"benchmark's own process, the load generator and the fakes, which share the CPUs; wait/req: how long the server's\n"+
 		"threads waited, ready to run, for a CPU (schedstat), per request; WAL/req: WAL flushes to disk\n"+
 		"(pg_stat_wal.wal_sync) per request, concurrent commits sharing one; peak RSS: VmHWM so far.\n")
 	fmt.Fprintf(out, "late p99: how late the generator sent its requests against the schedule (its own health); CPU PSI: share of the\n"+
@@ -74,9 +75,9 @@ func printGatewayRow(out io.Writer, rateLabel, apiLabel, name string, p, base *p
 		cpu, wait = perRequest(p.cpu, p.sent), perRequest(p.waited, p.sent)
 		rss = fmt.Sprintf("%.1f MB", float64(p.peakRSS)/1024)
 	}
-	fmt.Fprintf(out, "%-6s %-10s %-7s %7d  %-24s  %-24s  %-10s %9s %10s %9s %7.2f %9s %8s %6.0f%%\n", rateLabel, apiLabel, name, p.sent,
+	fmt.Fprintf(out, "%-6s %-10s %-7s %7d  %-24s  %-24s  %-10s %9s %10s %11s %9s %7.2f %9s %8s %6.0f%%\n", rateLabel, apiLabel, name, p.sent,
 		quantiles(p.plain, base.plain, name == "direct"), quantiles(p.stream, base.stream, name == "direct"),
-		failures(p.errors), cpu, perRequest(p.pgCPU, p.sent), wait, float64(p.walSync)/float64(max(p.sent, 1)), rss,
+		failures(p.errors), cpu, perRequest(p.pgCPU, p.sent), perRequest(p.ownCPU, p.sent), wait, float64(p.walSync)/float64(max(p.sent, 1)), rss,
 		msText(quantile(p.late, 0.99)), 100*p.starved.Seconds()/p.span.Seconds())
 }
 
