@@ -60,7 +60,10 @@ func TestLLMClientThatStopsReadingDoesNotHoldTheGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	op := waitOp(t, w, "never-read-1", ops.StatusSucceeded, 20*time.Second)
+	// Under the race detector the 7 MB take 4–8 s alone and past 20 s beside the other
+	// packages' tests on two busy cores: what is asserted is that the call ends while the
+	// client never reads, not how fast.
+	op := waitOp(t, w, "never-read-1", ops.StatusSucceeded, time.Minute)
 	if op.LeaseUntil != nil {
 		t.Errorf("succeeded operation still leased to %q until %v", op.LeaseOwner, op.LeaseUntil)
 	}
@@ -70,7 +73,7 @@ func TestLLMClientThatStopsReadingDoesNotHoldTheGeneration(t *testing.T) {
 	}
 	select {
 	case <-returned:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the handler of the client that stopped reading has not returned")
 	}
 }
