@@ -34,14 +34,7 @@ func TestServeWiresAnthropicMessages(t *testing.T) {
 		if err := p.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		tenant, err := p.DB.EnsureTenant(ctx, "shop")
-		if err != nil {
-			t.Fatal(err)
-		}
-		token, err := p.DB.CreateToken(ctx, tenant.ID, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, token := shopToken(t, p)
 		post := func(path, body string) (int, string) {
 			req, _ := http.NewRequest(http.MethodPost, p.URL()+path, strings.NewReader(body))
 			req.Header.Set("x-api-key", token)
