@@ -151,12 +151,12 @@ func (s *Server) router() *chi.Mux {
 func (s *Server) mountAPI(r chi.Router) {
 	// The API's routes are counted by the shedder, first of all, so a request beyond the cap
 	// costs neither a token lookup nor a read of its body. On the gateway's routes it is
-	// inline (With), where it sees each route's pattern for its metric; the routes under
-	// /api/v1 share one pattern, /api/v1/*, as they share the token check of every path
-	// there. The probes, /metrics and the dashboard are never shed: they are what people use
-	// to see and settle an overload, and their load is a few people's, not the clients'.
-	// Stripe's webhooks are left out too: they arrive at Stripe's pace and carry the
-	// evidence that closes operations.
+	// inline (With), where it sees each route's pattern for its metric; under /api/v1 it
+	// runs, as the token check does, on every path there, before the sub-router matches, so
+	// it looks up the route a shed request asked for (shedRoute). The probes, /metrics and
+	// the dashboard are never shed: they are what people use to see and settle an overload,
+	// and their load is a few people's, not the clients'. Stripe's webhooks are left out
+	// too: they arrive at Stripe's pace and carry the evidence that closes operations.
 	s.shedder = newShedder(s)
 	api := s.shedder.limit
 	r.Get("/api/openapi.json", s.handleOpenAPI)

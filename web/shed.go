@@ -3,6 +3,7 @@ package web
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +59,8 @@ func newShedder(s *Server) *shedder {
 		max: int64(s.MaxInFlight),
 		shed: register(s.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_http_shed_total",
-			Help: "API requests refused with 503 before any work, by route pattern and reason: in_flight " +
+			Help: "API requests refused with 503 before any work, by the pattern of the route they asked for (under /api/v1 " +
+				"the mount's, /api/v1/*, when none matches) and reason: in_flight " +
 				"(SETTLE_MAX_IN_FLIGHT were in flight) or write_backlog (the ledger's writes waited beyond SETTLE_MAX_WRITE_BACKLOG).",
 		}, []string{"route", "reason"})),
 		srv:        s,
@@ -123,14 +125,36 @@ var shedMessages = map[string]string{
 }
 
 func (sh *shedder) refuse(w http.ResponseWriter, r *http.Request, reason string) {
-	route := "unmatched"
-	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-		route = rc.RoutePattern()
-	}
+	route := shedRoute(r)
 	sh.shed.WithLabelValues(route, reason).Inc()
 	sh.warn(r, route, reason)
 	sh.srv.Error(w, r, &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonOverloaded, Message: shedMessages[reason],
 		Err: &llm.Problem{RetryAfter: shedRetryAfter}})
+}
+
+// shedRoute is the pattern of the route r asked for, which labels its shed. Under a mount
+// (/api/v1) the shedder runs before the sub-router has matched, so the pattern so far is the
+// mount's, /api/v1/*, whatever the route; the route is then looked up in the router's tree
+// without running anything, which costs a walk of a few nodes and one small allocation. A
+// path no route matches keeps the mount's pattern: the label is only ever a registered
+// pattern, never the path, so ids in paths cannot make a series per request.
+func shedRoute(r *http.Request) string {
+	rc := chi.RouteContext(r.Context())
+	pattern := rc.RoutePattern()
+	if strings.HasSuffix(pattern, "/*") && rc.Routes != nil {
+		// chi routes on the escaped path when there is one; so does the look-up.
+		path := r.URL.RawPath
+		if path == "" {
+			path = r.URL.Path
+		}
+		if found := rc.Routes.Find(chi.NewRouteContext(), r.Method, path); found != "" {
+			return found
+		}
+	}
+	if pattern == "" {
+		return "unmatched"
+	}
+	return pattern
 }
 
 // warn logs the shed request unless a warning was logged within shedLogEvery; the next
