@@ -83,15 +83,7 @@ func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) (*llm.Gateway, *ope
 		o.attemptTimeout = 300 * time.Millisecond
 	}
 	up := w.world.Upstream(w.base, openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout}).(*openai.Client)
-	var clock ops.Clock = w.clock
-	if o.lease > 0 {
-		clock = ops.SystemClock{}
-	}
-	ledger := w.world.Ledger(clock)
-	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
-	if o.lease > 0 {
-		ledger.Limits.Lease = o.lease
-	}
+	ledger := w.world.GatewayLedger(w.clock, o.lease)
 	cfg := llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
 		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, Refs: w.db, Streams: w.db, Reconciled: o.reconciled}
 	if o.stored {
@@ -223,63 +215,31 @@ func wantRefused(t *testing.T, r *reply, err error, code, reason string) string 
 
 func (w *gatewayWorld) count(t *testing.T, q string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := w.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return w.world.Count(t, q, args...)
 }
 
 func (w *gatewayWorld) generations(t *testing.T, want int) []fake.Generation {
 	t.Helper()
-	g := w.fake.Generations()
-	if len(g) != want {
-		t.Fatalf("the provider billed %d generations, want %d", len(g), want)
-	}
-	return g
+	return testworld.Generations(t, w.fake, want)
 }
 
 // op is the latest operation of key.
 func (w *gatewayWorld) op(t *testing.T, key string) *ops.Operation {
 	t.Helper()
-	var id string
-	if err := w.db.Pool.QueryRow(context.Background(), `SELECT id::text FROM operations WHERE intent_key = $1 ORDER BY created_at DESC LIMIT 1`, key).Scan(&id); err != nil {
-		t.Fatalf("operation of key %s: %v", key, err)
-	}
-	op, err := w.db.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return op
+	return w.world.Operation(t, key)
 }
 
 // waitStatus polls until the key's operation reaches status (the generation runs on after
 // a client leaves).
 func (w *gatewayWorld) waitStatus(t *testing.T, key string, status ops.Status) *ops.Operation {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		op := w.op(t, key)
-		if op.Status == status {
-			return op
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("operation %s is %s, want %s", op.ID, op.Status, status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return w.world.WaitStatus(t, key, status, 10*time.Second)
 }
 
-// waitAdmitted polls until a request with key has opened its operation, so that a request
-// sent next finds the key taken however slow this machine is.
+// waitAdmitted polls until a request with key has opened its operation.
 func (w *gatewayWorld) waitAdmitted(t *testing.T, key string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); w.count(t, `SELECT count(*) FROM operations WHERE intent_key = $1`, key) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no operation of key %s after 10 s", key)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	w.world.WaitAdmitted(t, key)
 }
 
 // billedThenTimedOut sends one call of the batch tenant pipeline whose generation the
