@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -55,10 +56,7 @@ func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
-		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-			route = rc.RoutePattern()
-		}
+		route := requestRoute(r)
 		status := ww.Status()
 		if status == 0 {
 			status = http.StatusOK
@@ -76,4 +74,33 @@ func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 			slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
 			slog.Int("status", status), slog.Duration("duration", d))
 	})
+}
+
+// requestRoute is the pattern of the route r asked for, which labels its metrics and log
+// lines. A request refused under a mount (/api/v1) before its sub-router matched it, shed by
+// the in-flight cap for one, has only the mount's pattern so far, /api/v1/*, whatever its
+// route; the route is then looked up in the router's tree without running anything, which
+// costs a walk of a few nodes and one small allocation. A path no route matches keeps the
+// mount's pattern: the label is only ever a registered pattern, never the path, so ids in
+// paths cannot make a series per request.
+func requestRoute(r *http.Request) string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil {
+		return "unmatched"
+	}
+	pattern := rc.RoutePattern()
+	if strings.HasSuffix(pattern, "/*") && rc.Routes != nil {
+		// chi routes on the escaped path when there is one; so does the look-up.
+		path := r.URL.RawPath
+		if path == "" {
+			path = r.URL.Path
+		}
+		if found := rc.Routes.Find(chi.NewRouteContext(), r.Method, path); found != "" {
+			return found
+		}
+	}
+	if pattern == "" {
+		return "unmatched"
+	}
+	return pattern
 }

@@ -3,11 +3,9 @@ package web
 import (
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/settle-dev/settle/ops"
@@ -125,36 +123,11 @@ var shedMessages = map[string]string{
 }
 
 func (sh *shedder) refuse(w http.ResponseWriter, r *http.Request, reason string) {
-	route := shedRoute(r)
+	route := requestRoute(r)
 	sh.shed.WithLabelValues(route, reason).Inc()
 	sh.warn(r, route, reason)
 	sh.srv.Error(w, r, &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonOverloaded, Message: shedMessages[reason],
 		Err: &llm.Problem{RetryAfter: shedRetryAfter}})
-}
-
-// shedRoute is the pattern of the route r asked for, which labels its shed. Under a mount
-// (/api/v1) the shedder runs before the sub-router has matched, so the pattern so far is the
-// mount's, /api/v1/*, whatever the route; the route is then looked up in the router's tree
-// without running anything, which costs a walk of a few nodes and one small allocation. A
-// path no route matches keeps the mount's pattern: the label is only ever a registered
-// pattern, never the path, so ids in paths cannot make a series per request.
-func shedRoute(r *http.Request) string {
-	rc := chi.RouteContext(r.Context())
-	pattern := rc.RoutePattern()
-	if strings.HasSuffix(pattern, "/*") && rc.Routes != nil {
-		// chi routes on the escaped path when there is one; so does the look-up.
-		path := r.URL.RawPath
-		if path == "" {
-			path = r.URL.Path
-		}
-		if found := rc.Routes.Find(chi.NewRouteContext(), r.Method, path); found != "" {
-			return found
-		}
-	}
-	if pattern == "" {
-		return "unmatched"
-	}
-	return pattern
 }
 
 // warn logs the shed request unless a warning was logged within shedLogEvery; the next

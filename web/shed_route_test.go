@@ -47,6 +47,13 @@ func TestShedRequestsAreCountedByTheRouteTheyAskedFor(t *testing.T) {
 			t.Errorf("settle_http_shed_total has a series for route %q, which is no route shed here", route)
 		}
 	}
+	// Every answered request is counted by route too; a shed one under the route it asked for.
+	for route, n := range want {
+		got := metric(t, w.server.Registry, "http_requests_total", map[string]string{"route": route, "code": "503"})
+		if got != n {
+			t.Errorf("http_requests_total{route=%q,code=503}: %v, want %v", route, got, n)
+		}
+	}
 	// The first shed request makes the one warning of the second.
 	if n := w.logs.count(t, "route", "/api/v1/refunds"); n != 1 {
 		t.Errorf("%d warnings naming route /api/v1/refunds, want 1", n)
@@ -103,4 +110,20 @@ func shedRoutes(t *testing.T, w *shedWorld) []string {
 		}
 	}
 	return routes
+}
+
+// A request refused under /api/v1 before its route runs (here a token that names no tenant)
+// is counted in the request metrics under the route it asked for, as a shed one is, not under
+// the mount's pattern: an operator watching 401s on refunds must see them there.
+func TestRefusedAPIRequestsAreCountedByTheRouteTheyAskedFor(t *testing.T) {
+	t.Parallel()
+	w := newShedWorld(t, 10)
+	w.tokens["shop"] = "stl_not_a_token"
+	if st := w.sendMethod(t, http.MethodPost, "/api/v1/refunds"); st != http.StatusUnauthorized {
+		t.Fatalf("POST /api/v1/refunds with an unknown token: %d, want 401", st)
+	}
+	got := metric(t, w.server.Registry, "http_requests_total", map[string]string{"route": "/api/v1/refunds", "code": "401"})
+	if got != 1 {
+		t.Errorf("http_requests_total{route=/api/v1/refunds,code=401}: %v, want 1", got)
+	}
 }
