@@ -49,7 +49,10 @@ func browser(t *testing.T) context.Context {
 		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// The browser's whole life, a bound for a test that hangs beyond its steps' own limits
+	// (20 s each). The longest test, every page at two widths for four roles, takes 30 s
+	// alone and ran past 90 s beside the other packages on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	t.Cleanup(cancelAlloc)
