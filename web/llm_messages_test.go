@@ -52,9 +52,7 @@ func newMessagesWorld(t *testing.T, attemptTimeout time.Duration) *messagesWorld
 	if err != nil {
 		t.Fatal(err)
 	}
-	ledger := tw.Ledger(ops.NewManualClock(time.Now()))
-	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
-	w.gw, err = llm.New(llm.Config{Ledger: ledger, Upstreams: map[string]llm.Upstream{"/v1/messages": up}, Prices: llm.DefaultPrices(),
+	w.gw, err = llm.New(llm.Config{Ledger: tw.GatewayLedger(ops.NewManualClock(time.Now()), 0), Upstreams: map[string]llm.Upstream{"/v1/messages": up}, Prices: llm.DefaultPrices(),
 		TenantModes: map[string]llm.Mode{"pipeline": llm.Batch}, Refs: tw.DB, Streams: tw.DB})
 	if err != nil {
 		t.Fatal(err)
@@ -77,24 +75,12 @@ func (w *messagesWorld) sdk(tenant string, opts ...aoption.RequestOption) *anthr
 
 func (w *messagesWorld) op(t *testing.T, key string) *ops.Operation {
 	t.Helper()
-	var id string
-	if err := w.db.Pool.QueryRow(context.Background(), `SELECT id::text FROM operations WHERE intent_key = $1 ORDER BY created_at DESC LIMIT 1`, key).Scan(&id); err != nil {
-		t.Fatalf("operation of key %s: %v", key, err)
-	}
-	op, err := w.db.Get(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return op
+	return w.world.Operation(t, key)
 }
 
 func (w *messagesWorld) count(t *testing.T, q string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := w.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return w.world.Count(t, q, args...)
 }
 
 // post sends a raw Messages API request with hdr as pairs of names and values.
