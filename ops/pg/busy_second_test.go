@@ -54,11 +54,7 @@ func TestClosingAnAttemptReadsItsOwnRowInABusySecond(t *testing.T) {
 func busyLedger(ctx context.Context, t *testing.T) (*pg.DB, *ops.Ledger, int64) {
 	t.Helper()
 	_, url := pgtest.NewWithURL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	db, tenant := openWithTenant(ctx, t, url+sep+"pool_max_conns=1&plan_cache_mode=force_generic_plan")
+	db, tenant := openWithTenant(ctx, t, withParams(url, "pool_max_conns=1&plan_cache_mode=force_generic_plan"))
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Register(refund.Kind())
 	return db, ledger, tenant

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/settle-dev/settle/ops/pg"
@@ -45,6 +46,14 @@ func durableDB(ctx context.Context, t *testing.T, prefix string) (*pg.DB, int64)
 		t.Fatal(err)
 	}
 	return openWithTenant(ctx, t, c.URL("postgres")+"&pool_max_conns=1", pg.PreparedWhenDirect())
+}
+
+// withParams adds connection parameters (a=b&c=d) to url, whether or not it has some.
+func withParams(url, params string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + params
+	}
+	return url + "?" + params
 }
 
 // openWithTenant opens url with opts for the test's life and creates the tenant acme on it,

@@ -2,7 +2,6 @@ package pg_test
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,13 +21,9 @@ func TestPhaseWriteLeavesAFarLeaseAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, url := pgtest.NewWithURL(t)
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
 	// One connection: the writes and the reads of their statistics share a backend, which
 	// sends its statistics when told to.
-	db, tenant := openWithTenant(ctx, t, url+sep+"pool_max_conns=1", pg.PreparedWhenDirect())
+	db, tenant := openWithTenant(ctx, t, withParams(url, "pool_max_conns=1"), pg.PreparedWhenDirect())
 	ledger := ops.NewLedger(db, ops.SystemClock{})
 	ledger.Register(refund.Kind())
 	ledger.Limits.Lease = time.Minute
