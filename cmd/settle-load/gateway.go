@@ -162,6 +162,7 @@ func runGateway(ctx context.Context, cfg gatewayConfig, out io.Writer) error {
 	}
 	defer w.close()
 	fsync := fdatasyncCost(w.cluster.Dir)
+	rt50, rt99 := roundTrip(ctx, w.url)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	if cfg.warmup > 0 {
 		for _, api := range cfg.apis {
@@ -193,7 +194,7 @@ func runGateway(ctx context.Context, cfg gatewayConfig, out io.Writer) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted")
 	}
-	printGateway(out, cfg, phases, before, loadAverage(), fsync)
+	printGateway(out, cfg, phases, machine{before, loadAverage(), fsync, rt50, rt99})
 	fmt.Fprintf(out, "servers' logs: %s\n", w.runDir)
 	return nil
 }

@@ -17,16 +17,23 @@ const (
 	targetRSSMB  = 150
 )
 
+// machine is what the report says of the host the run shared: its load, what a durable
+// commit waits for, and what a hand-off between two processes costs, measured before the run.
+type machine struct {
+	loadBefore, loadAfter string
+	fsync, rt50, rt99     time.Duration
+}
+
 // printGateway prints the benchmark's table: per rate and API, the fake's own latency, then
 // what the proxy and Settle add to it (a quantile of theirs minus the same quantile of the
 // fake's), their failures, CPU per request and peak RSS.
-func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, loadBefore, loadAfter string, fsync time.Duration) {
+func printGateway(out io.Writer, cfg gatewayConfig, phases []*phase, m machine) {
 	fmt.Fprintf(out, "\ngateway benchmark: %s per rate, API and target, in turn direct, proxy, settle on each API at each rate; the fakes answer after %s, "+
 		"a stream in %d content chunks %s apart; half the requests stream (none on embeddings)\n",
 		cfg.duration, cfg.ttft, cfg.chunks, cfg.chunkDelay)
 	fmt.Fprintf(out, "settle: %s with production's defaults (SETTLE_LLM_STORE=auto: it asks the fake to store its completions), one tenant\n", cfg.settleBin)
-	fmt.Fprintf(out, "machine: %d CPUs; load average %s before, %s after; fdatasync of 8 kB %s (pg_test_fsync)\n\n",
-		runtime.NumCPU(), loadBefore, loadAfter, fsyncText(fsync))
+	fmt.Fprintf(out, "machine: %d CPUs; load average %s before, %s after; fdatasync of 8 kB %s (pg_test_fsync); a SELECT 1 round trip %s (one client, idle)\n\n",
+		runtime.NumCPU(), m.loadBefore, m.loadAfter, fsyncText(m.fsync), roundTripText(m.rt50, m.rt99))
 	fmt.Fprintf(out, "%-6s %-10s %-7s %7s  %-24s  %-24s  %-10s %9s %10s %11s %9s %7s %9s %8s %7s\n", "rate", "api", "target", "sent",
 		"whole answer p50/p95/p99", "first chunk p50/p95/p99", "failed", "CPU/req", "pg CPU/req", "load CPU/req", "wait/req", "WAL/req", "peak RSS", "late p99", "CPU PSI")
 	byRate := map[float64]map[string]*phase{}
