@@ -65,17 +65,23 @@ var dbosMigrated bool
 // Starting DBOS and shutting it down are part of the measured database's counts, as
 // River's are, but not of its time.
 func benchDBOS(b *testing.B) {
-	ctx := context.Background()
+	url := dbosDatabase(b)
+	measure(b, "dbos", dbosDB, "workflows/s", func() (func(ctx context.Context, i int) error, func()) {
+		return dbosWorkflows(b, url)
+	})
+}
+
+// dbosDatabase returns the URL of DBOS's system database, its schema migrated once per
+// process.
+func dbosDatabase(b *testing.B) string {
 	url := database(b, dbosDB, false)
 	if !dbosMigrated {
-		if err := dbos.Migrate(ctx, url, dbos.WithMigrateLogger(slog.New(slog.DiscardHandler))); err != nil {
+		if err := dbos.Migrate(context.Background(), url, dbos.WithMigrateLogger(slog.New(slog.DiscardHandler))); err != nil {
 			b.Fatalf("bench: migrate dbos: %v", err)
 		}
 		dbosMigrated = true
 	}
-	measure(b, "dbos", dbosDB, "workflows/s", func() (func(ctx context.Context, i int) error, func()) {
-		return dbosWorkflows(b, url)
-	})
+	return url
 }
 
 // dbosWorkflows launches DBOS on url and returns the i-th refund workflow of a new run,

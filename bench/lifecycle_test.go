@@ -71,6 +71,8 @@ var lifecycleResults = map[string]lifecycleResult{}
 //   - dbos: DBOS Transact v1.9.0, the peer that does the same job: one workflow per
 //     intent, its id the intent's key, with one step that sends through the same no-op
 //     provider; each client waits for the workflow's result (benchDBOS).
+//   - paired: settle and dbos again, both open at once, in alternating turns
+//     (benchPaired): their ratio with the host's drift spread over both.
 //   - river: River v0.51.2 inserting and working a no-op job, end to end, kept for
 //     reference: a queue, not a record of the intent.
 //
@@ -82,6 +84,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	b.Run("settle_nogroup", func(b *testing.B) { benchSettle(b, "settle_nogroup", 0, "") })
 	b.Run("naive", benchNaive)
 	b.Run("dbos", benchDBOS)
+	b.Run("paired", benchPaired)
 	b.Run("river", func(b *testing.B) { benchRiver(b, "river", riverDefault) })
 	b.Run("river_tuned", func(b *testing.B) { benchRiver(b, "river_tuned", riverTuned) })
 	b.Run("summary", func(b *testing.B) {
@@ -103,8 +106,12 @@ func BenchmarkLifecycle(b *testing.B) {
 		if x := lifecycleResults["dbos"]; x.perSecond > 0 && s.goCPU+s.pgCPU > 0 {
 			b.ReportMetric((x.goCPU+x.pgCPU)/(s.goCPU+s.pgCPU), "cpu_dbos_vs_settle_x")
 		}
+		if pairedRatio > 0 {
+			b.ReportMetric(pairedRatio, "settle_vs_dbos_paired_x")
+		}
 	})
 	printSummary()
+	printPaired()
 }
 
 var variants = []string{"settle", "settle_custom_plans", "settle_nogroup", "naive", "dbos", "river", "river_tuned"}
