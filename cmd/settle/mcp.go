@@ -41,7 +41,8 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	if err := db.CheckSchema(ctx); err != nil {
 		return err
 	}
-	// The token is checked once: a stdio server lives as long as its one client.
+	// A bad token stops the server at start; a token revoked later stops each call after
+	// (tokenTenant).
 	tenant, err := db.TenantByToken(ctx, token)
 	if err != nil {
 		return fmt.Errorf("mcp --stdio: check %s: %w", envMCPToken.Name, err)
@@ -52,7 +53,7 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 		refunds = &refund.Tool{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 	}
-	tools := &mcptool.Tools{Refunds: refunds, Status: db, Tenant: mcptool.FixedTenant(tenant), Logger: logger}
+	tools := &mcptool.Tools{Refunds: refunds, Status: db, Tenant: tokenTenant(db, token, logger), Logger: logger}
 	transport := mcptool.StampTransport(&mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
 	logger.Info("serving the refund tools on stdio", "tenant", tenant.Name)
 	err = tools.NewServer().Run(ctx, transport)
@@ -64,6 +65,21 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 		return fmt.Errorf("mcp --stdio: %w", err)
 	}
 	return nil
+}
+
+// tokenTenant resolves the token again at every tool call. A stdio server lives as long as
+// its agent, for days if need be, and 'settle token revoke' promises that servers refuse a
+// revoked token within seconds: a tenant fixed at start would keep refunding for it.
+func tokenTenant(db *pg.DB, token string, logger *slog.Logger) mcptool.TenantFunc {
+	return func(ctx context.Context, _ *mcp.CallToolRequest) (*ops.Tenant, error) {
+		t, err := db.TenantByToken(ctx, token)
+		if err != nil {
+			// No tenant is named, so nothing is recorded as its request (ops rule 8).
+			logger.WarnContext(ctx, "refused a tool call: its API token no longer resolves", "env", envMCPToken.Name, "err", err)
+			return nil, fmt.Errorf("check %s: %w", envMCPToken.Name, ops.NothingSent(err, refund.NothingSentNote))
+		}
+		return t, nil
+	}
 }
 
 type nopWriteCloser struct{ io.Writer }
