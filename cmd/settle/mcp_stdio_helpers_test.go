@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/mcptool"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+)
+
+// stdioAgent is a local agent talking to 'settle mcp --stdio' over pipes with the SDK's own
+// client, for tenant "shop" against the fake Stripe, whose payment pi_4417 (3800 usd) and
+// pi_4418 (5000 usd) are the shop's.
+type stdioAgent struct {
+	db    *pg.DB
+	url   string
+	token string
+	fake  *fake.Stripe
+	cs    *mcp.ClientSession
+}
+
+func startStdioAgent(t *testing.T) *stdioAgent {
+	t.Helper()
+	ctx := context.Background()
+	db, url := pgtest.NewWithURL(t)
+	tenant, err := db.EnsureTenant(ctx, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := db.CreateToken(ctx, tenant.ID, "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
+	base, err := fk.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fk.Close() })
+	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
+	fk.AddPaymentIntent("pi_4418", 5000, "usd", fake.OwnedBy("shop"))
+	cfg := Config{Command: "mcp", DatabaseURL: url,
+		Stripe: StripeConfig{APIKey: "sk_test_stdio", APIBase: base, Timeout: time.Second, Deadline: 3 * time.Second}}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- serveMCPStdio(ctx, cfg, token, inR, outW, testLogger(t))
+		outW.Close()
+	}()
+	client := mcp.NewClient(&mcp.Implementation{Name: "local-agent", Version: "test"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		inW.Close()
+		<-served
+	})
+	return &stdioAgent{db: db, url: url, token: token, fake: fk, cs: cs}
+}
+
+// call calls a tool with arguments (a map, or json.RawMessage sent byte for byte) and
+// returns the result, its structured answer and its text.
+func (a *stdioAgent) call(t *testing.T, tool string, args any) (*mcp.CallToolResult, mcptool.Answer, string) {
+	t.Helper()
+	res, err := a.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	var ans mcptool.Answer
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &ans); err != nil {
+			t.Fatalf("%s: structured content %s: %v", tool, b, err)
+		}
+	}
+	return res, ans, text.String()
+}
+
+func (a *stdioAgent) count(t *testing.T, q string) int {
+	t.Helper()
+	var n int
+	if err := a.db.Pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
