@@ -1,12 +1,9 @@
 package mcptool
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strings"
 	"time"
@@ -162,7 +159,7 @@ func (t *Tools) issueRefund(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	}
 	ref := RequestRef(req)
 	var a refundArgs
-	err = decodeArgs(req.Params.Arguments, &a, "order_id, amount_cents, currency, payment_intent and reason")
+	err = decodeArgs(req.Params.Arguments, &a, refundArgNames)
 	if err == nil && a.AmountCents == nil {
 		err = &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "amount_cents is required."}
 	}
@@ -190,7 +187,7 @@ func (t *Tools) refundStatus(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		return refused("refund_status", err), nil
 	}
 	var a statusArgs
-	if err := decodeArgs(req.Params.Arguments, &a, "operation_id, order_id, amount_cents and currency"); err != nil {
+	if err := decodeArgs(req.Params.Arguments, &a, statusArgNames); err != nil {
 		return refused("refund_status", err), nil
 	}
 	op, err := t.findRefund(ctx, tenant.ID, a)
@@ -252,35 +249,6 @@ func (t *Tools) findRefund(ctx context.Context, tenantID int64, a statusArgs) (*
 // answer says what an operation's status allows, exactly as refund.Tool answers a call.
 func (t *Tools) answer(ctx context.Context, op *ops.Operation) (refund.Answer, error) {
 	return refund.AnswerFor(ctx, t.Status, op)
-}
-
-// decodeArgs reads a tool's arguments strictly: an argument the tool does not take is
-// refused by name, so a model that misspells one learns which.
-func decodeArgs(raw json.RawMessage, v any, allowed string) error {
-	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
-		raw = []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("trailing data")
-		}
-	}
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &typeErr) && typeErr.Field == "amount_cents":
-		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_amount", Message: "amount_cents must be a whole number of the currency's smallest unit, e.g. 3800 for $38.00."}
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_field", Message: fmt.Sprintf("%s must be a %s.", typeErr.Field, typeErr.Type.Kind())}
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return &ops.Error{Code: ops.EINVALID, Reason: "unknown_field", Message: fmt.Sprintf("Unknown argument %s; this tool takes %s.", strings.TrimPrefix(err.Error(), "json: unknown field "), allowed)}
-	default:
-		return &ops.Error{Code: ops.EINVALID, Reason: "malformed_arguments", Message: "The arguments must be one JSON object; this tool takes " + allowed + "."}
-	}
 }
 
 // answered is a tool result: the structured answer and one line for the model.
