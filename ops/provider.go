@@ -75,7 +75,7 @@ type EventStore interface {
 // Applied says what applying a provider record did.
 type Applied struct {
 	Op *Operation
-	// Outcome: closed, already_closed, in_flight, orphan, not_charged, foreign_account.
+	// Outcome: closed, already_closed, in_flight, orphan, not_charged, foreign_account, foreign_provider.
 	Outcome string
 }
 
@@ -83,12 +83,18 @@ type Applied struct {
 // whose calls go to another provider account than the record's: it changes nothing.
 const OutcomeForeignAccount = "foreign_account"
 
+// OutcomeForeignProvider is the outcome of a record that names an operation sent to
+// another provider than the record's (a Stripe refund naming an LLM call): it changes
+// nothing.
+const OutcomeForeignProvider = "foreign_provider"
+
 // ApplyRecord records a provider record and, when it explains an operation nobody is
 // sending for (unknown, expired, stalled), closes that operation with ev as evidence through
 // the same compare-and-set as a person would. Replays are harmless. A record from another
-// provider account than the one the operation's tenant's calls go to is recorded tied to no
-// operation and changes nothing (OutcomeForeignAccount), on every path: webhooks, lookups
-// and reconciliation.
+// provider account than the one the operation's tenant's calls go to, or from another
+// provider than the operation's, is recorded tied to no operation and changes nothing
+// (OutcomeForeignAccount, OutcomeForeignProvider), on every path: webhooks, lookups and
+// reconciliation.
 func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRecord, ev Evidence, actor string) (Applied, error) {
 	now := l.Clock.Now()
 	var op *Operation
@@ -100,19 +106,19 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 		}
 	}
 	if op != nil {
-		foreign, err := foreignAccount(ctx, es, op, rec)
+		foreign, err := foreignRecord(ctx, es, op, rec)
 		if err != nil {
 			return Applied{}, err
 		}
-		if foreign {
+		if foreign != "" {
 			// Recorded as the provider's, tied to no operation of ours: whoever can write
 			// metadata in one account must not close, fail or double-charge an operation
-			// of a tenant whose money is in another.
+			// of a tenant whose money is in another, nor one another provider ran.
 			rec.OperationID = ""
 			if err := es.RecordCharge(ctx, rec, 0, now); err != nil {
 				return Applied{}, fmt.Errorf("record charge: %w", err)
 			}
-			return Applied{Outcome: OutcomeForeignAccount}, nil
+			return Applied{Outcome: foreign}, nil
 		}
 	}
 	tenant := int64(0)
@@ -152,6 +158,22 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 		return Applied{Op: op, Outcome: "error"}, err
 	}
 	return Applied{Op: out, Outcome: "closed"}, nil
+}
+
+// foreignRecord says why rec cannot be the record of op, whatever id its metadata carries:
+// OutcomeForeignProvider when another provider keeps it (a refund at Stripe says nothing
+// of what an LLM provider ran: it is no evidence that an uncertain call ran nothing, rule
+// 11, nor that it succeeded, rule 9), OutcomeForeignAccount when another account of the
+// provider does, "" when it may be op's.
+func foreignRecord(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord) (string, error) {
+	if rec.Provider != op.Provider {
+		return OutcomeForeignProvider, nil
+	}
+	foreign, err := foreignAccount(ctx, es, op, rec)
+	if err != nil || !foreign {
+		return "", err
+	}
+	return OutcomeForeignAccount, nil
 }
 
 // foreignAccount reports whether rec comes from another provider account than the one the

@@ -15,9 +15,10 @@ type WebhookReceiver interface {
 }
 
 // handleStripeWebhook applies a signed Stripe event once. A bad signature is 401 and
-// changes nothing; a replayed event, and one from another account than the one its
-// operation's tenant is bound to (foreign_account), is answered 200, so Stripe stops
-// resending it, and changes nothing.
+// changes nothing; a replayed event, one from another account than the one its
+// operation's tenant is bound to (foreign_account), and one naming an operation of another
+// provider (foreign_provider), is answered 200, so Stripe stops resending it, and changes
+// nothing.
 func (s *Server) handleStripeWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.StripeWebhooks == nil {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "Stripe webhooks are not configured."))

@@ -285,7 +285,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 				ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
 			Resolved: true, Note: fmt.Sprintf("Closed as %s by reconciliation with %s as evidence.", op.Status, rec.Ref),
 			Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
-	case "orphan", ops.OutcomeForeignAccount:
+	case "orphan", ops.OutcomeForeignAccount, ops.OutcomeForeignProvider:
 		if !rec.Charged() {
 			return nil // a refund that failed moved no money: recorded, nothing to settle
 		}
@@ -295,6 +295,8 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 		case applied.Outcome == ops.OutcomeForeignAccount:
 			// Nobody else's operation may be explained by it: it is this account's orphan.
 			why = fmt.Sprintf("names operation %q, whose tenant's refunds do not go to %s", truncate(rec.OperationID, 80), accountOf(rec))
+		case applied.Outcome == ops.OutcomeForeignProvider:
+			why = fmt.Sprintf("names operation %q, which is not an operation at %s", truncate(rec.OperationID, 80), rec.Provider)
 		case rec.OperationID != "":
 			why = fmt.Sprintf("names operation %q, which Settle does not have", truncate(rec.OperationID, 80))
 		}
