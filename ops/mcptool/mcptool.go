@@ -45,14 +45,11 @@ type OrderFinder interface {
 	LatestRefundForOrder(ctx context.Context, tenantID int64, orderID string) (*ops.Operation, error)
 }
 
-// TenantFunc says which tenant a tool call acts for. The HTTP transport takes it from the
-// bearer token (TenantFromToken); stdio fixes it at start (FixedTenant).
+// TenantFunc says which tenant a tool call acts for, from the API token the call came with:
+// the HTTP transport's bearer token, or the token a stdio server was started with, checked
+// again at every call so a revoked token stops the next one. An error refuses the call
+// before anything is recorded or sent.
 type TenantFunc func(ctx context.Context, req *mcp.CallToolRequest) (*ops.Tenant, error)
-
-// FixedTenant acts for one tenant, resolved once when the process starts.
-func FixedTenant(t *ops.Tenant) TenantFunc {
-	return func(context.Context, *mcp.CallToolRequest) (*ops.Tenant, error) { return t, nil }
-}
 
 // Tools holds the dependencies of the refund tools. Set the fields, then call NewServer.
 type Tools struct {
