@@ -95,7 +95,10 @@ VALUES ($1, $2, $3, $4, nullif($5, '')::uuid, $6, $7, $8) ON CONFLICT (provider,
 }
 
 // RecordCharge implements ops.EventStore. A later record of the same charge updates its
-// status (a refund that failed after it was created) but never adds a second row.
+// status (a refund that failed after it was created) but never adds a second row, and never
+// moves a failed or canceled charge back: the provider ends a charge there, so a record that
+// says otherwise is an older one delivered late (Stripe sends events in no set order), and
+// a charge counted as money moved again would be one that moved none.
 func (db *DB) RecordCharge(ctx context.Context, r ops.ProviderRecord, tenantID int64, seenAt time.Time) error {
 	created := r.Created
 	if created.IsZero() {
@@ -113,7 +116,8 @@ const recordChargeSQL = `
 INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, raw, charged_at, seen_at)
 VALUES (nullif($1, 0), $2, $3, (SELECT id FROM operations WHERE id = $4::uuid), $5, $6, $7, $8, $9, $10)
 ON CONFLICT (provider, charge_ref) DO UPDATE SET status = excluded.status, seen_at = excluded.seen_at,
-	raw = coalesce(excluded.raw, provider_charges.raw)`
+	raw = coalesce(excluded.raw, provider_charges.raw)
+WHERE provider_charges.status NOT IN ('failed', 'canceled') OR excluded.status IN ('failed', 'canceled')`
 
 // operationIDArg is an operation id read from a provider (metadata anyone can write) as a
 // query argument: the id when it is a UUID, else NULL, which matches no operation.
