@@ -33,7 +33,7 @@ func TestBrowserFourEyesNotExecuted(t *testing.T) {
 	op := e.notSentUnknown(t, "7001")
 	e.clock.Advance(25 * time.Hour) // past Stripe's key retention
 	for _, email := range []string{"alice@example.com", "bob@example.com"} {
-		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
+		if _, err := accounts(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -29,7 +29,7 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	e := newDashEnv(t, withFollowUps)
 	op := e.refundedButUnknown(t, "4630")
 	for email, role := range map[string]desk.Role{"support@example.com": desk.RoleSupport, "oncall@example.com": desk.RoleOncall} {
-		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), email, password, role); err != nil {
+		if _, err := accounts(e.db).CreateUser(context.Background(), email, password, role); err != nil {
 			t.Fatal(err)
 		}
 	}

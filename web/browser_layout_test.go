@@ -115,7 +115,7 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 	})
 	opURL, exceptionURL, drillURL := seedFullDashboard(t, e, ev)
 	for _, role := range desk.Roles {
-		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), string(role)+"@example.com", password, role); err != nil {
+		if _, err := accounts(e.db).CreateUser(context.Background(), string(role)+"@example.com", password, role); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
@@ -34,7 +33,7 @@ func TestBrowserLLMLookup(t *testing.T) {
 	call, gen := w.billedThenTimedOut(t, "chat-41", "where is my parcel")
 	jobOp, job, worker := w.unknownJob(t)
 	jobGen := w.generations(t, 2)[1]
-	if _, err := testworld.Accounts(w.db).CreateUser(context.Background(), "oncall@example.com", password, desk.RoleOncall); err != nil {
+	if _, err := accounts(w.db).CreateUser(context.Background(), "oncall@example.com", password, desk.RoleOncall); err != nil {
 		t.Fatal(err)
 	}
 	oncall := newSession(t, browser(t))

@@ -66,7 +66,7 @@ func TestBrowserPersonPaths(t *testing.T) {
 		email string
 		role  desk.Role
 	}{{"oncall@example.com", desk.RoleOncall}, {"support@example.com", desk.RoleSupport}, {"manager@example.com", desk.RoleManager}} {
-		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
+		if _, err := accounts(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/settle-dev/settle/internal/testtool"
-	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
@@ -185,7 +184,7 @@ func TestBrowserOncallLooksUpAndSupportAnswers(t *testing.T) {
 		email string
 		role  desk.Role
 	}{{"oncall@example.com", desk.RoleOncall}, {"support@example.com", desk.RoleSupport}, {"admin@example.com", desk.RoleAdmin}} {
-		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
+		if _, err := accounts(e.db).CreateUser(context.Background(), u.email, password, u.role); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -297,7 +296,7 @@ func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
 	e := newDashEnv(t)
 	op := e.notSentUnknown(t, "5150")
 	for _, email := range []string{"alice@example.com", "bob@example.com"} {
-		if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
+		if _, err := accounts(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
 			t.Fatal(err)
 		}
 	}

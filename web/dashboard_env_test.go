@@ -72,11 +72,11 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 	s.Refunds = refunds
 	// Tokens are read through the cache, as serve does; its TTL outlasts any test, so a
 	// revocation is seen at once only because the revoking handler clears it.
-	s.Accounts = &web.TokenCache{Accounts: testworld.Accounts(db), TTL: time.Hour, Clock: clock}
+	s.Accounts = &web.TokenCache{Accounts: accounts(db), TTL: time.Hour, Clock: clock}
 	d := &desk.Desk{Ledger: ledger, Refunds: refunds, Events: db, Audit: deskstore.New(db), Bulk: deskstore.New(db)}
 	s.DashboardDeps = web.DashboardDeps{
 		Desk: d, Bulk: d, SavedViews: &desk.SavedViews{Store: deskstore.New(db), Audit: deskstore.New(db), Clock: clock}, Timelines: deskstore.New(db), SupportSearch: deskstore.New(db),
-		AuditLog: deskstore.New(db), UserAdmin: testworld.Accounts(db), TokenAdmin: accountstore.New(db), JobViews: jobstore.New(db),
+		AuditLog: deskstore.New(db), UserAdmin: accounts(db), TokenAdmin: accountstore.New(db), JobViews: jobstore.New(db),
 	}
 	for _, w := range wire {
 		w(s, tw)
@@ -184,7 +184,7 @@ func (e *dashEnv) get(t *testing.T, id string) *ops.Operation {
 // signIn makes a user with role and returns a client signed in as them.
 func (e *dashEnv) signIn(t *testing.T, email string, role desk.Role) *http.Client {
 	t.Helper()
-	if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), email, password, role); err != nil {
+	if _, err := accounts(e.db).CreateUser(context.Background(), email, password, role); err != nil {
 		t.Fatal(err)
 	}
 	c := client(t)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/accountstore"
@@ -45,7 +44,7 @@ func TestDashboardRoutesByRole(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	llm := e.llmUnknown(t, "chat-1")
-	other, err := testworld.Accounts(e.db).CreateUser(context.Background(), "other@example.com", password, desk.RoleSupport)
+	other, err := accounts(e.db).CreateUser(context.Background(), "other@example.com", password, desk.RoleSupport)
 	if err != nil {
 		t.Fatal(err)
 	}

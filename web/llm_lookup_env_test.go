@@ -58,7 +58,7 @@ func newLookupWorld(t *testing.T, o lookupSetup) *lookupWorld {
 	lookups := &llm.Lookups{Ledger: ledger, Events: db, Store: up, Prices: llm.DefaultPrices()}
 	d := &desk.Desk{Ledger: ledger, Events: db, Audit: deskstore.New(db), Completions: lookups, Findings: reconstore.New(db), Bulk: deskstore.New(db)}
 	s.LLM, s.Operations = gw, db
-	s.DashboardDeps = web.DashboardDeps{Desk: d, Bulk: d, Timelines: deskstore.New(db), SupportSearch: deskstore.New(db), AuditLog: deskstore.New(db), UserAdmin: accountstore.New(db),
+	s.DashboardDeps = web.DashboardDeps{Desk: d, Bulk: d, Timelines: deskstore.New(db), SupportSearch: deskstore.New(db), AuditLog: deskstore.New(db), UserAdmin: accounts(db),
 		TokenAdmin: accountstore.New(db), JobViews: jobstore.New(db)}
 	e := start(t, tw, s.Handler())
 	w.gw, w.url = gw, e.url

@@ -19,7 +19,6 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	upstream "github.com/settle-dev/settle/ops/openai"
-	"github.com/settle-dev/settle/ops/pg/accountstore"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
@@ -52,7 +51,7 @@ func newOutageEnv(t *testing.T) *outageEnv {
 	e := &outageEnv{world: tw, relay: relay, clock: ops.NewManualClock(time.Now())}
 	s := tw.Server(e.clock)
 	// As in settle serve: a token read once answers from memory for a while.
-	s.Accounts = &web.TokenCache{Accounts: accountstore.New(tw.DB), TTL: time.Hour, Clock: ops.SystemClock{}}
+	s.Accounts = &web.TokenCache{Accounts: accounts(tw.DB), TTL: time.Hour, Clock: ops.SystemClock{}}
 	ledger := ops.NewLedger(tw.DB, e.clock)
 	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
 
@@ -311,7 +310,7 @@ func TestDatabaseOutageMCPToolSaysNothingSent(t *testing.T) {
 func TestDatabaseOutageDashboardPageIs503(t *testing.T) {
 	t.Parallel()
 	e := newOutageEnv(t)
-	if _, err := testworld.Accounts(e.world.DB).CreateUser(context.Background(), "oncall@example.com", password, desk.RoleOncall); err != nil {
+	if _, err := accounts(e.world.DB).CreateUser(context.Background(), "oncall@example.com", password, desk.RoleOncall); err != nil {
 		t.Fatal(err)
 	}
 	c := client(t)

@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/settle-dev/settle/internal/oidctest"
-	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/accountstore"
 )
@@ -175,7 +174,7 @@ func TestBrowserSSOBadCallbacksRefused(t *testing.T) {
 func TestBrowserSSOPasswordLoginOff(t *testing.T) {
 	t.Parallel()
 	e := newSSOEnv(t, true)
-	if _, err := testworld.Accounts(e.db).CreateUser(context.Background(), "pat@corp.example", password, desk.RoleAdmin); err != nil {
+	if _, err := accounts(e.db).CreateUser(context.Background(), "pat@corp.example", password, desk.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
 	e.idp.AddPerson(oidctest.Person{Username: "olga", Subject: "sub-olga", Email: "olga@corp.example", Groups: []string{"settle-oncall"}})
