@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/accountstore"
 )
@@ -130,9 +131,17 @@ func revokeToken(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	k, err := accountstore.New(db).RevokeToken(ctx, cfg.TokenID, "cli", time.Now())
+	// In microseconds, as the store keeps it, so the time read back is this one exactly.
+	now := time.Now().Truncate(time.Microsecond)
+	k, err := accountstore.New(db).RevokeToken(ctx, cfg.TokenID, "cli", now)
 	if err != nil {
 		return err
+	}
+	// RevokeToken keeps the first revocation's time, so any other time means this run
+	// changed nothing.
+	if k.RevokedAt != nil && !k.RevokedAt.Equal(now) {
+		return ops.Errorf(ops.ECONFLICT, "API token %s… of tenant %s (%s) was revoked already at %s; nothing changed.",
+			k.Prefix, k.Tenant, k.Name, k.RevokedAt.UTC().Format(time.RFC3339))
 	}
 	fmt.Fprintf(stdout, "revoked %s… of tenant %s (%s); servers refuse it within 5 s\n", k.Prefix, k.Tenant, k.Name)
 	return nil
