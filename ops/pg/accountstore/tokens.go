@@ -38,6 +38,10 @@ func (s *Store) IssueToken(ctx context.Context, tenant, name, actor string, now 
 	if len(name) > 100 {
 		return "", ops.Errorf(ops.EINVALID, "A token's name is at most 100 characters.")
 	}
+	// The name is shown on one line of 'settle token list' and the admin page.
+	if err := ops.CheckRef("The token's name", name, 100); err != nil {
+		return "", err
+	}
 	token, sum, err := pg.NewToken()
 	if err != nil {
 		return "", err
