@@ -77,10 +77,27 @@ func StampRequest(req *jsonrpc.Request) error {
 	return nil
 }
 
-// StampMessage is StampRequest over one encoded JSON-RPC message, for transports that see
-// bytes (an HTTP body). Anything that is not a single tools/call request comes back as is,
-// for the server to handle or refuse.
+// StampMessage is StampRequest over an encoded JSON-RPC message or batch, for transports
+// that see bytes (an HTTP body): every tools/call request in it is stamped, the calls of a
+// batch as much as a single one, so a client's own _meta never stands in for its id.
+// Anything else comes back as is, for the server to handle or refuse.
 func StampMessage(data []byte) []byte {
+	var batch []json.RawMessage
+	if json.Unmarshal(data, &batch) != nil {
+		return stampOne(data)
+	}
+	for i, m := range batch {
+		batch[i] = stampOne(m)
+	}
+	out, err := json.Marshal(batch)
+	if err != nil {
+		return data
+	}
+	return out
+}
+
+// stampOne is StampMessage over a single message.
+func stampOne(data []byte) []byte {
 	msg, err := jsonrpc.DecodeMessage(data)
 	if err != nil {
 		return data
