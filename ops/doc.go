@@ -21,8 +21,10 @@
 //   - Tenant: one customer account of Settle, with its own API tokens. Every operation,
 //     client request, job and key belongs to exactly one tenant; nothing is shared or
 //     deduplicated across tenants. A tenant may be bound to a Stripe connected account: its
-//     Stripe calls then go to that account only, and a provider record or event from any
-//     other account never changes its operations.
+//     Stripe calls then go to that account only. Each Stripe operation keeps the account it
+//     was opened for, and its attempts, lookups and records stay with that account after the
+//     tenant moves to another; a provider record or event from any other account never
+//     changes it.
 //   - Operation: one user intent that causes a paid or side-effecting call at a provider,
 //     of kind refund, llm_call or llm_job. Everything else (client requests, attempts,
 //     evidence, audit rows, outbox events) hangs from it.

@@ -123,11 +123,27 @@ type Operation struct {
 	// Kept on the row from the opening, like API and Model, since the purge deletes the
 	// request that says it.
 	StoreOptedOut bool
+	// StripeAccount is the Stripe account a Stripe operation is sent to, read from its
+	// tenant's binding by the statement that opened it: a connected account (acct_…), "" for
+	// the platform account. Every attempt and lookup of the operation goes there, and only
+	// that account's records settle it, even after its tenant is moved to another account
+	// (rule 9). Nil for an operation of another provider, and for one opened before the
+	// account was recorded, which is read in its tenant's current account instead.
+	StripeAccount *string
 	// PurgedAt is when the operation's request and result (an LLM prompt and its completion)
 	// were deleted, once kept past the key's TTL and the bodies' keep: the row, its usage and
 	// its fingerprint stay, and a replay can tell an answer no longer kept from one never
 	// stored. Nil while the bodies are kept.
 	PurgedAt *time.Time
+}
+
+// SentAccount returns the provider account the operation is sent to, and false when it was
+// not recorded (see StripeAccount): the caller then asks its tenant's current binding.
+func (o *Operation) SentAccount() (string, bool) {
+	if o.StripeAccount == nil {
+		return "", false
+	}
+	return *o.StripeAccount, true
 }
 
 // Sends is how many of the operation's attempts count against its budget (rule 4): every

@@ -91,7 +91,7 @@ const OutcomeForeignProvider = "foreign_provider"
 // ApplyRecord records a provider record and, when it explains an operation nobody is
 // sending for (unknown, expired, stalled), closes that operation with ev as evidence through
 // the same compare-and-set as a person would. Replays are harmless. A record from another
-// provider account than the one the operation's tenant's calls go to, or from another
+// provider account than the one the operation was sent to, or from another
 // provider than the operation's, is recorded tied to no operation and changes nothing
 // (OutcomeForeignAccount, OutcomeForeignProvider), on every path: webhooks, lookups and
 // reconciliation.
@@ -177,10 +177,15 @@ func foreignRecord(ctx context.Context, es EventStore, op *Operation, rec Provid
 }
 
 // foreignAccount reports whether rec comes from another provider account than the one the
-// operation's tenant's calls go to: a connected account bound to another tenant or to none,
-// or the platform account when the tenant is bound to a connected one. Such a record cannot
-// be the operation's, whatever id its metadata carries.
+// operation was sent to: its tenant's account when the operation was opened, wherever the
+// tenant is bound now, so a refund its old account fails after a move still fails it (rules
+// 9 and 12), and no other account, the tenant's new one included, ever touches it. Such a record cannot be the operation's, whatever id its
+// metadata carries. An operation opened before its account was recorded is judged by its
+// tenant's current binding, as it was sent while no move was possible.
 func foreignAccount(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord) (bool, error) {
+	if sent, ok := op.SentAccount(); ok {
+		return sent != rec.Account, nil
+	}
 	want, err := es.ProviderAccount(ctx, op.TenantID, rec.Provider)
 	if err != nil {
 		return false, fmt.Errorf("read the account of tenant %d at %s: %w", op.TenantID, rec.Provider, err)

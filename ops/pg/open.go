@@ -17,7 +17,7 @@ WITH ins AS (
 	INSERT INTO operations AS o (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
 		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
 		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
-		retry_uncertain, no_provider_key, has_lookup, api, model, store_opted_out, created_at, updated_at, intent_seq)
+		retry_uncertain, no_provider_key, has_lookup, api, model, store_opted_out, stripe_account, created_at, updated_at, intent_seq)
 	SELECT @id, @tenant, @kind, @provider, @intent, @pkey, @fp,
 		@order, @customer, @chat, @payment, @amount, @currency, @request::jsonb,
 		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
@@ -29,6 +29,7 @@ WITH ins AS (
 		@retention, @retry_uncertain, @no_provider_key, @has_lookup, @api,
 		coalesce(@request::jsonb->'body'->>'model', ''),
 		coalesce(@request::jsonb->'body'->'store' = 'false'::jsonb, false),
+		CASE WHEN @provider = '` + stripeProvider + `' THEN (SELECT coalesce(t.stripe_account, '') FROM tenants t WHERE t.id = @tenant) END,
 		@now::timestamptz, @now::timestamptz, coalesce(latest.intent_seq, 0) + 1
 	FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT l.id::text AS id, l.intent_seq FROM operations l
 		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.intent_seq DESC LIMIT 1) latest ON true
@@ -51,7 +52,9 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 
 // Open implements ops.Store: one statement inserts the operation (or finds the open one for
 // the intent, even one committed a moment ago by a concurrent request), records the client
-// request, and for a new claimed operation begins its first attempt. The opening's audit
+// request, and for a new claimed operation begins its first attempt. A Stripe operation
+// records the account its tenant is bound to in that statement: every attempt and lookup of
+// it goes there, whatever binding a move makes later (ops rule 9). The opening's audit
 // entry is the operation's creation, which the audit trail's reads in ops/pg/deskstore list
 // as its opening (openingCols): no audit row repeats it.
 // The model a new operation asks for, and whether its client sent store: false, are copied

@@ -23,7 +23,7 @@ const opCols = `o.id::text, o.tenant_id, o.kind, o.provider, o.intent_key, o.pro
 	o.status, o.phase, o.version, o.attempts, o.lease_owner, o.lease_until, o.first_sent_at, o.retry_until,
 	o.retention_seconds, o.provider_ref, o.provider_request_id, o.result, o.usage, o.cost_micros,
 	o.created_at, o.updated_at, o.closed_at, o.closed_by, o.key_waits, o.purged_at,
-	o.retry_uncertain, o.no_provider_key, o.has_lookup, o.api, o.model, o.store_opted_out`
+	o.retry_uncertain, o.no_provider_key, o.has_lookup, o.api, o.model, o.store_opted_out, o.stripe_account`
 
 // openReturns is opCols for Open: an operation it creates comes back without its request,
 // which the caller has just sent (a long prompt would cross the wire twice); an existing
@@ -42,7 +42,8 @@ func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 		&status, &phase, &o.Version, &o.Attempts, &o.LeaseOwner, &o.LeaseUntil, &o.FirstSentAt, &o.RetryUntil,
 		&retention, &o.ProviderRef, &o.ProviderRequestID, &result, &usage, &o.CostMicros,
 		&o.CreatedAt, &o.UpdatedAt, &o.ClosedAt, &o.ClosedBy, &o.KeyWaits, &o.PurgedAt,
-		&o.Policy.RetryUncertain, &o.Policy.NoProviderKey, &o.Policy.HasLookup, &o.API, &o.Model, &o.StoreOptedOut}
+		&o.Policy.RetryUncertain, &o.Policy.NoProviderKey, &o.Policy.HasLookup, &o.API, &o.Model, &o.StoreOptedOut,
+		&o.StripeAccount}
 	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}

@@ -136,6 +136,24 @@ func (db *DB) StripeAccounts(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// SentStripeAccounts returns the connected accounts that Stripe operations opened in
+// [from, to) were sent to, for the reconciler, which keeps listing a moved tenant's old
+// account while its operations may have refunds there. It reads the window through
+// operations_created_idx; operations opened before accounts were recorded name none.
+func (db *DB) SentStripeAccounts(ctx context.Context, from, to time.Time) ([]string, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT DISTINCT stripe_account FROM operations
+WHERE created_at >= $1 AND created_at < $2 AND provider = $3 AND stripe_account <> '' ORDER BY stripe_account`,
+		from, to, stripeProvider)
+	if err != nil {
+		return nil, interpret(err, "list the stripe accounts operations were sent to")
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, interpret(err, "list the stripe accounts operations were sent to")
+	}
+	return out, nil
+}
+
 // ProviderAccount implements ops.EventStore: the account a tenant's calls at a provider go
 // to. Only Stripe has accounts of its own per tenant; every other provider answers "".
 func (db *DB) ProviderAccount(ctx context.Context, tenantID int64, provider string) (string, error) {

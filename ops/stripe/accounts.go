@@ -16,14 +16,29 @@ import (
 
 // Accounts says which Stripe connected account each tenant is bound to
 // (ops.Tenant.StripeAccount); the Postgres store is one. The adapter asks on every call
-// rather than caching: every attempt and lookup of an operation must go to the account its
-// first attempt went to, and a binding changes only while its tenant has no open operation,
-// which holds only if no process acts on an older binding.
+// rather than caching. An operation's attempts and lookups go to the account recorded on it
+// when it was opened (ops.Operation.StripeAccount), so a move of its tenant never sends them
+// elsewhere; only one opened before accounts were recorded asks the current binding.
 type Accounts interface {
 	// StripeAccountOf returns the connected account a tenant is bound to, "" for none.
 	StripeAccountOf(ctx context.Context, tenantID int64) (string, error)
 	// StripeAccounts returns every bound connected account with its tenant's id.
 	StripeAccounts(ctx context.Context) (map[string]int64, error)
+	// SentStripeAccounts returns the connected accounts that Stripe operations opened in
+	// [from, to) were sent to, bound to a tenant now or not.
+	SentStripeAccounts(ctx context.Context, from, to time.Time) ([]string, error)
+}
+
+// opAccount is the account the operation's calls go to: the one recorded when it was opened,
+// whatever its tenant is bound to now, so that its attempts and lookups ask the account that
+// holds its refund (ops rule 9). One opened before accounts were recorded goes to its
+// tenant's current account, where it was sent, since a tenant with open operations is never
+// moved.
+func (a *Adapter) opAccount(ctx context.Context, op *ops.Operation) (string, error) {
+	if account, ok := op.SentAccount(); ok {
+		return account, nil
+	}
+	return a.accountOf(ctx, op.TenantID)
 }
 
 // accountOf is the account a tenant's calls go to, "" for the platform account. A binding
@@ -41,17 +56,13 @@ func (a *Adapter) accountOf(ctx context.Context, tenantID int64) (string, error)
 }
 
 // ListRefunds hands each every refund created in [from, to) for reconciliation, a batch
-// at a time: the platform account's, then each bound connected account's, each record naming
-// its account. An account that cannot be listed does not stop the others; its error comes
-// back with the rest listed. An error from each stops the listing and is returned alone.
+// at a time: the platform account's, then each connected account's, each record naming its
+// account. An account that cannot be listed does not stop the others; its error comes back
+// with the rest listed. An error from each stops the listing and is returned alone.
 func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time, each func([]ops.ProviderRecord) error) error {
-	accounts := []string{""}
-	if a.cfg.Accounts != nil {
-		bound, err := a.cfg.Accounts.StripeAccounts(ctx)
-		if err != nil {
-			return fmt.Errorf("list the bound stripe accounts: %w", err)
-		}
-		accounts = append(accounts, slices.Sorted(maps.Keys(bound))...)
+	accounts, err := a.listedAccounts(ctx, from, to)
+	if err != nil {
+		return err
 	}
 	var errs []error
 	var applyErr error
@@ -72,6 +83,34 @@ func (a *Adapter) ListRefunds(ctx context.Context, from, to time.Time, each func
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// listedAccounts are the accounts whose refunds of [from, to) are listed: the platform
+// account, every bound connected account, and every account an operation that may have sent
+// in the window was sent to. A tenant moved to another account leaves refunds in its old one
+// that its operations own, and a refund failed there must still be seen (ops rules 9 and 12);
+// operations opened up to the key retention before the window may have resent into it.
+func (a *Adapter) listedAccounts(ctx context.Context, from, to time.Time) ([]string, error) {
+	if a.cfg.Accounts == nil {
+		return []string{""}, nil
+	}
+	bound, err := a.cfg.Accounts.StripeAccounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the bound stripe accounts: %w", err)
+	}
+	sent, err := a.cfg.Accounts.SentStripeAccounts(ctx, from.Add(-a.cfg.Retention), to)
+	if err != nil {
+		return nil, fmt.Errorf("list the stripe accounts refunds were sent to: %w", err)
+	}
+	set := map[string]bool{}
+	for account := range bound {
+		set[account] = true
+	}
+	for _, account := range sent {
+		set[account] = true
+	}
+	delete(set, "")
+	return append([]string{""}, slices.Sorted(maps.Keys(set))...), nil
 }
 
 // accountName names an account in messages.

@@ -169,11 +169,12 @@ func (a *Adapter) Name() string { return "stripe" }
 func (a *Adapter) Retention() time.Duration { return a.cfg.Retention }
 
 // Send implements ops.Sender: one POST /v1/refunds with the operation's key and id, in the
-// tenant's connected account when it is bound to one.
+// account the operation was opened for (its tenant's connected account when it was bound
+// to one).
 func (a *Adapter) Send(ctx context.Context, op *ops.Operation, at *ops.Attempt) ops.AttemptResult {
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.AttemptTimeout)
 	defer cancel()
-	account, err := a.accountOf(ctx, op.TenantID)
+	account, err := a.opAccount(ctx, op)
 	if err != nil {
 		// Sent to no account rather than perhaps the wrong one.
 		return ops.AttemptResult{Outcome: ops.OutcomeNotSent, ErrorCode: "account_unreadable"}
@@ -301,10 +302,10 @@ func (a *Adapter) Payment(ctx context.Context, tenantID int64, paymentRef string
 }
 
 // Lookup implements refund.Provider. Refunds cannot be searched by metadata, so it lists
-// the refunds of the operation's payment intent, in the account its tenant's refunds go to,
-// and keeps those carrying its id.
+// the refunds of the operation's payment intent, in the account the operation was sent to
+// even after its tenant moved to another, and keeps those carrying its id.
 func (a *Adapter) Lookup(ctx context.Context, op *ops.Operation) (ops.LookupResult, error) {
-	account, err := a.accountOf(ctx, op.TenantID)
+	account, err := a.opAccount(ctx, op)
 	if err != nil {
 		return ops.LookupResult{}, err
 	}

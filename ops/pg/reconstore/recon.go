@@ -323,8 +323,9 @@ func sharedCharge(op, ref string) string {
 // row for the charge already says something else (another operation, another status), which
 // the ledger must see. The listing's copy of the record is not kept: the operation holds the
 // provider's own answer as its evidence, and a kilobyte per charge would be most of a
-// million-refund run's writes. A record from another account than its operation's tenant's is never
-// matched: the ledger's guard on connected accounts decides what it is. A ref listed twice is
+// million-refund run's writes. A record from another account than the one its operation
+// was sent to (its tenant's current one for an operation opened before that was recorded)
+// is never matched: the ledger's guard on connected accounts decides what it is. A ref listed twice is
 // matched once; its repeat goes to the ledger.
 func (s *Store) RecordMatchedCharges(ctx context.Context, provider string, recs []ops.ProviderRecord, seenAt time.Time) (map[string]recon.MatchedCharge, error) {
 	out := map[string]recon.MatchedCharge{}
@@ -366,7 +367,7 @@ WITH r AS (
 	LEFT JOIN provider_charges pc ON pc.provider = @provider AND pc.charge_ref = r.ref
 	WHERE o.status = 'succeeded' AND o.provider = @provider AND o.provider_ref = r.ref
 		AND r.status IN `+pg.ChargedStatuses+`
-		AND r.account = CASE WHEN @provider = '`+stripeProvider+`' THEN coalesce(t.stripe_account, '') ELSE '' END
+		AND r.account = CASE WHEN @provider = '`+stripeProvider+`' THEN coalesce(o.stripe_account, t.stripe_account, '') ELSE '' END
 ), ins AS (
 	INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at,
 		seen_at, reconciled_at)
