@@ -359,7 +359,8 @@ func checkCommandFlags(cfg *Config, e environ) error {
 		if !cfg.MCPStdio {
 			return usagef("mcp: pass --stdio; agents connecting over HTTP use /mcp of 'settle serve'")
 		}
-		if cfg.MCPToken = e.get(envMCPToken); cfg.MCPToken == "" {
+		// Trimmed as /mcp trims a bearer token: a pasted token often ends in a newline.
+		if cfg.MCPToken = strings.TrimSpace(e.get(envMCPToken)); cfg.MCPToken == "" {
 			return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", envMCPToken.Name)
 		}
 	}

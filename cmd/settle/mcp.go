@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,7 +29,7 @@ func mcpStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 // stdio takes the same path as POST /api/v1/refunds. Stalled operations it leaves behind
 // are picked up by the reaper of 'settle serve'.
 func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
-	if token == "" {
+	if token = strings.TrimSpace(token); token == "" {
 		return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", envMCPToken.Name)
 	}
 	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -44,7 +45,11 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	// A bad token stops the server at start; a token revoked later stops each call after
 	// (tokenTenant).
 	tenant, err := db.TenantByToken(ctx, token)
-	if err != nil {
+	if ops.ErrorCode(err) == ops.EUNAUTHORIZED {
+		// The CLI prints only the message: it must name the setting to fix.
+		return &ops.Error{Code: ops.EUNAUTHORIZED, Err: err, Message: fmt.Sprintf(
+			"mcp --stdio: %s is no live API token (unknown or revoked); make one with 'settle token add --tenant NAME'.", envMCPToken.Name)}
+	} else if err != nil {
 		return fmt.Errorf("mcp --stdio: check %s: %w", envMCPToken.Name, err)
 	}
 	var refunds mcptool.Refunder = unconfiguredRefunds{}
