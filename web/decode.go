@@ -18,7 +18,8 @@ import (
 const maxBody = 1 << 20
 
 // decodeJSON reads one JSON object from the request into v. Wrong content type → 415, too
-// large → 413, malformed → 400, a value of the wrong type (a fraction for cents) → 422.
+// large → 413, malformed → 400, a value of the wrong type (a fraction for cents), a key that
+// is a field's name in another case or a key given twice → 422.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return &ops.Error{Code: EUNSUPPORTED, Reason: "unsupported_media_type", Message: "Send the body as application/json."}
@@ -31,6 +32,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 	}
 	if err == nil {
+		if err := checkNames(body, v); err != nil {
+			return err
+		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err = dec.Decode(v); err == nil && dec.More() {
@@ -52,6 +56,32 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return &ops.Error{Code: EMALFORMED, Reason: "malformed_json", Message: "The body could not be read: " + err.Error()}
 	}
 	return nil
+}
+
+// maxKeyShown bounds how much of a refused key a refusal repeats.
+const maxKeyShown = 64
+
+// checkNames refuses a body with a key that is not a field's exact name but would be read as
+// one (AMOUNT_CENTS for amount_cents), or a key given twice in one object: encoding/json
+// would read either differently from a gateway, a log or a person looking at the body.
+func checkNames(body []byte, v any) error {
+	p := ops.FindJSONNameProblem(body, v)
+	switch {
+	case p == nil:
+		return nil
+	case p.Repeated:
+		return &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: fmt.Sprintf("%s is given more than once; give each field once.", shortKey(p.Path))}
+	default:
+		return &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: fmt.Sprintf("%q is not a field; did you mean %s? Field names are case-sensitive.", shortKey(p.Path), p.Field)}
+	}
+}
+
+// shortKey is a key's path cut to what a refusal repeats.
+func shortKey(k string) string {
+	if r := []rune(k); len(r) > maxKeyShown {
+		return string(r[:maxKeyShown]) + "…"
+	}
+	return k
 }
 
 // checkTextFields refuses a body whose strings Settle could not store as they are: bytes

@@ -28,7 +28,7 @@ func decodeArgs(raw json.RawMessage, v any, names []string) error {
 		raw = []byte("{}")
 	}
 	allowed := strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
-	if err := checkNames(raw, names, allowed); err != nil {
+	if err := checkNames(raw, v, names, allowed); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -54,35 +54,42 @@ func decodeArgs(raw json.RawMessage, v any, names []string) error {
 	}
 }
 
-// checkNames refuses a top-level argument whose name is not one of names exactly, and one
-// given twice. encoding/json would match a name in any case and let the later of two win,
-// so a call showing amount_cents 100 to the person who approves it could refund its
-// AMOUNT_CENTS 3800 instead. What is not an object is left for Decode to refuse.
-func checkNames(raw []byte, names []string, allowed string) error {
+// checkNames refuses an argument whose name is not one of names exactly, and one given
+// twice. encoding/json would match a name in any case and let the later of two win, so a
+// call showing amount_cents 100 to the person who approves it could refund its AMOUNT_CENTS
+// 3800 instead. Which keys it would so misread is ops.FindJSONNameProblem's to say, as for
+// the API's bodies; a name no argument has is refused here too, cut to what a refusal
+// repeats. What is not an object is left for Decode to refuse.
+func checkNames(raw []byte, v any, names []string, allowed string) error {
+	if p := ops.FindJSONNameProblem(raw, v); p != nil && p.Repeated {
+		return &ops.Error{Code: ops.EINVALID, Reason: "duplicate_field", Message: fmt.Sprintf("Argument %s is given more than once; give each argument once.", shortName(p.Path))}
+	} else if p != nil {
+		return unknownArg(p.Path, allowed)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil
 	}
-	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		name, ok := tok.(string)
 		if err != nil || !ok {
 			return nil
 		}
-		switch {
-		case !slices.Contains(names, name):
-			return &ops.Error{Code: ops.EINVALID, Reason: "unknown_field", Message: fmt.Sprintf("Unknown argument %q; this tool takes %s (names are case-sensitive).", shortName(name), allowed)}
-		case seen[name]:
-			return &ops.Error{Code: ops.EINVALID, Reason: "duplicate_field", Message: fmt.Sprintf("Argument %s is given more than once; give each argument once.", name)}
+		if !slices.Contains(names, name) {
+			return unknownArg(name, allowed)
 		}
-		seen[name] = true
 		var value json.RawMessage
 		if err := dec.Decode(&value); err != nil {
 			return nil
 		}
 	}
 	return nil
+}
+
+// unknownArg refuses an argument the tool does not take, by name.
+func unknownArg(name, allowed string) error {
+	return &ops.Error{Code: ops.EINVALID, Reason: "unknown_field", Message: fmt.Sprintf("Unknown argument %q; this tool takes %s (names are case-sensitive).", shortName(name), allowed)}
 }
 
 // shortName is an argument's name cut to what a refusal repeats.
