@@ -13,7 +13,6 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
 	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 // stdioAgent is a local agent talking to 'settle mcp --stdio' over pipes with the SDK's own
@@ -30,22 +29,8 @@ type stdioAgent struct {
 func startStdioAgent(t *testing.T) *stdioAgent {
 	t.Helper()
 	ctx := context.Background()
-	db, url := pgtest.NewWithURL(t)
-	tenant, err := db.EnsureTenant(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := db.CreateToken(ctx, tenant.ID, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fk.Close() })
-	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
+	db, url, token := shopDatabase(t, "agent")
+	fk, base := shopStripe(t)
 	fk.AddPaymentIntent("pi_4418", 5000, "usd", fake.OwnedBy("shop"))
 	cfg := Config{Command: "mcp", DatabaseURL: url,
 		Stripe: StripeConfig{APIKey: "sk_test_stdio", APIBase: base, Timeout: time.Second, Deadline: 3 * time.Second}}

@@ -11,9 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/refund"
 )
 
@@ -22,22 +20,8 @@ import (
 func TestMCPStdioRefundsOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, url := pgtest.NewWithURL(t)
-	tenant, err := db.EnsureTenant(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := db.CreateToken(ctx, tenant.ID, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fk.Close()
-	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
+	db, url, token := shopDatabase(t, "agent")
+	fk, base := shopStripe(t)
 	cfg := Config{Command: "mcp", DatabaseURL: url,
 		Stripe: StripeConfig{APIKey: "sk_test_stdio", APIBase: base, Timeout: time.Second, Deadline: 3 * time.Second}}
 

@@ -48,22 +48,8 @@ func TestSigtermFinishesARefundInFlight(t *testing.T) {
 func sigtermDuringRefund(t *testing.T, delay time.Duration, env ...string) {
 	bin := settleBinary.Path(t)
 	ctx := context.Background()
-	db, url := pgtest.NewWithURL(t)
-	tenant, err := db.EnsureTenant(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := db.CreateToken(ctx, tenant.ID, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fk := fake.NewStripe(fake.StripeOptions{Seed: 1})
-	base, err := fk.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fk.Close()
-	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))
+	db, url, token := shopDatabase(t, "test")
+	fk, base := shopStripe(t)
 	fk.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: delay})
 
 	addr := proctest.FreeAddr(t)

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 // TestTokenRevokeTwiceSaysItWasRevokedAlready: an operator who revokes a token that is
@@ -17,15 +15,7 @@ import (
 func TestTokenRevokeTwiceSaysItWasRevokedAlready(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, url := pgtest.NewWithURL(t)
-	tenant, err := db.EnsureTenant(ctx, "shop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := db.CreateToken(ctx, tenant.ID, "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, url, token := shopDatabase(t, "agent")
 	var id int64
 	if err := db.Pool.QueryRow(ctx, `SELECT id FROM api_tokens`).Scan(&id); err != nil {
 		t.Fatal(err)
