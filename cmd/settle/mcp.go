@@ -59,7 +59,11 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 	}
 	tools := &mcptool.Tools{Refunds: refunds, Status: db, Tenant: tokenTenant(db, token, logger), Logger: logger}
-	transport := mcptool.StampTransport(&mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	// One malformed line would end the SDK's session: the filter answers and drops it, and
+	// writes its error replies through the same lock as the SDK's replies.
+	out := mcptool.NewSyncWriter(stdout)
+	in := mcptool.NewLineFilter(stdin, out, logger)
+	transport := mcptool.StampTransport(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
 	logger.Info("serving the refund tools on stdio", "tenant", tenant.Name)
 	err = tools.NewServer().Run(ctx, transport)
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {

@@ -1,0 +1,198 @@
+package mcptool
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// MaxLineLength is the longest line a stdio session reads as one message. It is a quarter
+// of the SDK's own limit (mcp.DefaultMaxLineLength, 16 MiB), whose count also takes in
+// bytes read ahead of the next message, so no line passed on can trip the SDK's limit.
+const MaxLineLength = 4 << 20
+
+// JSON-RPC error codes of a line the filter drops.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+)
+
+// logPrefix is how much of a dropped line is logged: enough to recognise it, never a whole
+// payload an agent may have pasted into it.
+const logPrefix = 48
+
+// SyncWriter is a writer shared by a LineFilter's error replies and the transport's own
+// replies: one lock per Write, so the lines of the two never interleave. The SDK writes each
+// message with a single Write.
+type SyncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewSyncWriter returns a SyncWriter over w.
+func NewSyncWriter(w io.Writer) *SyncWriter { return &SyncWriter{w: w} }
+
+// Write writes p to the underlying writer under the lock.
+func (s *SyncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// LineFilter stands in front of a stdio transport's input. The SDK ends the whole session
+// at the first line it cannot decode, so an agent that sends one bad line would lose its
+// tools; the filter passes each well-formed line through byte for byte, and answers each
+// malformed one itself (a JSON-RPC error on Replies), logs it once and drops it.
+type LineFilter struct {
+	src     *bufio.Reader
+	replies io.Writer
+	logger  *slog.Logger
+	max     int
+	pending []byte
+	err     error
+}
+
+// NewLineFilter returns a filter reading lines from src, answering malformed ones on replies.
+func NewLineFilter(src io.Reader, replies io.Writer, logger *slog.Logger) *LineFilter {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &LineFilter{src: bufio.NewReaderSize(src, 64<<10), replies: replies, logger: logger, max: MaxLineLength}
+}
+
+// Read returns the bytes of well-formed lines, in order and unchanged.
+func (f *LineFilter) Read(p []byte) (int, error) {
+	for len(f.pending) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		line, tooLong, err := f.readLine()
+		f.err = err
+		if len(line) == 0 && !tooLong {
+			continue
+		}
+		if keep, rerr := f.check(line, tooLong); rerr != nil {
+			return 0, rerr
+		} else if keep {
+			f.pending = line
+		}
+	}
+	n := copy(p, f.pending)
+	f.pending = f.pending[n:]
+	return n, nil
+}
+
+// readLine reads up to and including the next newline. A line over the limit is read to
+// its end but not kept: only its first bytes come back, with tooLong set.
+func (f *LineFilter) readLine() (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := f.src.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > f.max {
+				tooLong = true
+				line = append(line, chunk[:min(len(chunk), logPrefix)]...)
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, tooLong, err
+	}
+}
+
+// check reports whether a line is passed on; a malformed one is answered and logged.
+func (f *LineFilter) check(line []byte, tooLong bool) (bool, error) {
+	code, id, reason := codeInvalidRequest, json.RawMessage("null"), ""
+	switch trimmed := bytes.TrimSpace(line); {
+	case tooLong:
+		reason = fmt.Sprintf("a line over %d bytes", f.max)
+	case len(trimmed) == 0:
+		return true, nil // blank: the SDK skips it, as it always has
+	case !json.Valid(trimmed):
+		code, reason = codeParseError, "not JSON"
+	default:
+		var err error
+		if id, err = validMessage(trimmed); err == nil {
+			return true, nil
+		}
+		// The SDK's error may quote the line: keep only its start.
+		reason = err.Error()[:min(len(err.Error()), 2*logPrefix)]
+	}
+	f.logger.Warn("dropped a malformed MCP message", "code", code, "reason", reason,
+		"line_prefix", string(line[:min(len(line), logPrefix)]))
+	return false, f.reply(code, id, reason)
+}
+
+// validMessage checks a JSON line as the SDK will decode it. On error it returns the line's
+// id if one can be read (a string or an integer), else null.
+func validMessage(data []byte) (json.RawMessage, error) {
+	if data[0] == '[' {
+		var batch []json.RawMessage
+		if err := json.Unmarshal(data, &batch); err != nil || len(batch) == 0 {
+			return json.RawMessage("null"), errors.New("an empty or unreadable batch")
+		}
+		for _, m := range batch {
+			if _, err := jsonrpc.DecodeMessage(m); err != nil {
+				return json.RawMessage("null"), fmt.Errorf("a batch with an invalid message: %w", err)
+			}
+		}
+		return nil, nil
+	}
+	if _, err := jsonrpc.DecodeMessage(data); err != nil {
+		return readableID(data), fmt.Errorf("not a valid JSON-RPC message: %w", err)
+	}
+	return nil, nil
+}
+
+// readableID returns a message's id if it is a string or an integer, else null.
+func readableID(data []byte) json.RawMessage {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(data, &m) != nil || len(m.ID) == 0 {
+		return json.RawMessage("null")
+	}
+	var s string
+	if json.Unmarshal(m.ID, &s) == nil {
+		return m.ID
+	}
+	if _, err := strconv.ParseInt(string(m.ID), 10, 64); err == nil {
+		return m.ID
+	}
+	return json.RawMessage("null")
+}
+
+// reply writes one JSON-RPC error line.
+func (f *LineFilter) reply(code int, id json.RawMessage, reason string) error {
+	message := "Invalid Request"
+	if code == codeParseError {
+		message = "Parse error"
+	}
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Data    string `json:"data,omitempty"`
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{code, message, "dropped " + reason}})
+	if err != nil {
+		return fmt.Errorf("encode error reply: %w", err)
+	}
+	if _, err := f.replies.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("write error reply: %w", err)
+	}
+	return nil
+}
