@@ -118,6 +118,10 @@ func TestMCPStdioSurvivesAMalformedMessage(t *testing.T) {
 		{"object id", `{"jsonrpc":"2.0","id":{"a":1},` + refund, "-32600", "null"},
 		{"id 1e400", `{"jsonrpc":"2.0","id":1e400,` + refund, "-32600", "null"},
 		{"over-long line", long, "-32600", "null"},
+		// Each message is within the SDK's nesting limit of 1000, the batch around it is not:
+		// the SDK refuses it only once the line is read.
+		{"batch too deep", `[{"jsonrpc":"2.0","id":51,"method":"ping","params":{"a":` +
+			strings.Repeat("[", 998) + strings.Repeat("]", 998) + `}}]`, "-32600", "null"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a.send(t, c.line)
@@ -152,7 +156,7 @@ func TestMCPStdioSurvivesAMalformedMessage(t *testing.T) {
 		t.Errorf("%d operations for malformed lines, want 0", ops)
 	}
 	logs := a.logs.String()
-	if n := strings.Count(logs, "malformed"); n != 4 || strings.Contains(logs, strings.Repeat("x", 200)) {
+	if n := strings.Count(logs, "malformed"); n != 5 || strings.Contains(logs, strings.Repeat("x", 200)) {
 		t.Errorf("logs %.2000q: want one warning per malformed line, none echoing the long line", logs)
 	}
 }

@@ -3,6 +3,7 @@ package mcptool
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +11,10 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // MaxLineLength is the longest line a stdio session reads as one message. It is a quarter
@@ -58,6 +61,9 @@ type LineFilter struct {
 	max     int
 	pending []byte
 	err     error
+	// srcFailed tells the connection that a read error came from stdin itself, not from a
+	// message: only then does the session end.
+	srcFailed atomic.Bool
 }
 
 // NewLineFilter returns a filter reading lines from src, answering malformed ones on replies.
@@ -76,18 +82,31 @@ func (f *LineFilter) Read(p []byte) (int, error) {
 		}
 		line, tooLong, err := f.readLine()
 		f.err = err
+		if err != nil && !errors.Is(err, io.EOF) {
+			f.srcFailed.Store(true)
+		}
 		if len(line) == 0 && !tooLong {
 			continue
 		}
 		if keep, rerr := f.check(line, tooLong); rerr != nil {
 			return 0, rerr
 		} else if keep {
-			f.pending = line
+			f.pending = trimTrailingBlanks(line)
 		}
 	}
 	n := copy(p, f.pending)
 	f.pending = f.pending[n:]
 	return n, nil
+}
+
+// trimTrailingBlanks drops spaces and tabs between a message and its line end: the SDK
+// takes them for trailing data and would end the session. Other lines are left unchanged.
+func trimTrailingBlanks(line []byte) []byte {
+	body := bytes.TrimRight(line, "\r\n")
+	if t := bytes.TrimRight(body, " \t"); len(t) < len(body) {
+		return append(t, line[len(body):]...)
+	}
+	return line
 }
 
 // readLine reads up to and including the next newline. A line over the limit is read to
@@ -195,4 +214,43 @@ func (f *LineFilter) reply(code int, id json.RawMessage, reason string) error {
 		return fmt.Errorf("write error reply: %w", err)
 	}
 	return nil
+}
+
+// Transport wraps a transport reading from this filter. A line the filter passed may still
+// be refused by the SDK once decoded (a batch under a protocol version that has none), which
+// would end the session too: such a message is answered -32600 and dropped as well.
+func (f *LineFilter) Transport(t mcp.Transport) mcp.Transport { return filterTransport{t, f} }
+
+type filterTransport struct {
+	mcp.Transport
+	f *LineFilter
+}
+
+func (t filterTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return filterConn{c, t.f}, nil
+}
+
+type filterConn struct {
+	mcp.Connection
+	f *LineFilter
+}
+
+// Read skips messages the SDK refuses after decoding. The filter has already checked every
+// line's framing, so the SDK's reader is still running after such a refusal.
+func (c filterConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err == nil || ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) || c.f.srcFailed.Load() {
+			return msg, err
+		}
+		reason := err.Error()[:min(len(err.Error()), 2*logPrefix)]
+		c.f.logger.Warn("dropped a malformed MCP message", "code", codeInvalidRequest, "reason", reason)
+		if werr := c.f.reply(codeInvalidRequest, json.RawMessage("null"), reason); werr != nil {
+			return nil, werr
+		}
+	}
 }

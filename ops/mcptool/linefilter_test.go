@@ -16,6 +16,7 @@ func TestLineFilterPassesGoodLinesAndAnswersBadOnes(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"a","method":"ping"}` + "\r\n",
 		`[{"jsonrpc":"2.0","id":2,"method":"ping"}]` + "\n",
 		"\n",
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}` + " \t\n",     // the SDK would take the blanks for trailing data
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`, // last line, no newline
 	}
 	bad := []struct{ line, reply string }{
@@ -41,7 +42,7 @@ func TestLineFilterPassesGoodLinesAndAnswersBadOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := strings.Join(good, ""); string(got) != want {
+	if want := strings.Join(good, ""); string(got) != strings.Replace(want, " \t\n", "\n", 1) {
 		t.Errorf("passed on %q, want %q", got, want)
 	}
 	lines := strings.Split(strings.TrimSuffix(replies.String(), "\n"), "\n")
