@@ -158,3 +158,15 @@ func joinPath(path, key string) string {
 	}
 	return path + "." + key
 }
+
+// maxKeyShown bounds how much of a refused key a refusal repeats: a key is the sender's text,
+// and a refusal should name it, not echo a payload.
+const maxKeyShown = 64
+
+// ShownKey is a refused key, or its path, cut to what a refusal repeats.
+func ShownKey(k string) string {
+	if r := []rune(k); len(r) > maxKeyShown {
+		return string(r[:maxKeyShown]) + "…"
+	}
+	return k
+}

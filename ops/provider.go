@@ -179,9 +179,10 @@ func foreignRecord(ctx context.Context, es EventStore, op *Operation, rec Provid
 // foreignAccount reports whether rec comes from another provider account than the one the
 // operation was sent to: its tenant's account when the operation was opened, wherever the
 // tenant is bound now, so a refund its old account fails after a move still fails it (rules
-// 9 and 12), and no other account, the tenant's new one included, ever touches it. Such a record cannot be the operation's, whatever id its
-// metadata carries. An operation opened before its account was recorded is judged by its
-// tenant's current binding, as it was sent while no move was possible.
+// 9 and 12), and no other account, the tenant's new one included, ever touches it. Such a
+// record cannot be the operation's, whatever id its metadata carries. An operation opened
+// before its account was recorded is judged by its tenant's current binding, as it was sent
+// while no move was possible.
 func foreignAccount(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord) (bool, error) {
 	if sent, ok := op.SentAccount(); ok {
 		return sent != rec.Account, nil

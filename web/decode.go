@@ -58,9 +58,6 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// maxKeyShown bounds how much of a refused key a refusal repeats.
-const maxKeyShown = 64
-
 // checkNames refuses a body with a key that is not a field's exact name but would be read as
 // one (AMOUNT_CENTS for amount_cents), or a key given twice in one object: encoding/json
 // would read either differently from a gateway, a log or a person looking at the body.
@@ -70,18 +67,10 @@ func checkNames(body []byte, v any) error {
 	case p == nil:
 		return nil
 	case p.Repeated:
-		return &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: fmt.Sprintf("%s is given more than once; give each field once.", shortKey(p.Path))}
+		return &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: fmt.Sprintf("%s is given more than once; give each field once.", ops.ShownKey(p.Path))}
 	default:
-		return &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: fmt.Sprintf("%q is not a field; did you mean %s? Field names are case-sensitive.", shortKey(p.Path), p.Field)}
+		return &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField, Message: fmt.Sprintf("%q is not a field; did you mean %s? Field names are case-sensitive.", ops.ShownKey(p.Path), p.Field)}
 	}
-}
-
-// shortKey is a key's path cut to what a refusal repeats.
-func shortKey(k string) string {
-	if r := []rune(k); len(r) > maxKeyShown {
-		return string(r[:maxKeyShown]) + "…"
-	}
-	return k
 }
 
 // checkTextFields refuses a body whose strings Settle could not store as they are: bytes

@@ -18,9 +18,6 @@ var (
 	statusArgNames = []string{"operation_id", "order_id", "amount_cents", "currency"}
 )
 
-// maxNameShown bounds how much of an unknown argument's name a refusal repeats.
-const maxNameShown = 64
-
 // decodeArgs reads a tool's arguments strictly: an argument the tool does not take is
 // refused by name, so a model that misspells one learns which.
 func decodeArgs(raw json.RawMessage, v any, names []string) error {
@@ -59,10 +56,10 @@ func decodeArgs(raw json.RawMessage, v any, names []string) error {
 // call showing amount_cents 100 to the person who approves it could refund its AMOUNT_CENTS
 // 3800 instead. Which keys it would so misread is ops.FindJSONNameProblem's to say, as for
 // the API's bodies; a name no argument has is refused here too, cut to what a refusal
-// repeats. What is not an object is left for Decode to refuse.
+// repeats (ops.ShownKey). What is not an object is left for Decode to refuse.
 func checkNames(raw []byte, v any, names []string, allowed string) error {
 	if p := ops.FindJSONNameProblem(raw, v); p != nil && p.Repeated {
-		return &ops.Error{Code: ops.EINVALID, Reason: "duplicate_field", Message: fmt.Sprintf("Argument %s is given more than once; give each argument once.", shortName(p.Path))}
+		return &ops.Error{Code: ops.EINVALID, Reason: "duplicate_field", Message: fmt.Sprintf("Argument %s is given more than once; give each argument once.", ops.ShownKey(p.Path))}
 	} else if p != nil {
 		return unknownArg(p.Path, allowed)
 	}
@@ -89,13 +86,5 @@ func checkNames(raw []byte, v any, names []string, allowed string) error {
 
 // unknownArg refuses an argument the tool does not take, by name.
 func unknownArg(name, allowed string) error {
-	return &ops.Error{Code: ops.EINVALID, Reason: "unknown_field", Message: fmt.Sprintf("Unknown argument %q; this tool takes %s (names are case-sensitive).", shortName(name), allowed)}
-}
-
-// shortName is an argument's name cut to what a refusal repeats.
-func shortName(name string) string {
-	if r := []rune(name); len(r) > maxNameShown {
-		return string(r[:maxNameShown]) + "…"
-	}
-	return name
+	return &ops.Error{Code: ops.EINVALID, Reason: "unknown_field", Message: fmt.Sprintf("Unknown argument %q; this tool takes %s (names are case-sensitive).", ops.ShownKey(name), allowed)}
 }
