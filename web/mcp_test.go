@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
@@ -94,20 +95,8 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any,
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
-	var text strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	var ans mcptool.Answer
-	if res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, &ans); err != nil {
-			t.Fatalf("%s: structured content %s: %v", tool, b, err)
-		}
-	}
-	return res, ans, text.String()
+	ans, text := testworld.ToolResult(t, tool, res)
+	return res, ans, text
 }
 
 func storyArgs() map[string]any {

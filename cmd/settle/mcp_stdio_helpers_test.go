@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
 	"github.com/settle-dev/settle/ops/pg"
@@ -62,20 +61,8 @@ func (a *stdioAgent) call(t *testing.T, tool string, args any) (*mcp.CallToolRes
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
-	var text strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			text.WriteString(tc.Text)
-		}
-	}
-	var ans mcptool.Answer
-	if res.StructuredContent != nil {
-		b, _ := json.Marshal(res.StructuredContent)
-		if err := json.Unmarshal(b, &ans); err != nil {
-			t.Fatalf("%s: structured content %s: %v", tool, b, err)
-		}
-	}
-	return res, ans, text.String()
+	ans, text := testworld.ToolResult(t, tool, res)
+	return res, ans, text
 }
 
 func (a *stdioAgent) count(t *testing.T, q string) int {
