@@ -18,9 +18,9 @@ import (
 func connected(t *testing.T) *world {
 	t.Helper()
 	w := newWorld(t, time.Second, 3*time.Second)
-	w.adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: w.base, AttemptTimeout: time.Second, Accounts: w.db})
-	w.refunds.Provider = w.adapter
-	if _, err := w.db.SetStripeAccount(context.Background(), "shop", "acct_A", "test", time.Now()); err != nil {
+	w.Adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: w.Base, AttemptTimeout: time.Second, Accounts: w.DB})
+	w.Refunds.Provider = w.Adapter
+	if _, err := w.DB.SetStripeAccount(context.Background(), "shop", "acct_A", "test", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -42,34 +42,34 @@ func calls(f *fake.Stripe) []string {
 func TestBoundTenantRefundsInItsConnectedAccount(t *testing.T) {
 	t.Parallel()
 	w := connected(t)
-	if err := w.fake.AddConnectedPaymentIntent("acct_A", "pi_conn", 5000, "usd"); err != nil {
+	if err := w.Fake.AddConnectedPaymentIntent("acct_A", "pi_conn", 5000, "usd"); err != nil {
 		t.Fatal(err)
 	}
-	req := w.req("conn-1")
+	req := w.Req("conn-1")
 	req.PaymentIntent, req.AmountCents = "pi_conn", 2000
-	a, err := w.refunds.Refund(context.Background(), req)
+	a, err := w.Refunds.Refund(context.Background(), req)
 	if err != nil || a.Status != refund.Refunded {
 		t.Fatalf("refund in the bound account: %+v %v", a, err)
 	}
-	rs := w.fake.Refunds()
+	rs := w.Fake.Refunds()
 	if len(rs) != 1 || rs[0].Account != "acct_A" || rs[0].ID != a.RefundID || rs[0].Metadata[stripe.MetadataKey] != a.OperationID {
 		t.Fatalf("the fake's ledger %+v, want one refund in acct_A carrying %s", rs, a.OperationID)
 	}
-	got := calls(w.fake)
+	got := calls(w.Fake)
 	for _, want := range []string{"GET /v1/payment_intents/pi_conn acct_A", "GET /v1/refunds acct_A", "POST /v1/refunds acct_A"} {
 		if !contains(got, want) {
 			t.Errorf("no %q among the calls %v", want, got)
 		}
 	}
-	for _, c := range w.fake.Calls() {
+	for _, c := range w.Fake.Calls() {
 		if c.Account != "acct_A" {
 			t.Errorf("a call for the bound tenant went elsewhere: %+v", c)
 		}
 	}
 	// The refund left counts against the payment in its own account: the rest fits, more does not.
-	more := w.req("conn-2")
+	more := w.Req("conn-2")
 	more.PaymentIntent, more.AmountCents, more.OrderID = "pi_conn", 3001, "4418"
-	if _, err := w.refunds.Refund(context.Background(), more); ops.ErrorReason(err) != "amount_over_remainder" {
+	if _, err := w.Refunds.Refund(context.Background(), more); ops.ErrorReason(err) != "amount_over_remainder" {
 		t.Fatalf("over the remainder in acct_A: %v", err)
 	}
 }
@@ -83,14 +83,14 @@ func TestBoundTenantCannotRefundPlatformOrOtherAccountsPayments(t *testing.T) {
 	t.Parallel()
 	w := connected(t)
 	ctx := context.Background()
-	if err := w.fake.AddConnectedPaymentIntent("acct_B", "pi_b", 777_00, "usd", fake.OwnedBy("shop")); err != nil {
+	if err := w.Fake.AddConnectedPaymentIntent("acct_B", "pi_b", 777_00, "usd", fake.OwnedBy("shop")); err != nil {
 		t.Fatal(err)
 	}
 	var answers []string
 	for _, pi := range []string{"pi_missing", story, "pi_b"} {
-		r := w.req("probe-" + pi)
+		r := w.Req("probe-" + pi)
 		r.PaymentIntent, r.AmountCents = pi, 100
-		_, err := w.refunds.Refund(ctx, r)
+		_, err := w.Refunds.Refund(ctx, r)
 		msg := ops.ErrorMessage(err)
 		answers = append(answers, fmt.Sprintf("%s %s %s", ops.ErrorCode(err), ops.ErrorReason(err), strings.ReplaceAll(msg, pi, "PI")))
 		if strings.Contains(msg, "3800") || strings.Contains(msg, "777") || strings.Contains(strings.ToLower(msg), "usd") {
@@ -100,27 +100,27 @@ func TestBoundTenantCannotRefundPlatformOrOtherAccountsPayments(t *testing.T) {
 	if answers[0] != answers[1] || answers[0] != answers[2] || !strings.HasPrefix(answers[0], "invalid unknown_payment") {
 		t.Fatalf("a platform or another account's payment is answered unlike a missing one:\n%s", strings.Join(answers, "\n"))
 	}
-	bank, err := w.db.EnsureTenant(ctx, "bank")
+	bank, err := w.DB.EnsureTenant(ctx, "bank")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.fake.AddConnectedPaymentIntent("acct_A", "pi_a", 500, "usd", fake.OwnedBy("bank")); err != nil {
+	if err := w.Fake.AddConnectedPaymentIntent("acct_A", "pi_a", 500, "usd", fake.OwnedBy("bank")); err != nil {
 		t.Fatal(err)
 	}
 	probe := refund.Request{TenantID: bank.ID, Tenant: "bank", OrderID: "9", AmountCents: 100, Currency: "usd",
 		PaymentIntent: "pi_a", RequestRef: "probe-bank"}
-	if _, err := w.refunds.Refund(ctx, probe); ops.ErrorReason(err) != "unknown_payment" {
+	if _, err := w.Refunds.Refund(ctx, probe); ops.ErrorReason(err) != "unknown_payment" {
 		t.Fatalf("an unbound tenant refunded acct_A's payment labelled with its name: %v", err)
 	}
-	for _, c := range w.fake.Calls() {
+	for _, c := range w.Fake.Calls() {
 		if c.Method == "POST" {
 			t.Fatalf("a refund was sent: %+v", c)
 		}
 	}
-	if n := len(w.fake.Refunds()); n != 0 || w.count(t, `SELECT count(*) FROM operations`) != 0 {
-		t.Fatalf("%d refunds made, %d operations opened", n, w.count(t, `SELECT count(*) FROM operations`))
+	if n := len(w.Fake.Refunds()); n != 0 || w.Count(t, `SELECT count(*) FROM operations`) != 0 {
+		t.Fatalf("%d refunds made, %d operations opened", n, w.Count(t, `SELECT count(*) FROM operations`))
 	}
-	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected' AND request_ref LIKE 'probe-%'`); n != 4 {
+	if n := w.Count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected' AND request_ref LIKE 'probe-%'`); n != 4 {
 		t.Fatalf("%d refused requests recorded, want 4", n)
 	}
 }

@@ -13,62 +13,18 @@ import (
 	stripelib "github.com/stripe/stripe-go/v76"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/fake"
-	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
-	"github.com/settle-dev/settle/ops/refund"
+	"github.com/settle-dev/settle/ops/refund/refundtest"
 	"github.com/settle-dev/settle/ops/stripe"
 )
 
-// world is the refund tool wired for real: Postgres, stripe-go, and the fake Stripe over
-// loopback. Here it drives the adapter's connected accounts; the refund flow's own tests,
-// on the same wiring, are in ops/refund.
-type world struct {
-	db      *pg.DB
-	clock   *ops.ManualClock
-	fake    *fake.Stripe
-	base    string
-	adapter *stripe.Adapter
-	refunds *refund.Tool
-	tenant  int64
-}
+// world is the refund tool wired for real (package refundtest).
+type world = refundtest.World
 
-const story = "pi_4417"
+const story = refundtest.Story
 
 func newWorld(t *testing.T, attemptTimeout, deadline time.Duration) *world {
 	t.Helper()
-	db := pgtest.New(t)
-	w := &world{db: db, clock: ops.NewManualClock(time.Now().UTC())}
-	w.fake = fake.NewStripe(fake.StripeOptions{Clock: w.clock.Now, Seed: 1})
-	base, err := w.fake.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.fake.Close() })
-	w.base = base
-	w.fake.AddPaymentIntent(story, 3800, "usd", fake.OwnedBy("shop"))
-	w.adapter = stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: base, AttemptTimeout: attemptTimeout})
-	ledger := ops.NewLedger(db, w.clock)
-	ledger.Limits.BaseBackoff, ledger.Limits.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
-	w.refunds = &refund.Tool{Ledger: ledger, Store: db, Provider: w.adapter, Deadline: deadline}
-	if err := db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&w.tenant); err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
-
-func (w *world) req(ref string) refund.Request {
-	return refund.Request{TenantID: w.tenant, Tenant: "shop", OrderID: "4417", AmountCents: 3800, Currency: "usd",
-		PaymentIntent: story, Reason: "requested_by_customer", RequestRef: ref}
-}
-
-func (w *world) count(t *testing.T, q string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := w.db.Pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return n
+	return refundtest.New(t, attemptTimeout, deadline)
 }
 
 func TestClassifyEveryStripeAnswer(t *testing.T) {
@@ -106,7 +62,7 @@ func TestClassifyEveryStripeAnswer(t *testing.T) {
 func TestOneTenantsReadsCannotDelayAnothersRefund(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, time.Second, 3*time.Second)
-	a := stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: w.base, ReadsPerSecond: 10, TenantReadsPerSecond: 4})
+	a := stripe.New(stripe.Config{APIKey: "sk_test_settle", BaseURL: w.Base, ReadsPerSecond: 10, TenantReadsPerSecond: 4})
 	noisy, quiet := int64(101), int64(102)
 	// The flood would take 30 reads at 4 a second to drain; once the quiet tenant's read is
 	// answered nothing more is learnt from it, so it is called off then.
