@@ -121,9 +121,9 @@
 //     it before the proposal expires. Nobody approves their own proposal, and an operation
 //     has at most one open proposal. People are told apart by their dashboard accounts,
 //     never by the emails the accounts show; with single sign-on configured, only people
-//     its identity provider signs in propose and approve such a close; and the admin who
-//     created or re-enabled the proposer's account within a proposal's lifetime before the
-//     proposal, or since, does not approve it. An approval names the proposal its person
+//     its identity provider signs in propose and approve such a close; and neither person is
+//     the admin who created or re-enabled the other's account within a proposal's lifetime
+//     before the proposal, or since. An approval names the proposal its person
 //     saw and applies only to that one. The approval carries out the close with every check
 //     of rules 6 and 11 made again at that moment, applies only while the proposal is open,
 //     and names both people in the audit row and the outbox event; a close by anyone or

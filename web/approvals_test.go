@@ -207,3 +207,45 @@ func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestProposerWhoVouchedForApproverIsRefused: an admin who added a user, or re-enabled one,
+// cannot have that account approve the admin's own proposal made within a proposal's
+// lifetime of it, since whoever makes an account may know its password; another person can
+// (ops rule 13).
+func TestProposerWhoVouchedForApproverIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t, withApprovals(ops.ApprovalPolicy{MinCents: new(int64)}))
+	root := e.signIn(t, "root@example.com", desk.RoleAdmin)
+	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
+	carol := e.signIn(t, "carol@example.com", desk.RoleOncall)
+	e.post(t, root, "/admin/users", url.Values{"email": {"puppet@example.com"}, "password": {password}, "role": {"oncall"}})
+	puppet := client(t)
+	if resp := e.login(t, puppet, "puppet@example.com", password); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the new account signs in: %d", resp.StatusCode)
+	}
+	var carolID int64
+	if err := e.db.Pool.QueryRow(t.Context(), `SELECT id FROM users WHERE email = 'carol@example.com'`).Scan(&carolID); err != nil {
+		t.Fatal(err)
+	}
+	e.post(t, root, "/admin/users/"+itoa(carolID)+"/disable", nil)
+	e.clock.Advance(time.Hour)
+	e.post(t, root, "/admin/users/"+itoa(carolID)+"/enable", nil)
+
+	for who, c := range map[string]*http.Client{"puppet": puppet, "carol": carol} {
+		op := e.notSentUnknown(t, "8401-"+who)
+		e.post(t, root, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
+			"provider_ref": {"re_" + who}, "note": {"Stripe shows it."}})
+		_, body := e.page(t, c, "/ops/"+op.ID)
+		id := shownProposal(body)
+		e.post(t, c, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {id}})
+		if cur := e.get(t, op.ID); cur.Status != ops.StatusUnknown {
+			t.Fatalf("%s, whose account root vouched for, approved root's proposal: %s", who, cur.Status)
+		}
+		_, body = e.page(t, c, "/ops/"+op.ID)
+		mustContain(t, body, "a person whose account root@example.com did not vouch for must approve it")
+		e.post(t, bob, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {id}})
+		if cur := e.get(t, op.ID); cur.Status != ops.StatusSucceeded {
+			t.Fatalf("bob's approval of root's proposal: %s", cur.Status)
+		}
+	}
+}

@@ -91,9 +91,9 @@ func (d *Desk) checkProposer(ctx context.Context, actorID int64, why string) err
 // ops.CheckApprove, or nil. The proposer and the approver must be two people as far as
 // Settle can tell: two accounts that are not one identity of the identity provider; with
 // single sign-on configured, both of its people, since a password account may be a second
-// account of anyone; and the approver did not create or re-enable the proposer's account
-// within a proposal's lifetime before the proposal or since, since whoever makes an
-// account may know its password.
+// account of anyone; and neither created or re-enabled the other's account within a
+// proposal's lifetime before the proposal or since, since whoever makes an account may know
+// its password.
 func (d *Desk) checkApprover(ctx context.Context, pr *ops.Proposal, approverID int64) error {
 	people, err := d.fourEyesPeople()
 	if err != nil {
@@ -121,22 +121,50 @@ func (d *Desk) checkApprover(ctx context.Context, pr *ops.Proposal, approverID i
 				"%s proposed this close with a password account; with single sign-on on, a person signed in through it must propose it again.", pr.ProposedBy)}
 		}
 	}
+	// The vouching counts both ways: whoever made the other's account may know its password,
+	// so a proposer's fresh second account approving is as much one person as an
+	// approver's fresh second account proposing.
 	since := pr.ProposedAt.Add(-pr.ExpiresAt.Sub(pr.ProposedAt))
-	changes, err := people.AccountVouchers(ctx, proposer.ID, since)
+	c, err := vouchedFor(ctx, people, approver.ID, proposer.ID, since)
 	if err != nil {
 		return err
 	}
-	for _, c := range changes {
-		if c.By != approver.ID {
-			continue
-		}
-		did := "created"
-		if c.Action == "user.enable" {
-			did = "re-enabled"
-		}
+	if c != nil {
 		return &ops.Error{Code: ops.EFORBIDDEN, Reason: "vouched_account", Message: fmt.Sprintf(
 			"You %s %s's account at %s, within a proposal's lifetime: a person who did not vouch for that account must approve it.",
-			did, pr.ProposedBy, c.At.UTC().Format(time.RFC3339))}
+			c.did(), pr.ProposedBy, c.At.UTC().Format(time.RFC3339))}
+	}
+	if c, err = vouchedFor(ctx, people, proposer.ID, approver.ID, since); err != nil {
+		return err
+	}
+	if c != nil {
+		return &ops.Error{Code: ops.EFORBIDDEN, Reason: "vouched_account", Message: fmt.Sprintf(
+			"%s %s your account at %s, within a proposal's lifetime: a person whose account %s did not vouch for must approve it.",
+			pr.ProposedBy, c.did(), c.At.UTC().Format(time.RFC3339), pr.ProposedBy)}
 	}
 	return nil
+}
+
+// vouchedFor returns the newest change at or after since by which the account voucher
+// created or re-enabled the account account, or nil when it made none.
+func vouchedFor(ctx context.Context, people People, voucher, account int64, since time.Time) (*AccountChange, error) {
+	changes, err := people.AccountVouchers(ctx, account, since)
+	if err != nil {
+		return nil, fmt.Errorf("who vouched for account %d: %w", account, err)
+	}
+	var found *AccountChange
+	for i, c := range changes {
+		if c.By == voucher && (found == nil || c.At.After(found.At)) {
+			found = &changes[i]
+		}
+	}
+	return found, nil
+}
+
+// did names the change in words.
+func (c AccountChange) did() string {
+	if c.Action == "user.enable" {
+		return "re-enabled"
+	}
+	return "created"
 }
