@@ -120,7 +120,7 @@ func (l *Ledger) replayOnly(ctx context.Context, in Intent) (Admission, error) {
 	if err != nil {
 		return Admission{}, err
 	}
-	if latest.Status != StatusSucceeded {
+	if latest.Status != StatusSucceeded || in.resultGone(latest) {
 		return Admission{}, Errorf(ENOTFOUND, "The intent %q has no stored result to reuse.", in.IntentKey)
 	}
 	if latest.ID == in.Holds {
@@ -141,6 +141,8 @@ func (l *Ledger) joinable(ctx context.Context, in Intent, latest *Operation) (bo
 	switch {
 	case !latest.Status.Final():
 		return true, nil
+	case in.resultGone(latest):
+		return false, nil
 	case latest.ClosedAt != nil && !latest.ClosedAt.Before(in.Start):
 		return true, nil
 	case in.ReplayFor > 0 && age < in.ReplayFor && (latest.Status == StatusSucceeded || latest.Fingerprint != in.Fingerprint):
@@ -153,6 +155,13 @@ func (l *Ledger) joinable(ctx context.Context, in Intent, latest *Operation) (bo
 		return false, fmt.Errorf("list attempts: %w", err)
 	}
 	return Uncertain(atts), nil
+}
+
+// resultGone says latest succeeded but its result, which a NeedsResult request is answered
+// from, was purged, and it is not the caller's own operation, which keeps its one charge
+// (rule 3).
+func (in Intent) resultGone(latest *Operation) bool {
+	return in.NeedsResult && latest.Status == StatusSucceeded && latest.PurgedAt != nil && latest.ID != in.Holds
 }
 
 // refused answers a request whose Check refused a new operation. The refusal may be the

@@ -122,6 +122,10 @@ type Intent struct {
 	// replay: nothing is opened or sent for it. An intent with no succeeded operation
 	// answers ENOTFOUND and records no client request, so the caller may ask again later.
 	ReplayOnly bool
+	// NeedsResult says only a kept result answers the request: a succeeded operation whose
+	// bodies were purged answers no new request, which opens a new operation; the caller's
+	// own (Holds) still replays.
+	NeedsResult bool
 }
 
 func (in Intent) validate() error {

@@ -30,6 +30,8 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 		ReplayOnly: r.noSend,
 		// A dedup key names one computation for good: its success answers every later job.
 		ReplayFor: forever, HoldFailed: failedHold,
+		// A generation whose text is gone (purged) answers no new job: it generates anew.
+		NeedsResult: true,
 		Check: func(ctx context.Context) error {
 			if budget = r.spent(r.now(), r.estimate(body)); budget != "" {
 				return errBudgetSpent

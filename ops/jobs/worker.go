@@ -109,7 +109,8 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 // the workers.
 func (w *Worker) TryReuse(ctx context.Context, j *Job) (*Job, error) {
 	op, err := w.Store.LatestForIntent(ctx, j.TenantID, ops.KindLLMJob, IntentKey(j.DedupKey))
-	if ops.ErrorCode(err) == ops.ENOTFOUND || (err == nil && op.Status != ops.StatusSucceeded) {
+	if ops.ErrorCode(err) == ops.ENOTFOUND || (err == nil && (op.Status != ops.StatusSucceeded || op.PurgedAt != nil)) {
+		// Nothing kept to answer from: the workers generate it.
 		return j, nil
 	}
 	if err != nil {
