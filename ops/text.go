@@ -32,6 +32,25 @@ func CheckRef(field, v string, max int) error {
 	return nil
 }
 
+// CheckNote returns an EINVALID error naming field unless v is text a person wrote that
+// Settle can store and show as written: valid UTF-8 whose only control characters are
+// tabs and line breaks. Postgres refuses a NUL and bytes that are not UTF-8, which would
+// fail the action as a server error; any other control character (an escape sequence
+// pasted from a terminal) would reach whoever reads the audit log in a terminal.
+func CheckNote(field, v string) error {
+	if !utf8.ValidString(v) {
+		return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf(
+			"%s is not valid UTF-8; paste it as plain text.", field)}
+	}
+	for _, r := range v {
+		if (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf(
+				"%s contains a control character (%U); only line breaks and tabs may be in it.", field, r)}
+		}
+	}
+	return nil
+}
+
 // CheckJSONText returns an EINVALID error naming field unless the raw JSON value b can be
 // stored as it is: valid UTF-8, and no escaped NUL (\u0000), which Postgres refuses in text
 // and jsonb. Free text (chat messages, documents) may hold any other character.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -284,9 +285,12 @@ func orSomeone(s string) string {
 // Reject closes the operation's open proposal without closing the operation; the note
 // says why. The proposer may withdraw their own proposal this way.
 func (d *Desk) Reject(ctx context.Context, dec Decision) (*ops.Proposal, error) {
+	if strings.TrimSpace(dec.Note) == "" {
+		return nil, ops.Errorf(ops.EINVALID, "Write a note that says why you reject the proposal.")
+	}
 	note, err := checkNote(dec.Note)
 	if err != nil {
-		return nil, ops.Errorf(ops.EINVALID, "Write a note that says why you reject the proposal.")
+		return nil, err
 	}
 	pr, op, err := d.openProposal(ctx, dec)
 	if err != nil {

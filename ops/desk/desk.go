@@ -271,7 +271,7 @@ func checkNote(note string) (string, error) {
 	case len(note) > MaxCloseNoteLength:
 		return "", ops.Errorf(ops.EINVALID, "The note is longer than %d characters.", MaxCloseNoteLength)
 	}
-	return note, nil
+	return note, ops.CheckNote("The note", note)
 }
 
 // NotExecutedClose is a person closing a refund as not executed.

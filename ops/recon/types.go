@@ -199,6 +199,9 @@ func (c ExceptionChange) Apply(cur *Exception) (*Exception, error) {
 	if len(note) > MaxNoteLength {
 		return nil, ops.Errorf(ops.EINVALID, "The note is longer than %d characters.", MaxNoteLength)
 	}
+	if err := ops.CheckNote("The note", note); err != nil {
+		return nil, err
+	}
 	next := *cur
 	if note != "" {
 		next.Note = note
@@ -216,6 +219,9 @@ func (c ExceptionChange) Apply(cur *Exception) (*Exception, error) {
 		a := strings.TrimSpace(c.Assignee)
 		if len(a) > 254 {
 			return nil, ops.Errorf(ops.EINVALID, "The assignee is longer than 254 characters.")
+		}
+		if err := ops.CheckRef("The assignee", a, 254); err != nil {
+			return nil, err
 		}
 		if cur.Status == ExceptionResolved {
 			return nil, ops.Errorf(ops.ECONFLICT, "Exception %d is resolved; reopen it before assigning it.", cur.ID)
