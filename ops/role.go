@@ -79,8 +79,13 @@ func NewRole(leases LeaseStore, clock Clock, log *slog.Logger, name, owner strin
 
 // Kept makes r a leader: its holder keeps the lease between two Holds and renews it at each,
 // so the work stays on one replica until that replica stops (call Release then) or dies.
-// Holds must then come at least every third of the lease.
+// Holds must then come at least every third of the lease. The holder is r's owner with a
+// mark of its own ("alerts:<worker id>#<mark>"): two replicas given one worker id are still
+// two holders, never one that both renew.
 func (r *Role) Kept() *Role {
+	if !r.kept {
+		r.owner = NewOwner(r.owner, "")
+	}
 	r.kept = true
 	return r
 }
