@@ -283,7 +283,8 @@ func (r *run) generate(ctx, bg context.Context, chunks []string) (*generation, i
 	switch op.Status {
 	case ops.StatusSucceeded:
 		if len(op.Result) == 0 {
-			return nil, 0, r.fail(bg, "result_unavailable", fmt.Sprintf("Operation %s was closed as succeeded without the generation's text; submit the job again with another key to generate anew.", op.ID))
+			// The success holds its dedup key for good, so no other key generates it again.
+			return nil, 0, r.fail(bg, "result_unavailable", fmt.Sprintf("Operation %s was closed as succeeded without the generation's text, and it answers every job of this document, pipeline, prompt version and model profile, whatever its key, until the purge removes it; another prompt version or model profile is a new computation.", op.ID))
 		}
 		c, err := parseCompletion(op.Result)
 		if err != nil {
