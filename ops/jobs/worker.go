@@ -464,9 +464,15 @@ func (r *run) holdJob(ctx context.Context) (stop func()) {
 				return
 			case <-t.C:
 				now := r.now()
-				if err := r.w.Store.ExtendJob(ctx, id, r.owner, now, now.Add(lease)); err != nil {
+				err := r.w.Store.ExtendJob(ctx, id, r.owner, now, now.Add(lease))
+				if ops.ErrorCode(err) == ops.ECONFLICT {
 					// Published, parked, or taken over: nothing left to hold.
 					return
+				}
+				if err != nil {
+					// The database did not answer: the next tick tries again, within the
+					// lease, so a blink does not hand a live worker's job to another.
+					r.w.logger().Warn("renew the job's lease", "job", id, "worker", r.owner, "err", err)
 				}
 			}
 		}
