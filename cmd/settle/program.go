@@ -242,6 +242,10 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 		relay := &outbox.Relay{Store: p.DB, Publisher: &outbox.Webhook{URL: cfg.OutboxURL}, Clock: p.Clock,
 			Interval: time.Second, Keep: cfg.OutboxKeep, Logger: p.Logger}
 		p.goLoop(ctx, relay.Loop("outbox relay"))
+	} else if err := p.DB.RemoveOutboxConsumer(ctx, envOutboxURL.Name); err != nil {
+		// A receiver taken out of the configuration consumes nothing any more: its
+		// registration would keep every change writing an event nobody delivers, for good.
+		return fmt.Errorf("remove the outbox's former receiver: %w", err)
 	}
 	return nil
 }
@@ -335,6 +339,13 @@ func (p *Program) close() error {
 		}
 	} else if p.listener != nil {
 		p.listener.Close()
+	}
+	if p.gateway != nil {
+		// An LLM call answered before its close returns its handler while the close is
+		// still being written: it must reach the database before the pool closes.
+		if err := p.gateway.Drain(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shut down LLM gateway after %s: %w", timeout, err))
+		}
 	}
 	p.metrics.close()
 	stopped := make(chan struct{})
