@@ -165,10 +165,12 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	}
 	id := p.Config.WorkerID
 	if id == "" {
-		// Leases tell workers apart by owner, so two processes must never share one.
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
+	// Leases tell workers apart by owner, so two processes must never share one: a mark of
+	// this pool's own keeps them apart even when two replicas are given one worker id.
+	id = ops.NewOwner(id, "")
 	pool := &jobs.Pool{}
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: jobstore.New(p.DB), Events: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
