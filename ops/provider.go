@@ -70,6 +70,11 @@ type EventStore interface {
 	// ProviderAccount returns the account at provider that a tenant's calls go to, "" for the
 	// provider's own account: a record from any other account never changes its operations.
 	ProviderAccount(ctx context.Context, tenantID int64, provider string) (string, error)
+	// RecordOwner returns the operation other than except that a provider's record belongs
+	// to as Settle has seen it (a charge recorded from a lookup, webhook or reconciliation
+	// naming the operation, or an attempt that got the record back), or "" when Settle
+	// knows of none.
+	RecordOwner(ctx context.Context, provider, ref, except string) (string, error)
 }
 
 // Applied says what applying a provider record did.

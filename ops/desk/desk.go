@@ -425,6 +425,9 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 		if err := d.checkManual(ctx, op, p); err != nil {
 			return CloseOutcome{}, err
 		}
+		if err := d.checkRecordIsOurs(ctx, op, p.ProviderRef); err != nil {
+			return CloseOutcome{}, err
+		}
 		pr, err := d.proposeIfNeeded(ctx, op, ops.CloseManual, p.To, p.ProviderRef, note, p.Actor, p.ActorID)
 		if err != nil || pr != nil {
 			return CloseOutcome{Op: op, Proposal: pr}, err
@@ -437,6 +440,13 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 // closeManual closes op as p says, on behalf of the proposer when approval is set.
 func (d *Desk) closeManual(ctx context.Context, op *ops.Operation, p ManualClose, approval *ops.Approval) (*ops.Operation, error) {
 	note, ref := p.Note+approvedLine(approval), p.ProviderRef
+	// Checked again at the close itself: an approval comes later, when a lookup may have
+	// found the record to be another operation's meanwhile.
+	if approval != nil {
+		if err := d.checkRecordIsOurs(ctx, op, ref); err != nil {
+			return nil, err
+		}
+	}
 	var res *ops.Result
 	if p.To == ops.StatusSucceeded && d.Ledger.Kind(op.Kind).Generation && !op.Status.Final() {
 		var why string

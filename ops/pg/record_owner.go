@@ -1,0 +1,31 @@
+package pg
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// recordOwnerSQL finds an operation that holds a provider's record, on the two indexes that
+// name records: provider_charges (provider, charge_ref) and attempts (provider_ref). A
+// charge that names no operation (an orphan, such as a refund made by hand at the provider)
+// belongs to nobody.
+const recordOwnerSQL = `
+SELECT owner::text FROM (
+	SELECT c.operation_id AS owner FROM provider_charges c
+	WHERE c.provider = @provider AND c.charge_ref = @ref AND c.operation_id IS NOT NULL AND c.operation_id IS DISTINCT FROM @except::uuid
+	UNION ALL
+	SELECT a.operation_id FROM attempts a JOIN operations o ON o.id = a.operation_id
+	WHERE a.provider_ref = @ref AND a.provider_ref <> '' AND o.provider = @provider AND a.operation_id IS DISTINCT FROM @except::uuid
+) owners LIMIT 1`
+
+// RecordOwner implements ops.EventStore.
+func (db *DB) RecordOwner(ctx context.Context, provider, ref, except string) (string, error) {
+	var owner string
+	err := db.Pool.QueryRow(ctx, recordOwnerSQL, pgx.NamedArgs{"provider": provider, "ref": ref, "except": operationIDArg(except)}).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return owner, interpret(err, "find the operation of a provider's record")
+}
