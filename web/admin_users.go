@@ -92,8 +92,28 @@ func (s *Server) handleUserRole(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleUserDisable(w http.ResponseWriter, r *http.Request) {
 	s.changeUser(w, r, func(ctx context.Context, id int64) (string, error) {
-		return "User disabled; their sessions stop working now, and the operations they follow send them nothing until they are enabled again.", s.UserAdmin.SetUserDisabled(ctx, id, true, actor(r), s.Clock.Now())
+		if err := s.UserAdmin.SetUserDisabled(ctx, id, true, actor(r), s.Clock.Now()); err != nil {
+			return "", err
+		}
+		s.endSessionsOf(ctx, id)
+		return "User disabled; their sessions end now, and the operations they follow send them nothing until they are enabled again.", nil
 	})
+}
+
+// endSessionsOf signs user id out of every session. A disabled account's sessions are
+// refused at their next request anyway, but one unused while it was disabled would
+// otherwise work again once it is enabled: the person who took it (an open laptop, a
+// copied cookie) is why it was disabled. A failure is logged: the account stays disabled.
+func (s *Server) endSessionsOf(ctx context.Context, id int64) {
+	err := s.Sessions.Iterate(ctx, func(ctx context.Context) error {
+		if s.Sessions.GetInt64(ctx, sessionUserID) != id {
+			return nil
+		}
+		return s.Sessions.Destroy(ctx)
+	})
+	if err != nil {
+		s.Logger.ErrorContext(ctx, "end the sessions of a disabled user", "user_id", id, "err", err)
+	}
 }
 
 func (s *Server) handleUserEnable(w http.ResponseWriter, r *http.Request) {

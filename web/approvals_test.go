@@ -188,6 +188,11 @@ func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
 	e.post(t, root, "/admin/users/"+itoa(carolID)+"/disable", nil)
 	e.clock.Advance(time.Hour)
 	e.post(t, root, "/admin/users/"+itoa(carolID)+"/enable", nil)
+	// Disabling ended carol's sessions: she signs in again.
+	carol = client(t)
+	if resp := e.login(t, carol, "carol@example.com", password); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("carol signs in again: %d", resp.StatusCode)
+	}
 
 	for who, c := range map[string]*http.Client{"puppet": puppet, "carol": carol} {
 		op := e.notSentUnknown(t, "8301-"+who)
@@ -230,6 +235,11 @@ func TestProposerWhoVouchedForApproverIsRefused(t *testing.T) {
 	e.post(t, root, "/admin/users/"+itoa(carolID)+"/disable", nil)
 	e.clock.Advance(time.Hour)
 	e.post(t, root, "/admin/users/"+itoa(carolID)+"/enable", nil)
+	// Disabling ended carol's sessions: she signs in again.
+	carol = client(t)
+	if resp := e.login(t, carol, "carol@example.com", password); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("carol signs in again: %d", resp.StatusCode)
+	}
 
 	for who, c := range map[string]*http.Client{"puppet": puppet, "carol": carol} {
 		op := e.notSentUnknown(t, "8401-"+who)
