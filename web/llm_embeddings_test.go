@@ -125,7 +125,7 @@ func TestEmbeddingsSettleExactlyOnce(t *testing.T) {
 	}
 	// The plain row's operation: succeeded with the provider's request id as its record,
 	// its request and route stored, its tokens priced at text-embedding-3-large's $0.13/M.
-	op := w.op(t, "emb-plain")
+	op := w.waitStatus(t, "emb-plain", ops.StatusSucceeded) // the close follows the answer
 	gens := w.fake.GenerationsOf(fake.APIEmbeddings)
 	var u struct {
 		PromptTokens int  `json:"prompt_tokens"`

@@ -78,6 +78,13 @@ func (w *messagesWorld) op(t *testing.T, key string) *ops.Operation {
 	return w.world.Operation(t, key)
 }
 
+// waitStatus polls until the key's operation reaches status: a call's close is written
+// after its client had the answer.
+func (w *messagesWorld) waitStatus(t *testing.T, key string, status ops.Status) *ops.Operation {
+	t.Helper()
+	return w.world.WaitStatus(t, key, status, 10*time.Second)
+}
+
 func (w *messagesWorld) count(t *testing.T, q string, args ...any) int {
 	t.Helper()
 	return w.world.Count(t, q, args...)
@@ -179,7 +186,7 @@ func TestMessagesSettleExactlyOnce(t *testing.T) {
 				raw.Header.Get("Settle-Operation-Id") == "" || raw.Header.Get("Settle-Provider-Request-Id") != g.RequestID {
 				t.Fatalf("client got %s %q %v; provider %+v", m.ID, m.Content[0].Text, raw.Header, g)
 			}
-			op := w.op(t, key)
+			op := w.waitStatus(t, key, ops.StatusSucceeded) // the close follows the answer
 			refs, err := w.db.AttemptRefs(ctx, op.ID)
 			if op.Status != ops.StatusSucceeded || op.ProviderRef != g.ID || err != nil || refs[1] != g.ID {
 				t.Fatalf("operation %s %s, attempt ids %v %v", op.Status, op.ProviderRef, refs, err)
@@ -206,7 +213,7 @@ func TestMessagesSettleExactlyOnce(t *testing.T) {
 				types[0] != "message_start" || types[len(types)-1] != "message_stop" || raw.Header.Get("Idempotent-Replayed") != "" {
 				t.Fatalf("streamed %s %q %v (%v); provider %+v", m.ID, m.Content[0].Text, types, err, g)
 			}
-			op := w.op(t, key)
+			op := w.waitStatus(t, key, ops.StatusSucceeded) // the close follows the stream's end
 			if op.Status != ops.StatusSucceeded || op.ProviderRef != g.ID {
 				t.Fatalf("operation %s %s", op.Status, op.ProviderRef)
 			}

@@ -184,7 +184,7 @@ func TestCancelBackgroundResponseThroughSettle(t *testing.T) {
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
 				t.Fatalf("cancel of a foreground response: %v", err)
 			}
-			if op := w.op(t, key); op.Status != ops.StatusSucceeded {
+			if op := w.waitStatus(t, key, ops.StatusSucceeded); op.Status != ops.StatusSucceeded {
 				t.Fatalf("operation %s after a refused cancel", op.Status)
 			}
 		}},

@@ -80,7 +80,7 @@ func TestResponsesSettleExactlyOnce(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("other instructions: %v", err)
 	}
-	op := w.op(t, "r-json")
+	op := w.waitStatus(t, "r-json", ops.StatusSucceeded) // the close follows the answer
 	if op.Status != ops.StatusSucceeded || op.ProviderRef != out.ID || op.CostMicros <= 0 {
 		t.Fatalf("operation %s %s cost %d", op.Status, op.ProviderRef, op.CostMicros)
 	}
@@ -105,7 +105,7 @@ func TestResponsesSettleExactlyOnce(t *testing.T) {
 	if n := len(w.fake.GenerationsOf(fake.APIResponses)); n != 2 {
 		t.Fatalf("the provider generated %d responses, want 2", n)
 	}
-	if op := w.op(t, "r-stream"); op.Status != ops.StatusSucceeded || op.ProviderRef != final.ID {
+	if op := w.waitStatus(t, "r-stream", ops.StatusSucceeded); op.Status != ops.StatusSucceeded || op.ProviderRef != final.ID {
 		t.Fatalf("operation %s %s", op.Status, op.ProviderRef)
 	}
 }

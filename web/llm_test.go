@@ -240,7 +240,7 @@ func TestLLMTwoIdenticalRequestsAtOnceOneGeneration(t *testing.T) {
 				t.Fatalf("answer %d: Content-Length %d, Transfer-Encoding %v", i, r.ContentLength, r.TransferEncoding)
 			}
 		}
-		op := w.op(t, "msg-4417-1")
+		op := w.waitStatus(t, "msg-4417-1", ops.StatusSucceeded) // the close follows the answer
 		if op.Status != ops.StatusSucceeded || op.ProviderRef != gens[0].ID || op.ProviderRequestID != gens[0].RequestID {
 			t.Fatalf("operation %+v", op)
 		}

@@ -77,6 +77,9 @@ type Gateway struct {
 	clock   ops.Clock
 	flights *hub
 	stats   counters
+	// runs are the ledger runs of this gateway's requests still going, the closes written
+	// after their client had its answer among them (Drain).
+	runs pending
 }
 
 // New checks cfg, fills in defaults and returns a gateway.
@@ -209,6 +212,10 @@ type exchange struct {
 	// attempt of it to the provider.
 	op   *ops.Operation
 	sent bool
+	// answered says the client had its whole answer before the close (answerEarly), and
+	// early is closed then; both belong to the goroutine of the ledger's run.
+	answered bool
+	early    chan struct{}
 }
 
 // Complete answers one request of a route (Request.Route: chat completions, embeddings,

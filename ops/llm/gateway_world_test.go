@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 // gatewayWorld is the gateway on the parts it runs on in production: a database of its own
@@ -35,6 +37,8 @@ type gatewayWorld struct {
 	// tenants are shop and bank, interactive unless set otherwise, pipeline, batch when set
 	// so, which require an Idempotency-Key, and open, which does not.
 	tenants map[string]*ops.Tenant
+	// relay is the database's relay when the world was set up behindRelay.
+	relay *pgtest.Relay
 }
 
 // gatewaySetup shapes a gatewayWorld.
@@ -52,12 +56,26 @@ type gatewaySetup struct {
 	stored bool
 	// reconciled tells the gateway a reconciler looks unknown calls up.
 	reconciled bool
+	// after, when set, runs once the provider answered an attempt and before the gateway
+	// reads the answer: a test's hook between the provider's answer and its record.
+	after func(c llm.Call)
+	// behindRelay puts the database behind a relay the test switches off and on
+	// (gatewayWorld.relay): a Postgres that stops and comes back.
+	behindRelay bool
 }
 
 func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
 	t.Helper()
-	tw := testworld.New(t)
-	w := &gatewayWorld{world: tw, db: tw.DB, clock: ops.NewManualClock(time.Now()), tenants: map[string]*ops.Tenant{}}
+	var relay *pgtest.Relay
+	var tw *testworld.World
+	if o.behindRelay {
+		var url string
+		relay, url = pgtest.NewBehindRelay(t)
+		tw = testworld.On(t, url)
+	} else {
+		tw = testworld.New(t)
+	}
+	w := &gatewayWorld{world: tw, db: tw.DB, clock: ops.NewManualClock(time.Now()), tenants: map[string]*ops.Tenant{}, relay: relay}
 	fo := fake.LLMOptions{Seed: 1, Latency: o.latency, ChunkDelay: o.chunkDelay}
 	if o.stored {
 		fo.Clock = w.clock.Now
@@ -84,7 +102,11 @@ func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) (*llm.Gateway, *ope
 	}
 	up := w.world.Upstream(w.base, openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout}).(*openai.Client)
 	ledger := w.world.GatewayLedger(w.clock, o.lease)
-	cfg := llm.Config{Ledger: ledger, Upstream: up, Prices: llm.DefaultPrices(),
+	var sender llm.Upstream = up
+	if o.after != nil {
+		sender = hookedUpstream{up, o.after}
+	}
+	cfg := llm.Config{Ledger: ledger, Upstream: sender, Prices: llm.DefaultPrices(),
 		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, Refs: w.db, Streams: w.db, Reconciled: o.reconciled}
 	if o.stored {
 		cfg.Stored = up
@@ -94,6 +116,18 @@ func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) (*llm.Gateway, *ope
 		t.Fatal(err)
 	}
 	return gw, up, ledger
+}
+
+// hookedUpstream is the provider's adapter with a hook between its answer and the gateway.
+type hookedUpstream struct {
+	llm.Upstream
+	after func(c llm.Call)
+}
+
+func (h hookedUpstream) Send(ctx context.Context, c llm.Call) llm.Reply {
+	r := h.Upstream.Send(ctx, c)
+	h.after(c)
+	return r
 }
 
 // reply is what the gateway wrote to its Sink.
@@ -125,8 +159,21 @@ func (w *gatewayWorld) callOn(gw *llm.Gateway, route, tenant, key, body, prefer 
 	return w.callInto(&reply{}, gw, route, tenant, key, body, prefer)
 }
 
-// callInto is callOn writing into out.
+// callInto is callOn writing into out. Complete returns once the client has its answer,
+// which for a whole success is before the call's close is written (early.go); these tests
+// read what the call recorded, so it waits for gw's closes too (complete does not).
 func (w *gatewayWorld) callInto(out *reply, gw *llm.Gateway, route, tenant, key, body, prefer string) (*reply, error) {
+	r, err := w.complete(out, gw, route, tenant, key, body, prefer)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if derr := gw.Drain(ctx); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return r, err
+}
+
+// complete sends one request as callOn does and returns as soon as Complete returns.
+func (w *gatewayWorld) complete(out *reply, gw *llm.Gateway, route, tenant, key, body, prefer string) (*reply, error) {
 	err := gw.Complete(context.Background(), llm.Request{Tenant: w.tenants[tenant], Route: route,
 		Key: key, HasKey: key != "", ContentType: "application/json", Body: strings.NewReader(body), Prefer: prefer}, out)
 	return out, err

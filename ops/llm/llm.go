@@ -31,6 +31,10 @@
 // while it runs in this process, from the events stored with the answer once it ended, and
 // never a second generation (stream.go says how).
 //
+// A call the provider answered with a whole success is answered before its close is
+// written: the client has the JSON answer, or its stream's final event, at once, and the
+// close follows without holding the client's connection (early.go says what this keeps).
+//
 // The gateway holds no HTTP of its own: it calls the provider through Upstream, which
 // ops/openai implements for OpenAI's APIs and ops/anthropic for Anthropic's, and the web
 // package turns client HTTP into a Request and a Sink.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/reqlog"
 )
 
 // run sends op's request to the provider through the ledger's attempt loop until the
@@ -19,7 +20,6 @@ import (
 func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	g := x.g
 	f := g.flights.open(op.ID, x.req.Stream)
-	defer g.flights.close(f)
 	upBody := x.api.upstreamBody(x.req, x.body)
 	var res ops.AttemptResult
 	var reply Reply
@@ -62,12 +62,22 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 			// Stored with the answer, for a replay to send the same events again.
 			res.Result.Events = f.recorded(a.N)
 		}
+		// The ledger sets it too, on its own copy of the request's fields (runDetached).
+		reqlog.Set(x.ctx, reqlog.ProviderRequestID, reply.RequestID)
+		x.answerEarly(op, res, reply, body)
 		return res
 	})
-	op, err := g.cfg.Ledger.Run(context.WithoutCancel(x.ctx), op, send, ops.RunSpec{
+	end := x.runDetached(op, f, send, ops.RunSpec{
 		Owner: x.owner, First: first, Deadline: time.Now().Add(g.cfg.Deadline),
 		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
 		Hooks: x.hooks(&lookedUp)})
+	if end == nil {
+		return nil // answered early: the close is written without this request
+	}
+	if end.panicked != nil {
+		panic(end.panicked)
+	}
+	op, err := end.op, end.err
 	if err != nil {
 		return x.fail(err)
 	}

@@ -61,6 +61,22 @@ func Set(ctx context.Context, name, value string) {
 	}
 }
 
+// Detach returns ctx carrying a copy of its request's fields, for work that goes on after
+// the request was answered (an LLM call's close): its lines are logged with the fields
+// known so far, and what it sets stays in its copy, since the request's own were read by
+// the edge when it answered. Outside a request it returns ctx.
+func Detach(ctx context.Context) context.Context {
+	f, _ := ctx.Value(ctxKey{}).(*fields)
+	if f == nil {
+		return ctx
+	}
+	c := &fields{}
+	f.mu.Lock()
+	c.values = f.values
+	f.mu.Unlock()
+	return context.WithValue(ctx, ctxKey{}, c)
+}
+
 // Get returns one field of the request in ctx, or "".
 func Get(ctx context.Context, name string) string {
 	f, _ := ctx.Value(ctxKey{}).(*fields)

@@ -51,3 +51,21 @@ func TestFieldsReachEveryLineOfTheirRequest(t *testing.T) {
 		t.Error("Get does not return what Set recorded")
 	}
 }
+
+// Work detached from its request logs with the fields known when it was detached, and what
+// it sets later does not reach the request's own fields, which the edge read as it answered.
+func TestDetachCopiesTheFields(t *testing.T) {
+	ctx := reqlog.Start(context.Background(), "r1")
+	reqlog.Set(ctx, reqlog.OperationID, "op-1")
+	d := reqlog.Detach(ctx)
+	reqlog.Set(d, reqlog.ProviderRequestID, "req-late")
+	if reqlog.Get(d, reqlog.OperationID) != "op-1" || reqlog.Get(d, reqlog.RequestID) != "r1" || reqlog.Get(d, reqlog.ProviderRequestID) != "req-late" {
+		t.Error("the detached fields lost what the request knew, or what was set on them")
+	}
+	if reqlog.Get(ctx, reqlog.ProviderRequestID) != "" {
+		t.Error("a field set after detaching reached the request's own fields")
+	}
+	if bg := context.Background(); reqlog.Detach(bg) != bg {
+		t.Error("Detach outside a request changed the context")
+	}
+}
