@@ -179,6 +179,9 @@ func checkGroupFilter(tenants []*ops.Tenant, tenant string, kind ops.Kind, provi
 	if len(provider) > 64 {
 		return 0, ops.Errorf(ops.EINVALID, "The provider name is too long.")
 	}
+	if !printable(provider) { // Postgres refuses a NUL or bytes that are not UTF-8: a 500, not a page
+		return 0, ops.Errorf(ops.EINVALID, "The provider filter holds a character no provider's name has; type the name, such as stripe or openai.")
+	}
 	return id, nil
 }
 
