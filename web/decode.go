@@ -81,40 +81,72 @@ func checkTextFields(body []byte) error {
 	if utf8.Valid(body) && !bytes.Contains(body, []byte(`u0000`)) {
 		return nil
 	}
-	if err := walkText("", body); err != nil {
+	if err := walkText(body); err != nil {
 		return err
 	}
 	return ops.CheckJSONText("The body", body)
 }
 
-// walkText checks each string of the JSON value raw, named by its path.
-func walkText(path string, raw []byte) error {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) == nil && obj != nil {
-		for k, v := range obj {
-			name := k
-			if path != "" {
-				name = path + "." + k
-			}
-			if err := walkText(name, v); err != nil {
+// textLevel is an object or array open around the token walkText reads.
+type textLevel struct {
+	path    string // the container's own path
+	object  bool
+	key     string // an object's current key
+	wantKey bool   // an object's next string is a key
+}
+
+// walkText checks each string value of body, named by its path, in one pass over its
+// tokens: a body nested deep costs its length, not its length once per level. A body that
+// is not JSON passes here, and decoding says what is wrong with it.
+func walkText(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var stack []textLevel
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		path := valuePath(stack)
+		if s, ok := tok.(string); ok && len(stack) > 0 && stack[len(stack)-1].wantKey {
+			stack[len(stack)-1].key, stack[len(stack)-1].wantKey = s, false
+			continue
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].wantKey = true
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			stack = append(stack, textLevel{path: path, object: tok == json.Delim('{'), wantKey: tok == json.Delim('{')})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if _, ok := tok.(string); ok && path != "" {
+			// The token's bytes as sent: decoding would have replaced what is not UTF-8.
+			if err := ops.CheckJSONText(path, body[start:dec.InputOffset()]); err != nil {
 				return err
 			}
 		}
-		return nil
 	}
-	var arr []json.RawMessage
-	if json.Unmarshal(raw, &arr) == nil {
-		for _, v := range arr {
-			if err := walkText(path, v); err != nil {
-				return err
-			}
-		}
-		return nil
+}
+
+// valuePath is the path of the value read next: an object's key below its own path, or
+// the path of the array it is in.
+func valuePath(stack []textLevel) string {
+	if len(stack) == 0 {
+		return ""
 	}
-	if path == "" {
-		return nil
+	top := stack[len(stack)-1]
+	switch {
+	case !top.object:
+		return top.path
+	case top.path == "":
+		return top.key
+	default:
+		return top.path + "." + top.key
 	}
-	return ops.CheckJSONText(path, raw)
 }
 
 // HTTP-only error codes: the domain never produces them, the transport does.
