@@ -76,6 +76,11 @@ func TestDashboardRoutesByRole(t *testing.T) {
 		{"POST", "/ops/" + llm.ID + "/close", url.Values{"version": {itoa(llm.Version)}, "to": {"failed"}}, desk.RoleOncall, 303},
 		{"POST", "/ops/" + llm.ID + "/close-not-executed", url.Values{"version": {itoa(llm.Version)}}, desk.RoleOncall, 303},
 		{"POST", "/ops/lookup", url.Values{"scope": {"selected"}}, desk.RoleOncall, 200},
+		// Past the role check, approvals (not configured here) say so on the operation's page,
+		// and no bulk run has this id.
+		{"POST", "/ops/" + llm.ID + "/approve", url.Values{"version": {itoa(llm.Version)}, "proposal_id": {"1"}}, desk.RoleOncall, 303},
+		{"POST", "/ops/" + llm.ID + "/reject", url.Values{"version": {itoa(llm.Version)}, "proposal_id": {"1"}, "note": {"no"}}, desk.RoleOncall, 303},
+		{"POST", "/ops/bulk/1/stop", url.Values{}, desk.RoleOncall, 404},
 		{"POST", "/admin/users", url.Values{"email": {"bad"}, "password": {"x"}, "role": {"support"}}, desk.RoleAdmin, 422},
 		{"POST", "/admin/users/" + uid() + "/role", url.Values{"role": {"support"}}, desk.RoleAdmin, 303},
 		{"POST", "/admin/users/" + uid() + "/disable", url.Values{}, desk.RoleAdmin, 303},
