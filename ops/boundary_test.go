@@ -52,7 +52,8 @@ const (
 // their databases and operations.
 var seedingImporters = map[string]map[string]bool{
 	seeding: {"github.com/settle-dev/settle/internal/demo": true, pgworld: true},
-	pgtest:  {"github.com/settle-dev/settle/internal/testworld": true, pgworld: true},
+	pgtest: {"github.com/settle-dev/settle/internal/testworld": true, pgworld: true,
+		"github.com/settle-dev/settle/ops/refund/refundtest": true},
 	pgworld: {},
 }
 
