@@ -72,6 +72,11 @@ func (p *parser) number(n *yaml.Node, what string) (float64, error) {
 	if err != nil {
 		return 0, p.errf(n, fmt.Sprintf("%s: %q is not a number", what, n.Value))
 	}
+	// NaN and the infinities parse, but a comparison with them is always false or always
+	// true: a rule holding one would load and then never fire, with nothing to say so.
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, p.errf(n, fmt.Sprintf("%s: %q must be a finite number", what, n.Value))
+	}
 	return f, nil
 }
 

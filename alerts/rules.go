@@ -3,6 +3,7 @@ package alerts
 import (
 	_ "embed"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -271,13 +272,23 @@ func ParseDuration(s string) (time.Duration, error) {
 	units := []time.Duration{7 * 24 * time.Hour, 24 * time.Hour, time.Hour, time.Minute, time.Second}
 	var d time.Duration
 	for i, u := range units {
-		if m[i+1] != "" {
-			n, _ := strconv.Atoi(m[i+1])
-			d += time.Duration(n) * u
+		if m[i+1] == "" {
+			continue
 		}
+		// A sum past the clock's range would wrap round to a negative or small span (or, with
+		// digits past int64, be read as 0): a window that reads nothing, a 'for' that fires
+		// at once.
+		n, err := strconv.ParseInt(m[i+1], 10, 64)
+		if err != nil || n > int64(maxDuration-d)/int64(u) {
+			return 0, fmt.Errorf("%q is too long; the longest duration is %s", s, FormatDuration(maxDuration))
+		}
+		d += time.Duration(n) * u
 	}
 	return d, nil
 }
+
+// maxDuration is the longest span time.Duration holds, about 292 years.
+const maxDuration = time.Duration(math.MaxInt64)
 
 var promDurationRE = regexp.MustCompile(`^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$`)
 
