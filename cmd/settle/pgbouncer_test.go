@@ -178,10 +178,11 @@ func refundOnce(t *testing.T, r *replica, token string, i int) string {
 }
 
 // chatOnce sends chat completion i with its Idempotency-Key to r and returns the
-// completion's id.
+// completion's id. It asks to wait for a call in flight: a retry may come while the replica
+// that answered still writes the call's close, which follows its answer (ops rules 2, 3).
 func chatOnce(t *testing.T, r *replica, token string, i int) string {
 	body := fmt.Sprintf(`{"model":"fake-small","messages":[{"role":"user","content":"question %d"}]}`, i)
-	status, out := postAPI(t, r.url()+"/v1/chat/completions", token, body, fmt.Sprintf("chat-%d", i))
+	status, out := postAPI(t, r.url()+"/v1/chat/completions", token, body, fmt.Sprintf("chat-%d", i), "Prefer", "wait=10")
 	var ans struct {
 		ID string `json:"id"`
 	}
@@ -191,12 +192,16 @@ func chatOnce(t *testing.T, r *replica, token string, i int) string {
 	return ans.ID
 }
 
-func postAPI(t *testing.T, url, token, body, key string) (int, []byte) {
+// postAPI posts body with token and key to url, with header's name and value pairs.
+func postAPI(t *testing.T, url, token, body, key string, header ...string) (int, []byte) {
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
