@@ -22,6 +22,7 @@ type Loop struct {
 	interval time.Duration
 	pass     Pass
 	outages  OutageLog
+	gate     Gate
 }
 
 // NewLoop returns the loop name ("reaper", "outbox relay") that runs pass every interval and
@@ -36,8 +37,22 @@ func NewLoop(log *slog.Logger, name string, interval time.Duration, pass Pass) *
 	return &Loop{name: name, log: log, interval: interval, pass: pass}
 }
 
-// RunOnce runs one pass and logs how it ended as Run does.
+// Gated makes every pass wait for g: while g is shut a pass is skipped, and the loop tries
+// again after its interval. Serve gates the loops that take leases (rows claimed, roles
+// held) with its clock skew guard: a replica whose clock is off the database's would take
+// leases that are still live. Work a pass already holds is not cut off: a lease held is
+// renewed by the holder's own timer.
+func (l *Loop) Gated(g Gate) *Loop {
+	l.gate = g
+	return l
+}
+
+// RunOnce runs one pass and logs how it ended as Run does. A pass its gate holds back does
+// nothing and fails nothing: the gate says why, once.
 func (l *Loop) RunOnce(ctx context.Context) (again bool, err error) {
+	if l.gate != nil && l.gate.Open() != nil {
+		return false, nil
+	}
 	again, err = l.pass(ctx, l.log)
 	if ctx.Err() == nil && !l.outages.Pass(l.log, l.name, err) && err != nil {
 		l.log.Error("background pass failed", "loop", l.name, "err", err)

@@ -30,8 +30,12 @@ type Server struct {
 	Accounts desk.Accounts
 	Queues   desk.Queues
 	DB       Pinger
-	Clock    ops.Clock
-	Logger   *slog.Logger
+	// ClockSkew, when set, is shut while this replica's clock is off the database's past
+	// its limit (ops.SkewGuard): readiness then answers 503, as the replica takes no new
+	// lease and its own requests would judge leases by a wrong clock.
+	ClockSkew ops.Gate
+	Clock     ops.Clock
+	Logger    *slog.Logger
 	// Sessions keeps dashboard sign-ins; build it with NewSessions. Handler sets its
 	// ErrorFunc so session store failures are answered like every other error.
 	Sessions *scs.SessionManager

@@ -11,7 +11,7 @@ import (
 
 // goLoop runs a background service's loop until ctx ends; Close waits for it.
 func (p *Program) goLoop(ctx context.Context, l *ops.Loop) {
-	p.goService(func() { l.Run(ctx) })
+	p.goService(func() { p.gated(l).Run(ctx) })
 }
 
 // role is the role name of this replica, as who ("rollups") names it in the lease's owner
@@ -30,7 +30,7 @@ const alertsRole = "alerts"
 // at once.
 func (p *Program) startEvaluator(ctx context.Context, ev *alerts.Evaluator) {
 	role := ops.NewRole(p.DB, p.Clock, p.Logger, alertsRole, ops.NewOwner("alerts", p.Config.WorkerID), ev.LeaseFor()).Kept()
-	loop := ops.NewLoop(p.Logger, "alert evaluator", ev.Interval(), func(ctx context.Context, log *slog.Logger) (bool, error) {
+	loop := p.gated(ops.NewLoop(p.Logger, "alert evaluator", ev.Interval(), func(ctx context.Context, log *slog.Logger) (bool, error) {
 		_, held, err := role.Hold(ctx, func(ctx context.Context, _ ops.Lease) error {
 			res, err := ev.RunOnce(ctx)
 			if err == nil && res.Errors > 0 {
@@ -42,7 +42,7 @@ func (p *Program) startEvaluator(ctx context.Context, ev *alerts.Evaluator) {
 			ev.Forget()
 		}
 		return false, err
-	})
+	}))
 	p.goService(func() {
 		loop.Run(ctx)
 		release, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -66,6 +66,9 @@ type Program struct {
 	stripe *stripe.Adapter
 	// metrics is /metrics's own listener when SETTLE_METRICS_ADDR is set.
 	metrics metricsListener
+	// skew shuts the loops that take leases while the clock is off the database's; nil
+	// until Run starts it.
+	skew *ops.SkewGuard
 
 	// readHeaderTimeout and readTimeout are the defaults above; tests shorten them.
 	readHeaderTimeout, readTimeout time.Duration
@@ -95,19 +98,8 @@ func (p *Program) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	db, err := pg.Open(openCtx, p.Config.DatabaseURL, dbOptions(p.Config)...)
+	db, err := p.openDB(ctx)
 	if err != nil {
-		return err
-	}
-	p.DB = db
-	if p.Config.Migrate {
-		if err := db.Migrate(ctx); err != nil {
-			return err
-		}
-	} else if err := db.CheckSchema(ctx); err != nil {
-		// An old schema would fail later and in odd places; refuse now and say how to fix it.
 		return err
 	}
 	if ssoDeps.SSO != nil {
@@ -130,14 +122,16 @@ func (p *Program) Run(ctx context.Context) error {
 	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p.stopServices, p.swept = stop, make(chan struct{})
 	go p.sweepSessions(bgCtx)
+	p.startSkewGuard(bgCtx, reg)
 	accounts, desks := accountstore.New(db), deskstore.New(db)
 	srv := &web.Server{
 		// API calls read their token from a 5-second cache; revocation takes up to 5 s.
-		Accounts: &web.TokenCache{Accounts: accounts, TTL: 5 * time.Second, Clock: p.Clock},
-		Queues:   desks,
-		DB:       db,
-		Clock:    p.Clock,
-		Logger:   p.Logger,
+		Accounts:  &web.TokenCache{Accounts: accounts, TTL: 5 * time.Second, Clock: p.Clock},
+		Queues:    desks,
+		DB:        db,
+		ClockSkew: p.gate(),
+		Clock:     p.Clock,
+		Logger:    p.Logger,
 		// No cleanup goroutine in the store: sweepSessions does that job and stops cleanly.
 		Sessions:   web.NewSessions(db.SessionStore(), p.Config.SecureCookies),
 		Registry:   reg,
@@ -169,6 +163,30 @@ func (p *Program) Run(ctx context.Context) error {
 		close(p.served)
 	}()
 	return p.serveMetrics(srv)
+}
+
+// openDB opens the database as p.DB, refuses a clock off the database's before anything
+// takes a lease, and checks or migrates the schema.
+func (p *Program) openDB(ctx context.Context) (*pg.DB, error) {
+	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	db, err := pg.Open(openCtx, p.Config.DatabaseURL, dbOptions(p.Config)...)
+	if err != nil {
+		return nil, err
+	}
+	p.DB = db
+	if err := checkClock(ctx, p.Config, p.Clock, db); err != nil {
+		return nil, err
+	}
+	if p.Config.Migrate {
+		if err := db.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := db.CheckSchema(ctx); err != nil {
+		// An old schema would fail later and in odd places; refuse now and say how to fix it.
+		return nil, err
+	}
+	return db, nil
 }
 
 // registerKinds registers with l every kind of operation Settle handles, each described by

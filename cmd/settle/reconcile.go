@@ -79,6 +79,9 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 		return err
 	}
 	defer db.Close()
+	if err := checkClock(ctx, cfg, clock, db); err != nil {
+		return err
+	}
 	var adapter *stripe.Adapter
 	if cfg.Stripe.APIKey != "" {
 		adapter = cfg.Stripe.adapter(db)

@@ -102,6 +102,9 @@ func retentionCmd(ctx context.Context, cfg Config, stdout, stderr io.Writer, log
 		return err
 	}
 	defer db.Close()
+	if err := checkClock(ctx, cfg, ops.SystemClock{}, db); err != nil {
+		return err
+	}
 	r := newRetention(cfg, db, ops.SystemClock{}, logger)
 	r.Progress = newReporter("retention", stderr, logger)
 	rep, err := r.RunOnce(ctx, cfg.Retention.DryRun)

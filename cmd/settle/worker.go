@@ -104,7 +104,11 @@ func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	p := NewProgram(cfg, logger)
+	if err := checkClock(ctx, cfg, p.Clock, db); err != nil {
+		return err
+	}
 	p.DB, p.Ledger = db, ops.NewLedger(db, p.Clock)
+	p.startSkewGuard(ctx, nil)
 	pool, err := p.jobPool(jc, max(jc.Workers, 1))
 	if err != nil {
 		return err
@@ -171,7 +175,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	// Leases tell workers apart by owner, so two processes must never share one: a mark of
 	// this pool's own keeps them apart even when two replicas are given one worker id.
 	id = ops.NewOwner(id, "")
-	pool := &jobs.Pool{}
+	pool := &jobs.Pool{Gate: p.gate()}
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: jobstore.New(p.DB), Events: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
 			Upstream: up, Prices: prices, Catalog: jobs.DefaultCatalog(), Owner: ops.NewOwner("jobs", fmt.Sprintf("%s:%d", id, i)),

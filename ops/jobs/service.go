@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/outbox"
 )
 
@@ -43,7 +44,11 @@ type Pool struct {
 	Workers []*Worker
 	// Relay delivers job.published events; nil keeps them in the jobs' outbox.
 	Relay *outbox.Relay
-	wg    sync.WaitGroup
+	// Gate, when set, holds back every worker's claim of a job while it is shut: serve's
+	// clock skew guard, so that a replica whose clock is off the database's claims no job
+	// whose lease is live. A job in hand is finished, its lease renewed.
+	Gate ops.Gate
+	wg   sync.WaitGroup
 }
 
 // Start starts everything in the background; Wait waits for it after ctx ended.
@@ -52,16 +57,24 @@ func (p *Pool) Start(ctx context.Context) {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			w.Loop().Run(ctx)
+			p.gated(w.Loop()).Run(ctx)
 		}()
 	}
 	if p.Relay != nil {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			p.Relay.Loop("job events relay").Run(ctx)
+			p.gated(p.Relay.Loop("job events relay")).Run(ctx)
 		}()
 	}
+}
+
+// gated is l held back by the pool's gate, if it has one.
+func (p *Pool) gated(l *ops.Loop) *ops.Loop {
+	if p.Gate != nil {
+		l.Gated(p.Gate)
+	}
+	return l
 }
 
 // Wait blocks until every worker finished its job in hand and the relay stopped.
