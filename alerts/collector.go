@@ -40,8 +40,11 @@ type Tally struct {
 
 // MetricsSource reads what the collector exports.
 type MetricsSource interface {
-	// Tally counts the rows behind each counter recorded in [from, to).
-	Tally(ctx context.Context, from, to time.Time) ([]Tally, error)
+	// TallySince counts the rows behind each counter recorded in [from, to). An attempt is
+	// counted when it finishes, by its outcome: every attempt unfinished when the previous
+	// call counted started at or after since. It returns the since of the next call: the
+	// start of the oldest attempt started before to that had not finished by to, or to.
+	TallySince(ctx context.Context, since, from, to time.Time) ([]Tally, time.Time, error)
 	// Backlog is Source.Backlog: open operations and the age of the oldest, now.
 	Backlog(ctx context.Context, now time.Time) ([]Row, error)
 }
@@ -57,11 +60,22 @@ var counterLabels = map[string][]string{
 
 var counterHelp = map[string]string{
 	MetricClientRequests:     "Client requests recorded, by how they were answered and whether they repeated an existing intent.",
-	MetricAttempts:           "Attempts sent to providers, by outcome (in_flight: not finished when counted) and, for LLM calls, the API called (chat_completions, responses, embeddings, messages; empty for others).",
+	MetricAttempts:           "Attempts sent to providers, counted when they finish, by outcome and, for LLM calls, the API called (chat_completions, responses, embeddings, messages; empty for others).",
 	MetricOperationsCreated:  "Operations created.",
 	MetricOperationsClosed:   "Operations closed, by final status.",
 	MetricProviderCharges:    "Provider charges recorded; orphan: no operation; double: not the first charge of its operation (for LLM calls, each extra generation of a double-charge exception).",
 	MetricPossibleDuplicates: "LLM attempts sent after an uncertain attempt of the same operation, which the provider may have billed twice, by the API called; counted when they finish.",
+}
+
+// attemptReach is how long after its start an attempt's outcome is still counted on
+// /metrics: well past the longest attempt (ten minutes for an LLM call by default).
+const attemptReach = time.Hour
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Collector exports Settle's ledger counters on /metrics. It reads the database at most
@@ -75,19 +89,25 @@ type Collector struct {
 	Timeout    time.Duration
 	Logger     *slog.Logger
 
-	mu          sync.Mutex
-	watermark   time.Time
-	lastRefresh time.Time
-	totals      map[string]*Tally
-	backlog     []Row
-	up          bool
-	descs       map[string]*prometheus.Desc
+	mu        sync.Mutex
+	watermark time.Time
+	// attemptsSince bounds the start of the attempts the next read may see finish: the oldest
+	// still running at the last read. An attempt outlasts the lag often (an LLM stream may run
+	// for minutes), and counted when it started it would never show its outcome.
+	attemptsSince time.Time
+	lastRefresh   time.Time
+	totals        map[string]*Tally
+	backlog       []Row
+	up            bool
+	descs         map[string]*prometheus.Desc
 }
 
 // NewCollector returns a collector counting from now.
 func NewCollector(src MetricsSource, clock Clock, logger *slog.Logger) *Collector {
 	c := &Collector{Source: src, Clock: clock, Lag: time.Minute, MinRefresh: 10 * time.Second, Timeout: 5 * time.Second,
 		Logger: logger, totals: map[string]*Tally{}, watermark: clock.Now().Add(-time.Minute)}
+	// Attempts that began before this process and end after it started are counted too.
+	c.attemptsSince = c.watermark.Add(-attemptReach)
 	c.descs = map[string]*prometheus.Desc{
 		MetricOperationsOpen: prometheus.NewDesc(MetricOperationsOpen, "Open operations now, by status.",
 			[]string{"tenant", "kind", "provider", "status"}, nil),
@@ -162,10 +182,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func (c *Collector) refresh(ctx context.Context, now time.Time) error {
 	to := now.Add(-c.Lag)
 	if to.After(c.watermark) {
-		tallies, err := c.Source.Tally(ctx, c.watermark, to)
+		tallies, since, err := c.Source.TallySince(ctx, c.attemptsSince, c.watermark, to)
 		if err != nil {
 			return err
 		}
+		// An attempt still running after attemptReach (the longest runs for ten minutes, then
+		// the reaper ends it) is stuck: it stops holding every later read back to its start.
+		c.attemptsSince = maxTime(since, to.Add(-attemptReach))
 		for _, t := range tallies {
 			k := t.Metric + labelString(t.Labels)
 			if c.totals[k] == nil {

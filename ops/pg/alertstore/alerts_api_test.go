@@ -56,7 +56,12 @@ func TestLLMMetricsCarryTheirAPI(t *testing.T) {
 		f.llmCallOn(t, "/v1/responses", fmt.Sprintf("resp-%d", i))
 	}
 	f.llmCallOn(t, "/v1/chat/completions", "chat-1")
-	if _, err := f.Seed().Open(ctx, f.Refund("r-api", 500), "req-r-api", "w1"); err != nil {
+	r, err := f.Seed().Open(ctx, f.Refund("r-api", 500), "req-r-api", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An attempt is counted when it finishes.
+	if _, err := f.Seed().Finish(ctx, r.Op, r.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
 		t.Fatal(err)
 	}
 	f.Clock.Advance(time.Second)

@@ -1,0 +1,81 @@
+package alertstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/ops"
+)
+
+// attemptsOnMetrics is settle_attempts_total by outcome, as a scrape of reg sees it.
+func attemptsOnMetrics(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != alerts.MetricAttempts {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestMetricsCountATimeoutThatOutlastsTheLag: ops rule 8 wants timeout rates to be counted
+// facts, on /metrics too, where the exported TimeoutRateHigh rule reads them. An attempt
+// that is still running when the collector counts its minute (an LLM stream that stalls
+// waits 60 s for its next event; an attempt may run 10 minutes) must still be counted as a
+// timeout when it ends as one.
+func TestMetricsCountATimeoutThatOutlastsTheLag(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	c := alerts.NewCollector(f.alerts, f.Clock, nil)
+	c.MinRefresh = 0
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+
+	o, err := f.Seed().Open(ctx, f.Refund("late-1", 100), "req-1", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.Advance(2 * time.Minute)
+	attemptsOnMetrics(t, reg)
+	if _, err := f.Seed().Finish(ctx, o.Op, o.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	f.Clock.Advance(2 * time.Minute)
+	got := attemptsOnMetrics(t, reg)
+	if got["timeout"] != 1 {
+		t.Fatalf("settle_attempts_total by outcome %v, want the timeout counted once it ended", got)
+	}
+	// A quick attempt, started and finished within one read, counts once too, and nothing
+	// counts twice on later reads.
+	q, err := f.Seed().Open(ctx, f.Refund("quick-1", 100), "req-2", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Seed().Finish(ctx, q.Op, q.Attempt, "w1", ops.AttemptResult{Outcome: ops.OutcomeServerError}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		f.Clock.Advance(2 * time.Minute)
+		attemptsOnMetrics(t, reg)
+	}
+	if got := attemptsOnMetrics(t, reg); got["timeout"] != 1 || got["server_error"] != 1 || len(got) != 2 {
+		t.Fatalf("settle_attempts_total by outcome %v, want one timeout and one server_error", got)
+	}
+}

@@ -1,0 +1,119 @@
+package alertstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/ops/pg"
+)
+
+// tallyQueries count the rows behind each counter of /metrics: the tenant, kind and
+// provider, then the metric's own labels, then the count.
+var tallyQueries = []struct {
+	metric string
+	labels []string
+	sql    string
+}{
+	{alerts.MetricClientRequests, []string{"answer", "duplicate", "api"}, `
+SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), coalesce(cr.answer, 'unanswered'), cr.duplicate::text,
+` + apiLabel + `, count(*)::float8
+FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
+WHERE cr.received_at >= @from AND cr.received_at < @to
+GROUP BY 1, 2, 3, 4, 5, 6`},
+	{alerts.MetricAttempts, []string{"outcome", "api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, a.outcome, ` + apiLabel + `, count(*)::float8
+FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE a.started_at >= @since AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
+GROUP BY 1, 2, 3, 4, 5`},
+	{alerts.MetricOperationsCreated, []string{"api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiLabel + `, count(*)::float8
+FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE o.created_at >= @from AND o.created_at < @to
+GROUP BY 1, 2, 3, 4`},
+	{alerts.MetricOperationsClosed, []string{"status", "api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, o.status, ` + apiLabel + `, count(*)::float8
+FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE o.closed_at >= @from AND o.closed_at < @to
+GROUP BY 1, 2, 3, 4, 5`},
+	{alerts.MetricProviderCharges, []string{"orphan", "double"}, `
+SELECT coalesce(t.name, ''), coalesce(o.kind, ''), pc.provider, (pc.operation_id IS NULL)::text,
+(pc.operation_id IS NOT NULL AND EXISTS (
+	SELECT 1 FROM provider_charges p2
+	WHERE p2.operation_id = pc.operation_id AND p2.status IN ` + pg.ChargedStatuses + `
+		AND (p2.charged_at, p2.id) < (pc.charged_at, pc.id)))::text,
+count(*)::float8
+FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id
+LEFT JOIN tenants t ON t.id = coalesce(o.tenant_id, pc.tenant_id)
+WHERE pc.seen_at >= @from AND pc.seen_at < @to AND pc.status IN ` + pg.ChargedStatuses + `
+GROUP BY 1, 2, 3, 4, 5
+UNION ALL
+SELECT coalesce(t.name, ''), o.kind, o.provider, 'false', 'true', sum(` + pg.ExtraGenerations + `)::float8
+FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE ` + pg.DoubleGenerations + ` AND e.first_seen_at >= @from AND e.first_seen_at < @to
+GROUP BY 1, 2, 3`},
+	{alerts.MetricPossibleDuplicates, []string{"api"}, `
+SELECT coalesce(t.name, ''), o.kind, o.provider, ` + apiLabel + `, count(*)::float8
+FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
+WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
+GROUP BY 1, 2, 3, 4`},
+}
+
+// Tally is TallySince for one window alone: the attempts counted are those that started
+// and finished in it.
+func (s *Store) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, error) {
+	out, _, err := s.TallySince(ctx, from, from, to)
+	return out, err
+}
+
+// TallySince implements alerts.MetricsSource: rows recorded in [from, to), each count on the
+// index of its time column. Attempts are counted by the time they finished, on the index of
+// their start, read from since: an attempt counted when it started, still running, would
+// never be counted as the timeout it became (ops rule 8).
+func (s *Store) TallySince(ctx context.Context, since, from, to time.Time) ([]alerts.Tally, time.Time, error) {
+	args := pgx.NamedArgs{"since": since, "from": from, "to": to}
+	var out []alerts.Tally
+	for _, q := range tallyQueries {
+		rows, err := s.db.Pool.Query(ctx, q.sql, args)
+		if err != nil {
+			return nil, since, pg.Interpret(err, "count "+q.metric)
+		}
+		vals := make([]string, 3+len(q.labels))
+		var n float64
+		dest := make([]any, 0, len(vals)+1)
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		dest = append(dest, &n)
+		_, err = pgx.ForEachRow(rows, dest, func() error {
+			l := map[string]string{"tenant": vals[0], "kind": vals[1], "provider": vals[2]}
+			for i, name := range q.labels {
+				l[name] = vals[3+i]
+			}
+			out = append(out, alerts.Tally{Metric: q.metric, Labels: l, N: n})
+			return nil
+		})
+		if err != nil {
+			return nil, since, pg.Interpret(err, "count "+q.metric)
+		}
+	}
+	next, err := s.oldestRunning(ctx, args)
+	if err != nil {
+		return nil, since, err
+	}
+	return out, next, nil
+}
+
+// oldestRunning is the start of the oldest attempt started in [since, to) that had not
+// finished by to, or to: where the next tally's attempts begin.
+func (s *Store) oldestRunning(ctx context.Context, args pgx.NamedArgs) (time.Time, error) {
+	var next time.Time
+	err := s.db.Pool.QueryRow(ctx, `SELECT coalesce(min(a.started_at), @to) FROM attempts a
+WHERE a.started_at >= @since AND a.started_at < @to AND (a.finished_at IS NULL OR a.finished_at >= @to)`, args).Scan(&next)
+	if err != nil {
+		return time.Time{}, pg.Interpret(err, "find the oldest running attempt")
+	}
+	return next, nil
+}
