@@ -79,10 +79,12 @@ SELECT up.*, cr.id FROM up, cr`, pgx.NamedArgs{"id": opID, "ref": requestRef, "n
 
 // Get implements ops.Store.
 func (db *DB) Get(ctx context.Context, id string) (*ops.Operation, error) {
-	if _, err := uuid.Parse(id); err != nil {
+	u, err := uuid.Parse(id)
+	if err != nil {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No operation %q.", id)
 	}
-	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o WHERE o.id = $1`, id))
+	// The parser takes spellings PostgreSQL refuses (urn:uuid:): the query gets its own.
+	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o WHERE o.id = $1`, u.String()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No operation %s.", id)
 	}
