@@ -105,7 +105,7 @@ func ExportPrometheus(s *RuleSet, w io.Writer) error {
 	for _, g := range s.Groups {
 		pg := promGroup{Name: g.Name, Interval: FormatDuration(g.Interval)}
 		for _, r := range g.Rules {
-			pr := promRule{Alert: r.Alert, Expr: PromQL(r), Labels: r.Labels, Annotations: r.Annotations}
+			pr := promRule{Alert: r.Alert, Expr: PromQL(r), Labels: literalLabels(r.Labels), Annotations: r.Annotations}
 			if r.For > 0 {
 				pr.For = FormatDuration(r.For)
 			}
@@ -127,6 +127,20 @@ func ExportPrometheus(s *RuleSet, w io.Writer) error {
 		return fmt.Errorf("write Prometheus rules: %w", err)
 	}
 	return enc.Close()
+}
+
+// literalLabels writes a rule's labels so that Prometheus, which expands a label's value as
+// a template where Settle takes it as it is, reads the same text: every "{{" is a template
+// printing "{{". Unescaped, one label holding "{{" made Prometheus refuse the whole file.
+func literalLabels(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return l
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		out[k] = strings.ReplaceAll(v, "{{", `{{ "{{" }}`)
+	}
+	return out
 }
 
 // sortedKeys returns m's keys in order.
