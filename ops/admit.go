@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/settle-dev/settle/ops/reqlog"
@@ -56,6 +57,9 @@ type Admission struct {
 // concurrent requests make one operation (rule 2).
 func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 	if err := in.validate(); err != nil {
+		return Admission{}, err
+	}
+	if err := l.gateOpen(ctx, in); err != nil {
 		return Admission{}, err
 	}
 	if in.Start.IsZero() {
@@ -278,5 +282,35 @@ func (l *Ledger) answered(ctx context.Context, a Admission, v Verdict, ans Answe
 // Readmit decides again, for a request already admitted, once its operation moved on: a
 // request that waited on another one's send gets what the operation's status allows now.
 func (l *Ledger) Readmit(ctx context.Context, in Intent, a Admission) (Admission, error) {
+	if l.Gate != nil && l.Gate.Open() != nil {
+		// Already recorded when it was first admitted: only refused now.
+		return Admission{}, clockSkewRefusal(l.Gate.Open())
+	}
 	return l.dispatch(ctx, in, a)
+}
+
+// ReasonClockSkew is the reason of the EUNAVAILABLE a replica answers while its clock is
+// too far off the database's to judge leases (SkewGuard).
+const ReasonClockSkew = "clock_skew"
+
+// gateOpen refuses, and records as refused (rule 8), a request this replica may not admit
+// now: to a replica whose clock is off, a live lease may look run out, and taking it over
+// would send again what may be under way (rule 11).
+func (l *Ledger) gateOpen(ctx context.Context, in Intent) error {
+	if l.Gate == nil {
+		return nil
+	}
+	shut := l.Gate.Open()
+	if shut == nil {
+		return nil
+	}
+	if err := l.store.RecordRejected(ctx, in.TenantID, in.Kind, in.RequestRef, l.Clock.Now()); err != nil {
+		return errors.Join(clockSkewRefusal(shut), err)
+	}
+	return clockSkewRefusal(shut)
+}
+
+func clockSkewRefusal(cause error) error {
+	return &Error{Code: EUNAVAILABLE, Reason: ReasonClockSkew, Err: cause,
+		Message: "This server's clock is off the database's, so it cannot judge who holds the operation; nothing was sent. Retry in a moment: another server, or this one once its clock is right, will answer."}
 }

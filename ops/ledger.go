@@ -21,6 +21,10 @@ type Ledger struct {
 	Clock  Clock
 	Limits Limits
 	Logger *slog.Logger
+	// Gate, when set, must be open for a client request to be admitted: a serving replica
+	// gates admission by its clock's skew (SkewGuard), since every admission takes or
+	// judges an operation's lease by this process's clock.
+	Gate Gate
 
 	// specs are the registered kinds in their order, kinds their index by kind.
 	specs []KindSpec

@@ -86,6 +86,10 @@ func TestReadinessAndTheGaugeFollowTheClockSkew(t *testing.T) {
 		if code, body := getWith(t, p.URL()+"/readyz"); code != ready {
 			t.Errorf("/readyz with the clock %s off = %d, want %d\n%s", off, code, ready, body)
 		}
+		// Requests are admitted through the same gate (TestASkewedReplicaAdmitsNoRequest).
+		if p.Ledger.Gate == nil || (p.Ledger.Gate.Open() == nil) != (ready == http.StatusOK) {
+			t.Errorf("the ledger's admission with the clock %s off is not gated by the skew guard", off)
+		}
 		_, body := getWith(t, p.URL()+"/metrics")
 		m := regexp.MustCompile(`(?m)^settle_clock_skew_seconds (\S+)$`).FindStringSubmatch(body)
 		if m == nil {

@@ -205,6 +205,9 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	registerKinds(p.Ledger, cfg.Jobs.RetryUncertain)
 	srv.Kinds = p.Ledger
 	p.Ledger.Limits = operationLimits(p.Ledger.Limits, cfg.OperationLease)
+	// Requests too: a retry that reaches this replica while its clock is off would judge
+	// the first request's lease by it.
+	p.Ledger.Gate = p.gate()
 	senders := map[ops.Kind]ops.Sender{}
 	if cfg.Stripe.APIKey != "" {
 		adapter := cfg.Stripe.adapter(p.DB)
