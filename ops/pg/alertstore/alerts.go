@@ -47,12 +47,11 @@ func (s *Store) tenantNames(ctx context.Context) (map[int64]string, error) {
 }
 
 // Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics of
-// ops/pg/rollupstore):
-// the same recorded rows the managers see, added up over the window and over the APIs of
-// each tenant, kind and provider. The rows with possible duplicates in the window take their
-// attempts from the raw rows instead, split by the API each called as its operation keeps
-// it (as every API label of /metrics does): a resend storm on one API is then
-// measured against that API's attempts alone. A rule that does not group by API adds them
+// ops/pg/rollupstore): the same recorded rows the managers see, added up over the window
+// for each tenant, kind, provider and API, the API each operation called as it keeps it (as
+// every API label of /metrics does), with the possible duplicates that finished in it. Every
+// signal carries its API, so a ratio grouped by API (a resend storm, a timeout rate) is
+// measured against that API's attempts alone; a rule that does not group by API adds them
 // up again.
 func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
 	names, err := s.tenantNames(ctx)
@@ -70,16 +69,6 @@ func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row,
 	}
 	sums := map[key]*alerts.Row{}
 	var order []key
-	for _, r := range rows {
-		k := key{r.TenantID, r.Kind, r.Provider, ""}
-		s := sums[k]
-		if s == nil {
-			s = &alerts.Row{Tenant: names[r.TenantID], Kind: string(r.Kind), Provider: r.Provider, Values: map[alerts.Signal]float64{}}
-			sums[k] = s
-			order = append(order, k)
-		}
-		addMetrics(s.Values, r)
-	}
 	row := func(k key) *alerts.Row {
 		s := sums[k]
 		if s == nil {
@@ -90,34 +79,15 @@ func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row,
 		}
 		return s
 	}
+	for _, r := range rows {
+		addMetrics(row(key{r.TenantID, r.Kind, r.Provider, r.API}).Values, r)
+	}
 	dups, err := s.possibleDuplicates(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	split := map[key]bool{}
 	for _, d := range dups {
 		row(key{d.tenant, d.kind, d.provider, d.api}).Values[alerts.PossibleDuplicates] += d.n
-		split[key{d.tenant, d.kind, d.provider, ""}] = true
-	}
-	if len(split) > 0 {
-		tenants := make([]int64, 0, len(split))
-		for k := range split {
-			tenants = append(tenants, k.tenant)
-		}
-		byAPI, err := s.attemptsByAPI(ctx, from, to, tenants)
-		if err != nil {
-			return nil, err
-		}
-		for k := range split {
-			if s := sums[k]; s != nil {
-				delete(s.Values, alerts.Attempts)
-			}
-		}
-		for _, a := range byAPI {
-			if split[key{a.tenant, a.kind, a.provider, ""}] {
-				row(key{a.tenant, a.kind, a.provider, a.api}).Values[alerts.Attempts] += a.n
-			}
-		}
 	}
 	out := make([]alerts.Row, 0, len(order))
 	for _, k := range order {

@@ -26,16 +26,6 @@ FROM attempts a JOIN operations o ON o.id = a.operation_id
 WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND a.finished_at < @to
 GROUP BY 1, 2, 3, 4`
 
-// attemptsByAPISQL counts the attempts sent (as the rollups' attempts_sent: every attempt
-// but those that never left Settle) that started in [@from, @to) for @tenants, by the API
-// each called, on attempts_started_at_idx.
-const attemptsByAPISQL = `
-SELECT o.tenant_id, o.kind, o.provider, ` + apiLabel + `, count(*)::float8
-FROM attempts a JOIN operations o ON o.id = a.operation_id
-WHERE a.started_at >= @from AND a.started_at < @to AND o.tenant_id = ANY(@tenants)
-	AND a.outcome IS DISTINCT FROM 'not_sent'
-GROUP BY 1, 2, 3, 4`
-
 // apiCount is a count of one tenant, kind, provider and API.
 type apiCount struct {
 	tenant        int64
@@ -48,13 +38,6 @@ type apiCount struct {
 // possible duplicates that finished in [from, to).
 func (s *Store) possibleDuplicates(ctx context.Context, from, to time.Time) ([]apiCount, error) {
 	return s.countByAPI(ctx, possibleDuplicatesSQL, pgx.NamedArgs{"from": from, "to": to}, "count possible duplicates")
-}
-
-// attemptsByAPI counts, by tenant, kind, provider and API, the attempts of tenants sent in
-// [from, to).
-func (s *Store) attemptsByAPI(ctx context.Context, from, to time.Time, tenants []int64) ([]apiCount, error) {
-	return s.countByAPI(ctx, attemptsByAPISQL, pgx.NamedArgs{"from": from, "to": to, "tenants": tenants},
-		"count attempts by API")
 }
 
 func (s *Store) countByAPI(ctx context.Context, sql string, args pgx.NamedArgs, what string) ([]apiCount, error) {
