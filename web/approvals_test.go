@@ -167,15 +167,15 @@ func TestApproveRefusesReplacedProposal(t *testing.T) {
 	mustContain(t, body, "bob@example.com approved it first: closed as succeeded as alice@example.com proposed; nothing more was changed.")
 }
 
-// TestApproverWhoVouchedForProposerIsRefused: an admin who added a user, or re-enabled one,
-// cannot approve that user's proposal made within a proposal's lifetime of it, however
-// the account was used; another person can (ops rule 13).
-func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
-	t.Parallel()
-	e := newDashEnv(t, withApprovals(ops.ApprovalPolicy{MinCents: new(int64)}))
-	root := e.signIn(t, "root@example.com", desk.RoleAdmin)
-	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
-	carol := e.signIn(t, "carol@example.com", desk.RoleOncall)
+// vouchedAccounts signs in root (an admin), bob and carol (on-call) on a dashboard where every
+// close needs approval, and gives the accounts root vouched for within a proposal's
+// lifetime: puppet, which root added, and carol, whom root disabled and enabled again.
+func vouchedAccounts(t *testing.T) (e *dashEnv, root, bob *http.Client, vouched map[string]*http.Client) {
+	t.Helper()
+	e = newDashEnv(t, withApprovals(ops.ApprovalPolicy{MinCents: new(int64)}))
+	root = e.signIn(t, "root@example.com", desk.RoleAdmin)
+	bob = e.signIn(t, "bob@example.com", desk.RoleOncall)
+	e.signIn(t, "carol@example.com", desk.RoleOncall)
 	e.post(t, root, "/admin/users", url.Values{"email": {"puppet@example.com"}, "password": {password}, "role": {"oncall"}})
 	puppet := client(t)
 	if resp := e.login(t, puppet, "puppet@example.com", password); resp.StatusCode != http.StatusSeeOther {
@@ -189,12 +189,20 @@ func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	e.post(t, root, "/admin/users/"+itoa(carolID)+"/enable", nil)
 	// Disabling ended carol's sessions: she signs in again.
-	carol = client(t)
+	carol := client(t)
 	if resp := e.login(t, carol, "carol@example.com", password); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("carol signs in again: %d", resp.StatusCode)
 	}
+	return e, root, bob, map[string]*http.Client{"puppet": puppet, "carol": carol}
+}
 
-	for who, c := range map[string]*http.Client{"puppet": puppet, "carol": carol} {
+// TestApproverWhoVouchedForProposerIsRefused: an admin who added a user, or re-enabled one,
+// cannot approve that user's proposal made within a proposal's lifetime of it, however
+// the account was used; another person can (ops rule 13).
+func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
+	t.Parallel()
+	e, root, bob, vouched := vouchedAccounts(t)
+	for who, c := range vouched {
 		op := e.notSentUnknown(t, "8301-"+who)
 		e.post(t, c, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
 			"provider_ref": {"re_" + who}, "note": {"Stripe shows it."}})
@@ -219,29 +227,8 @@ func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
 // (ops rule 13).
 func TestProposerWhoVouchedForApproverIsRefused(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, withApprovals(ops.ApprovalPolicy{MinCents: new(int64)}))
-	root := e.signIn(t, "root@example.com", desk.RoleAdmin)
-	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
-	carol := e.signIn(t, "carol@example.com", desk.RoleOncall)
-	e.post(t, root, "/admin/users", url.Values{"email": {"puppet@example.com"}, "password": {password}, "role": {"oncall"}})
-	puppet := client(t)
-	if resp := e.login(t, puppet, "puppet@example.com", password); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("the new account signs in: %d", resp.StatusCode)
-	}
-	var carolID int64
-	if err := e.db.Pool.QueryRow(t.Context(), `SELECT id FROM users WHERE email = 'carol@example.com'`).Scan(&carolID); err != nil {
-		t.Fatal(err)
-	}
-	e.post(t, root, "/admin/users/"+itoa(carolID)+"/disable", nil)
-	e.clock.Advance(time.Hour)
-	e.post(t, root, "/admin/users/"+itoa(carolID)+"/enable", nil)
-	// Disabling ended carol's sessions: she signs in again.
-	carol = client(t)
-	if resp := e.login(t, carol, "carol@example.com", password); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("carol signs in again: %d", resp.StatusCode)
-	}
-
-	for who, c := range map[string]*http.Client{"puppet": puppet, "carol": carol} {
+	e, root, bob, vouched := vouchedAccounts(t)
+	for who, c := range vouched {
 		op := e.notSentUnknown(t, "8401-"+who)
 		e.post(t, root, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
 			"provider_ref": {"re_" + who}, "note": {"Stripe shows it."}})
