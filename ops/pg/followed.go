@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -24,9 +23,11 @@ import (
 // inserted. The flag is not part of the operation's version: no compare-and-set of the
 // ledger fails for it.
 func (db *DB) AddFollowUp(ctx context.Context, userID int64, opID string, now time.Time) (bool, error) {
-	if _, err := uuid.Parse(opID); err != nil {
+	canonical, ok := CanonicalID(opID)
+	if !ok {
 		return false, ops.Errorf(ops.ENOTFOUND, "No operation %q.", opID)
 	}
+	opID = canonical
 	var id int64
 	err := db.Pool.QueryRow(ctx, `
 WITH o AS (

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -129,8 +128,9 @@ func queueWhere(f desk.QueueFilter, now time.Time) (string, pgx.NamedArgs) {
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
 		alts := []string{"o.order_ref = @q", "o.customer_ref = @q", "o.chat_ref = @q", "o.provider_key = @q", "o.payment_ref = @q"}
-		if _, err := uuid.Parse(q); err == nil {
-			alts = append(alts, "o.id = @q::uuid")
+		if id, ok := pg.CanonicalID(q); ok {
+			alts = append(alts, "o.id = @qid::uuid")
+			args["qid"] = id
 		}
 		conds = append(conds, fmt.Sprintf("(%s)", strings.Join(alts, " OR ")))
 		args["q"] = q
@@ -168,9 +168,11 @@ func supportQuery(q string, limit int) (string, pgx.NamedArgs) {
 		"(o.customer_ref = @q AND o.customer_ref <> '')",
 		"(o.chat_ref = @q AND o.chat_ref <> '')",
 	}
-	if _, err := uuid.Parse(q); err == nil {
-		alts = append(alts, "o.id = @q::uuid")
+	args := pgx.NamedArgs{"q": q, "limit": limit}
+	if id, ok := pg.CanonicalID(q); ok {
+		alts = append(alts, "o.id = @qid::uuid")
+		args["qid"] = id
 	}
 	return `SELECT ` + pg.OpCols + ` FROM operations o WHERE ` + strings.Join(alts, " OR ") + `
-ORDER BY o.created_at DESC LIMIT @limit`, pgx.NamedArgs{"q": q, "limit": limit}
+ORDER BY o.created_at DESC LIMIT @limit`, args
 }

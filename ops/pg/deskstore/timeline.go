@@ -3,7 +3,6 @@ package deskstore
 import (
 	"context"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -19,9 +18,11 @@ const timelineLimit = 500
 // operation index, in one round trip.
 func (s *Store) Timeline(ctx context.Context, opID string) (desk.Timeline, error) {
 	var tl desk.Timeline
-	if _, err := uuid.Parse(opID); err != nil {
+	id, ok := pg.CanonicalID(opID)
+	if !ok {
 		return tl, ops.Errorf(ops.ENOTFOUND, "No operation %q.", opID)
 	}
+	opID = id
 	b := &pgx.Batch{}
 	b.Queue(`SELECT id, tenant_id, operation_id::text, request_ref, request_id, duplicate, coalesce(answer, ''), received_at, answered_at
 FROM client_requests WHERE operation_id = $1 ORDER BY received_at, id LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -101,9 +100,11 @@ SELECT * FROM ins`, args)
 
 // GetJob implements jobs.Store.
 func (s *Store) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Job, error) {
-	if _, err := uuid.Parse(id); err != nil {
+	canonical, ok := pg.CanonicalID(id)
+	if !ok {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No job %q.", id)
 	}
+	id = canonical
 	j, err := scanJob(s.db.Pool.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs j WHERE j.id = $1 AND ($2 = 0 OR j.tenant_id = $2)`, id, tenantID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No job %s.", id)

@@ -3,7 +3,6 @@ package jobstore
 import (
 	"context"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops/jobs"
@@ -40,9 +39,11 @@ LIMIT $3`
 // reads share one snapshot so that a worker moving a job on between them cannot show a
 // checkpoint the job's status contradicts.
 func (s *Store) JobsForOperation(ctx context.Context, opID string) ([]jobs.OperationJob, error) {
-	if _, err := uuid.Parse(opID); err != nil {
+	id, ok := pg.CanonicalID(opID)
+	if !ok {
 		return nil, nil // not an operation id, so no job can use it
 	}
+	opID = id
 	tx, err := s.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, pg.Interpret(err, "begin jobs of operation")
