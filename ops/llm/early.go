@@ -91,7 +91,7 @@ func runLedger(ctx context.Context, l *ops.Ledger, op *ops.Operation, send ops.S
 // answerEarly gives the client its whole answer at once when attempt's result res is a
 // definite success that the operation will store, and releases the request (x.early). It
 // runs in the ledger's run, before the attempt's close.
-func (x *exchange) answerEarly(op *ops.Operation, res ops.AttemptResult, reply Reply, body []byte) {
+func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.AttemptResult, reply Reply, body []byte) {
 	if x.answered || res.Outcome != ops.OutcomeOK || res.Result == nil || isBackground(x.req) {
 		return
 	}
@@ -103,6 +103,12 @@ func (x *exchange) answerEarly(op *ops.Operation, res ops.AttemptResult, reply R
 	} else {
 		if x.began {
 			return
+		}
+		if x.api.route() == responsesRoute {
+			// A client reads a response back by its id (GET /v1/responses/{id}), whose owner
+			// is found by the id recorded on the attempt: it is recorded before the client
+			// has it, as a stream's is, or a read right after the answer would find no owner.
+			x.recordRef(op, a, res.Result.ProviderRef)
 		}
 		// The provider's request id is the reply's: the close records the same.
 		if err := x.out.Begin(Head{OperationID: op.ID, ProviderRequestID: reply.RequestID, Length: len(body)}); err == nil {
