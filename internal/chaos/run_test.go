@@ -59,6 +59,9 @@ type chatSeen struct {
 	began  bool
 	head   llm.Head
 	body   string
+	// died says the process that served it was killed after its send: it may have
+	// answered the client and died before writing the close.
+	died bool
 }
 
 // sink is a client of the gateway reading its whole answer.
@@ -385,8 +388,14 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 		r.counted(t.ID, ops.KindLLMCall)
 		err = g.Complete(ctx, llm.Request{Tenant: t, Key: in.Key, HasKey: true, ContentType: "application/json",
 			Body: bytes.NewReader(body), RequestRef: ref}, &out)
+		// A whole success is answered before its close is written; the step is over once
+		// its process has written the close (or died trying), as a server's is.
+		if derr := g.Drain(ctx); derr != nil {
+			r.note("drain: %v", derr)
+		}
 		r.mu.Lock()
-		r.chats = append(r.chats, chatSeen{intent: in.Name, err: err, began: out.began, head: out.head, body: out.buf.String()})
+		r.chats = append(r.chats, chatSeen{intent: in.Name, err: err, began: out.began, head: out.head, body: out.buf.String(),
+			died: crash == crashAfterSend})
 		r.mu.Unlock()
 	case ops.KindLLMJob:
 		svc := &jobs.Service{Store: jobstore.New(r.db), Catalog: jobs.DefaultCatalog(), Clock: r.clock}
