@@ -393,9 +393,11 @@ func (r *seedRun) checkAnswers(w *world, fail func(string, ...any)) {
 		whole := !c.head.Stream || (strings.Contains(c.body, "data: [DONE]") && !strings.Contains(c.body, `"settle_error"`))
 		o := w.byID[c.head.OperationID]
 		// A whole success is answered before its close is written: a process killed
-		// between the two leaves the operation open for the recovery to settle, never
-		// closed otherwise (the completion's billing is checked above).
-		lostClose := c.died && o != nil && !o.op.Status.Final()
+		// between the two leaves the operation open, for the recovery to settle or for a
+		// person to close as failed (which an LLM call allows: it keeps the key answering
+		// with that failure). The answer was the provider's own, whose billing is checked
+		// above; what Settle itself says of the operation is checked with the sentences.
+		lostClose := c.died && o != nil && (!o.op.Status.Final() || strings.Contains(o.op.ClosedBy, "@"))
 		if whole && (o == nil || (o.op.Status != ops.StatusSucceeded && !lostClose)) {
 			fail("no sentence without evidence: %s got a whole answer from operation %s, which did not succeed", c.intent, c.head.OperationID)
 		}
