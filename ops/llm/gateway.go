@@ -347,6 +347,9 @@ func (x *exchange) serve(adm ops.Admission) error {
 		Message: fmt.Sprintf("The first request with this key failed at the provider (operation %s); nothing was billed. Send it again to try once more.", op.ID)}
 }
 
+// closeWait bounds how long a repeat waits for the close of a call answered before it.
+const closeWait = 5 * time.Second
+
 // inFlight answers a request whose key is being served by another request: 409 with
 // Retry-After, or with Prefer: wait=N, the first request's result once it has one. A
 // streaming request on a stream this process is running follows it live without waiting to
@@ -363,6 +366,21 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 			Message: fmt.Sprintf("A request with this Idempotency-Key is in flight (operation %s). Retry after a moment, or send Prefer: wait=N to wait for its result.", op.ID)}
 	}
 	f := g.flights.get(op.ID)
+	if f != nil && f.answered.Load() {
+		// The first request had its whole answer and its close is being written: a repeat
+		// right after it waits the moment that takes and is replayed, rather than told the
+		// key is in flight.
+		select {
+		case <-f.done:
+			if cur, err := g.cfg.Ledger.Get(x.ctx, op.ID); err == nil && cur.Status == ops.StatusSucceeded {
+				g.stats.waited.Add(1)
+				return x.replayed(cur, "")
+			}
+		case <-time.After(closeWait):
+		case <-x.ctx.Done():
+			return x.ctx.Err()
+		}
+	}
 	if x.wait <= 0 {
 		if x.req.Stream && f != nil && f.stream {
 			// A streaming retry of a stream running here, its client's broken one as a

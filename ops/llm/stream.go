@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -272,6 +273,8 @@ type flight struct {
 	events  []streamEvent
 	changed chan struct{}
 	reqID   string
+	// answered says its client had the whole answer before the close was written.
+	answered atomic.Bool
 }
 
 func (h *hub) open(opID string, stream bool) *flight {
