@@ -350,6 +350,27 @@ func (x *exchange) serve(adm ops.Admission) error {
 // closeWait bounds how long a repeat waits for the close of a call answered before it.
 const closeWait = 5 * time.Second
 
+// afterEarlyAnswer answers a repeat of a key whose first request, running in this process
+// as f, had its whole answer and is writing its close: the repeat waits the moment that
+// takes and is replayed, rather than told the key is in flight. handled is false when f
+// answered nothing early, or its close did not end succeeded within closeWait.
+func (x *exchange) afterEarlyAnswer(f *flight, op *ops.Operation) (handled bool, err error) {
+	if f == nil || !f.answered.Load() {
+		return false, nil
+	}
+	select {
+	case <-f.done:
+		if cur, err := x.g.cfg.Ledger.Get(x.ctx, op.ID); err == nil && cur.Status == ops.StatusSucceeded {
+			x.g.stats.waited.Add(1)
+			return true, x.replayed(cur, "")
+		}
+	case <-time.After(closeWait):
+	case <-x.ctx.Done():
+		return true, x.ctx.Err()
+	}
+	return false, nil
+}
+
 // inFlight answers a request whose key is being served by another request: 409 with
 // Retry-After, or with Prefer: wait=N, the first request's result once it has one. A
 // streaming request on a stream this process is running follows it live without waiting to
@@ -366,20 +387,8 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 			Message: fmt.Sprintf("A request with this Idempotency-Key is in flight (operation %s). Retry after a moment, or send Prefer: wait=N to wait for its result.", op.ID)}
 	}
 	f := g.flights.get(op.ID)
-	if f != nil && f.answered.Load() {
-		// The first request had its whole answer and its close is being written: a repeat
-		// right after it waits the moment that takes and is replayed, rather than told the
-		// key is in flight.
-		select {
-		case <-f.done:
-			if cur, err := g.cfg.Ledger.Get(x.ctx, op.ID); err == nil && cur.Status == ops.StatusSucceeded {
-				g.stats.waited.Add(1)
-				return x.replayed(cur, "")
-			}
-		case <-time.After(closeWait):
-		case <-x.ctx.Done():
-			return x.ctx.Err()
-		}
+	if handled, err := x.afterEarlyAnswer(f, op); handled {
+		return err
 	}
 	if x.wait <= 0 {
 		if x.req.Stream && f != nil && f.stream {
