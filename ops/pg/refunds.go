@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -122,9 +121,8 @@ WHERE provider_charges.status NOT IN ('failed', 'canceled') OR excluded.status I
 // operationIDArg is an operation id read from a provider (metadata anyone can write) as a
 // query argument: the id when it is a UUID, else NULL, which matches no operation.
 func operationIDArg(id string) any {
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return nil
+	if canonical, ok := CanonicalID(id); ok {
+		return canonical
 	}
-	return u.String()
+	return nil
 }

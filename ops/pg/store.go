@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -79,12 +78,11 @@ SELECT up.*, cr.id FROM up, cr`, pgx.NamedArgs{"id": opID, "ref": requestRef, "n
 
 // Get implements ops.Store.
 func (db *DB) Get(ctx context.Context, id string) (*ops.Operation, error) {
-	u, err := uuid.Parse(id)
-	if err != nil {
+	canonical, ok := CanonicalID(id)
+	if !ok {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No operation %q.", id)
 	}
-	// The parser takes spellings PostgreSQL refuses (urn:uuid:): the query gets its own.
-	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o WHERE o.id = $1`, u.String()))
+	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o WHERE o.id = $1`, canonical))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ops.Errorf(ops.ENOTFOUND, "No operation %s.", id)
 	}

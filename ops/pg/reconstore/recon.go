@@ -12,7 +12,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
@@ -92,17 +91,6 @@ func exceptionState(e *recon.Exception) []byte {
 // stripeProvider is the provider name of Stripe operations, whose charges must be of the
 // tenant's connected account to match.
 const stripeProvider = "stripe"
-
-// operationIDArg is id as an operations.id argument, or NULL when id is not a UUID: a
-// provider's metadata may name anything, and a malformed id must match nothing rather than
-// fail the statement.
-func operationIDArg(id string) any {
-	u, err := uuid.Parse(id)
-	if err != nil {
-		return nil
-	}
-	return u.String()
-}
 
 // KnownCharges implements recon.Store.
 func (s *Store) KnownCharges(ctx context.Context, provider string, refs []string) (map[string]bool, error) {
@@ -342,7 +330,7 @@ func (s *Store) RecordMatchedCharges(ctx context.Context, provider string, recs 
 		}
 		dup[r.Ref] = true
 		refs[i], amounts[i], currencies[i], statuses[i], accounts[i] = r.Ref, r.AmountCents, r.Currency, r.Status, r.Account
-		if id, ok := operationIDArg(r.OperationID).(string); ok {
+		if id, ok := pg.CanonicalID(r.OperationID); ok {
 			opIDs[i] = &id
 		}
 		created[i] = r.Created
