@@ -114,12 +114,22 @@ func (t *PriceTable) lookup(model string) (Price, bool) {
 	return t.Models[best], found
 }
 
+// MaxCallCostMicros is the largest cost one call is recorded with: one million units of
+// the table's currency. Usage that prices above it is not believed (see Cost).
+const MaxCallCostMicros = 1_000_000_000_000
+
 // Cost returns what usage of model cost in micro-units of the table's currency, and
 // whether the model's price is known. Prompt tokens read from the cache are charged at the
 // cached rate, those written to it at the rate of their write.
+//
+// The counts are the provider's word, read from its answer: a count below zero, or usage
+// that prices above MaxCallCostMicros, is a provider's error, not a cost, and counts as
+// unknown. Believed, one such answer would turn the spend that sums every call's cost
+// negative, or past the largest integer the database holds, which fails every later
+// close that adds to it.
 func (t *PriceTable) Cost(model string, u Usage) (micros int64, known bool) {
 	p, ok := t.lookup(model)
-	if !ok {
+	if !ok || min(u.PromptTokens, u.CompletionTokens, u.CachedTokens, u.CacheWriteTokens, u.CacheWrite1hTokens) < 0 {
 		return 0, false
 	}
 	cached := min(u.CachedTokens, u.PromptTokens)
@@ -128,5 +138,8 @@ func (t *PriceTable) Cost(model string, u Usage) (micros int64, known bool) {
 	// A price per million tokens is a price per token in micro-units.
 	c := float64(u.PromptTokens-cached-written)*p.Input + float64(cached)*p.CachedInput +
 		float64(written-hour)*p.CacheWrite + float64(hour)*p.CacheWrite1h + float64(u.CompletionTokens)*p.Output
+	if !(c <= MaxCallCostMicros) {
+		return 0, false
+	}
 	return int64(math.Round(c)), true
 }
