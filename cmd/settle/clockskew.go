@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,7 +47,7 @@ func checkClock(ctx context.Context, cfg Config, clock ops.Clock, db ops.ServerC
 // evaluator), readiness answers 503, and settle_clock_skew_seconds on reg (when not nil)
 // shows the skew. The guard's own loop is not gated: it is what opens it again.
 func (p *Program) startSkewGuard(ctx context.Context, reg *prometheus.Registry) {
-	p.skew = ops.NewSkewGuard(p.DB, p.Clock, skewLimit(p.Config), p.Logger)
+	p.skew = newSkewGuard(p.Config, p.DB, p.Clock, p.Logger)
 	if reg != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "settle_clock_skew_seconds",
 			Help: "This replica's clock minus the database server's at the last check (positive: ahead). " +
@@ -55,6 +56,12 @@ func (p *Program) startSkewGuard(ctx context.Context, reg *prometheus.Registry) 
 	}
 	loop := p.skew.Loop(ops.DefaultSkewInterval)
 	p.goService(func() { loop.Run(ctx) })
+}
+
+// newSkewGuard is the guard of clock against db's under cfg's limit, open until a check
+// finds it past the limit. Serve and the stdio MCP server each run one in a loop.
+func newSkewGuard(cfg Config, db ops.ServerClock, clock ops.Clock, logger *slog.Logger) *ops.SkewGuard {
+	return ops.NewSkewGuard(db, clock, skewLimit(cfg), logger)
 }
 
 // gate is the gate of this program's lease takers; nil before the guard is built.

@@ -24,11 +24,27 @@ func mcpStdio(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer
 	return serveMCPStdio(ctx, cfg, cfg.MCPToken, stdin, stdout, logger)
 }
 
-// serveMCPStdio is mcpStdio with the token given, so tests need no environment. It opens
-// its own database pool and refund tool, wired as 'settle serve' wires them, so a call over
-// stdio takes the same path as POST /api/v1/refunds. Stalled operations it leaves behind
-// are picked up by the reaper of 'settle serve'.
+// serveMCPStdio is mcpStdio with the token given, so tests need no environment.
 func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+	run := stdioRun{Config: cfg, Clock: ops.SystemClock{}, SkewInterval: ops.DefaultSkewInterval, Token: token, Logger: logger}
+	return run.serve(ctx, stdin, stdout)
+}
+
+// stdioRun is one stdio server: its settings, the clock it judges leases by (a test's may
+// run off the database's) and how often it checks that clock again.
+type stdioRun struct {
+	Config       Config
+	Clock        ops.Clock
+	SkewInterval time.Duration
+	Token        string
+	Logger       *slog.Logger
+}
+
+// serve opens its own database pool and refund tool, wired as 'settle serve' wires them, so
+// a call over stdio takes the same path as POST /api/v1/refunds. Stalled operations it
+// leaves behind are picked up by the reaper of 'settle serve'.
+func (r stdioRun) serve(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	cfg, token, logger := r.Config, r.Token, r.Logger
 	if token = strings.TrimSpace(token); token == "" {
 		return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", envMCPToken.Name)
 	}
@@ -39,9 +55,23 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 		return err
 	}
 	defer db.Close()
+	// Its refunds take operation leases and judge others' by r.Clock, as serve's do (ops
+	// rule 11): refuse a clock off the database's now, and gate admissions while it drifts.
+	if err := checkClock(ctx, cfg, r.Clock, db); err != nil {
+		return fmt.Errorf("mcp --stdio: %w", err)
+	}
 	if err := db.CheckSchema(ctx); err != nil {
 		return err
 	}
+	guard := newSkewGuard(cfg, db, r.Clock, logger)
+	guardCtx, stopGuard := context.WithCancel(ctx)
+	guarded := make(chan struct{})
+	go func() {
+		defer close(guarded)
+		guard.Loop(r.SkewInterval).Run(guardCtx)
+	}()
+	// The loop ends before the pool it reads closes.
+	defer func() { stopGuard(); <-guarded }()
 	// A bad token stops the server at start; a token revoked later stops each call after
 	// (tokenTenant).
 	tenant, err := db.TenantByToken(ctx, token)
@@ -55,7 +85,9 @@ func serveMCPStdio(ctx context.Context, cfg Config, token string, stdin io.Reade
 	var refunds mcptool.Refunder = unconfiguredRefunds{}
 	if cfg.Stripe.APIKey != "" {
 		adapter := cfg.Stripe.adapter(db)
-		refunds = &refund.Tool{Ledger: ops.NewLedger(db, ops.SystemClock{}), Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline,
+		ledger := ops.NewLedger(db, r.Clock)
+		ledger.Gate = guard
+		refunds = &refund.Tool{Ledger: ledger, Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
 	}
 	tools := &mcptool.Tools{Refunds: refunds, Status: db, Tenant: tokenTenant(db, token, logger), Logger: logger}
