@@ -15,8 +15,24 @@ import (
 	"github.com/settle-dev/settle/views"
 )
 
-// sessionUserID is the session key holding the signed-in user's id.
-const sessionUserID = "user_id"
+// sessionUserID is the session key holding the signed-in user's id, and
+// sessionGeneration the key of the user's session generation it was signed in under.
+const (
+	sessionUserID     = "user_id"
+	sessionGeneration = "user_session_generation"
+)
+
+// signIn makes the request's session u's, under a new token: a token planted before the
+// sign-in (session fixation) is worth nothing after it. The generation comes from the same
+// read of u that checked the sign-in, so a disable that lands meanwhile ends this session too.
+func (s *Server) signIn(ctx context.Context, u *desk.User) error {
+	if err := s.Sessions.RenewToken(ctx); err != nil {
+		return err
+	}
+	s.Sessions.Put(ctx, sessionUserID, u.ID)
+	s.Sessions.Put(ctx, sessionGeneration, u.SessionGeneration)
+	return nil
+}
 
 type ctxKey int
 
@@ -50,8 +66,11 @@ func (s *Server) requireUser(next http.Handler) http.Handler {
 			return
 		}
 		u, err := s.Accounts.UserByID(ctx, id)
-		if ops.ErrorCode(err) == ops.ENOTFOUND {
+		// A session of an earlier generation was ended by a disable, and was written back
+		// since by a request of it that was in flight then: it stays ended.
+		if ops.ErrorCode(err) == ops.ENOTFOUND || (err == nil && s.Sessions.GetInt64(ctx, sessionGeneration) != u.SessionGeneration) {
 			s.Sessions.Remove(ctx, sessionUserID)
+			s.Sessions.Remove(ctx, sessionGeneration)
 			redirectToLogin(w, r)
 			return
 		} else if err != nil {
@@ -149,12 +168,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	if u == nil {
 		return
 	}
-	// A new token on every change of privilege defeats session fixation.
-	if err := s.Sessions.RenewToken(ctx); err != nil {
+	if err := s.signIn(ctx, u); err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	s.Sessions.Put(ctx, sessionUserID, u.ID)
 	s.Logger.InfoContext(ctx, "signed in", "user_id", u.ID, "role", u.Role)
 	http.Redirect(w, r, page.Next, http.StatusSeeOther)
 }
@@ -166,5 +183,6 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Sessions.Remove(ctx, sessionUserID)
+	s.Sessions.Remove(ctx, sessionGeneration)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

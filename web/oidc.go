@@ -88,11 +88,10 @@ func (s *Server) handleSSOCallback(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	if err := s.Sessions.RenewToken(ctx); err != nil {
+	if err := s.signIn(ctx, u); err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	s.Sessions.Put(ctx, sessionUserID, u.ID)
 	s.Logger.InfoContext(ctx, "signed in", "user_id", u.ID, "role", u.Role, "issuer", s.SSO.Issuer())
 	http.Redirect(w, r, safeNext(r, f.Next), http.StatusSeeOther)
 }

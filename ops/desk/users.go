@@ -42,6 +42,11 @@ type User struct {
 	Email     string
 	Role      Role
 	CreatedAt time.Time
+	// SessionGeneration counts the times every session of the user was ended (a disable).
+	// A session keeps the generation it was signed in under and works under that one only:
+	// a request in flight at the disable may write its session back, and that session must
+	// stay ended when the account is enabled again.
+	SessionGeneration int64
 }
 
 // Accounts keeps the dashboard's users, and the tenants and API tokens it administers.

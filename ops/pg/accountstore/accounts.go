@@ -105,12 +105,12 @@ func dummyPasswordHash(cost int) []byte {
 	return h2.([]byte)
 }
 
-const accountUserCols = "id, email, role, created_at"
+const accountUserCols = "id, email, role, created_at, session_generation"
 
 func scanAccountUser(row pgx.Row) (*desk.User, error) {
 	u := &desk.User{}
 	var role string
-	if err := row.Scan(&u.ID, &u.Email, &role, &u.CreatedAt); err != nil {
+	if err := row.Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.SessionGeneration); err != nil {
 		return nil, err
 	}
 	u.Role = desk.Role(role)
@@ -166,9 +166,9 @@ func (s *Store) Authenticate(ctx context.Context, email, password string) (*desk
 	u := &desk.User{}
 	var role string
 	err := s.db.Pool.QueryRow(ctx,
-		`SELECT id, email, role, created_at, coalesce(password_hash, '') FROM users
+		`SELECT id, email, role, created_at, session_generation, coalesce(password_hash, '') FROM users
 		 WHERE lower(email) = $1 AND disabled_at IS NULL`, email).
-		Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &hash)
+		Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.SessionGeneration, &hash)
 	// A user of an identity provider has no password, and is answered as an unknown one.
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && hash == "") {
 		_ = bcrypt.CompareHashAndPassword(dummyPasswordHash(s.hashCost), []byte(password))

@@ -62,9 +62,9 @@ func externalUser(ctx context.Context, tx pgx.Tx, id desk.ExternalIdentity) (*de
 	u := &desk.User{}
 	var role string
 	var disabled bool
-	err := tx.QueryRow(ctx, `SELECT id, email, role, created_at, disabled_at IS NOT NULL FROM users
+	err := tx.QueryRow(ctx, `SELECT id, email, role, created_at, session_generation, disabled_at IS NOT NULL FROM users
 		WHERE oidc_issuer = $1 AND oidc_subject = $2 FOR UPDATE`, id.Issuer, id.Subject).
-		Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &disabled)
+		Scan(&u.ID, &u.Email, &role, &u.CreatedAt, &u.SessionGeneration, &disabled)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, fmt.Errorf("find user of %s at %s: %w", id.Subject, id.Issuer, err)
 	}

@@ -38,11 +38,13 @@ func (s *Store) SetUserRole(ctx context.Context, id int64, role desk.Role, actor
 }
 
 // SetUserDisabled disables or enables a user and records who did it. A disabled user's
-// sessions stop working at their next request.
+// sessions stop working at their next request; a disable also starts the user's next
+// session generation, so no session of before it works again after an enable.
 func (s *Store) SetUserDisabled(ctx context.Context, id int64, disabled bool, actor string, now time.Time) error {
 	action, set := "user.enable", "disabled_at = NULL"
 	if disabled {
-		action, set = "user.disable", "disabled_at = coalesce(u.disabled_at, @now::timestamptz)"
+		action, set = "user.disable",
+			"disabled_at = coalesce(u.disabled_at, @now::timestamptz), session_generation = u.session_generation + 1"
 	}
 	return s.changeUser(ctx, id, actor, now, action, set, pgx.NamedArgs{})
 }
