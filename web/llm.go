@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 )
@@ -38,6 +40,27 @@ func (s *Server) handleResponses(w http.ResponseWriter, r *http.Request) {
 // (writeError).
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	s.serveLLM(w, r, "/v1/messages")
+}
+
+// pendingCloses is what a gateway that answers calls before their close tells of the
+// closes still being written: ops/llm's Gateway.PendingCloses.
+type pendingCloses interface {
+	PendingCloses() int64
+}
+
+// registerLLMMetrics exports the gateway's closes pending after their answer: a client
+// answered early leaves its call's close behind it, which a database that falls behind
+// piles up unseen, and which a shutdown waits for (Gateway.Drain). One figure for the
+// process, read when scraped; no tenant label, as the backlog is the database's.
+func (s *Server) registerLLMMetrics() {
+	p, ok := s.LLM.(pendingCloses)
+	if !ok {
+		return
+	}
+	register(s.Registry, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "settle_llm_pending_closes",
+		Help: "LLM calls whose client had its whole answer and whose close is still being written by this process.",
+	}, func() float64 { return float64(p.PendingCloses()) }))
 }
 
 // serveLLM answers one request of a route of the gateway. The gateway decides

@@ -177,6 +177,7 @@ func (s *Server) mountAPI(r chi.Router) {
 	r.With(api, s.requireToken).Get("/v1/responses/{id}", s.handleGetResponse)
 	r.With(api, s.requireToken).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
 	r.With(api, s.requireAPIKeyOrToken).Post("/v1/messages", s.handleMessages)
+	s.registerLLMMetrics()
 }
 
 // secureHeaders keeps the dashboard out of frames and stops browsers guessing content types.

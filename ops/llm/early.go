@@ -63,6 +63,7 @@ func (x *exchange) runDetached(op *ops.Operation, f *flight, send ops.Sender, sp
 		defer g.flights.close(f)
 		end := runLedger(ctx, g.cfg.Ledger, op, send, spec)
 		if x.answered {
+			g.stats.pendingCloses.Add(-1)
 			g.closedAfterAnswer(ctx, op.ID, end)
 			return
 		}
@@ -117,6 +118,7 @@ func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.Attemp
 		}
 	}
 	x.answered = true
+	x.g.stats.pendingCloses.Add(1)
 	close(x.early)
 }
 

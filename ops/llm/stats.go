@@ -6,6 +6,8 @@ import "sync/atomic"
 type counters struct {
 	requests, rejected, fresh, replays, inFlight, waited, conflicts atomic.Int64
 	upstream, possibleDups, uncertain                               atomic.Int64
+	// pendingCloses is a gauge: calls answered early whose close is still being written.
+	pendingCloses atomic.Int64
 }
 
 // Stats is a snapshot of the gateway's counters.
@@ -22,6 +24,10 @@ type Stats struct {
 	// UpstreamCalls counts sends to the provider; PossibleDuplicates those that followed
 	// an attempt whose outcome was uncertain; Uncertain the attempts that ended so.
 	UpstreamCalls, PossibleDuplicates, Uncertain int64
+	// PendingCloses is not a counter but the number of calls answered before their close
+	// (early.go) whose close is still being written: a backlog there is a database that
+	// falls behind while clients are served, and what Drain waits for at shutdown.
+	PendingCloses int64
 }
 
 // Stats returns the gateway's counters.
@@ -29,5 +35,12 @@ func (g *Gateway) Stats() Stats {
 	c := &g.stats
 	return Stats{Requests: c.requests.Load(), Rejected: c.rejected.Load(), New: c.fresh.Load(), Replays: c.replays.Load(),
 		InFlight: c.inFlight.Load(), Waited: c.waited.Load(), Conflicts: c.conflicts.Load(),
-		UpstreamCalls: c.upstream.Load(), PossibleDuplicates: c.possibleDups.Load(), Uncertain: c.uncertain.Load()}
+		UpstreamCalls: c.upstream.Load(), PossibleDuplicates: c.possibleDups.Load(), Uncertain: c.uncertain.Load(),
+		PendingCloses: c.pendingCloses.Load()}
+}
+
+// PendingCloses is the number of calls whose client had its whole answer and whose close
+// is still being written (Stats.PendingCloses), for the settle_llm_pending_closes gauge.
+func (g *Gateway) PendingCloses() int64 {
+	return g.stats.pendingCloses.Load()
 }
