@@ -41,9 +41,12 @@ type Tally struct {
 // MetricsSource reads what the collector exports.
 type MetricsSource interface {
 	// TallySince counts the rows behind each counter recorded in [from, to). An attempt is
-	// counted when it finishes, by its outcome: every attempt unfinished when the previous
-	// call counted started at or after since. It returns the since of the next call: the
-	// start of the oldest attempt started before to that had not finished by to, or to.
+	// counted when it finishes, by its outcome, and a client request when it is answered, by
+	// its answer; a request still unanswered AnswerReach after it arrived is counted then, as
+	// unanswered, and not again when an answer comes later. Every attempt unfinished and
+	// every request unanswered when the previous call counted began at or after since. It
+	// returns the since of the next call: the start of the oldest attempt, or the arrival of
+	// the oldest request, begun before to and not finished or answered by to; or to.
 	TallySince(ctx context.Context, since, from, to time.Time) ([]Tally, time.Time, error)
 	// Backlog is Source.Backlog: open operations and the age of the oldest, now.
 	Backlog(ctx context.Context, now time.Time) ([]Row, error)
@@ -59,7 +62,7 @@ var counterLabels = map[string][]string{
 }
 
 var counterHelp = map[string]string{
-	MetricClientRequests:     "Client requests recorded, by how they were answered and whether they repeated an existing intent.",
+	MetricClientRequests:     "Client requests recorded, by how they were answered and whether they repeated an existing intent; counted when answered, or as unanswered an hour after arrival.",
 	MetricAttempts:           "Attempts sent to providers, counted when they finish, by outcome and, for LLM calls, the API called (chat_completions, responses, embeddings, messages; empty for others).",
 	MetricOperationsCreated:  "Operations created.",
 	MetricOperationsClosed:   "Operations closed, by final status.",
@@ -67,9 +70,12 @@ var counterHelp = map[string]string{
 	MetricPossibleDuplicates: "LLM attempts sent after an uncertain attempt of the same operation, which the provider may have billed twice, by the API called; counted when they finish.",
 }
 
-// attemptReach is how long after its start an attempt's outcome is still counted on
-// /metrics: well past the longest attempt (ten minutes for an LLM call by default).
-const attemptReach = time.Hour
+// AnswerReach is how long after its start an attempt's outcome, and after its arrival a
+// client request's answer, is still counted on /metrics: well past the longest attempt (ten
+// minutes for an LLM call by default), which a request that waits for it outlasts little.
+// Counting a request only once answered keeps a late answer from being frozen as
+// unanswered; the reach keeps a request never answered from being left out.
+const AnswerReach = time.Hour
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -91,9 +97,10 @@ type Collector struct {
 
 	mu        sync.Mutex
 	watermark time.Time
-	// attemptsSince bounds the start of the attempts the next read may see finish: the oldest
-	// still running at the last read. An attempt outlasts the lag often (an LLM stream may run
-	// for minutes), and counted when it started it would never show its outcome.
+	// attemptsSince bounds the start of the attempts the next read may see finish, and the
+	// arrival of the requests it may see answered: the oldest still open at the last read. An
+	// attempt outlasts the lag often (an LLM stream may run for minutes), and counted when it
+	// started it would never show its outcome; a request that waits for it, its answer.
 	attemptsSince time.Time
 	lastRefresh   time.Time
 	totals        map[string]*Tally
@@ -107,7 +114,7 @@ func NewCollector(src MetricsSource, clock Clock, logger *slog.Logger) *Collecto
 	c := &Collector{Source: src, Clock: clock, Lag: time.Minute, MinRefresh: 10 * time.Second, Timeout: 5 * time.Second,
 		Logger: logger, totals: map[string]*Tally{}, watermark: clock.Now().Add(-time.Minute)}
 	// Attempts that began before this process and end after it started are counted too.
-	c.attemptsSince = c.watermark.Add(-attemptReach)
+	c.attemptsSince = c.watermark.Add(-AnswerReach)
 	c.descs = map[string]*prometheus.Desc{
 		MetricOperationsOpen: prometheus.NewDesc(MetricOperationsOpen, "Open operations now, by status.",
 			[]string{"tenant", "kind", "provider", "status"}, nil),
@@ -186,9 +193,10 @@ func (c *Collector) refresh(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		// An attempt still running after attemptReach (the longest runs for ten minutes, then
-		// the reaper ends it) is stuck: it stops holding every later read back to its start.
-		c.attemptsSince = maxTime(since, to.Add(-attemptReach))
+		// An attempt still running after AnswerReach (the longest runs for ten minutes, then
+		// the reaper ends it) is stuck, and a request unanswered then is counted as such: they
+		// stop holding every later read back to their start.
+		c.attemptsSince = maxTime(since, to.Add(-AnswerReach))
 		for _, t := range tallies {
 			k := t.Metric + labelString(t.Labels)
 			if c.totals[k] == nil {

@@ -109,8 +109,9 @@ func TestWireAlertsStartsTheEvaluatorAndExportsTheCounters(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&tenant); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Pool.Exec(ctx, `INSERT INTO client_requests (tenant_id, kind, duplicate, answer, received_at)
-VALUES ($1, 'refund', true, 'replayed', $2)`, tenant, clock.Now()); err != nil {
+	// Answered when it arrived, as the store records a replay: a request counts once answered.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO client_requests (tenant_id, kind, duplicate, answer, received_at, answered_at)
+VALUES ($1, 'refund', true, 'replayed', $2, $2)`, tenant, clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(2 * time.Minute)

@@ -18,10 +18,9 @@ var tallyQueries = []struct {
 	sql    string
 }{
 	{alerts.MetricClientRequests, []string{"answer", "duplicate", "api"}, `
-SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), coalesce(cr.answer, 'unanswered'), cr.duplicate::text,
+SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), cr.answer, cr.duplicate::text,
 ` + apiLabel + `, count(*)::float8
-FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
-WHERE cr.received_at >= @from AND cr.received_at < @to
+FROM (` + answeredRequestsSQL + `) cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
 GROUP BY 1, 2, 3, 4, 5, 6`},
 	{alerts.MetricAttempts, []string{"outcome", "api"}, `
 SELECT coalesce(t.name, ''), o.kind, o.provider, a.outcome, ` + apiLabel + `, count(*)::float8
@@ -61,6 +60,19 @@ WHERE a.possible_duplicate AND a.started_at < @to AND a.finished_at >= @from AND
 GROUP BY 1, 2, 3, 4`},
 }
 
+// answeredRequestsSQL is the client requests counted in [@from, @to): those answered in it
+// within @reach of their arrival, read from @since (received before it, they were answered
+// before the previous count), and those whose @reach ran out in it unanswered, each once.
+// Both halves read client_requests_received_idx over a range of their own.
+const answeredRequestsSQL = `
+SELECT cr.tenant_id, cr.operation_id, cr.kind, cr.duplicate, cr.answer FROM client_requests cr
+WHERE cr.received_at >= @since AND cr.received_at < @to AND cr.answered_at >= @from AND cr.answered_at < @to
+	AND cr.answered_at < cr.received_at + make_interval(secs => @reach)
+UNION ALL
+SELECT cr.tenant_id, cr.operation_id, cr.kind, cr.duplicate, 'unanswered' FROM client_requests cr
+WHERE cr.received_at >= @from_reach AND cr.received_at < @to_reach
+	AND (cr.answered_at IS NULL OR cr.answered_at >= cr.received_at + make_interval(secs => @reach))`
+
 // Tally is TallySince for one window alone: the attempts counted are those that started
 // and finished in it.
 func (s *Store) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, error) {
@@ -71,9 +83,12 @@ func (s *Store) Tally(ctx context.Context, from, to time.Time) ([]alerts.Tally, 
 // TallySince implements alerts.MetricsSource: rows recorded in [from, to), each count on the
 // index of its time column. Attempts are counted by the time they finished, on the index of
 // their start, read from since: an attempt counted when it started, still running, would
-// never be counted as the timeout it became (ops rule 8).
+// never be counted as the timeout it became (ops rule 8). Client requests are counted so by
+// the time they were answered, on the index of their arrival: a request that waited for
+// another one's send would stay unanswered forever (answeredRequestsSQL).
 func (s *Store) TallySince(ctx context.Context, since, from, to time.Time) ([]alerts.Tally, time.Time, error) {
-	args := pgx.NamedArgs{"since": since, "from": from, "to": to}
+	args := pgx.NamedArgs{"since": since, "from": from, "to": to, "reach": alerts.AnswerReach.Seconds(),
+		"from_reach": from.Add(-alerts.AnswerReach), "to_reach": to.Add(-alerts.AnswerReach)}
 	var out []alerts.Tally
 	for _, q := range tallyQueries {
 		rows, err := s.db.Pool.Query(ctx, q.sql, args)
@@ -106,14 +121,18 @@ func (s *Store) TallySince(ctx context.Context, since, from, to time.Time) ([]al
 	return out, next, nil
 }
 
-// oldestRunning is the start of the oldest attempt started in [since, to) that had not
-// finished by to, or to: where the next tally's attempts begin.
+// oldestRunning is where the next tally's attempts and requests begin: the start of the
+// oldest attempt, or the arrival of the oldest client request, in [since, to) that had not
+// finished or been answered by to; or to.
 func (s *Store) oldestRunning(ctx context.Context, args pgx.NamedArgs) (time.Time, error) {
 	var next time.Time
-	err := s.db.Pool.QueryRow(ctx, `SELECT coalesce(min(a.started_at), @to) FROM attempts a
-WHERE a.started_at >= @since AND a.started_at < @to AND (a.finished_at IS NULL OR a.finished_at >= @to)`, args).Scan(&next)
+	err := s.db.Pool.QueryRow(ctx, `SELECT least(@to::timestamptz,
+	(SELECT min(a.started_at) FROM attempts a
+	WHERE a.started_at >= @since AND a.started_at < @to AND (a.finished_at IS NULL OR a.finished_at >= @to)),
+	(SELECT min(cr.received_at) FROM client_requests cr
+	WHERE cr.received_at >= @since AND cr.received_at < @to AND (cr.answered_at IS NULL OR cr.answered_at >= @to)))`, args).Scan(&next)
 	if err != nil {
-		return time.Time{}, pg.Interpret(err, "find the oldest running attempt")
+		return time.Time{}, pg.Interpret(err, "find the oldest running attempt or unanswered request")
 	}
 	return next, nil
 }
