@@ -147,12 +147,16 @@ func (s *Store) CreateUser(ctx context.Context, email, password string, role des
 }
 
 // normalizeEmail accepts a bare address only: a display name or several addresses in the
-// field are almost always a paste mistake.
+// field are almost always a paste mistake. The address must also show other people who
+// holds the account (desk.CheckEmailShows).
 func normalizeEmail(email string) (string, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
 	a, err := mail.ParseAddress(email)
 	if err != nil || a.Address != email || a.Name != "" {
-		return "", ops.Errorf(ops.EINVALID, "%q is not an email address.", email)
+		return "", ops.Errorf(ops.EINVALID, "%+q is not an email address.", email)
+	}
+	if err := desk.CheckEmailShows(email); err != nil {
+		return "", err
 	}
 	return email, nil
 }

@@ -22,7 +22,10 @@ func (s *Store) SignInExternal(ctx context.Context, id desk.ExternalIdentity, ro
 		return desk.ExternalSignIn{}, fmt.Errorf("sign in %q at %q as %q: incomplete identity", id.Subject, id.Issuer, role)
 	}
 	email, err := normalizeEmail(id.Email)
-	if err != nil {
+	if ops.ErrorReason(err) == desk.ReasonEmailNotShown {
+		return desk.ExternalSignIn{}, ops.Errorf(ops.EINVALID,
+			"Your identity provider gave Settle an email address that would not show other people who you are: %s Ask its admin to give you a plain address.", ops.ErrorMessage(err))
+	} else if err != nil {
 		return desk.ExternalSignIn{}, ops.Errorf(ops.EINVALID,
 			"Your identity provider did not give Settle an email address for you (it gave %q); ask its admin to release the email claim.", id.Email)
 	}
