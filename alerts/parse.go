@@ -169,6 +169,10 @@ func (p *parser) rule(n *yaml.Node, g *Group) (*Rule, error) {
 	if r.Expr, err = p.expr(f["expr"]); err != nil {
 		return nil, err
 	}
+	if r.Expr.Window > MaxWindow {
+		return nil, p.errf(fieldNode(f["expr"], "window"), fmt.Sprintf("rule %s: window %s is too long; the longest window allowed is %s",
+			r.Alert, FormatDuration(r.Expr.Window), FormatDuration(MaxWindow)))
+	}
 	if r.For, err = p.duration(f["for"], "for"); err != nil {
 		return nil, err
 	}
@@ -188,13 +192,15 @@ func (p *parser) rule(n *yaml.Node, g *Group) (*Rule, error) {
 	}
 	for k, v := range r.Annotations {
 		if _, err := newTemplate(k, v); err != nil {
-			return nil, p.errf(annotationNode(f["annotations"], k), fmt.Sprintf("annotation %s: %v", k, err))
+			return nil, p.errf(fieldNode(f["annotations"], k), fmt.Sprintf("annotation %s: %v", k, err))
 		}
 	}
 	return r, nil
 }
 
-func annotationNode(m *yaml.Node, key string) *yaml.Node {
+// fieldNode is the value of key in mapping m, or m itself when key is absent: where an error
+// about that field points.
+func fieldNode(m *yaml.Node, key string) *yaml.Node {
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == key {
 			return m.Content[i+1]

@@ -287,6 +287,12 @@ func ParseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// MaxWindow is the longest window a rule may count over: the evaluator reads a window's
+// counts from the ledger's hourly rollups in one read, and a read holds at most 93 days of
+// hours per group (ops/pg/rollupstore). A longer window would load and then fail at every
+// evaluation, so the rule would never judge anything.
+const MaxWindow = 93 * 24 * time.Hour
+
 // maxDuration is the longest span time.Duration holds, about 292 years.
 const maxDuration = time.Duration(math.MaxInt64)
 
