@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"bytes"
 	"fmt"
 	"unicode/utf8"
 )
@@ -52,26 +51,21 @@ func CheckNote(field, v string) error {
 }
 
 // CheckJSONText returns an EINVALID error naming field unless the raw JSON value b can be
-// stored as it is: valid UTF-8, and no escaped NUL (\u0000), which Postgres refuses in text
-// and jsonb. Free text (chat messages, documents) may hold any other character.
+// stored as it is: valid UTF-8, and no escaped NUL (\u0000) nor half of a UTF-16 surrogate
+// pair escaped alone, which Postgres refuses in text and jsonb (jsontext.go). Free text
+// (chat messages, documents) may hold any other character.
 func CheckJSONText(field string, b []byte) error {
 	if !utf8.Valid(b) {
 		return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s is not valid UTF-8.", field)}
 	}
-	for i := 0; ; {
-		j := bytes.Index(b[i:], []byte(`u0000`))
-		if j < 0 {
-			return nil
-		}
-		at := i + j
-		slashes := 0
-		for k := at - 1; k >= 0 && b[k] == '\\'; k-- {
-			slashes++
-		}
-		if slashes%2 == 1 {
-			return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s contains a NUL character.", field)}
-		}
-		i = at + 5
+	switch start, _, nul := refusedEscape(b, 0); {
+	case start < 0:
+		return nil
+	case nul:
+		return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf("%s contains a NUL character.", field)}
+	default:
+		return &Error{Code: EINVALID, Reason: ReasonInvalidField, Message: fmt.Sprintf(
+			"%s contains half of a UTF-16 surrogate pair (%s), which is no character; send the whole pair or the character itself.", field, b[start:start+6])}
 	}
 }
 

@@ -311,7 +311,10 @@ func jsonOrNil(b json.RawMessage) any {
 	if len(b) == 0 {
 		return nil
 	}
-	return string(b)
+	// What a client sends was checked (ops.CheckJSONText); a provider's answer and the
+	// records a lookup finds were not, and a NUL or half a surrogate pair in a model's text
+	// would fail the close of a call already billed.
+	return string(ops.StorableJSON(b))
 }
 
 func nullStr(s string) any {
