@@ -26,13 +26,15 @@ func (chatAPI) check(req *request) error {
 	if err := unmarshalField(req.fields, "stream", &req.Stream); err != nil {
 		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "stream must be true or false."}
 	}
-	var so struct {
-		IncludeUsage bool `json:"include_usage"`
+	// Read by its exact name, as the provider reads it: a struct would take any case and the
+	// last of two spellings, and a stream the gateway believed asked for usage would come
+	// back without it, its tokens and cost unrecorded.
+	var so map[string]json.RawMessage
+	var include bool
+	if err := unmarshalField(req.fields, "stream_options", &so); err != nil || unmarshalField(so, "include_usage", &include) != nil {
+		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "stream_options must be an object whose include_usage is true or false."}
 	}
-	if err := unmarshalField(req.fields, "stream_options", &so); err != nil {
-		return &ops.Error{Code: ops.EINVALID, Reason: "invalid_request", Message: "stream_options must be an object."}
-	}
-	req.IncludeUsage = so.IncludeUsage
+	req.IncludeUsage = include
 	return nil
 }
 
