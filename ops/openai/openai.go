@@ -194,7 +194,7 @@ func errorMessage(body []byte) string {
 // to.
 func retryAfter(h http.Header) time.Duration {
 	if ms, err := strconv.ParseFloat(h.Get("Retry-After-Ms"), 64); err == nil && ms > 0 {
-		return time.Duration(ms * float64(time.Millisecond))
+		return upstream.Wait(ms, time.Millisecond)
 	}
 	return upstream.RetryAfter(h)
 }

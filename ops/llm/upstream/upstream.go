@@ -240,12 +240,26 @@ func (s *Sender) classify(r llm.Reply, resp *http.Response) llm.Reply {
 // RetryAfter reads the Retry-After header, in seconds or as an HTTP date; 0 when there is none.
 func RetryAfter(h http.Header) time.Duration {
 	if s, err := strconv.ParseFloat(h.Get("Retry-After"), 64); err == nil && s > 0 {
-		return time.Duration(s * float64(time.Second))
+		return Wait(s, time.Second)
 	}
 	if t, err := http.ParseTime(h.Get("Retry-After")); err == nil {
 		return max(time.Until(t), 0)
 	}
 	return 0
+}
+
+// MaxRetryAfter is the longest wait a provider's Retry-After is taken to ask for.
+const MaxRetryAfter = 24 * time.Hour
+
+// Wait is n units of time, a count a provider gave (n > 0), capped at MaxRetryAfter: a
+// count past the largest duration would overflow to a negative one, which the retry loop
+// would read as leave to send again at once (ops rule 4). A wait that long outlasts any
+// call's deadline, so the call ends and its client is told to wait instead.
+func Wait(n float64, unit time.Duration) time.Duration {
+	if !(n*float64(unit) < float64(MaxRetryAfter)) {
+		return MaxRetryAfter
+	}
+	return time.Duration(n * float64(unit))
 }
 
 func firstHeader(h http.Header, names []string) string {
