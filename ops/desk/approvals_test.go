@@ -43,10 +43,11 @@ func (f *fixture) account(t *testing.T, email string) int64 {
 	return id
 }
 
-// closeByHand is who's close of op as succeeded with a provider record.
+// closeByHand is who's close of op as succeeded with a provider record, op's own: a record
+// another operation holds is refused.
 func (f *fixture) closeByHand(t *testing.T, d *desk.Desk, op *ops.Operation, who string) (desk.CloseOutcome, error) {
 	return d.CloseManually(context.Background(), desk.ManualClose{ID: op.ID, Version: op.Version, To: ops.StatusSucceeded,
-		ProviderRef: "re_seen_in_stripe", Note: "Stripe's dashboard shows the refund.", Actor: who, ActorID: f.account(t, who)})
+		ProviderRef: "re_seen_" + op.ID, Note: "Stripe's dashboard shows the refund.", Actor: who, ActorID: f.account(t, who)})
 }
 
 // decision is who's decision on op's latest proposal, as they see it now; who may name a

@@ -1,7 +1,9 @@
 package pg
 
-// RecordChargeSQL and OperationIDArg let the external tests read the charge-matching plan.
+// RecordChargeSQL, OperationIDArg and RecordOwnerSQL let the external tests read the plans
+// of charge matching and of the record owner check.
 var (
 	RecordChargeSQL = recordChargeSQL
 	OperationIDArg  = operationIDArg
+	RecordOwnerSQL  = recordOwnerSQL
 )

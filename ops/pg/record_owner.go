@@ -7,9 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// recordOwnerSQL finds an operation that holds a provider's record, on the two indexes that
-// name records: provider_charges (provider, charge_ref) and attempts (provider_ref). A
-// charge that names no operation (an orphan, such as a refund made by hand at the provider)
+// recordOwnerSQL finds an operation that holds a provider's record, on the three indexes that
+// name records: provider_charges (provider, charge_ref), attempts (provider_ref), and the
+// operations of except's tenant (tenant_id, provider, provider_ref, migration 00065), where
+// every close as succeeded writes its record and a close by hand writes it nowhere else. A charge
+// that names no operation (an orphan, such as a refund made by hand at the provider)
 // belongs to nobody.
 const recordOwnerSQL = `
 SELECT owner::text FROM (
@@ -18,6 +20,10 @@ SELECT owner::text FROM (
 	UNION ALL
 	SELECT a.operation_id FROM attempts a JOIN operations o ON o.id = a.operation_id
 	WHERE a.provider_ref = @ref AND a.provider_ref <> '' AND o.provider = @provider AND a.operation_id IS DISTINCT FROM @except::uuid
+	UNION ALL
+	SELECT o.id FROM operations o
+	WHERE o.tenant_id = (SELECT e.tenant_id FROM operations e WHERE e.id = @except::uuid)
+		AND o.provider = @provider AND o.provider_ref = @ref AND o.provider_ref <> '' AND o.id IS DISTINCT FROM @except::uuid
 ) owners LIMIT 1`
 
 // RecordOwner implements ops.EventStore.
