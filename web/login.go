@@ -111,10 +111,12 @@ func (s *Server) auditLogin(ctx context.Context, action, email, addr string, aft
 }
 
 // auditEmail is what the audit log keeps of the email a sign-in named: the address when it
-// is one, else a placeholder, so a password typed into the wrong field is never kept.
+// is one, else a placeholder, so a password typed into the wrong field is never kept. Anyone
+// may post the form, so an address that would show the people reading the log another one
+// (desk.CheckEmailShows) is no address either.
 func auditEmail(email string) string {
 	e := loginAccount(email)
-	if a, err := mail.ParseAddress(e); err != nil || a.Address != e || a.Name != "" || len(e) > 254 {
+	if a, err := mail.ParseAddress(e); err != nil || a.Address != e || a.Name != "" || len(e) > 254 || desk.CheckEmailShows(e) != nil {
 		return "(not an email address)"
 	}
 	return e
