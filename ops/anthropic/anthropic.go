@@ -66,7 +66,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg.AttemptTimeout, cfg.IdleTimeout, cfg.HTTPClient = upstream.Defaults(cfg.AttemptTimeout, cfg.IdleTimeout, cfg.HTTPClient)
 	return &Client{cfg: cfg, sender: upstream.Sender{
-		HTTPClient:       cfg.HTTPClient,
+		HTTPClient:       upstream.NoRedirects(cfg.HTTPClient),
 		AttemptTimeout:   cfg.AttemptTimeout,
 		IdleTimeout:      cfg.IdleTimeout,
 		RequestIDHeaders: []string{"Request-Id"},

@@ -83,7 +83,7 @@ func New(cfg Config) (*Client, error) {
 // newSender sends the attempts of the provider cfg names, by OpenAI's rules.
 func newSender(cfg Config) upstream.Sender {
 	return upstream.Sender{
-		HTTPClient:       cfg.HTTPClient,
+		HTTPClient:       upstream.NoRedirects(cfg.HTTPClient),
 		AttemptTimeout:   cfg.AttemptTimeout,
 		IdleTimeout:      cfg.IdleTimeout,
 		RequestIDHeaders: []string{"x-request-id", "request-id"},

@@ -48,6 +48,20 @@ func Defaults(attemptTimeout, idleTimeout time.Duration, client *http.Client) (t
 	return attemptTimeout, idleTimeout, client
 }
 
+// NoRedirects is client for sending attempts: the same client, but a redirect is answered
+// to the Sender as it came instead of followed. A provider that redirects a call generated
+// nothing, and following would turn the POST into a GET of another address (301, 302,
+// 303), whose 200 would be taken for the call's generation (ops rule 9), or send the prompt
+// wherever it points (307, 308). Its 3xx is classified as a refusal: nothing ran.
+func NoRedirects(client *http.Client) *http.Client {
+	if client == nil {
+		return nil
+	}
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
 // Sender sends one provider's attempts and classifies their answers by that provider's rules.
 type Sender struct {
 	// HTTPClient sends the requests; its own Timeout should be zero (the Sender sets deadlines).
