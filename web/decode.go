@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -74,11 +73,11 @@ func checkNames(body []byte, v any) error {
 }
 
 // checkTextFields refuses a body whose strings Settle could not store as they are: bytes
-// that are not UTF-8 (which decoding would silently replace) or an escaped NUL. The refusal
-// names the field by its path (document.text). Most bodies pass the quick look and are not
-// walked.
+// that are not UTF-8 (which decoding would silently replace), an escaped NUL or half of a
+// UTF-16 surrogate pair. The refusal names the field by its path (document.text). Most
+// bodies pass the quick look and are not walked.
 func checkTextFields(body []byte) error {
-	if utf8.Valid(body) && !bytes.Contains(body, []byte(`u0000`)) {
+	if ops.CheckJSONText("The body", body) == nil {
 		return nil
 	}
 	if err := walkText(body); err != nil {
