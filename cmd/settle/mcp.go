@@ -55,8 +55,9 @@ func (r stdioRun) serve(ctx context.Context, stdin io.Reader, stdout io.Writer) 
 		return err
 	}
 	defer db.Close()
-	// Its refunds take operation leases and judge others' by r.Clock, as serve's do (ops
-	// rule 11): refuse a clock off the database's now, and gate admissions while it drifts.
+	// Its refunds take operation leases and judge others' by r.Clock, as serve's do
+	// (ops rule 11): refuse a clock off the database's now, and gate admissions while it
+	// drifts.
 	if err := checkClock(ctx, cfg, r.Clock, db); err != nil {
 		return fmt.Errorf("mcp --stdio: %w", err)
 	}
