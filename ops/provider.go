@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -80,7 +81,8 @@ type EventStore interface {
 // Applied says what applying a provider record did.
 type Applied struct {
 	Op *Operation
-	// Outcome: closed, already_closed, in_flight, orphan, not_charged, foreign_account, foreign_provider.
+	// Outcome: closed, already_closed, in_flight, orphan, not_charged, foreign_account,
+	// foreign_provider, other_amount.
 	Outcome string
 }
 
@@ -93,13 +95,18 @@ const OutcomeForeignAccount = "foreign_account"
 // nothing.
 const OutcomeForeignProvider = "foreign_provider"
 
+// OutcomeOtherAmount is the outcome of a record that names an operation with an amount
+// whose amount or currency is not the operation's (a refund made by hand with Settle's
+// metadata copied onto it): it is not that operation's record and changes nothing.
+const OutcomeOtherAmount = "other_amount"
+
 // ApplyRecord records a provider record and, when it explains an operation nobody is
 // sending for (unknown, expired, stalled), closes that operation with ev as evidence through
 // the same compare-and-set as a person would. Replays are harmless. A record from another
-// provider account than the one the operation was sent to, or from another
-// provider than the operation's, is recorded tied to no operation and changes nothing
-// (OutcomeForeignAccount, OutcomeForeignProvider), on every path: webhooks, lookups and
-// reconciliation.
+// provider account than the one the operation was sent to, from another provider than the
+// operation's, or of another amount or currency than the operation's, is recorded tied to
+// no operation and changes nothing (OutcomeForeignAccount, OutcomeForeignProvider,
+// OutcomeOtherAmount), on every path: webhooks, lookups and reconciliation.
 func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRecord, ev Evidence, actor string) (Applied, error) {
 	now := l.Clock.Now()
 	var op *Operation
@@ -169,16 +176,24 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 // OutcomeForeignProvider when another provider keeps it (a refund at Stripe says nothing
 // of what an LLM provider ran: it is no evidence that an uncertain call ran nothing, rule
 // 11, nor that it succeeded, rule 9), OutcomeForeignAccount when another account of the
-// provider does, "" when it may be op's.
+// provider keeps it, OutcomeOtherAmount when it moved another sum than op asks for
+// (closing op with it would show op's amount moved on evidence of another, rules 9 and
+// 12), "" when it may be op's.
 func foreignRecord(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord) (string, error) {
 	if rec.Provider != op.Provider {
 		return OutcomeForeignProvider, nil
 	}
 	foreign, err := foreignAccount(ctx, es, op, rec)
-	if err != nil || !foreign {
+	switch {
+	case err != nil:
 		return "", err
+	case foreign:
+		return OutcomeForeignAccount, nil
 	}
-	return OutcomeForeignAccount, nil
+	if op.AmountCents > 0 && (rec.AmountCents != op.AmountCents || !strings.EqualFold(rec.Currency, op.Currency)) {
+		return OutcomeOtherAmount, nil
+	}
+	return "", nil
 }
 
 // foreignAccount reports whether rec comes from another provider account than the one the

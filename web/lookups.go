@@ -162,11 +162,12 @@ func (s *Server) closeForm(w http.ResponseWriter, r *http.Request) (id string, v
 
 // bulkLabels say in words why a lookup left operations for a person.
 var bulkLabels = map[string]string{
-	desk.LookupNotFound:    "not found at the provider: check them and close by hand, or as not executed once the key retention has passed",
-	desk.LookupInFlight:    "being sent by a worker right now: look again once the lease has ended",
-	desk.LookupUnsupported: "no lookup exists for them (each one's page says why: its API, or its provider, keeps nothing Settle can read); close them by hand",
-	desk.LookupUnavailable: "the provider could not be asked: try again in a moment",
-	desk.LookupFailed:      "failed with an internal error (see the logs)",
+	desk.LookupNotFound:     "not found at the provider: check them and close by hand, or as not executed once the key retention has passed",
+	desk.LookupInFlight:     "being sent by a worker right now: look again once the lease has ended",
+	desk.LookupUnsupported:  "no lookup exists for them (each one's page says why: its API, or its provider, keeps nothing Settle can read); close them by hand",
+	desk.LookupUnavailable:  "the provider could not be asked: try again in a moment",
+	desk.LookupFailed:       "failed with an internal error (see the logs)",
+	desk.LookupNotItsRecord: "the provider holds a record naming them that is not theirs (another amount, currency or account): find out who made it, then close them by hand",
 }
 
 // handleBulkLookup looks up the ticked operations and reports how many closed, how many need

@@ -34,6 +34,9 @@ const (
 	LookupFailed = "error"
 	// LookupProposed: the close needs a second person; it awaits approval (ops rule 13).
 	LookupProposed = "proposed"
+	// LookupNotItsRecord: the provider holds a record naming the operation that cannot be
+	// its own (another amount or currency, account or provider); it closes nothing.
+	LookupNotItsRecord = "not_its_record"
 )
 
 // MaxCloseNoteLength bounds the note a person writes when closing an operation.
@@ -222,6 +225,8 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(applied.Op).Message
 	case "in_flight":
 		out.Outcome, out.Message = LookupInFlight, "A worker started sending it meanwhile; look again once its lease has ended."
+	case ops.OutcomeOtherAmount, ops.OutcomeForeignAccount, ops.OutcomeForeignProvider:
+		out.Outcome, out.Message = LookupNotItsRecord, notItsRecord(op, res.Records[0], applied.Outcome)
 	default:
 		out.Outcome, out.Message = LookupFailed, "The provider's record could not be applied."
 	}

@@ -25,3 +25,16 @@ func (d *Desk) checkRecordIsOurs(ctx context.Context, op *ops.Operation, ref str
 	}
 	return nil
 }
+
+// notItsRecord tells a person why the provider's record naming op closes nothing: showing op
+// as refunded on evidence of another sum, or of another account's money, would say more
+// than Settle knows (ops rules 9 and 12).
+func notItsRecord(op *ops.Operation, rec ops.ProviderRecord, outcome string) string {
+	why := "comes from another provider account than the one this operation was sent to"
+	if outcome == ops.OutcomeOtherAmount {
+		why = fmt.Sprintf("moved %s, not the %s this operation refunds", ops.FormatMoney(rec.AmountCents, rec.Currency),
+			ops.FormatMoney(op.AmountCents, op.Currency))
+	}
+	return fmt.Sprintf("%s holds %s, which names this operation but %s: it is not this operation's refund, so nothing was closed. "+
+		"Reconciliation raises it as an orphan charge; find out who made it before closing this operation.", op.Provider, rec.Ref, why)
+}
