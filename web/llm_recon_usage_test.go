@@ -36,6 +36,7 @@ func TestReconcilerComparesEachAPIWithItsOwnUsageReport(t *testing.T) {
 		}
 	}
 	w.generations(t, 3)
+	drain(t, w)
 	w.clock.Advance(2 * time.Hour)
 	reps, err := r.RunOnce(ctx)
 	if err != nil || len(reps) != 1 {
@@ -55,6 +56,7 @@ func TestReconcilerComparesEachAPIWithItsOwnUsageReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.generations(t, 6)
+	drain(t, w)
 	w.clock.Advance(2 * time.Hour)
 	if reps, err = r.RunOnce(ctx); err != nil || reps[0].UsageMismatch != 1 {
 		t.Fatalf("a double-billed embeddings call: %+v, %v", reps, err)
@@ -80,5 +82,16 @@ func TestReconcilerComparesEachAPIWithItsOwnUsageReport(t *testing.T) {
 	}
 	if op := w.op(t, "usage-emb-unknown"); op.Status != ops.StatusUnknown {
 		t.Fatalf("the unknown embeddings call is %s", op.Status)
+	}
+}
+
+// drain waits for the closes the gateway writes after its early answers: the reconciler
+// counts a call answered by its closed attempt, and an answer reaches the client before it.
+func drain(t *testing.T, w *lookupWorld) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := w.gw.Drain(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
