@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -132,6 +133,16 @@ func (s *Server) ssoUser(ctx context.Context, p *sso.Person) (*desk.User, error)
 	return in.User, nil
 }
 
+// auditedEmail is an address the provider sent as the audit log keeps it: as sent when it
+// shows as itself, else quoted with its hidden characters escaped (desk.CheckEmailShows),
+// so the people reading the log see what was sent.
+func auditedEmail(email string) string {
+	if email == "" || desk.CheckEmailShows(email) == nil {
+		return email
+	}
+	return strconv.QuoteToASCII(email)
+}
+
 func personName(p *sso.Person) string {
 	if p.Identity.Email != "" {
 		return p.Identity.Email
@@ -146,13 +157,17 @@ func (s *Server) auditSSORefusal(ctx context.Context, p *sso.Person, reason stri
 		return
 	}
 	after := map[string]any{"issuer": p.Identity.Issuer, "subject": p.Identity.Subject,
-		"email": p.Identity.Email, "groups": p.Groups, "reason": reason}
+		"email": auditedEmail(p.Identity.Email), "groups": p.Groups, "reason": reason}
 	if p.Identity.Email == "" {
-		after["claimed_email"], after["email_verified"] = p.UnconfirmedEmail, p.EmailVerified
+		after["claimed_email"], after["email_verified"] = auditedEmail(p.UnconfirmedEmail), p.EmailVerified
 	}
 	b, _ := json.Marshal(after)
+	who := personName(p)
+	if who != p.Identity.Subject && desk.CheckEmailShows(who) != nil {
+		who = p.Identity.Subject
+	}
 	e := desk.AuditLogEntry{At: s.Clock.Now(), Actor: "oidc:" + p.Identity.Issuer, Action: "login.refused",
-		Entity: "login", EntityID: personName(p), After: b}
+		Entity: "login", EntityID: who, After: b}
 	if err := s.LoginAudit.RecordAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.Logger.WarnContext(ctx, "record a refused sign-in in the audit log", "action", e.Action, "err", err)
 	}

@@ -72,3 +72,40 @@ func TestAccountEmailsShowAsWhatTheyAre(t *testing.T) {
 		t.Errorf("%d users (%v) after signing in with disguised addresses only", n, err)
 	}
 }
+
+// TestSSORefusalsRecordDisguisedEmailsEscaped: a person of the identity provider whose
+// address does not show as itself, confirmed or not (an unconfirmed one is often theirs to
+// type), is refused, and the login.refused row on /audit names them by their subject and
+// keeps the address escaped, so the row shows the people reading it what was sent.
+func TestSSORefusalsRecordDisguisedEmailsEscaped(t *testing.T) {
+	t.Parallel()
+	e := newSSOEnv(t, false)
+	const email = "ad\u202emin@corp.example"
+	e.idp.AddPerson(oidctest.Person{Username: "conf", Subject: "sub-conf", Email: email, Groups: []string{"settle-admins"}})
+	e.idp.AddPerson(oidctest.Person{Username: "unconf", Subject: "sub-unconf", Email: email, Groups: []string{"settle-admins"},
+		EmailVerified: oidctest.VerifiedFalse})
+	for _, who := range []string{"conf", "unconf"} {
+		cl := client(t)
+		if resp, _ := e.signInOverHTTP(t, cl, "/ops", who); resp.StatusCode == http.StatusSeeOther || e.signedIn(t, cl) {
+			t.Fatalf("%s signed in with %+q", who, email)
+		}
+	}
+	rows := e.auditRows(t, "login.refused")
+	if len(rows) != 2 {
+		t.Fatalf("%d login.refused rows, want 2", len(rows))
+	}
+	for _, r := range rows {
+		if r.EntityID != "sub-conf" && r.EntityID != "sub-unconf" {
+			t.Errorf("refusal recorded under %+q, want the subject", r.EntityID)
+		}
+		after := jsonOf(t, r.After)
+		for _, k := range []string{"email", "claimed_email"} {
+			if v, _ := after[k].(string); strings.ContainsRune(v, '\u202e') {
+				t.Errorf("refusal keeps %s %+q unescaped", k, v)
+			}
+		}
+		if after["email"] != `"ad\u202emin@corp.example"` && after["claimed_email"] != `"ad\u202emin@corp.example"` {
+			t.Errorf("refusal keeps neither address escaped: %s", r.After)
+		}
+	}
+}
