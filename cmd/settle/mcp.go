@@ -87,6 +87,9 @@ func (r stdioRun) serve(ctx context.Context, stdin io.Reader, stdout io.Writer) 
 	if cfg.Stripe.APIKey != "" {
 		adapter := cfg.Stripe.adapter(db)
 		ledger := ops.NewLedger(db, r.Clock)
+		// Leased as serve leases them: the skew limit above is worked out from this lease,
+		// and serve's reaper takes over any operation whose lease ran out (ops rule 11).
+		ledger.Limits = operationLimits(ledger.Limits, cfg.OperationLease)
 		ledger.Gate = guard
 		refunds = &refund.Tool{Ledger: ledger, Store: db, Provider: adapter, Deadline: cfg.Stripe.Deadline,
 			TenantKey: cfg.Stripe.TenantKey, AnyTenantsPayments: cfg.Stripe.AnyTenantsPayments}
