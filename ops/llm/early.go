@@ -91,8 +91,10 @@ func runLedger(ctx context.Context, l *ops.Ledger, op *ops.Operation, send ops.S
 
 // answerEarly gives the client its whole answer at once when attempt's result res is a
 // definite success that the operation will store, and releases the request (x.early). It
-// runs in the ledger's run, before the attempt's close.
-func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.AttemptResult, reply Reply, body []byte) {
+// runs in the ledger's run, before the attempt's close. The flight f says its client was
+// answered before the release: the client may repeat the key the moment it has the answer,
+// and the repeat waits for the close only if it finds f so marked (afterEarlyAnswer).
+func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.AttemptResult, reply Reply, body []byte, f *flight) {
 	if x.answered || res.Outcome != ops.OutcomeOK || res.Result == nil || isBackground(x.req) {
 		return
 	}
@@ -118,6 +120,7 @@ func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.Attemp
 		}
 	}
 	x.answered = true
+	f.answered.Store(true)
 	x.g.stats.pendingCloses.Add(1)
 	close(x.early)
 }

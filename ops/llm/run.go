@@ -64,10 +64,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 		}
 		// The ledger sets it too, on its own copy of the request's fields (runDetached).
 		reqlog.Set(x.ctx, reqlog.ProviderRequestID, reply.RequestID)
-		x.answerEarly(op, a, res, reply, body)
-		if x.answered {
-			f.answered.Store(true)
-		}
+		x.answerEarly(op, a, res, reply, body, f)
 		return res
 	})
 	end := x.runDetached(op, f, send, ops.RunSpec{
