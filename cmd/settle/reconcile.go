@@ -74,6 +74,9 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 	if err != nil {
 		return err
 	}
+	if err := withinRetention(w, clock.Now(), cfg.Retention.Keep); err != nil {
+		return err
+	}
 	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
@@ -130,4 +133,15 @@ func newReconciler(cfg Config, ledger *ops.Ledger, db *pg.DB, adapter *stripe.Ad
 // reconcileCmd is 'settle reconcile'.
 func reconcileCmd(ctx context.Context, cfg Config, stdout, stderr io.Writer, logger *slog.Logger) error {
 	return runReconcile(ctx, cfg, cfg.Reconcile, stdout, stderr, logger)
+}
+
+// withinRetention refuses a window that starts before the retention's cutoff: the operations
+// of its provider records may be removed, and each such record would be raised as an orphan
+// charge, money moved outside Settle, which it is not (ops rule 12).
+func withinRetention(w recon.Window, now time.Time, keep time.Duration) error {
+	if keep > 0 && w.From.Before(now.Add(-keep)) {
+		return usagef("reconcile: the window starts before SETTLE_RETENTION=%s, whose closed operations may be removed; start it after %s",
+			keep, now.Add(-keep).UTC().Format(time.RFC3339))
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/retainstore"
+	"github.com/settle-dev/settle/ops/recon"
 	"github.com/settle-dev/settle/ops/retain"
 )
 
@@ -49,8 +50,9 @@ func loadRolesEnv(cfg *Config, e environ) error {
 // retentionEnv reads SETTLE_RETENTION: "off", days ("400d") or a duration ("9600h"). A
 // retention that would remove an operation while something still needs it is refused: the
 // provider's key retention (a removed operation frees its intent), an LLM key's TTL plus
-// SETTLE_LLM_BODY_KEEP (its replays), SETTLE_OUTBOX_KEEP (delivered events), and a week,
-// which outlives Stripe's webhook retries.
+// SETTLE_LLM_BODY_KEEP (its replays), SETTLE_OUTBOX_KEEP (delivered events), a week, which
+// outlives Stripe's webhook retries, and the reconciler's furthest reach (recon.MaxLookback),
+// which reads every provider record of that time and finds its operation.
 func retentionEnv(e environ, cfg Config) (time.Duration, error) {
 	v := e.get(envRetention)
 	if v == "" {
@@ -70,6 +72,8 @@ func retentionEnv(e environ, cfg Config) (time.Duration, error) {
 		{retain.MinKeep, "a week, which outlives the providers' key retention and Stripe's webhook retries"},
 		{cfg.LLM.KeyTTL + cfg.LLM.BodyKeep, "SETTLE_LLM_KEY_TTL plus SETTLE_LLM_BODY_KEEP, while an LLM key still replays"},
 		{cfg.OutboxKeep, "SETTLE_OUTBOX_KEEP, while delivered events are kept"},
+		// A record naming an operation removed would be raised as an orphan charge.
+		{recon.MaxLookback, "how far back the reconciler reads the provider's records after an outage"},
 	}
 	for _, f := range floors {
 		if keep < f.d {

@@ -17,7 +17,7 @@ func TestRetentionIsConfigured(t *testing.T) {
 	t.Parallel()
 	db := "postgres://u@127.0.0.1:1/x"
 	for v, want := range map[string]time.Duration{"": 400 * 24 * time.Hour, "400d": 400 * 24 * time.Hour, "9600h": 9600 * time.Hour,
-		"off": 0, "200h": 200 * time.Hour} {
+		"off": 0, "800h": 800 * time.Hour} {
 		cfg, err := LoadConfig([]string{"serve"}, env(map[string]string{"DATABASE_URL": db, "SETTLE_RETENTION": v}), t.TempDir())
 		if err != nil || cfg.Retention.Keep != want {
 			t.Errorf("SETTLE_RETENTION=%q: keep %s, %v; want %s", v, cfg.Retention.Keep, err, want)
@@ -86,5 +86,34 @@ FROM tn, generate_series(1, 2) g, LATERAL (SELECT CASE WHEN g = 1 THEN 'succeede
 	}
 	if n := count(`SELECT count(*) FROM audit_log WHERE action = 'retention.pass'`); n != 1 {
 		t.Errorf("%d retention audit rows, want 1", n)
+	}
+}
+
+// The reconciler reads the provider's records of the last 31 days (recon.MaxLookback) after
+// an outage, and a record naming an operation Settle no longer has is raised as an orphan
+// charge: money moved outside Settle. A retention shorter than that reach would make every
+// record of a removed operation a false alarm and a false sentence (ops rule 12), so it is
+// refused at start; and 'settle reconcile' refuses a window reaching before the retention,
+// whose operations are gone.
+func TestRetentionOutlastsTheReconcilersReach(t *testing.T) {
+	t.Parallel()
+	db := "postgres://u@127.0.0.1:1/x"
+	for _, args := range [][]string{{"serve"}, {"retention", "run"}} {
+		code, _, stderr := run(t, args, map[string]string{"DATABASE_URL": db, "SETTLE_RETENTION": "30d"}, "")
+		if code != 2 || !strings.Contains(stderr, "SETTLE_RETENTION=30d is shorter than 744h0m0s") ||
+			!strings.Contains(stderr, "reconciler") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("settle %v with SETTLE_RETENTION=30d: exit %d, stderr %q; want 2 and one line naming the reconciler's reach", args, code, stderr)
+		}
+	}
+	if cfg, err := LoadConfig([]string{"serve"}, env(map[string]string{"DATABASE_URL": db, "SETTLE_RETENTION": "31d"}), t.TempDir()); err != nil ||
+		cfg.Retention.Keep != 31*24*time.Hour {
+		t.Errorf("SETTLE_RETENTION=31d: keep %s, %v; want 31 days", cfg.Retention.Keep, err)
+	}
+	old := time.Now().Add(-50 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	for _, args := range [][]string{{"reconcile", "--since", "1000h"}, {"reconcile", "--from", old}} {
+		code, stdout, stderr := run(t, args, map[string]string{"DATABASE_URL": db, "SETTLE_RETENTION": "40d"}, "")
+		if code != 2 || stdout != "" || !strings.Contains(stderr, "SETTLE_RETENTION") || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("settle %v with SETTLE_RETENTION=40d: exit %d, stderr %q; want 2 and one line naming SETTLE_RETENTION", args, code, stderr)
+		}
 	}
 }

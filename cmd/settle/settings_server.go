@@ -38,8 +38,9 @@ var (
 		Short: "how long closed operations are kept after closing, or off to keep everything",
 		Doc: "how long a closed (succeeded or failed) operation is kept after its closing, with every row hanging from it; `off` " +
 			"keeps everything. Open operations are never removed, whatever their age. Refused at start, in one line, when shorter " +
-			"than a week, than `SETTLE_LLM_KEY_TTL` plus `SETTLE_LLM_BODY_KEEP`, or than `SETTLE_OUTBOX_KEEP` (see " +
-			"[Retention](operating.md#retention))"})
+			"than 31 days (how far back the reconciler reads the provider's records after an outage), than `SETTLE_LLM_KEY_TTL` " +
+			"plus `SETTLE_LLM_BODY_KEEP`, or than `SETTLE_OUTBOX_KEEP`; `settle reconcile` refuses a window that starts before it " +
+			"(see [Retention](operating.md#retention))"})
 	envRoleLease = define(sectionServer, setting{Name: "SETTLE_ROLE_LEASE", Commands: []string{"server commands"},
 		Default: "`30s`", Parses: "a Go duration, at least `3s`",
 		Short: "how long the reconciler or the alert evaluator stays with a replica that stopped renewing it",

@@ -47,7 +47,7 @@ var validEnv = map[string]string{
 	"SETTLE_RECONCILE_INTERVAL": "off", "SETTLE_OUTBOX_URL": "https://hooks.example.com/SECRET?token=SECRET",
 	"SETTLE_OUTBOX_KEEP": "72h", "SETTLE_NOTIFY_WEBHOOK_URL": "https://hooks.slack.example.com/services/SECRET",
 	"SETTLE_SMTP_URL":            "smtp://settle:SECRET@mail.example.com:587?from=settle@example.com",
-	"SETTLE_ROLLUP_MINUTES_KEEP": "72h", "SETTLE_RETENTION": "30d", "SETTLE_ROLE_LEASE": "10s", "SETTLE_OPERATION_LEASE": "20s",
+	"SETTLE_ROLLUP_MINUTES_KEEP": "72h", "SETTLE_RETENTION": "35d", "SETTLE_ROLE_LEASE": "10s", "SETTLE_OPERATION_LEASE": "20s",
 	"SETTLE_LLM_BASE_URL": "https://llm.example.com/SECRET/v1", "SETTLE_LLM_API_KEY": "sk-SECRET",
 	"SETTLE_ANTHROPIC_BASE_URL": "https://anthropic.example.com/SECRET", "SETTLE_ANTHROPIC_API_KEY": "sk-ant-SECRET",
 	"SETTLE_ANTHROPIC_ADMIN_KEY": "sk-ant-admin-SECRET", "SETTLE_ANTHROPIC_API_KEY_ID": "apikey_01settle",
