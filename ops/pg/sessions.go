@@ -47,9 +47,10 @@ ON CONFLICT (token) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry
 }
 
 // Delete implements scs.Store: it ends the session, and keeps its row as ended so that no
-// commit brings it back.
+// commit brings it back. Its data goes: a server of an earlier version, which knows no
+// ended sessions, finds nothing it could sign in with while a deployment rolls out.
 func (s *SessionStore) Delete(token string) error {
-	_, err := s.db.Pool.Exec(context.Background(), `UPDATE sessions SET ended = true,
+	_, err := s.db.Pool.Exec(context.Background(), `UPDATE sessions SET ended = true, data = ''::bytea,
 	expiry = greatest(expiry, current_timestamp + $2 * interval '1 second') WHERE token = $1`,
 		token, endedSessionKept.Seconds())
 	return translate(err, "delete session")
