@@ -57,3 +57,38 @@ func TestAnswerWithTextPostgresRefusesIsStored(t *testing.T) {
 		})
 	}
 }
+
+// TestAnAnswerIDWithANulIsStored: the provider's id of its answer is stored in a text
+// column, which takes no NUL; an id escaping one ("chatcmpl-\u0000") must not fail the close
+// of a call already billed and answered, for a resend to bill again (ops rule 3). The call
+// closes succeeded and a repeat is replayed without a second generation.
+func TestAnAnswerIDWithANulIsStored(t *testing.T) {
+	w := newGatewayWorld(t, gatewaySetup{})
+	var sends atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPost {
+			http.NotFound(rw, req)
+			return
+		}
+		sends.Add(1)
+		rw.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(rw, `{"id":"chatcmpl-\u0000nul","object":"chat.completion","created":1,"model":"fake-small","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+	}))
+	defer srv.Close()
+	up := w.world.Upstream(srv.URL, openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream"})
+	gw, err := llm.New(llm.Config{Ledger: w.ledger, Upstream: up, Prices: llm.DefaultPrices(), Refs: w.db, Streams: w.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := chatBody("an odd id", 0, false)
+	r, err := w.callOn(gw, "/v1/chat/completions", "shop", "nul-id", body, "")
+	completion(t, r, err)
+	if op := w.op(t, "nul-id"); op.Status != ops.StatusSucceeded {
+		t.Fatalf("operation %s after the provider's 200, want succeeded", op.Status)
+	}
+	w.clock.Advance(w.ledger.Limits.Lease + 1)
+	again, err := w.callOn(gw, "/v1/chat/completions", "shop", "nul-id", body, "")
+	if completion(t, again, err); !again.head.Replayed || sends.Load() != 1 {
+		t.Fatalf("the repeat: replayed %v after %d generations, want replayed after 1", again.head.Replayed, sends.Load())
+	}
+}

@@ -21,7 +21,7 @@ func (db *DB) RecordAttemptRef(ctx context.Context, opID string, n int, ref stri
 	if !durable {
 		sql = recordRefLightSQL
 	}
-	_, err := db.Pool.Exec(ctx, sql, pgx.NamedArgs{"op": opID, "n": n, "ref": ref})
+	_, err := db.Pool.Exec(ctx, sql, pgx.NamedArgs{"op": opID, "n": n, "ref": storableText(ref)})
 	return interpret(err, "record the provider's id of an attempt")
 }
 

@@ -317,6 +317,17 @@ func jsonOrNil(b json.RawMessage) any {
 	return string(ops.StorableJSON(b))
 }
 
+// storableText is s as a text column takes it: PostgreSQL refuses a NUL in text, and an id
+// or a summary from a provider's answer may hold one (an id escaping \u0000), which would
+// fail the close of a call already billed; it becomes the replacement character, as in
+// jsonOrNil.
+func storableText(s string) string {
+	if !strings.Contains(s, "\x00") {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
+
 func nullStr(s string) any {
 	if s == "" {
 		return nil

@@ -208,11 +208,11 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 	}
 	if e := p.Evidence; e != nil {
 		args["ev_kind"], args["ev_ref"], args["ev_summary"], args["ev_data"], args["ev_by"], args["ev_at"] =
-			string(e.Kind), e.ProviderRef, e.Summary, jsonOrNil(e.Data), e.RecordedBy, e.RecordedAt
+			string(e.Kind), storableText(e.ProviderRef), storableText(e.Summary), jsonOrNil(e.Data), e.RecordedBy, e.RecordedAt
 	}
 	if r := p.Result; r != nil {
 		args["res_ref"], args["res_prid"], args["res_body"], args["res_usage"], args["res_cost"] =
-			r.ProviderRef, r.ProviderRequestID, jsonOrNil(r.Body), jsonOrNil(r.Usage), r.CostMicros
+			storableText(r.ProviderRef), r.ProviderRequestID, jsonOrNil(r.Body), jsonOrNil(r.Usage), r.CostMicros
 		args["res_events"] = jsonOrNil(r.Events)
 	}
 	var o *ops.Operation
