@@ -189,9 +189,12 @@ func (s *SavedViews) audit(ctx context.Context, v SavedView, action, actor strin
 		EntityID: fmt.Sprint(v.ID), After: after})
 }
 
+// printableName reports whether s shows as itself: everyone of a role is offered a view by
+// its name alone, so an invisible character, a bidi override or a space that is not one
+// would let a view pass for another (see CheckEmailShows).
 func printableName(s string) bool {
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if !unicode.IsPrint(r) {
 			return false
 		}
 	}
