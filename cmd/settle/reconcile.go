@@ -85,6 +85,16 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 	if err := checkClock(ctx, cfg, clock, db); err != nil {
 		return err
 	}
+	// The replicas' retention may be shorter than this command's setting: what the database
+	// says was removed decides.
+	removed, err := db.RetentionRemovedBefore(ctx)
+	if err != nil {
+		return err
+	}
+	if w.From.Before(removed) {
+		return usagef("reconcile: the window starts before %s, before which the retention has removed closed operations; start it after that",
+			removed.UTC().Format(time.RFC3339))
+	}
 	var adapter *stripe.Adapter
 	if cfg.Stripe.APIKey != "" {
 		adapter = cfg.Stripe.adapter(db)
