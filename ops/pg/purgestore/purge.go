@@ -37,9 +37,11 @@ WITH c AS (
 UPDATE operations o SET request = NULL, result = NULL, stream_events = NULL, purged_at = @now FROM c WHERE o.id = c.id`
 
 // purgeJobsSQL deletes the document and result of up to @batch published or failed jobs
-// created more than @ttl plus @keep ago, and the results of their checkpoints (a later job
-// of the same computation then does those stages again: a checkpoint without its result is
-// never reused).
+// created more than @ttl plus @keep ago, the results of their checkpoints (a later job of
+// the same computation then does those stages again: a checkpoint without its result is
+// never reused), and the copy of the result in their publish event once it was delivered,
+// which SETTLE_OUTBOX_KEEP may keep longer. An event not yet delivered keeps it, to be
+// delivered whole at least once (ops rule 10).
 const purgeJobsSQL = `
 WITH c AS (
 	SELECT id FROM jobs
@@ -52,6 +54,9 @@ WITH c AS (
 	RETURNING jobs.id
 ), cp AS (
 	UPDATE job_checkpoints SET result = NULL WHERE job_id IN (SELECT id FROM j)
+), ev AS (
+	UPDATE job_outbox SET payload = payload - 'result'
+	WHERE topic = 'job.published' AND entity_id IN (SELECT id::text FROM j) AND published_at IS NOT NULL
 )
 SELECT count(*) FROM j`
 
