@@ -301,9 +301,11 @@ func (s *Tool) answer(ctx context.Context, op *ops.Operation) (Answer, error) {
 	return AnswerFor(ctx, s.Store, op)
 }
 
-// OtherParamsNote goes with the answer to a call whose order and amount are already being
-// refunded with other parameters (a reason, a payment): they were not used.
-const OtherParamsNote = "This order and amount are already being refunded by operation %s with other parameters; this call's other parameters were not used and nothing new was sent."
+// OtherParamsNote goes with the answer to a call whose order and amount were already asked
+// for with other parameters (a reason, a payment): they were not used. It names no outcome,
+// since that operation may be open, refunded or refused, and its status is the answer's
+// (ops rule 12).
+const OtherParamsNote = "This order and amount were already asked for in operation %s with other parameters; this answer is that operation's, this call's other parameters were not used and nothing new was sent."
 
 // PendingNote is the sentence that goes with "refund_pending".
 const PendingNote = "Stripe accepted the refund and it is on its way, but the bank has not settled it yet; it may still fail, and if it does this operation will say so."
