@@ -168,6 +168,11 @@ func (s *SavedViews) Delete(ctx context.Context, id int64, actor string, role Ro
 	if err != nil {
 		return v, err
 	}
+	// A view shared above the person's role is one they are not offered: answered as none,
+	// its name and author stay unseen.
+	if v.CreatedBy != actor && !role.AtLeast(v.Role) {
+		return SavedView{}, ops.Errorf(ops.ENOTFOUND, "There is no saved view %d.", id)
+	}
 	if v.CreatedBy != actor && !role.AtLeast(RoleAdmin) {
 		return v, ops.Errorf(ops.EFORBIDDEN, "Only %s, who saved it, or an admin may delete the view %q.", v.CreatedBy, v.Name)
 	}
