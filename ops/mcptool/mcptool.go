@@ -40,9 +40,9 @@ type StatusStore interface {
 // OrderFinder is what a StatusStore may also implement so refund_status can find a refund
 // by its order alone. Without it the model must also pass amount_cents and currency.
 type OrderFinder interface {
-	// LatestRefundForOrder returns the tenant's newest refund operation on an order, or
-	// ENOTFOUND.
-	LatestRefundForOrder(ctx context.Context, tenantID int64, orderID string) (*ops.Operation, error)
+	// LatestRefundForOrder returns the tenant's newest refund operation on an order with
+	// the number of refund intents (amount and currency) the order has, or ENOTFOUND.
+	LatestRefundForOrder(ctx context.Context, tenantID int64, orderID string) (op *ops.Operation, intents int, err error)
 }
 
 // TenantFunc says which tenant a tool call acts for, from the API token the call came with:

@@ -242,7 +242,15 @@ func (t *Tools) findRefund(ctx context.Context, tenantID int64, a statusArgs) (*
 		if err := probe.Validate(); err != nil {
 			return nil, err
 		}
-		return f.LatestRefundForOrder(ctx, tenantID, a.OrderID)
+		op, intents, err := f.LatestRefundForOrder(ctx, tenantID, a.OrderID)
+		if err == nil && intents > 1 {
+			// The newest refund of the order says nothing of its others: answering with it
+			// could tell a customer nothing was refunded when another refund went through
+			// (ops rule 12).
+			return nil, &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: fmt.Sprintf(
+				"Order %s has %d refunds of different amounts: also pass amount_cents and currency, the same as in issue_refund, or pass operation_id.", a.OrderID, intents)}
+		}
+		return op, err
 	}
 }
 

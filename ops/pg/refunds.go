@@ -29,19 +29,24 @@ WHERE o.tenant_id = $1 AND o.kind = $2 AND o.intent_key = $3 ORDER BY o.intent_s
 	return o, nil
 }
 
-// LatestRefundForOrder returns the tenant's newest refund operation on an order, or
-// ENOTFOUND; refund_status uses it when a model knows only the order.
-func (db *DB) LatestRefundForOrder(ctx context.Context, tenantID int64, orderID string) (*ops.Operation, error) {
-	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+` FROM operations o
+// LatestRefundForOrder returns the tenant's newest refund operation on an order and how
+// many refund intents (amount and currency) the order has, read in one statement so that
+// the count is that of the order the operation was picked from; or ENOTFOUND. refund_status
+// uses it when a model knows only the order.
+func (db *DB) LatestRefundForOrder(ctx context.Context, tenantID int64, orderID string) (*ops.Operation, int, error) {
+	var intents int
+	o, err := scanOp(db.Pool.QueryRow(ctx, `SELECT `+opCols+`, (SELECT count(DISTINCT x.intent_key) FROM operations x
+	WHERE x.order_ref = o.order_ref AND x.tenant_id = o.tenant_id AND x.kind = 'refund')
+FROM operations o
 WHERE o.order_ref = $2 AND o.order_ref <> '' AND o.tenant_id = $1 AND o.kind = 'refund'
-ORDER BY o.created_at DESC, o.id DESC LIMIT 1`, tenantID, orderID))
+ORDER BY o.created_at DESC, o.id DESC LIMIT 1`, tenantID, orderID), &intents)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ops.Errorf(ops.ENOTFOUND, "No refund for order %s.", orderID)
+		return nil, 0, ops.Errorf(ops.ENOTFOUND, "No refund for order %s.", orderID)
 	}
 	if err != nil {
-		return nil, interpret(err, "find refund by order")
+		return nil, 0, interpret(err, "find refund by order")
 	}
-	return o, nil
+	return o, intents, nil
 }
 
 // OpenForPayment lists a tenant's open operations on one payment, whatever their kind: the
