@@ -60,16 +60,29 @@ WITH c AS (
 )
 SELECT count(*) FROM j`
 
+// stripLateEventsSQL deletes the copy of the result from up to @batch publish events of
+// purged jobs delivered within the last @keep: their receiver took them only after the purge
+// (it was down), which left them whole then. A pass runs every few minutes and @keep is at
+// least an hour, so each is met on job_outbox_published_idx before it leaves the window.
+const stripLateEventsSQL = `
+UPDATE job_outbox SET payload = payload - 'result' WHERE id IN (
+	SELECT o.id FROM job_outbox o JOIN jobs j ON j.id = o.entity_id::uuid
+	WHERE o.published_at IS NOT NULL AND o.published_at >= @now::timestamptz - @keep::interval
+		AND o.topic = 'job.published' AND o.payload ? 'result' AND j.purged_at IS NOT NULL
+	LIMIT @batch)`
+
 // PurgeBodies implements llm.PurgeStore: one short transaction per batch, each while the
 // purge's lease is held, until a batch comes back short.
 func (s *Store) PurgeBodies(ctx context.Context, p llm.PurgeParams) (llm.PurgeReport, error) {
 	var rep llm.PurgeReport
+	var stripped int
 	args := pgx.NamedArgs{"now": p.Now, "keep": p.Keep, "ttl": p.JobTTL, "batch": p.Batch}
 	for _, step := range []struct {
 		sql  string
 		what string
 		n    *int
-	}{{purgeOperationsSQL, "purge operation bodies", &rep.Operations}, {purgeJobsSQL, "purge job bodies", &rep.Jobs}} {
+	}{{purgeOperationsSQL, "purge operation bodies", &rep.Operations}, {purgeJobsSQL, "purge job bodies", &rep.Jobs},
+		{stripLateEventsSQL, "purge results from job events delivered late", &stripped}} {
 		for {
 			n, locked, err := s.purgeBatch(ctx, p, step.sql, args)
 			if err != nil {

@@ -56,3 +56,37 @@ FROM j WHERE entity_id = j.id::text`, id, secret, delivered); err != nil {
 		t.Errorf("%d undelivered job events carry their result whole, want 1", n)
 	}
 }
+
+// An event its receiver took only after the purge (the receiver was down for days) loses its
+// copy of the result at the next pass after its delivery.
+func TestPurgeStripsAJobEventDeliveredAfterIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := pgworld.New(t)
+	created := pgworld.T0.Add(-30 * 24 * time.Hour)
+	closed := created.Add(time.Minute)
+	id := pgtest.SeedHistory(t, w.DB, w.Tenant, ops.StatusSucceeded, ops.KindLLMJob, created, &closed)
+	pgtest.SeedJob(t, w.DB, w.Tenant, id, created)
+	if _, err := w.DB.Pool.Exec(ctx, `
+WITH j AS (UPDATE jobs SET result = '{"summary": "s"}' WHERE operation_id = $1 RETURNING id)
+UPDATE job_outbox SET payload = jsonb_build_object('job_id', j.id, 'result', jsonb_build_object('summary', 's')), published_at = NULL
+FROM j WHERE entity_id = j.id::text`, id); err != nil {
+		t.Fatal(err)
+	}
+	purge := func(now time.Time) {
+		t.Helper()
+		if _, err := purgestore.New(w.DB).PurgeBodies(ctx, llm.PurgeParams{Now: now, Keep: 24 * time.Hour, JobTTL: 24 * time.Hour, Batch: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	purge(pgworld.T0)
+	delivered := pgworld.T0.Add(3 * 24 * time.Hour)
+	if _, err := w.DB.Pool.Exec(ctx, `UPDATE job_outbox SET published_at = $1 WHERE topic = 'job.published'`, delivered); err != nil {
+		t.Fatal(err)
+	}
+	purge(delivered.Add(10 * time.Minute))
+	var n int
+	if err := w.DB.Pool.QueryRow(ctx, `SELECT count(*) FROM job_outbox WHERE payload ? 'result'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d job events delivered after the purge still carry the result (%v), want 0", n, err)
+	}
+}
