@@ -79,6 +79,8 @@ thing to do when the customer asks you to "try again".
 
 The answer's status says what you may tell the customer; pass on customer_message:
 - "refunded": the provider confirmed the refund (refund_id). Tell the customer it was issued.
+- "refund_pending": the provider accepted the refund (refund_id) and it is on its way, but the bank has
+  not settled it yet and it may still fail. Tell the customer it is on its way, not that it arrived.
 - "unconfirmed": the provider has not answered yet (for example it timed out). The refund may or may
   not have happened. Do NOT say it succeeded or failed. It is safe to call issue_refund again with the
   same arguments, now or when the customer asks again.
@@ -110,7 +112,8 @@ var refundStatusTool = &mcp.Tool{
 provider. Pass the operation_id from an issue_refund answer, or the order_id (with the same amount_cents
 and currency you passed to issue_refund when the order may have several refunds).
 
-The status means the same as in issue_refund: "refunded" (confirmed), "unconfirmed" (no answer yet; calling
+The status means the same as in issue_refund: "refunded" (confirmed), "refund_pending" (accepted and on its
+way, not yet settled by the bank; it may still fail), "unconfirmed" (no answer yet; calling
 issue_refund again with the same arguments is safe), "checking" (a person is checking; do not say it
 succeeded or failed), "failed" (refused, nothing refunded). A refund Settle has no record of is answered
 "checking": do not guess, tell the customer a colleague is checking.`,
@@ -126,9 +129,9 @@ succeeded or failed), "failed" (refused, nothing refunded). A refund Settle has 
 
 var answerSchema = &jsonschema.Schema{Type: "object", Required: []string{"status", "operation_id", "customer_message"},
 	Properties: map[string]*jsonschema.Schema{
-		"status":           {Type: "string", Enum: []any{refund.Refunded, refund.Unconfirmed, refund.Checking, refund.Failed}},
+		"status":           {Type: "string", Enum: []any{refund.Refunded, refund.Pending, refund.Unconfirmed, refund.Checking, refund.Failed}},
 		"operation_id":     {Type: "string", Description: "Settle's id of the refund; pass it to refund_status."},
-		"refund_id":        {Type: "string", Description: "The provider's refund id, when refunded."},
+		"refund_id":        {Type: "string", Description: "The provider's refund id, when refunded or refund_pending."},
 		"reason":           {Type: "string", Description: "Why it failed, when failed."},
 		"note":             {Type: "string", Description: "What the status means for you."},
 		"customer_message": {Type: "string", Description: "The sentence you may pass on to the customer."},
