@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"testing"
 	"time"
 
@@ -19,37 +18,20 @@ import (
 func TestMCPStdioLeasesOperationsForTheConfiguredLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, url, token := shopDatabase(t, "agent")
-	fk, base := shopStripe(t)
-	// The refund's call is held long enough to read the lease it runs under.
-	fk.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: 3 * time.Second})
 	const lease = 4 * time.Minute
-	cfg := Config{Command: "mcp", DatabaseURL: url, OperationLease: lease,
-		Stripe: StripeConfig{APIKey: "sk_test_stdio", APIBase: base, Timeout: 20 * time.Second, Deadline: 30 * time.Second}}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		served <- serveMCPStdio(ctx, cfg, token, inR, outW, testLogger(t))
-		outW.Close()
-	}()
-	client := mcp.NewClient(&mcp.Implementation{Name: "local-agent", Version: "test"}, nil)
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cs.Close()
-		inW.Close()
-		<-served
+	a := startStdioAgentWith(t, func(run *stdioRun, fk *fake.Stripe) {
+		run.Config.OperationLease = lease
+		run.Config.Stripe.Timeout, run.Config.Stripe.Deadline = 20*time.Second, 30*time.Second
+		// The refund's call is held long enough to read the lease it runs under.
+		fk.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultSlow, Delay: 3 * time.Second})
 	})
 	called := make(chan error, 1)
 	go func() {
 		args := map[string]any{"order_id": "4417", "amount_cents": 3800, "currency": "usd", "payment_intent": "pi_4417"}
-		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "issue_refund", Arguments: args})
+		_, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: "issue_refund", Arguments: args})
 		called <- err
 	}()
-	left := leaseLeftInFlight(t, db, 10*time.Second)
+	left := leaseLeftInFlight(t, a.db, 10*time.Second)
 	if left < lease-time.Minute || left > lease+time.Minute {
 		t.Errorf("a stdio refund in flight holds its lease for another %s, want about SETTLE_OPERATION_LEASE=%s", left, lease)
 	}

@@ -49,30 +49,11 @@ func TestMCPStdioRefusesAClockOffTheDatabases(t *testing.T) {
 func TestMCPStdioGatesRefundsWhileTheClockIsOff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, url, token := shopDatabase(t, "agent")
-	fk, base := shopStripe(t)
-	cfg := Config{Command: "mcp", DatabaseURL: url,
-		Stripe: StripeConfig{APIKey: "sk_test_stdio", APIBase: base, Timeout: time.Second, Deadline: 3 * time.Second}}
 	clock := &offsetClock{}
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	served := make(chan error, 1)
-	go func() {
-		run := stdioRun{Config: cfg, Clock: clock, SkewInterval: 20 * time.Millisecond, Token: token, Logger: testLogger(t)}
-		served <- run.serve(ctx, inR, outW)
-		outW.Close()
-	}()
-	client := mcp.NewClient(&mcp.Implementation{Name: "local-agent", Version: "test"}, nil)
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cs.Close()
-		inW.Close()
-		<-served
-	}()
-	fk.AddPaymentIntent("pi_4418", 5000, "usd", fake.OwnedBy("shop"))
+	a := startStdioAgentWith(t, func(run *stdioRun, _ *fake.Stripe) {
+		run.Clock, run.SkewInterval = clock, 20*time.Millisecond
+	})
+	db, fk, cs := a.db, a.fake, a.cs
 	first := map[string]any{"order_id": "4417", "amount_cents": 3800, "currency": "usd", "payment_intent": "pi_4417"}
 	second := map[string]any{"order_id": "4418", "amount_cents": 5000, "currency": "usd", "payment_intent": "pi_4418"}
 	call := func(args map[string]any) (*mcp.CallToolResult, string) {

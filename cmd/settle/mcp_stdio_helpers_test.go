@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/settle-dev/settle/internal/testworld"
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/mcptool"
 	"github.com/settle-dev/settle/ops/pg"
@@ -27,17 +28,29 @@ type stdioAgent struct {
 
 func startStdioAgent(t *testing.T) *stdioAgent {
 	t.Helper()
+	return startStdioAgentWith(t, nil)
+}
+
+// startStdioAgentWith is startStdioAgent with its server's settings (configuration, clock,
+// skew interval) changed by tune first, and the fake's faults, if any, added by it before
+// the server starts.
+func startStdioAgentWith(t *testing.T, tune func(*stdioRun, *fake.Stripe)) *stdioAgent {
+	t.Helper()
 	ctx := context.Background()
 	db, url, token := shopDatabase(t, "agent")
 	fk, base := shopStripe(t)
 	fk.AddPaymentIntent("pi_4418", 5000, "usd", fake.OwnedBy("shop"))
 	cfg := Config{Command: "mcp", DatabaseURL: url,
 		Stripe: StripeConfig{APIKey: "sk_test_stdio", APIBase: base, Timeout: time.Second, Deadline: 3 * time.Second}}
+	run := stdioRun{Config: cfg, Clock: ops.SystemClock{}, SkewInterval: ops.DefaultSkewInterval, Token: token, Logger: testLogger(t)}
+	if tune != nil {
+		tune(&run, fk)
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)
 	go func() {
-		served <- serveMCPStdio(ctx, cfg, token, inR, outW, testLogger(t))
+		served <- run.serve(ctx, inR, outW)
 		outW.Close()
 	}()
 	client := mcp.NewClient(&mcp.Implementation{Name: "local-agent", Version: "test"}, nil)
