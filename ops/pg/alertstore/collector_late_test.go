@@ -14,18 +14,25 @@ import (
 // attemptsOnMetrics is settle_attempts_total by outcome, as a scrape of reg sees it.
 func attemptsOnMetrics(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
+	return counterBy(t, reg, alerts.MetricAttempts, "outcome")
+}
+
+// counterBy sums the counter named metric by the values of its label, as a scrape of reg
+// sees them.
+func counterBy(t *testing.T, reg *prometheus.Registry, metric, label string) map[string]float64 {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != alerts.MetricAttempts {
+		if mf.GetName() != metric {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" {
+				if l.GetName() == label {
 					out[l.GetValue()] += m.GetCounter().GetValue()
 				}
 			}
@@ -83,24 +90,7 @@ func TestMetricsCountATimeoutThatOutlastsTheLag(t *testing.T) {
 // answersOnMetrics is settle_client_requests_total by answer, as a scrape of reg sees it.
 func answersOnMetrics(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != alerts.MetricClientRequests {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "answer" {
-					out[l.GetValue()] += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
+	return counterBy(t, reg, alerts.MetricClientRequests, "answer")
 }
 
 // TestMetricsCountARequestByItsFinalAnswer: ops rule 8 wants duplicate and replay rates to be
