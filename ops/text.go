@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -29,6 +30,20 @@ func CheckRef(field, v string, max int) error {
 		}
 	}
 	return nil
+}
+
+// Shows reports whether s shows as itself wherever people read it: valid UTF-8 of printable
+// characters only (letters, marks, numbers, punctuation, symbols and the ASCII space). A
+// name people tell each other apart by (a saved view's, an exception's assignee) must not
+// hold an invisible character, a bidi override or a space that is not one, each of which
+// lets it pass for another.
+func Shows(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
 
 // CheckNote returns an EINVALID error naming field unless v is text a person wrote that

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
@@ -138,7 +137,7 @@ func (s *SavedViews) Save(ctx context.Context, v SavedView, actor string) (Saved
 	switch {
 	case !ok:
 		return v, ops.Errorf(ops.EINVALID, "Views can be saved on the queues, the reconciliation and the exceptions pages only.")
-	case v.Name == "" || utf8.RuneCountInString(v.Name) > MaxSavedViewName || !printableName(v.Name):
+	case v.Name == "" || utf8.RuneCountInString(v.Name) > MaxSavedViewName || !ops.Shows(v.Name):
 		return v, ops.Errorf(ops.EINVALID, "Name the view in 1 to %d letters, digits or punctuation.", MaxSavedViewName)
 	case !v.Openable():
 		return v, ops.Errorf(ops.EINVALID, "This filter is too long to save (over %d bytes); narrow it to a few short values.", MaxSavedViewQuery)
@@ -192,16 +191,4 @@ func (s *SavedViews) audit(ctx context.Context, v SavedView, action, actor strin
 	}
 	return s.Audit.RecordAudit(ctx, AuditLogEntry{At: s.Clock.Now(), Actor: actor, Action: action, Entity: "saved_view",
 		EntityID: fmt.Sprint(v.ID), After: after})
-}
-
-// printableName reports whether s shows as itself: everyone of a role is offered a view by
-// its name alone, so an invisible character, a bidi override or a space that is not one
-// would let a view pass for another (see CheckEmailShows).
-func printableName(s string) bool {
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return utf8.ValidString(s)
 }

@@ -223,6 +223,11 @@ func (c ExceptionChange) Apply(cur *Exception) (*Exception, error) {
 		if err := ops.CheckRef("The assignee", a, 254); err != nil {
 			return nil, err
 		}
+		if !ops.Shows(a) {
+			// The queue names an exception's owner by this text alone (ops.Shows).
+			return nil, &ops.Error{Code: ops.EINVALID, Reason: ops.ReasonInvalidField,
+				Message: "The assignee holds an invisible character, a direction override or a space that is not one; write it as people read it."}
+		}
 		if cur.Status == ExceptionResolved {
 			return nil, ops.Errorf(ops.ECONFLICT, "Exception %d is resolved; reopen it before assigning it.", cur.ID)
 		}
