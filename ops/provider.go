@@ -161,15 +161,32 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 		ev.Data = rec.Raw
 	}
 	out, err := l.Close(ctx, CloseParams{ID: op.ID, Version: op.Version, To: to, Evidence: ev, Actor: actor})
-	var e *Error
-	if errors.As(err, &e) && e.Closed != nil {
-		cur, _ := l.Get(ctx, op.ID)
-		return Applied{Op: cur, Outcome: "already_closed"}, nil
+	if a, ok := l.overtaken(ctx, op, err); ok {
+		return a, nil
 	}
 	if err != nil {
 		return Applied{Op: op, Outcome: "error"}, err
 	}
 	return Applied{Op: out, Outcome: "closed"}, nil
+}
+
+// overtaken says what a record's close that lost its compare-and-set (rule 6) found instead:
+// the operation closed meanwhile, or taken up by a client's retry or a worker that now sends
+// it with its key, whose answer closes it. Either is an answer, not a failure of the lookup,
+// webhook or reconciliation that brought the record; any other change is.
+func (l *Ledger) overtaken(ctx context.Context, op *Operation, err error) (Applied, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != ECONFLICT {
+		return Applied{}, false
+	}
+	cur, gerr := l.Get(ctx, op.ID)
+	switch {
+	case e.Closed != nil || (gerr == nil && cur.Status.Final()):
+		return Applied{Op: cur, Outcome: "already_closed"}, true
+	case gerr == nil && cur.Leased(l.Clock.Now()):
+		return Applied{Op: cur, Outcome: "in_flight"}, true
+	}
+	return Applied{}, false
 }
 
 // foreignRecord says why rec cannot be the record of op, whatever id its metadata carries:

@@ -18,8 +18,8 @@ import (
 // them opens (the check reads Stripe, then the open operations, and opening is guarded by
 // the intent alone). Stripe's own refusal keeps the payment from being refunded past what
 // was paid (ops rule 3); the calls it refused answer failed with its reason, the ones
-// refused earlier amount_over_remainder, and none is told it refunded or may have (ops
-// rule 12).
+// refused earlier amount_over_remainder, and none is told it refunded or may have
+// (ops rule 12).
 func TestConcurrentIntentsOverThePaymentRefundItOnce(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 2*time.Second, 5*time.Second)
