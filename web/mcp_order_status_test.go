@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,19 @@ func TestRefundStatusByOrderAloneNeverSpeaksForAnotherRefund(t *testing.T) {
 	res, ans, text := call(t, cs, "refund_status", map[string]any{"order_id": "4417"}, nil)
 	if !res.IsError || ans.Status == refund.Failed || ans.CustomerMessage == mcptool.CustomerFailed || !strings.Contains(text, "amount_cents") {
 		t.Fatalf("status of an order with two refunds, by the order alone: %+v %q", ans, text)
+	}
+	// Another tenant asking about the same order id knows of no refund of it.
+	other, _ := e.db.EnsureTenant(context.Background(), "other")
+	tok, _ := e.db.CreateToken(context.Background(), other.ID, "t")
+	ocs, err := e.connect(t, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ocs.Close()
+	for _, args := range []map[string]any{{"order_id": "4417"}, {"order_id": "4417", "amount_cents": 2000, "currency": "usd"}} {
+		if res, a, text := call(t, ocs, "refund_status", args, nil); res.IsError || a.Status != refund.Checking || a.OperationID != "" {
+			t.Fatalf("another tenant asking %v is answered %+v %q", args, a, text)
+		}
 	}
 	for cents, want := range map[int]string{2000: refund.Refunded, 1000: refund.Failed} {
 		_, a, text := call(t, cs, "refund_status", map[string]any{"order_id": "4417", "amount_cents": cents, "currency": "usd"}, nil)
