@@ -161,7 +161,7 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 		ev.Data = rec.Raw
 	}
 	out, err := l.Close(ctx, CloseParams{ID: op.ID, Version: op.Version, To: to, Evidence: ev, Actor: actor})
-	if a, ok := l.overtaken(ctx, op, err); ok {
+	if a, ok := l.overtaken(ctx, op, rec, err); ok {
 		return a, nil
 	}
 	if err != nil {
@@ -172,18 +172,24 @@ func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRec
 
 // overtaken says what a record's close that lost its compare-and-set (rule 6) found instead:
 // the operation closed meanwhile, or taken up by a client's retry or a worker that now sends
-// it with its key, whose answer closes it. Either is an answer, not a failure of the lookup,
-// webhook or reconciliation that brought the record; any other change is.
-func (l *Ledger) overtaken(ctx context.Context, op *Operation, err error) (Applied, bool) {
+// it with its key. For a record of a refund made, either is an answer, not a failure of the
+// lookup, webhook or reconciliation that brought it: the resend is answered with that same
+// record. A record that the side effect failed stays an error unless a close was told, so
+// its webhook is delivered again and reaches the operation once the resend closed it.
+func (l *Ledger) overtaken(ctx context.Context, op *Operation, rec ProviderRecord, err error) (Applied, bool) {
 	var e *Error
 	if !errors.As(err, &e) || e.Code != ECONFLICT {
 		return Applied{}, false
 	}
 	cur, gerr := l.Get(ctx, op.ID)
 	switch {
-	case e.Closed != nil || (gerr == nil && cur.Status.Final()):
+	case e.Closed != nil:
 		return Applied{Op: cur, Outcome: "already_closed"}, true
-	case gerr == nil && cur.Leased(l.Clock.Now()):
+	case gerr != nil || !rec.Charged():
+		return Applied{}, false
+	case cur.Status.Final():
+		return Applied{Op: cur, Outcome: "already_closed"}, true
+	case cur.Leased(l.Clock.Now()):
 		return Applied{Op: cur, Outcome: "in_flight"}, true
 	}
 	return Applied{}, false
