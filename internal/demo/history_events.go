@@ -209,17 +209,20 @@ func (h *history) tolerate(err error) error {
 }
 
 // doubleCharge is a refund that goes through, then an old script refunds the same order
-// again at Stripe, outside Settle: the reconciler finds the double charge.
+// the same amount again at Stripe, outside Settle: the reconciler finds the double charge.
 func (h *history) doubleCharge(ctx context.Context, i int) error {
 	h.stripe.ClearFaults()
 	defer h.setFaults(false)
 	req := h.newRefund()
+	// The script refunds the same amount again, so the payment covers both refunds.
+	req.PaymentIntent += "_twice"
+	h.stripe.AddPaymentIntent(req.PaymentIntent, 2*req.AmountCents, req.Currency, fake.OwnedBy(h.tenant.Name))
 	ans, err := h.refunds.Refund(ctx, req)
 	if err != nil {
 		return err
 	}
 	h.clock.Advance(4 * time.Minute)
-	refundOutside(h.stripeBase, req.PaymentIntent, 1000, ans.OperationID, h.log)
+	refundOutside(h.stripeBase, req.PaymentIntent, req.AmountCents, ans.OperationID, h.log)
 	h.doubleOps[i] = ans.OperationID
 	return nil
 }

@@ -229,9 +229,10 @@ func (d *Traffic) lostAnswers(ctx context.Context) error {
 			return err
 		}
 		if order == "4522" {
-			// An old script refunds the same order again, outside Settle and without its key:
-			// the reconciler reports the double charge.
-			d.outsideRefund(pi, 1000, o.Op.ID)
+			// An old script refunds the same order again, the same amount, outside Settle and
+			// without its key: the reconciler reports the double charge. (A refund of another
+			// amount naming the operation is not its record but an orphan: ops.OutcomeOtherAmount.)
+			d.outsideRefund(pi, 4200, o.Op.ID)
 		}
 		d.backfill.Add(1)
 	}
