@@ -262,7 +262,17 @@ func (l *Ledger) failAfterSuccess(ctx context.Context, es EventStore, op *Operat
 	return Applied{Op: out, Outcome: "failed_after_success"}, nil
 }
 
-// ApplyEvent applies a provider event once: a replayed event id changes nothing.
+// ReasonInFlight is the reason of the ECONFLICT an event that the provider's side effect
+// failed is answered with while its operation is being sent: it is not recorded as seen, so
+// the provider delivers it again once the send has closed the operation.
+const ReasonInFlight = "in_flight"
+
+// ApplyEvent applies a provider event once: a replayed event id changes nothing. An event
+// that the side effect failed, naming an operation a worker is sending now, changes nothing
+// and is not recorded: the resend is answered with the record as the provider first made it
+// (a pending refund, under the same key), so the operation may close succeeded, and this
+// event, delivered again, is then the only news that the money did not move (rules 9, 12).
+// A record of a side effect made needs no second delivery: the resend gets that record.
 func (l *Ledger) ApplyEvent(ctx context.Context, es EventStore, e ProviderEvent) (Applied, error) {
 	seen, err := es.EventSeen(ctx, e.Provider, e.ID)
 	if err != nil {
@@ -276,6 +286,10 @@ func (l *Ledger) ApplyEvent(ctx context.Context, es EventStore, e ProviderEvent)
 		ev := Evidence{Kind: EvidenceWebhook, Summary: fmt.Sprintf("%s event %s: %s %s", e.Provider, e.ID, e.Type, e.Record.Status), Data: e.Payload}
 		if res, err = l.ApplyRecord(ctx, es, *e.Record, ev, e.Provider+" webhook"); err != nil {
 			return res, err
+		}
+		if res.Outcome == "in_flight" && !e.Record.Charged() {
+			return res, &Error{Code: ECONFLICT, Reason: ReasonInFlight,
+				Message: fmt.Sprintf("Operation %s is being sent now; %s event %s (%s %s) is applied once it is closed: deliver it again.", res.Op.ID, e.Provider, e.ID, e.Record.Ref, e.Record.Status)}
 		}
 	}
 	opID := ""

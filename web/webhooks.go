@@ -18,7 +18,8 @@ type WebhookReceiver interface {
 // changes nothing; a replayed event, one from another account than the one its
 // operation's tenant is bound to (foreign_account), and one naming an operation of another
 // provider (foreign_provider), is answered 200, so Stripe stops resending it, and changes
-// nothing.
+// nothing. An event that a refund failed, naming an operation being sent right now, is
+// answered 409 in_flight and not recorded, so Stripe delivers it again after the send.
 func (s *Server) handleStripeWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.StripeWebhooks == nil {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "Stripe webhooks are not configured."))
