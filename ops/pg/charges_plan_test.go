@@ -18,30 +18,10 @@ import (
 func TestChargeMatchingUsesThePrimaryKey(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
-		t.Fatal(err)
-	}
-	var plan strings.Builder
-	rows, err := tx.Query(ctx, `EXPLAIN `+pg.RecordChargeSQL, int64(0), "stripe", "re_1", pg.OperationIDArg(ops.NewOperationID()),
+	plan := planWithoutSeqScan(t, db, pg.RecordChargeSQL, int64(0), "stripe", "re_1", pg.OperationIDArg(ops.NewOperationID()),
 		int64(100), "usd", "succeeded", nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	rows.Close()
-	if !strings.Contains(plan.String(), "Index Cond: (id = ") {
-		t.Fatalf("charge matching does not use the primary key:\n%s", plan.String())
+	if !strings.Contains(plan, "Index Cond: (id = ") {
+		t.Fatalf("charge matching does not use the primary key:\n%s", plan)
 	}
 	for _, bad := range []string{"not-a-uuid", "' OR 1=1 --", ""} {
 		if err := db.RecordCharge(ctx, ops.ProviderRecord{Provider: "stripe", Ref: "re_" + bad, OperationID: bad,
