@@ -7,16 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-chi/chi/v5"
-
-	"github.com/settle-dev/settle/alerts"
-	"github.com/settle-dev/settle/internal/testworld"
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
-	"github.com/settle-dev/settle/ops/pg/alertstore"
-	"github.com/settle-dev/settle/ops/pg/reconstore"
-	"github.com/settle-dev/settle/ops/pg/rollupstore"
-	"github.com/settle-dev/settle/web"
 )
 
 // crossSiteTables are where a dashboard form leaves its mark.
@@ -31,12 +22,7 @@ var crossSiteTables = []string{"audit_log", "users", "api_tokens", "tenants", "c
 // same form from the dashboard itself goes through.
 func TestCrossSitePostsChangeNothing(t *testing.T) {
 	t.Parallel()
-	e := newDashEnv(t, withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}), func(s *web.Server, tw *testworld.World) {
-		as := alertstore.New(tw.DB)
-		s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), as
-		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
-		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
-	})
+	e := newDashEnv(t, withEveryForm...)
 	op := e.refundedButUnknown(t, "csrf-1")
 	admin := e.signIn(t, "admin@example.com", desk.RoleAdmin)
 	victim := e.signIn(t, "victim@example.com", desk.RoleOncall)
@@ -54,17 +40,7 @@ func TestCrossSitePostsChangeNothing(t *testing.T) {
 		"provider_ref": {"re_evil"}, "ids": {op.ID}, "scope": {"selected"}, "label": {"v"}, "query": {"tab=all"},
 		"page": {"queue"}, "proposal_id": {"1"}, "action": {"resolve"}, "resolution": {"fixed"}, "assignee": {"mallory"},
 		"state": {"silenced"}}.Encode()
-	var routes []string
-	err := chi.Walk(e.server.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		if method == http.MethodPost && !strings.HasPrefix(route, "/api/") && !strings.HasPrefix(route, "/v1/") &&
-			route != "/mcp" && !strings.HasPrefix(route, "/webhooks/") {
-			routes = append(routes, route)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	routes := formRoutes(t, e)
 	for _, route := range routes {
 		path := strings.NewReplacer("/admin/users/{id}", "/admin/users/"+victimID, "/admin/tokens/{id}", "/admin/tokens/1",
 			"{id}", op.ID).Replace(route)

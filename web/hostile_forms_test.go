@@ -1,13 +1,14 @@
 package web_test
 
 import (
-	"github.com/settle-dev/settle/ops/pg/reconstore"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/settle-dev/settle/ops/pg/reconstore"
 
 	"github.com/go-chi/chi/v5"
 
@@ -31,27 +32,26 @@ var hostileFormFields = []string{"to", "note", "provider_ref", "version", "ids",
 	"email", "password", "role", "name", "query", "page", "scope", "label", "assignee", "action", "back", "next",
 	"reason", "op", "provider", "age", "awaiting", "from", "severity", "state", "resolution", "proposal_id"}
 
-// TestHostileFormsNeverFail posts hostile values, as an admin who may use every form, to
-// every form route of the dashboard, with hostile ids in the address and with the id of a
-// real unknown refund: no answer is a server error, each refusal is a readable page, and
-// the refund is neither closed nor changed.
-func TestHostileFormsNeverFail(t *testing.T) {
-	t.Parallel()
-	e := newDashEnv(t, withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}), func(s *web.Server, tw *testworld.World) {
+// withEveryForm wires a dashboard with every page that has a form: follow-ups, approvals
+// for closes as not executed, reconciliation, insights and alerts.
+var withEveryForm = []func(*web.Server, *testworld.World){withFollowUps, withApprovals(ops.ApprovalPolicy{NotExecuted: true}),
+	func(s *web.Server, tw *testworld.World) {
 		as := alertstore.New(tw.DB)
 		s.Recon, s.Exceptions, s.Operations, s.Insights, s.Firings = rollupstore.New(tw.DB), reconstore.New(tw.DB), tw.DB, rollupstore.New(tw.DB), as
 		ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: s.Clock}
 		s.AlertsDeps = web.AlertsDeps{AlertRules: ev.Rules, Alerts: as, AlertTest: ev}
-	})
-	op := e.notSentUnknown(t, "hostile-1")
-	c := e.signIn(t, "admin@example.com", desk.RoleAdmin)
+	}}
 
+// formRoutes are the routes of the dashboard's forms: every POST route but the APIs', the
+// gateway's, MCP's, the webhooks' and those starting with one of skip.
+func formRoutes(t *testing.T, e *dashEnv, skip ...string) []string {
+	t.Helper()
 	var routes []string
 	err := chi.Walk(e.server.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if method != http.MethodPost {
 			return nil
 		}
-		for _, api := range []string{"/api/", "/v1/", "/mcp", "/webhooks/", "/login", "/logout"} {
+		for _, api := range append([]string{"/api/", "/v1/", "/mcp", "/webhooks/"}, skip...) {
 			if strings.HasPrefix(route, api) {
 				return nil
 			}
@@ -62,6 +62,20 @@ func TestHostileFormsNeverFail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return routes
+}
+
+// TestHostileFormsNeverFail posts hostile values, as an admin who may use every form, to
+// every form route of the dashboard, with hostile ids in the address and with the id of a
+// real unknown refund: no answer is a server error, each refusal is a readable page, and
+// the refund is neither closed nor changed.
+func TestHostileFormsNeverFail(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t, withEveryForm...)
+	op := e.notSentUnknown(t, "hostile-1")
+	c := e.signIn(t, "admin@example.com", desk.RoleAdmin)
+
+	routes := formRoutes(t, e, "/login", "/logout")
 	if len(routes) < 15 {
 		t.Fatalf("found %d form routes, want the dashboard's every form: %v", len(routes), routes)
 	}
