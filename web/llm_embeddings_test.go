@@ -75,8 +75,11 @@ func TestEmbeddingsSettleExactlyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			again, raw, err := call("shop", key, embed(256))
-			if err != nil || raw.Header.Get("Idempotent-Replayed") != "true" {
-				t.Fatalf("repeat: %v, headers %v", err, raw.Header)
+			if err != nil {
+				t.Fatalf("repeat: %v", err)
+			}
+			if raw.Header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("repeat: headers %v", raw.Header)
 			}
 			if again.Data[2].Embedding[7] != first.Data[2].Embedding[7] || again.Usage.PromptTokens != first.Usage.PromptTokens {
 				t.Fatalf("the replay differs from the first answer")

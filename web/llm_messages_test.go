@@ -255,8 +255,11 @@ func TestMessagesSettleExactlyOnce(t *testing.T) {
 			}
 			var raw *http.Response
 			again, err := w.sdk("shop").Messages.New(ctx, claudeAsk("refund order 4419"), keyed(key), aoption.WithResponseInto(&raw))
-			if err != nil || again.ID != first.ID || again.Content[0].Text != first.Content[0].Text || again.Usage.OutputTokens != first.Usage.OutputTokens || again.Usage.CacheCreationInputTokens != first.Usage.CacheCreationInputTokens || raw.Header.Get("Idempotent-Replayed") != "true" {
-				t.Fatalf("repeat: %v %s, replayed %q", err, again.ID, raw.Header.Get("Idempotent-Replayed"))
+			if err != nil {
+				t.Fatalf("repeat: %v", err)
+			}
+			if again.ID != first.ID || again.Content[0].Text != first.Content[0].Text || again.Usage.OutputTokens != first.Usage.OutputTokens || again.Usage.CacheCreationInputTokens != first.Usage.CacheCreationInputTokens || raw.Header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("repeat: %s, replayed %q", again.ID, raw.Header.Get("Idempotent-Replayed"))
 			}
 		}},
 		{"another body with the key: 422", "m-other", 1, func(t *testing.T, key string) {

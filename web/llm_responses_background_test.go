@@ -169,8 +169,11 @@ func TestBackgroundResponsesSettleExactlyOnce(t *testing.T) {
 			}
 			var raw *http.Response
 			again, err := c.Responses.New(ctx, backgrounded("refund order 4419"), keyed(key), option.WithResponseInto(&raw), noRetry)
-			if err != nil || again.ID != first.ID || raw.Header.Get("Idempotent-Replayed") != "true" {
-				t.Fatalf("the second: %v %s (first %s), replayed %q", err, again.ID, first.ID, raw.Header.Get("Idempotent-Replayed"))
+			if err != nil {
+				t.Fatalf("the second: %v", err)
+			}
+			if again.ID != first.ID || raw.Header.Get("Idempotent-Replayed") != "true" {
+				t.Fatalf("the second: %s (first %s), replayed %q", again.ID, first.ID, raw.Header.Get("Idempotent-Replayed"))
 			}
 			done := pollDone(t, c, first.ID)
 			settled(t, key, first.ID)

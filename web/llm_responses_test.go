@@ -66,8 +66,11 @@ func TestResponsesSettleExactlyOnce(t *testing.T) {
 		t.Fatalf("client got %s %q, provider %+v", out.ID, out.OutputText(), gen)
 	}
 	again, err := c.Responses.New(ctx, respond("where is order 4417?", "answer as support"), keyed("r-json"), option.WithResponseInto(&raw))
-	if err != nil || again.ID != out.ID || again.OutputText() != out.OutputText() || raw.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("repeat: %v %s, replayed %q", err, again.ID, raw.Header.Get("Idempotent-Replayed"))
+	if err != nil {
+		t.Fatalf("repeat: %v", err)
+	}
+	if again.ID != out.ID || again.OutputText() != out.OutputText() || raw.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat: %s, replayed %q", again.ID, raw.Header.Get("Idempotent-Replayed"))
 	}
 	// The stored response, streamed to a repeat that asks for a stream.
 	types, text, final := streamed(t, c.Responses.NewStreaming(ctx, respond("where is order 4417?", "answer as support"), keyed("r-json")))

@@ -396,8 +396,9 @@ func (x *exchange) inFlight(op *ops.Operation) error {
 			// rule: it follows the generation live (stream.go).
 			return x.follow(f, nil, "", busy)
 		}
-		if x.req.Stream && f == nil {
-			// The generation may have ended since admission read the operation.
+		if f == nil {
+			// The generation may have ended, its close written and its flight gone, since
+			// admission read the operation: the repeat is replayed, not told it is in flight.
 			if cur, err := g.cfg.Ledger.Get(x.ctx, op.ID); err == nil && cur.Status == ops.StatusSucceeded {
 				return x.replayed(cur, "")
 			}

@@ -62,6 +62,9 @@ type gatewaySetup struct {
 	// behindRelay puts the database behind a relay the test switches off and on
 	// (gatewayWorld.relay): a Postgres that stops and comes back.
 	behindRelay bool
+	// store, when set, wraps the store the gateway's ledger writes through: a test's hook
+	// inside the ledger's own steps.
+	store func(ops.Store) ops.Store
 }
 
 func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
@@ -102,6 +105,11 @@ func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) (*llm.Gateway, *ope
 	}
 	up := w.world.Upstream(w.base, openai.Config{Name: "fake-llm", APIKey: "sk-settle-upstream", AttemptTimeout: o.attemptTimeout}).(*openai.Client)
 	ledger := w.world.GatewayLedger(w.clock, o.lease)
+	if o.store != nil {
+		wrapped := testworld.RegisterKinds(ops.NewLedger(o.store(w.db), ledger.Clock))
+		wrapped.Limits = ledger.Limits
+		ledger = wrapped
+	}
 	var sender llm.Upstream = up
 	if o.after != nil {
 		sender = hookedUpstream{up, o.after}

@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -135,4 +136,62 @@ func TestLLMWaitersGetTheOneGeneration(t *testing.T) {
 			t.Fatalf("waiter got %d chunks, want all 26", chunks)
 		}
 	})
+}
+
+// heldAnswers holds the recording of a request's in_progress answer, which admission writes
+// after it read the operation in flight, until the test lets it go.
+type heldAnswers struct {
+	ops.Store
+	admitted chan struct{}
+	release  chan struct{}
+}
+
+func (h *heldAnswers) AnswerClientRequest(ctx context.Context, id int64, a ops.Answer, at time.Time) error {
+	if a == ops.AnswerInProgress {
+		close(h.admitted)
+		<-h.release
+	}
+	return h.Store.AnswerClientRequest(ctx, id, a, at)
+}
+
+// TestARepeatAdmittedInFlightIsReplayedWhenTheCloseLandsMeanwhile: a repeat read the
+// operation in progress while the first request's close was being written, and the close
+// landed, its run ended and its flight left this process before the repeat looked for the
+// flight. The repeat is replayed from the record (ops rules 2, 3: one generation, the
+// stored answer), not told 409 in flight about a call that is already answered and closed.
+func TestARepeatAdmittedInFlightIsReplayedWhenTheCloseLandsMeanwhile(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		held := &heldAnswers{admitted: make(chan struct{}), release: make(chan struct{})}
+		w := newGatewayWorld(t, gatewaySetup{latency: 300 * time.Millisecond, store: func(s ops.Store) ops.Store { held.Store = s; return held }})
+		key := fmt.Sprintf("x-landed-%v", stream)
+		// The first request's provider answer is in, its close not yet written: the test
+		// holds the provider's reply until the repeat is admitted.
+		first := make(chan error, 1)
+		go func() {
+			_, err := w.call("shop", key, chatBody("landed", 0.2, stream))
+			first <- err
+		}()
+		w.waitAdmitted(t, key)
+		repeat := make(chan error, 1)
+		var r *reply
+		go func() {
+			var err error
+			r, err = w.complete(&reply{}, w.gw, "/v1/chat/completions", "shop", key, chatBody("landed", 0.2, stream), "")
+			repeat <- err
+		}()
+		<-held.admitted
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if err := w.gw.Drain(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		close(held.release)
+		err := <-repeat
+		if err != nil || !r.head.Replayed {
+			t.Fatalf("stream %v: the repeat of a closed call was answered %v (replayed %v)", stream, err, r.head.Replayed)
+		}
+		w.generations(t, 1)
+	}
 }
