@@ -17,8 +17,9 @@ import (
 
 // InboxStore records the events a consumer applied.
 type InboxStore interface {
-	// ApplyOnce records e for consumer and runs apply in the same transaction, which it
-	// hands to apply: the receiver's own writes commit with the inbox row or not at all.
+	// ApplyOnce records e's id for consumer and runs apply in the same transaction, which it
+	// hands to apply: the receiver's own writes commit with the inbox row or not at all. The
+	// row keeps no copy of e's payload, which may carry a body the purge must remove.
 	// When the event was recorded already, apply is not run and applied is false. An error
 	// from apply rolls both back, so the redelivery applies the event again.
 	ApplyOnce(ctx context.Context, consumer string, e Event, at time.Time, apply func(ctx context.Context, tx Tx) error) (applied bool, err error)

@@ -41,15 +41,18 @@ func (o JobOutbox) MarkFailed(ctx context.Context, id int64, retryAt time.Time, 
 }
 
 // ApplyOnce implements outbox.InboxStore: the inbox row and apply's writes share one
-// transaction, which apply gets as an outbox.Tx.
+// transaction, which apply gets as an outbox.Tx. The row keeps the event's id, topic and
+// entity, which applying it once needs, and never its payload: a job's event carries its
+// result, which the body purge must leave nowhere, and an inbox row outlives the purge
+// until the retention.
 func (db *DB) ApplyOnce(ctx context.Context, consumer string, e outbox.Event, at time.Time, apply func(ctx context.Context, tx outbox.Tx) error) (bool, error) {
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
 		return false, interpret(err, "begin inbox transaction")
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	tag, err := tx.Exec(ctx, `INSERT INTO consumed_events (consumer, event_id, topic, entity_id, payload, applied_at)
-VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (consumer, event_id) DO NOTHING`, consumer, e.EventID, e.Topic, e.EntityID, jsonOrNil(e.Payload), at)
+	tag, err := tx.Exec(ctx, `INSERT INTO consumed_events (consumer, event_id, topic, entity_id, applied_at)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT (consumer, event_id) DO NOTHING`, consumer, e.EventID, e.Topic, e.EntityID, at)
 	if err != nil {
 		return false, interpret(err, "record consumed event")
 	}
