@@ -125,15 +125,20 @@ SELECT * FROM up`, pgx.NamedArgs{"id": cur.ID, "version": cur.Version, "status":
 	return out, nil
 }
 
+// exceptionChargesSQL lists an exception's charges: those of its operation, through
+// provider_charges_operation_idx, or those it names, through the (provider, charge_ref) key;
+// no index on the provider's charges by time is needed, so a success writes none.
+const exceptionChargesSQL = `SELECT ` + chargeCols + ` FROM provider_charges pc
+WHERE pc.provider = @provider AND (pc.operation_id = nullif(@op, '')::uuid OR pc.charge_ref = ANY(@refs))
+ORDER BY pc.charged_at, pc.id`
+
 // ExceptionCharges implements recon.ExceptionStore.
 func (s *Store) ExceptionCharges(ctx context.Context, ex *recon.Exception) ([]recon.ProviderCharge, error) {
 	refs := ex.ChargeRefs
 	if refs == nil {
 		refs = []string{}
 	}
-	rows, err := s.db.Pool.Query(ctx, `SELECT `+chargeCols+` FROM provider_charges pc
-WHERE pc.provider = @provider AND (pc.operation_id = nullif(@op, '')::uuid OR pc.charge_ref = ANY(@refs))
-ORDER BY pc.charged_at, pc.id`, pgx.NamedArgs{"provider": ex.Provider, "op": ex.OperationID, "refs": refs})
+	rows, err := s.db.Pool.Query(ctx, exceptionChargesSQL, pgx.NamedArgs{"provider": ex.Provider, "op": ex.OperationID, "refs": refs})
 	if err != nil {
 		return nil, pg.Interpret(err, "list exception charges")
 	}

@@ -1,0 +1,4 @@
+package reconstore
+
+// ExceptionChargesSQL is the statement of ExceptionCharges.
+const ExceptionChargesSQL = exceptionChargesSQL
