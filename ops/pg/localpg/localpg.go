@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -106,18 +107,47 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	// A server left running by a killed process holds the folder: stop it first.
 	c.stopStale(bin, cred)
-	if c.Port, err = freePort(); err != nil {
-		return nil, err
-	}
-	if err := c.startServer(bin, opts, cred); err != nil {
-		return nil, err
-	}
-	go func() { c.done <- c.cmd.Wait() }()
-	if err := c.waitReady(ctx); err != nil {
-		_ = c.Stop()
+	if err := c.startOnFreePort(ctx, bin, opts, cred); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// startTries is how many ports Start tries before it gives up.
+const startTries = 3
+
+// errExitedAtStart is why a server that stopped before it answered is started again.
+var errExitedAtStart = errors.New("postgres exited at start")
+
+// startOnFreePort starts the server and waits until it answers, on another port when it
+// exits at start: a port is free only when it is picked, and until the server binds it
+// another process (the server of another test package) may take it.
+func (c *Cluster) startOnFreePort(ctx context.Context, bin string, opts Options, cred *syscall.Credential) error {
+	var err error
+	for range startTries {
+		if c.Port, err = pickPort(); err != nil {
+			return err
+		}
+		if err = c.startServer(bin, opts, cred); err != nil {
+			return err
+		}
+		go func(cmd *exec.Cmd, done chan error) { done <- cmd.Wait() }(c.cmd, c.done)
+		if err = c.waitReady(ctx); err == nil {
+			return nil
+		}
+		if !errors.Is(err, errExitedAtStart) {
+			_ = c.Stop()
+			return err
+		}
+		// The server is gone; its socket folder stays for the next one.
+		if c.logFile != nil {
+			c.logFile.Close()
+			c.logFile = nil
+		}
+		c.done = make(chan error, 1)
+	}
+	os.RemoveAll(c.SocketDir)
+	return err
 }
 
 // makeFolders creates the cluster's folder and a private socket folder, both owned by the
@@ -228,20 +258,37 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		select {
 		case err := <-c.done:
 			c.done <- err
-			return fmt.Errorf("postgres exited at start (%v); see %s", err, filepath.Join(c.Dir, "server.log"))
+			return fmt.Errorf("%w (%v) on port %d; see %s", errExitedAtStart, err, c.Port, filepath.Join(c.Dir, "server.log"))
 		case <-ctx.Done():
 			return ctx.Err()
 		default:
 		}
-		conn, err := pgx.Connect(ctx, c.URL("postgres"))
-		if err == nil {
-			conn.Close(ctx)
+		if last = c.answers(ctx); last == nil {
 			return nil
 		}
-		last = err
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("postgres not ready after 60s: %w", last)
+}
+
+// answers reports whether this cluster's server answers on its port: another process's
+// server may have taken the port, and answers there until this one gives up binding it.
+func (c *Cluster) answers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var dir string
+	if err := conn.QueryRow(ctx, `SHOW data_directory`).Scan(&dir); err != nil {
+		return fmt.Errorf("read the data directory: %w", err)
+	}
+	if filepath.Clean(dir) != filepath.Clean(c.Dir) {
+		return fmt.Errorf("port %d is another server's (its data is in %s)", c.Port, dir)
+	}
+	return nil
 }
 
 func (c *Cluster) stopStale(bin string, cred *syscall.Credential) {
@@ -298,7 +345,21 @@ func traversable(dir string) bool {
 	}
 }
 
+// pickPort picks the port a new server binds; a test hands it a taken one.
+var pickPort = freePort
+
+// freePort returns a loopback port nothing listens on, drawn below the kernel's ephemeral
+// range (32768 and up on Linux): the server binds it only later, and a port the kernel
+// hands out for "127.0.0.1:0" may meanwhile be handed to any other listener or outgoing
+// connection of the machine's tests.
 func freePort() (int, error) {
+	for range 50 {
+		port := 20000 + rand.IntN(12000)
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
