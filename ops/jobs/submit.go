@@ -171,6 +171,10 @@ func documentHash(d Document) (string, error) {
 		if len(d.Text) > maxText {
 			return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonBadDocument, Message: "document.text is over 512 KiB; send its hash and a reference instead."}
 		}
+		if len(strings.Fields(d.Text)) == 0 {
+			// The pipeline keeps words only: this would pay for a summary of nothing.
+			return "", errNoWords
+		}
 		h := hashBytes([]byte(d.Text))
 		if given != "" && given != h {
 			return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonHashMismatch, Message: "document.hash is not the SHA-256 of document.text."}
@@ -182,6 +186,9 @@ func documentHash(d Document) (string, error) {
 		return "", &ops.Error{Code: ops.EINVALID, Reason: ReasonBadDocument, Message: "Send document.text, or document.hash with document.ref."}
 	}
 }
+
+// errNoWords refuses a document whose text is only spaces and line breaks.
+var errNoWords = &ops.Error{Code: ops.EINVALID, Reason: ReasonBadDocument, Message: "document.text holds no word: send the document's text."}
 
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)

@@ -198,6 +198,10 @@ func (r *run) stages(ctx, bg context.Context) error {
 	if err != nil {
 		return err
 	}
+	if text == "" {
+		// A document fetched by reference may hold no word; it is not worth a generation.
+		return r.fail(bg, ReasonBadDocument, "The document holds no word to summarise.")
+	}
 	chunks, err := r.chunk(bg, text)
 	if err != nil {
 		return err
