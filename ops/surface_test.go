@@ -17,7 +17,7 @@ var ledgerProtocol = []string{
 	"Admit", "Readmit", "Run", "Answer", "Reject", "Close", "CloseBilled",
 	"ApplyRecord", "ApplyEvent", "ExpireDue",
 	"Register", "Kind", "Kinds",
-	"Get", "Attempts",
+	"Get", "Attempts", "LatestForIntent",
 }
 
 // TestLedgerExportsOnlyTheProtocol fails when the Ledger exports a method outside its

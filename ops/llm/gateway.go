@@ -252,8 +252,12 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	}
 	x.mode = g.ModeFor(r.Tenant.Name, route)
 	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream, Headers: x.req.headers}, x.body)
-	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: x.up.Name(), IntentKey: g.intentKey(r.Tenant.Name, x.req.User, key),
-		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: ops.TruncateUTF8(x.req.User, 200),
+	ikey, err := g.admitKey(ctx, r.Tenant, x.req.User, key)
+	if err != nil {
+		return err
+	}
+	in := ops.Intent{TenantID: r.Tenant.ID, Kind: ops.KindLLMCall, Provider: x.up.Name(), IntentKey: ikey,
+		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: customerRef(x.req.User),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
 	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol
