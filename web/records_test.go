@@ -14,9 +14,10 @@ import (
 // refund id of the row beside into "close as succeeded" is refused, in a sentence naming
 // the operation that refund belongs to, whether Settle saw it from a lookup or from the
 // send that made it; nothing is closed and the customer is not told a refund was issued
-// that was made for someone else. An approval checks it again, so a record claimed by
-// another operation after the proposal is refused too; the operation's own record is
-// accepted (ops rules 9 and 12).
+// that was made for someone else. A refund Stripe holds for another payment is refused
+// before anything is proposed, and an approval asks Stripe again, so a refund that failed
+// after the proposal is refused too; the operation's own record is accepted (ops rules 9
+// and 12).
 func TestACloseByHandCannotClaimAnotherOperationsRecord(t *testing.T) {
 	t.Parallel()
 	min := int64(4000)
@@ -51,8 +52,8 @@ func TestACloseByHandCannotClaimAnotherOperationsRecord(t *testing.T) {
 		t.Error("the support page tells the customer a refund was issued")
 	}
 
-	// A proposal names a refund nobody claims yet; by the time of the approval, a lookup has
-	// found it to be another operation's.
+	// A proposal naming a refund of another payment is refused at once, from what Stripe
+	// holds: nothing is proposed for a second person to approve.
 	big, later := e.notSentUnknown(t, "9304"), e.refundedButUnknown(t, "9305")
 	if _, err := e.db.Pool.Exec(ctx, `UPDATE operations SET amount_cents = 5000 WHERE id = $1`, big.ID); err != nil {
 		t.Fatal(err)
@@ -61,14 +62,28 @@ func TestACloseByHandCannotClaimAnotherOperationsRecord(t *testing.T) {
 	ref := e.fake.Refunds()[len(e.fake.Refunds())-1].ID
 	e.post(t, alice, "/ops/"+big.ID+"/close", url.Values{"version": {itoa(big.Version)}, "to": {"succeeded"}, "provider_ref": {ref}, "note": {"Stripe shows it."}})
 	_, body = e.page(t, bob, "/ops/"+big.ID)
-	proposal := shownProposal(body)
-	e.post(t, bob, "/ops/"+later.ID+"/lookup", url.Values{})
-	e.post(t, bob, "/ops/"+big.ID+"/approve", url.Values{"version": {itoa(big.Version)}, "proposal_id": {proposal}})
-	if cur := e.get(t, big.ID); cur.Status != ops.StatusUnknown {
-		t.Fatalf("the approval closed %s with %s's record: %s", big.ID, later.ID, cur.Status)
+	if shownProposal(body) != "" || e.get(t, big.ID).Status != ops.StatusUnknown {
+		t.Fatalf("a close with %s's refund was proposed", later.ID)
 	}
-	_, body = e.page(t, bob, "/ops/"+big.ID)
-	mustContain(t, body, ref+" is the provider&#39;s record of operation "+later.ID)
+	_, body = e.page(t, alice, "/ops/"+big.ID)
+	mustContain(t, body, "it refunds the payment "+later.PaymentRef)
+
+	// A proposal names the operation's own refund; by the time of the approval, Stripe says
+	// it failed. The approval asks again and closes nothing.
+	bounced := e.refundedButUnknownOf(t, "9307", 5000)
+	bouncedRef := e.fake.Refunds()[len(e.fake.Refunds())-1].ID
+	e.post(t, alice, "/ops/"+bounced.ID+"/close", url.Values{"version": {itoa(bounced.Version)}, "to": {"succeeded"}, "provider_ref": {bouncedRef}, "note": {"Stripe shows it."}})
+	_, body = e.page(t, bob, "/ops/"+bounced.ID)
+	proposal := shownProposal(body)
+	if err := e.fake.SetRefundStatus(bouncedRef, "failed", "expired_or_canceled_card"); err != nil {
+		t.Fatal(err)
+	}
+	e.post(t, bob, "/ops/"+bounced.ID+"/approve", url.Values{"version": {itoa(bounced.Version)}, "proposal_id": {proposal}})
+	if cur := e.get(t, bounced.ID); cur.Status != ops.StatusUnknown {
+		t.Fatalf("the approval closed %s with a refund Stripe says failed: %s", bounced.ID, cur.Status)
+	}
+	_, body = e.page(t, bob, "/ops/"+bounced.ID)
+	mustContain(t, body, "its status is failed")
 
 	own := e.refundedButUnknown(t, "9306")
 	ownRef := e.fake.Refunds()[len(e.fake.Refunds())-1].ID

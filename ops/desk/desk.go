@@ -430,7 +430,7 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 		if err := d.checkManual(ctx, op, p); err != nil {
 			return CloseOutcome{}, err
 		}
-		if err := d.checkRecordIsOurs(ctx, op, p.ProviderRef); err != nil {
+		if err := d.checkRecord(ctx, op, p.To, p.ProviderRef); err != nil {
 			return CloseOutcome{}, err
 		}
 		pr, err := d.proposeIfNeeded(ctx, op, ops.CloseManual, p.To, p.ProviderRef, note, p.Actor, p.ActorID)
@@ -446,9 +446,9 @@ func (d *Desk) CloseManually(ctx context.Context, p ManualClose) (CloseOutcome, 
 func (d *Desk) closeManual(ctx context.Context, op *ops.Operation, p ManualClose, approval *ops.Approval) (*ops.Operation, error) {
 	note, ref := p.Note+approvedLine(approval), p.ProviderRef
 	// Checked again at the close itself: an approval comes later, when a lookup may have
-	// found the record to be another operation's meanwhile.
+	// found the record to be another operation's meanwhile, or the provider failed it.
 	if approval != nil {
-		if err := d.checkRecordIsOurs(ctx, op, ref); err != nil {
+		if err := d.checkRecord(ctx, op, p.To, ref); err != nil {
 			return nil, err
 		}
 	}

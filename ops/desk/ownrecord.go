@@ -3,8 +3,10 @@ package desk
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/refund"
 )
 
 // checkRecordIsOurs refuses a close by hand that names, as op's record, a provider's record
@@ -37,4 +39,63 @@ func notItsRecord(op *ops.Operation, rec ops.ProviderRecord, outcome string) str
 	}
 	return fmt.Sprintf("%s holds %s, which names this operation but %s: it is not this operation's refund, so nothing was closed. "+
 		"Reconciliation raises it as an orphan charge; find out who made it before closing this operation.", op.Provider, rec.Ref, why)
+}
+
+// checkRecord runs every check of the record a person gives to close op as to: whose
+// record Settle knows it to be, then what the provider holds under it.
+func (d *Desk) checkRecord(ctx context.Context, op *ops.Operation, to ops.Status, ref string) error {
+	if err := d.checkRecordIsOurs(ctx, op, ref); err != nil {
+		return err
+	}
+	return d.checkRefundAtProvider(ctx, op, to, ref)
+}
+
+// checkRefundAtProvider asks the provider about the refund id a person gives to close op as
+// succeeded, and refuses it when the provider holds it as something other than op's refund:
+// a refund that failed or was canceled, one of another payment, of another operation, or
+// of another amount. A tired engineer pasting the row beside's id, or one from another
+// charge, would otherwise tell op's customer of money that never reached them (ops rules 9
+// and 12). A provider that cannot be asked refuses the close for now: nothing says the id
+// is op's.
+func (d *Desk) checkRefundAtProvider(ctx context.Context, op *ops.Operation, to ops.Status, ref string) error {
+	// Only the refund provider's own records are its to judge: an operation of another
+	// provider, or one refunding no payment, names records it does not hold.
+	if ref == "" || to != ops.StatusSucceeded || d.Refunds == nil || op.PaymentRef == "" || op.Provider != d.Refunds.Provider.Name() {
+		return nil
+	}
+	rr, ok := d.Refunds.Provider.(refund.RefundReader)
+	if !ok {
+		return nil
+	}
+	h, err := rr.Refund(ctx, op, ref)
+	switch {
+	case ops.ErrorCode(err) == ops.ENOTFOUND:
+		// An id the provider does not hold contradicts nothing it holds; it is not refused
+		// here yet and stays on the person's word, as every close by hand did before.
+		return nil
+	case err != nil:
+		return &ops.Error{Code: ops.EUNAVAILABLE, Message: fmt.Sprintf(
+			"%s could not be asked whether %s is this operation's refund; try again in a moment.", op.Provider, ref), Err: err}
+	}
+	if why := notThisRefund(op, h); why != "" {
+		return ops.Errorf(ops.EINVALID, "%s holds %s, but %s: it is not this operation's refund.", op.Provider, ref, why)
+	}
+	return nil
+}
+
+// notThisRefund says how the refund h the provider holds differs from op's, or "".
+func notThisRefund(op *ops.Operation, h refund.Held) string {
+	rec := h.Record
+	switch {
+	case h.PaymentRef != op.PaymentRef:
+		return fmt.Sprintf("it refunds the payment %s, not this operation's %s", h.PaymentRef, op.PaymentRef)
+	case rec.OperationID != "" && rec.OperationID != op.ID:
+		return fmt.Sprintf("it was made for operation %s", rec.OperationID)
+	case !rec.Charged():
+		return fmt.Sprintf("its status is %s, so it refunded nothing", rec.Status)
+	case rec.AmountCents != op.AmountCents || !strings.EqualFold(rec.Currency, op.Currency):
+		return fmt.Sprintf("it moved %s, not the %s this operation refunds", ops.FormatMoney(rec.AmountCents, rec.Currency),
+			ops.FormatMoney(op.AmountCents, op.Currency))
+	}
+	return ""
 }

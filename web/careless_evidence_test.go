@@ -1,0 +1,87 @@
+package web_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/fake"
+)
+
+// TestACloseByHandWithEvidenceThatIsNotARecordIsRefused: the record id of a close as
+// succeeded pasted empty, as blanks, or absurdly long is refused in a sentence, and the
+// operation is left as it was (ops rule 9).
+func TestACloseByHandWithEvidenceThatIsNotARecordIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
+	op := e.notSentUnknown(t, "9611")
+	for ref, says := range map[string]string{
+		"":                                "Succeeded needs the provider&#39;s record",
+		" \t ":                            "Succeeded needs the provider&#39;s record",
+		"re_" + strings.Repeat("x", 5000): "may hold only letters, digits",
+	} {
+		e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
+			"provider_ref": {ref}, "note": {"Stripe shows it."}})
+		if cur := e.get(t, op.ID); cur.Version != op.Version {
+			t.Fatalf("a close with the record %.20q changed the operation: %s", ref, cur.Status)
+		}
+		_, body := e.page(t, alice, "/ops/"+op.ID)
+		mustContain(t, body, says, "Nothing was changed.")
+	}
+}
+
+// TestACloseByHandWithARefundStripeContradictsIsRefused: the engineer pastes a refund id
+// that Stripe holds, but not as this operation's refund: it failed, it refunds another
+// payment, or it moved another amount. Each close as succeeded is refused in a sentence
+// that says what Stripe holds, and nothing is closed: the customer would be told of a
+// refund that never reached them (ops rules 9 and 12). A refund made by hand in Stripe's
+// dashboard on the operation's own payment, for its amount, is accepted.
+func TestACloseByHandWithARefundStripeContradictsIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
+	op := e.notSentUnknown(t, "9612")
+	e.fake.AddPaymentIntent("pi_elsewhere9612", 5000, "usd")
+	at := time.Now().UTC()
+	if err := e.fake.ImportRefunds([]fake.Refund{
+		{ID: "re_failed9612", PaymentIntent: op.PaymentRef, Currency: "usd", Status: "failed", Amount: op.AmountCents, Created: at},
+		{ID: "re_other9612", PaymentIntent: "pi_elsewhere9612", Currency: "usd", Status: "succeeded", Amount: op.AmountCents, Created: at},
+		{ID: "re_amount9612", PaymentIntent: op.PaymentRef, Currency: "usd", Status: "succeeded", Amount: op.AmountCents - 1, Created: at},
+		{ID: "re_good9612", PaymentIntent: op.PaymentRef, Currency: "usd", Status: "succeeded", Amount: op.AmountCents, Created: at},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for ref, says := range map[string]string{
+		"re_failed9612": "failed",
+		"re_other9612":  "pi_elsewhere9612",
+		"re_amount9612": ops.FormatMoney(1199, "usd"),
+	} {
+		e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
+			"provider_ref": {ref}, "note": {"Stripe shows it."}})
+		if cur := e.get(t, op.ID); cur.Version != op.Version {
+			t.Fatalf("a close with %s changed the operation: %s with %q", ref, cur.Status, cur.ProviderRef)
+		}
+		_, body := e.page(t, alice, "/ops/"+op.ID)
+		mustContain(t, body, ref, says, "Nothing was changed.")
+	}
+	e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
+		"provider_ref": {"re_good9612"}, "note": {"Refunded by hand in Stripe's dashboard."}})
+	if cur := e.get(t, op.ID); cur.Status != ops.StatusSucceeded || cur.ProviderRef != "re_good9612" {
+		t.Fatalf("a close with the operation's own refund: %s with %q", cur.Status, cur.ProviderRef)
+	}
+}
+
+// refundedButUnknownOf is refundedButUnknown for a refund of cents.
+func (e *dashEnv) refundedButUnknownOf(t *testing.T, order string, cents int64) *ops.Operation {
+	t.Helper()
+	op, a := e.open(t, order, cents)
+	if res := e.adapter.Send(context.Background(), op, a); res.Outcome != ops.OutcomeOK {
+		t.Fatalf("fake Stripe refused the refund: %+v", res)
+	}
+	return e.lose(t, op, a)
+}
