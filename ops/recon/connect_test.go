@@ -61,11 +61,14 @@ func (w *world) lostIn(t *testing.T, order string, cents int64) *ops.Operation {
 	t.Helper()
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 600 * time.Millisecond})
 	defer w.fake.ClearFaults()
+	held := len(w.fake.Refunds())
 	o := w.openOn(t, connPI, order, cents)
 	if res := w.send(t, o); res.Outcome != ops.OutcomeTimeout {
 		t.Fatalf("send %s: %+v, want a timeout", order, res)
 	}
-	return w.toUnknown(t, o, ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"})
+	op := w.toUnknown(t, o, ops.AttemptResult{Outcome: ops.OutcomeTimeout, ErrorCode: "timeout"})
+	w.waitForFakeRefunds(t, held+1)
+	return op
 }
 
 // toUnknown finishes the operation's attempt with res and leaves it unknown.
@@ -113,7 +116,6 @@ func TestBoundTenantsLookupsAndReconciliationUseItsAccount(t *testing.T) {
 	ctx := context.Background()
 	looked, reconciled := w.lostIn(t, "500", 2500), w.lostIn(t, "501", 2600)
 	never := w.toUnknown(t, w.openOn(t, connPI, "502", 2700), ops.AttemptResult{Outcome: ops.OutcomeServerError, HTTPStatus: 500})
-	time.Sleep(700 * time.Millisecond) // the fake finishes the timed-out requests
 	forged := map[string]string{stripe.MetadataKey: never.ID}
 	fromB := w.refundIn(t, "acct_B", "pi_b", 2700, forged)
 	fromPlatform := w.refundIn(t, "", pi, 2700, forged)
@@ -175,7 +177,6 @@ func TestOneUnreadableAccountDoesNotHideTheOthers(t *testing.T) {
 	w := connectedWorld(t)
 	ctx := context.Background()
 	lost := w.lostIn(t, "600", 1500)
-	time.Sleep(700 * time.Millisecond)
 	w.clock.Advance(time.Second)
 	// The listings run platform, acct_A, acct_B, each in two parts of the window read at
 	// once (one page each): acct_B's fail.

@@ -115,6 +115,7 @@ func (w *world) unknown(t *testing.T, cents int64, orders ...string) []*ops.Oper
 	ctx := context.Background()
 	w.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Kind: fake.FaultTimeoutAfterCommit, Delay: 600 * time.Millisecond})
 	defer w.fake.ClearFaults()
+	held := len(w.fake.Refunds())
 	var out []*ops.Operation
 	for i, order := range orders {
 		o := w.open(t, order, cents+int64(i))
@@ -136,11 +137,20 @@ func (w *world) unknown(t *testing.T, cents int64, orders ...string) []*ops.Oper
 		}
 		out = append(out, op)
 	}
-	time.Sleep(700 * time.Millisecond) // the fake finishes the timed-out requests
-	if n := len(w.fake.Refunds()); n < len(orders) {
-		t.Fatalf("the fake committed %d refunds, want %d", n, len(orders))
-	}
+	w.waitForFakeRefunds(t, held+len(orders))
 	return out
+}
+
+// waitForFakeRefunds waits until the fake holds n refunds: the fake commits a refund the
+// adapter gave up on when its handler runs, which on a busy machine is well after the
+// adapter's timeout.
+func (w *world) waitForFakeRefunds(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(w.fake.Refunds()) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the fake committed %d refunds after 10 s, want %d", len(w.fake.Refunds()), n)
+		}
+	}
 }
 
 // outsideRefund creates a refund nobody recorded, with the given metadata.
