@@ -84,6 +84,7 @@ type SavedViewStore interface {
 	// MaxSavedViewQuery+1 bytes, so one longer than MaxSavedViewQuery says so by its length.
 	ListSavedViews(ctx context.Context, page string, roles []Role, viewer string, limit int) (SavedViewList, error)
 	GetSavedView(ctx context.Context, id int64) (SavedView, error)
+	// DeleteSavedView removes a view; one already gone is an ENOTFOUND.
 	DeleteSavedView(ctx context.Context, id int64) error
 }
 

@@ -107,6 +107,14 @@ func (s *Store) GetSavedView(ctx context.Context, id int64) (desk.SavedView, err
 
 // DeleteSavedView implements desk.SavedViewStore.
 func (s *Store) DeleteSavedView(ctx context.Context, id int64) error {
-	_, err := s.db.Pool.Exec(ctx, `DELETE FROM saved_views WHERE id = $1`, id)
-	return pg.Interpret(err, "delete saved view")
+	tag, err := s.db.Pool.Exec(ctx, `DELETE FROM saved_views WHERE id = $1`, id)
+	if err != nil {
+		return pg.Interpret(err, "delete saved view")
+	}
+	if tag.RowsAffected() == 0 {
+		// Deleted meanwhile (a double click, or its author in another tab): this delete
+		// deleted nothing and must not be recorded as having done so.
+		return ops.Errorf(ops.ENOTFOUND, "There is no saved view %d: it was deleted meanwhile.", id)
+	}
+	return nil
 }
