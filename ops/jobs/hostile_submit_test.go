@@ -62,3 +62,27 @@ func TestADocumentFetchedWithoutAWordFailsBeforeItsGeneration(t *testing.T) {
 		t.Fatalf("%d generations billed for a document without a word", len(gens))
 	}
 }
+
+// A job's Idempotency-Key sent again with another document is refused as key reuse and is
+// not counted as a repeat of the job: its duplicate posts are the repeats of its own intent,
+// counted facts (ops rule 8), and the refused request changes nothing of the job.
+func TestAKeyReusedForAnotherDocumentIsNotCountedAsARepeat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	first := e.submit(t, e.tenant, "reused", docA, "v1")
+	for range 3 {
+		_, err := e.svc.Submit(ctx, jobs.Submission{TenantID: e.tenant, IdempotencyKey: "reused",
+			Document: jobs.Document{Text: docB}, Pipeline: "summarise", PromptVersion: "v1", ModelProfile: "fast"})
+		if ops.ErrorReason(err) != jobs.ReasonKeyReused {
+			t.Fatalf("same key, another document: %v, want %s", err, jobs.ReasonKeyReused)
+		}
+	}
+	again := e.submit(t, e.tenant, "reused", docA, "v1")
+	if again.ID != first.ID || again.DuplicatePosts != 1 {
+		t.Fatalf("the repeat of job %s: job %s with %d duplicate posts, want the same job with the one repeat", first.ID, again.ID, again.DuplicatePosts)
+	}
+	if got := e.job(t, first.ID); got.DuplicatePosts != 1 || got.DocumentHash != first.DocumentHash || got.RequestFingerprint != first.RequestFingerprint {
+		t.Fatalf("job after the refused reuses: %d duplicate posts, document %s", got.DuplicatePosts, got.DocumentHash)
+	}
+}

@@ -65,7 +65,8 @@ func collectJobs(rows pgx.Rows, what string) ([]*jobs.Job, error) {
 }
 
 // InsertJob implements jobs.Store: one statement inserts the job and its uploaded
-// checkpoint, or finds the tenant's job with the same idempotency key and counts the repeat.
+// checkpoint, or finds the tenant's job with the same idempotency key and counts the repeat;
+// the key sent with another intent (which Submit refuses) is no repeat and is not counted.
 func (s *Store) InsertJob(ctx context.Context, j *jobs.Job, up jobs.Checkpoint) (*jobs.Job, bool, error) {
 	args := pgx.NamedArgs{
 		"id": j.ID, "tenant": j.TenantID, "key": j.IdempotencyKey, "fp": j.RequestFingerprint, "ref": j.RequestRef,
@@ -81,7 +82,8 @@ WITH ins AS (
 		status, run_after, max_attempts, max_cost_micros, deadline, created_at, updated_at)
 	VALUES (@id, @tenant, @key, @fp, @ref, @dedup, @dhash, @dref, @text, @pipeline, @prompt, @profile,
 		'queued', @now, @max_attempts, @max_cost, @deadline, @now, @now)
-	ON CONFLICT (tenant_id, idempotency_key) DO UPDATE SET duplicate_posts = j.duplicate_posts + 1
+	ON CONFLICT (tenant_id, idempotency_key) DO UPDATE
+	SET duplicate_posts = j.duplicate_posts + CASE WHEN j.request_fingerprint = @fp THEN 1 ELSE 0 END
 	RETURNING `+jobCols+`, (j.xmax <> 0) AS existed
 ), cp AS (
 	INSERT INTO job_checkpoints (tenant_id, dedup_key, job_id, stage, input_hash, code_version, status, attempt, result, created_at, updated_at)
