@@ -163,10 +163,19 @@ func TestARepeatAdmittedInFlightIsReplayedWhenTheCloseLandsMeanwhile(t *testing.
 	t.Parallel()
 	for _, stream := range []bool{false, true} {
 		held := &heldAnswers{admitted: make(chan struct{}), release: make(chan struct{})}
-		w := newGatewayWorld(t, gatewaySetup{latency: 300 * time.Millisecond, store: func(s ops.Store) ops.Store { held.Store = s; return held }})
-		key := fmt.Sprintf("x-landed-%v", stream)
 		// The first request's provider answer is in, its close not yet written: the test
-		// holds the provider's reply until the repeat is admitted.
+		// holds the provider's reply until the repeat is admitted, however slowly the
+		// repeat gets there.
+		untilAdmitted := func(llm.Call) {
+			select {
+			case <-held.admitted:
+			case <-time.After(10 * time.Second):
+				t.Errorf("stream %v: the repeat was not told in flight within 10 s of the provider's answer", stream)
+			}
+		}
+		w := newGatewayWorld(t, gatewaySetup{latency: 300 * time.Millisecond, after: untilAdmitted,
+			store: func(s ops.Store) ops.Store { held.Store = s; return held }})
+		key := fmt.Sprintf("x-landed-%v", stream)
 		first := make(chan error, 1)
 		go func() {
 			_, err := w.call("shop", key, chatBody("landed", 0.2, stream))
@@ -180,7 +189,6 @@ func TestARepeatAdmittedInFlightIsReplayedWhenTheCloseLandsMeanwhile(t *testing.
 			r, err = w.complete(&reply{}, w.gw, "/v1/chat/completions", "shop", key, chatBody("landed", 0.2, stream), "")
 			repeat <- err
 		}()
-		<-held.admitted
 		if err := <-first; err != nil {
 			t.Fatal(err)
 		}
