@@ -65,6 +65,9 @@ type gatewaySetup struct {
 	// store, when set, wraps the store the gateway's ledger writes through: a test's hook
 	// inside the ledger's own steps.
 	store func(ops.Store) ops.Store
+	// held, when set, stands between the gateway and the provider's adapter, holding the
+	// sends a test arms it for.
+	held *heldSends
 }
 
 func newGatewayWorld(t *testing.T, o gatewaySetup) *gatewayWorld {
@@ -113,6 +116,9 @@ func (w *gatewayWorld) gateway(t *testing.T, o gatewaySetup) (*llm.Gateway, *ope
 	var sender llm.Upstream = up
 	if o.after != nil {
 		sender = hookedUpstream{up, o.after}
+	}
+	if o.held != nil {
+		o.held.Upstream, sender = sender, o.held
 	}
 	cfg := llm.Config{Ledger: ledger, Upstream: sender, Prices: llm.DefaultPrices(),
 		TenantModes: o.modes, TenantKeyScopes: o.keyScopes, Refs: w.db, Streams: w.db, Reconciled: o.reconciled}

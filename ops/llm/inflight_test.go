@@ -50,22 +50,33 @@ func TestLLMWaitAcrossProcesses(t *testing.T) {
 // the key is in flight instead of taking the operation over and generating again.
 func TestLLMLongGenerationKeepsItsLease(t *testing.T) {
 	t.Parallel()
-	w := newGatewayWorld(t, gatewaySetup{chunkDelay: 40 * time.Millisecond, lease: 300 * time.Millisecond})
+	held := &heldSends{}
+	w := newGatewayWorld(t, gatewaySetup{chunkDelay: 40 * time.Millisecond, lease: 300 * time.Millisecond, held: held})
+	// The stream stops after its role and first two tokens reached the client, and goes on
+	// only once the retry below has its answer: mid-stream however slow the machine.
+	hold := held.holdNext(t, 3)
 	first := make(chan *reply, 1)
 	go func() {
 		r, _ := w.call("shop", "long-1", chatBody("a long answer", 0.2, true))
 		first <- r
 	}()
-	time.Sleep(700 * time.Millisecond) // more than two leases into a one-second stream
-	// Mid-stream the operation shows phase first_token and a lease renewed past its first end.
+	hold.wait(t)
+	// Mid-stream the operation shows phase first_token and a lease renewed past its first
+	// end: more than two leases into the stream, it is still this request's.
 	live := w.op(t, "long-1")
-	if live.Phase != ops.PhaseFirstToken || live.LeaseUntil == nil || !live.LeaseUntil.After(live.CreatedAt.Add(500*time.Millisecond)) {
-		t.Fatalf("mid-stream: phase %q, lease until %v (opened %v)", live.Phase, live.LeaseUntil, live.CreatedAt)
+	for deadline := time.Now().Add(10 * time.Second); live.Phase != ops.PhaseFirstToken || live.LeaseUntil == nil ||
+		!live.LeaseUntil.After(live.CreatedAt.Add(3*300*time.Millisecond)); live = w.op(t, "long-1") {
+		if live.Status != ops.StatusInProgress || time.Now().After(deadline) {
+			t.Fatalf("mid-stream: %s, phase %q, lease until %v (opened %v)", live.Status, live.Phase, live.LeaseUntil, live.CreatedAt)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	// A retry that asks for JSON is refused while the key is in flight (a streaming one
-	// would follow the stream live).
-	r, err := w.call("shop", "long-1", chatBody("a long answer", 0.2, false))
+	// would follow the stream live). It does not wait for the gateway's runs, the held one
+	// among them.
+	r, err := w.complete(&reply{}, w.gw, "/v1/chat/completions", "shop", "long-1", chatBody("a long answer", 0.2, false), "")
 	wantRefused(t, r, err, ops.ECONFLICT, llm.ReasonKeyInUse)
+	hold.let()
 	if text, _, _ := streamText(t, <-first); text != w.generations(t, 1)[0].Content {
 		t.Fatalf("first stream %q", text)
 	}
