@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,11 +30,12 @@ WITH ins AS (
 		@retention, @retry_uncertain, @no_provider_key, @has_lookup, @api,
 		coalesce(@request::jsonb->'body'->>'model', ''),
 		coalesce(@request::jsonb->'body'->'store' = 'false'::jsonb, false),
-		CASE WHEN @provider = '` + stripeProvider + `' THEN (SELECT coalesce(t.stripe_account, '') FROM tenants t WHERE t.id = @tenant) END,
+		CASE WHEN @provider = '` + stripeProvider + `' THEN coalesce(t.stripe_account, '') END,
 		@now::timestamptz, @now::timestamptz, coalesce(latest.intent_seq, 0) + 1
-	FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT l.id::text AS id, l.intent_seq FROM operations l
+	FROM tenants t LEFT JOIN LATERAL (SELECT l.id::text AS id, l.intent_seq FROM operations l
 		WHERE l.tenant_id = @tenant AND l.kind = @kind AND l.intent_key = @intent ORDER BY l.intent_seq DESC LIMIT 1) latest ON true
-	WHERE NOT @guarded OR @latest::text = coalesce(latest.id, '')
+	WHERE t.id = @tenant AND (NOT @guarded OR @latest::text = coalesce(latest.id, ''))
+		AND (@provider <> '` + stripeProvider + `' OR EXISTS (SELECT 1 FROM tenants k WHERE k.id = @tenant FOR KEY SHARE))
 	ON CONFLICT (tenant_id, kind, intent_key) WHERE status IN ` + openStatuses + `
 	DO UPDATE SET duplicate_requests = o.duplicate_requests + 1
 	RETURNING ` + openReturns + `, (o.xmax <> 0) AS existed
@@ -54,7 +56,10 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 // the intent, even one committed a moment ago by a concurrent request), records the client
 // request, and for a new claimed operation begins its first attempt. A Stripe operation
 // records the account its tenant is bound to in that statement: every attempt and lookup of
-// it goes there, whatever binding a move makes later (ops rule 9). The opening's audit
+// it goes there, whatever binding a move makes later (ops rule 9). The statement opens
+// nothing for a tenant that does not exist, with no foreign key (migration 00068): only a
+// Stripe operation locks its tenant's row, which SetStripeAccount relies on, so the other
+// kinds' calls pay no lock on the row all of a tenant's calls share. The opening's audit
 // entry is the operation's creation, which the audit trail's reads in ops/pg/deskstore list
 // as its opening (openingCols): no audit row repeats it.
 // The model a new operation asks for, and whether its client sent store: false, are copied
@@ -92,6 +97,9 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 			return err
 		})
 	}
+	if errors.Is(err, pgx.ErrNoRows) && !db.tenantExists(op.TenantID) {
+		return out, &ops.Error{Code: ops.EINVALID, Message: "The request breaks a rule of the ledger.", Err: fmt.Errorf("open operation: no tenant %d", op.TenantID)}
+	}
 	if (errors.Is(err, pgx.ErrNoRows) && p.Latest != nil) || intentRaced(err) {
 		return out, &ops.Error{Code: ops.ECONFLICT, Reason: ops.ReasonSuperseded, Message: "A newer operation of this intent appeared meanwhile."}
 	}
@@ -106,4 +114,17 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 		out.Attempt = &ops.Attempt{ID: attemptID, OperationID: o.ID, N: 1, ProviderKey: o.ProviderKey, Owner: p.Claim, StartedAt: p.Now}
 	}
 	return out, nil
+}
+
+// tenantExists tells an opening that found no row for want of its tenant from one that lost
+// to a newer operation. It is asked only when the opening wrote nothing; an error counts as
+// existing, so the opening reports what it did before.
+func (db *DB) tenantExists(id int64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var ok bool
+	if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)`, id).Scan(&ok); err != nil {
+		return true
+	}
+	return ok
 }

@@ -30,9 +30,9 @@ type StripeBinding struct {
 // A binding moves every Stripe call of the tenant to another account, resends and lookups
 // included, and an idempotency key means nothing in another account: a resend there could
 // refund a second time, and a lookup there finds nothing. So the binding is refused while
-// the tenant has an open Stripe operation. The tenant row is locked first, and inserting an
-// operation takes a key-share lock on it, so no operation opens between the count and the
-// change.
+// the tenant has an open Stripe operation. The tenant row is locked first, and opening a
+// Stripe operation takes a key-share lock on it (Open), so no Stripe operation opens between
+// the count and the change.
 func (db *DB) SetStripeAccount(ctx context.Context, name, account, actor string, now time.Time) (StripeBinding, error) {
 	if err := checkTenantName(name); err != nil {
 		return StripeBinding{}, err
