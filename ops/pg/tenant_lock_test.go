@@ -71,3 +71,24 @@ func TestOnlyAStripeOpeningLocksItsTenant(t *testing.T) {
 		t.Fatalf("the refund after the binding: %v", err)
 	}
 }
+
+// TestAnOpeningForNoTenantIsRefused: with no foreign key into tenants, the opening's own
+// statement is what refuses a tenant that does not exist, for every kind, as the key did:
+// the request is invalid and nothing is written.
+func TestAnOpeningForNoTenantIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	refund := f.refund("nobody", 100)
+	refund.TenantID = f.tenant + 1000
+	call := ops.Intent{TenantID: f.tenant + 1000, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: "k1", Fingerprint: "fp",
+		Request: []byte(`{"policy":"interactive","route":"/v1/responses","body":{"model":"gpt-5-mini"}}`), Retention: 24 * time.Hour}
+	for _, in := range []ops.Intent{refund, call} {
+		if _, err := f.seed().Open(ctx, in, "req-1", "w"); ops.ErrorCode(err) != ops.EINVALID {
+			t.Errorf("%s for no tenant: %v, want %s", in.Kind, err, ops.EINVALID)
+		}
+	}
+	if n := f.count(t, `SELECT count(*) FROM operations`) + f.count(t, `SELECT count(*) FROM client_requests`); n != 0 {
+		t.Fatalf("an opening for no tenant wrote %d rows", n)
+	}
+}
