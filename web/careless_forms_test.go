@@ -71,17 +71,25 @@ func TestADoubleClickedAcknowledgeAcknowledgesOnce(t *testing.T) {
 	}
 }
 
-// TestADoubleClickedSaveKeepsOneView: "save view" pressed twice keeps one view with one
-// audit row, and the second press is told the view exists; deleting it twice deletes once
-// and the second delete is told there is no such view.
+// TestADoubleClickedSaveKeepsOneView: "save view" pressed twice, or sent again from the
+// back button, keeps one view with one audit row, and each press is answered with that view,
+// not told to choose another name; the same name with another filter still is. Deleting
+// it twice deletes once, and the second delete is told there is no such view.
 func TestADoubleClickedSaveKeepsOneView(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
 	form := url.Values{"page": {"ops"}, "name": {"unknown refunds"}, "query": {"tab=unknown&kind=refund"}, "role": {"support"}}
 	codes := postAtOnce(t, e, []*http.Client{alice, alice}, "/views", []url.Values{form, form})
-	if countCodes(codes, http.StatusSeeOther) != 1 {
-		t.Fatalf("two saves at once were answered %v, want one 303", codes)
+	if countCodes(codes, http.StatusSeeOther) != 2 {
+		t.Fatalf("two saves at once were answered %v, want a 303 each", codes)
+	}
+	if resp := e.post(t, alice, "/views", form); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the save sent again = %d, want 303", resp.StatusCode)
+	}
+	other := url.Values{"page": {"ops"}, "name": {"Unknown refunds"}, "query": {"tab=unknown&kind=llm_call"}, "role": {"support"}}
+	if resp := e.post(t, alice, "/views", other); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("the name with another filter = %d, want 409", resp.StatusCode)
 	}
 	if n := e.count(t, `SELECT count(*) FROM saved_views`); n != 1 {
 		t.Fatalf("%d saved views, want 1", n)

@@ -151,6 +151,9 @@ func (s *SavedViews) Save(ctx context.Context, v SavedView, actor string) (Saved
 	saved, err := s.Store.SaveView(ctx, v, MaxSavedViewsPerUser)
 	var oe *ops.Error
 	if errors.As(err, &oe) && oe.Code == ops.ECONFLICT {
+		if same, ok := s.savedAlready(ctx, v); ok {
+			return same, nil
+		}
 		return v, ops.Errorf(ops.ECONFLICT, "A view named %q already exists on this page; choose another name.", v.Name)
 	}
 	if errors.Is(err, ErrSavedViewLimit) {
@@ -160,6 +163,22 @@ func (s *SavedViews) Save(ctx context.Context, v SavedView, actor string) (Saved
 		return v, err
 	}
 	return saved, s.audit(ctx, saved, "saved_view.add", actor)
+}
+
+// savedAlready finds the view v repeats: the author's own view of the same name, filter and
+// role, saved by a double click or a form sent again from the back button. It is the one
+// view asked for, so the repeat answers with it and records nothing a second time.
+func (s *SavedViews) savedAlready(ctx context.Context, v SavedView) (SavedView, bool) {
+	l, err := s.Store.ListSavedViews(ctx, v.Page, []Role{v.Role}, v.CreatedBy, MaxSavedViewsPerPage)
+	if err != nil {
+		return v, false
+	}
+	for _, o := range l.Own {
+		if strings.EqualFold(o.Name, v.Name) && o.Query == v.Query && o.Role == v.Role {
+			return o, true
+		}
+	}
+	return v, false
 }
 
 // Delete removes a view; only its author or an admin may.
