@@ -250,7 +250,7 @@ func TestAnthropicFaults(t *testing.T) {
 		if _, err := c.Messages.New(tctx, cachedAsk("x")); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want the client's timeout", err)
 		}
-		if gens := a.Generations(); len(gens) != 1 || gens[0].Fault != "bill_then_timeout" {
+		if gens := billedSoon(a.Generations, 1); len(gens) != 1 || gens[0].Fault != "bill_then_timeout" {
 			t.Fatalf("ledger %+v", gens)
 		}
 	})

@@ -18,6 +18,17 @@ import (
 
 const llmKey = "sk-fake-test"
 
+// billedSoon returns gens once it holds n generations, or after 10 s what it holds then: the
+// fake bills a call when its handler runs, which on a busy machine can be after the client's
+// timeout ended the call.
+func billedSoon[G any](gens func() []G, n int) []G {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if g := gens(); len(g) >= n || time.Now().After(deadline) {
+			return g
+		}
+	}
+}
+
 func startLLM(t *testing.T, opts fake.LLMOptions) (*fake.LLM, string) {
 	t.Helper()
 	l := fake.NewLLM(opts)

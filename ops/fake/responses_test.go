@@ -261,7 +261,7 @@ func TestResponsesFaults(t *testing.T) {
 		if _, err := c.Responses.New(tctx, ask("x")); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want the client's timeout", err)
 		}
-		gens := l.GenerationsOf(fake.APIResponses)
+		gens := billedSoon(func() []fake.Generation { return l.GenerationsOf(fake.APIResponses) }, 1)
 		if len(gens) != 1 || gens[0].Fault != "bill_then_timeout" {
 			t.Fatalf("ledger %+v", gens)
 		}
