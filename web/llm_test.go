@@ -173,6 +173,22 @@ func (w *llmWorld) waitAdmitted(t *testing.T, key string) {
 	w.world.WaitAdmitted(t, key)
 }
 
+// newGatedLLMWorld is an llmWorld whose gateway reaches the provider through an
+// upstreamGate holding its first call.
+func newGatedLLMWorld(t *testing.T) (*llmWorld, *upstreamGate) {
+	t.Helper()
+	s, tw := newServer(t)
+	w := &llmWorld{world: tw, db: tw.DB, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}}
+	var base string
+	w.fake, base = tw.LLM(fake.LLMOptions{Seed: 1})
+	g := newUpstreamGate(t, base, 1)
+	w.base = g.url
+	w.gw, w.url = w.gateway(t, s, llmSetup{})
+	t.Cleanup(g.release)
+	w.tokens["shop"] = tw.Token(tw.Tenant("shop"), "test")
+	return w, g
+}
+
 // sseText reads a raw SSE answer and returns the text of its first choice, the number of
 // chunks and whether [DONE] ended it.
 func sseText(t *testing.T, r io.Reader) (string, int, bool) {
@@ -204,25 +220,36 @@ func TestLLMTwoIdenticalRequestsAtOnceOneGeneration(t *testing.T) {
 	t.Parallel()
 	t.Run("409 then replay, through the SDK's retries", func(t *testing.T) {
 		t.Parallel()
-		w := newLLMWorld(t, llmSetup{latency: 600 * time.Millisecond})
+		w, gate := newGatedLLMWorld(t)
 		c := w.sdk("shop")
 		var wg sync.WaitGroup
 		texts := make([]string, 2)
 		resps := make([]*http.Response, 2)
 		errs := make([]error, 2)
-		for i := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Duration(i) * 150 * time.Millisecond)
+		send := func(i int) {
+			wg.Go(func() {
 				out, err := c.Chat.Completions.New(context.Background(), ask("summarise the call with customer 4417", 0.2),
 					keyed("msg-4417-1"), option.WithResponseInto(&resps[i]))
 				errs[i] = err
 				if err == nil {
 					texts[i] = out.Choices[0].Message.Content
 				}
-			}()
+			})
 		}
+		// The first call is held on its way to the provider until the second was told the
+		// key is in flight: a provider quicker than the second client's arrival would close
+		// the call first, and the second would be replayed without a 409.
+		send(0)
+		gate.waitHeld(t, 1)
+		send(1)
+		for deadline := time.Now().Add(10 * time.Second); w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'in_progress'`) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				gate.release()
+				wg.Wait()
+				t.Fatalf("the second request was not told the key is in flight within 10 s: errors %v, %v", errs[0], errs[1])
+			}
+		}
+		gate.release()
 		wg.Wait()
 		if errs[0] != nil || errs[1] != nil {
 			t.Fatalf("errors %v, %v", errs[0], errs[1])
