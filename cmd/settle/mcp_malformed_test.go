@@ -17,9 +17,11 @@ import (
 // rawAgent speaks newline-delimited JSON-RPC to 'settle mcp --stdio' byte for byte, so it
 // can send what no SDK client would.
 type rawAgent struct {
-	in   *io.PipeWriter
-	out  *bufio.Reader
-	logs *lockedBuffer
+	in *io.PipeWriter
+	// lines are the server's lines, read by one goroutine for the whole session: a reply
+	// that timed out leaves its read pending, and a second reader of the same stream races it.
+	lines <-chan string
+	logs  *lockedBuffer
 }
 
 // lockedBuffer collects the server's log lines while the server writes them.
@@ -55,8 +57,10 @@ func startRawAgent(t *testing.T) (*rawAgent, *stdioAgent, chan error) {
 		served <- serveMCPStdio(context.Background(), cfg, token, inR, outW, logger)
 		outW.Close()
 	}()
+	stop := make(chan struct{})
 	t.Cleanup(func() {
 		inW.Close()
+		close(stop)
 		go io.Copy(io.Discard, outR)
 		select {
 		case <-served:
@@ -64,7 +68,7 @@ func startRawAgent(t *testing.T) (*rawAgent, *stdioAgent, chan error) {
 			t.Error("the server did not stop when the agent hung up")
 		}
 	})
-	a := &rawAgent{in: inW, out: bufio.NewReaderSize(outR, 1<<16), logs: logs}
+	a := &rawAgent{in: inW, lines: readLines(outR, stop), logs: logs}
 	a.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"test"}}}`)
 	if reply := a.reply(t); !strings.Contains(reply, `"id":1,`) || !strings.Contains(reply, `"result"`) {
 		t.Fatalf("initialize answered %s", reply)
@@ -80,19 +84,39 @@ func (a *rawAgent) send(t *testing.T, line string) {
 	go func() { _, _ = io.WriteString(a.in, line+"\n") }()
 }
 
-// reply reads the server's next line, failing the test if the server ends or stalls.
+// readLines reads r's lines into the returned channel until r ends (its last line then
+// says why, and the channel is closed) or stop is closed.
+func readLines(r io.Reader, stop <-chan struct{}) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		out := bufio.NewReaderSize(r, 1<<16)
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				line = "EOF: " + err.Error()
+			}
+			select {
+			case lines <- line:
+			case <-stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return lines
+}
+
+// reply returns the server's next line, failing the test if the server ends or stalls.
 func (a *rawAgent) reply(t *testing.T) string {
 	t.Helper()
-	got := make(chan string, 1)
-	go func() {
-		line, err := a.out.ReadString('\n')
-		if err != nil {
-			line = "EOF: " + err.Error()
-		}
-		got <- line
-	}()
 	select {
-	case line := <-got:
+	case line, ok := <-a.lines:
+		if !ok {
+			return "EOF: the server's output ended"
+		}
 		return strings.TrimRight(line, "\n")
 	case <-time.After(10 * time.Second):
 		t.Fatal("no reply within 10 s")
