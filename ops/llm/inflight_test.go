@@ -16,7 +16,8 @@ import (
 // watches the ledger and gets the stored result.
 func TestLLMWaitAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	w := newGatewayWorld(t, gatewaySetup{latency: 400 * time.Millisecond})
+	held := &heldSends{}
+	w := newGatewayWorld(t, gatewaySetup{latency: 400 * time.Millisecond, held: held})
 	// The second process's gateway on the same database.
 	other, _, _ := w.gateway(t, gatewaySetup{})
 	first := make(chan error, 1)
@@ -31,13 +32,16 @@ func TestLLMWaitAcrossProcesses(t *testing.T) {
 	if err != nil || !done || text != gens[0].Content || !r.head.Replayed || <-first != nil {
 		t.Fatalf("the other process answered %v %q (done %v, replayed %v); provider generated %q", err, text, done, r.head.Replayed, gens[0].Content)
 	}
-	// Without Prefer, the other process is refused with Retry-After while the key is in flight.
+	// Without Prefer, the other process is refused with Retry-After while the key is in
+	// flight: held at the provider's answer, whatever the machine's speed.
+	hold := held.holdNext(t, 0)
 	go func() {
 		_, err := w.call("shop", "x-proc-2", chatBody("hello", 0.3, false))
 		first <- err
 	}()
-	w.waitAdmitted(t, "x-proc-2")
+	hold.wait(t)
 	r, err = w.callOn(other, "/v1/chat/completions", "shop", "x-proc-2", chatBody("hello", 0.3, false), "")
+	hold.let()
 	if p, ok := llm.ProblemOf(err); !ok || p.RetryAfter != time.Second {
 		t.Fatalf("Retry-After %+v (%v)", p, ok)
 	}
