@@ -247,6 +247,14 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	// Each bulk lookup is claimed in its own row, so every replica may run them.
 	bulk := &desk.BulkRunner{Desk: dsk, Queues: desks, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}
 	p.goLoop(ctx, bulk.Loop())
+	// The processes that run job workers run the relay of job events, so they alone say who
+	// receives them: a serve whose jobs run in separate 'settle worker' processes leaves
+	// their registration alone.
+	if cfg.Jobs.Workers > 0 && cfg.LLM.BaseURL != "" {
+		if err := p.registerJobReceivers(ctx, cfg.Jobs); err != nil {
+			return err
+		}
+	}
 	p.startJobWorkers(ctx, cfg.Jobs.Workers)
 	// A call released for its client's retry waits for that client at least as long as one of
 	// its requests may last (SETTLE_LLM_DEADLINE).

@@ -97,7 +97,10 @@ var (
 	envJobWebhookURL = define(sectionJobs, setting{Name: "SETTLE_JOB_WEBHOOK_URL", Commands: []string{"server commands"},
 		Parses: "comma-separated http(s) URLs",
 		Short:  "comma-separated receivers of job.published events",
-		Doc:    "comma-separated receivers of `job.published` (JSON POST with `Settle-Event-Id`); events stay in `job_outbox` without it", Secret: true})
+		Doc: "comma-separated receivers of `job.published` (JSON POST with `Settle-Event-Id`), registered by the processes " +
+			"that run job workers as the consumer of every tenant's job events: a job writes its event only while one is " +
+			"registered, so without it none is written, the undelivered events left for former receivers are deleted at " +
+			"start, and a receiver added later gets no event of earlier jobs; give serve and workers the same value", Secret: true})
 	envJobLease = define(sectionJobs, setting{Name: "SETTLE_JOB_LEASE", Commands: []string{"server commands"},
 		Default: "`30s`", Parses: "a positive Go duration",
 		Short: "a worker's hold on a job; a dead worker's job is taken over after it",

@@ -21,8 +21,8 @@ type JobsConfig struct {
 	// Workers is how many job workers serve runs (SETTLE_WORKERS, default 2; 0 runs none,
 	// for when separate 'settle worker' processes do the work).
 	Workers int
-	// WebhookURLs receive job.published (SETTLE_JOB_WEBHOOK_URL, comma-separated); empty
-	// keeps the events in the jobs' outbox.
+	// WebhookURLs receive job.published (SETTLE_JOB_WEBHOOK_URL, comma-separated); empty,
+	// a published job writes no event (ops rule 10).
 	WebhookURLs []string
 	// Lease is a worker's hold on a job and its generation (SETTLE_JOB_LEASE, default 30s).
 	Lease time.Duration
@@ -109,6 +109,9 @@ func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	p.DB, p.Ledger = db, ops.NewLedger(db, p.Clock)
 	p.startSkewGuard(ctx, nil)
+	if err := p.registerJobReceivers(ctx, jc); err != nil {
+		return err
+	}
 	pool, err := p.jobPool(jc, max(jc.Workers, 1))
 	if err != nil {
 		return err
@@ -186,4 +189,27 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 			Interval: time.Second, Hold: jc.Lease, Keep: p.Config.OutboxKeep, Logger: p.Logger}
 	}
 	return pool, nil
+}
+
+// registerJobReceivers registers SETTLE_JOB_WEBHOOK_URL's receivers, under the setting's
+// name, as the consumer of every tenant's job events, so that jobs published from now on
+// write them (ops rule 10). Without the setting it removes that registration and the
+// events still waiting for it: nobody delivers them any more, and each keeps its job's
+// result past every purge; a receiver configured later receives no event of earlier jobs.
+func (p *Program) registerJobReceivers(ctx context.Context, jc JobsConfig) error {
+	store := jobstore.New(p.DB)
+	if len(jc.WebhookURLs) > 0 {
+		if err := store.RegisterEventConsumer(ctx, envJobWebhookURL.Name, 0, p.Clock.Now()); err != nil {
+			return fmt.Errorf("register the job events' receivers: %w", err)
+		}
+		return nil
+	}
+	n, err := store.RemoveEventConsumer(ctx, envJobWebhookURL.Name)
+	if err != nil {
+		return fmt.Errorf("remove the job events' former receivers: %w", err)
+	}
+	if n > 0 {
+		p.Logger.Info("deleted job events nobody receives", "events", n, "setting", envJobWebhookURL.Name)
+	}
+	return nil
 }

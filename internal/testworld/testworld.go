@@ -122,6 +122,16 @@ func (w *World) JobWorker(up llm.Upstream, owner string, lease time.Duration, re
 		Prices: llm.DefaultPrices(), Catalog: jobs.DefaultCatalog(), Owner: owner, Logger: slog.New(slog.DiscardHandler)}
 }
 
+// ConsumeJobEvents registers the test as the receiver of every tenant's job.published
+// events, as a server with SETTLE_JOB_WEBHOOK_URL does: without one, a published job writes
+// no event (ops rule 10). Call it before the jobs whose events the test reads are published.
+func (w *World) ConsumeJobEvents() {
+	w.t.Helper()
+	if err := jobstore.New(w.DB).RegisterEventConsumer(context.Background(), "test", 0, time.Now()); err != nil {
+		w.t.Fatalf("testworld: %v", err)
+	}
+}
+
 // Jobs is the jobs service on the world's database, on the system clock.
 func (w *World) Jobs() *jobs.Service {
 	return &jobs.Service{Store: jobstore.New(w.DB), Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}

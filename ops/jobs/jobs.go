@@ -37,7 +37,8 @@ const (
 	StatusQueued Status = "queued"
 	// StatusRunning is held by a worker's lease; a lease that ran out is taken over.
 	StatusRunning Status = "running"
-	// StatusPublished is final: the result is stored and job.published is in the outbox.
+	// StatusPublished is final: the result is stored, and job.published is in the outbox
+	// when a receiver of the job's tenant is registered (ops rule 10).
 	StatusPublished Status = "published"
 	// StatusUnknown waits for its operation, whose outcome is unknown, to be closed by the
 	// reconciler or a person; then a worker picks the job up again.

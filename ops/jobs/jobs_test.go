@@ -41,7 +41,17 @@ type env struct {
 	lease  time.Duration
 }
 
+// newEnv is the pipeline with the test registered as the receiver of every job event.
 func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnvNobodyReceives(t)
+	e.world.ConsumeJobEvents()
+	return e
+}
+
+// newEnvNobodyReceives is the pipeline with no receiver of job events registered, as a
+// server without SETTLE_JOB_WEBHOOK_URL runs it.
+func newEnvNobodyReceives(t *testing.T) *env {
 	t.Helper()
 	w := testworld.New(t)
 	fl, base := w.LLM(fake.LLMOptions{Seed: 1})

@@ -263,7 +263,8 @@ ORDER BY k.stage, k.updated_at DESC, k.id DESC`, j.DedupKey, j.ID)
 }
 
 // PublishJob implements jobs.Store: the job's status, its published checkpoint and its
-// event commit together or not at all (ops rule 10), and only once per job.
+// event commit together or not at all (ops rule 10), and only once per job. The event is
+// written only while a consumer is registered for the job's tenant (RegisterEventConsumer).
 func (s *Store) PublishJob(ctx context.Context, p jobs.PublishParams) (*jobs.Job, bool, error) {
 	c := p.Checkpoint
 	row := s.db.Pool.QueryRow(ctx, `
@@ -278,7 +279,7 @@ WITH up AS (
 	ON CONFLICT (dedup_key, stage, input_hash, code_version) DO NOTHING
 ), ob AS (
 	INSERT INTO job_outbox (event_id, topic, entity_id, payload, created_at)
-	SELECT @event_id::uuid, @topic, up.id, @payload::jsonb, @now FROM up
+	SELECT @event_id::uuid, @topic, up.id, @payload::jsonb, @now FROM up WHERE `+jobEventConsumed+`
 )
 SELECT * FROM up`, pgx.NamedArgs{"id": p.Job.ID, "owner": p.Owner, "now": p.Now, "result": pg.JSONOrNil(p.Result),
 		"in": c.InputHash, "code": c.CodeVersion, "attempt": c.Attempt, "cp_result": pg.JSONOrNil(c.Result),

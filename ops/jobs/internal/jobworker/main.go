@@ -82,6 +82,11 @@ func run(ctx context.Context) error {
 	// The relay's hold on an event it delivers ends with the lease, so an event a killed
 	// process held is delivered again as soon as its jobs are taken over.
 	if urls := os.Getenv("SETTLE_JOB_WEBHOOK_URL"); urls != "" {
+		// As settle's servers do: a job writes its event only while a receiver of it is
+		// registered (ops rule 10).
+		if err := jobstore.New(db).RegisterEventConsumer(ctx, "SETTLE_JOB_WEBHOOK_URL", 0, clock.Now()); err != nil {
+			return fmt.Errorf("register the job events' receivers: %w", err)
+		}
 		pool.Relay = &outbox.Relay{Store: pg.JobOutbox{DB: db}, Publisher: jobs.NewWebhooks(strings.Split(urls, ","), nil),
 			Clock: clock, Interval: 100 * time.Millisecond, Hold: lease, Logger: logger}
 	}
