@@ -42,7 +42,9 @@ func (w Webhooks) Publish(ctx context.Context, e outbox.Event) error {
 // Pool runs job workers and the relay of job events together until ctx ends.
 type Pool struct {
 	Workers []*Worker
-	// Relay delivers job.published events; nil keeps them in the jobs' outbox.
+	// Relay delivers job.published events; nil delivers none, and events are written only
+	// while a receiver of job events is registered (job_event_consumers), so with no relay
+	// and no receiver nothing waits in the jobs' outbox.
 	Relay *outbox.Relay
 	// Gate, when set, holds back every worker's claim of a job while it is shut: serve's
 	// clock skew guard, so that a replica whose clock is off the database's claims no job
