@@ -312,7 +312,9 @@ func TestBackgroundRetrieveIsTenantScoped(t *testing.T) {
 // response and its cost, and the key then replays it (ops rules 5, 9 and 11).
 func TestBackgroundResponseSettlesOnTheClientsRetrieve(t *testing.T) {
 	t.Parallel()
-	w := newLLMWorld(t, llmSetup{chunkDelay: time.Millisecond, attemptTimeout: 300 * time.Millisecond,
+	// The gateway's follow of the response sees nothing until the operation is unknown: a
+	// provider hold of a set time may end before a busy machine's follow gives up.
+	w, gate := newFollowGatedWorld(t, llmSetup{chunkDelay: time.Millisecond, attemptTimeout: 300 * time.Millisecond,
 		modes: map[string]llm.Mode{"pipeline": llm.Batch}})
 	ctx := context.Background()
 	c := w.sdk("pipeline")
@@ -323,6 +325,7 @@ func TestBackgroundResponseSettlesOnTheClientsRetrieve(t *testing.T) {
 		t.Fatalf("created: %v %+v", err, first)
 	}
 	op := w.waitStatus(t, "bg-batch", ops.StatusUnknown)
+	gate.let()
 	w.waitProvider(t, first.ID)
 	done := pollDone(t, c, first.ID)
 	op = w.waitStatus(t, "bg-batch", ops.StatusSucceeded)
