@@ -177,7 +177,7 @@ func (l *Ledger) refused(ctx context.Context, in Intent, seen string, cause erro
 	if err == nil && (newer.ID != seen || (newer.Status == StatusSucceeded && newer.Fingerprint == in.Fingerprint)) {
 		return l.join(ctx, in, newer.ID)
 	}
-	if rerr := l.store.RecordRejected(ctx, in.TenantID, in.Kind, in.RequestRef, l.Clock.Now()); rerr != nil {
+	if rerr := l.recordRejected(ctx, in.TenantID, in.Kind, in.RequestRef); rerr != nil {
 		return Admission{}, rerr
 	}
 	return Admission{}, cause
@@ -304,7 +304,7 @@ func (l *Ledger) gateOpen(ctx context.Context, in Intent) error {
 	if shut == nil {
 		return nil
 	}
-	if err := l.store.RecordRejected(ctx, in.TenantID, in.Kind, in.RequestRef, l.Clock.Now()); err != nil {
+	if err := l.recordRejected(ctx, in.TenantID, in.Kind, in.RequestRef); err != nil {
 		return errors.Join(clockSkewRefusal(shut), err)
 	}
 	return clockSkewRefusal(shut)
