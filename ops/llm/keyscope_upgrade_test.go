@@ -33,8 +33,8 @@ func (w *gatewayWorld) asLegacy(t *testing.T, owner, as, key string) {
 }
 
 // An end user's retry that arrives after the upgrade, for an operation opened before it
-// under the legacy key, is that operation's repeat: replayed, the provider called once (ops
-// rules 1–3: one paid call per intent across a deploy). Once the key's TTL has passed the
+// under the legacy key, is that operation's repeat: replayed, the provider called once
+// (ops rules 1, 2 and 3: one paid call per intent across a deploy). Once the key's TTL has passed the
 // legacy operation answers nothing and the key opens a new one under the new form.
 func TestUserScopeUpgradeReplaysAnOperationOpenedUnderTheLegacyKey(t *testing.T) {
 	t.Parallel()

@@ -82,8 +82,8 @@ func customerRef(user string) string { return ops.TruncateUTF8(user, 200) }
 
 // admitKey is the intent key a request is admitted under: intentKey, except for an intent
 // an operation opened before the upgrade still holds under its legacy key (user scope
-// only). A retry of it after the deploy must be replayed or joined, not sent again (ops
-// rules 1–3), so the legacy key is used when an operation under it would still answer the
+// only). A retry of it after the deploy must be replayed or joined, not sent again
+// (ops rules 1, 2 and 3), so the legacy key is used when an operation under it would still answer the
 // request (open, or within the key's TTL, as the ledger's admission decides), was opened
 // for this very user (its recorded customer reference, so that a user whose 48-bit hash
 // collides with another's is not handed the other's operation), and no operation holds
