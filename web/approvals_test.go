@@ -25,7 +25,7 @@ func TestDashboardProposesCloseAboveThreshold(t *testing.T) {
 	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
 	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
 	root := e.signIn(t, "root@example.com", desk.RoleAdmin)
-	closeForm := url.Values{"version": {itoa(big.Version)}, "to": {"succeeded"}, "provider_ref": {"re_by_hand"}, "note": {"Stripe shows it."}}
+	closeForm := url.Values{"version": {itoa(big.Version)}, "to": {"succeeded"}, "provider_ref": {e.heldRefund(t, big, "re_by_hand")}, "note": {"Stripe shows it."}}
 
 	_, body := e.page(t, alice, "/ops/"+big.ID)
 	mustContain(t, body, `data-testid="close-approval"`, "is at or above the approval threshold (10.00 USD)")
@@ -68,7 +68,7 @@ func TestDashboardProposesCloseAboveThreshold(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := e.get(t, other.ID)
-	e.post(t, alice, "/ops/"+small.ID+"/close", url.Values{"version": {itoa(small.Version)}, "to": {"succeeded"}, "provider_ref": {"re_small"}, "note": {"seen"}})
+	e.post(t, alice, "/ops/"+small.ID+"/close", url.Values{"version": {itoa(small.Version)}, "to": {"succeeded"}, "provider_ref": {e.heldRefund(t, small, "re_small")}, "note": {"seen"}})
 	if cur := e.get(t, small.ID); cur.Status != ops.StatusSucceeded {
 		t.Fatalf("a close below the threshold is %s", cur.Status)
 	}
@@ -126,7 +126,7 @@ func TestApproveRefusesReplacedProposal(t *testing.T) {
 	propose := func(ref string) {
 		t.Helper()
 		e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
-			"provider_ref": {ref}, "note": {"Stripe shows " + ref + "."}})
+			"provider_ref": {e.heldRefund(t, op, ref)}, "note": {"Stripe shows " + ref + "."}})
 	}
 	propose("re_shown")
 	_, body := e.page(t, bob, "/ops/"+op.ID)
@@ -205,7 +205,7 @@ func TestApproverWhoVouchedForProposerIsRefused(t *testing.T) {
 	for who, c := range vouched {
 		op := e.notSentUnknown(t, "8301-"+who)
 		e.post(t, c, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
-			"provider_ref": {"re_" + who}, "note": {"Stripe shows it."}})
+			"provider_ref": {e.heldRefund(t, op, "re_"+who)}, "note": {"Stripe shows it."}})
 		_, body := e.page(t, root, "/ops/"+op.ID)
 		id := shownProposal(body)
 		e.post(t, root, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {id}})
@@ -231,7 +231,7 @@ func TestProposerWhoVouchedForApproverIsRefused(t *testing.T) {
 	for who, c := range vouched {
 		op := e.notSentUnknown(t, "8401-"+who)
 		e.post(t, root, "/ops/"+op.ID+"/close", url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"},
-			"provider_ref": {"re_" + who}, "note": {"Stripe shows it."}})
+			"provider_ref": {e.heldRefund(t, op, "re_"+who)}, "note": {"Stripe shows it."}})
 		_, body := e.page(t, c, "/ops/"+op.ID)
 		id := shownProposal(body)
 		e.post(t, c, "/ops/"+op.ID+"/approve", url.Values{"version": {itoa(op.Version)}, "proposal_id": {id}})

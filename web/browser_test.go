@@ -295,6 +295,7 @@ func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t)
 	op := e.notSentUnknown(t, "5150")
+	ref := e.heldRefund(t, op, "re_seen_in_stripe")
 	for _, email := range []string{"alice@example.com", "bob@example.com"} {
 		if _, err := accounts(e.db).CreateUser(context.Background(), email, password, desk.RoleOncall); err != nil {
 			t.Fatal(err)
@@ -305,7 +306,7 @@ func TestBrowserTwoPeopleCloseTheSameRow(t *testing.T) {
 	for who, ctx := range map[string]context.Context{"alice@example.com": alice, "bob@example.com": bob} {
 		e.browserLogin(t, ctx, who)
 		do(t, ctx, who+" opens the operation", chromedp.Navigate(e.url+"/ops/"+op.ID), chromedp.WaitVisible(byID("close-form")),
-			chromedp.Click(byID("close-to-succeeded")), chromedp.SendKeys(byID("close-ref"), "re_seen_in_stripe"),
+			chromedp.Click(byID("close-to-succeeded")), chromedp.SendKeys(byID("close-ref"), ref),
 			chromedp.SendKeys(byID("close-note"), "Stripe's dashboard shows the refund. ("+who+")"))
 	}
 	do(t, alice, "alice closes", clickLoad(byID("close-button")), chromedp.WaitVisible(byID("flash")))

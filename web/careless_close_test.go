@@ -66,7 +66,7 @@ func TestADoubleClickedCloseClosesOnce(t *testing.T) {
 	e := newDashEnv(t)
 	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
 	op := e.notSentUnknown(t, "9602")
-	form := url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"}, "provider_ref": {"re_9602byhand"}, "note": {"Stripe shows it."}}
+	form := url.Values{"version": {itoa(op.Version)}, "to": {"succeeded"}, "provider_ref": {e.heldRefund(t, op, "re_9602byhand")}, "note": {"Stripe shows it."}}
 	codes := postAtOnce(t, e, []*http.Client{alice, alice}, "/ops/"+op.ID+"/close", []url.Values{form, form})
 	for _, c := range codes {
 		if c != http.StatusSeeOther {

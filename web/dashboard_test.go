@@ -201,9 +201,10 @@ func TestCloseNeedsNoteAndLosingRaceNamesWinner(t *testing.T) {
 	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
 	bob := e.signIn(t, "bob@example.com", desk.RoleOncall)
 	v := itoa(op.Version)
+	ref := e.heldRefund(t, op, "re_by_hand")
 
 	for _, form := range []url.Values{
-		{"version": {v}, "to": {"succeeded"}, "provider_ref": {"re_by_hand"}, "note": {""}},
+		{"version": {v}, "to": {"succeeded"}, "provider_ref": {ref}, "note": {""}},
 		// Its attempt timed out: Stripe may have run it, so a note cannot free the intent.
 		{"version": {v}, "to": {"failed"}, "note": {"Customer cancelled"}},
 		{"version": {v}, "to": {"succeeded"}, "note": {"paid"}},
@@ -222,8 +223,8 @@ func TestCloseNeedsNoteAndLosingRaceNamesWinner(t *testing.T) {
 		t.Errorf("a version that is not a number = %d, want 422", resp.StatusCode)
 	}
 
-	e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"succeeded"}, "provider_ref": {"re_by_hand"}, "note": {"Stripe's dashboard shows it; <b>refunded</b>."}})
-	e.post(t, bob, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"succeeded"}, "provider_ref": {"re_by_hand"}, "note": {"me too"}})
+	e.post(t, alice, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"succeeded"}, "provider_ref": {ref}, "note": {"Stripe's dashboard shows it; <b>refunded</b>."}})
+	e.post(t, bob, "/ops/"+op.ID+"/close", url.Values{"version": {v}, "to": {"succeeded"}, "provider_ref": {ref}, "note": {"me too"}})
 	got := e.get(t, op.ID)
 	if got.Status != ops.StatusSucceeded || got.ClosedBy != "alice@example.com" {
 		t.Fatalf("%s by %q", got.Status, got.ClosedBy)

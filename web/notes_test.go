@@ -41,7 +41,8 @@ func TestNotesThatCannotBeKeptAreRefusedReadably(t *testing.T) {
 		t.Fatal(err)
 	}
 	small = e.get(t, small.ID)
-	e.post(t, alice, "/ops/"+big.ID+"/close", url.Values{"version": {itoa(big.Version)}, "to": {"succeeded"}, "provider_ref": {"re_big"}, "note": {"Stripe shows it."}})
+	smallRef := e.heldRefund(t, small, "re_small")
+	e.post(t, alice, "/ops/"+big.ID+"/close", url.Values{"version": {itoa(big.Version)}, "to": {"succeeded"}, "provider_ref": {e.heldRefund(t, big, "re_big")}, "note": {"Stripe shows it."}})
 	_, body := e.page(t, bob, "/ops/"+big.ID)
 	proposal := shownProposal(body)
 	ex, _, err := reconstore.New(e.db).RecordFinding(context.Background(), recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "stripe",
@@ -59,7 +60,7 @@ func TestNotesThatCannotBeKeptAreRefusedReadably(t *testing.T) {
 			form url.Values
 			page string
 		}{
-			{alice, "/ops/" + small.ID + "/close", url.Values{"version": {itoa(small.Version)}, "to": {"succeeded"}, "provider_ref": {"re_small"}}, "/ops/" + small.ID},
+			{alice, "/ops/" + small.ID + "/close", url.Values{"version": {itoa(small.Version)}, "to": {"succeeded"}, "provider_ref": {smallRef}}, "/ops/" + small.ID},
 			{alice, "/ops/" + small.ID + "/close-not-executed", url.Values{"version": {itoa(small.Version)}}, "/ops/" + small.ID},
 			{bob, "/ops/" + big.ID + "/reject", url.Values{"version": {itoa(big.Version)}, "proposal_id": {proposal}}, "/ops/" + big.ID},
 			{bob, exPage, url.Values{"version": {"1"}, "action": {"resolve"}}, ""},
@@ -95,7 +96,7 @@ func TestNotesThatCannotBeKeptAreRefusedReadably(t *testing.T) {
 	}
 
 	kept := "Stripe shows re_small.\r\n\tChecked twice."
-	e.post(t, alice, "/ops/"+small.ID+"/close", url.Values{"version": {itoa(small.Version)}, "to": {"succeeded"}, "provider_ref": {"re_small"}, "note": {kept}})
+	e.post(t, alice, "/ops/"+small.ID+"/close", url.Values{"version": {itoa(small.Version)}, "to": {"succeeded"}, "provider_ref": {smallRef}, "note": {kept}})
 	if cur := e.get(t, small.ID); cur.Status != ops.StatusSucceeded {
 		t.Fatalf("a note with line breaks and a tab left the operation %s", cur.Status)
 	}

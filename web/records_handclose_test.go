@@ -19,7 +19,7 @@ func TestACloseByHandCannotClaimARecordAnotherCloseByHandClaimed(t *testing.T) {
 	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
 
 	first, second := e.notSentUnknown(t, "9401"), e.notSentUnknown(t, "9402")
-	const ref = "re_3PbyHand9401"
+	ref := e.heldRefund(t, first, "re_3PbyHand9401")
 	e.post(t, alice, "/ops/"+first.ID+"/close", url.Values{"version": {itoa(first.Version)}, "to": {"succeeded"},
 		"provider_ref": {ref}, "note": {"Stripe's dashboard shows the refund."}})
 	if cur := e.get(t, first.ID); cur.Status != ops.StatusSucceeded || cur.ProviderRef != ref {

@@ -53,10 +53,10 @@ func (d *Desk) checkRecord(ctx context.Context, op *ops.Operation, to ops.Status
 // checkRefundAtProvider asks the provider about the refund id a person gives to close op as
 // succeeded, and refuses it when the provider holds it as something other than op's refund:
 // a refund that failed or was canceled, one of another payment, of another operation, or
-// of another amount. A tired engineer pasting the row beside's id, or one from another
-// charge, would otherwise tell op's customer of money that never reached them (ops rules 9
-// and 12). A provider that cannot be asked refuses the close for now: nothing says the id
-// is op's.
+// of another amount, or one it does not hold at all. A tired engineer pasting the row
+// beside's id, one from another charge, or one mistyped would otherwise tell op's customer
+// of money that never reached them (ops rules 9 and 12). A provider that cannot be asked
+// refuses the close for now: nothing says the id is op's.
 func (d *Desk) checkRefundAtProvider(ctx context.Context, op *ops.Operation, to ops.Status, ref string) error {
 	// Only the refund provider's own records are its to judge: an operation of another
 	// provider, or one refunding no payment, names records it does not hold.
@@ -70,9 +70,11 @@ func (d *Desk) checkRefundAtProvider(ctx context.Context, op *ops.Operation, to 
 	h, err := rr.Refund(ctx, op, ref)
 	switch {
 	case ops.ErrorCode(err) == ops.ENOTFOUND:
-		// An id the provider does not hold contradicts nothing it holds; it is not refused
-		// here yet and stays on the person's word, as every close by hand did before.
-		return nil
+		// An id the provider does not hold is no evidence at all: a typo or a made-up id
+		// would show op as succeeded on the person's word alone.
+		return &ops.Error{Code: ops.EINVALID, Message: fmt.Sprintf(
+			"%s; check the id (%s): a close as succeeded needs a refund the provider holds for this operation, so nothing was closed.",
+			strings.TrimSuffix(ops.ErrorMessage(err), "."), d.Ledger.Kind(op.Kind).RecordOf(op).Hint), Err: err}
 	case err != nil:
 		return &ops.Error{Code: ops.EUNAVAILABLE, Message: fmt.Sprintf(
 			"%s could not be asked whether %s is this operation's refund; try again in a moment.", op.Provider, ref), Err: err}
