@@ -110,7 +110,9 @@ func (w *llmWorld) waitProvider(t *testing.T, id string) {
 // its cost, when the response ends (ops rules 3, 5 and 9).
 func TestBackgroundResponsesSettleExactlyOnce(t *testing.T) {
 	t.Parallel()
-	w := newLLMWorld(t, llmSetup{chunkDelay: 2 * time.Millisecond, attemptTimeout: 400 * time.Millisecond})
+	// The gate holds the gateway's follow of a response only where a row says so.
+	w, gate := newFollowGatedWorld(t, llmSetup{chunkDelay: 2 * time.Millisecond, attemptTimeout: 400 * time.Millisecond})
+	gate.let()
 	ctx := context.Background()
 	c := w.sdk("shop")
 	noRetry := option.WithMaxRetries(0)
@@ -199,9 +201,15 @@ func TestBackgroundResponsesSettleExactlyOnce(t *testing.T) {
 			}
 		}},
 		{"billed, then timed out, then retried: the retry follows the same response", "bg-timeout", func(t *testing.T, key string) {
+			// The follow after the timed-out stream sees nothing until the client has the
+			// error event: a follow that outlasts the provider's hold on a busy machine
+			// would relay the whole response instead, which is another row (bg-cut).
+			gate.shut()
+			defer gate.let()
 			w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultBillThenTimeout, Delay: 2 * time.Second, Times: 1})
 			p := backgrounded("classify document 8")
 			s := readBG(c.Responses.NewStreaming(ctx, p, keyed(key), noRetry))
+			gate.let()
 			g := last()
 			// The stream ends with Settle's error event, which the SDK passes on as an event.
 			if s.err != nil || s.text != "" || s.types[0] != "response.created" || s.types[len(s.types)-1] != "error" || s.final.ID != g.ID {
