@@ -39,6 +39,23 @@ func (w *llmWorld) waitGenerating(t *testing.T, id string) {
 	time.Sleep(120 * time.Millisecond)
 }
 
+// waitOutput waits, following the provider's own stream of response id, until it has
+// generated some of its output.
+func (w *llmWorld) waitOutput(t *testing.T, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	up := openai.NewClient(option.WithBaseURL(w.base+"/"), option.WithAPIKey("sk-settle-upstream"))
+	s := up.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{})
+	defer s.Close()
+	for s.Next() {
+		if s.Current().Type == "response.output_text.delta" {
+			return
+		}
+	}
+	t.Fatalf("the provider's response %s generated no output: %v", id, s.Err())
+}
+
 // TestCancelBackgroundResponseThroughSettle: the official SDK's Responses.Cancel through
 // Settle reaches the provider once per call and gets the provider's answer. A response
 // cancelled while it generated stops there, and its operation settles as failed with the
@@ -73,7 +90,12 @@ func TestCancelBackgroundResponseThroughSettle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w.waitGenerating(t, created.ID)
+			// The generation is held once it has output, so the cancel meets it under way
+			// however long the cancel takes to get there.
+			w.waitOutput(t, created.ID)
+			w.fake.SetPace(0, time.Hour)
+			defer w.fake.SetPace(0, 25*time.Millisecond)
+			whole := gen(t, created.ID).CompletionTokens
 			var raw *http.Response
 			got, err := c.Responses.Cancel(ctx, created.ID, option.WithResponseInto(&raw), noRetry)
 			if err != nil {
@@ -81,7 +103,7 @@ func TestCancelBackgroundResponseThroughSettle(t *testing.T) {
 			}
 			g := gen(t, created.ID)
 			if got.ID != created.ID || got.Status != "cancelled" || got.Usage.OutputTokens <= 0 || got.Usage.OutputTokens != int64(g.CompletionTokens) ||
-				g.CompletionTokens >= 24 || raw.Header.Get("Settle-Operation-Id") == "" {
+				g.CompletionTokens >= 24 || g.CompletionTokens >= whole || raw.Header.Get("Settle-Operation-Id") == "" {
 				t.Fatalf("cancelled: %s %s usage %+v; the provider billed %d output tokens", got.ID, got.Status, got.Usage, g.CompletionTokens)
 			}
 			op := w.waitStatus(t, key, ops.StatusFailed)
