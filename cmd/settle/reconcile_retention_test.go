@@ -5,10 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 // 'settle reconcile' may run with another SETTLE_RETENTION than the replicas that removed
@@ -19,12 +15,7 @@ import (
 func TestReconcileRefusesAWindowTheRetentionRemoved(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	url, conn := connectedDatabase(t)
 	removed := time.Now().Add(-40 * 24 * time.Hour)
 	if _, err := conn.Exec(ctx, `INSERT INTO retention_state (name, removed_before) VALUES ('retention', $1)`, removed); err != nil {
 		t.Fatal(err)

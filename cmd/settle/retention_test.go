@@ -51,12 +51,7 @@ func TestRetentionIsConfigured(t *testing.T) {
 func TestRetentionRunCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	url, conn := connectedDatabase(t)
 	old := time.Now().Add(-500 * 24 * time.Hour)
 	if _, err := conn.Exec(ctx, `
 WITH tn AS (INSERT INTO tenants (name) VALUES ('acme') RETURNING id)
@@ -116,4 +111,17 @@ func TestRetentionOutlastsTheReconcilersReach(t *testing.T) {
 			t.Errorf("settle %v with SETTLE_RETENTION=40d: exit %d, stderr %q; want 2 and one line naming SETTLE_RETENTION", args, code, stderr)
 		}
 	}
+}
+
+// connectedDatabase is a fresh database of the test's own, its URL, and a connection to it
+// closed when the test ends.
+func connectedDatabase(t *testing.T) (string, *pgx.Conn) {
+	t.Helper()
+	url := pgtest.URL(pgtest.NewDatabase(t))
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return url, conn
 }
