@@ -117,10 +117,13 @@ func (db *DB) RecordCharge(ctx context.Context, r ops.ProviderRecord, tenantID i
 // found by its primary key: the id a provider echoes back is validated first
 // (operationIDArg), never compared as text, which would scan the table. A tenant id that
 // names no tenant is recorded as none, as a charge of an unknown tenant is: provider_charges
-// keeps no foreign key into tenants (migration 00068).
+// keeps no foreign key into tenants (migration 00068). Nor into operations (migration
+// 00071): the operation is locked as the key locked it, so a charge recorded while the
+// retention removes its operation waits for the removal and names no operation.
 const recordChargeSQL = `
 INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, raw, charged_at, seen_at)
-VALUES ((SELECT t.id FROM tenants t WHERE t.id = nullif($1, 0)), $2, $3, (SELECT id FROM operations WHERE id = $4::uuid), $5, $6, $7, $8, $9, $10)
+VALUES ((SELECT t.id FROM tenants t WHERE t.id = nullif($1, 0)), $2, $3,
+	(SELECT id FROM operations WHERE id = $4::uuid FOR KEY SHARE), $5, $6, $7, $8, $9, $10)
 ON CONFLICT (provider, charge_ref) DO UPDATE SET status = excluded.status, seen_at = excluded.seen_at,
 	raw = coalesce(excluded.raw, provider_charges.raw)
 WHERE provider_charges.status NOT IN ('failed', 'canceled') OR excluded.status IN ('failed', 'canceled')`

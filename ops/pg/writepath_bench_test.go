@@ -27,8 +27,8 @@ import (
 // costs the server, on a private durable cluster of its own, so that no other test's writes
 // land in the WAL it reads. Per lifecycle it reports the round trips (statements), the WAL
 // records and bytes (from pg_waldump between the insert positions around the run), the heap
-// inserts, HOT and non-HOT updates, the b-tree leaf inserts (index entries), and the
-// server's parse-and-plan and executor time (pg_stat_statements with track_planning). Each
+// inserts, HOT and non-HOT updates, row locks, the b-tree leaf inserts (index entries), and
+// the server's parse-and-plan and executor time (pg_stat_statements with track_planning). Each
 // statement mode runs in turn, twice, in the order ABCCBA, so a machine that gets busier
 // favours none:
 //
@@ -202,6 +202,8 @@ func writePathReport(b *testing.B, c *localpg.Cluster, db *pg.DB, start string, 
 	b.ReportMetric(per(recs["Heap/UPDATE"]+recs["Heap/UPDATE+INIT"]), "nonhot_updates/lifecycle")
 	b.ReportMetric(per(recs["Heap/HOT_UPDATE"]+recs["Heap/HOT_UPDATE+INIT"]), "hot_updates/lifecycle")
 	b.ReportMetric(per(recs["Btree/INSERT_LEAF"]+recs["Btree/SPLIT_L"]+recs["Btree/SPLIT_R"]), "index_entries/lifecycle")
+	// A row lock (a foreign key's check, a FOR SHARE) writes a record of its own.
+	b.ReportMetric(per(recs["Heap/LOCK"]+recs["Heap2/LOCK_UPDATED"]), "heap_locks/lifecycle")
 	b.ReportMetric(per(recs["Transaction/COMMIT"]), "commits/lifecycle")
 	b.ReportMetric(per(recs["fpi"]), "full_page_images/lifecycle")
 }

@@ -360,6 +360,10 @@ WITH r AS (
 	INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, amount_cents, currency, status, charged_at,
 		seen_at, reconciled_at)
 	SELECT tenant_id, @provider, ref, op_id, amount, currency, status, created, @seen, @seen FROM m WHERE NOT done
+		-- The operation is locked as a foreign key would lock it (provider_charges keeps none
+		-- into operations, migration 00071): a charge matched while the retention removes
+		-- its operation waits for the removal, and is then not recorded.
+		AND EXISTS (SELECT 1 FROM operations l WHERE l.id = m.op_id FOR KEY SHARE)
 	ON CONFLICT (provider, charge_ref) DO UPDATE SET reconciled_at = excluded.reconciled_at
 		WHERE provider_charges.operation_id = excluded.operation_id AND provider_charges.status = excluded.status
 	-- xmax is 0 on a row this statement inserted, and set on one it updated.

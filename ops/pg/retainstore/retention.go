@@ -64,7 +64,10 @@ type retentionStep struct {
 // unset, which no relay ever took (one a relay is still trying to deliver keeps the
 // operation from being due). Every foreign key into a table a step deletes from must come from a
 // table a step before it deletes from, or the batch fails, and so does every later pass
-// (TestRetentionHandlesEveryForeignKeyIntoWhatItRemoves reads them from the catalog).
+// (TestRetentionHandlesEveryForeignKeyIntoWhatItRemoves reads them from the catalog). A
+// lifecycle's client requests, attempts, evidence and charges keep no key into operations
+// (migration 00071): nothing fails on them, and only their steps here keep them from naming
+// an operation that is gone (TestRetentionLeavesNoRowNamingARemovedOperation).
 var retentionSteps = []retentionStep{
 	{"job_checkpoints", `job_id IN (SELECT id FROM jobs WHERE operation_id = ANY(@ids))`,
 		func(c *retain.Counts) *int64 { return &c.Checkpoints }},
