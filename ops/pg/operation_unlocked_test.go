@@ -21,7 +21,8 @@ var lifecycleTables = []string{"attempts", "client_requests", "evidence", "provi
 // which would re-read the operation the same statement just wrote and lock it (FOR KEY
 // SHARE: a lock record per row, on the row every step of the call rewrites). Each of these
 // rows is written by the statement that inserts or updates its operation, so it cannot name
-// one that does not exist (ops rule 1: one intent, one operation, whose rows are its own).
+// one that does not exist: every client request and attempt is still recorded as its
+// operation's (ops rule 8), and a charge counts against its own operation only (ops rule 3).
 func TestALifecycleTakesNoLockOnItsOperationFromItsRows(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -50,7 +51,7 @@ ORDER BY 1`, lifecycleTables)
 // the ledger (a provider's metadata, a provider's listing) find the operation in their own
 // statement, so a made-up id is recorded as a charge of no operation, and a charge written
 // while the retention removes its operation waits for it and names none, instead of naming
-// an operation that is gone.
+// an operation that is gone, where it would never be counted against any (ops rule 3).
 func TestAChargeNamingNoOperationNamesNone(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -129,7 +130,8 @@ func removeWhile(t *testing.T, f *fixture, id string, writers map[string]func() 
 // TestALifecycleWriterNamingNoOperationWritesNothing: the statements that write a
 // lifecycle's rows write them from the operation they insert or update, so one given an id
 // that names no operation (made up, or of an operation the retention removed) writes no
-// row, and says the operation is not there.
+// row, and says the operation is not there: no request or attempt is recorded as an
+// operation's that it is not (ops rule 8).
 func TestALifecycleWriterNamingNoOperationWritesNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
