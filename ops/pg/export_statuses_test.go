@@ -4,4 +4,10 @@ package pg
 var (
 	OpenStatusesSQL    = openStatuses
 	OpenStatusArraySQL = openStatusArray
+	// UnheldStatusesSQL and UnheldStatusArraySQL are the open statuses no lease holds.
+	UnheldStatusesSQL    = unheldStatuses
+	UnheldStatusArraySQL = unheldStatusArray
 )
+
+// ExpireDueSQL is the statement of ExpireDue, for its plan.
+const ExpireDueSQL = expireDueSQL

@@ -16,6 +16,13 @@ var OpenStatuses = openStatuses
 // OpenStatusArray is the open statuses as an SQL array, for unnest.
 var OpenStatusArray = openStatusArray
 
+// UnheldStatuses is the open statuses but in_progress as SQL text for "status IN": the rows
+// operations_queue_idx keeps.
+var UnheldStatuses = unheldStatuses
+
+// UnheldStatusArray is UnheldStatuses as an SQL array, for unnest.
+var UnheldStatusArray = unheldStatusArray
+
 // ScanOp reads one operation in OpCols' order, then extra columns into extra.
 func ScanOp(row pgx.Row, extra ...any) (*ops.Operation, error) { return scanOp(row, extra...) }
 

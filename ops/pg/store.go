@@ -218,16 +218,30 @@ SELECT * FROM up`, pgx.NamedArgs{"owner": owner, "now": now, "until": leaseUntil
 	return collectOps(rows)
 }
 
-// ExpireDue implements ops.Store.
-func (db *DB) ExpireDue(ctx context.Context, actor string, now time.Time, limit int) (int, error) {
-	var n int
-	err := db.Pool.QueryRow(ctx, `
-WITH s AS (
-	SELECT id, status FROM operations
-	WHERE status IN ('received', 'in_progress', 'unknown') AND retry_until <= @now
-		AND (status <> 'in_progress' OR lease_until IS NULL OR lease_until <= @now)
+// expireDueSQL is the statement of ExpireDue. The rows nobody holds are found on
+// operations_retry_until_idx and the in-progress ones whose lease ran out, or that have
+// none, on operations_stalled_idx (migration 00073: an in-progress row takes no entry in the
+// first), by its lease, so that a tick reads the stalled rows, not every row in progress.
+// Each part locks at most limit rows; the earliest due of them all are expired.
+const expireDueSQL = `
+WITH unheld AS (
+	SELECT id, status, retry_until FROM operations
+	WHERE status IN ('received', 'unknown') AND retry_until <= @now
 	ORDER BY retry_until LIMIT @limit
 	FOR UPDATE SKIP LOCKED
+), held AS (
+	SELECT id, status, retry_until FROM operations
+	WHERE status = 'in_progress' AND lease_until <= @now AND retry_until <= @now
+	ORDER BY retry_until LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+), unleased AS (
+	SELECT id, status, retry_until FROM operations
+	WHERE status = 'in_progress' AND lease_until IS NULL AND retry_until <= @now
+	ORDER BY retry_until LIMIT @limit
+	FOR UPDATE SKIP LOCKED
+), s AS (
+	SELECT id, status FROM (SELECT * FROM unheld UNION ALL SELECT * FROM held UNION ALL SELECT * FROM unleased) d
+	ORDER BY retry_until LIMIT @limit
 ), up AS (
 	UPDATE operations o SET status = 'expired', phase = '', lease_until = NULL, version = version + 1, updated_at = @now
 	FROM s WHERE o.id = s.id
@@ -244,9 +258,14 @@ WITH s AS (
 	INSERT INTO outbox (event_id, topic, entity_id, payload, created_at)
 	SELECT e, 'operation.expired', id, jsonb_build_object('event_id', e::text, 'operation_id', id, 'tenant_id', tenant_id,
 		'kind', kind, 'status', 'expired', 'previous_status', before, 'version', version, 'actor', @actor::text, 'at', @now::timestamptz), @now
-	FROM (SELECT gen_random_uuid() AS e, * FROM up) up WHERE `+outboxConsumed+`
+	FROM (SELECT gen_random_uuid() AS e, * FROM up) up WHERE ` + outboxConsumed + `
 )
-SELECT count(*) FROM up`, pgx.NamedArgs{"actor": actor, "now": now, "limit": limit}).Scan(&n)
+SELECT count(*) FROM up`
+
+// ExpireDue implements ops.Store.
+func (db *DB) ExpireDue(ctx context.Context, actor string, now time.Time, limit int) (int, error) {
+	var n int
+	err := db.Pool.QueryRow(ctx, expireDueSQL, pgx.NamedArgs{"actor": actor, "now": now, "limit": limit}).Scan(&n)
 	return n, interpret(err, "expire operations")
 }
 

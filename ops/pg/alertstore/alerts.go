@@ -112,7 +112,9 @@ func addMetrics(v map[alerts.Signal]float64, r recon.MetricsRow) {
 
 // Backlog implements alerts.Source. Unknown and expired are counted from queue_counts (kept
 // by a trigger) and their oldest found by one probe of operations_open_age_idx per group;
-// received and in-progress rows are few and counted from their partial indexes.
+// received and in-progress rows are few and counted from their partial indexes, each status
+// apart: the received rows on operations_queue_idx, the in-progress ones on
+// operations_stalled_idx (migration 00073), which no single "status IN" would pick.
 func (s *Store) Backlog(ctx context.Context, now time.Time) ([]alerts.Row, error) {
 	rows, err := s.db.Pool.Query(ctx, `
 SELECT q.status, coalesce(t.name, ''), q.kind, q.provider, sum(q.n)::float8,
@@ -127,8 +129,10 @@ HAVING sum(q.n) > 0
 UNION ALL
 SELECT o.status, coalesce(t.name, ''), o.kind, o.provider, count(*)::float8,
 	extract(epoch FROM @now - min(o.created_at))::float8
-FROM operations o LEFT JOIN tenants t ON t.id = o.tenant_id
-WHERE o.status IN ('received', 'in_progress')
+FROM (SELECT status, tenant_id, kind, provider, created_at FROM operations WHERE status = 'received'
+	UNION ALL
+	SELECT status, tenant_id, kind, provider, created_at FROM operations WHERE status = 'in_progress') o
+	LEFT JOIN tenants t ON t.id = o.tenant_id
 GROUP BY o.status, t.name, o.kind, o.provider
 UNION ALL
 SELECT e.kind, coalesce(t.name, ''), 'refund', e.provider, count(*)::float8, 0::float8

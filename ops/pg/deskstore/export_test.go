@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops/desk"
-	"github.com/settle-dev/settle/ops/pg"
 )
 
 // DashboardPlans returns the plan Postgres picks for each list the dashboard reads, by
@@ -40,7 +39,7 @@ func (s *Store) DashboardPlans(ctx context.Context, opID string, f desk.AuditFil
 	}
 	where, qargs := queueWhere(q, q.Now)
 	qargs["status"], qargs["limit"] = string(q.Status), 51
-	if err := explain("queue", `SELECT `+pg.OpCols+` FROM operations o WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`, qargs); err != nil {
+	if err := explain("queue", listQueueSQL(q.Status, where), qargs); err != nil {
 		return nil, err
 	}
 	for name, sql := range map[string]string{

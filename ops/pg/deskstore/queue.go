@@ -44,10 +44,15 @@ SELECT 'received', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'r
 			withArgs(withArgs(withArgs(args, "tenant", f.TenantID), "kind", string(f.Kind)), "provider", f.Provider))
 	} else {
 		where, args := queueWhere(f, f.Now)
+		// The in-progress rows apart, on operations_stalled_idx: operations_queue_idx keeps
+		// the rows nobody holds only (migration 00073).
 		rows, err = s.db.Pool.Query(ctx, `
 SELECT s.status, (SELECT count(*) FROM (SELECT 1 FROM operations o
-	WHERE o.status = s.status AND o.status IN `+pg.OpenStatuses+` AND `+where+` LIMIT @cap) x)
-FROM unnest(`+pg.OpenStatusArray+`) AS s(status)`, withArgs(args, "cap", countCap+1))
+	WHERE o.status = s.status AND o.status IN `+pg.UnheldStatuses+` AND `+where+` LIMIT @cap) x)
+FROM unnest(`+pg.UnheldStatusArray+`) AS s(status)
+UNION ALL
+SELECT 'in_progress', count(*) FROM (SELECT 1 FROM operations o WHERE o.status = 'in_progress' AND `+where+` LIMIT @cap) x`,
+			withArgs(args, "cap", countCap+1))
 	}
 	if err != nil {
 		return nil, pg.Interpret(err, "count queues")
@@ -81,8 +86,7 @@ func (s *Store) ListQueue(ctx context.Context, f desk.QueueFilter, now time.Time
 		where += ` AND (o.created_at, o.id) > (@after_at, @after_id::uuid)`
 		args["after_at"], args["after_id"] = f.After.CreatedAt, f.After.ID
 	}
-	rows, err := s.db.Pool.Query(ctx, `SELECT `+pg.OpCols+` FROM operations o
-WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`, args)
+	rows, err := s.db.Pool.Query(ctx, listQueueSQL(f.Status, where), args)
 	if err != nil {
 		return desk.QueuePage{}, pg.Interpret(err, "list queue")
 	}
@@ -97,6 +101,22 @@ WHERE o.status = @status AND `+where+` ORDER BY o.created_at, o.id LIMIT @limit`
 		page.Next = &desk.QueueCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	return page, nil
+}
+
+// listQueueSQL is the statement of one page of the queue of status, filtered by where. The
+// rows nobody holds are read oldest first on operations_queue_idx. The in-progress rows
+// are not in that index (migration 00073): they are as many as the calls in flight, each
+// held by a lease, and are read on operations_stalled_idx and sorted; the fence keeps the
+// planner from walking operations_created_idx from the oldest operation of all in search of
+// the few in progress, which are the newest.
+func listQueueSQL(status ops.Status, where string) string {
+	if status != ops.StatusInProgress {
+		return `SELECT ` + pg.OpCols + ` FROM operations o
+WHERE o.status = @status AND ` + where + ` ORDER BY o.created_at, o.id LIMIT @limit`
+	}
+	return `WITH held AS MATERIALIZED (SELECT o.id, o.created_at FROM operations o WHERE o.status = @status AND ` + where + `)
+SELECT ` + pg.OpCols + ` FROM operations o JOIN (SELECT id FROM held ORDER BY created_at, id LIMIT @limit) p ON p.id = o.id
+ORDER BY o.created_at, o.id`
 }
 
 // queueWhere builds the filter part shared by the list and the scanned counts.

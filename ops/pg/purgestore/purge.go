@@ -23,8 +23,9 @@ func New(db *pg.DB) *Store { return &Store{db: db} }
 
 // purgeOperationsSQL deletes the request and result (with its stream's events) of up to @batch
 // finished LLM operations whose key's TTL (their retention) and @keep have passed, oldest
-// first, on operations_body_purge_idx. Neither version nor status changes: no one's view goes
-// stale.
+// first, on operations_body_purge_idx, which holds those finished calls only (migration
+// 00073): the statement repeats its predicate, and an open call takes no entry there. Neither
+// version nor status changes: no one's view goes stale.
 const purgeOperationsSQL = `
 WITH c AS (
 	SELECT id FROM operations
