@@ -2,10 +2,13 @@ package web_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -20,6 +23,10 @@ import (
 // A client that sends a streaming request and then never reads cannot hold the generation:
 // once the connection's buffers are full the gateway's next write times out, the provider's
 // stream is read to its end and stored, the lease is released and the handler returns.
+//
+// Both ends of the connection get small kernel buffers, so a stream of about 400 KB fills
+// them many times over; the client sees no end of stream, which shows that a write did fail.
+// A stream sized to outgrow the default buffers (7 MB) took a minute of a loaded machine.
 func TestLLMClientThatStopsReadingDoesNotHoldTheGeneration(t *testing.T) {
 	t.Parallel()
 	s, tw := newServer(t)
@@ -34,15 +41,16 @@ func TestLLMClientThatStopsReadingDoesNotHoldTheGeneration(t *testing.T) {
 	s.LLM = gw
 	h := s.Handler()
 	returned := make(chan struct{}, 1)
-	base := tw.Serve(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	base := serveSmallSendBuffers(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(rw, r)
 		returned <- struct{}{}
 	}))
 	token := tw.Token(tw.Tenant("shop"), "test")
 
-	// Eight choices of 4096 tokens, one SSE chunk each: about 7 MB, more than the kernel
-	// buffers between the two ends hold.
-	body := `{"model":"fake-small","stream":true,"n":8,"max_tokens":4096,"messages":[{"role":"user","content":"write a lot"}]}`
+	// 2048 tokens, one SSE chunk of about 200 bytes each: far more than the small buffers
+	// between the two ends hold.
+	const tokens = 2048
+	body := fmt.Sprintf(`{"model":"fake-small","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"write a lot"}]}`, tokens)
 	u, _ := url.Parse(base)
 	conn, err := net.Dial("tcp", u.Host)
 	if err != nil {
@@ -60,15 +68,14 @@ func TestLLMClientThatStopsReadingDoesNotHoldTheGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Under the race detector the 7 MB take 4–8 s alone and past 20 s beside the other
-	// packages' tests on two busy cores: what is asserted is that the call ends while the
-	// client never reads, not how fast.
+	// What is asserted is that the call ends while the client never reads, not how fast: the
+	// deadline only bounds a hang, far above the second or so the call takes on a busy machine.
 	op := waitOp(t, w, "never-read-1", ops.StatusSucceeded, time.Minute)
 	if op.LeaseUntil != nil {
 		t.Errorf("succeeded operation still leased to %q until %v", op.LeaseOwner, op.LeaseUntil)
 	}
 	gens := w.generations(t, 1)
-	if gens[0].CompletionTokens != 8*4096 || !strings.Contains(string(op.Result), gens[0].Content) {
+	if gens[0].CompletionTokens != tokens || !strings.Contains(string(op.Result), gens[0].Content) {
 		t.Errorf("stored %d bytes for a generation of %d tokens", len(op.Result), gens[0].CompletionTokens)
 	}
 	select {
@@ -76,6 +83,44 @@ func TestLLMClientThatStopsReadingDoesNotHoldTheGeneration(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler of the client that stopped reading has not returned")
 	}
+	// Had the whole stream fitted in the buffers, no write would have failed and the test
+	// would show nothing: what reached the client must stop before the stream's end.
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, _ := io.ReadAll(conn)
+	if !bytes.HasPrefix(got, []byte("HTTP/1.1 200")) || bytes.Contains(got, []byte("[DONE]")) {
+		t.Errorf("the client that never read was sent %d bytes, the whole stream or none of it: %.200q", len(got), got)
+	}
+}
+
+// serveSmallSendBuffers serves h on loopback, giving each accepted connection a small kernel
+// send buffer, so a client that stops reading blocks the server's writes after a few KB.
+func serveSmallSendBuffers(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(h)
+	ts.Listener = smallSendBuffers{Listener: ts.Listener, t: t}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// smallSendBuffers is a listener whose TCP connections have a 4 KB send buffer.
+type smallSendBuffers struct {
+	net.Listener
+	t *testing.T
+}
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(4096); err != nil {
+			// An error here would stop the server: the test is told instead.
+			l.t.Errorf("set the send buffer of an accepted connection: %v", err)
+		}
+	}
+	return c, nil
 }
 
 // waitOp polls until the key's operation reaches status, for at most d.
