@@ -19,6 +19,8 @@ type memLeases struct {
 	leases map[string]ops.Lease
 	// renewFails, when set, is what every renewal answers.
 	renewFails error
+	// onRenew, when set, hears of every renewal asked for, with the lock held.
+	onRenew func(l ops.Lease, until time.Time)
 }
 
 func newMemLeases() *memLeases { return &memLeases{leases: map[string]ops.Lease{}} }
@@ -42,6 +44,9 @@ func (m *memLeases) TakeLease(_ context.Context, name, owner string, now, until 
 func (m *memLeases) RenewLease(_ context.Context, l ops.Lease, until time.Time) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.onRenew != nil {
+		m.onRenew(l, until)
+	}
 	if m.renewFails != nil {
 		return false, m.renewFails
 	}
@@ -156,17 +161,31 @@ func TestRoleCutsItsWorkOffWhenTheLeaseIsLost(t *testing.T) {
 	if !errors.Is(err, ops.ErrLeaseLost) {
 		t.Fatalf("work whose lease was taken over ended with %v, want the lease lost", err)
 	}
+
+	// Renewals that fail: the role's clock moves on a third of the lease at each, as the
+	// ticker does, so when the work is cut off is read on the role's clock, not from how soon
+	// a loaded machine ran the renewals.
+	const lease = 300 * time.Millisecond
+	clock := ops.NewManualClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	var renewedAt []time.Time
 	leases.mu.Lock()
 	leases.leases = map[string]ops.Lease{}
 	leases.renewFails = ops.DatabaseUnreachable(errors.New("connection refused"))
+	leases.onRenew = func(_ ops.Lease, until time.Time) {
+		renewedAt = append(renewedAt, until.Add(-lease))
+		clock.Advance(lease / 3)
+	}
 	leases.mu.Unlock()
-	start := time.Now()
-	_, _, err = role.Hold(ctx, func(ctx context.Context, l ops.Lease) error {
+	unrenewed := ops.NewRole(leases, clock, quiet, "retention", "retention:b", lease)
+	taken, _, err := unrenewed.Hold(ctx, func(ctx context.Context, l ops.Lease) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})
-	if !errors.Is(err, ops.ErrLeaseLost) || time.Since(start) > 300*time.Millisecond {
-		t.Fatalf("work that could not renew ended with %v after %s, want the lease lost before it ran out", err, time.Since(start))
+	// Cut off at the renewal that found a third of the lease left: the third one, before the
+	// lease ran out, and not at the two before it.
+	if !errors.Is(err, ops.ErrLeaseLost) || len(renewedAt) != 3 || !renewedAt[2].Add(lease/3).Equal(taken.Until) {
+		t.Fatalf("work that could not renew ended with %v after renewals at %v, want the lease lost at the third, a third of the lease before its end %v",
+			err, renewedAt, taken.Until)
 	}
 }
 
