@@ -40,7 +40,7 @@ func stream(c *llm.Call) (types *[]string) {
 	var seen []string
 	stopped := false
 	c.Stream = true
-	c.Event = func(d []byte) error {
+	c.Event = func(d []byte, _ bool) error {
 		var ev struct {
 			Type string `json:"type"`
 		}

@@ -32,13 +32,25 @@ func (x *exchange) replay(op *ops.Operation, applied string) error {
 }
 
 // forward sends one stream event to the client with its id, beginning the response if
-// needed. The final usage chunk (usageOnly) goes only to clients that asked for usage.
-func (x *exchange) forward(ev streamEvent, usageOnly bool, h Head) {
+// needed. The final usage chunk (usageOnly) goes only to clients that asked for usage. more
+// says the provider's next event is in hand (Call.Event): the event is held to go out with
+// it, and one sent without more sends what was held with it.
+func (x *exchange) forward(ev streamEvent, usageOnly bool, h Head, more bool) {
 	if usageOnly && !x.req.IncludeUsage {
+		if !more {
+			x.release()
+		}
 		return
 	}
 	x.begin(h)
-	x.write(ev.withID(x.api.frame(ev.data)))
+	// The frames are built in the exchange's own buffers: a Sink keeps nothing it is given.
+	x.frame = x.api.appendFrame(x.frame[:0], ev.data)
+	x.framed = ev.appendWithID(x.framed[:0], x.frame)
+	if more {
+		x.hold(x.framed)
+		return
+	}
+	x.write(x.framed)
 }
 
 // begin begins the response with h unless it began.
@@ -52,11 +64,45 @@ func (x *exchange) begin(h Head) {
 	x.began = true
 }
 
+// write sends p to the client, with whatever was held before it.
 func (x *exchange) write(p []byte) {
-	if x.gone || len(p) == 0 {
+	if x.gone {
 		return
 	}
+	if len(p) == 0 {
+		x.release()
+		return
+	}
+	x.held = false
 	if err := x.out.Write(p); err != nil {
+		x.gone = true
+	}
+}
+
+// hold writes p to go to the client with the next write, where the Sink can hold it (see
+// HoldingSink); any other Sink sends it at once.
+func (x *exchange) hold(p []byte) {
+	hs, ok := x.out.(HoldingSink)
+	if !ok {
+		x.write(p)
+		return
+	}
+	if x.gone {
+		return
+	}
+	x.held = true
+	if err := hs.Hold(p); err != nil {
+		x.gone = true
+	}
+}
+
+// release sends what was held, if anything: the stream is about to wait, or to end.
+func (x *exchange) release() {
+	if !x.held || x.gone {
+		return
+	}
+	x.held = false
+	if err := x.out.(HoldingSink).Flush(); err != nil {
 		x.gone = true
 	}
 }

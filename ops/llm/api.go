@@ -42,8 +42,9 @@ type api interface {
 	// usageOnly reports whether a stream event only carries usage, which only clients that
 	// asked for usage receive (the gateway always asks the provider for it).
 	usageOnly(data []byte) bool
-	// frame writes one event's data as a server-sent event.
+	// frame writes one event's data as a server-sent event; appendFrame appends it to b.
 	frame(data []byte) []byte
+	appendFrame(b, data []byte) []byte
 	// done ends a stream that ended well; nil when the API sends no closing event.
 	done() []byte
 	// streamError is the event that ends a stream that began and then failed.

@@ -80,9 +80,10 @@ func (chatAPI) replay(stored []byte, req *request) ([][]byte, error) {
 	return replayEvents(stored, req.IncludeUsage)
 }
 
-func (chatAPI) usageOnly(data []byte) bool { return isUsageOnly(data) }
-func (chatAPI) frame(data []byte) []byte   { return sse(data) }
-func (chatAPI) done() []byte               { return doneEvent }
+func (chatAPI) usageOnly(data []byte) bool        { return isUsageOnly(data) }
+func (chatAPI) frame(data []byte) []byte          { return sse(data) }
+func (chatAPI) appendFrame(b, data []byte) []byte { return appendSSE(b, data) }
+func (chatAPI) done() []byte                      { return doneEvent }
 
 // streamError is an error event, as OpenAI-compatible providers end a stream that failed.
 func (chatAPI) streamError(err error) []byte {

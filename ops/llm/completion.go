@@ -371,7 +371,11 @@ func isUsageOnly(data []byte) bool {
 
 // sse frames one event's data.
 func sse(data []byte) []byte {
-	b := make([]byte, 0, len(data)+8)
+	return appendSSE(make([]byte, 0, len(data)+8), data)
+}
+
+// appendSSE appends sse(data) to b.
+func appendSSE(b, data []byte) []byte {
 	b = append(b, "data: "...)
 	b = append(b, data...)
 	return append(b, '\n', '\n')
@@ -380,8 +384,12 @@ func sse(data []byte) []byte {
 // typedSSE frames one event's data under its type as the event's name, as the Responses
 // and Messages APIs send their events.
 func typedSSE(data []byte) []byte {
+	return appendTypedSSE(make([]byte, 0, len(data)+48), data)
+}
+
+// appendTypedSSE appends typedSSE(data) to b.
+func appendTypedSSE(b, data []byte) []byte {
 	typ := eventType(data)
-	b := make([]byte, 0, len(data)+len(typ)+16)
 	b = append(append(append(b, "event: "...), typ...), '\n')
 	return append(append(append(b, "data: "...), data...), '\n', '\n')
 }

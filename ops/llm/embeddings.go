@@ -89,7 +89,8 @@ func (embeddingsAPI) replay([]byte, *request) ([][]byte, error) {
 	return nil, fmt.Errorf("embeddings are not streamed")
 }
 
-func (embeddingsAPI) usageOnly([]byte) bool        { return false }
-func (embeddingsAPI) frame(data []byte) []byte     { return sse(data) }
-func (embeddingsAPI) done() []byte                 { return nil }
-func (embeddingsAPI) streamError(err error) []byte { return chatAPI{}.streamError(err) }
+func (embeddingsAPI) usageOnly([]byte) bool             { return false }
+func (embeddingsAPI) frame(data []byte) []byte          { return sse(data) }
+func (embeddingsAPI) appendFrame(b, data []byte) []byte { return appendSSE(b, data) }
+func (embeddingsAPI) done() []byte                      { return nil }
+func (embeddingsAPI) streamError(err error) []byte      { return chatAPI{}.streamError(err) }

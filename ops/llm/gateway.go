@@ -200,6 +200,10 @@ type exchange struct {
 	out    Sink
 	began  bool
 	gone   bool // the client stopped reading
+	// held says a stream event was written and held back (hold); frame and framed are the
+	// buffers the stream's events are framed in.
+	held          bool
+	frame, framed []byte
 	// lastEvent is the client's Last-Event-ID: the id of the last event of a broken stream
 	// it read, after which its retry resumes.
 	lastEvent string

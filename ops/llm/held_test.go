@@ -51,9 +51,12 @@ func (h *heldSends) Send(ctx context.Context, c llm.Call) llm.Reply {
 	}
 	if x.events > 0 && c.Event != nil {
 		relay, n := c.Event, 0
-		c.Event = func(d []byte) error {
-			err := relay(d)
-			if n++; n == x.events {
+		c.Event = func(d []byte, more bool) error {
+			// The stream holds after this event, so it goes out at once (more false), as
+			// before any wait for the provider.
+			n++
+			err := relay(d, more && n != x.events)
+			if n == x.events {
 				x.hold()
 			}
 			return err

@@ -94,9 +94,13 @@ type Call struct {
 	// Answered is called with the provider's request id when a 200 answer's headers
 	// arrive, before any event.
 	Answered func(requestID string)
-	// Event is called with each stream event's data, in order, as it arrives. An error
-	// stops the attempt: the event was not one of the API's.
-	Event func(data []byte) error
+	// Event is called with each stream event's data, in order, as it arrives; the data is
+	// the callee's to keep. more says the provider's next event has arrived too and is
+	// passed on at once, without a wait for the provider: the gateway may hold this one
+	// back to send both together. An event passed with more false goes to the client
+	// before the provider is read again. An error stops the attempt: the event was not one
+	// of the API's.
+	Event func(data []byte, more bool) error
 	// Whole, when set, says whether the events delivered so far make a whole answer. A
 	// stream ends well with [DONE], or, for an API that sends none, when it ends whole.
 	Whole func() bool
@@ -181,11 +185,23 @@ type Head struct {
 }
 
 // Sink is where the gateway writes its answer. Begin is called at most once, before any
-// Write; after Begin, a failure is reported inside the body (an SSE error event).
+// Write; after Begin, a failure is reported inside the body (an SSE error event). A Sink
+// does not keep p after a Write returns.
 type Sink interface {
 	Begin(h Head) error
 	// Write sends part of the body; a stream's part goes to the client at once.
 	Write(p []byte) error
+}
+
+// HoldingSink is a Sink that can hold a stream's part back (web's does): Hold writes p
+// without sending it yet, and the next Write, or Flush, sends it with what follows. The
+// gateway holds an event only while the provider's next one is already in hand, so a burst
+// of events costs the client's connection one send while every event still goes out as
+// soon as it came; nothing is held while the gateway waits for the provider.
+type HoldingSink interface {
+	Sink
+	Hold(p []byte) error
+	Flush() error
 }
 
 // Problem carries what a transport needs to answer an error beyond its code: how long to

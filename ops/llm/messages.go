@@ -120,6 +120,8 @@ func (messagesAPI) usageOnly([]byte) bool { return false }
 // frame writes an event as the Messages API does: its type as the event name.
 func (messagesAPI) frame(data []byte) []byte { return typedSSE(data) }
 
+func (messagesAPI) appendFrame(b, data []byte) []byte { return appendTypedSSE(b, data) }
+
 func (messagesAPI) done() []byte { return nil }
 
 // streamError is the Messages API's error event, with Settle's reason as its error_code.

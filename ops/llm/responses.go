@@ -71,6 +71,8 @@ func (responsesAPI) usageOnly([]byte) bool { return false }
 // frame writes an event as the Responses API does: its type as the event name.
 func (responsesAPI) frame(data []byte) []byte { return typedSSE(data) }
 
+func (responsesAPI) appendFrame(b, data []byte) []byte { return appendTypedSSE(b, data) }
+
 func (responsesAPI) done() []byte { return nil }
 
 // streamError is the Responses API's error event.

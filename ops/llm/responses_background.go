@@ -103,8 +103,8 @@ type eventTracker struct {
 func newTracker(after int) *eventTracker { return &eventTracker{last: after} }
 
 // wrap passes each new event to next and keeps count; next may be nil.
-func (t *eventTracker) wrap(next func([]byte) error) func([]byte) error {
-	return func(d []byte) error {
+func (t *eventTracker) wrap(next func([]byte, bool) error) func([]byte, bool) error {
+	return func(d []byte, _ bool) error {
 		var ev struct {
 			Type     string `json:"type"`
 			Seq      *int   `json:"sequence_number"`
@@ -130,7 +130,9 @@ func (t *eventTracker) wrap(next func([]byte) error) func([]byte) error {
 		if next == nil {
 			return nil
 		}
-		err := next(d)
+		// Every event goes out as it came (more false): an event after it that was passed on
+		// already is dropped above, and one held for it would wait for the provider.
+		err := next(d, false)
 		if err != nil && !errors.Is(err, ErrStreamFailed) {
 			t.stopped = true
 		}
@@ -157,7 +159,7 @@ func readPath(id string, stream bool, after int) string {
 // last read's reply: ok when the response ended with the stream (whole says so), the
 // provider's failure when it ended without an answer, or cut (the reply that cut the stream
 // first; without one, the first read that failed) when it gave up.
-func follow(ctx context.Context, up Upstream, deadline time.Time, c Call, id string, t *eventTracker, event func([]byte) error, whole func() bool, cut Reply) Reply {
+func follow(ctx context.Context, up Upstream, deadline time.Time, c Call, id string, t *eventTracker, event func([]byte, bool) error, whole func() bool, cut Reply) Reply {
 	strikes := 0
 	for {
 		seen := t.seen
@@ -254,7 +256,7 @@ func (b *backgroundUpstream) record(c Call, id string) {
 // events are read, not passed on, and the reply carries the response as it ended.
 func (b *backgroundUpstream) followQuietly(ctx context.Context, c Call, id string, after int, cut Reply) Reply {
 	asm := &responsesAssembler{}
-	add := func(d []byte) error {
+	add := func(d []byte, _ bool) error {
 		_, _, err := asm.add(d)
 		return err
 	}
@@ -340,8 +342,8 @@ func (b *backgroundUpstream) continueEarlier(ctx context.Context, c Call) (Reply
 		return Reply{Outcome: ops.OutcomeTimeout, RequestID: now.RequestID, ErrorCode: "upstream_bad_response",
 			Message: "The provider's stored response could not be read."}, true
 	}
-	for _, d := range evs {
-		if err := c.Event(d); err != nil {
+	for i, d := range evs {
+		if err := c.Event(d, i < len(evs)-1); err != nil {
 			return Reply{Outcome: ops.OutcomeTimeout, RequestID: now.RequestID, ErrorCode: "upstream_bad_response"}, true
 		}
 	}
@@ -418,7 +420,7 @@ func (x *exchange) inFlightBackground(op *ops.Operation) (handled bool, err erro
 		return true, nil
 	}
 	t := newTracker(-1)
-	relay := func(d []byte) error {
+	relay := func(d []byte, _ bool) error {
 		x.relay(d, Head{Stream: true, Replayed: true, OperationID: op.ID})
 		return nil
 	}

@@ -66,7 +66,7 @@ func (g *Gateway) Retrieve(ctx context.Context, r Retrieval, out Sink) error {
 		return nil
 	}
 	began := false
-	relay := func(d []byte) error {
+	relay := func(d []byte, _ bool) error {
 		if !began {
 			began = true
 			if err := out.Begin(Head{Stream: true, OperationID: op.ID}); err != nil {

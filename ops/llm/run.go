@@ -40,7 +40,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 				requestID = id
 				f.setRequestID(id)
 			},
-			Event: func(d []byte) error {
+			Event: func(d []byte, more bool) error {
 				token, usageOnly, err := asm.add(d)
 				if err != nil {
 					return err
@@ -54,7 +54,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 				n++
 				ev := streamEvent{attempt: a.N, n: n, data: d}
 				f.add(ev)
-				x.forward(ev, usageOnly, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID})
+				x.forward(ev, usageOnly, Head{Stream: true, OperationID: op.ID, ProviderRequestID: requestID}, more)
 				return nil
 			}})
 		res, body = x.result(a, reply, asm)
@@ -65,6 +65,9 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 		// The ledger sets it too, on its own copy of the request's fields (runDetached).
 		reqlog.Set(x.ctx, reqlog.ProviderRequestID, reply.RequestID)
 		x.answerEarly(op, a, res, reply, body, f)
+		// An event held for one that never came (the stream ended, or broke) goes now, before
+		// the close is written; a stream answered early sent it with its closing event.
+		x.release()
 		return res
 	})
 	end := x.runDetached(op, f, send, ops.RunSpec{

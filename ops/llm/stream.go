@@ -58,11 +58,15 @@ type streamEvent struct {
 // withID puts the event's id line into its frame, before its data line (after the event name
 // of the APIs that send one, where their clients expect the name first).
 func (e streamEvent) withID(frame []byte) []byte {
+	return e.appendWithID(make([]byte, 0, len(frame)+32), frame)
+}
+
+// appendWithID appends frame with the event's id line (withID) to out.
+func (e streamEvent) appendWithID(out, frame []byte) []byte {
 	at := 0
 	if !bytes.HasPrefix(frame, []byte("data:")) {
 		at = bytes.Index(frame, []byte("\ndata:")) + 1
 	}
-	out := make([]byte, 0, len(frame)+32)
 	out = append(append(out, frame[:at]...), "id: "...)
 	out = append(strconv.AppendInt(out, int64(e.attempt), 10), '-')
 	out = append(strconv.AppendInt(out, int64(e.n), 10), '\n')
@@ -158,8 +162,9 @@ func (x *exchange) replayStream(op *ops.Operation, h Head) error {
 	from, after := resumeFrom(evs, x.lastEvent)
 	h.ResumedAfter = after
 	x.begin(h)
-	for _, ev := range evs[from:] {
-		x.forward(ev, !x.req.IncludeUsage && x.api.usageOnly(ev.data), h)
+	evs = evs[from:]
+	for i, ev := range evs {
+		x.forward(ev, !x.req.IncludeUsage && x.api.usageOnly(ev.data), h, i < len(evs)-1)
 	}
 	x.write(x.api.done())
 	return nil
@@ -195,9 +200,9 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 	h := Head{Stream: true, Replayed: true, OperationID: f.opID, PreferenceApplied: applied, ResumedAfter: after}
 	for {
 		evs, done, changed := f.since(next)
-		for _, ev := range evs {
+		for i, ev := range evs {
 			h.ProviderRequestID = f.requestID()
-			x.forward(ev, !x.req.IncludeUsage && x.api.usageOnly(ev.data), h)
+			x.forward(ev, !x.req.IncludeUsage && x.api.usageOnly(ev.data), h, i < len(evs)-1)
 		}
 		next += len(evs)
 		if done {
@@ -269,8 +274,10 @@ type flight struct {
 	stream bool
 	done   chan struct{}
 
-	mu      sync.Mutex
-	events  []streamEvent
+	mu     sync.Mutex
+	events []streamEvent
+	// changed is closed at the next change, made when a follower asks for it (since): a
+	// stream nobody follows makes no channel per event.
 	changed chan struct{}
 	reqID   string
 	// answered says its client had the whole answer before the close was written.
@@ -278,7 +285,7 @@ type flight struct {
 }
 
 func (h *hub) open(opID string, stream bool) *flight {
-	f := &flight{opID: opID, stream: stream, done: make(chan struct{}), changed: make(chan struct{})}
+	f := &flight{opID: opID, stream: stream, done: make(chan struct{})}
 	h.mu.Lock()
 	h.flights[opID] = f
 	h.mu.Unlock()
@@ -303,19 +310,25 @@ func (h *hub) close(f *flight) {
 	case <-f.done:
 	default:
 		close(f.done)
-		close(f.changed)
+		f.wake()
 	}
 	f.mu.Unlock()
 }
 
-// add appends an event; its data is copied, since the provider's reader may reuse it.
+// add appends an event; its data is the flight's to keep (llm.Call.Event).
 func (f *flight) add(ev streamEvent) {
-	ev.data = bytes.Clone(ev.data)
 	f.mu.Lock()
 	f.events = append(f.events, ev)
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.wake()
 	f.mu.Unlock()
+}
+
+// wake tells the followers waiting on changed; f.mu is held.
+func (f *flight) wake() {
+	if f.changed != nil {
+		close(f.changed)
+		f.changed = nil
+	}
 }
 
 // recorded is the events of attempt's stream as the operation stores them with its answer.
@@ -354,8 +367,18 @@ func (f *flight) since(i int) ([]streamEvent, bool, <-chan struct{}) {
 	}
 	select {
 	case <-f.done:
-		return evs, true, f.changed
+		return evs, true, closedChan
 	default:
-		return evs, false, f.changed
 	}
+	if f.changed == nil {
+		f.changed = make(chan struct{})
+	}
+	return evs, false, f.changed
 }
+
+// closedChan is the change channel of a flight that ended: there is nothing to wait for.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()

@@ -16,7 +16,7 @@ func readAll(t *testing.T, sse string) (llm.Reply, []string) {
 	idle := time.NewTimer(time.Minute)
 	defer idle.Stop()
 	var got []string
-	r := o.ReadStream(llm.Reply{}, strings.NewReader(sse), llm.Call{Event: func(d []byte) error {
+	r := o.ReadStream(llm.Reply{}, strings.NewReader(sse), llm.Call{Event: func(d []byte, _ bool) error {
 		got = append(got, string(d))
 		return nil
 	}}, idle)
@@ -63,7 +63,7 @@ func TestReadStreamEndsWholeWithoutDone(t *testing.T) {
 		idle := time.NewTimer(time.Minute)
 		n := 0
 		r := o.ReadStream(llm.Reply{}, strings.NewReader("event: a\ndata: {\"a\":1}\n\nevent: b\ndata: {\"a\":2}\n\n"),
-			llm.Call{Event: func([]byte) error { n++; return nil }, Whole: func() bool { return whole && n == 2 }}, idle)
+			llm.Call{Event: func([]byte, bool) error { n++; return nil }, Whole: func() bool { return whole && n == 2 }}, idle)
 		idle.Stop()
 		if want := map[bool]ops.Outcome{true: ops.OutcomeOK, false: ops.OutcomeTimeout}[whole]; r.Outcome != want || n != 2 {
 			t.Fatalf("whole %v: outcome %s %s after %d events", whole, r.Outcome, r.ErrorCode, n)

@@ -154,6 +154,10 @@ func (s *Sender) Send(ctx context.Context, req *http.Request, call llm.Call) llm
 // ReadStream passes each event's data to call.Event as it arrives, resetting idle at each
 // line. A stream that ends before its end mark, or before its events make a whole answer,
 // broke: the provider may have billed all of it, so the outcome is a timeout.
+//
+// Each event's data is a slice of its own, which the call may keep. Event is told whether
+// the provider's next event is already read (nextBuffered): the call may then hold this one
+// back to send it with the next, since the next follows without a wait for the provider.
 func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *time.Timer) llm.Reply {
 	// Most events fit the default 4 KiB; a longer one is gathered below.
 	br := bufio.NewReader(body)
@@ -175,7 +179,7 @@ func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *ti
 		trimmed := bytes.TrimRight(line, "\r\n")
 		switch {
 		case len(trimmed) == 0 && len(line) > 0 && data != nil:
-			if end, ok := s.event(&r, data, call); end {
+			if end, ok := s.event(&r, data, call, nextBuffered(br)); end {
 				if ok {
 					r.Outcome = ops.OutcomeOK
 				}
@@ -200,9 +204,37 @@ func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *ti
 	}
 }
 
-// event takes one whole event of a stream. It says whether the stream ends with it, and if so
-// whether well; a stream that ends badly has its outcome set in r.
-func (s *Sender) event(r *llm.Reply, data []byte, call llm.Call) (end, ok bool) {
+// nextBuffered reports whether br holds the whole of the stream's next event, one that
+// ReadStream will pass on (its data lines say something, and its blank line has come), so
+// that it follows without reading the provider again. Lines in br that hold no data (a
+// comment, an event name alone) are passed over, as ReadStream passes them.
+func nextBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	data := false
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		line := bytes.TrimRight(b[:i], "\r")
+		b = b[i+1:]
+		if len(line) == 0 {
+			if data {
+				return true
+			}
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			// ReadStream's data stays nil until a data line says something.
+			data = data || len(bytes.TrimPrefix(v, []byte(" "))) > 0
+		}
+	}
+}
+
+// event takes one whole event of a stream; more says the next is already read. It says
+// whether the stream ends with it, and if so whether well; a stream that ends badly has its
+// outcome set in r.
+func (s *Sender) event(r *llm.Reply, data []byte, call llm.Call, more bool) (end, ok bool) {
 	rules := s.Stream
 	if rules.Done != nil && rules.Done(data) {
 		return true, true
@@ -212,7 +244,7 @@ func (s *Sender) event(r *llm.Reply, data []byte, call llm.Call) (end, ok bool) 
 		return true, false
 	}
 	if call.Event != nil {
-		if err := call.Event(data); errors.Is(err, llm.ErrStreamFailed) {
+		if err := call.Event(data, more); errors.Is(err, llm.ErrStreamFailed) {
 			r.Outcome, r.ErrorCode, r.Message = ops.OutcomeTimeout, "upstream_stream_error", rules.FailedMessage(data)
 			return true, false
 		} else if err != nil {
