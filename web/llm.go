@@ -110,14 +110,23 @@ type httpSink struct {
 	stream  bool
 	// flush sends a JSON answer as it is written: the request goes on after it (Head.Close).
 	flush bool
+	// deadline is the connection's write deadline as extend last set it.
+	deadline time.Time
 }
 
 // extend gives the next write its own deadline. It is a time of the connection, so it
 // is read from the wall clock, never from the server's clock, which tests may stop. The
 // last deadline bounds the server's final flush after the handler returns too; net/http
-// lifts it before the connection's next request.
+// lifts it before the connection's next request. Moving the connection's deadline is work
+// for the runtime's poller at every event of a stream, so one set less than a 64th of the
+// timeout ago is kept: every write still has at least 63/64 of the timeout.
 func (k *httpSink) extend() {
-	_ = k.rc.SetWriteDeadline(time.Now().Add(k.timeout))
+	d := time.Now().Add(k.timeout)
+	if !k.deadline.IsZero() && d.Sub(k.deadline) < k.timeout/64 {
+		return
+	}
+	k.deadline = d
+	_ = k.rc.SetWriteDeadline(d)
 }
 
 func (k *httpSink) Begin(h llm.Head) error {
@@ -170,5 +179,20 @@ func (k *httpSink) Write(p []byte) error {
 	if !k.stream && !k.flush {
 		return nil
 	}
+	return k.rc.Flush()
+}
+
+// Hold writes part of a stream without sending it: the gateway's next Write or Flush sends
+// it, with the event that follows (llm.HoldingSink). Its bytes may still reach the
+// connection if the response's buffer fills, so it has a deadline as every write does.
+func (k *httpSink) Hold(p []byte) error {
+	k.extend()
+	_, err := k.w.Write(p)
+	return err
+}
+
+// Flush sends what Hold wrote.
+func (k *httpSink) Flush() error {
+	k.extend()
 	return k.rc.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -17,6 +18,34 @@ type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	log      *slog.Logger
+	// series holds the counter and histogram of each route, method and code answered so
+	// far (seriesKey), bound to their labels once rather than looked up by them per request.
+	series sync.Map
+}
+
+// seriesKey names one route, method and status code's series.
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+// seriesOf is a seriesKey's counter of requests and histogram of durations.
+type seriesOf struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// of returns the series of k, binding them on the first request that needs them.
+func (m *httpMetrics) of(k seriesKey) seriesOf {
+	if s, ok := m.series.Load(k); ok {
+		return s.(seriesOf)
+	}
+	s := seriesOf{
+		requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.code)),
+		duration: m.duration.WithLabelValues(k.route, k.method),
+	}
+	m.series.Store(k, s)
+	return s
 }
 
 func newHTTPMetrics(reg *prometheus.Registry, log *slog.Logger) *httpMetrics {
@@ -54,7 +83,12 @@ func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
 func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		// requestID, before it, already wraps the response to see its status: every write
+		// passes through that wrapper, so its status is this request's.
+		ww, ok := w.(middleware.WrapResponseWriter)
+		if !ok {
+			ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		}
 		next.ServeHTTP(ww, r)
 		route := requestRoute(r)
 		status := ww.Status()
@@ -63,8 +97,9 @@ func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 		}
 		d := time.Since(start)
 		method := methodLabel(r.Method)
-		m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-		m.duration.WithLabelValues(route, method).Observe(d.Seconds())
+		series := m.of(seriesKey{route, method, status})
+		series.requests.Inc()
+		series.duration.Observe(d.Seconds())
 		level := slog.LevelInfo
 		switch route {
 		case "/healthz", "/readyz", "/metrics", "/static/*":
