@@ -29,6 +29,8 @@ type mcpEnv struct {
 	token  string
 	fake   *fake.Stripe
 	tenant *ops.Tenant
+	// ledger is the refund tool's: a test may set its limits before the first call.
+	ledger *ops.Ledger
 }
 
 func newMCPEnv(t *testing.T, attemptTimeout, deadline time.Duration) *mcpEnv {
@@ -45,7 +47,7 @@ func newMCPEnv(t *testing.T, attemptTimeout, deadline time.Duration) *mcpEnv {
 	s.Operations = db
 	s.RefundStatus = db
 	tenant := tw.Tenant("shop")
-	return &mcpEnv{db: db, url: tw.Serve(s.Handler()), token: tw.Token(tenant, "agent"), fake: fk, tenant: tenant}
+	return &mcpEnv{db: db, url: tw.Serve(s.Handler()), token: tw.Token(tenant, "agent"), fake: fk, tenant: tenant, ledger: ledger}
 }
 
 // bearer adds the tenant token to every request of the MCP client.
@@ -109,10 +111,14 @@ func storyArgs() map[string]any {
 // gets the refund the first one made.
 func TestMCPIssueRefundTwiceAcrossTimeoutRefundsOnce(t *testing.T) {
 	t.Parallel()
-	// The call's deadline is one attempt long, as when the agent's own tool call times out;
-	// a second, so that a busy machine still sends the request before it ends.
-	e := newMCPEnv(t, time.Second, time.Second)
-	e.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 2 * time.Second})
+	// Each call makes one attempt, as when the agent's own tool call times out with it. The
+	// call's deadline leaves the payment check and the insert all the time a busy machine
+	// takes: a deadline one attempt long (a second) ran out during them, before the refund
+	// was sent, and toolu_01 answered that nothing was sent. Stripe holds its answer to the
+	// first request longer than the attempt waits.
+	e := newMCPEnv(t, 2*time.Second, 30*time.Second)
+	e.ledger.Limits.AttemptsPerCall = 1
+	e.fake.AddFault(fake.Fault{Method: "POST", Path: "/v1/refunds", Calls: []int{1}, Kind: fake.FaultTimeoutAfterCommit, Delay: 5 * time.Second})
 	cs := e.session(t)
 
 	res, first, text := call(t, cs, "issue_refund", storyArgs(), mcp.Meta{"tool_call_id": "toolu_01"})
@@ -122,8 +128,8 @@ func TestMCPIssueRefundTwiceAcrossTimeoutRefundsOnce(t *testing.T) {
 	if !strings.HasPrefix(text, "unconfirmed") || !strings.Contains(text, "never refunds twice") || strings.Contains(text, "\n") {
 		t.Fatalf("toolu_01 text %q: want one line saying calling again is safe", text)
 	}
-	time.Sleep(1200 * time.Millisecond) // the first request finishes at the fake
-
+	// No wait for the first request to end at the fake: Stripe keeps the refund's answer
+	// under the key from the moment it commits it, and the retry is answered from it.
 	res, second, text := call(t, cs, "issue_refund", storyArgs(), mcp.Meta{"tool_call_id": "toolu_02"})
 	refunds := e.fake.Refunds()
 	if len(refunds) != 1 {
