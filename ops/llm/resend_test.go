@@ -64,9 +64,11 @@ func TestLLMUpstreamBillsThenTimesOut(t *testing.T) {
 			WHERE a.operation_id = $1 AND p.outcome IN ('timeout', 'key_in_use')`, op.ID); n != 1 {
 			t.Fatalf("%d possible duplicates in the ledger, want 1", n)
 		}
-		// The attempts carry the flag themselves, and the answering one its usage and cost.
-		if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND possible_duplicate AND n = 2
-			AND usage IS NOT NULL AND cost_micros > 0`, op.ID); n != 1 {
+		// The attempts carry the flag themselves, and the answering one its cost, and its
+		// usage, which is its operation's (the close keeps one copy, on the operation).
+		if n := w.count(t, `SELECT count(*) FROM attempts a JOIN operations o ON o.id = a.operation_id
+			WHERE a.operation_id = $1 AND a.possible_duplicate AND a.n = 2
+			AND coalesce(a.usage, o.usage) IS NOT NULL AND a.cost_micros > 0`, op.ID); n != 1 {
 			t.Fatalf("the second attempt is not marked a possible duplicate with its usage and cost")
 		}
 		if n := w.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1 AND n = 1 AND NOT possible_duplicate`, op.ID); n != 1 {

@@ -25,11 +25,20 @@ func (db *DB) RecordAttemptRef(ctx context.Context, opID string, n int, ref stri
 	return interpret(err, "record the provider's id of an attempt")
 }
 
+// AttemptRefSQL is the provider's id of what attempt a of operation o generated, empty when
+// none is known: the id the attempt recorded as the provider named it, else, for the attempt
+// that succeeded, the operation's record, which the same statement that finished the attempt
+// wrote and nothing changes afterwards (succeeded is final; a failure after it keeps the
+// record). The finish leaves it off the attempt's row so that the row's indexes take no
+// entry (see transitionFin).
+const AttemptRefSQL = `CASE WHEN a.provider_ref = '' AND a.outcome = 'ok' THEN o.provider_ref ELSE a.provider_ref END`
+
 // AttemptRefs returns the provider's ids recorded for the attempts of an operation, by
 // attempt number; attempts without one are left out.
 func (db *DB) AttemptRefs(ctx context.Context, opID string) (map[int]string, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT n, provider_ref FROM attempts WHERE operation_id = @op AND provider_ref <> '' ORDER BY n`,
-		pgx.NamedArgs{"op": opID})
+	rows, err := db.Pool.Query(ctx, `SELECT a.n, r.ref FROM attempts a JOIN operations o ON o.id = a.operation_id,
+	LATERAL (SELECT `+AttemptRefSQL+` AS ref) r
+WHERE a.operation_id = @op AND r.ref <> '' ORDER BY a.n`, pgx.NamedArgs{"op": opID})
 	if err != nil {
 		return nil, interpret(err, "read the provider's ids of attempts")
 	}

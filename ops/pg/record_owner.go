@@ -8,7 +8,10 @@ import (
 )
 
 // recordOwnerSQL finds an operation that holds a provider's record, on the three indexes that
-// name records: provider_charges (provider, charge_ref), attempts (provider_ref), and the
+// name records: provider_charges (provider, charge_ref), where the close of a successful
+// attempt writes the record of its answer with the operation; attempts (provider_ref), which
+// hold an id the provider named before it answered (a stream's first event; since migration
+// 00072 the answer's id is left off the attempt's row, see transitionFin); and the
 // operations of except's tenant (tenant_id, provider, provider_ref, migration 00065), where
 // every close as succeeded writes its record and a close by hand writes it nowhere else. A charge
 // that names no operation (an orphan, such as a refund made by hand at the provider)

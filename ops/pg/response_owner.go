@@ -9,14 +9,41 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
+// responseOperationSQL finds the LLM call of a tenant whose attempt got ref from the
+// provider, latest first. An attempt holds an id the provider named before it answered (a
+// stream's first event, a background response's creation) on its own row, which
+// attempts_provider_ref_idx finds. The id of a successful attempt's answer is on its
+// operation only (transitionFin), found on operations_tenant_provider_ref_idx: that index
+// leads with the tenant and then the provider, which the caller does not name, so the
+// tenant's few providers are walked first, one index probe each (a loose index scan), and
+// the record is looked for under each (OFFSET 0 keeps that a probe per provider instead of
+// a read of every record of the tenant). An
+// operation's record counts only when one of its attempts succeeded, so that a record a
+// person or a lookup named, which no attempt got back, never opens another tenant's response
+// to this one.
+const responseOperationSQL = `
+WITH RECURSIVE p(provider) AS (
+	(SELECT provider FROM operations WHERE tenant_id = @tenant AND provider_ref <> '' ORDER BY provider LIMIT 1)
+	UNION ALL
+	SELECT (SELECT o.provider FROM operations o WHERE o.tenant_id = @tenant AND o.provider_ref <> '' AND o.provider > p.provider
+		ORDER BY o.provider LIMIT 1)
+	FROM p WHERE p.provider IS NOT NULL
+)
+SELECT id::text FROM (
+	SELECT a.operation_id AS id, a.started_at AS at FROM attempts a JOIN operations o ON o.id = a.operation_id
+	WHERE a.provider_ref = @ref AND a.provider_ref <> '' AND o.tenant_id = @tenant AND o.kind = 'llm_call'
+	UNION ALL
+	SELECT o.id, a.started_at FROM p
+	CROSS JOIN LATERAL (SELECT o.id FROM operations o WHERE o.tenant_id = @tenant AND o.provider = p.provider
+		AND o.provider_ref = @ref AND o.provider_ref <> '' AND o.kind = 'llm_call' OFFSET 0) o
+	JOIN attempts a ON a.operation_id = o.id AND a.outcome = 'ok'
+) owners ORDER BY at DESC LIMIT 1`
+
 // ResponseOperation implements llm.ResponseOwners: the LLM call of the tenant one of whose
-// attempts recorded ref, the latest when several did.
+// attempts got ref from the provider, the latest when several did.
 func (db *DB) ResponseOperation(ctx context.Context, tenantID int64, ref string) (string, error) {
 	var id string
-	err := db.Pool.QueryRow(ctx, `
-SELECT a.operation_id::text FROM attempts a JOIN operations o ON o.id = a.operation_id
-WHERE a.provider_ref = @ref AND a.provider_ref <> '' AND o.tenant_id = @tenant AND o.kind = 'llm_call'
-ORDER BY a.started_at DESC LIMIT 1`, pgx.NamedArgs{"ref": ref, "tenant": tenantID}).Scan(&id)
+	err := db.Pool.QueryRow(ctx, responseOperationSQL, pgx.NamedArgs{"ref": ref, "tenant": tenantID}).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", ops.Errorf(ops.ENOTFOUND, "No call of this tenant recorded %s.", ref)
 	}

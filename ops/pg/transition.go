@@ -15,8 +15,7 @@ import (
 
 // The parts of Transition's one statement. up is the compare-and-set on the operation's
 // version, status and lease; every other part writes only when up changed a row: the
-// attempt's finish (fin, with the provider's id of its answer unless the attempt named one
-// already, as a stream does from its first event), the evidence (ev), the audit row (aud),
+// attempt's finish (fin), the evidence (ev), the audit row (aud),
 // the outbox event of a status change that a consumer is registered for (ob), the provider
 // charge of a success (ch) and the client request's answer (cr). A close that carries an
 // approval applies only while its proposal is open and marks it approved; any other close to
@@ -52,10 +51,19 @@ WITH up AS (
 		outcome = CASE WHEN cp.id = @pid THEN '' ELSE 'closed as ' || up.status || ' by ' || @actor END
 	FROM up WHERE cp.operation_id = up.id::uuid AND cp.state = 'open' AND cp.expires_at > @now
 )`
+	// fin writes no column an index of attempts holds (possible_duplicate stays false on a
+	// send that followed no uncertain one), and the partitions of attempts leave room on each
+	// page for the grown row (migration 00072), so a finish is a heap-only update: no index
+	// takes an entry. What a successful attempt's answer brings that its operation keeps
+	// (up) goes there only: the provider's id of the answer, which AttemptRefSQL reads for
+	// the attempt (an attempt keeps on its own row only an id the provider named before it
+	// answered, a stream's first event), and a call's usage record when it is the
+	// operation's, which the readers of an attempt's usage take from the operation
+	// (SentPrompts); a row three times its size would not fit the room left for it.
 	transitionFin = `, fin AS (
 	UPDATE attempts SET finished_at = @fat, outcome = @outcome, http_status = @http_status,
-		provider_request_id = @prid, error_code = @ecode, usage = @a_usage::jsonb, cost_micros = @a_cost::bigint,
-		possible_duplicate = @a_dup, provider_ref = CASE WHEN provider_ref = '' THEN @res_ref ELSE provider_ref END
+		provider_request_id = @prid, error_code = @ecode, cost_micros = @a_cost::bigint, possible_duplicate = @a_dup,
+		usage = CASE WHEN @outcome::text = 'ok' AND @a_usage::jsonb = @res_usage::jsonb THEN NULL ELSE @a_usage::jsonb END
 	WHERE id = @aid AND EXISTS (SELECT 1 FROM up)
 		AND started_at BETWEEN coalesce(@astart::timestamptz - interval '1 millisecond', '-infinity')
 			AND coalesce(@astart::timestamptz + interval '1 millisecond', 'infinity')

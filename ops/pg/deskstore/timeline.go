@@ -76,19 +76,21 @@ ORDER BY 1 LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 }
 
 // timelineEvidenceSQL reads an operation's evidence: its evidence rows, and the provider's
-// direct answer to an attempt, which the attempt records (its ok outcome and the provider's
-// record id) and no evidence row repeats (ops rule 9). Operations closed before the
-// attempt was the record of its answer have an evidence row for it instead; the attempt
-// then adds nothing. The answer's evidence has no row and so no id (0).
+// direct answer to an attempt, which the attempt records (its ok outcome, with the provider's
+// record id on it or on its operation: pg.AttemptRefSQL) and no evidence row repeats
+// (ops rule 9). Operations closed before the attempt was the record of its answer have an
+// evidence row for it instead; the attempt then adds nothing. The answer's evidence has no
+// row and so no id (0).
 const timelineEvidenceSQL = `
 SELECT id, operation_id::text, kind, provider_ref, summary, data, recorded_by, recorded_at FROM (
 	SELECT id, operation_id, kind, provider_ref, summary, data, recorded_by, recorded_at FROM evidence WHERE operation_id = $1
 	UNION ALL
-	SELECT 0, a.operation_id, 'provider_response', a.provider_ref,
-		'The provider answered the attempt with ' || a.provider_ref || '.', NULL, a.owner, a.finished_at
-	FROM attempts a WHERE a.operation_id = $1 AND a.outcome = 'ok' AND a.provider_ref <> ''
+	SELECT 0, a.operation_id, 'provider_response', r.ref,
+		'The provider answered the attempt with ' || r.ref || '.', NULL, a.owner, a.finished_at
+	FROM attempts a JOIN operations o ON o.id = a.operation_id, LATERAL (SELECT ` + pg.AttemptRefSQL + ` AS ref) r
+	WHERE a.operation_id = $1 AND a.outcome = 'ok' AND r.ref <> ''
 		AND NOT EXISTS (SELECT 1 FROM evidence e
-			WHERE e.operation_id = $1 AND e.kind = 'provider_response' AND e.provider_ref = a.provider_ref)
+			WHERE e.operation_id = $1 AND e.kind = 'provider_response' AND e.provider_ref = r.ref)
 ) e ORDER BY recorded_at, id LIMIT $2`
 
 // An operation's opening is in its audit trail without a row of its own: the operation's
