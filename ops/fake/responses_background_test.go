@@ -17,30 +17,37 @@ import (
 // the hold ends; the response then completes as any other.
 func TestBackgroundBillThenTimeoutHoldsTheGeneration(t *testing.T) {
 	t.Parallel()
+	// Every step below that must happen while the generation is held (the create call's
+	// answer, a read of the response, the stream's first event) gets a second or more of the
+	// hold to itself: with a 700 ms hold and 300-500 ms allowances a loaded machine could
+	// have the hold end first.
+	const hold = 4 * time.Second
 	l, base := startLLM(t, fake.LLMOptions{ChunkDelay: time.Millisecond})
-	l.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultBillThenTimeout, Delay: 700 * time.Millisecond, Times: 2})
+	l.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultBillThenTimeout, Delay: hold, Times: 2})
 	c := sdkFor(base)
 	ctx := context.Background()
 	bg := ask("summarise ticket 90")
 	bg.Background = openai.Bool(true)
 	start := time.Now()
 	r, err := c.Responses.New(ctx, bg)
-	if err != nil || r.Status != "queued" || time.Since(start) > 500*time.Millisecond {
+	// At once: the answer did not wait for the hold to end.
+	if err != nil || r.Status != "queued" || time.Since(start) >= hold {
 		t.Fatalf("created %v after %s: %v", r, time.Since(start), err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Still queued a while later: held, where a response without the fault runs at once.
+	time.Sleep(hold / 4)
 	if got, err := c.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); err != nil || got.Status != "queued" {
 		t.Fatalf("held: %v %v", got, err)
 	}
 	// Asked as a stream: response.created at once, and nothing more while the hold lasts.
-	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	tctx, cancel := context.WithTimeout(ctx, hold/2)
 	defer cancel()
 	st := c.Responses.NewStreaming(tctx, bg)
 	head := readResponseStream(st.Next, st.Current, st.Err)
 	if len(head.types) != 1 || head.types[0] != "response.created" || head.err == nil {
 		t.Fatalf("the held stream sent %v, %v", head.types, head.err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); r.Status != "completed"; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(hold + 10*time.Second); r.Status != "completed"; time.Sleep(20 * time.Millisecond) {
 		if r, err = c.Responses.Get(ctx, r.ID, responses.ResponseGetParams{}); err != nil || time.Now().After(deadline) {
 			t.Fatalf("after the hold: %v %v", r, err)
 		}
