@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -100,6 +101,9 @@ func New(cfg Config) *Adapter {
 // read waits for a tenant's share of Stripe reads and then for the account's, within ctx's
 // deadline: a wait that would outlast it fails at once, so a call never spends its
 // deadline queued behind another tenant. Tenant 0 is Settle's own work (reconciliation).
+// A call whose own deadline ran out, or that was cancelled, is told so and not counted as a
+// refusal of the caps: blaming the caps would say more than Settle knows (ops rule 12) and
+// make them look too low.
 func (a *Adapter) read(ctx context.Context, tenantID int64) error {
 	a.mu.Lock()
 	l, ok := a.tenants[tenantID]
@@ -109,17 +113,34 @@ func (a *Adapter) read(ctx context.Context, tenantID int64) error {
 	}
 	a.mu.Unlock()
 	started := time.Now()
-	if err := l.Wait(ctx); err != nil {
-		a.count(func(s *ReadStats) { s.RefusedTenant++ })
-		return &ops.Error{Code: ops.EUNAVAILABLE, Message: "Too many Stripe reads for this account right now; try again in a moment.", Err: err}
+	if err := a.wait(ctx, l, func(s *ReadStats) { s.RefusedTenant++ },
+		"Too many Stripe reads for this account right now; try again in a moment."); err != nil {
+		return err
 	}
-	if err := a.limiter.Wait(ctx); err != nil {
-		a.count(func(s *ReadStats) { s.RefusedAccount++ })
-		return &ops.Error{Code: ops.EUNAVAILABLE, Message: "Stripe is being read at its limit right now; try again in a moment.", Err: err}
+	if err := a.wait(ctx, a.limiter, func(s *ReadStats) { s.RefusedAccount++ },
+		"Stripe is being read at its limit right now; try again in a moment."); err != nil {
+		return err
 	}
 	waited := time.Since(started)
 	a.count(func(s *ReadStats) { s.Reads++; s.Waited += waited })
 	return nil
+}
+
+// wait waits for one read of l. A wait the cap refuses (it would outlast ctx's deadline) is
+// counted by refused and answered with capMessage; a ctx already done, or done while
+// waiting, is the call's own end.
+func (a *Adapter) wait(ctx context.Context, l *rate.Limiter, refused func(*ReadStats), capMessage string) error {
+	err := l.Wait(ctx)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return &ops.Error{Code: ops.EUNAVAILABLE,
+			Message: "This call's time ran out before Stripe was read; nothing was asked of Stripe. Try again.",
+			Err:     fmt.Errorf("stripe read: %w", context.Cause(ctx))}
+	}
+	a.count(refused)
+	return &ops.Error{Code: ops.EUNAVAILABLE, Message: capMessage, Err: err}
 }
 
 // ReadStats are an adapter's reads at Stripe since it was made: those sent, those its caps
