@@ -23,6 +23,9 @@ type pairedSide struct {
 	units        int
 	elapsed      time.Duration
 	goCPU, pgCPU time.Duration
+	// rates is each turn's units per second, in order, so that a side slowed by the turns'
+	// starts (a short turn) or by the other side's leftovers shows in the log.
+	rates []float64
 }
 
 // unit runs the side's next unit; runClients' own index is not used.
@@ -40,6 +43,7 @@ func (s *pairedSide) turn(b *testing.B, n int) {
 	}
 	s.units += n
 	s.elapsed += elapsed
+	s.rates = append(s.rates, float64(n)/elapsed.Seconds())
 	s.goCPU += processCPU() - goCPU
 	s.pgCPU += clusterCPU(b) - pgCPU
 }
@@ -92,6 +96,7 @@ func benchPaired(b *testing.B) {
 		return
 	}
 	pairedRatio = settle.perSecond() / dbos.perSecond()
+	b.Logf("turns of %d units: settle %.0f/s, dbos %.0f/s", b.N/pairedSlices, settle.rates, dbos.rates)
 	b.ReportMetric(settle.perSecond(), "settle_lifecycles/s")
 	b.ReportMetric(dbos.perSecond(), "dbos_workflows/s")
 	b.ReportMetric(pairedRatio, "settle_vs_dbos_x")

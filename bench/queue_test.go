@@ -241,13 +241,14 @@ WHERE status IN ('unknown', 'expired') GROUP BY 1, 2, 3, 4`)
 }
 
 // proposedAgedCounts is the age-filtered count of ops/pg's QueueCounts with one predicate
-// added, o.status IN (the open statuses), which lets the planner prove that the partial
-// index operations_queue_idx applies. Without it the correlated `o.status = s.status`
-// cannot, and each of the four capped counts scans the whole table. It is measured here as
-// the proposed fix; ops/pg is not changed by the benchmarks.
-const proposedAgedCounts = `SELECT s.status, (SELECT count(*) FROM (SELECT 1 FROM operations o
-WHERE o.status = s.status AND o.status IN ('received', 'in_progress', 'unknown', 'expired') AND o.created_at <= $1 LIMIT 10001) x)
-FROM unnest(ARRAY['received', 'in_progress', 'unknown', 'expired']) AS s(status)`
+// added, o.status IN (the statuses operations_queue_idx holds), which lets the planner prove
+// that the partial index applies. Without it the correlated `o.status = s.status` cannot,
+// and each capped count scans the whole table. Rows in progress are in no such index since
+// migration 00073 (they are read on operations_stalled_idx by their lease), so they are
+// left out here. It is measured as the proposed fix; ops/pg is not changed by the benchmarks.
+var proposedAgedCounts = `SELECT s.status, (SELECT count(*) FROM (SELECT 1 FROM operations o
+WHERE o.status = s.status AND o.status IN ` + pg.UnheldStatuses + ` AND o.created_at <= $1 LIMIT 10001) x)
+FROM unnest(` + pg.UnheldStatusArray + `) AS s(status)`
 
 // explain writes the plans of the page's queries at size n to results/explain-<n>.txt, so a
 // slow figure comes with its reason.
