@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // completion is a chat completion in the provider's non-streaming shape: what the gateway
@@ -123,17 +124,35 @@ func parseCompletion(body []byte) (*completion, error) {
 	return &c, nil
 }
 
-// assembler rebuilds a completion from the chunks of a stream.
+// assembler rebuilds a completion from the chunks of a stream. The pieces a choice's
+// chunks add up to (content, refusal, tool arguments, logprobs) are appended where they
+// grow and turned into the completion's fields once, by completion: rebuilding each
+// string or list anew on every token made a long answer's assembly cost the square of its
+// length.
 type assembler struct {
 	c       completion
 	choices map[int]*choice
+	parts   map[int]*choiceParts
 	tools   map[[2]int]*toolCall
+	args    map[[2]int]*strings.Builder
 	chunks  int
 	done    bool
 }
 
+// choiceParts is what one choice's chunks have added so far.
+type choiceParts struct {
+	content, refusal       strings.Builder
+	hasContent, hasRefusal bool
+	// logprobs is the merged object once one chunk's logprobs was an object; until then
+	// rawLogprobs is the last chunk's as it came (merged tells which to store).
+	logprobs    map[string][]json.RawMessage
+	rawLogprobs json.RawMessage
+	merged      bool
+}
+
 func newAssembler() *assembler {
-	return &assembler{choices: map[int]*choice{}, tools: map[[2]int]*toolCall{}}
+	return &assembler{choices: map[int]*choice{}, parts: map[int]*choiceParts{},
+		tools: map[[2]int]*toolCall{}, args: map[[2]int]*strings.Builder{}}
 }
 
 // add takes one event's data. It reports whether the event carried output (a token, a
@@ -164,28 +183,32 @@ func (a *assembler) add(data []byte) (token, usageOnly bool, err error) {
 		if c == nil {
 			c = &choice{Index: cc.Index, Message: message{Role: "assistant"}}
 			a.choices[cc.Index] = c
+			a.parts[cc.Index] = &choiceParts{}
 		}
+		p := a.parts[cc.Index]
 		d := cc.Delta
 		if d.Role != "" {
 			c.Message.Role = d.Role
 		}
 		if d.Content != nil && *d.Content != "" {
-			c.Message.Content = appendPtr(c.Message.Content, *d.Content)
-			token = true
+			p.content.WriteString(*d.Content)
+			p.hasContent, token = true, true
 		}
 		if d.Refusal != nil && *d.Refusal != "" {
-			c.Message.Refusal = appendPtr(c.Message.Refusal, *d.Refusal)
-			token = true
+			p.refusal.WriteString(*d.Refusal)
+			p.hasRefusal, token = true, true
 		}
 		for i, tc := range d.ToolCalls {
 			idx := i
 			if tc.Index != nil {
 				idx = *tc.Index
 			}
-			t := a.tools[[2]int{cc.Index, idx}]
+			key := [2]int{cc.Index, idx}
+			t := a.tools[key]
 			if t == nil {
 				t = &toolCall{Type: "function"}
-				a.tools[[2]int{cc.Index, idx}] = t
+				a.tools[key] = t
+				a.args[key] = &strings.Builder{}
 			}
 			if tc.ID != "" {
 				t.ID = tc.ID
@@ -196,11 +219,11 @@ func (a *assembler) add(data []byte) (token, usageOnly bool, err error) {
 			if tc.Function.Name != "" {
 				t.Function.Name = tc.Function.Name
 			}
-			t.Function.Arguments += tc.Function.Arguments
+			a.args[key].WriteString(tc.Function.Arguments)
 			token = true
 		}
 		if len(cc.Logprobs) > 0 && !bytes.Equal(cc.Logprobs, []byte("null")) {
-			c.Logprobs = mergeLogprobs(c.Logprobs, cc.Logprobs)
+			p.addLogprobs(cc.Logprobs)
 		}
 		if cc.FinishReason != nil {
 			c.FinishReason = cc.FinishReason
@@ -209,28 +232,42 @@ func (a *assembler) add(data []byte) (token, usageOnly bool, err error) {
 	return token, usageOnly, nil
 }
 
-func appendPtr(p *string, s string) *string {
-	if p == nil {
-		return &s
+// addLogprobs merges one chunk's logprobs: the lists under each key of an object are
+// appended to the ones before; a chunk's logprobs that are not an object are left out once
+// an object was seen, and replace what came before until then.
+func (p *choiceParts) addLogprobs(next json.RawMessage) {
+	if p.logprobs == nil {
+		p.rawLogprobs = next
+		var m map[string][]json.RawMessage
+		if json.Unmarshal(next, &m) == nil && m != nil {
+			p.logprobs = m
+		}
+		return
 	}
-	v := *p + s
-	return &v
+	var m map[string][]json.RawMessage
+	if json.Unmarshal(next, &m) != nil {
+		return
+	}
+	for k, v := range m {
+		p.logprobs[k] = append(p.logprobs[k], v...)
+	}
+	p.merged = true
 }
 
-// mergeLogprobs concatenates the content lists of two logprobs objects.
-func mergeLogprobs(have, next json.RawMessage) json.RawMessage {
-	var a, b map[string][]json.RawMessage
-	if json.Unmarshal(have, &a) != nil || a == nil {
-		return next
+// fill sets c's content, refusal and logprobs from what its chunks added.
+func (p *choiceParts) fill(c *choice) {
+	if p.hasContent {
+		s := p.content.String()
+		c.Message.Content = &s
 	}
-	if json.Unmarshal(next, &b) != nil {
-		return have
+	if p.hasRefusal {
+		s := p.refusal.String()
+		c.Message.Refusal = &s
 	}
-	for k, v := range b {
-		a[k] = append(a[k], v...)
+	c.Logprobs = p.rawLogprobs
+	if p.merged {
+		c.Logprobs, _ = json.Marshal(p.logprobs)
 	}
-	out, _ := json.Marshal(a)
-	return out
 }
 
 // whole reports whether the stream ended with [DONE].
@@ -266,6 +303,7 @@ func (a *assembler) completion() *completion {
 	c.Choices = make([]choice, 0, len(idx))
 	for _, i := range idx {
 		ch := *a.choices[i]
+		a.parts[i].fill(&ch)
 		var keys [][2]int
 		for k := range a.tools {
 			if k[0] == i {
@@ -276,6 +314,7 @@ func (a *assembler) completion() *completion {
 		for _, k := range keys {
 			t := *a.tools[k]
 			t.Index = nil
+			t.Function.Arguments = a.args[k].String()
 			ch.Message.ToolCalls = append(ch.Message.ToolCalls, t)
 		}
 		if len(ch.Logprobs) == 0 {
