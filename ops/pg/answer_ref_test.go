@@ -59,7 +59,7 @@ func TestTheAnswersIDIsReadThroughItsOperation(t *testing.T) {
 // with tenant, provider and id, one probe under each of the tenant's providers, never by
 // reading every record of the tenant.
 func TestAResponsesCallIsFoundUnderEachProviderOnTheOperationsIndex(t *testing.T) {
-	plan := planWithoutSeqScan(t, pgtest.New(t), pg.ResponseOperationSQL, pgx.NamedArgs{"tenant": 1, "ref": "resp_1"})
+	plan := pgtest.PlanWithoutSeqScan(t, pgtest.New(t), pg.ResponseOperationSQL, pgx.NamedArgs{"tenant": 1, "ref": "resp_1"})
 	if !strings.Contains(plan, "operations_tenant_provider_ref_idx") || !strings.Contains(plan, "(provider = p.provider)") {
 		t.Fatalf("the call of a response is not looked for under each provider on the operations' index:\n%s", plan)
 	}

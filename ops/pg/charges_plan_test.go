@@ -18,7 +18,7 @@ import (
 func TestChargeMatchingUsesThePrimaryKey(t *testing.T) {
 	db := pgtest.New(t)
 	ctx := context.Background()
-	plan := planWithoutSeqScan(t, db, pg.RecordChargeSQL, int64(0), "stripe", "re_1", pg.OperationIDArg(ops.NewOperationID()),
+	plan := pgtest.PlanWithoutSeqScan(t, db, pg.RecordChargeSQL, int64(0), "stripe", "re_1", pg.OperationIDArg(ops.NewOperationID()),
 		int64(100), "usd", "succeeded", nil, nil, nil)
 	if !strings.Contains(plan, "Index Cond: (id = ") {
 		t.Fatalf("charge matching does not use the primary key:\n%s", plan)
