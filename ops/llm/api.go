@@ -42,8 +42,7 @@ type api interface {
 	// usageOnly reports whether a stream event only carries usage, which only clients that
 	// asked for usage receive (the gateway always asks the provider for it).
 	usageOnly(data []byte) bool
-	// frame writes one event's data as a server-sent event; appendFrame appends it to b.
-	frame(data []byte) []byte
+	// appendFrame appends one event's data to b as a server-sent event.
 	appendFrame(b, data []byte) []byte
 	// done ends a stream that ended well; nil when the API sends no closing event.
 	done() []byte

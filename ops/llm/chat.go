@@ -81,7 +81,6 @@ func (chatAPI) replay(stored []byte, req *request) ([][]byte, error) {
 }
 
 func (chatAPI) usageOnly(data []byte) bool        { return isUsageOnly(data) }
-func (chatAPI) frame(data []byte) []byte          { return sse(data) }
 func (chatAPI) appendFrame(b, data []byte) []byte { return appendSSE(b, data) }
 func (chatAPI) done() []byte                      { return doneEvent }
 

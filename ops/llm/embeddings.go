@@ -90,7 +90,6 @@ func (embeddingsAPI) replay([]byte, *request) ([][]byte, error) {
 }
 
 func (embeddingsAPI) usageOnly([]byte) bool             { return false }
-func (embeddingsAPI) frame(data []byte) []byte          { return sse(data) }
 func (embeddingsAPI) appendFrame(b, data []byte) []byte { return appendSSE(b, data) }
 func (embeddingsAPI) done() []byte                      { return nil }
 func (embeddingsAPI) streamError(err error) []byte      { return chatAPI{}.streamError(err) }

@@ -117,9 +117,7 @@ func (messagesAPI) parseAnswer(body []byte) (answer, error) { return parseMessag
 
 func (messagesAPI) usageOnly([]byte) bool { return false }
 
-// frame writes an event as the Messages API does: its type as the event name.
-func (messagesAPI) frame(data []byte) []byte { return typedSSE(data) }
-
+// appendFrame writes an event as the Messages API does: its type as the event name.
 func (messagesAPI) appendFrame(b, data []byte) []byte { return appendTypedSSE(b, data) }
 
 func (messagesAPI) done() []byte { return nil }

@@ -68,9 +68,6 @@ func (responsesAPI) parseAnswer(body []byte) (answer, error) { return parseRespo
 
 func (responsesAPI) usageOnly([]byte) bool { return false }
 
-// frame writes an event as the Responses API does: its type as the event name.
-func (responsesAPI) frame(data []byte) []byte { return typedSSE(data) }
-
 func (responsesAPI) appendFrame(b, data []byte) []byte { return appendTypedSSE(b, data) }
 
 func (responsesAPI) done() []byte { return nil }
@@ -78,7 +75,7 @@ func (responsesAPI) done() []byte { return nil }
 // streamError is the Responses API's error event.
 func (a responsesAPI) streamError(err error) []byte {
 	b, _ := json.Marshal(map[string]any{"type": "error", "code": ops.ErrorReason(err), "message": ops.ErrorMessage(err), "param": nil})
-	return a.frame(b)
+	return typedSSE(b)
 }
 
 // response is what the gateway reads of a response object.

@@ -448,5 +448,5 @@ func (x *exchange) relay(data []byte, h Head) {
 		}
 		x.began = true
 	}
-	x.write(x.api.frame(data))
+	x.write(x.api.appendFrame(nil, data))
 }

@@ -73,7 +73,7 @@ func (g *Gateway) Retrieve(ctx context.Context, r Retrieval, out Sink) error {
 				return err
 			}
 		}
-		return out.Write(responsesAPI{}.frame(d))
+		return out.Write(typedSSE(d))
 	}
 	t := newTracker(r.After)
 	last := follow(ctx, up, time.Now().Add(g.cfg.Deadline), c, r.ID, t, relay, func() bool { return t.ended }, Reply{})

@@ -55,13 +55,8 @@ type streamEvent struct {
 	data       []byte
 }
 
-// withID puts the event's id line into its frame, before its data line (after the event name
-// of the APIs that send one, where their clients expect the name first).
-func (e streamEvent) withID(frame []byte) []byte {
-	return e.appendWithID(make([]byte, 0, len(frame)+32), frame)
-}
-
-// appendWithID appends frame with the event's id line (withID) to out.
+// appendWithID appends frame to out with the event's id line put in, before its data line
+// (after the event name of the APIs that send one, where their clients expect the name first).
 func (e streamEvent) appendWithID(out, frame []byte) []byte {
 	at := 0
 	if !bytes.HasPrefix(frame, []byte("data:")) {

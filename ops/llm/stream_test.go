@@ -9,10 +9,10 @@ import (
 // their events, so each client still reads the name first.
 func TestEventIDGoesBeforeTheData(t *testing.T) {
 	ev := streamEvent{attempt: 2, n: 17, data: []byte(`{"type":"response.output_text.delta","delta":"hi"}`)}
-	if got, want := string(ev.withID(chatAPI{}.frame(ev.data))), "id: 2-17\ndata: "+string(ev.data)+"\n\n"; got != want {
+	if got, want := string(ev.appendWithID(nil, sse(ev.data))), "id: 2-17\ndata: "+string(ev.data)+"\n\n"; got != want {
 		t.Fatalf("chat frame %q, want %q", got, want)
 	}
-	if got, want := string(ev.withID(responsesAPI{}.frame(ev.data))), "event: response.output_text.delta\nid: 2-17\ndata: "+string(ev.data)+"\n\n"; got != want {
+	if got, want := string(ev.appendWithID(nil, typedSSE(ev.data))), "event: response.output_text.delta\nid: 2-17\ndata: "+string(ev.data)+"\n\n"; got != want {
 		t.Fatalf("typed frame %q, want %q", got, want)
 	}
 }
