@@ -252,7 +252,8 @@ func naiveLifecycles(b *testing.B, url string) (func(ctx context.Context, i int)
 // attempt, close, each a transaction of its own and each statement a round trip. It writes
 // the same rows as Settle's.
 func naiveLifecycle(ctx context.Context, pool *pgxpool.Pool, in ops.Intent, requestRef, owner string) error {
-	id, pkey := ops.NewOperationID(), ops.NewProviderKey()
+	id := ops.NewOperationID()
+	pkey := ops.ProviderKeyFor(id)
 	now := time.Now().UTC()
 	lease, retryUntil := now.Add(ops.DefaultLimits.Lease), now.Add(in.Retention-ops.DefaultLimits.RetentionMargin)
 

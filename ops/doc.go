@@ -34,8 +34,9 @@
 //   - Ownership: the lease of an in-progress operation. Only the process that holds a live
 //     lease sends attempts for it; the lease ends when the owner finishes or releases it, or
 //     runs out, and a lease that ran out may be taken over by another process.
-//   - Provider key: the idempotency key sent to the provider, random and never derived
-//     from anything a client sends. One per operation, for all its attempts.
+//   - Provider key: the idempotency key sent to the provider, made from the operation's
+//     id (ProviderKeyFor), which the server makes, and never from anything a client sends.
+//     One per operation, for all its attempts.
 //   - Fingerprint: the SHA-256 of the canonical JSON of every field that changes the result
 //     or the price. A repeat of an open intent with another fingerprint is refused, never
 //     sent.
@@ -168,9 +169,9 @@
 //
 //   - The intent key says which client requests are one intent. It is unique among open
 //     operations per tenant and kind: the same key in two tenants is two intents.
-//   - The provider key says which attempts are one request to the provider. It is random
-//     and unique across all tenants, so it needs no tenant scope and no two intents, of one
-//     tenant or of two, can ever share one.
+//   - The provider key says which attempts are one request to the provider. It is the
+//     operation's id's, unique across all tenants because the id is, so it needs no tenant
+//     scope and no two intents, of one tenant or of two, can ever share one.
 //   - The dedup key says which pipeline jobs are one computation. The tenant is one of the
 //     fields it hashes, so a tenant never shares a generation with another.
 //

@@ -2,8 +2,6 @@ package ops
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -153,16 +151,6 @@ func (in Intent) validate() error {
 // NewOperationID returns a new time-ordered operation id.
 func NewOperationID() string { return uuid.Must(uuid.NewV7()).String() }
 
-// NewProviderKey returns a new idempotency key for the provider: random, never derived from
-// anything a client sends, so no two intents can share one.
-func NewProviderKey() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return "settle_" + hex.EncodeToString(b[:])
-}
-
 // open opens the operation for an intent, or finds the open one, and records the client
 // request. A new operation is committed leased to owner with its first attempt begun, so the
 // caller may send at once. An existing one with another fingerprint is refused. Only
@@ -176,9 +164,10 @@ func (l *Ledger) open(ctx context.Context, in Intent, requestRef, owner string) 
 		return Opened{}, err
 	}
 	now := l.Clock.Now()
+	id := NewOperationID()
 	op := &Operation{
-		ID: NewOperationID(), TenantID: in.TenantID, Kind: in.Kind, Provider: in.Provider,
-		IntentKey: in.IntentKey, ProviderKey: NewProviderKey(), Fingerprint: in.Fingerprint,
+		ID: id, TenantID: in.TenantID, Kind: in.Kind, Provider: in.Provider,
+		IntentKey: in.IntentKey, ProviderKey: ProviderKeyFor(id), Fingerprint: in.Fingerprint,
 		OrderRef: in.OrderRef, CustomerRef: in.CustomerRef, ChatRef: in.ChatRef, PaymentRef: in.PaymentRef,
 		AmountCents: in.AmountCents, Currency: in.Currency, Request: in.Request, Retention: in.Retention,
 		Policy: pol,

@@ -20,8 +20,9 @@ import (
 // its intent (ops rule 2: one open operation per intent), by its refs, by its payment while
 // open, and, while in progress, by its lease (the reaper, the in-progress queue and its
 // expiry): not through the queue or expiry indexes of the rows nobody holds, which the
-// reaper reads by their own (migration 00073). A closed one is read by its intent and key
-// (ops rule 3), by when it was opened and closed (tallies, rollups, retention), by its
+// reaper reads by their own (migration 00073). No operation lands in an index by its provider
+// key, which is its id's, unique and found on the primary key (migration 00075). A closed
+// one is read by its intent, by when it was opened and closed (tallies, rollups, retention), by its
 // provider's record, and, for a call, by the body purge, which reads closed calls only. A
 // received one, which nobody holds, is read through the queue and expiry indexes alone: the
 // queue index serves its oldest first too, so no index of received rows by age remains.
@@ -29,7 +30,7 @@ func TestALifecycleLandsOnlyInTheIndexesItsReadersUse(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	common := []string{"operations_created_idx", "operations_intent_seq_idx", "operations_pkey", "operations_provider_key_key"}
+	common := []string{"operations_created_idx", "operations_intent_seq_idx", "operations_pkey"}
 	open := append([]string{"operations_open_intent_idx", "operations_stalled_idx"}, common...)
 	closed := append([]string{"operations_closed_idx", "operations_tenant_provider_ref_idx"}, common...)
 	check := func(what, id string, want []string) {

@@ -19,7 +19,7 @@ WITH ins AS (
 		order_ref, customer_ref, chat_ref, payment_ref, amount_cents, currency, request,
 		status, phase, attempts, lease_owner, lease_until, first_sent_at, retry_until, retention_seconds,
 		retry_uncertain, no_provider_key, has_lookup, api, model, store_opted_out, stripe_account, created_at, updated_at, intent_seq)
-	SELECT @id, @tenant, @kind, @provider, @intent, @pkey, @fp,
+	SELECT @id, @tenant, @kind, @provider, @intent, '` + ops.ProviderKeyPrefix + `' || @id::uuid::text, @fp,
 		@order, @customer, @chat, @payment, @amount, @currency, @request::jsonb,
 		CASE WHEN @claimed THEN 'in_progress' ELSE 'received' END,
 		CASE WHEN @claimed THEN 'sending' ELSE '' END,
@@ -62,6 +62,10 @@ SELECT ins.*, cr.id, coalesce(att.id, 0) FROM ins CROSS JOIN cr LEFT JOIN att ON
 // kinds' calls pay no lock on the row all of a tenant's calls share. The opening's audit
 // entry is the operation's creation, which the audit trail's reads in ops/pg/deskstore list
 // as its opening (openingCols): no audit row repeats it.
+// The provider key is written from the id, ops.ProviderKeyFor's form, whatever key p.Op
+// names: no opening can take another operation's key, so the key is unique because the id
+// is (ops rule 3), and operations_provider_key_legacy_idx, which holds only the keys not
+// derived so (migration 00075), takes no entry at the insert or at any later write.
 // The model a new operation asks for, and whether its client sent store: false, are copied
 // from its request's body, where the gateway and the pipeline jobs both keep the body they
 // send, so that they outlive the purge of the request as p.API does: a purged call that
@@ -71,7 +75,7 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 	claimed := p.Claim != ""
 	args := pgx.NamedArgs{
 		"id": op.ID, "tenant": op.TenantID, "kind": string(op.Kind), "provider": op.Provider,
-		"intent": op.IntentKey, "pkey": op.ProviderKey, "fp": op.Fingerprint,
+		"intent": op.IntentKey, "fp": op.Fingerprint,
 		"order": op.OrderRef, "customer": op.CustomerRef, "chat": op.ChatRef, "payment": op.PaymentRef,
 		"amount": op.AmountCents, "currency": op.Currency, "request": jsonOrNil(op.Request),
 		"claim": p.Claim, "claimed": claimed, "lease": nullTime(claimed, p.LeaseUntil), "retry_until": op.RetryUntil,

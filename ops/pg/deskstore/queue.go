@@ -147,7 +147,7 @@ func queueWhere(f desk.QueueFilter, now time.Time) (string, pgx.NamedArgs) {
 		args["awaiting_at"] = now
 	}
 	if q := strings.TrimSpace(f.Search); q != "" {
-		alts := []string{"o.order_ref = @q", "o.customer_ref = @q", "o.chat_ref = @q", "o.provider_key = @q", "o.payment_ref = @q"}
+		alts := []string{"o.order_ref = @q", "o.customer_ref = @q", "o.chat_ref = @q", pg.ProviderKeyMatch(q, "q", args), "o.payment_ref = @q"}
 		if id, ok := pg.CanonicalID(q); ok {
 			alts = append(alts, "o.id = @qid::uuid")
 			args["qid"] = id
