@@ -134,3 +134,45 @@ func TestAProviderKeyIsLookedUpOnAnIndex(t *testing.T) {
 		}
 	}
 }
+
+// Migration 00075 keeps the keys of the operations opened before it unique, in an index
+// that holds them alone, and its Down puts the unique constraint over every key back.
+func TestTheProviderKeyMigrationKeepsTheOlderKeysUnique(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.db.MigrateDownTo(ctx, 74); err != nil {
+		t.Fatal(err)
+	}
+	older := ops.NewOperationID()
+	if _, err := f.db.Pool.Exec(ctx, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint,
+	status, created_at, updated_at) VALUES ($1, $2, 'refund', 'stripe', 'older', $3, 'fp', 'unknown', $4, $4)`,
+		older, f.tenant, ops.NewProviderKey(), t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newer, err := f.seed().Open(ctx, f.refund("newer", 100), "r1", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.providerKeyIndexes(t); !slices.Equal(got, []string{"operations_provider_key_legacy_idx"}) {
+		t.Fatalf("indexes over provider_key after the migration: %v", got)
+	}
+	if got := f.indexesHolding(t, "operations", "id = '"+older+"'"); !slices.Contains(got, "operations_provider_key_legacy_idx") {
+		t.Errorf("the older operation's key is in none of %v", got)
+	}
+	if got := f.indexesHolding(t, "operations", "id = '"+newer.Op.ID+"'"); slices.Contains(got, "operations_provider_key_legacy_idx") {
+		t.Errorf("a new operation's key is in the older keys' index")
+	}
+	if err := f.db.MigrateDownTo(ctx, 74); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.providerKeyIndexes(t); !slices.Equal(got, []string{"operations_provider_key_key"}) {
+		t.Fatalf("indexes over provider_key after Down: %v", got)
+	}
+	if err := f.db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
