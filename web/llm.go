@@ -99,7 +99,8 @@ func (s *Server) serveLLM(w http.ResponseWriter, r *http.Request, route string) 
 const defaultStreamWriteTimeout = 10 * time.Second
 
 // httpSink writes the gateway's answer: JSON with its length, sent when the handler
-// returns, or an SSE stream flushed event by event. Every write has its own deadline, so
+// returns, or an SSE stream flushed event by event, its head with its first event and its
+// closing event with the end of the response. Every write has its own deadline, so
 // a client that stops reading fails the write instead of blocking the gateway, which
 // would stop reading the provider and hold the operation's lease.
 type httpSink struct {
@@ -163,12 +164,10 @@ func (k *httpSink) Begin(h llm.Head) error {
 	if !h.Stream && h.Length > 0 {
 		hd.Set("Content-Length", strconv.Itoa(h.Length))
 	}
+	// A stream's head is not sent alone: the gateway writes the first event right after
+	// Begin, and it goes with it, in one send.
 	k.w.WriteHeader(http.StatusOK)
-	if !h.Stream {
-		return nil
-	}
-	k.extend()
-	return k.rc.Flush()
+	return nil
 }
 
 func (k *httpSink) Write(p []byte) error {
@@ -186,6 +185,15 @@ func (k *httpSink) Write(p []byte) error {
 // it, with the event that follows (llm.HoldingSink). Its bytes may still reach the
 // connection if the response's buffer fills, so it has a deadline as every write does.
 func (k *httpSink) Hold(p []byte) error {
+	k.extend()
+	_, err := k.w.Write(p)
+	return err
+}
+
+// End writes the last part of a stream without sending it: the end of the response, as the
+// handler returns, sends it, with what Hold wrote and the chunked body's end, in one send
+// (llm.EndingSink).
+func (k *httpSink) End(p []byte) error {
 	k.extend()
 	_, err := k.w.Write(p)
 	return err

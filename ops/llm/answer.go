@@ -107,6 +107,24 @@ func (x *exchange) release() {
 	}
 }
 
+// end writes a stream's closing part p, with whatever was held: where the Sink can
+// (EndingSink), it goes with the end of the response as the request returns, in one send
+// with what closes the body; any other Sink sends it at once. Nothing is written after it.
+func (x *exchange) end(p []byte) {
+	es, ok := x.out.(EndingSink)
+	if !ok {
+		x.write(p)
+		return
+	}
+	if x.gone {
+		return
+	}
+	x.held = false
+	if err := es.End(p); err != nil {
+		x.gone = true
+	}
+}
+
 // streamFailed ends a stream that began with the API's error event, as the providers do,
 // and without its closing event.
 func (x *exchange) streamFailed(err error) error {

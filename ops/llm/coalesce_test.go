@@ -138,3 +138,60 @@ func TestStreamBurstIsSentTogetherAndNothingWaitsForTheProvider(t *testing.T) {
 		t.Fatalf("the burst of %d events went out in %d sends: %q", len(want)-1, after, out.got[1:])
 	}
 }
+
+// ending is a client's connection that can send a stream's last part with the end of the
+// response (llm.EndingSink): what End writes is sent, with what was held, when the request
+// returns, in one send.
+type ending struct {
+	sends
+	// ended is what End wrote; after counts writes made after it.
+	ended []string
+	after int
+}
+
+func (e *ending) Write(p []byte) error { e.wrote(); return e.sends.Write(p) }
+func (e *ending) Hold(p []byte) error  { e.wrote(); return e.sends.Hold(p) }
+func (e *ending) Flush() error         { e.wrote(); return e.sends.Flush() }
+
+func (e *ending) End(p []byte) error {
+	e.wrote()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ended = append(e.ended, string(p))
+	e.pending.Write(p)
+	return nil
+}
+
+func (e *ending) wrote() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.ended) > 0 {
+		e.after++
+	}
+}
+
+// A stream's closing event ([DONE]) goes to a Sink that can send it with the end of the
+// response through End, once and last, and with it the events held before it: the client's
+// connection is not sent [DONE] alone and then the body's end alone. A stream relayed live,
+// and the same stream replayed from its record, end so.
+func TestAStreamsClosingEventGoesWithTheEndOfTheResponse(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{})
+	for _, run := range []string{"live", "replayed"} {
+		out := &ending{sends: sends{first: make(chan struct{})}}
+		err := w.gw.Complete(context.Background(), llm.Request{Tenant: w.tenants["shop"], Route: "/v1/chat/completions", Key: "end-1", HasKey: true,
+			ContentType: "application/json", Body: strings.NewReader(chatBody("say something", 0, true))}, out)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		derr := w.gw.Drain(ctx)
+		cancel()
+		if err != nil || derr != nil {
+			t.Fatalf("%s: %v, %v", run, err, derr)
+		}
+		if len(out.ended) != 1 || out.ended[0] != "data: [DONE]\n\n" || out.after != 0 {
+			t.Fatalf("%s: End wrote %q, with %d writes after it; want [DONE] once, last", run, out.ended, out.after)
+		}
+		if got := strings.Join(out.got, "") + out.pending.String(); !strings.HasSuffix(got, "\n\ndata: [DONE]\n\n") || !strings.HasPrefix(got, "id: 1-1\n") {
+			t.Fatalf("%s: the client would read %q", run, got)
+		}
+	}
+}

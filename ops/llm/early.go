@@ -102,7 +102,7 @@ func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.Attemp
 		if !x.began {
 			return // nothing was relayed: the stream is replayed from the record, after the close
 		}
-		x.write(x.api.done())
+		x.end(x.api.done())
 	} else {
 		if x.began {
 			return

@@ -204,6 +204,16 @@ type HoldingSink interface {
 	Flush() error
 }
 
+// EndingSink is a Sink that can send a stream's last part with the end of the response
+// (web's does): End writes p, after whatever was held, without sending it, and the end of
+// the response, as the request returns, sends them and what closes the body in one send.
+// The gateway writes nothing after End, and returns (or releases the request answered
+// before its close) at once.
+type EndingSink interface {
+	Sink
+	End(p []byte) error
+}
+
 // Problem carries what a transport needs to answer an error beyond its code: how long to
 // wait before trying again, and the provider's own status for a refusal it relays.
 type Problem struct {

@@ -213,7 +213,7 @@ func (x *exchange) answer(op *ops.Operation, res ops.AttemptResult, reply Reply,
 			if !x.began {
 				return x.replay(op, "")
 			}
-			x.write(x.api.done())
+			x.end(x.api.done())
 			return nil
 		}
 		if x.began {

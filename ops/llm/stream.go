@@ -161,7 +161,7 @@ func (x *exchange) replayStream(op *ops.Operation, h Head) error {
 	for i, ev := range evs {
 		x.forward(ev, !x.req.IncludeUsage && x.api.usageOnly(ev.data), h, i < len(evs)-1)
 	}
-	x.write(x.api.done())
+	x.end(x.api.done())
 	return nil
 }
 
@@ -236,7 +236,7 @@ func (x *exchange) follow(f *flight, timeout <-chan time.Time, applied string, b
 		// every event): the stored answer, resumed after Last-Event-ID.
 		return x.replay(cur, applied)
 	}
-	x.write(x.api.done())
+	x.end(x.api.done())
 	return nil
 }
 
