@@ -98,9 +98,12 @@
 //     Retry-After.
 //  5. A timeout is an unknown outcome, never a failure. A provider 500 saved under the key
 //     replays itself on every resend, so it makes the operation unknown at once.
-//  6. Closing is a compare-and-set on status and version, and it writes the audit row and
-//     the outbox event (rule 10) in the same transaction. When two people close at once, one
-//     wins and the other is told who did.
+//  6. Closing is a compare-and-set on status and version, and it records its audit entry and
+//     the outbox event (rule 10) in the same transaction. The entry is an audit row, except
+//     where the change's own row holds it: an opening is read from its operation, and the
+//     finish of an attempt by the process that sent it from the attempt, which keeps what
+//     the operation became. When two people close at once, one wins and the other is told
+//     who did.
 //  7. A long provider call never runs inside a transaction that holds row locks.
 //  8. Every client request and every attempt is recorded, so duplicate and timeout rates
 //     are counted facts, not estimates. A request refused before it names its tenant (a bad

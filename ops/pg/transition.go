@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,14 @@ WITH up AS (
 		AND started_at BETWEEN coalesce(@astart::timestamptz - interval '1 millisecond', '-infinity')
 			AND coalesce(@astart::timestamptz + interval '1 millisecond', 'infinity')
 )`
+	// transitionFinAudit is what fin adds when the finish is its own audit entry
+	// (finishAudited): the entry's id, taken from audit_log's sequence so that it sorts
+	// among the operation's audit rows as a row would and never equals one, what the
+	// operation became, and who finished the attempt when that was not its owner. None of
+	// these columns is indexed.
+	transitionFinAudit = `, audit_id = nextval('audit_log_id_seq'), op_status = (SELECT status FROM up),
+		op_version = (SELECT version FROM up), op_phase = (SELECT phase FROM up), finished_by = nullif(@actor, owner)
+	WHERE`
 	transitionEv = `, ev AS (
 	INSERT INTO evidence (operation_id, kind, provider_ref, summary, data, recorded_by, recorded_at)
 	SELECT id::uuid, @ev_kind, @ev_ref, @ev_summary, @ev_data, @ev_by, @ev_at FROM up
@@ -119,6 +128,7 @@ const (
 	withOb                      // a status change: its outbox event, where a consumer is registered
 	withCh                      // a success with the provider's record of an attempt: the charge
 	withCr                      // a client request's answer
+	withFinAudit                // an attempt's finish that is its own audit entry: no audit row
 	transitionParts = 1 << iota
 )
 
@@ -133,13 +143,19 @@ func init() {
 			bit int
 			sql string
 		}{{withPr, transitionPr}, {withFin, transitionFin}, {withEv, transitionEv}} {
-			if m&p.bit != 0 {
+			switch {
+			case m&p.bit == 0:
+			case p.bit == withFin && m&withFinAudit != 0:
+				b.WriteString(strings.Replace(p.sql, "\n\tWHERE", transitionFinAudit, 1))
+			default:
 				b.WriteString(p.sql)
 			}
 		}
-		if m&withEv != 0 {
+		switch {
+		case m&withFinAudit != 0 && m&withFin != 0:
+		case m&withEv != 0:
 			fmt.Fprintf(&b, transitionAud, "(SELECT id FROM ev)")
-		} else {
+		default:
 			fmt.Fprintf(&b, transitionAud, "NULL::bigint")
 		}
 		for _, p := range []struct {
@@ -176,7 +192,37 @@ func partsOf(p ops.TransitionParams) int {
 	if p.AnswerRequest != 0 && p.Answer != "" {
 		m |= withCr
 	}
+	if finishAudited(p) {
+		m |= withFinAudit
+	}
 	return m
+}
+
+// FinishAuditWindow bounds how long after its start an attempt's finish may be its own
+// audit entry: the audit page reads those entries through the attempts' start-time index,
+// newest first, and a finish within the window of its start is found in a window of starts.
+// A finish later than that writes an audit row.
+const FinishAuditWindow = time.Minute
+
+// finishAudited says whether p is an attempt's finish that the attempt's row records as its
+// audit entry (ops rule 6) instead of an audit row: everything the row would hold besides
+// the operation's new status, version and phase, which fin keeps on the attempt, follows
+// from the attempt. The before is the operation in progress at the version before; the
+// action names the outcome; the reason is the outcome's when the operation left
+// in_progress (NextStatus's final, unknown and expired), none otherwise; the time is the
+// attempt's finish. A transition that says anything else keeps its audit row.
+func finishAudited(p ops.TransitionParams) bool {
+	f := p.Finish
+	if f == nil || f.AttemptID == 0 || f.StartedAt.IsZero() || !f.FinishedAt.Equal(p.Now) ||
+		f.FinishedAt.Sub(f.StartedAt) > FinishAuditWindow || f.FinishedAt.Before(f.StartedAt) {
+		return false
+	}
+	reason := ""
+	if p.To.Final() || p.To == ops.StatusUnknown || p.To == ops.StatusExpired {
+		reason = "attempt " + string(f.Outcome)
+	}
+	return p.From == ops.StatusInProgress && p.Action == "attempt."+string(f.Outcome) && p.Reason == reason &&
+		p.Approval == nil && (p.Evidence == nil || p.Evidence.Kind == "") && p.Actor != ""
 }
 
 // Transition implements ops.Store: the compare-and-set of ops rule 6 with its attempt, evidence,

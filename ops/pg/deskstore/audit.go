@@ -100,18 +100,24 @@ func auditQuery(f desk.AuditFilter) (string, pgx.NamedArgs) {
 	}
 	q := `SELECT ` + auditCols + ` FROM audit_log a WHERE ` + strings.Join(conds, " AND ") + `
 ORDER BY a.at DESC, a.id DESC LIMIT @limit`
-	if !openings {
-		return q, args
-	}
 	o := `SELECT ` + openingCols + ` FROM (SELECT o.*, ` + openingID + ` AS opening_id FROM operations o
 	WHERE ` + strings.Join(opened, " AND ") + ` ORDER BY o.created_at DESC, opening_id DESC LIMIT @limit) o ` + openingOwner
-	if f.Action == "open" {
+	if openings && f.Action == "open" {
 		return o + `
 ORDER BY 2 DESC, 1 DESC`, args
 	}
+	parts := []string{"(" + q + ")"}
+	if openings {
+		parts = append(parts, o)
+	}
+	if d, ok := finishesQuery(f, args); ok {
+		parts = append(parts, "("+d+")")
+	}
+	if len(parts) == 1 {
+		return q, args
+	}
 	// Each part is read newest first up to the page's length, each by its own index, and
-	// the page is the newest of both.
-	return `SELECT * FROM ((` + q + `)
-UNION ALL ` + o + `) a
+	// the page is the newest of them.
+	return `SELECT * FROM (` + strings.Join(parts, "\nUNION ALL ") + `) a
 ORDER BY 2 DESC, 1 DESC LIMIT @limit`, args
 }

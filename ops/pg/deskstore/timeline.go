@@ -64,6 +64,7 @@ FROM provider_events WHERE operation_id = $1 ORDER BY received_at LIMIT $2`, opI
 	})
 	b.Queue(`SELECT `+auditCols+` FROM audit_log a WHERE a.entity = 'operation' AND a.entity_id = $1 AND `+notOpening+`
 UNION ALL SELECT `+openingCols+` FROM `+openingFrom+` WHERE o.id = $1::uuid
+UNION ALL SELECT `+finishCols+` FROM attempts a WHERE a.operation_id = $1::uuid AND `+finishAudited+`
 ORDER BY 1 LIMIT $2`, opID, timelineLimit).Query(func(rows pgx.Rows) error {
 		var err error
 		tl.Audit, err = pgx.CollectRows(rows, scanAudit)

@@ -77,6 +77,19 @@ SELECT gen_random_uuid(), 'job.published', j.id::text, '{}', @created::timestamp
 	}
 }
 
+// SeedFinish finishes the attempt of SeedHistory's operation id as a timeout that left it in
+// progress, with the finish as the attempt's own audit entry, as the ledger records it since
+// migration 00076.
+func SeedFinish(t testing.TB, db *pg.DB, id string) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(), `UPDATE attempts SET finished_at = started_at, outcome = 'timeout',
+	audit_id = nextval('audit_log_id_seq'), op_status = 'in_progress', op_version = 2, op_phase = 'sent_to_provider'
+WHERE operation_id = $1::uuid AND n = 1`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // historyArgs are the named arguments of SeedHistory's statements.
 func historyArgs(id string, tenant int64, status ops.Status, kind ops.Kind, created time.Time, closed *time.Time) pgx.NamedArgs {
 	return pgx.NamedArgs{"id": id, "tenant": tenant, "status": string(status), "kind": string(kind), "created": created, "closed": closed}

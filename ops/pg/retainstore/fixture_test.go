@@ -25,11 +25,13 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{World: w, retain: retainstore.New(w.DB)}
 }
 
-// seedHistory is pgtest.SeedHistory with, for an llm_job operation, the pipeline job whose
-// generation it is: the retention removes a job with its operation.
+// seedHistory is pgtest.SeedHistory with its attempt's finish audited on the attempt, and,
+// for an llm_job operation, the pipeline job whose generation it is: the retention removes
+// both with their operation.
 func seedHistory(t *testing.T, db *pg.DB, tenant int64, status ops.Status, kind ops.Kind, created time.Time, closed *time.Time) string {
 	t.Helper()
 	id := pgtest.SeedHistory(t, db, tenant, status, kind, created, closed)
+	pgtest.SeedFinish(t, db, id)
 	if kind == ops.KindLLMJob {
 		pgtest.SeedJob(t, db, tenant, id, created)
 	}

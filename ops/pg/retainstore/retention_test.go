@@ -32,6 +32,7 @@ func rowsOf(t *testing.T, f *fixture, id string) map[string]int {
 		"attempts":         `SELECT count(*) FROM attempts WHERE operation_id = $1::uuid`,
 		"evidence":         `SELECT count(*) FROM evidence WHERE operation_id = $1::uuid`,
 		"audit_log":        `SELECT count(*) FROM audit_log WHERE entity_id = $1`,
+		"attempt finishes": `SELECT count(*) FROM attempts WHERE operation_id = $1::uuid AND audit_id IS NOT NULL`,
 		"outbox delivered": `SELECT count(*) FROM outbox WHERE entity_id = $1 AND published_at IS NOT NULL`,
 		"provider_charges": `SELECT count(*) FROM provider_charges WHERE operation_id = $1::uuid`,
 		"provider_events":  `SELECT count(*) FROM provider_events WHERE operation_id = $1::uuid`,
@@ -226,6 +227,11 @@ func TestMonthlyPartitions(t *testing.T) {
 		if got, want := pgtest.PartitionOf(t, f.DB, table, col+" = $1", o.ID), table+"_"+month(next, 0); got != want {
 			t.Errorf("%s row of %s in %s, want %s", table, next, got, want)
 		}
+	}
+	// The timeout's finish is audited on its attempt; a person's close is an audit row.
+	if _, err := f.DB.Transition(ctx, ops.TransitionParams{ID: o.ID, Version: o.Version, From: o.Status, To: ops.StatusFailed,
+		Now: next, Actor: "ann@example.com", Action: "close", Reason: "checked"}); err != nil {
+		t.Fatal(err)
 	}
 	if got, want := pgtest.PartitionOf(t, f.DB, "audit_log", "entity_id = $1", o.ID), "audit_log_"+month(next, 0); got != want {
 		t.Errorf("audit row of %s in %s, want %s", next, got, want)

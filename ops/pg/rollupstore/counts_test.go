@@ -401,7 +401,8 @@ func checkMetrics(t *testing.T, db *pg.DB, s *seeded, filters, rollupOnly []reco
 }
 
 // mutate changes the seeded workload the way the ledger and the reconciler would after the
-// rollup job ran: open operations closed (each status change writes an audit row), charges
+// rollup job ran: open operations closed (each status change audited: an audit row, or for
+// one in progress the finish of the attempt that closed it), charges
 // recorded for old operations (a second one makes a double charge), orphans found, and
 // client requests and attempts stamped a few minutes ago but committed only now.
 func mutate(t *testing.T, db *pg.DB, rnd *rand.Rand, s *seeded, end, lastRun, now time.Time) {
@@ -421,7 +422,14 @@ func mutate(t *testing.T, db *pg.DB, rnd *rand.Rand, s *seeded, end, lastRun, no
 		}
 		to := []string{"succeeded", "failed"}[rnd.IntN(2)]
 		exec(`UPDATE operations SET status = $2, closed_at = $3, updated_at = $3 WHERE id = $1`, o.id, to, now)
-		exec(`INSERT INTO audit_log (at, actor, action, entity, entity_id) VALUES ($1, 'test', 'close', 'operation', $2)`, now, o.id)
+		if o.status == "in_progress" {
+			// Closed by its attempt's finish, which the attempt records as its audit entry.
+			exec(`INSERT INTO attempts (operation_id, n, provider_key, owner, started_at, finished_at, outcome, audit_id, op_status, op_version, op_phase)
+VALUES ($1, 98, 'k', 'w', $2, $3, 'ok', nextval('audit_log_id_seq'), $4, 2, '')`, o.id, now.Add(-2*time.Second), now, to)
+			s.attempts = append(s.attempts, seedAttempt{op: i, outcome: "ok", at: now.Add(-2 * time.Second)})
+		} else {
+			exec(`INSERT INTO audit_log (at, actor, action, entity, entity_id) VALUES ($1, 'test', 'close', 'operation', $2)`, now, o.id)
+		}
 		o.status = to
 		closed++
 	}

@@ -165,12 +165,15 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 
 // changedMinutes returns, as windows to recompute, the older minutes (before from) whose
 // rows changed since the last run: an operation was opened (its creation) or closed or went
-// unknown (every status change writes an audit row), a charge was recorded, or a double
+// unknown (every status change is audited: an audit row, or the finish of the attempt that
+// changed it, within pg.FinishAuditWindow of its start), a charge was recorded, or a double
 // charge was found (an LLM operation's double generation counts as one).
 func changedMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.RollupParams, from time.Time, rep *recon.RollupReport) ([]recon.Window, error) {
 	rows, err := tx.Query(ctx, `
 WITH changed AS (
 	SELECT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
+	UNION SELECT a.operation_id FROM attempts a
+		WHERE a.started_at >= @since::timestamptz - @finish_window::interval AND a.finished_at >= @since AND a.audit_id IS NOT NULL
 	UNION SELECT o.id FROM operations o WHERE o.created_at >= @since
 ), times AS (
 	SELECT o.created_at AS at FROM changed c JOIN operations o ON o.id = c.id
@@ -182,7 +185,7 @@ WITH changed AS (
 		WHERE e.kind = 'double_charge' AND e.last_seen_at >= @since
 )
 SELECT DISTINCT date_bin('1 minute', at, `+pg.BinOrigin+`) FROM times WHERE at < @from`,
-		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from})
+		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from, "finish_window": pg.FinishAuditWindow})
 	if err != nil {
 		return nil, pg.Interpret(err, "find changed minutes")
 	}
