@@ -218,3 +218,38 @@ func TestFinishAuditMigrationDownWritesTheRows(t *testing.T) {
 		}
 	}
 }
+
+// ops rule 6: a dead process's attempt finished by the client call that takes its operation
+// over is audited as that call's act: within the window on the attempt (finished_by), later
+// as a row of its own.
+func TestATakenOverAttemptsFinishNamesWhoFinishedIt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		order string
+		wait  time.Duration
+		rows  int
+	}{{"taken-soon", ops.DefaultLimits.Lease + time.Second, 0}, {"taken-late", 2 * time.Minute, 1}} {
+		o, err := f.seed().Open(ctx, f.refund(c.order, 100), "r1-"+c.order, "dead-worker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Advance(c.wait)
+		a, err := f.ledger.Admit(ctx, request(f.refund(c.order, 100), "r2-"+c.order, "call-2"))
+		if err != nil || a.Op.ID != o.Op.ID {
+			t.Fatalf("%s: takeover %+v %v", c.order, a, err)
+		}
+		trail := f.trailOf(t, o.Op.ID)
+		var got []string
+		for _, e := range trail {
+			got = append(got, e.Actor+" "+e.Action)
+		}
+		if len(got) < 2 || got[0] != "dead-worker open" || got[len(got)-1] != "call-2 attempt.timeout" {
+			t.Errorf("trail of %s: %v, want the opening, then call-2's finish of the attempt last", c.order, got)
+		}
+		if n := f.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = 'attempt.timeout'`, o.Op.ID); n != c.rows {
+			t.Errorf("%s: %d audit rows of the finish, want %d", c.order, n, c.rows)
+		}
+	}
+}
