@@ -253,3 +253,23 @@ func TestATakenOverAttemptsFinishNamesWhoFinishedIt(t *testing.T) {
 		}
 	}
 }
+
+// A refund lifecycle (Admit, then one attempt the provider answers) inserts four rows: the
+// operation, its client request, its attempt and the provider's charge. Its audit entries,
+// the opening and the attempt's finish, and the success's evidence are read from those rows
+// (ops rules 6 and 9); a fifth row is a fact written twice. The write-path benchmark
+// (BenchmarkWritePath) counts the same: 4 heap inserts a lifecycle.
+func TestARefundLifecycleInsertsFourRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	op := f.lifecycle(t, "ord-rows")
+	got := map[string]int{}
+	total := 0
+	for _, table := range []string{"operations", "client_requests", "attempts", "provider_charges", "evidence", "audit_log", "outbox"} {
+		got[table] = f.count(t, `SELECT count(*) FROM `+table)
+		total += got[table]
+	}
+	if total != 4 || got["audit_log"] != 0 || got["evidence"] != 0 {
+		t.Errorf("a lifecycle of %s inserted %v, want one operation, client request, attempt and charge", op.ID, got)
+	}
+}
