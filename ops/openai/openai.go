@@ -104,13 +104,9 @@ func (o *Client) Name() string { return o.cfg.Name }
 // billed nothing) is remembered and sent the body untagged. Other APIs are sent untagged:
 // lookups read only stored chat completions.
 func (o *Client) Send(ctx context.Context, c llm.Call) llm.Reply {
-	plain, fields := untagged(c.Body)
+	plain, tagged := o.bodies(ctx, c)
 	c.Body = plain
-	if (c.Path != "" && c.Path != llm.ChatPath) || o.StoreState(ctx) != llm.StoreOn {
-		return o.send(ctx, c)
-	}
-	tagged, ok := tagBody(fields, c.OperationID, c.TenantID)
-	if !ok {
+	if tagged == nil {
 		return o.send(ctx, c)
 	}
 	c.Body = tagged
@@ -121,6 +117,33 @@ func (o *Client) Send(ctx context.Context, c llm.Call) llm.Reply {
 		return o.send(ctx, c)
 	}
 	return r
+}
+
+// bodies returns the body of c's attempt without Settle's keys a client put in it (plain),
+// and, where the provider stores completions and the call's API is looked up there, the
+// body that asks it to store this one tagged with the operation (tagged; nil otherwise).
+// A body that names no metadata holds none of Settle's keys: it is sent as it came, its
+// fields left unread (tag.go).
+func (o *Client) bodies(ctx context.Context, c llm.Call) (plain, tagged []byte) {
+	var fields map[string]json.RawMessage
+	read := !namesNoMetadata(c.Body)
+	plain = c.Body
+	if read {
+		plain, fields = untagged(c.Body)
+	}
+	if (c.Path != "" && c.Path != llm.ChatPath) || o.StoreState(ctx) != llm.StoreOn {
+		return plain, nil
+	}
+	if !read {
+		if t, ok := appendTags(plain, c.OperationID, c.TenantID); ok {
+			return plain, t
+		}
+		_, fields = untagged(plain)
+	}
+	if t, ok := tagBody(fields, c.OperationID, c.TenantID); ok {
+		return plain, t
+	}
+	return plain, nil
 }
 
 func (o *Client) send(ctx context.Context, c llm.Call) llm.Reply {
