@@ -16,7 +16,8 @@ import (
 
 // The parts of Transition's one statement. up is the compare-and-set on the operation's
 // version, status and lease; every other part writes only when up changed a row: the
-// attempt's finish (fin), the evidence (ev), the audit row (aud),
+// attempt's finish (fin), the evidence (ev), the audit row (aud; left out where fin holds
+// the audit entry, finishAudited),
 // the outbox event of a status change that a consumer is registered for (ob), the provider
 // charge of a success (ch) and the client request's answer (cr). A close that carries an
 // approval applies only while its proposal is open and marks it approved; any other close to

@@ -30,8 +30,9 @@ const (
 )
 
 // finishWindow is pg.FinishAuditWindow in SQL: a finish read as an entry came at most this
-// long after its attempt's start.
-var finishWindow = fmt.Sprintf("interval '%d seconds'", int(pg.FinishAuditWindow/time.Second))
+// long after its attempt's start, with a second more for the times' rounding to the
+// microsecond when they were stored.
+var finishWindow = fmt.Sprintf("interval '%d seconds'", int((pg.FinishAuditWindow+time.Second)/time.Second))
 
 // finishesQuery reads the attempts' finishes that f lists, newest first by (at, id), up to
 // f's page; ok is false when f rules them all out. An actor filter rules them out, as it

@@ -166,8 +166,9 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 // changedMinutes returns, as windows to recompute, the older minutes (before from) whose
 // rows changed since the last run: an operation was opened (its creation) or closed or went
 // unknown (every status change is audited: an audit row, or the finish of the attempt that
-// changed it, within pg.FinishAuditWindow of its start), a charge was recorded, or a double
-// charge was found (an LLM operation's double generation counts as one).
+// changed it, within pg.FinishAuditWindow of its start, and a second for the rounding of
+// stored times), a charge was recorded, or a double charge was found (an LLM operation's
+// double generation counts as one).
 func changedMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.RollupParams, from time.Time, rep *recon.RollupReport) ([]recon.Window, error) {
 	rows, err := tx.Query(ctx, `
 WITH changed AS (
@@ -185,7 +186,7 @@ WITH changed AS (
 		WHERE e.kind = 'double_charge' AND e.last_seen_at >= @since
 )
 SELECT DISTINCT date_bin('1 minute', at, `+pg.BinOrigin+`) FROM times WHERE at < @from`,
-		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from, "finish_window": pg.FinishAuditWindow})
+		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from, "finish_window": pg.FinishAuditWindow + time.Second})
 	if err != nil {
 		return nil, pg.Interpret(err, "find changed minutes")
 	}
