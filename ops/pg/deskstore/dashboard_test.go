@@ -77,6 +77,8 @@ FROM generate_series(1, 20000) g JOIN LATERAL (SELECT id FROM operations OFFSET 
 		{name: "by person", audit: desk.AuditFilter{Actor: "user7@example.com"}, search: "cus_7", queue: desk.QueueFilter{Status: ops.StatusExpired, TenantID: tn.ID, Now: now}},
 		{name: "by action and date", audit: desk.AuditFilter{Action: "close", From: now.Add(-48 * time.Hour), To: now.Add(-24 * time.Hour)}, search: opID,
 			queue: desk.QueueFilter{Status: ops.StatusUnknown, OlderThan: time.Hour, Now: now, After: &desk.QueueCursor{CreatedAt: now.Add(-3 * time.Hour), ID: opID}}},
+		{name: "finishes by date", audit: desk.AuditFilter{Action: "attempt.ok", From: now.Add(-48 * time.Hour), To: now.Add(-24 * time.Hour),
+			After: &desk.AuditCursor{At: now.Add(-30 * time.Hour), ID: 1 << 40}}, search: "ord_7", queue: desk.QueueFilter{Status: ops.StatusUnknown, Now: now}},
 		{name: "by operation", audit: desk.AuditFilter{EntityID: opID, After: &desk.AuditCursor{At: now, ID: 1 << 40}}, search: "chat-1",
 			queue: desk.QueueFilter{Status: ops.StatusUnknown, Search: "ord_10", Now: now}},
 	}
