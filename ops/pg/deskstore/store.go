@@ -1,6 +1,7 @@
 // Package deskstore holds the desk's statements on the operations and on its own tables:
 // the queues (operations and queue_counts), bulk lookups (bulk_lookups), follow-ups
-// (follow_ups), saved views (saved_views), the audit log (audit_log) and one operation's
+// (follow_ups), saved views (saved_views), the audit log (audit_log, with the entries
+// that operations and attempts hold: openings and attempts' finishes) and one operation's
 // timeline. It implements the stores of package desk on the pool of ops/pg, which keeps the
 // follow-ups' notifications, since the close that settles a follow-up writes them.
 package deskstore
