@@ -13,3 +13,14 @@ func RetentionTables() []string {
 	}
 	return out
 }
+
+// OrphanStepSQL is the DELETE of one batch (or with dry the count) of the orphan step that
+// deletes from table; the first such step.
+func OrphanStepSQL(table string, dry bool) string {
+	for _, s := range orphanSteps {
+		if s.table == table {
+			return s.sql(dry)
+		}
+	}
+	return ""
+}

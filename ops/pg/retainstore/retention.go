@@ -127,6 +127,10 @@ const settledOrphan = `e.operation_id IS NULL AND e.status = 'resolved' AND e.re
 // orphanStep deletes, a batch at a time, old rows of table that belong to no operation: those
 // whose key is in pick. pick is a SELECT with one %s where its LIMIT goes, so that a dry run
 // counts with the same filter what a whole pass would remove.
+//
+// key is the columns matched against those pick selects; it may begin with a predicate
+// that every row pick selects satisfies, repeated so that the planner may find the rows on
+// the partial index of that predicate.
 type orphanStep struct {
 	table, key, pick string
 	count            func(*retain.Counts) *int64
@@ -152,7 +156,9 @@ var orphanSteps = []orphanStep{
 		func(c *retain.Counts) *int64 { return &c.AuditRows }},
 	{"recon_exceptions", "id", `SELECT e.id FROM recon_exceptions e WHERE ` + settledOrphan + ` ORDER BY e.id %s`,
 		func(c *retain.Counts) *int64 { return &c.Exceptions }},
-	{"provider_charges", "id", `SELECT pc.id FROM provider_charges pc
+	// Charges have no primary key (a success's charge would take an entry nobody reads): an
+	// orphan is found again on provider_charges_orphan_idx by its charge time and its id.
+	{"provider_charges", "operation_id IS NULL AND (charged_at, id)", `SELECT pc.charged_at, pc.id FROM provider_charges pc
 		WHERE pc.operation_id IS NULL AND pc.charged_at < @cutoff AND pc.seen_at < @cutoff
 			AND NOT EXISTS (SELECT 1 FROM recon_exceptions e WHERE e.operation_id IS NULL AND e.provider = pc.provider
 				AND (e.ref = pc.charge_ref OR pc.charge_ref = ANY(e.charge_refs)) AND NOT (` + settledOrphan + `))
