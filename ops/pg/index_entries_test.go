@@ -32,7 +32,7 @@ func TestASuccessChargeLandsOnlyInTheIndexesItsReadersUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := f.indexesHolding(t, "provider_charges", "charge_ref = 're_idx'")
-	want := []string{"provider_charges_operation_idx", "provider_charges_provider_charge_ref_key", "provider_charges_seen_idx"}
+	want := []string{"provider_charges_operation_idx", "provider_charges_pkey", "provider_charges_seen_idx"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("a success's charge lands in %v, want %v", got, want)
 	}

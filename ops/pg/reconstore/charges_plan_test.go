@@ -47,7 +47,7 @@ SELECT 'stripe', 're_' || g, 100, 'usd', 'succeeded', now() - g * interval '1 mi
 			t.Fatal(err)
 		}
 		plan := strings.Join(lines, "\n")
-		want := []string{"provider_charges_provider_charge_ref_key"}
+		want := []string{"provider_charges_pkey"}
 		if op != "" {
 			want = append(want, "provider_charges_operation_idx")
 		}

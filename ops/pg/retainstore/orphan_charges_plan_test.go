@@ -11,8 +11,9 @@ import (
 	"github.com/settle-dev/settle/ops/pg/retainstore"
 )
 
-// TestOldOrphanChargesAreDeletedThroughTheOrphansIndex: a provider charge has no primary
-// key (a success's charge would take an entry in it that no reader uses), so the retention
+// TestOldOrphanChargesAreDeletedThroughTheOrphansIndex: a provider charge has no index on its
+// id (a success's charge would take an entry in it that no reader uses; its primary key is
+// the provider's (provider, charge_ref), migration 00077), so the retention
 // finds the orphans it deletes, and deletes them, through provider_charges_orphan_idx alone:
 // its batch and its dry run's count never scan every charge, which are mostly those of
 // operations.
@@ -27,7 +28,7 @@ func TestOldOrphanChargesAreDeletedThroughTheOrphansIndex(t *testing.T) {
 			t.Errorf("dry %v: the orphans are read through provider_charges_orphan_idx %d times, want 2 (the pick and the delete):\n%s", dry, n, plan)
 		}
 		if strings.Contains(plan, "provider_charges_pkey") {
-			t.Errorf("dry %v: the orphans are addressed through the primary key:\n%s", dry, plan)
+			t.Errorf("dry %v: the orphans are addressed through the provider's key:\n%s", dry, plan)
 		}
 	}
 }
