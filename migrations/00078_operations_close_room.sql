@@ -4,8 +4,8 @@
 -- WAL holds only the bytes that changed around the old version's unchanged head and tail
 -- (the request comes before every column a close writes); a version that must go to
 -- another page is logged whole, after a record that locks the old version while the page is
--- let go (as does one whose new version is compressed: a stream's events). An LLM call's row about doubles at its close
--- (its answer, and a stream's events): measured on a short chat completion, 517 bytes when
+-- let go (as does one whose new version is compressed: a stream's events). An LLM call's
+-- row about doubles at its close (its answer, and a stream's events): measured on a short chat completion, 517 bytes when
 -- opened and 973 (plain) to 1,288 (streamed) once closed, so the pages that openings filled
 -- to the brim sent every close elsewhere: about 400 bytes more WAL and a lock record per
 -- call. Filled to half at the openings, the page takes their closes: of 200 calls opened and
