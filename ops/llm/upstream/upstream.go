@@ -17,6 +17,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -159,8 +160,14 @@ func (s *Sender) Send(ctx context.Context, req *http.Request, call llm.Call) llm
 // the provider's next event is already read (nextBuffered): the call may then hold this one
 // back to send it with the next, since the next follows without a wait for the provider.
 func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *time.Timer) llm.Reply {
-	// Most events fit the default 4 KiB; a longer one is gathered below.
-	br := bufio.NewReader(body)
+	// Most events fit the default 4 KiB; a longer one is gathered below. The reader's buffer
+	// goes back to readers once the stream ends: no event's data is a slice of it.
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(body)
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
 	var data []byte
 	for {
 		line, err := br.ReadSlice('\n')
@@ -203,6 +210,10 @@ func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *ti
 		}
 	}
 }
+
+// readers are the buffered readers of streams that ended, for the next stream to read with
+// rather than allocate 4 KiB of its own.
+var readers = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
 
 // nextBuffered reports whether br holds the whole of the stream's next event, one that
 // ReadStream will pass on (its data lines say something, and its blank line has come), so

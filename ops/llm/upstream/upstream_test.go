@@ -83,3 +83,25 @@ func TestReadStreamEventDataIsTheCallsToKeep(t *testing.T) {
 		}
 	}
 }
+
+// Reading a stream allocates its events' data and little else: the 4 KiB buffer it reads
+// through is taken from the streams that ended before it, not made for each stream, and
+// every event's data is still the call's to keep (TestReadStreamEventDataIsTheCallsToKeep).
+func TestReadStreamReusesItsBuffer(t *testing.T) {
+	const stream = "data: {\"n\":1}\n\ndata: {\"n\":2}\n\ndata: {\"n\":3}\n\ndata: [DONE]\n\n"
+	s := upstream.Sender{IdleTimeout: time.Minute, Stream: upstream.StreamRules{Done: func(d []byte) bool { return string(d) == "[DONE]" }}}
+	idle := time.NewTimer(time.Minute)
+	defer idle.Stop()
+	call := llm.Call{Event: func([]byte, bool) error { return nil }}
+	res := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r := s.ReadStream(llm.Reply{}, &reads{parts: []string{stream}}, call, idle); r.Outcome != ops.OutcomeOK {
+				b.Fatalf("outcome %s", r.Outcome)
+			}
+		}
+	})
+	if got := res.AllocedBytesPerOp(); got >= 1024 {
+		t.Errorf("reading a stream of three short events allocated %d bytes, want under 1 KiB: a buffer of its own each time", got)
+	}
+}
