@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -330,8 +331,18 @@ func (f *flight) wake() {
 func (f *flight) recorded(attempt int) json.RawMessage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// The attempts of a flight run one after another, so an attempt's events are the tail
+	// from its first: they are encoded where they lie, without a copy, when they are.
+	from := 0
+	for from < len(f.events) && f.events[from].attempt != attempt {
+		from++
+	}
+	tail := f.events[from:]
+	if !slices.ContainsFunc(tail, func(e streamEvent) bool { return e.attempt != attempt }) {
+		return encodeEvents(tail)
+	}
 	var evs []streamEvent
-	for _, e := range f.events {
+	for _, e := range tail {
 		if e.attempt == attempt {
 			evs = append(evs, e)
 		}

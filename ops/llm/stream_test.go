@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +53,28 @@ func TestStoredEventsComeBackAsTheyWere(t *testing.T) {
 	}
 	if doc := encodeEvents(nil); doc != nil {
 		t.Fatalf("stored %s for no events", doc)
+	}
+}
+
+// The events an answer stores are encoded where the flight holds them, with one allocation
+// for the document, rather than copied out first; a flight that holds another attempt's
+// events as well stores only the answering attempt's.
+func TestRecordedEventsAreEncodedWithoutACopy(t *testing.T) {
+	f := &flight{}
+	for a := 1; a <= 2; a++ {
+		for n := 1; n <= 20; n++ {
+			f.add(streamEvent{attempt: a, n: n, data: []byte(`{"n":1}`)})
+		}
+	}
+	want := `{"attempt":2,"events":[` + strings.TrimSuffix(strings.Repeat(`{"n":1},`, 20), ",") + `]}`
+	if got := string(f.recorded(2)); got != want {
+		t.Fatalf("recorded %s, want %s", got, want)
+	}
+	if n := testing.AllocsPerRun(50, func() { _ = f.recorded(2) }); n > 1 {
+		t.Errorf("recording 20 events took %.0f allocations, want 1: they were copied first", n)
+	}
+	f.add(streamEvent{attempt: 1, n: 21, data: []byte(`{"late":true}`)})
+	if got := string(f.recorded(2)); got != want {
+		t.Fatalf("with another attempt's event after them, recorded %s, want %s", got, want)
 	}
 }
