@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/internal/racedetect"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/llm/upstream"
@@ -101,7 +102,13 @@ func TestReadStreamReusesItsBuffer(t *testing.T) {
 			}
 		}
 	})
-	if got := res.AllocedBytesPerOp(); got >= 1024 {
-		t.Errorf("reading a stream of three short events allocated %d bytes, want under 1 KiB: a buffer of its own each time", got)
+	// Under the race detector sync.Pool drops a quarter of what is put back, on purpose, so
+	// about one read in four makes its buffer: still far under a buffer for every read.
+	limit := int64(1024)
+	if racedetect.Enabled {
+		limit = 3 * 1024
+	}
+	if got := res.AllocedBytesPerOp(); got >= limit {
+		t.Errorf("reading a stream of three short events allocated %d bytes, want under %d: a buffer of its own each time", got, limit)
 	}
 }
