@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/settle-dev/settle/internal/logbuf"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/reqlog"
 )
@@ -76,7 +77,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return 2
 	}
 	// Lines logged while serving a request carry its identifiers (package reqlog).
-	logger := slog.New(reqlog.Handler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	logger, closeLog := newLogger(stderr, cfg.LogLevel)
+	// Deferred too, so that a panic's unwinding writes what was logged before it.
+	defer closeLog()
 
 	switch cfg.Command {
 	case "serve":
@@ -116,6 +119,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	case "fake anthropic":
 		err = fakeAnthropic(ctx, cfg, logger, stdout)
 	}
+	closeLog()
 	if err != nil {
 		fmt.Fprintln(stderr, "settle:", errorLine(err))
 		var ue *usageError
@@ -125,6 +129,22 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return 1
 	}
 	return 0
+}
+
+// newLogger returns the logger of a command writing to stderr, and the function that
+// writes out what it holds, to be called on every way out of the command. Lines go out in
+// batches (package logbuf): one write per access line was a large share of the server's CPU
+// under load. Warnings and errors go out at once, with every line before them; a crash loses
+// at most the info and debug lines of the last logbuf.Interval. On a terminal a person is
+// watching and progress lines are redrawn on the same stream, so each line goes out at once.
+func newLogger(stderr io.Writer, level slog.Level) (*slog.Logger, func()) {
+	opts := &slog.HandlerOptions{Level: level}
+	if isTerminal(stderr) {
+		return slog.New(reqlog.Handler(slog.NewTextHandler(stderr, opts))), func() {}
+	}
+	w := logbuf.New(stderr, logbuf.Interval)
+	h := logbuf.Handler(slog.NewTextHandler(w, opts), w)
+	return slog.New(reqlog.Handler(h)), func() { _ = w.Close() }
 }
 
 // errorLine says what went wrong in one line: the user-safe message for domain errors,
