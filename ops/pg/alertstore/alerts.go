@@ -46,19 +46,30 @@ func (s *Store) tenantNames(ctx context.Context) (map[int64]string, error) {
 	return out, pg.Interpret(err, "list tenants")
 }
 
-// Counters implements alerts.Source with the reconciliation table's counts (ReconMetrics of
+// Counters implements alerts.Source with the reconciliation table's counts (WindowCounts of
 // ops/pg/rollupstore): the same recorded rows the managers see, added up over the window
-// for each tenant, kind, provider and API, the API each operation called as it keeps it (as
+// for each tenant, kind, provider and API (the minutes the rollup job has settled read from
+// its rollups, the rest from the raw rows, so a day's window does not count a day of rows
+// every pass), the API each operation called as it keeps it (as
 // every API label of /metrics does), with the possible duplicates that finished in it. Every
 // signal carries its API, so a ratio grouped by API (a resend storm, a timeout rate) is
 // measured against that API's attempts alone; a rule that does not group by API adds them
 // up again.
 func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
+	return s.counters(ctx, from, to, false)
+}
+
+// counters is Counters, with every number counted from the raw rows when raw is set.
+func (s *Store) counters(ctx context.Context, from, to time.Time, raw bool) ([]alerts.Row, error) {
 	names, err := s.tenantNames(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := rollupstore.New(s.db).ReconMetrics(ctx, recon.MetricsFilter{Window: recon.Window{From: from, To: to}, Bucket: time.Hour})
+	count := rollupstore.New(s.db).WindowCounts
+	if raw {
+		count = rollupstore.New(s.db).RawWindowCounts
+	}
+	rows, err := count(ctx, recon.Window{From: from, To: to})
 	if err != nil {
 		return nil, fmt.Errorf("count the window: %w", err)
 	}
