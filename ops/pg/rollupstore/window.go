@@ -2,6 +2,7 @@ package rollupstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -112,16 +113,28 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// windowRollupsSQL sums the rollup rows of the ranges @widths, @froms, @tos (one index range
-// scan of the primary key each) by tenant, kind, provider and API.
+// maxLevelRanges is the most ranges planWindow reads: minutes, quarter hours, hours,
+// quarter hours, minutes.
+const maxLevelRanges = 5
+
+// windowRollupsSQL sums the rollup rows of the ranges @w<i>, @f<i>, @t<i> (width in
+// seconds, starts from, to), each its own branch so that each is one range scan of the
+// primary key: with the ranges as arrays joined laterally, the planner read the whole table.
 var windowRollupsSQL = func() string {
-	sums := ""
+	sums, branches := "", ""
 	for _, c := range rollupCols {
 		sums += ", sum(r." + c + ")::bigint"
 	}
+	for i := range maxLevelRanges {
+		if i > 0 {
+			branches += "\n\tUNION ALL\n"
+		}
+		branches += fmt.Sprintf("\tSELECT * FROM rollups WHERE width_seconds = @w%d AND start >= @f%d AND start < @t%d", i, i, i)
+	}
 	return `SELECT r.tenant_id, r.kind, r.provider, r.api` + sums + `
-FROM unnest(@widths::int[], @froms::timestamptz[], @tos::timestamptz[]) AS g(width, lo, hi)
-	CROSS JOIN LATERAL (SELECT * FROM rollups WHERE width_seconds = g.width AND start >= g.lo AND start < g.hi) r
+FROM (
+` + branches + `
+) r
 GROUP BY 1, 2, 3, 4`
 }()
 
@@ -183,12 +196,18 @@ func (s *Store) windowCounts(ctx context.Context, w recon.Window, raw bool) ([]r
 
 // readWindowRollups adds the rollup rows of ranges to sums, under bucket.
 func readWindowRollups(ctx context.Context, tx pgx.Tx, bucket time.Time, ranges []levelRange, sums metricsRows) error {
-	var widths []int32
-	var froms, tos []time.Time
-	for _, r := range ranges {
-		widths, froms, tos = append(widths, int32(r.width/time.Second)), append(froms, r.from), append(tos, r.to)
+	if len(ranges) > maxLevelRanges {
+		return fmt.Errorf("read the window's rollups: %d ranges, at most %d", len(ranges), maxLevelRanges)
 	}
-	rows, err := tx.Query(ctx, windowRollupsSQL, pgx.NamedArgs{"widths": widths, "froms": froms, "tos": tos})
+	args := pgx.NamedArgs{}
+	for i := range maxLevelRanges {
+		r := levelRange{width: time.Minute, from: bucket, to: bucket} // empty
+		if i < len(ranges) {
+			r = ranges[i]
+		}
+		args[fmt.Sprint("w", i)], args[fmt.Sprint("f", i)], args[fmt.Sprint("t", i)] = int(r.width/time.Second), r.from, r.to
+	}
+	rows, err := tx.Query(ctx, windowRollupsSQL, args)
 	if err != nil {
 		return pg.Interpret(err, "read the window's rollups")
 	}

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
@@ -71,4 +74,70 @@ func TestWindowCountsEqualTheRawCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after old rows changed and the next pass")
+}
+
+// A day's window reads the rollups through their primary key, range by range: 23 hours, a
+// few quarter hours and minutes per group, not the minute rows of the day (nor the table).
+// Counted on the table's statistics, flushed by the one connection the store runs on.
+func TestADaysWindowReadsTheRollupsByLevel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	now := time.Date(2026, 11, 29, 12, 7, 0, 0, time.UTC)
+	const groups = 15
+	for _, width := range []int{60, 900, 3600} {
+		if _, err := db.Pool.Exec(ctx, `
+INSERT INTO rollups (width_seconds, start, tenant_id, kind, provider, client_requests, operations, succeeded, failed,
+	attempts, attempts_sent, charges, computed_at)
+SELECT $1, s, g % 5 + 1, (ARRAY['refund', 'llm_call', 'llm_job'])[g % 3 + 1], 'p' || g, 1, 1, 1, 0, 1, 1, 1, $2
+FROM generate_series($2::timestamptz - interval '3 days', $2::timestamptz - make_interval(secs => $1), make_interval(secs => $1)) s,
+	generate_series(0, $3 - 1) g`, width, now.Truncate(time.Hour), groups); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, `ANALYZE rollups`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO rollup_state (name, minutes_until, changes_until, last_run_at) VALUES ('rollups', $1, $1, $1)`, now); err != nil {
+		t.Fatal(err)
+	}
+	cfg := db.Pool.Config().Copy()
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	read := func() int64 {
+		t.Helper()
+		var n int64
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRow(ctx, `SELECT (SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables WHERE relname = 'rollups')
+	+ (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'rollups')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	to := now.Add(20 * time.Second)
+	before := read()
+	rows, err := rollupstore.New(&pg.DB{Pool: pool}).WindowCounts(ctx, recon.Window{From: to.Add(-24 * time.Hour), To: to})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := read() - before
+	// 12:07:20 back to 12:07:20: the minutes 12:08-12:15, the quarters to 13:00, the hours
+	// to 12:00 of the next day (the table ends there); each row of every level says 1.
+	var ops int64
+	for _, r := range rows {
+		ops += r.Operations
+	}
+	if want := int64(groups * (7 + 3 + 23)); ops != want {
+		t.Fatalf("%d operations counted, want %d", ops, want)
+	}
+	t.Logf("a day's window read %d tuples of rollups (%d rows)", n, 3*24*groups*(60+4+1))
+	if perGroup := n / groups; perGroup > 2*(7+3+23) {
+		t.Fatalf("a day's window read %d tuples of rollups, want 33 rows a group (7 minutes, 3 quarters, 23 hours) and their index entries", n)
+	}
 }
