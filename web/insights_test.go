@@ -127,7 +127,7 @@ func TestInsightsShowLLMMoneyBesideRefunds(t *testing.T) {
 	e := newInsightsEnv(t)
 	_, tenant := seedRecon(t, e)
 	// Within the rollup's overlap, so the second roll-up below counts them.
-	at := t0.Add(-4 * time.Minute)
+	at := t0.Add(-recon.DefaultRollupOverlap)
 	opID := ops.NewOperationID()
 	e.exec(t, `INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, status, provider_ref,
 	cost_micros, created_at, updated_at, closed_at, closed_by)
@@ -136,7 +136,7 @@ VALUES ($1, $2, 'llm_call', 'openai', 'key-1', 'settle_llm', 'fp', 'succeeded', 
 VALUES ($1, 'openai', 'chatcmpl-1', $2, 0, '', 'succeeded', $3, $3)`, tenant, opID, at)
 	for i, answer := range []string{"new", "replayed", "replayed"} {
 		e.exec(t, `INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
-VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "req-"+answer+strconv.Itoa(i), i > 0, answer, at.Add(time.Duration(i)*time.Minute))
+VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "req-"+answer+strconv.Itoa(i), i > 0, answer, at.Add(time.Duration(i)*10*time.Second))
 	}
 	if _, _, err := reconstore.New(e.db).RecordFinding(context.Background(), recon.Finding{Kind: recon.ExceptionDoubleCharge, Provider: "openai", Ref: opID,
 		TenantID: tenant, OperationID: opID, ChargeRefs: []string{"chatcmpl-1", "chatcmpl-2"}, Summary: "Generated twice.",

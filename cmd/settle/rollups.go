@@ -13,7 +13,8 @@ import (
 // run it; its role lets one act at a time, and each pass replaces whole minutes, so a pass
 // repeated after a takeover changes nothing.
 func (p *Program) startRollups(ctx context.Context) {
+	// The overlap covers the clocks' skew the leases allow: a minute at the default leases.
 	r := &recon.Rollups{Store: rollupstore.New(p.DB), Clock: p.Clock, Interval: recon.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
-		Role: p.role(recon.RollupRole, "rollups"), Logger: p.Logger}
+		Overlap: recon.RollupOverlapFor(skewLimit(p.Config)), Role: p.role(recon.RollupRole, "rollups"), Logger: p.Logger}
 	p.goLoop(ctx, r.Loop())
 }

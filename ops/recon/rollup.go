@@ -31,7 +31,9 @@ type RollupParams struct {
 	Now time.Time
 	// Overlap is how far before the last run's end this run starts again, for minutes and for
 	// changes: rows committed after the last run but stamped before its end (a slow commit,
-	// another replica's clock, a request answered after its minute) are counted.
+	// another replica's clock) are counted. It must be at least how late after its stamp a
+	// row may commit (DefaultRollupOverlap says why a minute is); a row answered long after
+	// its minute is found by its operation's audited change, not by the overlap.
 	Overlap time.Duration
 	// MaxSpan bounds the minutes one run computes for the first time, so catching up with a
 	// large history takes many short transactions rather than one long one.
@@ -77,8 +79,32 @@ type RollupStore interface {
 // The rollup job's defaults.
 const (
 	DefaultRollupInterval = 15 * time.Second
-	DefaultRollupOverlap  = 5 * time.Minute
-	DefaultRollupMaxSpan  = 6 * time.Hour
+	// DefaultRollupOverlap is how far before the last pass's end a pass starts again, for
+	// the minutes it recomputes and for the changes it looks for. A pass is exact when no
+	// row it counts, and no change that makes it recount an older minute, commits later
+	// than this after its stamp. Each is stamped with its writer's clock just before the
+	// one statement that writes it: an opening, an attempt's start, a transition with its
+	// audit row or audited finish, a client request's answer, a charge that a webhook, a
+	// lookup or the reconciler records, a finding. The ledger's statements go through the
+	// group commit, whose batch has a 30 s deadline (RollupCommitBound), and API requests
+	// are shed once its queue has waited a quarter of a second (the default write
+	// backlog); the others are single statements of their own. Writer and job may each be
+	// off the database's clock by ops.SkewLimit, 3 s at the default leases: 30 s and twice
+	// that fit in the minute, the rest is margin for a wait for a connection
+	// (RollupOverlapFor lengthens it for longer leases). What is answered or changed later
+	// than that after its minute is not the overlap's: a status change is audited when it
+	// happens, and the store recomputes from that audit the minutes of the operation's
+	// creation, requests and attempts (a ten-minute call's close included); a repeat that
+	// waited for its operation is answered after the change it waited for (the close, or
+	// a takeover whose attempt is audited later); a charge or a double charge found late
+	// is found by when it was seen. At a steady rate a pass then reads the rows of 75 s
+	// and the part of a minute before them, 105 s on average: seven intervals' worth,
+	// where five minutes read 345 s, 23 intervals' worth.
+	DefaultRollupOverlap = time.Minute
+	// RollupCommitBound is how long after its stamp a write of the ledger may commit, as
+	// DefaultRollupOverlap counts it: the group commit's deadline for one batch.
+	RollupCommitBound    = 30 * time.Second
+	DefaultRollupMaxSpan = 6 * time.Hour
 	// DefaultRollupMinuteKeep keeps minute rows five weeks: the pages read minutes only
 	// for the last day, and a month of minutes is still there to look into an incident.
 	DefaultRollupMinuteKeep = 35 * 24 * time.Hour
@@ -86,6 +112,14 @@ const (
 	// for its last 24 hours.
 	MinRollupMinuteKeep = 48 * time.Hour
 )
+
+// RollupOverlapFor is the overlap for replicas whose clocks may each be up to skew off the
+// database's (ops.SkewLimit of their leases): DefaultRollupOverlap, or, when a writer's and
+// the job's clocks may together be further apart than the half minute it leaves them,
+// RollupCommitBound and twice skew, rounded up to the second.
+func RollupOverlapFor(skew time.Duration) time.Duration {
+	return max(DefaultRollupOverlap, (RollupCommitBound + 2*skew + time.Second - 1).Truncate(time.Second))
+}
 
 // RollupRole is the name of the rollup job's role.
 const RollupRole = "rollups"
@@ -97,8 +131,10 @@ type Rollups struct {
 	Store    RollupStore
 	Clock    ops.Clock
 	Interval time.Duration
-	Overlap  time.Duration
-	MaxSpan  time.Duration
+	// Overlap is RollupParams.Overlap; 0 means DefaultRollupOverlap. A server whose leases
+	// allow a wider skew sets RollupOverlapFor its limit.
+	Overlap time.Duration
+	MaxSpan time.Duration
 	// MinuteKeep is RollupParams.MinuteKeep; 0 means DefaultRollupMinuteKeep, a negative
 	// value keeps every minute.
 	MinuteKeep time.Duration

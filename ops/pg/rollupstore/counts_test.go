@@ -456,7 +456,7 @@ VALUES ($1, 98, 'k', 'w', $2, $3, 'ok', nextval('audit_log_id_seq'), $4, 2, '')`
 	}
 	addCharge(seedCharge{op: -1, provider: "stripe", cents: 500, currency: "usd", status: "succeeded", at: end.Add(-40 * time.Hour)})
 	// Stamped before the last run ended, within its overlap, and committed after it.
-	late := lastRun.Add(-2 * time.Minute)
+	late := lastRun.Add(-recon.DefaultRollupOverlap / 2)
 	i := rnd.IntN(len(s.ops))
 	o := s.ops[i]
 	exec(`INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
