@@ -31,9 +31,18 @@ const maxAnswer = 32 << 20
 // maxError is the most of an error answer read for its message.
 const maxError = 1 << 20
 
+// writeBuffer is the size of the write buffer of each connection to a provider (Defaults),
+// a quarter of the HTTP transport's default
+// (TestTheProvidersConnectionsWriteThroughASmallBuffer).
+const writeBuffer = 1 << 10
+
 // Defaults fills what an adapter's configuration leaves zero: an attempt may take 10 minutes
 // in all and wait 60 s for its first byte or between two events, and the HTTP client keeps up
 // to 64 idle connections to the provider, since many attempts go to the one host at once.
+//
+// Each connection writes through a buffer of writeBuffer bytes, which it keeps from its dial
+// to its close, in flight and idle: a request's head fits it, and a body longer than what is
+// left of it is written in one more write of the connection.
 func Defaults(attemptTimeout, idleTimeout time.Duration, client *http.Client) (time.Duration, time.Duration, *http.Client) {
 	if attemptTimeout <= 0 {
 		attemptTimeout = 10 * time.Minute
@@ -44,6 +53,7 @@ func Defaults(attemptTimeout, idleTimeout time.Duration, client *http.Client) (t
 	if client == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
+		t.WriteBufferSize = writeBuffer
 		client = &http.Client{Transport: t}
 	}
 	return attemptTimeout, idleTimeout, client
@@ -160,8 +170,8 @@ func (s *Sender) Send(ctx context.Context, req *http.Request, call llm.Call) llm
 // the provider's next event is already read (nextBuffered): the call may then hold this one
 // back to send it with the next, since the next follows without a wait for the provider.
 func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *time.Timer) llm.Reply {
-	// Most events fit the default 4 KiB; a longer one is gathered below. The reader's buffer
-	// goes back to readers once the stream ends: no event's data is a slice of it.
+	// Most events fit readBuffer; a longer one is gathered below. The reader's buffer goes
+	// back to readers once the stream ends: no event's data is a slice of it.
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(body)
 	defer func() {
@@ -211,9 +221,18 @@ func (s *Sender) ReadStream(r llm.Reply, body io.Reader, call llm.Call, idle *ti
 	}
 }
 
+// readBuffer is the size of a stream's read buffer. A stream holds it from its first event to
+// its last, so at hundreds of streams in flight it is a large share of the gateway's memory
+// (TestAStreamBetweenTwoEventsHoldsASmallBuffer). The providers' events are a few hundred
+// bytes, so it still holds the next event or two for nextBuffered; an event longer than it
+// (a Responses API's first and last, a chunk with log probabilities) costs one allocation
+// more to gather. Beneath it the HTTP transport reads the connection with a buffer of its
+// own, so a smaller one here makes no more reads of the connection.
+const readBuffer = 1 << 10
+
 // readers are the buffered readers of streams that ended, for the next stream to read with
-// rather than allocate 4 KiB of its own.
-var readers = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
+// rather than allocate a buffer of its own.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBuffer) }}
 
 // nextBuffered reports whether br holds the whole of the stream's next event, one that
 // ReadStream will pass on (its data lines say something, and its blank line has come), so
