@@ -104,10 +104,11 @@ var (
 		Doc: "Go's garbage-collector target; settle raises Go's default of 100 because its heap is small and collections were the " +
 			"largest part of the gateway's latency tail"})
 	envGOMEMLIMIT = define(sectionTools, setting{Name: "GOMEMLIMIT", Commands: []string{"every command"},
-		Default: "`120MiB`", Parses: "a size in bytes with an optional unit (`B`, `KiB`, `MiB`, `GiB`), or `off` (Go's runtime reads it)",
+		Default: "`90MiB`", Parses: "a size in bytes with an optional unit (`B`, `KiB`, `MiB`, `GiB`), or `off` (Go's runtime reads it)",
 		Short: "Go's soft memory limit",
 		Doc: "Go's soft memory limit: near it the garbage collector runs harder instead of letting the heap grow (settle's peak " +
-			"resident memory at 500 gateway calls a second on a busy 2-core machine: 148 MB with it, 243 MB without); a backlog " +
+			"resident memory at 500 gateway calls a second on a busy 2-core machine: 148 MB with 120MiB, 243 MB without). It " +
+			"bounds only the runtime's memory: the resident set also holds about 40 MB of settle's own binary. A backlog " +
 			"whose live heap outgrows it makes collections take up to half the CPU, so raise it, or set `off`, where answering " +
 			"matters more than memory"})
 )
