@@ -3,6 +3,8 @@ package rollupstore
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,30 +115,33 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// maxLevelRanges is the most ranges planWindow reads: minutes, quarter hours, hours,
-// quarter hours, minutes.
-const maxLevelRanges = 5
+// windowRange is a range of rollup rows and the window, by its index, whose sums it adds to.
+type windowRange struct {
+	win int
+	levelRange
+}
 
-// windowRollupsSQL sums the rollup rows of the ranges @w<i>, @f<i>, @t<i> (width in
-// seconds, starts from, to), each its own branch so that each is one range scan of the
-// primary key: with the ranges as arrays joined laterally, the planner read the whole table.
-var windowRollupsSQL = func() string {
-	sums, branches := "", ""
+// windowRollupsSQL sums the rollup rows of n ranges @w<k>, @f<k>, @t<k> (width in seconds,
+// starts from, to) by the window @i<k> each adds to. Each range is its own branch so that
+// each is one range scan of the primary key: with the ranges as arrays joined laterally, the
+// planner read the whole table. The text depends on n alone, so a pass over the same
+// windows prepares it once.
+func windowRollupsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("SELECT r.win, r.tenant_id, r.kind, r.provider, r.api")
 	for _, c := range rollupCols {
-		sums += ", sum(r." + c + ")::bigint"
+		b.WriteString(", sum(r." + c + ")::bigint")
 	}
-	for i := range maxLevelRanges {
-		if i > 0 {
-			branches += "\n\tUNION ALL\n"
+	b.WriteString("\nFROM (\n")
+	for k := range n {
+		if k > 0 {
+			b.WriteString("\tUNION ALL\n")
 		}
-		branches += fmt.Sprintf("\tSELECT * FROM rollups WHERE width_seconds = @w%d AND start >= @f%d AND start < @t%d", i, i, i)
+		fmt.Fprintf(&b, "\tSELECT @i%d::int AS win, * FROM rollups WHERE width_seconds = @w%d AND start >= @f%d AND start < @t%d\n", k, k, k, k)
 	}
-	return `SELECT r.tenant_id, r.kind, r.provider, r.api` + sums + `
-FROM (
-` + branches + `
-) r
-GROUP BY 1, 2, 3, 4`
-}()
+	b.WriteString(") r\nGROUP BY 1, 2, 3, 4, 5")
+	return b.String()
+}
 
 // WindowCounts returns the counts of countRaw over w (no money), one row per tenant, kind,
 // provider and API with Bucket w.From, read from the rollups where the rollup job has
@@ -145,18 +150,40 @@ GROUP BY 1, 2, 3, 4`
 // snapshot, so a pass of the job committing meanwhile cannot count a minute twice or not at
 // all.
 func (s *Store) WindowCounts(ctx context.Context, w recon.Window) ([]recon.MetricsRow, error) {
-	return s.windowCounts(ctx, w, false)
+	out, err := s.windowCounts(ctx, []recon.Window{w}, false)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// WindowCountsAll is WindowCounts of each of ws, out[i] for ws[i], in one snapshot: the raw
+// rows are split at every boundary of the windows' raw ranges and each piece is counted
+// once, so the rows after the rollups' cut, which every window ending now reads, are
+// counted once for all of them, and the rollup rows of every window are read by one query.
+// Each window's rows are what WindowCounts returns for it.
+func (s *Store) WindowCountsAll(ctx context.Context, ws []recon.Window) ([][]recon.MetricsRow, error) {
+	return s.windowCounts(ctx, ws, false)
 }
 
 // RawWindowCounts is WindowCounts from the raw rows alone, whatever the rollup job did: the
 // numbers WindowCounts stands in for, for tests that compare the two.
 func (s *Store) RawWindowCounts(ctx context.Context, w recon.Window) ([]recon.MetricsRow, error) {
-	return s.windowCounts(ctx, w, true)
+	out, err := s.windowCounts(ctx, []recon.Window{w}, true)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
 
-func (s *Store) windowCounts(ctx context.Context, w recon.Window, raw bool) ([]recon.MetricsRow, error) {
-	if err := checkMetricsFilter(recon.MetricsFilter{Window: w, Bucket: time.Hour}); err != nil {
-		return nil, err
+func (s *Store) windowCounts(ctx context.Context, ws []recon.Window, raw bool) ([][]recon.MetricsRow, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	for _, w := range ws {
+		if err := checkMetricsFilter(recon.MetricsFilter{Window: w, Bucket: time.Hour}); err != nil {
+			return nil, err
+		}
 	}
 	tx, err := s.db.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -167,54 +194,106 @@ func (s *Store) windowCounts(ctx context.Context, w recon.Window, raw bool) ([]r
 	if err != nil {
 		return nil, err
 	}
-	p := planWindow(w, st)
-	if raw {
-		p = windowPlan{raw: []recon.Window{w}}
+	plans := make([]windowPlan, len(ws))
+	sums := make([]metricsRows, len(ws))
+	var ranges []windowRange
+	for i, w := range ws {
+		plans[i], sums[i] = planWindow(w, st), metricsRows{}
+		if raw {
+			plans[i] = windowPlan{raw: []recon.Window{w}}
+		}
+		for _, r := range plans[i].rollups {
+			ranges = append(ranges, windowRange{i, r})
+		}
 	}
-	sums := metricsRows{}
-	for _, raw := range p.raw {
-		rows, err := countRaw(ctx, tx, recon.MetricsFilter{Window: raw, Bucket: time.Hour})
+	for _, seg := range rawSegments(plans) {
+		rows, err := countRaw(ctx, tx, recon.MetricsFilter{Window: seg, Bucket: time.Hour})
 		if err != nil {
 			return nil, err
 		}
-		for i := range rows {
-			r := &rows[i]
-			addCounts(sums.row(w.From, r.TenantID, string(r.Kind), r.Provider, r.API), r)
+		for i, p := range plans {
+			if !p.readsRaw(seg) {
+				continue
+			}
+			for k := range rows {
+				r := &rows[k]
+				addCounts(sums[i].row(ws[i].From, r.TenantID, string(r.Kind), r.Provider, r.API), r)
+			}
 		}
 	}
-	if len(p.rollups) > 0 {
-		if err := readWindowRollups(ctx, tx, w.From, p.rollups, sums); err != nil {
-			return nil, err
-		}
+	if err := readWindowRollups(ctx, tx, ws, ranges, sums); err != nil {
+		return nil, err
 	}
-	out := sortedRows(sums)
-	for i := range out {
-		out[i].Saved, out[i].Lost = recon.Money{}, recon.Money{}
+	out := make([][]recon.MetricsRow, len(ws))
+	for i := range ws {
+		out[i] = sortedRows(sums[i])
+		for k := range out[i] {
+			out[i][k].Saved, out[i][k].Lost = recon.Money{}, recon.Money{}
+		}
 	}
 	return out, nil
 }
 
-// readWindowRollups adds the rollup rows of ranges to sums, under bucket.
-func readWindowRollups(ctx context.Context, tx pgx.Tx, bucket time.Time, ranges []levelRange, sums metricsRows) error {
-	if len(ranges) > maxLevelRanges {
-		return fmt.Errorf("read the window's rollups: %d ranges, at most %d", len(ranges), maxLevelRanges)
+// rawSegments splits the raw ranges of plans at every boundary any of them has and returns
+// the pieces some plan reads, in order: each piece lies wholly inside or wholly outside each
+// plan's raw ranges, and no two overlap, so counting each once counts every raw row once.
+func rawSegments(plans []windowPlan) []recon.Window {
+	var cuts []time.Time
+	for _, p := range plans {
+		for _, r := range p.raw {
+			cuts = append(cuts, r.From, r.To)
+		}
+	}
+	sort.Slice(cuts, func(i, j int) bool { return cuts[i].Before(cuts[j]) })
+	var out []recon.Window
+	for i := 1; i < len(cuts); i++ {
+		seg := recon.Window{From: cuts[i-1], To: cuts[i]}
+		if !seg.To.After(seg.From) {
+			continue
+		}
+		for _, p := range plans {
+			if p.readsRaw(seg) {
+				out = append(out, seg)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// readsRaw reports whether seg lies inside one of p's raw ranges.
+func (p windowPlan) readsRaw(seg recon.Window) bool {
+	for _, r := range p.raw {
+		if !seg.From.Before(r.From) && !seg.To.After(r.To) {
+			return true
+		}
+	}
+	return false
+}
+
+// readWindowRollups adds the rollup rows of ranges to the sums of their windows, under
+// each window's start, in one query.
+func readWindowRollups(ctx context.Context, tx pgx.Tx, ws []recon.Window, ranges []windowRange, sums []metricsRows) error {
+	if len(ranges) == 0 {
+		return nil
 	}
 	args := pgx.NamedArgs{}
-	for i := range maxLevelRanges {
-		r := levelRange{width: time.Minute, from: bucket, to: bucket} // empty
-		if i < len(ranges) {
-			r = ranges[i]
-		}
-		args[fmt.Sprint("w", i)], args[fmt.Sprint("f", i)], args[fmt.Sprint("t", i)] = int(r.width/time.Second), r.from, r.to
+	for k, r := range ranges {
+		args[fmt.Sprint("i", k)], args[fmt.Sprint("w", k)] = r.win, int(r.width/time.Second)
+		args[fmt.Sprint("f", k)], args[fmt.Sprint("t", k)] = r.from, r.to
 	}
-	rows, err := tx.Query(ctx, windowRollupsSQL, args)
+	rows, err := tx.Query(ctx, windowRollupsSQL(len(ranges)), args)
 	if err != nil {
 		return pg.Interpret(err, "read the window's rollups")
 	}
 	var r recon.MetricsRow
+	var win int
 	var kind string
-	_, err = pgx.ForEachRow(rows, append([]any{&r.TenantID, &kind, &r.Provider, &r.API}, rollupTargets(&r)...), func() error {
-		addCounts(sums.row(bucket, r.TenantID, kind, r.Provider, r.API), &r)
+	_, err = pgx.ForEachRow(rows, append([]any{&win, &r.TenantID, &kind, &r.Provider, &r.API}, rollupTargets(&r)...), func() error {
+		if win < 0 || win >= len(ws) {
+			return fmt.Errorf("a rollup row of window %d, of %d", win, len(ws))
+		}
+		addCounts(sums[win].row(ws[win].From, r.TenantID, kind, r.Provider, r.API), &r)
 		return nil
 	})
 	return pg.Interpret(err, "read the window's rollups")

@@ -17,7 +17,8 @@ import (
 )
 
 // WindowCounts gives the raw rows' counts for windows of every length the alert rules use
-// and beyond, on whole minutes or not, over a random workload whose minute rows are partly
+// and beyond, on whole minutes or not, asked one at a time or all at once (WindowCountsAll,
+// whose windows share raw ranges and rollup reads), over a random workload whose minute rows are partly
 // pruned (the minutes before minutes_from are counted raw, the hours and quarter hours
 // there read from the rollups), before and after old operations change and the job's next
 // pass runs.
@@ -50,18 +51,28 @@ func TestWindowCountsEqualTheRawCounts(t *testing.T) {
 				lengths = append(lengths, to.Sub(o.created.Add(-30*time.Second)))
 			}
 		}
+		var ws []recon.Window
 		for _, d := range lengths {
-			w := recon.Window{From: to.Add(-d), To: to}
+			ws = append(ws, recon.Window{From: to.Add(-d), To: to})
+		}
+		all, err := store.WindowCountsAll(ctx, ws)
+		if err != nil {
+			t.Fatalf("%s: all windows: %v", stage, err)
+		}
+		for i, w := range ws {
 			got, err := store.WindowCounts(ctx, w)
 			if err != nil {
-				t.Fatalf("%s: %s window: %v", stage, d, err)
+				t.Fatalf("%s: %s window: %v", stage, lengths[i], err)
 			}
 			want, err := store.RawWindowCounts(ctx, w)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("%s: %s window:\n got %+v\nraw %+v", stage, d, got, want)
+				t.Fatalf("%s: %s window:\n got %+v\nraw %+v", stage, lengths[i], got, want)
+			}
+			if !reflect.DeepEqual(all[i], want) {
+				t.Fatalf("%s: %s window read with the others:\n got %+v\nraw %+v", stage, lengths[i], all[i], want)
 			}
 		}
 	}
