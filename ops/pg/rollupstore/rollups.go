@@ -163,6 +163,47 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 	return recon.Window{From: from, To: end}, until, nil
 }
 
+// changedMinutesSQL finds the minutes before @from whose rows changed since @since.
+// Of a changed operation it reads the times the rollups count it by (its creation, its
+// attempts' starts, its client requests' receipts) only if it was created before @before,
+// and each of those only from @lead before its creation: a client request or an attempt is
+// stamped, by its writer's clock just before its statement, after the operation exists, so
+// no earlier than its creation as the creator's clock stamped it less the overlap's bound (a
+// statement's wait for its commit and two clocks' skew; ops/recon.DefaultRollupOverlap). An
+// operation created at @from plus the overlap or later then has no counted time before @from:
+// its minutes are all in the pass's fresh window. At a steady rate every call of the last
+// minute has changed, and without the bound each was joined to its attempts and client
+// requests (in every monthly partition) for nothing.
+var changedMinutesSQL = `
+WITH changed AS (
+	SELECT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
+	UNION SELECT a.operation_id FROM attempts a
+		WHERE a.started_at >= @since::timestamptz - @finish_window::interval AND a.finished_at >= @since AND a.audit_id IS NOT NULL
+	UNION SELECT o.id FROM operations o WHERE o.created_at >= @since AND o.created_at < @before
+), old AS (
+	SELECT o.id, o.created_at FROM changed c
+	CROSS JOIN LATERAL (SELECT o.id, o.created_at FROM operations o WHERE o.id = c.id AND o.created_at < @before LIMIT 1) o
+), times AS (
+	SELECT o.created_at AS at FROM old o
+	UNION ALL SELECT t.at FROM old o CROSS JOIN LATERAL (
+		SELECT a.started_at AS at FROM attempts a
+		WHERE a.operation_id = o.id AND a.started_at >= o.created_at - @lead::interval AND a.started_at < @from
+		UNION ALL SELECT cr.received_at FROM client_requests cr
+		WHERE cr.operation_id = o.id AND cr.received_at >= o.created_at - @lead::interval AND cr.received_at < @from) t
+	UNION ALL SELECT coalesce(o.created_at, pc.charged_at)
+		FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id WHERE pc.seen_at >= @since
+	UNION ALL SELECT o.created_at FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
+		WHERE e.kind = 'double_charge' AND e.last_seen_at >= @since
+)
+SELECT DISTINCT date_bin('1 minute', at, ` + pg.BinOrigin + `) FROM times WHERE at < @from`
+
+// changedMinutesArgs are changedMinutesSQL's arguments for a pass whose fresh window starts
+// at from, after a run that left st.
+func changedMinutesArgs(st recon.RollupState, p recon.RollupParams, from time.Time) pgx.NamedArgs {
+	return pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from, "before": from.Add(p.Overlap),
+		"lead": p.Overlap, "finish_window": pg.FinishAuditWindow + time.Second}
+}
+
 // changedMinutes returns, as windows to recompute, the older minutes (before from) whose
 // rows changed since the last run: an operation was opened (its creation) or closed or went
 // unknown (every status change is audited: an audit row, or the finish of the attempt that
@@ -170,23 +211,7 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 // stored times), a charge was recorded, or a double charge was found (an LLM operation's
 // double generation counts as one).
 func changedMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.RollupParams, from time.Time, rep *recon.RollupReport) ([]recon.Window, error) {
-	rows, err := tx.Query(ctx, `
-WITH changed AS (
-	SELECT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
-	UNION SELECT a.operation_id FROM attempts a
-		WHERE a.started_at >= @since::timestamptz - @finish_window::interval AND a.finished_at >= @since AND a.audit_id IS NOT NULL
-	UNION SELECT o.id FROM operations o WHERE o.created_at >= @since
-), times AS (
-	SELECT o.created_at AS at FROM changed c JOIN operations o ON o.id = c.id
-	UNION ALL SELECT a.started_at FROM changed c JOIN attempts a ON a.operation_id = c.id
-	UNION ALL SELECT cr.received_at FROM changed c JOIN client_requests cr ON cr.operation_id = c.id
-	UNION ALL SELECT coalesce(o.created_at, pc.charged_at)
-		FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id WHERE pc.seen_at >= @since
-	UNION ALL SELECT o.created_at FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
-		WHERE e.kind = 'double_charge' AND e.last_seen_at >= @since
-)
-SELECT DISTINCT date_bin('1 minute', at, `+pg.BinOrigin+`) FROM times WHERE at < @from`,
-		pgx.NamedArgs{"since": st.ChangesUntil.Add(-p.Overlap), "from": from, "finish_window": pg.FinishAuditWindow + time.Second})
+	rows, err := tx.Query(ctx, changedMinutesSQL, changedMinutesArgs(st, p, from))
 	if err != nil {
 		return nil, pg.Interpret(err, "find changed minutes")
 	}
