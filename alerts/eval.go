@@ -25,10 +25,17 @@ type Row struct {
 type Source interface {
 	// Counters returns the windowed signals counted over [from, to).
 	Counters(ctx context.Context, from, to time.Time) ([]Row, error)
+	// CountersAll is Counters of each of windows, out[i] for windows[i], read together: what
+	// one pass asks for, so that rows two windows share are read once. An error fails them
+	// all; the evaluator then asks for each window alone, so that one bad window fails alone.
+	CountersAll(ctx context.Context, windows []Window) ([][]Row, error)
 	// Backlog returns the open operations in unknown and expired, with the ages in seconds
 	// of the oldest of each, as of now.
 	Backlog(ctx context.Context, now time.Time) ([]Row, error)
 }
+
+// Window is a range of time [From, To) that windowed signals are counted over.
+type Window struct{ From, To time.Time }
 
 // State is where an alert instance is in its life.
 type State string
@@ -254,8 +261,8 @@ func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
 		e.lastEval = map[string]time.Time{}
 	}
 	pass := Pass{Now: now}
-	cache := &evalCache{src: e.Source, counters: map[[2]time.Time][]Row{}}
 	known := map[string]bool{}
+	var due []*Group
 	for _, g := range e.Rules.Groups {
 		for _, r := range g.Rules {
 			known[r.Key()] = true
@@ -264,6 +271,11 @@ func (e *Evaluator) RunOnce(ctx context.Context) (PassResult, error) {
 			continue
 		}
 		e.lastEval[g.Name] = now
+		due = append(due, g)
+	}
+	cache := &evalCache{src: e.Source, counters: map[Window][]Row{}}
+	cache.prefetch(ctx, due, now)
+	for _, g := range due {
 		for _, r := range g.Rules {
 			st := e.evalRule(ctx, cache, g, r, now, byRule[r.Key()], &pass)
 			pass.Statuses = append(pass.Statuses, st)

@@ -29,6 +29,19 @@ func (f *fakeSource) Counters(_ context.Context, from, to time.Time) ([]Row, err
 	return f.counters(to.Sub(from)), nil
 }
 
+// CountersAll is Counters of each window: the fake counts nothing it could share.
+func (f *fakeSource) CountersAll(ctx context.Context, windows []Window) ([][]Row, error) {
+	out := make([][]Row, len(windows))
+	for i, w := range windows {
+		rows, err := f.Counters(ctx, w.From, w.To)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = rows
+	}
+	return out, nil
+}
+
 func (f *fakeSource) Backlog(context.Context, time.Time) ([]Row, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -11,23 +11,67 @@ import (
 // evalCache reads each window once per pass, however many rules use it.
 type evalCache struct {
 	src      Source
-	counters map[[2]time.Time][]Row
+	counters map[Window][]Row
 	backlog  []Row
 	backErr  error
 	backRead bool
 }
 
-func (c *evalCache) windowRows(ctx context.Context, from, to time.Time) ([]Row, error) {
-	k := [2]time.Time{from, to}
-	if rows, ok := c.counters[k]; ok {
+func (c *evalCache) windowRows(ctx context.Context, w Window) ([]Row, error) {
+	if rows, ok := c.counters[w]; ok {
 		return rows, nil
 	}
-	rows, err := c.src.Counters(ctx, from, to)
+	rows, err := c.src.Counters(ctx, w.From, w.To)
 	if err != nil {
-		return nil, fmt.Errorf("count %s to %s: %w", from.Format(time.RFC3339), to.Format(time.RFC3339), err)
+		return nil, fmt.Errorf("count %s to %s: %w", w.From.Format(time.RFC3339), w.To.Format(time.RFC3339), err)
 	}
-	c.counters[k] = rows
+	c.counters[w] = rows
 	return rows, nil
+}
+
+// prefetch reads the windows the groups' rules read at now in one call, so that the rows
+// two windows share (those of the last minute, which every window ending now holds) are
+// read once per pass, not once per window. When that call fails, nothing is kept: each
+// window is then read alone as its rules ask for it, and a window that fails alone fails
+// its own rules only.
+func (c *evalCache) prefetch(ctx context.Context, groups []*Group, now time.Time) {
+	var ws []Window
+	seen := map[Window]bool{}
+	for _, g := range groups {
+		for _, r := range g.Rules {
+			long, short, ok := exprWindows(r.Expr, now)
+			for _, w := range []Window{long, short} {
+				if ok && w.To.After(w.From) && !seen[w] {
+					seen[w] = true
+					ws = append(ws, w)
+				}
+			}
+		}
+	}
+	if len(ws) < 2 {
+		return
+	}
+	rows, err := c.src.CountersAll(ctx, ws)
+	if err != nil || len(rows) != len(ws) {
+		return
+	}
+	for i, w := range ws {
+		c.counters[w] = rows[i]
+	}
+}
+
+// exprWindows are the windows x reads at now: its window, and for a ratio its short window
+// (empty when it has none); ok is false for a backlog signal, which reads none.
+func exprWindows(x Expr, now time.Time) (long, short Window, ok bool) {
+	if x.Form != FormRatio && !windowed[x.Signal] {
+		return Window{}, Window{}, false
+	}
+	end := now.Add(-x.Offset)
+	long = Window{From: end.Add(-x.Window), To: end}
+	if x.Form == FormRatio && x.ShortWindow > 0 {
+		short = Window{From: end.Add(-x.ShortWindow), To: end}
+	}
+	return long, short, true
 }
 
 func (c *evalCache) backlogRows(ctx context.Context, now time.Time) ([]Row, error) {
@@ -111,16 +155,16 @@ func sortedGroups(m map[string]*group) []*group {
 // evaluate computes r's samples at now.
 func evaluate(ctx context.Context, cache *evalCache, r *Rule, now time.Time) ([]sample, Health, string, error) {
 	x := r.Expr
-	end := now.Add(-x.Offset)
+	lw, sw, _ := exprWindows(x, now)
 	switch {
 	case x.Form == FormRatio:
-		long, err := cache.windowRows(ctx, end.Add(-x.Window), end)
+		long, err := cache.windowRows(ctx, lw)
 		if err != nil {
 			return nil, HealthError, "", err
 		}
 		var short map[string]*group
 		if x.ShortWindow > 0 {
-			rows, err := cache.windowRows(ctx, end.Add(-x.ShortWindow), end)
+			rows, err := cache.windowRows(ctx, sw)
 			if err != nil {
 				return nil, HealthError, "", err
 			}
@@ -159,7 +203,7 @@ func evaluate(ctx context.Context, cache *evalCache, r *Rule, now time.Time) ([]
 			return nil, HealthNoData, fmt.Sprintf("no %s in the last %s", x.Denominator, FormatDuration(x.Window)), nil
 		}
 	case windowed[x.Signal]:
-		rows, err := cache.windowRows(ctx, end.Add(-x.Window), end)
+		rows, err := cache.windowRows(ctx, lw)
 		if err != nil {
 			return nil, HealthError, "", err
 		}

@@ -56,23 +56,57 @@ func (s *Store) tenantNames(ctx context.Context) (map[int64]string, error) {
 // measured against that API's attempts alone; a rule that does not group by API adds them
 // up again.
 func (s *Store) Counters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
-	return s.counters(ctx, from, to, false)
+	out, err := s.counters(ctx, []alerts.Window{{From: from, To: to}}, false)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
 
-// counters is Counters, with every number counted from the raw rows when raw is set.
-func (s *Store) counters(ctx context.Context, from, to time.Time, raw bool) ([]alerts.Row, error) {
+// CountersAll implements alerts.Source: Counters of each window, read together. The counts
+// of all windows come from one snapshot (WindowCountsAll), which counts the raw rows two
+// windows share once (those after the rollups' cut, which every window ending now reads),
+// and the possible duplicates of all windows from one statement.
+func (s *Store) CountersAll(ctx context.Context, windows []alerts.Window) ([][]alerts.Row, error) {
+	return s.counters(ctx, windows, false)
+}
+
+// counters is CountersAll, with every number counted from the raw rows when raw is set.
+func (s *Store) counters(ctx context.Context, windows []alerts.Window, raw bool) ([][]alerts.Row, error) {
 	names, err := s.tenantNames(ctx)
 	if err != nil {
 		return nil, err
 	}
-	count := rollupstore.New(s.db).WindowCounts
-	if raw {
-		count = rollupstore.New(s.db).RawWindowCounts
+	ws := make([]recon.Window, len(windows))
+	for i, w := range windows {
+		ws[i] = recon.Window{From: w.From, To: w.To}
 	}
-	rows, err := count(ctx, recon.Window{From: from, To: to})
-	if err != nil {
+	var counts [][]recon.MetricsRow
+	if raw {
+		for _, w := range ws {
+			rows, err := rollupstore.New(s.db).RawWindowCounts(ctx, w)
+			if err != nil {
+				return nil, fmt.Errorf("count the window: %w", err)
+			}
+			counts = append(counts, rows)
+		}
+	} else if counts, err = rollupstore.New(s.db).WindowCountsAll(ctx, ws); err != nil {
 		return nil, fmt.Errorf("count the window: %w", err)
 	}
+	dups, err := s.possibleDuplicates(ctx, windows)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]alerts.Row, len(windows))
+	for i := range windows {
+		out[i] = alertRows(names, counts[i], dups[i])
+	}
+	return out, nil
+}
+
+// alertRows adds up a window's counts and possible duplicates by tenant, kind, provider and
+// API, in the order they first appear.
+func alertRows(names map[int64]string, counts []recon.MetricsRow, dups []apiCount) []alerts.Row {
 	type key struct {
 		tenant        int64
 		kind          ops.Kind
@@ -90,12 +124,8 @@ func (s *Store) counters(ctx context.Context, from, to time.Time, raw bool) ([]a
 		}
 		return s
 	}
-	for _, r := range rows {
+	for _, r := range counts {
 		addMetrics(row(key{r.TenantID, r.Kind, r.Provider, r.API}).Values, r)
-	}
-	dups, err := s.possibleDuplicates(ctx, from, to)
-	if err != nil {
-		return nil, err
 	}
 	for _, d := range dups {
 		row(key{d.tenant, d.kind, d.provider, d.api}).Values[alerts.PossibleDuplicates] += d.n
@@ -104,7 +134,7 @@ func (s *Store) counters(ctx context.Context, from, to time.Time, raw bool) ([]a
 	for _, k := range order {
 		out = append(out, *sums[k])
 	}
-	return out, nil
+	return out
 }
 
 // addMetrics adds a rollup row's counts to an alert row's signals.

@@ -9,5 +9,9 @@ import (
 
 // RawCounters is Counters as if the rollup job had never run: every number from the raw rows.
 func (s *Store) RawCounters(ctx context.Context, from, to time.Time) ([]alerts.Row, error) {
-	return s.counters(ctx, from, to, true)
+	out, err := s.counters(ctx, []alerts.Window{{From: from, To: to}}, true)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
 }
