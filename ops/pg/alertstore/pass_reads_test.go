@@ -57,7 +57,7 @@ func TestAnAlertPassReadsEachRangeOfRowsOnce(t *testing.T) {
 	if rep, err := (&recon.Rollups{Store: rollupstore.New(f.DB), Clock: ops.NewManualClock(now)}).CatchUp(ctx); err != nil || !rep.CaughtUp {
 		t.Fatalf("rollups: %+v %v", rep, err)
 	}
-	ledgerRows(t, f, "new", 5, now.Add(5*time.Second), now.Add(40*time.Second))
+	ledgerRows(t, f, "new", 75, now.Add(time.Second), now.Add(40*time.Second))
 	// Possible duplicates that finished over the day, some in the last minute.
 	if _, err := f.DB.Pool.Exec(ctx, `UPDATE attempts SET possible_duplicate = true, finished_at = started_at + interval '3 seconds'
 WHERE operation_id IN (SELECT id FROM operations WHERE amount_cents % 7 = 0)`); err != nil {
@@ -67,18 +67,24 @@ WHERE operation_id IN (SELECT id FROM operations WHERE amount_cents % 7 = 0)`); 
 	rr := &rangeReads{ranges: map[string][]recon.Window{}}
 	cfg := f.DB.Pool.Config().Copy()
 	cfg.ConnConfig.Tracer = rr
+	cfg.MaxConns, cfg.MinConns = 1, 0 // for rowsReader's exact counts
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	store := alertstore.New(&pg.DB{Pool: pool})
-	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: store, Store: store,
-		Clock: ops.NewManualClock(now.Add(41*time.Second + 300*time.Millisecond))}
+	at := now.Add(41*time.Second + 300*time.Millisecond)
+	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: store, Store: store, Clock: ops.NewManualClock(at)}
+	ledger := &rowsReader{store: store, pool: pool}
+	before := ledger.total(t)
+	rr.stmts = 0
 	res, err := ev.RunOnce(ctx)
 	if err != nil || res.Errors > 0 {
 		t.Fatalf("pass %+v: %v", res, err)
 	}
+	stmts := rr.stmts
+	read := ledger.total(t) - before
 	reads := 0
 	for sql, ws := range rr.ranges {
 		reads += len(ws)
@@ -93,8 +99,19 @@ WHERE operation_id IN (SELECT id FROM operations WHERE amount_cents % 7 = 0)`); 
 			t.Errorf("one pass ran a statement over %d ranges, %d of them overlapping the one before: %v\n%.300s", len(ws), overlaps, ws, sql)
 		}
 	}
-	t.Logf("one pass of the default rules: %d statements, %d of them over a range of rows", rr.stmts, reads)
-	sameWindowsAsRaw(t, f, store, now.Add(41*time.Second+300*time.Millisecond))
+	t.Logf("one pass of the default rules: %d statements, %d of them over a range of rows, %d rows of the ledger read", stmts, reads, read)
+	// The same windows one at a time, as the pass read them before.
+	var alone int64
+	for _, w := range []struct{ d, back time.Duration }{{5 * time.Minute, 0}, {30 * time.Minute, 0}, {time.Hour, 0},
+		{6 * time.Hour, 0}, {24 * time.Hour, 0}, {time.Hour, time.Hour}} {
+		_, n := ledger.counters(t, at.Add(-w.back-w.d), at.Add(-w.back))
+		alone += n
+	}
+	t.Logf("its windows one at a time: %d rows of the ledger read", alone)
+	if read >= alone {
+		t.Fatalf("the pass read %d rows of the ledger, its windows one at a time %d", read, alone)
+	}
+	sameWindowsAsRaw(t, f, store, at)
 }
 
 // sameWindowsAsRaw checks that the default rules' windows at now, read together, count what
