@@ -172,26 +172,26 @@ func newMinutes(ctx context.Context, tx pgx.Tx, st recon.RollupState, p recon.Ro
 // statement's wait for its commit and two clocks' skew; ops/recon.DefaultRollupOverlap). An
 // operation created at @from plus the overlap or later then has no counted time before @from:
 // its minutes are all in the pass's fresh window. At a steady rate every call of the last
-// minute has changed, and without the bound each was joined to its attempts and client
-// requests (in every monthly partition) for nothing.
+// minute has changed (opened, its attempt finished, its charge recorded), and without the
+// bound each was joined to its attempts and client requests (in every monthly partition)
+// for nothing. A charge counts in its operation's minute (an orphan in its own), so a
+// charge recorded since makes its operation a changed one.
 var changedMinutesSQL = `
 WITH changed AS (
 	SELECT a.entity_id::uuid AS id FROM audit_log a WHERE a.at >= @since AND a.entity = 'operation'
 	UNION SELECT a.operation_id FROM attempts a
 		WHERE a.started_at >= @since::timestamptz - @finish_window::interval AND a.finished_at >= @since AND a.audit_id IS NOT NULL
 	UNION SELECT o.id FROM operations o WHERE o.created_at >= @since AND o.created_at < @before
+	UNION SELECT pc.operation_id FROM provider_charges pc WHERE pc.seen_at >= @since AND pc.operation_id IS NOT NULL
 ), old AS (
-	SELECT o.id, o.created_at FROM changed c
-	CROSS JOIN LATERAL (SELECT o.id, o.created_at FROM operations o WHERE o.id = c.id AND o.created_at < @before LIMIT 1) o
+	SELECT o.id, o.created_at FROM changed c JOIN operations o ON o.id = c.id AND o.created_at < @before
 ), times AS (
 	SELECT o.created_at AS at FROM old o
-	UNION ALL SELECT t.at FROM old o CROSS JOIN LATERAL (
-		SELECT a.started_at AS at FROM attempts a
-		WHERE a.operation_id = o.id AND a.started_at >= o.created_at - @lead::interval AND a.started_at < @from
-		UNION ALL SELECT cr.received_at FROM client_requests cr
-		WHERE cr.operation_id = o.id AND cr.received_at >= o.created_at - @lead::interval AND cr.received_at < @from) t
-	UNION ALL SELECT coalesce(o.created_at, pc.charged_at)
-		FROM provider_charges pc LEFT JOIN operations o ON o.id = pc.operation_id WHERE pc.seen_at >= @since
+	UNION ALL SELECT a.started_at FROM old o JOIN attempts a ON a.operation_id = o.id
+		AND a.started_at >= o.created_at - @lead::interval AND a.started_at < @from
+	UNION ALL SELECT cr.received_at FROM old o JOIN client_requests cr ON cr.operation_id = o.id
+		AND cr.received_at >= o.created_at - @lead::interval AND cr.received_at < @from
+	UNION ALL SELECT pc.charged_at FROM provider_charges pc WHERE pc.seen_at >= @since AND pc.operation_id IS NULL
 	UNION ALL SELECT o.created_at FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
 		WHERE e.kind = 'double_charge' AND e.last_seen_at >= @since
 )
