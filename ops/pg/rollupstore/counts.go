@@ -20,6 +20,26 @@ const (
 	opMicros   = `CASE WHEN o.kind = 'refund' THEN o.amount_cents * 10000 ELSE o.cost_micros END`
 )
 
+// windowOps lists the operations created in the window, each with the columns the counts
+// read of it, from one scan of operations_created_idx. The window's operations are counted
+// from it, and the client requests and attempts of the window are joined to it by a hash:
+// nearly all of them belong to these operations, and a join per row probed operations_pkey
+// and fetched the operation's wide row once for each request and each attempt. The few
+// that belong to another operation (a replay or a retry of an older one, a request stamped
+// just before the window of an operation created in it) look theirs up by id (opByID), so
+// every number stays exact whatever the rows' times. The charges do not join it: the
+// planner knows nothing of the ids a CTE holds, and hashed every charge to join them.
+const windowOps = `w AS MATERIALIZED (
+	SELECT o.id, o.created_at, o.tenant_id, o.kind, o.provider, o.api, o.status,
+		` + opCurrency + ` AS currency, ` + opMicros + ` AS micros
+	FROM operations o WHERE o.created_at >= @from AND o.created_at < @to
+)`
+
+// opFilter is the table's filter on the operation o of a counted row; a row of no
+// operation has o's columns NULL and passes only an empty filter.
+const opFilter = `(@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
+		AND (@api = '' OR o.api = @api)`
+
 // chargesCTE lists the charged provider records the table counts, each with the API its
 // operation called (empty for a charge of no operation, or of one that calls none) and the
 // time that places it in a window: the creation of its operation, so a charge sits in the
@@ -27,20 +47,29 @@ const (
 // numbers the charges of one operation; n > 1 is a double charge. micros is the charge's
 // money in micro-units of its currency; a generation an LLM lookup found carries no amount
 // of its own (a stored completion has no price on it), so it costs what its operation's
-// stored generation cost, in USD, as the third half counts it. The first two halves are
-// index-served: the first by operations_created_idx and provider_charges_operation_idx, the
-// second by provider_charges_orphan_idx. The third adds the double generations of LLM
-// operations (pg.DoubleGenerations).
-const chargesCTE = `c AS (
+// stored generation cost, in USD, as the last half counts it. The charges of the window's
+// operations (ch, by operations_created_idx and provider_charges_operation_idx) are
+// numbered only where an operation has more than one (multi): nearly every operation has
+// one charge or none, and numbering them all sorted every charge of the window by its
+// operation. The orphans are served by provider_charges_orphan_idx; the last half adds the
+// double generations of LLM operations (pg.DoubleGenerations).
+const chargesCTE = `ch AS MATERIALIZED (
 	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, o.api,
 		CASE WHEN ` + llmUnpriced + ` THEN 'usd' ELSE pc.currency END AS currency, pc.amount_cents,
 		CASE WHEN ` + llmUnpriced + ` THEN o.cost_micros ELSE pc.amount_cents * 10000 END AS micros,
-		pc.charge_ref, pc.status, pc.operation_id,
-		row_number() OVER (PARTITION BY pc.operation_id ORDER BY pc.charged_at, pc.id) AS n
+		pc.charge_ref, pc.status, pc.operation_id, pc.charged_at, pc.id
 	FROM operations o JOIN provider_charges pc ON pc.operation_id = o.id
-	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + pg.ChargedStatuses + `
-		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-		AND (@api = '' OR o.api = @api)
+	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + pg.ChargedStatuses + ` AND ` + opFilter + `
+), multi AS (
+	SELECT ch.operation_id FROM ch GROUP BY 1 HAVING count(*) > 1
+), c AS (
+	SELECT ch.at, ch.tenant_id, ch.kind, ch.provider, ch.api, ch.currency, ch.amount_cents, ch.micros, ch.charge_ref, ch.status,
+		ch.operation_id, 1::bigint AS n
+	FROM ch WHERE ch.operation_id NOT IN (SELECT multi.operation_id FROM multi)
+	UNION ALL
+	SELECT ch.at, ch.tenant_id, ch.kind, ch.provider, ch.api, ch.currency, ch.amount_cents, ch.micros, ch.charge_ref, ch.status,
+		ch.operation_id, row_number() OVER (PARTITION BY ch.operation_id ORDER BY ch.charged_at, ch.id)
+	FROM ch WHERE ch.operation_id IN (SELECT multi.operation_id FROM multi)
 	UNION ALL
 	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, '', pc.currency, pc.amount_cents, pc.amount_cents * 10000,
 		pc.charge_ref, pc.status, NULL, 1
@@ -52,9 +81,7 @@ const chargesCTE = `c AS (
 		e.ref || '#' || g.n, 'succeeded', o.id, g.n + 1
 	FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
 		CROSS JOIN LATERAL generate_series(1, ` + pg.ExtraGenerations + `) AS g(n)
-	WHERE ` + pg.DoubleGenerations + ` AND o.created_at >= @from AND o.created_at < @to
-		AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-		AND (@api = '' OR o.api = @api)
+	WHERE ` + pg.DoubleGenerations + ` AND o.created_at >= @from AND o.created_at < @to AND ` + opFilter + `
 )`
 
 // llmUnpriced says a charge pc of operation o is a generation found at an LLM provider,
@@ -84,9 +111,9 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// ReconMetrics implements recon.MetricsStore: four index-served aggregate queries (client
-// requests, operations, attempts, charges), merged by row. Every number counts recorded
-// rows; nothing is estimated.
+// ReconMetrics implements recon.MetricsStore: one index-served aggregate query of four
+// parts (client requests, operations, attempts, charges), merged by row. Every number
+// counts recorded rows; nothing is estimated.
 func (s *Store) ReconMetrics(ctx context.Context, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	if err := checkMetricsFilter(f); err != nil {
 		return nil, err
@@ -98,12 +125,24 @@ func (s *Store) ReconMetrics(ctx context.Context, f recon.MetricsFilter) ([]reco
 // number of seconds: the rollup job counts per minute with it. It is the one definition of
 // every number; the rollups store what it returned.
 func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
-	args := metricsArgs(f)
+	rs, err := q.Query(ctx, countSQL, metricsArgs(f))
+	if err != nil {
+		return nil, pg.Interpret(err, "count the raw rows")
+	}
+	defer rs.Close()
 	rows := metricsRows{}
-	for _, qu := range countQueries {
-		if err := qu.run(ctx, q, args, rows); err != nil {
-			return nil, pg.Interpret(err, qu.what)
+	var c countRow
+	for rs.Next() {
+		if err := rs.Scan(&c.part, &c.bucket, &c.tenant, &c.kind, &c.provider, &c.api, &c.currency,
+			&c.v[0], &c.v[1], &c.v[2], &c.v[3], &c.v[4], &c.v[5], &c.v[6], &c.v[7]); err != nil {
+			return nil, pg.Interpret(err, "count the raw rows")
 		}
+		if err := c.addTo(rows); err != nil {
+			return nil, err
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return nil, pg.Interpret(err, "count the raw rows")
 	}
 	return sortedRows(rows), nil
 }
@@ -127,143 +166,123 @@ func metricsBin(col string) string {
 	return `date_bin(make_interval(secs => @secs), ` + col + `, ` + pg.BinOrigin + `)`
 }
 
-// countQuery is one of the queries countRaw runs: what it counts (for its errors), its SQL,
-// and how one of its result rows adds to the table.
-type countQuery struct {
-	what string
-	sql  string
-	add  func(metricsRows, pgx.Rows) error
+// The parts of countSQL, the first column of each of its rows.
+const (
+	partRequests = iota + 1
+	partOperations
+	partAttempts
+	partCharges
+)
+
+// countRow is one row of countSQL: the part that counted it, its group, and up to eight
+// numbers, in the order the part's SELECT lists them.
+type countRow struct {
+	part                          int
+	bucket                        time.Time
+	tenant                        int64
+	kind, provider, api, currency string
+	v                             [8]int64
 }
 
-// countQueries are the four index-served aggregate queries behind every number of the table.
-var countQueries = []countQuery{
-	{"count client requests", countRequestsSQL, metricsRows.addRequests},
-	{"count operations", countOperationsSQL, metricsRows.addOperations},
-	{"count attempts", countAttemptsSQL, metricsRows.addAttempts},
-	{"count charges", countChargesSQL, metricsRows.addCharges},
-}
-
-// run adds every result row of the query to rows.
-func (qu countQuery) run(ctx context.Context, q querier, args pgx.NamedArgs, rows metricsRows) error {
-	rs, err := q.Query(ctx, qu.sql, args)
-	if err != nil {
-		return err
+// addTo adds the row's numbers to its row of the table.
+func (c *countRow) addTo(rows metricsRows) error {
+	r := rows.row(c.bucket, c.tenant, c.kind, c.provider, c.api)
+	v := c.v
+	switch c.part {
+	case partRequests:
+		r.ClientRequests += v[0]
+		r.Duplicates += v[1]
+		r.Replays += v[2]
+		r.Saved.Add(c.currency, v[3])
+		r.InProgress += v[4]
+		r.Conflicts += v[5]
+		r.Checking += v[6]
+		r.Rejected += v[7]
+	case partOperations:
+		r.Operations += v[0]
+		r.Succeeded += v[1]
+		r.Failed += v[2]
+		r.Unknown += v[3]
+		r.Expired += v[4]
+	case partAttempts:
+		r.Attempts += v[0]
+		r.AttemptsSent += v[1]
+		r.Timeouts += v[2]
+	case partCharges:
+		r.Charges += v[0]
+		r.Orphans += v[1]
+		r.DoubleCharges += v[2]
+		r.Lost.Add(c.currency, v[3])
+	default:
+		return fmt.Errorf("count the raw rows: a row of no part %d", c.part)
 	}
-	defer rs.Close()
-	for rs.Next() {
-		if err := qu.add(rows, rs); err != nil {
-			return err
-		}
-	}
-	return rs.Err()
-}
-
-// countRequestsSQL counts client requests by the time they were received, with how each
-// was answered and the money a replay saved.
-var countRequestsSQL = `
-SELECT ` + metricsBin("cr.received_at") + `, cr.tenant_id, cr.kind, coalesce(o.provider, ''), coalesce(o.api, ''), coalesce(` + opCurrency + `, ''),
-	count(*), count(*) FILTER (WHERE cr.duplicate), count(*) FILTER (WHERE cr.answer = 'replayed'),
-	coalesce(sum(` + opMicros + `) FILTER (WHERE cr.answer = 'replayed'), 0),
-	count(*) FILTER (WHERE cr.answer = 'in_progress'), count(*) FILTER (WHERE cr.answer = 'conflict'),
-	count(*) FILTER (WHERE cr.answer = 'checking'), count(*) FILTER (WHERE cr.answer = 'rejected')
-FROM client_requests cr LEFT JOIN operations o ON o.id = cr.operation_id
-WHERE cr.received_at >= @from AND cr.received_at < @to
-	AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-	AND (@api = '' OR o.api = @api)
-GROUP BY 1, 2, 3, 4, 5, 6`
-
-func (rows metricsRows) addRequests(rs pgx.Rows) error {
-	var b time.Time
-	var tenant, n, dup, rep, saved, inProgress, conflicts, checking, rejected int64
-	var kind, provider, api, currency string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &currency, &n, &dup, &rep, &saved, &inProgress, &conflicts, &checking, &rejected); err != nil {
-		return err
-	}
-	r := rows.row(b, tenant, kind, provider, api)
-	r.ClientRequests += n
-	r.Duplicates += dup
-	r.Replays += rep
-	r.InProgress += inProgress
-	r.Conflicts += conflicts
-	r.Checking += checking
-	r.Rejected += rejected
-	r.Saved.Add(currency, saved)
 	return nil
 }
 
-// countOperationsSQL counts operations by the time they were created, with their statuses.
-var countOperationsSQL = `
-SELECT ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, o.api, count(*), count(*) FILTER (WHERE o.status = 'succeeded'),
-	count(*) FILTER (WHERE o.status = 'failed'), count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'expired')
-FROM operations o
-WHERE o.created_at >= @from AND o.created_at < @to
-	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-	AND (@api = '' OR o.api = @api)
-GROUP BY 1, 2, 3, 4, 5`
-
-func (rows metricsRows) addOperations(rs pgx.Rows) error {
-	var b time.Time
-	var tenant, n, ok, failed, unknown, expired int64
-	var kind, provider, api string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &n, &ok, &failed, &unknown, &expired); err != nil {
-		return err
-	}
-	r := rows.row(b, tenant, kind, provider, api)
-	r.Operations += n
-	r.Succeeded += ok
-	r.Failed += failed
-	r.Unknown += unknown
-	r.Expired += expired
-	return nil
+// opByID is the operation of the row of alias row, looked up by its id. The planner
+// cannot tell how few rows the hashed list of windowOps' ids leaves, and joined them to a
+// scan of every operation; a lateral subquery it cannot flatten (LIMIT 1: the id is the
+// primary key) is one probe of operations_pkey per row, and none for a row of no operation.
+func opByID(row string) string {
+	return `SELECT o.tenant_id, o.kind, o.provider, o.api, o.currency, o.amount_cents, o.cost_micros
+		FROM operations o WHERE o.id = ` + row + `.operation_id LIMIT 1`
 }
 
-// countAttemptsSQL counts attempts by the time they started: all, those that left Settle,
-// and those that timed out.
-var countAttemptsSQL = `
-SELECT ` + metricsBin("a.started_at") + `, o.tenant_id, o.kind, o.provider, o.api, count(*),
-	count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'), count(*) FILTER (WHERE a.outcome = 'timeout')
-FROM attempts a JOIN operations o ON o.id = a.operation_id
-WHERE a.started_at >= @from AND a.started_at < @to
-	AND (@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.kind = @kind) AND (@provider = '' OR o.provider = @provider)
-	AND (@api = '' OR o.api = @api)
-GROUP BY 1, 2, 3, 4, 5`
-
-func (rows metricsRows) addAttempts(rs pgx.Rows) error {
-	var b time.Time
-	var tenant, started, sent, timeouts int64
-	var kind, provider, api string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &started, &sent, &timeouts); err != nil {
-		return err
-	}
-	r := rows.row(b, tenant, kind, provider, api)
-	r.Attempts += started
-	r.AttemptsSent += sent
-	r.Timeouts += timeouts
-	return nil
-}
-
-// countChargesSQL counts the charges of chargesCTE: all, orphans and double charges, with
-// the money double charges lost.
-var countChargesSQL = `WITH ` + chargesCTE + `
-SELECT ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.api, c.currency,
+// countSQL is the one statement of countRaw, in four parts that each add their numbers to
+// the table:
+//
+//   - client requests by the time they were received, with how each was answered and the
+//     money a replay saved;
+//   - operations by the time they were created, with their statuses;
+//   - attempts by the time they started: all, those that left Settle, and those that timed
+//     out;
+//   - the charges of chargesCTE: all, orphans and double charges, with the money double
+//     charges lost.
+//
+// A request or an attempt of an operation outside windowOps (or a request of none) is
+// found by a hashed list of windowOps' ids and looks its operation up (opByID).
+var countSQL = `WITH ` + windowOps + `, ` + chargesCTE + `, r AS (
+	SELECT cr.received_at, cr.tenant_id, cr.kind, cr.duplicate, cr.answer, o.provider, o.api, o.currency, o.micros
+	FROM client_requests cr JOIN w o ON o.id = cr.operation_id
+	WHERE cr.received_at >= @from AND cr.received_at < @to AND (@tenant = 0 OR cr.tenant_id = @tenant)
+		AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider) AND (@api = '' OR o.api = @api)
+	UNION ALL
+	SELECT cr.received_at, cr.tenant_id, cr.kind, cr.duplicate, cr.answer, o.provider, o.api, ` + opCurrency + `, ` + opMicros + `
+	FROM client_requests cr LEFT JOIN LATERAL (` + opByID("cr") + `) o ON true
+	WHERE cr.received_at >= @from AND cr.received_at < @to AND (@tenant = 0 OR cr.tenant_id = @tenant)
+		AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider) AND (@api = '' OR o.api = @api)
+		AND (cr.operation_id IS NULL OR cr.operation_id NOT IN (SELECT w.id FROM w))
+), a AS (
+	SELECT a.started_at, a.outcome, o.tenant_id, o.kind, o.provider, o.api
+	FROM attempts a JOIN w o ON o.id = a.operation_id
+	WHERE a.started_at >= @from AND a.started_at < @to AND ` + opFilter + `
+	UNION ALL
+	SELECT a.started_at, a.outcome, o.tenant_id, o.kind, o.provider, o.api
+	FROM attempts a JOIN LATERAL (` + opByID("a") + `) o ON true
+	WHERE a.started_at >= @from AND a.started_at < @to AND ` + opFilter + ` AND a.operation_id NOT IN (SELECT w.id FROM w)
+)
+SELECT ` + fmt.Sprint(partRequests) + `, ` + metricsBin("r.received_at") + `, r.tenant_id, r.kind, coalesce(r.provider, ''),
+	coalesce(r.api, ''), coalesce(r.currency, ''),
+	count(*), count(*) FILTER (WHERE r.duplicate), count(*) FILTER (WHERE r.answer = 'replayed'),
+	coalesce(sum(r.micros) FILTER (WHERE r.answer = 'replayed'), 0),
+	count(*) FILTER (WHERE r.answer = 'in_progress'), count(*) FILTER (WHERE r.answer = 'conflict'),
+	count(*) FILTER (WHERE r.answer = 'checking'), count(*) FILTER (WHERE r.answer = 'rejected')
+FROM r GROUP BY 2, 3, 4, 5, 6, 7
+UNION ALL
+SELECT ` + fmt.Sprint(partOperations) + `, ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, o.api, '',
+	count(*), count(*) FILTER (WHERE o.status = 'succeeded'), count(*) FILTER (WHERE o.status = 'failed'),
+	count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'expired'), 0, 0, 0
+FROM w o WHERE ` + opFilter + `
+GROUP BY 2, 3, 4, 5, 6
+UNION ALL
+SELECT ` + fmt.Sprint(partAttempts) + `, ` + metricsBin("a.started_at") + `, a.tenant_id, a.kind, a.provider, a.api, '',
+	count(*), count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'), count(*) FILTER (WHERE a.outcome = 'timeout'), 0, 0, 0, 0, 0
+FROM a GROUP BY 2, 3, 4, 5, 6
+UNION ALL
+SELECT ` + fmt.Sprint(partCharges) + `, ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.api, c.currency,
 	count(*), count(*) FILTER (WHERE c.operation_id IS NULL), count(*) FILTER (WHERE c.n > 1),
-	coalesce(sum(c.micros) FILTER (WHERE c.n > 1), 0)
-FROM c GROUP BY 1, 2, 3, 4, 5, 6`
-
-func (rows metricsRows) addCharges(rs pgx.Rows) error {
-	var b time.Time
-	var tenant, n, orphans, doubles, lost int64
-	var kind, provider, api, currency string
-	if err := rs.Scan(&b, &tenant, &kind, &provider, &api, &currency, &n, &orphans, &doubles, &lost); err != nil {
-		return err
-	}
-	r := rows.row(b, tenant, kind, provider, api)
-	r.Charges += n
-	r.Orphans += orphans
-	r.DoubleCharges += doubles
-	r.Lost.Add(currency, lost)
-	return nil
-}
+	coalesce(sum(c.micros) FILTER (WHERE c.n > 1), 0), 0, 0, 0, 0
+FROM c GROUP BY 2, 3, 4, 5, 6, 7`
 
 // sortedRows returns the rows by window, tenant, kind, provider and API.
 func sortedRows(rows map[recon.MetricsKey]*recon.MetricsRow) []recon.MetricsRow {

@@ -16,10 +16,4 @@ func RollupArgs(f recon.MetricsFilter) pgx.NamedArgs { return rollupArgs(f) }
 
 // CountRawSQL is the text of countRaw's queries, one run of each per range of raw rows
 // counted.
-var CountRawSQL = func() map[string]bool {
-	out := map[string]bool{}
-	for _, q := range countQueries {
-		out[q.sql] = true
-	}
-	return out
-}()
+var CountRawSQL = map[string]bool{countSQL: true}

@@ -1,0 +1,141 @@
+package rollupstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/internal/testtool"
+	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/pgtest"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
+	"github.com/settle-dev/settle/ops/recon"
+)
+
+// gatewayWindow fills a ledger as the gateway leaves it: a month of calls before the
+// window, and n calls in the window [end-2m, end), each with its client request, its
+// attempt and, for those that succeeded, its generation's charge; one call in a hundred
+// was billed twice, and a few replays and retries in the window are of calls made before
+// it. It returns how many charges the window's doubly billed calls have, and how many
+// requests and attempts of the window belong to older calls.
+func gatewayWindow(t *testing.T, db *pg.DB, end time.Time, n int) (doubled, older int) {
+	t.Helper()
+	ctx := context.Background()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO tenants (name) VALUES ('acme')`)
+	exec(`SELECT settle_month_partitions($1::timestamptz - interval '2 months', $1)`, end)
+	for _, part := range []struct {
+		from time.Time
+		span time.Duration
+		n    int
+	}{{end.Add(-30 * 24 * time.Hour), 30*24*time.Hour - 2*time.Minute, 10 * n}, {end.Add(-2 * time.Minute), 2 * time.Minute, n}} {
+		exec(`
+INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, request, api, cost_micros, status,
+	created_at, updated_at, closed_at)
+SELECT gen_random_uuid(), 1, 'llm_call', 'fakellm', $1::text || g, $1::text || g, 'fp',
+	jsonb_build_object('body', repeat('x', 600)), 'chat.completions', 1000 + g, 'succeeded', t, t, t
+FROM generate_series(0, $3::int - 1) g, LATERAL (SELECT $1::timestamptz + $2::interval * g / $3::int AS t) s`,
+			part.from, part.span, part.n)
+	}
+	exec(`INSERT INTO client_requests (tenant_id, operation_id, kind, answer, received_at, answered_at)
+SELECT tenant_id, id, kind, 'new', created_at, created_at FROM operations`)
+	exec(`INSERT INTO attempts (operation_id, n, provider_key, owner, started_at, finished_at, outcome)
+SELECT id, 1, provider_key, 'w', created_at, created_at, 'ok' FROM operations`)
+	exec(`INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, currency, status, charged_at, seen_at)
+SELECT tenant_id, provider, 'gen-' || id, id, 'usd', 'succeeded', created_at, created_at FROM operations`)
+	exec(`INSERT INTO provider_charges (tenant_id, provider, charge_ref, operation_id, currency, status, charged_at, seen_at)
+SELECT tenant_id, provider, 'gen2-' || id, id, 'usd', 'succeeded', created_at, created_at FROM operations WHERE cost_micros % 100 = 0`)
+	// Replays and retries in the window of five calls made before it.
+	exec(`
+WITH old AS (SELECT * FROM operations WHERE created_at < $1::timestamptz - interval '2 minutes' ORDER BY created_at DESC LIMIT 5), cr AS (
+	INSERT INTO client_requests (tenant_id, operation_id, kind, duplicate, answer, received_at, answered_at)
+	SELECT tenant_id, id, kind, true, 'replayed', $1::timestamptz - interval '1 minute', $1::timestamptz - interval '1 minute' FROM old
+)
+INSERT INTO attempts (operation_id, n, provider_key, owner, started_at, outcome)
+SELECT id, 2, provider_key, 'w', $1::timestamptz - interval '1 minute', 'timeout' FROM old`, end)
+	exec(`ANALYZE operations, client_requests, attempts, provider_charges`)
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM provider_charges pc JOIN operations o ON o.id = pc.operation_id
+WHERE o.created_at >= $1::timestamptz - interval '2 minutes' AND o.cost_micros % 100 = 0`, end).Scan(&doubled); err != nil {
+		t.Fatal(err)
+	}
+	return doubled, 10
+}
+
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Type    string     `json:"Node Type"`
+	Rel     string     `json:"Relation Name"`
+	Index   string     `json:"Index Name"`
+	Rows    float64    `json:"Actual Rows"`
+	Loops   float64    `json:"Actual Loops"`
+	Removed float64    `json:"Rows Removed by Filter"`
+	Hits    int64      `json:"Shared Hit Blocks"`
+	Reads   int64      `json:"Shared Read Blocks"`
+	Plans   []planNode `json:"Plans"`
+}
+
+func (n planNode) walk(f func(planNode)) {
+	f(n)
+	for _, c := range n.Plans {
+		c.walk(f)
+	}
+}
+
+// The counts of a window of gateway calls read each of the window's operations twice at
+// most (once for the counts of operations, requests and attempts, once with its charges),
+// not once more for every client request and attempt through operations_pkey or a scan of
+// every operation; the requests and attempts of older calls look theirs up one by one. And
+// the charges are numbered only where a call has more than one: no sort or window function
+// runs over all the window's charges. Before, a window of 2,000 calls read 8,000 rows of
+// operations or more, and sorted its 2,000 charges to number them.
+func TestCountingAWindowReadsItsOperationsOnceAndSortsOnlyDoubleCharges(t *testing.T) {
+	// A plan over a month of calls is about scale: filling them is most of its time.
+	testtool.Heavy(t, "a month of gateway calls")
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	end := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	const calls = 2000
+	doubled, older := gatewayWindow(t, db, end, calls)
+	f := recon.MetricsFilter{Window: recon.Window{From: end.Add(-2 * time.Minute), To: end}, Bucket: time.Minute}
+	var opsRead, sorted, buffers float64
+	var explained []string
+	defer func() {
+		if t.Failed() {
+			t.Log(explained)
+		}
+	}()
+	for sql := range rollupstore.CountRawSQL {
+		var out []byte
+		if err := db.Pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, rollupstore.CountRawArgs(f)).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		var plans []struct{ Plan planNode }
+		if err := json.Unmarshal(out, &plans); err != nil {
+			t.Fatal(err)
+		}
+		buffers += float64(plans[0].Plan.Hits + plans[0].Plan.Reads)
+		explained = append(explained, string(out))
+		plans[0].Plan.walk(func(n planNode) {
+			if n.Rel == "operations" {
+				opsRead += (n.Rows + n.Removed) * n.Loops
+			}
+			if n.Type == "Sort" || n.Type == "Incremental Sort" || n.Type == "WindowAgg" {
+				sorted = max(sorted, n.Rows*n.Loops)
+			}
+		})
+	}
+	t.Logf("%d statements, %.0f rows of operations read, at most %.0f rows sorted, %.0f shared buffers", len(rollupstore.CountRawSQL), opsRead, sorted, buffers)
+	if limit := float64(2*calls + older); opsRead > limit {
+		t.Errorf("counting a window of %d calls read %.0f rows of operations, want at most %.0f", calls, opsRead, limit)
+	}
+	if sorted > float64(doubled) {
+		t.Errorf("a sort or a window function over %.0f rows, want at most the %d charges of the calls billed twice", sorted, doubled)
+	}
+}
