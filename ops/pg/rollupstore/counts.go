@@ -65,11 +65,11 @@ const chargesCTE = `ch AS MATERIALIZED (
 ), c AS (
 	SELECT ch.at, ch.tenant_id, ch.kind, ch.provider, ch.api, ch.currency, ch.amount_cents, ch.micros, ch.charge_ref, ch.status,
 		ch.operation_id, 1::bigint AS n
-	FROM ch WHERE ch.operation_id NOT IN (SELECT multi.operation_id FROM multi)
+	FROM ch WHERE NOT EXISTS (SELECT FROM multi WHERE multi.operation_id = ch.operation_id)
 	UNION ALL
 	SELECT ch.at, ch.tenant_id, ch.kind, ch.provider, ch.api, ch.currency, ch.amount_cents, ch.micros, ch.charge_ref, ch.status,
 		ch.operation_id, row_number() OVER (PARTITION BY ch.operation_id ORDER BY ch.charged_at, ch.id)
-	FROM ch WHERE ch.operation_id IN (SELECT multi.operation_id FROM multi)
+	FROM ch WHERE EXISTS (SELECT FROM multi WHERE multi.operation_id = ch.operation_id)
 	UNION ALL
 	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, '', pc.currency, pc.amount_cents, pc.amount_cents * 10000,
 		pc.charge_ref, pc.status, NULL, 1
@@ -219,17 +219,19 @@ func (c *countRow) addTo(rows metricsRows) error {
 	return nil
 }
 
-// opByID is the operation of the row of alias row, looked up by its id. The planner
-// cannot tell how few rows the hashed list of windowOps' ids leaves, and joined them to a
-// scan of every operation; a lateral subquery it cannot flatten (LIMIT 1: the id is the
-// primary key) is one probe of operations_pkey per row, and none for a row of no operation.
+// opByID is the operation of the row of alias row when windowOps (joined as w) does not
+// hold it, looked up by its id. The lateral subquery is not flattened (LIMIT 1: the id is
+// the primary key), so it is a probe of operations_pkey per row that the condition on w.id
+// lets run only for a row that w does not hold, and none for a row of no operation; the
+// planner cannot tell how few those are, and as a join it scanned every operation.
 func opByID(row string) string {
 	return `SELECT o.tenant_id, o.kind, o.provider, o.api, o.currency, o.amount_cents, o.cost_micros
-		FROM operations o WHERE o.id = ` + row + `.operation_id LIMIT 1`
+		FROM operations o WHERE o.id = ` + row + `.operation_id AND w.id IS NULL LIMIT 1`
 }
 
-// countSQL is the one statement of countRaw, in four parts that each add their numbers to
-// the table:
+// countSQL is the one statement of countRaw: every row it counts, each with the part that
+// counts it (partRequests...), its group and its numbers, summed by group in one aggregate
+// (hashed: a few groups of many rows). Each part's numbers are listed where it adds them (countRow.addTo):
 //
 //   - client requests by the time they were received, with how each was answered and the
 //     money a replay saved;
@@ -239,50 +241,39 @@ func opByID(row string) string {
 //   - the charges of chargesCTE: all, orphans and double charges, with the money double
 //     charges lost.
 //
-// A request or an attempt of an operation outside windowOps (or a request of none) is
-// found by a hashed list of windowOps' ids and looks its operation up (opByID).
-var countSQL = `WITH ` + windowOps + `, ` + chargesCTE + `, r AS (
-	SELECT cr.received_at, cr.tenant_id, cr.kind, cr.duplicate, cr.answer, o.provider, o.api, o.currency, o.micros
-	FROM client_requests cr JOIN w o ON o.id = cr.operation_id
-	WHERE cr.received_at >= @from AND cr.received_at < @to AND (@tenant = 0 OR cr.tenant_id = @tenant)
-		AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider) AND (@api = '' OR o.api = @api)
+// A request or an attempt of an operation outside windowOps (or a request of none) looks
+// its operation up (opByID). A flag counts as 1 and an unknown one (NULL) as nothing, as a
+// filtered count would.
+var countSQL = `WITH ` + windowOps + `, ` + chargesCTE + `, counted AS (
+	SELECT ` + fmt.Sprint(partRequests) + ` AS part, ` + metricsBin("cr.received_at") + ` AS bin, cr.tenant_id, cr.kind,
+		coalesce(w.provider, o.provider, '') AS provider, coalesce(w.api, o.api, '') AS api, coalesce(w.currency, ` + opCurrency + `) AS currency,
+		1 AS v0, cr.duplicate::int AS v1, (cr.answer = 'replayed')::int AS v2,
+		CASE WHEN cr.answer = 'replayed' THEN coalesce(w.micros, ` + opMicros + `) END AS v3,
+		(cr.answer = 'in_progress')::int AS v4, (cr.answer = 'conflict')::int AS v5, (cr.answer = 'checking')::int AS v6,
+		(cr.answer = 'rejected')::int AS v7
+	FROM client_requests cr LEFT JOIN w ON w.id = cr.operation_id LEFT JOIN LATERAL (` + opByID("cr") + `) o ON true
+	WHERE cr.received_at >= @from AND cr.received_at < @to AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind)
+		AND (@provider = '' OR coalesce(w.provider, o.provider) = @provider) AND (@api = '' OR coalesce(w.api, o.api) = @api)
 	UNION ALL
-	SELECT cr.received_at, cr.tenant_id, cr.kind, cr.duplicate, cr.answer, o.provider, o.api, ` + opCurrency + `, ` + opMicros + `
-	FROM client_requests cr LEFT JOIN LATERAL (` + opByID("cr") + `) o ON true
-	WHERE cr.received_at >= @from AND cr.received_at < @to AND (@tenant = 0 OR cr.tenant_id = @tenant)
-		AND (@kind = '' OR cr.kind = @kind) AND (@provider = '' OR o.provider = @provider) AND (@api = '' OR o.api = @api)
-		AND (cr.operation_id IS NULL OR cr.operation_id NOT IN (SELECT w.id FROM w))
-), a AS (
-	SELECT a.started_at, a.outcome, o.tenant_id, o.kind, o.provider, o.api
-	FROM attempts a JOIN w o ON o.id = a.operation_id
-	WHERE a.started_at >= @from AND a.started_at < @to AND ` + opFilter + `
+	SELECT ` + fmt.Sprint(partOperations) + `, ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, o.api, '',
+		1, (o.status = 'succeeded')::int, (o.status = 'failed')::int, (o.status = 'unknown')::int, (o.status = 'expired')::int, 0, 0, 0
+	FROM w o WHERE ` + opFilter + `
 	UNION ALL
-	SELECT a.started_at, a.outcome, o.tenant_id, o.kind, o.provider, o.api
-	FROM attempts a JOIN LATERAL (` + opByID("a") + `) o ON true
-	WHERE a.started_at >= @from AND a.started_at < @to AND ` + opFilter + ` AND a.operation_id NOT IN (SELECT w.id FROM w)
+	SELECT ` + fmt.Sprint(partAttempts) + `, ` + metricsBin("a.started_at") + `, coalesce(w.tenant_id, o.tenant_id), coalesce(w.kind, o.kind),
+		coalesce(w.provider, o.provider), coalesce(w.api, o.api), '',
+		1, (a.outcome IS DISTINCT FROM 'not_sent')::int, (a.outcome = 'timeout')::int, 0, 0, 0, 0, 0
+	FROM attempts a LEFT JOIN w ON w.id = a.operation_id LEFT JOIN LATERAL (` + opByID("a") + `) o ON true
+	WHERE a.started_at >= @from AND a.started_at < @to AND (w.id IS NOT NULL OR o.tenant_id IS NOT NULL)
+		AND (@tenant = 0 OR coalesce(w.tenant_id, o.tenant_id) = @tenant) AND (@kind = '' OR coalesce(w.kind, o.kind) = @kind)
+		AND (@provider = '' OR coalesce(w.provider, o.provider) = @provider) AND (@api = '' OR coalesce(w.api, o.api) = @api)
+	UNION ALL
+	SELECT ` + fmt.Sprint(partCharges) + `, ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.api, c.currency,
+		1, (c.operation_id IS NULL)::int, (c.n > 1)::int, CASE WHEN c.n > 1 THEN c.micros ELSE 0 END, 0, 0, 0, 0
+	FROM c
 )
-SELECT ` + fmt.Sprint(partRequests) + `, ` + metricsBin("r.received_at") + `, r.tenant_id, r.kind, coalesce(r.provider, ''),
-	coalesce(r.api, ''), coalesce(r.currency, ''),
-	count(*), count(*) FILTER (WHERE r.duplicate), count(*) FILTER (WHERE r.answer = 'replayed'),
-	coalesce(sum(r.micros) FILTER (WHERE r.answer = 'replayed'), 0),
-	count(*) FILTER (WHERE r.answer = 'in_progress'), count(*) FILTER (WHERE r.answer = 'conflict'),
-	count(*) FILTER (WHERE r.answer = 'checking'), count(*) FILTER (WHERE r.answer = 'rejected')
-FROM r GROUP BY 2, 3, 4, 5, 6, 7
-UNION ALL
-SELECT ` + fmt.Sprint(partOperations) + `, ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, o.api, '',
-	count(*), count(*) FILTER (WHERE o.status = 'succeeded'), count(*) FILTER (WHERE o.status = 'failed'),
-	count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'expired'), 0, 0, 0
-FROM w o WHERE ` + opFilter + `
-GROUP BY 2, 3, 4, 5, 6
-UNION ALL
-SELECT ` + fmt.Sprint(partAttempts) + `, ` + metricsBin("a.started_at") + `, a.tenant_id, a.kind, a.provider, a.api, '',
-	count(*), count(*) FILTER (WHERE a.outcome IS DISTINCT FROM 'not_sent'), count(*) FILTER (WHERE a.outcome = 'timeout'), 0, 0, 0, 0, 0
-FROM a GROUP BY 2, 3, 4, 5, 6
-UNION ALL
-SELECT ` + fmt.Sprint(partCharges) + `, ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.api, c.currency,
-	count(*), count(*) FILTER (WHERE c.operation_id IS NULL), count(*) FILTER (WHERE c.n > 1),
-	coalesce(sum(c.micros) FILTER (WHERE c.n > 1), 0), 0, 0, 0, 0
-FROM c GROUP BY 2, 3, 4, 5, 6, 7`
+SELECT part, bin, tenant_id, kind, provider, api, currency, sum(v0), coalesce(sum(v1), 0), coalesce(sum(v2), 0),
+	coalesce(sum(v3), 0)::bigint, coalesce(sum(v4), 0), coalesce(sum(v5), 0), coalesce(sum(v6), 0), coalesce(sum(v7), 0)
+FROM counted GROUP BY 1, 2, 3, 4, 5, 6, 7`
 
 // sortedRows returns the rows by window, tenant, kind, provider and API.
 func sortedRows(rows map[recon.MetricsKey]*recon.MetricsRow) []recon.MetricsRow {

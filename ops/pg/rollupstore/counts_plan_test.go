@@ -93,49 +93,85 @@ func (n planNode) walk(f func(planNode)) {
 // every operation; the requests and attempts of older calls look theirs up one by one. And
 // the charges are numbered only where a call has more than one: no sort or window function
 // runs over all the window's charges. Before, a window of 2,000 calls read 8,000 rows of
-// operations or more, and sorted its 2,000 charges to number them.
+// operations or more, and sorted its 2,000 charges to number them. With too little memory
+// to hash the window's operations (a window of hours, on the default work_mem) the plan
+// stays linear: no list of them is scanned again for each row.
 func TestCountingAWindowReadsItsOperationsOnceAndSortsOnlyDoubleCharges(t *testing.T) {
 	// A plan over a month of calls is about scale: filling them is most of its time.
 	testtool.Heavy(t, "a month of gateway calls")
 	t.Parallel()
 	db := pgtest.New(t)
-	ctx := context.Background()
 	end := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	const calls = 2000
 	doubled, older := gatewayWindow(t, db, end, calls)
-	f := recon.MetricsFilter{Window: recon.Window{From: end.Add(-2 * time.Minute), To: end}, Bucket: time.Minute}
-	var opsRead, sorted, buffers float64
-	var explained []string
-	defer func() {
+	for _, c := range []struct {
+		workMem string
+		f       recon.MetricsFilter
+		ops     int // operations created in the window
+		older   int // rows of the window whose operation is older
+	}{
+		{"4MB", recon.MetricsFilter{Window: recon.Window{From: end.Add(-2 * time.Minute), To: end}, Bucket: time.Minute}, calls, older},
+		// Every call of the month, with too little memory to hash their ids.
+		{"64kB", recon.MetricsFilter{Window: recon.Window{From: end.Add(-31 * 24 * time.Hour), To: end}, Bucket: time.Hour}, 11 * calls, 0},
+	} {
+		workMem, f := c.workMem, c.f
+		var opsRead, sorted, rescans, buffers float64
+		var explained []string
+		for sql := range rollupstore.CountRawSQL {
+			out := explainIn(t, db, workMem, sql, rollupstore.CountRawArgs(f))
+			var plans []struct{ Plan planNode }
+			if err := json.Unmarshal(out, &plans); err != nil {
+				t.Fatal(err)
+			}
+			buffers += float64(plans[0].Plan.Hits + plans[0].Plan.Reads)
+			explained = append(explained, string(out))
+			plans[0].Plan.walk(func(n planNode) {
+				if n.Rel == "operations" {
+					opsRead += (n.Rows + n.Removed) * n.Loops
+				}
+				if n.Type == "Sort" || n.Type == "Incremental Sort" || n.Type == "WindowAgg" {
+					sorted = max(sorted, n.Rows*n.Loops)
+				}
+				if n.Type == "CTE Scan" && n.Loops > 1 {
+					rescans += n.Loops
+				}
+			})
+		}
+		t.Logf("work_mem %s: %d statements, %.0f rows of operations read, at most %.0f rows sorted, %.0f shared buffers",
+			workMem, len(rollupstore.CountRawSQL), opsRead, sorted, buffers)
+		if limit := float64(2*c.ops + c.older); opsRead > limit {
+			t.Errorf("work_mem %s: counting a window of %d calls read %.0f rows of operations, want at most %.0f", workMem, c.ops, opsRead, limit)
+		}
+		// With too little memory to hash the groups, grouping them sorts: that is linear too.
+		if sorted > float64(doubled) && workMem == "4MB" {
+			t.Errorf("work_mem %s: a sort or a window function over %.0f rows, want at most the %d charges of the calls billed twice",
+				workMem, sorted, doubled)
+		}
+		if rescans > 0 {
+			t.Errorf("work_mem %s: a list of rows scanned again %.0f times", workMem, rescans)
+		}
 		if t.Failed() {
 			t.Log(explained)
 		}
-	}()
-	for sql := range rollupstore.CountRawSQL {
-		var out []byte
-		if err := db.Pool.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, rollupstore.CountRawArgs(f)).Scan(&out); err != nil {
-			t.Fatal(err)
-		}
-		var plans []struct{ Plan planNode }
-		if err := json.Unmarshal(out, &plans); err != nil {
-			t.Fatal(err)
-		}
-		buffers += float64(plans[0].Plan.Hits + plans[0].Plan.Reads)
-		explained = append(explained, string(out))
-		plans[0].Plan.walk(func(n planNode) {
-			if n.Rel == "operations" {
-				opsRead += (n.Rows + n.Removed) * n.Loops
-			}
-			if n.Type == "Sort" || n.Type == "Incremental Sort" || n.Type == "WindowAgg" {
-				sorted = max(sorted, n.Rows*n.Loops)
-			}
-		})
 	}
-	t.Logf("%d statements, %.0f rows of operations read, at most %.0f rows sorted, %.0f shared buffers", len(rollupstore.CountRawSQL), opsRead, sorted, buffers)
-	if limit := float64(2*calls + older); opsRead > limit {
-		t.Errorf("counting a window of %d calls read %.0f rows of operations, want at most %.0f", calls, opsRead, limit)
+}
+
+// explainIn is EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of sql with args, run with workMem
+// for sorts and hashes alike.
+func explainIn(t *testing.T, db *pg.DB, workMem, sql string, args any) []byte {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if sorted > float64(doubled) {
-		t.Errorf("a sort or a window function over %.0f rows, want at most the %d charges of the calls billed twice", sorted, doubled)
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT set_config('work_mem', $1, true), set_config('hash_mem_multiplier', '1', true)`, workMem); err != nil {
+		t.Fatal(err)
 	}
+	var out []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args).Scan(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
