@@ -18,8 +18,8 @@ import (
 	"github.com/settle-dev/settle/ops/recon"
 )
 
-// rawRanges records the [from, to) of every query of countRaw a pool runs: one range of
-// raw rows counted per countRaw call, for each of its four queries.
+// rawRanges records the [from, to) of every countRaw statement a pool runs: one range of
+// raw rows counted per countRaw call.
 type rawRanges struct {
 	mu     sync.Mutex
 	ranges map[string][]recon.Window // by query text
@@ -132,8 +132,8 @@ func TestWindowCountsAllCountsEachRawRangeOnce(t *testing.T) {
 	if len(counted) != len(ws)+1 {
 		t.Fatalf("%d raw ranges counted (%v), want %d: each window's partial first minute and the shared tail", len(counted), counted, len(ws)+1)
 	}
-	// BEGIN, the state, four queries per raw range, the rollups of all windows, ROLLBACK.
-	if want := 1 + 1 + 4*len(counted) + 1 + 1; rr.stmts > want {
+	// BEGIN, the state, one statement per raw range, the rollups of all windows, ROLLBACK.
+	if want := 1 + 1 + len(counted) + 1 + 1; rr.stmts > want {
 		t.Fatalf("%d statements, want at most %d", rr.stmts, want)
 	}
 	alone, ra := tracedStore(t, db)
