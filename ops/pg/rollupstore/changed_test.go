@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -99,4 +100,51 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// A call created just before the fresh window's end of overlap can have a row stamped before
+// the window: a repeat whose clock read came before the creation's commit (a wait in the
+// group commit, another replica's clock), up to the overlap earlier. When the call closes
+// and the repeat is answered with the replay, the next pass recomputes that earlier minute.
+func TestRollupRecountsARepeatStampedBeforeItsCallsCreation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, tenant := overlapDB(t)
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	created := t0.Add(-10 * time.Second)
+	id := openRefund(t, db, tenant, created)
+	stamped := created.Add(-55 * time.Second)
+	var repeat int64
+	if err := db.Pool.QueryRow(ctx, `INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at, answered_at)
+	VALUES ($1, $2, 'refund', 'r', true, 'in_progress', $3, $3) RETURNING id`, tenant, id, stamped).Scan(&repeat); err != nil {
+		t.Fatal(err)
+	}
+	clock := ops.NewManualClock(t0.Add(20 * time.Second))
+	roll := &recon.Rollups{Store: rollupstore.New(db), Clock: clock}
+	if _, err := roll.CatchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := minuteCounts(t, db, stamped.Truncate(time.Minute)), [6]int64{0, 0, 1, 0, 1, 0}; got != want {
+		t.Fatalf("the repeat's minute while the call is in flight: %v, want %v", got, want)
+	}
+	closed := clock.Now().Add(10 * time.Second)
+	if _, err := db.Pool.Exec(ctx, `
+WITH up AS (UPDATE operations SET status = 'succeeded', closed_at = $2, updated_at = $2 WHERE id = $1)
+INSERT INTO audit_log (at, actor, action, entity, entity_id) VALUES ($2, 'w', 'succeeded', 'operation', $1::text)`, id, closed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool.Exec(ctx, `UPDATE client_requests SET answer = 'replayed', answered_at = $2 WHERE id = $1`, repeat, closed); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(recon.DefaultRollupInterval)
+	rep, err := roll.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.From.After(stamped) {
+		t.Fatalf("the pass's fresh window starts at %s: the repeat's minute must be older for this test", rep.From.Format(time.TimeOnly))
+	}
+	if got, want := minuteCounts(t, db, stamped.Truncate(time.Minute)), [6]int64{0, 0, 1, 1, 0, 0}; got != want {
+		t.Fatalf("the repeat's minute after the replay: %v, want %v (operations, succeeded, requests, replays, in progress, attempts)", got, want)
+	}
 }
