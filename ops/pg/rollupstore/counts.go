@@ -52,7 +52,9 @@ const opFilter = `(@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.ki
 // numbered only where an operation has more than one (multi): nearly every operation has
 // one charge or none, and numbering them all sorted every charge of the window by its
 // operation. The orphans are served by provider_charges_orphan_idx; the last half adds the
-// double generations of LLM operations (pg.DoubleGenerations).
+// double generations of LLM operations (pg.DoubleGenerations). Whether a charge's operation
+// is in multi is asked of a hashed list (an ANY the planner does not turn into a join):
+// as a join on statistics older than the window it looped over multi once per charge.
 const chargesCTE = `ch AS MATERIALIZED (
 	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, o.api,
 		CASE WHEN ` + llmUnpriced + ` THEN 'usd' ELSE pc.currency END AS currency, pc.amount_cents,
@@ -65,11 +67,11 @@ const chargesCTE = `ch AS MATERIALIZED (
 ), c AS (
 	SELECT ch.at, ch.tenant_id, ch.kind, ch.provider, ch.api, ch.currency, ch.amount_cents, ch.micros, ch.charge_ref, ch.status,
 		ch.operation_id, 1::bigint AS n
-	FROM ch WHERE NOT EXISTS (SELECT FROM multi WHERE multi.operation_id = ch.operation_id)
+	FROM ch WHERE NOT (ch.operation_id = ANY (SELECT multi.operation_id FROM multi))
 	UNION ALL
 	SELECT ch.at, ch.tenant_id, ch.kind, ch.provider, ch.api, ch.currency, ch.amount_cents, ch.micros, ch.charge_ref, ch.status,
 		ch.operation_id, row_number() OVER (PARTITION BY ch.operation_id ORDER BY ch.charged_at, ch.id)
-	FROM ch WHERE EXISTS (SELECT FROM multi WHERE multi.operation_id = ch.operation_id)
+	FROM ch WHERE (ch.operation_id = ANY (SELECT multi.operation_id FROM multi)) IS TRUE
 	UNION ALL
 	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, '', pc.currency, pc.amount_cents, pc.amount_cents * 10000,
 		pc.charge_ref, pc.status, NULL, 1
