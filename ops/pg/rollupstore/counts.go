@@ -108,9 +108,29 @@ func checkMetricsFilter(f recon.MetricsFilter) error {
 	return nil
 }
 
-// querier is what the counting queries run on: the pool, or the rollup job's transaction.
+// querier is what the counting queries run on: a transaction (the rollup job's, a read's).
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// noJITSQL turns off the server's JIT compilation for the rest of the transaction. The
+// counting statements join the window's operations as a CTE, of which the planner has no
+// statistics, so it may take the one-to-one join of the window's requests to it for thirty
+// times their number: a count of 6,000 calls was costed at 2.9 million, past every JIT
+// threshold, and
+// the server compiled 145 functions with inlining and optimization before running it, 1.5 to
+// 2.8 s of a core for a statement that runs in 150 ms. In the gateway benchmark that was a
+// rollup pass every 15 s while it lasted, and the calls answered meanwhile waited for the
+// CPU. No statement of the counting reads enough rows for compiled code to pay that back.
+const noJITSQL = `SELECT set_config('jit', 'off', true)`
+
+// noJIT runs noJITSQL in q's transaction.
+func noJIT(ctx context.Context, q querier) error {
+	if err := q.QueryRow(ctx, noJITSQL).Scan(nil); err != nil {
+		return pg.Interpret(err, "plan the counts")
+	}
+	return nil
 }
 
 // ReconMetrics implements recon.MetricsStore: one index-served aggregate query of four
@@ -120,12 +140,22 @@ func (s *Store) ReconMetrics(ctx context.Context, f recon.MetricsFilter) ([]reco
 	if err := checkMetricsFilter(f); err != nil {
 		return nil, err
 	}
-	return countRaw(ctx, s.db.Pool, f)
+	var rows []recon.MetricsRow
+	err := pgx.BeginTxFunc(ctx, s.db.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := noJIT(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		rows, err = countRaw(ctx, tx, f)
+		return err
+	})
+	return rows, err
 }
 
 // countRaw counts the raw rows of f's window in buckets of f.Bucket, which may be any whole
 // number of seconds: the rollup job counts per minute with it. It is the one definition of
-// every number; the rollups store what it returned.
+// every number; the rollups store what it returned. Its callers run it without JIT
+// compilation (noJITSQL).
 func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.MetricsRow, error) {
 	rs, err := q.Query(ctx, countSQL, metricsArgs(f))
 	if err != nil {

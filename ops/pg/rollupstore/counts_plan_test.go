@@ -157,7 +157,7 @@ func TestCountingAWindowReadsItsOperationsOnceAndSortsOnlyDoubleCharges(t *testi
 }
 
 // explainIn is EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of sql with args, run with workMem
-// for sorts and hashes alike.
+// for sorts and hashes alike, after what countRaw runs first in its transaction.
 func explainIn(t *testing.T, db *pg.DB, workMem, sql string, args any) []byte {
 	t.Helper()
 	ctx := context.Background()
@@ -167,6 +167,9 @@ func explainIn(t *testing.T, db *pg.DB, workMem, sql string, args any) []byte {
 	}
 	defer tx.Rollback(ctx)
 	if _, err := tx.Exec(ctx, `SELECT set_config('work_mem', $1, true), set_config('hash_mem_multiplier', '1', true)`, workMem); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, rollupstore.NoJITSQL); err != nil {
 		t.Fatal(err)
 	}
 	var out []byte

@@ -88,6 +88,11 @@ func (s *Store) RunRollups(ctx context.Context, p recon.RollupParams) (recon.Rol
 		rep.Skipped = true
 		return rep, nil
 	}
+	// The changed-minutes search and the coarse sums are estimated from the same CTEs and
+	// minutes as the counts: none of the pass is compiled (noJITSQL).
+	if err := noJIT(ctx, tx); err != nil {
+		return rep, err
+	}
 	st, err := readRollupState(ctx, tx)
 	if err != nil {
 		return rep, err

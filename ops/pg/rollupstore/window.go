@@ -190,6 +190,9 @@ func (s *Store) windowCounts(ctx context.Context, ws []recon.Window, raw bool) (
 		return nil, pg.Interpret(err, "count the window")
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	if err := noJIT(ctx, tx); err != nil {
+		return nil, err
+	}
 	st, err := readRollupState(ctx, tx)
 	if err != nil {
 		return nil, err

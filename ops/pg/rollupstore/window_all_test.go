@@ -132,8 +132,9 @@ func TestWindowCountsAllCountsEachRawRangeOnce(t *testing.T) {
 	if len(counted) != len(ws)+1 {
 		t.Fatalf("%d raw ranges counted (%v), want %d: each window's partial first minute and the shared tail", len(counted), counted, len(ws)+1)
 	}
-	// BEGIN, the state, one statement per raw range, the rollups of all windows, ROLLBACK.
-	if want := 1 + 1 + len(counted) + 1 + 1; rr.stmts > want {
+	// BEGIN, JIT off, the state, one statement per raw range, the rollups of all windows,
+	// ROLLBACK.
+	if want := 1 + 1 + 1 + len(counted) + 1 + 1; rr.stmts > want {
 		t.Fatalf("%d statements, want at most %d", rr.stmts, want)
 	}
 	alone, ra := tracedStore(t, db)
