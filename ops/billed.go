@@ -51,7 +51,7 @@ func (l *Ledger) CloseBilled(ctx context.Context, p CloseParams, billed Result) 
 	}
 	ev := p.Evidence
 	ev.RecordedBy, ev.RecordedAt = p.Actor, now
-	return l.transition(ctx, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: StatusFailed,
+	return l.transition(ctx, op, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: StatusFailed,
 		Now: now, Actor: p.Actor, Action: "close", Reason: ev.Summary, Evidence: &ev, RequireLeaseExpired: true,
 		Result: &billed})
 }

@@ -299,7 +299,7 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 	if next.Final() || next == StatusUnknown || next == StatusExpired {
 		p.Reason = "attempt " + string(r.Outcome)
 	}
-	out, err := l.transition(ctx, p)
+	out, err := l.transition(ctx, op, p)
 	if err != nil {
 		return nil, false, fmt.Errorf("finish attempt: %w", err)
 	}
@@ -310,14 +310,14 @@ func (l *Ledger) finish(ctx context.Context, op *Operation, a *Attempt, owner st
 // so a later call may claim it at once. Used when a call's attempt budget is spent.
 func (l *Ledger) release(ctx context.Context, op *Operation, owner string, clientRequestID int64, a Answer) (*Operation, error) {
 	now := l.Clock.Now()
-	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
+	return l.transition(ctx, op, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusInProgress,
 		Now: now, Actor: owner, Owner: owner, Action: "release", AnswerRequest: clientRequestID, Answer: a,
 		AnswerSince: op.CreatedAt})
 }
 
 // markUnknown stops all sending for op until someone closes it.
 func (l *Ledger) markUnknown(ctx context.Context, op *Operation, actor, reason string) (*Operation, error) {
-	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
+	return l.transition(ctx, op, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusUnknown,
 		Now: l.Clock.Now(), Actor: actor, Action: "mark_unknown", Reason: reason})
 }
 
@@ -334,7 +334,7 @@ func (l *Ledger) expire(ctx context.Context, op *Operation, actor, owner, reason
 	if !op.PastRetention(now) {
 		return nil, Errorf(EINVALID, "Operation %s is still within the provider's key retention.", op.ID)
 	}
-	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
+	return l.transition(ctx, op, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusExpired,
 		Now: now, Actor: actor, Owner: owner, Action: "expire", Reason: reason, RequireLeaseExpired: owner == ""})
 }
 
@@ -390,7 +390,7 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.transition(ctx, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: p.To,
+	return l.transition(ctx, op, TransitionParams{ID: op.ID, Version: p.Version, From: op.Status, To: p.To,
 		Now: now, Actor: p.Actor, Action: "close", Reason: ev.Summary, Evidence: &ev, RequireLeaseExpired: true,
 		Result: res, Approval: p.Approval})
 }
@@ -441,7 +441,7 @@ func (l *Ledger) giveUp(ctx context.Context, op *Operation, owner, reason string
 			return l.markUnknown(ctx, op, owner, "budget spent ("+reason+") after an uncertain attempt")
 		}
 	}
-	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusFailed,
+	return l.transition(ctx, op, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusFailed,
 		Now: l.Clock.Now(), Actor: owner, Owner: owner, Action: "budget_exhausted",
 		Reason: "budget spent (" + reason + "); every attempt was refused before it was executed"})
 }
@@ -474,10 +474,13 @@ func (l *Ledger) finishDangling(ctx context.Context, op *Operation, owner string
 
 // transition is the one way an operation changes: the move must be allowed by the status
 // rules, and the store applies it as a compare-and-set on status and version, with its
-// attempt, evidence, audit and outbox rows in the same transaction (rule 6).
-func (l *Ledger) transition(ctx context.Context, p TransitionParams) (*Operation, error) {
+// attempt, evidence, audit and outbox rows in the same transaction (rule 6). op is the
+// operation as the caller read it: its request goes with the change, so the store need not
+// read it back.
+func (l *Ledger) transition(ctx context.Context, op *Operation, p TransitionParams) (*Operation, error) {
 	if err := CheckTransition(p.From, p.To); err != nil {
 		return nil, err
 	}
+	p.Request = op.Request
 	return l.store.Transition(ctx, p)
 }

@@ -71,6 +71,6 @@ func (l *Ledger) settleFound(ctx context.Context, op *Operation, owner string, f
 	if err != nil {
 		return nil, err
 	}
-	return l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusSucceeded,
+	return l.transition(ctx, op, TransitionParams{ID: op.ID, Version: op.Version, From: op.Status, To: StatusSucceeded,
 		Now: now, Actor: owner, Owner: owner, Action: "close", Reason: ev.Summary, Evidence: &ev, Result: res})
 }

@@ -253,7 +253,7 @@ func (l *Ledger) failAfterSuccess(ctx context.Context, es EventStore, op *Operat
 	if err := es.RecordFailedAfterSuccess(ctx, op, rec, now); err != nil {
 		return Applied{Op: op, Outcome: "error"}, fmt.Errorf("raise failed-after-success exception: %w", err)
 	}
-	out, err := l.transition(ctx, TransitionParams{ID: op.ID, Version: op.Version, From: StatusSucceeded, To: StatusFailed,
+	out, err := l.transition(ctx, op, TransitionParams{ID: op.ID, Version: op.Version, From: StatusSucceeded, To: StatusFailed,
 		Now: now, Actor: actor, Action: "fail_after_success", Reason: "the provider's " + rec.Ref + " is " + rec.Status + " after it succeeded",
 		Evidence: &ev})
 	if err != nil {

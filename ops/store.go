@@ -118,8 +118,13 @@ type TransitionParams struct {
 	Finish              *AttemptFinish
 	Evidence            *Evidence
 	Result              *Result
-	AnswerRequest       int64
-	Answer              Answer
+	// Request is the operation's request as the caller holds it, which the store puts on the
+	// operation it returns instead of reading it back (a long prompt would cross the wire a
+	// second time). A request never changes once its operation exists; the purge removes it,
+	// and a purged operation comes back without it. Nil reads the stored one.
+	Request       json.RawMessage
+	AnswerRequest int64
+	Answer        Answer
 	// AnswerSince is the operation's creation, before which its client requests cannot have
 	// been received: it keeps the answer's update to the months since (their partitions).
 	// The store allows a day before it, since another replica's clock may have stamped the

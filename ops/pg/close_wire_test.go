@@ -18,6 +18,48 @@ import (
 	"github.com/settle-dev/settle/ops/refund"
 )
 
+// refundClosed admits a refund of order with request, runs it to the provider's answer and
+// returns the operation the close returned and the bytes the server sent meanwhile.
+func refundClosed(ctx context.Context, t *testing.T, db *pg.DB, tenant int64, read *atomic.Int64, order string, request, answer json.RawMessage) (*ops.Operation, int64) {
+	t.Helper()
+	ledger := ops.NewLedger(db, ops.SystemClock{})
+	ledger.Register(refund.Kind())
+	a, err := ledger.Admit(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: order + ":100:usd",
+		Fingerprint: "fp", OrderRef: order, AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour,
+		Request: request, RequestRef: "req-" + order, Owner: "w1"})
+	if err != nil || a.Attempt == nil {
+		t.Fatalf("admit: %+v %v", a, err)
+	}
+	send := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
+		return ops.AttemptResult{Outcome: ops.OutcomeOK, Result: &ops.Result{ProviderRef: "re_1", Body: answer}}
+	})
+	before := read.Load()
+	out, err := ledger.Run(ctx, a.Op, send, ops.RunSpec{Owner: "w1", First: a.Attempt})
+	if err != nil || out.Request == nil && request != nil {
+		t.Fatalf("run: %+v %v", out, err)
+	}
+	return out, read.Load() - before
+}
+
+// openCounting opens a database whose connections count the bytes the server sends them.
+func openCounting(ctx context.Context, t *testing.T) (*pg.DB, int64, *atomic.Int64) {
+	t.Helper()
+	_, url := pgtest.NewWithURL(t)
+	read := new(atomic.Int64)
+	count := func(c *pgxpool.Config) {
+		dial := c.ConnConfig.DialFunc
+		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return countingConn{Conn: conn, read: read}, nil
+		}
+	}
+	db, tenant := openWithTenant(ctx, t, url, pg.PreparedWhenDirect(), count)
+	return db, tenant, read
+}
+
 // countingConn counts the bytes the server sends.
 type countingConn struct {
 	net.Conn
@@ -38,38 +80,10 @@ func (c countingConn) Read(b []byte) (int, error) {
 func TestCloseDoesNotReadTheAnswerBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, url := pgtest.NewWithURL(t)
-	var read atomic.Int64
-	count := func(c *pgxpool.Config) {
-		dial := c.ConnConfig.DialFunc
-		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return countingConn{Conn: conn, read: &read}, nil
-		}
-	}
-	db, tenant := openWithTenant(ctx, t, url, pg.PreparedWhenDirect(), count)
-	ledger := ops.NewLedger(db, ops.SystemClock{})
-	ledger.Register(refund.Kind())
-	a, err := ledger.Admit(ctx, ops.Intent{TenantID: tenant, Kind: ops.KindRefund, Provider: "stripe", IntentKey: "ord-1:100:usd",
-		Fingerprint: "fp", OrderRef: "ord-1", AmountCents: 100, Currency: "usd", Retention: 24 * time.Hour,
-		RequestRef: "req-1", Owner: "w1"})
-	if err != nil || a.Attempt == nil {
-		t.Fatalf("admit: %+v %v", a, err)
-	}
+	db, tenant, read := openCounting(ctx, t)
 	const size = 200_000
 	body := []byte(`{"id": "re_1", "pad": "` + strings.Repeat("x", size) + `"}`)
-	send := ops.SenderFunc(func(context.Context, *ops.Operation, *ops.Attempt) ops.AttemptResult {
-		return ops.AttemptResult{Outcome: ops.OutcomeOK, Result: &ops.Result{ProviderRef: "re_1", Body: body}}
-	})
-	before := read.Load()
-	out, err := ledger.Run(ctx, a.Op, send, ops.RunSpec{Owner: "w1", First: a.Attempt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := read.Load() - before
+	out, n := refundClosed(ctx, t, db, tenant, read, "ord-1", nil, body)
 	t.Logf("closing with a %d-byte answer read %d bytes from the server", len(body), n)
 	if n >= size {
 		t.Errorf("closing with a %d-byte answer read %d bytes from the server, want the answer not read back", len(body), n)
@@ -90,4 +104,69 @@ func TestCloseDoesNotReadTheAnswerBack(t *testing.T) {
 	if !reflect.DeepEqual(out, stored) {
 		t.Errorf("the close returned\n%+v\nthe stored operation is\n%+v", out, stored)
 	}
+}
+
+// The close does not read the operation's request back either: the caller holds it (a
+// request never changes once its operation exists), and an LLM call's prompt is often the
+// largest thing on its row, so every close of a long prompt sent it back across the wire,
+// encoded again by the server. The operation the close returns still carries the request
+// (ops rule 6: the caller goes on with the operation the compare-and-set returned; a retry
+// sends that request again).
+func TestCloseDoesNotReadTheRequestBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, tenant, read := openCounting(ctx, t)
+	const size = 200_000
+	request := json.RawMessage(`{"note": "` + strings.Repeat("x", size) + `", "order": "ord-1"}`)
+	out, n := refundClosed(ctx, t, db, tenant, read, "ord-1", request, json.RawMessage(`{"id": "re_1"}`))
+	t.Logf("closing an operation with a %d-byte request read %d bytes from the server", len(request), n)
+	if n >= size {
+		t.Errorf("closing an operation with a %d-byte request read %d bytes from the server, want the request not read back", len(request), n)
+	}
+	stored, err := db.Get(ctx, out.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameJSON(t, out.Request, stored.Request) || out.Status != ops.StatusSucceeded {
+		t.Errorf("the close returned status %s and a request unlike the stored one", out.Status)
+	}
+	out.Request, stored.Request = nil, nil
+	if !reflect.DeepEqual(out, stored) {
+		t.Errorf("the close returned\n%+v\nthe stored operation is\n%+v", out, stored)
+	}
+}
+
+// A request the purge removed after the caller read its operation is not handed back by the
+// change that follows: the operation it returns says what the row holds, no request and the
+// time of the purge, not the caller's copy.
+func TestAChangeAfterThePurgeReturnsNoRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, tenant, read := openCounting(ctx, t)
+	held, _ := refundClosed(ctx, t, db, tenant, read, "ord-2", json.RawMessage(`{"order": "ord-2"}`), json.RawMessage(`{"id": "re_1"}`))
+	if _, err := db.Pool.Exec(ctx, `UPDATE operations SET request = NULL, result = NULL, stream_events = NULL, purged_at = now() WHERE id = $1`, held.ID); err != nil {
+		t.Fatal(err)
+	}
+	out, err := db.Transition(ctx, ops.TransitionParams{ID: held.ID, Version: held.Version, From: ops.StatusSucceeded, To: ops.StatusFailed,
+		Now: time.Now(), Actor: "stripe", Action: "fail_after_success", Reason: "the provider's re_2 is failed after it succeeded",
+		Request: held.Request})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Request != nil || out.PurgedAt == nil {
+		t.Errorf("a change after the purge returned request %.40q and purged_at %v, want no request and the purge's time", out.Request, out.PurgedAt)
+	}
+}
+
+// sameJSON says whether a and b hold the same JSON value, however each is spelled.
+func sameJSON(t *testing.T, a, b json.RawMessage) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%.40q: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%.40q: %v", b, err)
+	}
+	return reflect.DeepEqual(x, y)
 }

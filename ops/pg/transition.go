@@ -26,7 +26,7 @@ import (
 // TTL and SETTLE_LLM_BODY_KEEP, so a completion found later is already past its time too,
 // and the purge, which never looks at a purged row again, would leave it for good.
 const (
-	transitionUp = `
+	transitionUpRow = `
 WITH up AS (
 	UPDATE operations o SET status = @to, phase = @phase, version = version + 1, updated_at = @now,
 		lease_until = CASE WHEN @to = 'in_progress' THEN coalesce(@lease::timestamptz, @now::timestamptz) END,
@@ -111,6 +111,11 @@ WITH up AS (
 	WHERE id = @crid AND received_at >= @cr_since::timestamptz - interval '1 day' AND EXISTS (SELECT 1 FROM up)
 )`
 )
+
+// transitionUp returns the operation's request only when the caller does not hold it
+// (TransitionParams.Request): a request never changes once its operation exists, and an
+// LLM call's prompt is often the largest thing on its row, which every close sent back.
+var transitionUp = strings.Replace(transitionUpRow, "o.request,", "CASE WHEN NOT @have_request THEN o.request END,", 1)
 
 // transitionUpSent is transitionUp returning no result it writes: the caller sent it, and an
 // embedding's vectors would cross the wire twice, encoded again by the server. A result the
@@ -238,7 +243,7 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 		"a_usage": nil, "a_cost": nil, "a_dup": false,
 		"ev_kind": "", "ev_ref": "", "ev_summary": "", "ev_data": nil, "ev_by": "", "ev_at": nil,
 		"res_ref": "", "res_prid": "", "res_body": nil, "res_usage": nil, "res_cost": int64(0), "res_events": nil,
-		"pid": int64(0), "approved_by": "", "approval": "{}", "cr_since": nil,
+		"pid": int64(0), "approved_by": "", "approval": "{}", "cr_since": nil, "have_request": p.Request != nil,
 	}
 	if p.AnswerRequest != 0 && p.Answer != "" {
 		args["cr_since"] = p.AnswerSince
@@ -283,6 +288,9 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 	}
 	if args["res_body"] != nil && o.PurgedAt == nil {
 		o.Result = p.Result.Body
+	}
+	if p.Request != nil && o.PurgedAt == nil {
+		o.Request = p.Request
 	}
 	return o, nil
 }
