@@ -59,10 +59,16 @@ func TestHashLimiterRefusesAfterItsWait(t *testing.T) {
 		t.Error("a caller whose request ended got a slot")
 	}
 
+	// A wait longer than any scheduling delay, so that the release, not the clock, decides:
+	// with the 30 ms wait a busy machine could start the release after the waiter gave up.
+	long := web.NewHashLimiter(1, time.Minute)
+	if !long.Acquire(ctx) {
+		t.Fatal("one slot should be free")
+	}
 	got := make(chan bool)
-	go func() { got <- l.Acquire(ctx) }()
+	go func() { got <- long.Acquire(ctx) }()
 	time.Sleep(5 * time.Millisecond)
-	l.Release()
+	long.Release()
 	if !<-got {
 		t.Error("a waiting caller did not get the released slot")
 	}
