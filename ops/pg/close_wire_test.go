@@ -88,22 +88,7 @@ func TestCloseDoesNotReadTheAnswerBack(t *testing.T) {
 	if n >= size {
 		t.Errorf("closing with a %d-byte answer read %d bytes from the server, want the answer not read back", len(body), n)
 	}
-	stored, err := db.Get(ctx, out.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got, want any
-	if err := json.Unmarshal(out.Result, &got); err != nil {
-		t.Fatalf("the closed operation's result %.40q: %v", out.Result, err)
-	}
-	_ = json.Unmarshal(stored.Result, &want)
-	if out.Status != ops.StatusSucceeded || !reflect.DeepEqual(got, want) {
-		t.Errorf("the close returned status %s and a result unlike the stored one", out.Status)
-	}
-	out.Result, stored.Result = nil, nil
-	if !reflect.DeepEqual(out, stored) {
-		t.Errorf("the close returned\n%+v\nthe stored operation is\n%+v", out, stored)
-	}
+	succeededAsStored(ctx, t, db, out, "result", func(o *ops.Operation) *json.RawMessage { return &o.Result })
 }
 
 // The close does not read the operation's request back either: the caller holds it (a
@@ -123,17 +108,7 @@ func TestCloseDoesNotReadTheRequestBack(t *testing.T) {
 	if n >= size {
 		t.Errorf("closing an operation with a %d-byte request read %d bytes from the server, want the request not read back", len(request), n)
 	}
-	stored, err := db.Get(ctx, out.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sameJSON(t, out.Request, stored.Request) || out.Status != ops.StatusSucceeded {
-		t.Errorf("the close returned status %s and a request unlike the stored one", out.Status)
-	}
-	out.Request, stored.Request = nil, nil
-	if !reflect.DeepEqual(out, stored) {
-		t.Errorf("the close returned\n%+v\nthe stored operation is\n%+v", out, stored)
-	}
+	succeededAsStored(ctx, t, db, out, "request", func(o *ops.Operation) *json.RawMessage { return &o.Request })
 }
 
 // A request the purge removed after the caller read its operation is not handed back by the
@@ -158,15 +133,25 @@ func TestAChangeAfterThePurgeReturnsNoRequest(t *testing.T) {
 	}
 }
 
-// sameJSON says whether a and b hold the same JSON value, however each is spelled.
-func sameJSON(t *testing.T, a, b json.RawMessage) bool {
+// succeededAsStored checks that out, as a close returned it, succeeded and matches the stored
+// operation field for field, the body field picks (which the database keeps as jsonb, so
+// its spelling may differ) compared as a JSON value.
+func succeededAsStored(ctx context.Context, t *testing.T, db *pg.DB, out *ops.Operation, name string, field func(*ops.Operation) *json.RawMessage) {
 	t.Helper()
-	var x, y any
-	if err := json.Unmarshal(a, &x); err != nil {
-		t.Fatalf("%.40q: %v", a, err)
+	stored, err := db.Get(ctx, out.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &y); err != nil {
-		t.Fatalf("%.40q: %v", b, err)
+	var got, want any
+	if err := json.Unmarshal(*field(out), &got); err != nil {
+		t.Fatalf("the closed operation's %s %.40q: %v", name, *field(out), err)
 	}
-	return reflect.DeepEqual(x, y)
+	_ = json.Unmarshal(*field(stored), &want)
+	if out.Status != ops.StatusSucceeded || !reflect.DeepEqual(got, want) {
+		t.Errorf("the close returned status %s and a %s unlike the stored one", out.Status, name)
+	}
+	*field(out), *field(stored) = nil, nil
+	if !reflect.DeepEqual(out, stored) {
+		t.Errorf("the close returned\n%+v\nthe stored operation is\n%+v", out, stored)
+	}
 }

@@ -112,15 +112,14 @@ WITH up AS (
 )`
 )
 
-// transitionUp returns the operation's request only when the caller does not hold it
-// (TransitionParams.Request): a request never changes once its operation exists, and an
-// LLM call's prompt is often the largest thing on its row, which every close sent back.
-var transitionUp = strings.Replace(transitionUpRow, "o.request,", "CASE WHEN NOT @have_request THEN o.request END,", 1)
-
-// transitionUpSent is transitionUp returning no result it writes: the caller sent it, and an
-// embedding's vectors would cross the wire twice, encoded again by the server. A result the
-// transition leaves as it was comes back.
-var transitionUpSent = strings.Replace(transitionUp, "o.result,", "CASE WHEN @res_body::jsonb IS NULL THEN o.result END,", 1)
+// transitionUpSent is transitionUpRow returning nothing the caller holds already. No result
+// it writes: the caller sent it, and an embedding's vectors would cross the wire twice,
+// encoded again by the server (a result the transition leaves as it was comes back). No
+// request when the caller holds it (TransitionParams.Request): a request never changes once
+// its operation exists, and an LLM call's prompt is often the largest thing on its row.
+var transitionUpSent = strings.NewReplacer(
+	"o.request,", "CASE WHEN NOT @have_request THEN o.request END,",
+	"o.result,", "CASE WHEN @res_body::jsonb IS NULL THEN o.result END,").Replace(transitionUpRow)
 
 // The parts a transition may leave out, one bit each: a statement names only the tables it
 // writes. Every part it sends is set up by the server on each execution (its table and

@@ -118,9 +118,8 @@ type querier interface {
 // counting statements join the window's operations as a CTE, of which the planner has no
 // statistics, so it may take the one-to-one join of the window's requests to it for thirty
 // times their number: a count of 6,000 calls was costed at 2.9 million, past every JIT
-// threshold, and
-// the server compiled 145 functions with inlining and optimization before running it, 1.5 to
-// 2.8 s of a core for a statement that runs in 150 ms. In the gateway benchmark that was a
+// threshold, and the server compiled 145 functions with inlining and optimization before
+// running it, 1.5 to 2.8 s of a core for a statement that runs in 150 ms. In the gateway benchmark that was a
 // rollup pass every 15 s while it lasted, and the calls answered meanwhile waited for the
 // CPU. No statement of the counting reads enough rows for compiled code to pay that back.
 const noJITSQL = `SELECT set_config('jit', 'off', true)`

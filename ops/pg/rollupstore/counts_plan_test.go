@@ -13,6 +13,21 @@ import (
 	"github.com/settle-dev/settle/ops/recon"
 )
 
+// acmeLedger makes the tenant acme and the monthly partitions of the months before end in
+// db, and returns what runs a statement there, failing t on an error.
+func acmeLedger(t *testing.T, db *pg.DB, end time.Time, months int) func(q string, args ...any) {
+	t.Helper()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool.Exec(context.Background(), q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO tenants (name) VALUES ('acme')`)
+	exec(`SELECT settle_month_partitions($1::timestamptz - make_interval(months => $2), $1)`, end, months)
+	return exec
+}
+
 // gatewayWindow fills a ledger as the gateway leaves it: a month of calls before the
 // window, and n calls in the window [end-2m, end), each with its client request, its
 // attempt and, for those that succeeded, its generation's charge; one call in a hundred
@@ -22,14 +37,7 @@ import (
 func gatewayWindow(t *testing.T, db *pg.DB, end time.Time, n int) (doubled, older int) {
 	t.Helper()
 	ctx := context.Background()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.Pool.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	exec(`INSERT INTO tenants (name) VALUES ('acme')`)
-	exec(`SELECT settle_month_partitions($1::timestamptz - interval '2 months', $1)`, end)
+	exec := acmeLedger(t, db, end, 2)
 	for _, part := range []struct {
 		from time.Time
 		span time.Duration

@@ -64,15 +64,7 @@ func TestCountingAWindowNewerThanTheStatisticsStaysLinear(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			db := pgtest.New(t)
-			ctx := context.Background()
-			exec := func(q string, args ...any) {
-				t.Helper()
-				if _, err := db.Pool.Exec(ctx, q, args...); err != nil {
-					t.Fatalf("%s: %v", q, err)
-				}
-			}
-			exec(`INSERT INTO tenants (name) VALUES ('acme')`)
-			exec(`SELECT settle_month_partitions($1::timestamptz - interval '1 month', $1)`, end)
+			exec := acmeLedger(t, db, end, 1)
 			if c.burst > 0 {
 				fillCalls(t, db, end.Add(-122*time.Second), 3*time.Second, c.burst, "old-")
 			}
