@@ -395,9 +395,12 @@ func (r *seedRun) checkAnswers(w *world, fail func(string, ...any)) {
 		// A whole success is answered before its close is written: a process killed
 		// between the two leaves the operation open, for the recovery to settle or for a
 		// person to close as failed (which an LLM call allows: it keeps the key answering
-		// with that failure). The answer was the provider's own, whose billing is checked
-		// above; what Settle itself says of the operation is checked with the sentences.
-		lostClose := c.died && o != nil && (!o.op.Status.Final() || strings.Contains(o.op.ClosedBy, "@"))
+		// with that failure). A process that stalls there past its lease (a clock jump here)
+		// is taken for dead: the reaper finishes its attempt as lease_expired and the close
+		// it then tries is refused, as a dead process's would never come. The answer was
+		// the provider's own, whose billing is checked above; what Settle itself says of
+		// the operation is checked with the sentences.
+		lostClose := (c.died || takenOver(o)) && o != nil && (!o.op.Status.Final() || strings.Contains(o.op.ClosedBy, "@"))
 		if whole && (o == nil || (o.op.Status != ops.StatusSucceeded && !lostClose)) {
 			fail("no sentence without evidence: %s got a whole answer from operation %s, which did not succeed", c.intent, c.head.OperationID)
 		}
@@ -448,4 +451,19 @@ func (r *seedRun) dump(ctx context.Context, base time.Time) string {
 		fmt.Fprintf(&b, "  %s told: began %v op %s err %v %q\n", c.intent, c.began, c.head.OperationID, c.err, body)
 	}
 	return b.String()
+}
+
+// takenOver says another process finished one of o's attempts for its owner, whose lease
+// had run out: that owner's close, if it came after, was refused by the compare-and-set
+// on status and version (ops rule 6).
+func takenOver(o *ledgerOp) bool {
+	if o == nil {
+		return false
+	}
+	for _, a := range o.attempts {
+		if a.ErrorCode == "lease_expired" {
+			return true
+		}
+	}
+	return false
 }

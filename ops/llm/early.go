@@ -26,10 +26,12 @@ import (
 // operation is in progress under this process's lease, the attempt sent and unfinished, and
 // the in-process flight stays open: a retry with the key is told it is in flight, or with
 // Prefer: wait gets the answer replayed once it is recorded (ops rules 2, 3). A close that
-// is never written (the database is down, the process dies) leaves the operation as a
-// crash does, settled by the existing recovery: once the lease runs out, the client's retry
-// or the reconciler looks the call up at the provider, or the reaper takes it (ops rules
-// 9, 11). Drain waits for the closes still pending at shutdown.
+// is never written (the database is down, the process dies, or it stalls past its lease
+// and another process takes the operation over, when the close's compare-and-set is
+// refused) leaves the operation as a crash does, settled by the existing recovery: once the
+// lease runs out, the client's retry or the reconciler looks the call up at the provider,
+// or the reaper takes it (ops rules 6, 9, 11). Drain waits for the closes still pending at
+// shutdown.
 //
 // Everything else is answered after the run, as before: failures and uncertain outcomes
 // (what the client is told depends on what was recorded), an answer found by a lookup, a
