@@ -15,6 +15,7 @@ import (
 	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
+	"github.com/settle-dev/settle/ops/pg/rollupstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -108,7 +109,9 @@ func (p *Program) wireAlerts(ctx context.Context, ac AlertsConfig, srv *web.Serv
 	}
 	receivers := alerts.Receivers(ac.AlertmanagerURL, ac.WebhookURLs, &http.Client{Timeout: 10 * time.Second}, ac.ExternalURL)
 	store := alertstore.New(p.DB)
-	ev := &alerts.Evaluator{Rules: rules, Source: store, Store: store, Clock: p.Clock, Receivers: alerts.Infos(receivers),
+	// The evaluator's counts run in the background and rest between minutes of raw rows;
+	// the pages' reads of the same store do not.
+	ev := &alerts.Evaluator{Rules: rules, Source: store.Paced(rollupstore.BackgroundPause), Store: store, Clock: p.Clock, Receivers: alerts.Infos(receivers),
 		Lease: p.Config.RoleLease, ExternalURL: ac.ExternalURL, Logger: p.Logger}
 	p.startEvaluator(ctx, ev)
 	if len(receivers) > 0 {

@@ -25,7 +25,11 @@ var (
 )
 
 // Store is the rollups' and counts' store on db's pool.
-type Store struct{ db *pg.DB }
+type Store struct {
+	db *pg.DB
+	// pause is the rest between two minutes of raw rows counted (Paced).
+	pause time.Duration
+}
 
 // New returns the rollups' and counts' store on db.
 func New(db *pg.DB) *Store { return &Store{db: db} }

@@ -209,8 +209,13 @@ func (s *Store) windowCounts(ctx context.Context, ws []recon.Window, raw bool) (
 			ranges = append(ranges, windowRange{i, r})
 		}
 	}
-	for _, seg := range rawSegments(plans) {
-		rows, err := countRaw(ctx, tx, recon.MetricsFilter{Window: seg, Bucket: time.Hour})
+	for k, seg := range rawSegments(plans) {
+		if k > 0 && s.pause > 0 {
+			if err := rest(ctx, s.pause); err != nil {
+				return nil, pg.Interpret(err, "count the window")
+			}
+		}
+		rows, err := countRawPaced(ctx, tx, recon.MetricsFilter{Window: seg, Bucket: time.Hour}, s.pause)
 		if err != nil {
 			return nil, err
 		}
