@@ -3,7 +3,9 @@ package rollupstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,8 +48,9 @@ WHERE created_at >= $1 AND created_at < $1::timestamptz + $2::interval AND inten
 }
 
 // changedLedger is a ledger as a pass at 300 calls a second finds it: the last pass ended at
-// t0+58s, so this one looks for changes since t0-2s and recomputes t0-1m on, its fresh
-// window's end of overlap at t0; ten minutes of closed calls before; the 75 s of calls since,
+// t0+ended, so this one looks for changes since a minute before and recomputes t0-1m on,
+// its fresh window's end of overlap at t0 (ended 58s leaves 2 s of calls created between
+// the two, 20s leaves 40 s); ten minutes of closed calls before; the 75 s of calls since,
 // each closed and charged since; a second of calls before that whose attempts finished and
 // charges were seen since (lateCalls); and one older row of each kind of late change.
 // analyzeAt is where, between the steps, the statistics are taken: after the history, after
@@ -60,7 +63,7 @@ type changedLedger struct {
 	lateCalls float64     // changed operations created before that
 }
 
-func newChangedLedger(t *testing.T, analyzeAt string) changedLedger {
+func newChangedLedger(t *testing.T, analyzeAt string, ended time.Duration) changedLedger {
 	t.Helper()
 	db := pgtest.New(t)
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -70,7 +73,7 @@ func newChangedLedger(t *testing.T, analyzeAt string) changedLedger {
 	FOR r IN SELECT c.oid::regclass FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' LOOP
 		EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', r);
 	END LOOP; END $$`)
-	last := t0.Add(58 * time.Second)
+	last := t0.Add(ended)
 	st := recon.RollupState{MinutesUntil: last, ChangesUntil: last, LastRunAt: last}
 	p := recon.RollupParams{Now: last.Add(recon.DefaultRollupInterval), Overlap: recon.DefaultRollupOverlap}
 	from := st.MinutesUntil.Add(-p.Overlap).Truncate(time.Minute)
@@ -124,19 +127,26 @@ VALUES (1, $1, 'refund', 'r', true, 'in_progress', $2, $2)`, id, at)
 // call of its last 75 s. The changed-minutes search reads those once, by a range of
 // operations_created_idx, and looks up by id only the changed operations created before
 // it: before, it probed operations_pkey and fetched the wide row of every changed call
-// (19,476 probes in one pass of the gateway benchmark, to keep 698). The same holds whether
-// the statistics were taken after the calls, before them (as a steadily written table's
-// always are) or never, and the minutes found are the changed ones.
+// (19,476 probes in one pass of the gateway benchmark, to keep 698). And the attempts and
+// client requests of the recent calls created before the fresh window's end of overlap (up
+// to a minute of them, by the pass's phase) are read by a range of their times, not probed
+// call by call. The same holds whether the statistics were taken after the calls, before
+// them (as a steadily written table's always are) or never, and the minutes found are the
+// changed ones.
 func TestChangedMinutesLookUpOnlyOperationsOlderThanTheChanges(t *testing.T) {
 	t.Parallel()
-	for _, analyzeAt := range []string{"history", "everything", "never"} {
-		t.Run("statistics of "+analyzeAt, func(t *testing.T) {
-			if analyzeAt != "history" {
-				// A running ledger's statistics are older than its calls: that case always runs.
+	for _, c := range []struct {
+		analyzeAt string
+		ended     time.Duration
+	}{{"history", 58 * time.Second}, {"history", 20 * time.Second}, {"everything", 58 * time.Second},
+		{"everything", 20 * time.Second}, {"never", 58 * time.Second}} {
+		t.Run(fmt.Sprintf("statistics of %s, last pass at %s", c.analyzeAt, c.ended), func(t *testing.T) {
+			if c.analyzeAt != "history" {
+				// A running ledger's statistics are older than its calls: those cases always run.
 				testtool.Heavy(t, "a ledger of 140,000 calls for each state of its statistics")
 			}
 			t.Parallel()
-			l := newChangedLedger(t, analyzeAt)
+			l := newChangedLedger(t, c.analyzeAt, c.ended)
 			minutes, err := pgx.CollectRows(must(l.db.Pool.Query(context.Background(), rollupstore.ChangedMinutesSQL, l.args)),
 				pgx.RowTo[time.Time])
 			if err != nil {
@@ -151,10 +161,18 @@ func TestChangedMinutesLookUpOnlyOperationsOlderThanTheChanges(t *testing.T) {
 			if err := json.Unmarshal(out, &plans); err != nil {
 				t.Fatal(err)
 			}
-			var probes, opsRead, rescans float64
+			var probes, opsRead, rescans, byOperation, scanned float64
 			plans[0].Plan.walk(func(n planNode) {
 				if n.Index == "operations_pkey" {
 					probes += n.Loops
+				}
+				if strings.HasPrefix(n.Rel, "attempts") || strings.HasPrefix(n.Rel, "client_requests") {
+					if strings.Contains(n.Index, "operation_id") {
+						byOperation += n.Loops
+					}
+					if n.Type == "Seq Scan" {
+						scanned += n.Rows + n.Removed
+					}
 				}
 				if n.Rel == "operations" {
 					opsRead += (n.Rows + n.Removed) * n.Loops
@@ -163,8 +181,8 @@ func TestChangedMinutesLookUpOnlyOperationsOlderThanTheChanges(t *testing.T) {
 					rescans += n.Loops
 				}
 			})
-			t.Logf("%.0f probes of operations_pkey, %.0f rows of operations read, %d shared buffers",
-				probes, opsRead, plans[0].Plan.Hits+plans[0].Plan.Reads)
+			t.Logf("%.0f probes of operations_pkey, %.0f rows of operations read, %.0f probes of attempts and client requests by operation, %.0f rows of theirs scanned, %d shared buffers",
+				probes, opsRead, byOperation, scanned, plans[0].Plan.Hits+plans[0].Plan.Reads)
 			// The few changed operations created before the changes are looked for, and
 			// the double charge found, are looked up by id; nothing else is.
 			if probes > l.lateCalls+1 {
@@ -174,6 +192,13 @@ func TestChangedMinutesLookUpOnlyOperationsOlderThanTheChanges(t *testing.T) {
 			if opsRead > l.recent+l.lateCalls+1 {
 				t.Errorf("%.0f rows of operations read, want at most %.0f: each recent call once, and the older changed ones",
 					opsRead, l.recent+l.lateCalls+1)
+			}
+			// The attempts and client requests of the recent calls created before the fresh
+			// window's end of overlap are read by their times, not probed call by call (on a
+			// table never analyzed the planner may read the few older calls' by a scan).
+			if byOperation > 2*l.lateCalls {
+				t.Errorf("attempts and client requests probed by operation %.0f times, want at most %.0f",
+					byOperation, 2*l.lateCalls)
 			}
 			if rescans > 0 {
 				t.Errorf("a list of rows scanned again %.0f times", rescans)
