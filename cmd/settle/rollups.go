@@ -14,7 +14,8 @@ import (
 // repeated after a takeover changes nothing.
 func (p *Program) startRollups(ctx context.Context) {
 	// The overlap covers the clocks' skew the leases allow: a minute at the default leases.
-	r := &recon.Rollups{Store: rollupstore.New(p.DB), Clock: p.Clock, Interval: recon.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
+	// Its counts rest between minutes of raw rows, as a background pass's may.
+	r := &recon.Rollups{Store: rollupstore.New(p.DB).Paced(rollupstore.BackgroundPause), Clock: p.Clock, Interval: recon.DefaultRollupInterval, MinuteKeep: p.Config.RollupMinuteKeep,
 		Overlap: recon.RollupOverlapFor(skewLimit(p.Config)), Role: p.role(recon.RollupRole, "rollups"), Logger: p.Logger}
 	p.goLoop(ctx, r.Loop())
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 	"github.com/settle-dev/settle/ops/pg/rollupstore"
@@ -153,5 +154,49 @@ func TestPacedCountsRestBetweenMinutesAndAddUpToTheWholeCount(t *testing.T) {
 	checkPaced(t, "a day", counts, day, pause)
 	if len(counts) > 10 {
 		t.Errorf("a day's raw rows counted in %d statements, want a few runs of minutes", len(counts))
+	}
+}
+
+// A paced pass of the rollup job (the server's) counts its fresh window a minute at a time,
+// resting after its changed-minutes search and between minutes, and writes the rollups an
+// unpaced pass writes: the windows read from them equal the raw counts.
+func TestAPacedRollupPassCountsAMinuteAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	end := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	db := pgtest.New(t)
+	seed(t, db, rand.New(rand.NewPCG(9, 91)), end)
+	store, times := timedStore(t, db)
+	const pause = 30 * time.Millisecond
+	clock := ops.NewManualClock(end.Add(-20 * time.Second))
+	roll := &recon.Rollups{Store: store.Paced(pause), Clock: clock, MaxSpan: 80 * time.Hour}
+	if rep, err := roll.CatchUp(ctx); err != nil || !rep.CaughtUp {
+		t.Fatalf("catch up: %+v %v", rep, err)
+	}
+	times.take()
+	clock.Advance(15 * time.Second)
+	rep, err := roll.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := times.take()
+	fresh := recon.Window{From: rep.From, To: rep.To}
+	if fresh.To.Sub(fresh.From) < 2*time.Minute {
+		t.Fatalf("the pass's fresh window %v, want at least two minutes (the overlap's)", fresh)
+	}
+	checkPaced(t, "the pass's fresh window", counts[:int(fresh.To.Sub(fresh.From)/time.Minute)], fresh, pause)
+	for _, d := range []time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour} {
+		w := recon.Window{From: clock.Now().Add(-d), To: clock.Now()}
+		got, err := rollupstore.New(db).WindowCounts(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := rollupstore.New(db).RawWindowCounts(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s window after paced passes:\n got %+v\n raw %+v", d, got, want)
+		}
 	}
 }
