@@ -30,18 +30,18 @@ var (
 // Store is the alerts' store on db's pool.
 type Store struct {
 	db *pg.DB
-	// pause is the rest of its counts between two minutes of raw rows (Paced).
-	pause time.Duration
+	// counts counts the windows, paced or not (Paced).
+	counts *rollupstore.Store
 }
 
 // New returns the alerts' store on db.
-func New(db *pg.DB) *Store { return &Store{db: db} }
+func New(db *pg.DB) *Store { return &Store{db: db, counts: rollupstore.New(db)} }
 
 // Paced returns a copy of s whose windows' counts rest pause between two minutes of raw
 // rows (rollupstore.Store.Paced): the evaluator's, which runs in the background.
 func (s *Store) Paced(pause time.Duration) *Store {
 	c := *s
-	c.pause = pause
+	c.counts = s.counts.Paced(pause)
 	return &c
 }
 
@@ -96,13 +96,13 @@ func (s *Store) counters(ctx context.Context, windows []alerts.Window, raw bool)
 	var counts [][]recon.MetricsRow
 	if raw {
 		for _, w := range ws {
-			rows, err := rollupstore.New(s.db).Paced(s.pause).RawWindowCounts(ctx, w)
+			rows, err := s.counts.RawWindowCounts(ctx, w)
 			if err != nil {
 				return nil, fmt.Errorf("count the window: %w", err)
 			}
 			counts = append(counts, rows)
 		}
-	} else if counts, err = rollupstore.New(s.db).Paced(s.pause).WindowCountsAll(ctx, ws); err != nil {
+	} else if counts, err = s.counts.WindowCountsAll(ctx, ws); err != nil {
 		return nil, fmt.Errorf("count the window: %w", err)
 	}
 	dups, err := s.possibleDuplicates(ctx, windows)

@@ -31,14 +31,36 @@ func (s *Store) Paced(pause time.Duration) *Store {
 // than a few pauses.
 const maxPacedPieces = 8
 
-// countRawPaced is countRaw of f's window cut at every minute (at most maxPacedPieces runs
-// of whole minutes), resting pause between two pieces. Every count is a sum over rows
-// placed by one time each (a minute's rollup rows are summed into its quarter hour and
-// hour the same way), so the pieces add up to the whole window's counts; with buckets wider
-// than a minute a bucket's row may come once per piece, and the caller adds them. With no
-// pause the window is counted whole.
-func countRawPaced(ctx context.Context, q querier, f recon.MetricsFilter, pause time.Duration) ([]recon.MetricsRow, error) {
-	if pause <= 0 {
+// pacer spaces the counts of one pass: it rests pause before each but the first (before
+// the first too once the pass has run another statement worth a rest, as the rollup pass's
+// changed-minutes search is). A zero pause never rests.
+type pacer struct {
+	pause time.Duration
+	begun bool
+}
+
+// next waits for the pacer's turn of the next count.
+func (p *pacer) next(ctx context.Context) error {
+	if p.pause <= 0 {
+		return nil
+	}
+	if !p.begun {
+		p.begun = true
+		return nil
+	}
+	if err := rest(ctx, p.pause); err != nil {
+		return pg.Interpret(err, "count the raw rows")
+	}
+	return nil
+}
+
+// countRawPaced is countRaw of f's window, cut at every minute (at most maxPacedPieces runs
+// of whole minutes) when p has a pause, each piece in its turn of p. Every count is a sum
+// over rows placed by one time each (a minute's rollup rows are summed into its quarter hour
+// and hour the same way), so the pieces add up to the whole window's counts; with buckets
+// wider than a minute a bucket's row may come once per piece, and the caller adds them.
+func countRawPaced(ctx context.Context, q querier, f recon.MetricsFilter, p *pacer) ([]recon.MetricsRow, error) {
+	if p.pause <= 0 {
 		return countRaw(ctx, q, f)
 	}
 	step := time.Minute
@@ -49,10 +71,8 @@ func countRawPaced(ctx context.Context, q querier, f recon.MetricsFilter, pause 
 	for from := f.From; from.Before(f.To); {
 		piece := f
 		piece.Window = recon.Window{From: from, To: minTime(from.Truncate(step).Add(step), f.To)}
-		if from != f.From {
-			if err := rest(ctx, pause); err != nil {
-				return nil, pg.Interpret(err, "count the raw rows")
-			}
+		if err := p.next(ctx); err != nil {
+			return nil, err
 		}
 		rows, err := countRaw(ctx, q, piece)
 		if err != nil {

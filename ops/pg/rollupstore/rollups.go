@@ -112,13 +112,9 @@ func (s *Store) RunRollups(ctx context.Context, p recon.RollupParams) (recon.Rol
 
 	// A paced store (a background pass) rests after the search and between two minutes
 	// counted, so that the pass never holds a core for long (Paced).
-	for i, w := range windows {
-		if s.pause > 0 && (i > 0 || st.Ran()) {
-			if err := rest(ctx, s.pause); err != nil {
-				return rep, pg.Interpret(err, "roll up")
-			}
-		}
-		n, err := rollupWindow(ctx, tx, w, now, s.pause)
+	pace := &pacer{pause: s.pause, begun: st.Ran()}
+	for _, w := range windows {
+		n, err := rollupWindow(ctx, tx, w, now, pace)
 		if err != nil {
 			return rep, err
 		}
@@ -334,10 +330,9 @@ ON CONFLICT (name) DO UPDATE SET minutes_until = excluded.minutes_until, changes
 
 // rollupWindow recomputes the minutes of w from the raw rows, replaces their rollup rows,
 // and recomputes the quarter hours and hours holding them from their minute rows, counting
-// a minute at a time with pause between (countRawPaced) when pause is set. It returns the
-// minute rows written.
-func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time, pause time.Duration) (int, error) {
-	rows, err := countRawPaced(ctx, tx, recon.MetricsFilter{Window: w, Bucket: time.Minute}, pause)
+// in the turns of pace (countRawPaced). It returns the minute rows written.
+func rollupWindow(ctx context.Context, tx pgx.Tx, w recon.Window, now time.Time, pace *pacer) (int, error) {
+	rows, err := countRawPaced(ctx, tx, recon.MetricsFilter{Window: w, Bucket: time.Minute}, pace)
 	if err != nil {
 		return 0, fmt.Errorf("count %s..%s: %w", w.From.Format(time.RFC3339), w.To.Format(time.RFC3339), err)
 	}

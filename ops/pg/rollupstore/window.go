@@ -209,13 +209,9 @@ func (s *Store) windowCounts(ctx context.Context, ws []recon.Window, raw bool) (
 			ranges = append(ranges, windowRange{i, r})
 		}
 	}
-	for k, seg := range rawSegments(plans) {
-		if k > 0 && s.pause > 0 {
-			if err := rest(ctx, s.pause); err != nil {
-				return nil, pg.Interpret(err, "count the window")
-			}
-		}
-		rows, err := countRawPaced(ctx, tx, recon.MetricsFilter{Window: seg, Bucket: time.Hour}, s.pause)
+	pace := &pacer{pause: s.pause}
+	for _, seg := range rawSegments(plans) {
+		rows, err := countRawPaced(ctx, tx, recon.MetricsFilter{Window: seg, Bucket: time.Hour}, pace)
 		if err != nil {
 			return nil, err
 		}
