@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// While both group-commit flushers wait at the server (a transaction of the test's own locks
+// While a group-commit batch waits at the server (a transaction of the test's own locks
 // the operations table against writes), the next admission waits for a batch, and
 // WriteBacklog reports how long it has waited, growing; once the lock goes and every write
 // is done, it is 0 again. The web shedder reads it to refuse API requests before they
@@ -23,8 +23,8 @@ func TestWriteBacklogIsTheOldestWaitingStatementsWait(t *testing.T) {
 		t.Fatalf("WriteBacklog with nothing written: %v, want 0", got)
 	}
 	tx := lockOperations(t, f)
-	// One admission at a time, so each free flusher takes one and stalls at the server; the
-	// first that finds both busy stays in the queue.
+	// One admission at a time: the first takes a flusher and stalls at the server, and the
+	// next stays in the queue (a lone statement behind a batch waits for it, ops/pg/group.go).
 	done := make(chan error, 5)
 	admitted := 0
 	for f.db.WriteBacklog() == 0 {

@@ -1,0 +1,75 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A write that finds a batch of the group commit at the server waits for it instead of
+// opening a second transaction of one statement (a commit and a WAL flush of its own); the
+// next write to arrive makes two waiting, and those two go out together at once, without
+// waiting for the first batch (ops/pg/group.go). The server is held by the test's own
+// transaction, which locks the operations table against writes, so each batch's statements
+// wait there on one backend, counted in pg_locks.
+func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	tx := lockOperations(t, f)
+	waiting := func() int {
+		t.Helper()
+		var n int
+		if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE relation = 'operations'::regclass AND NOT granted
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+		}
+	}
+	done := make(chan error, 3)
+	admit := func(i int) {
+		go func() {
+			_, err := f.ledger.Admit(ctx, request(f.refund(fmt.Sprintf("ord-%d", i), 100), fmt.Sprintf("req-%d", i), "w"))
+			done <- err
+		}()
+	}
+
+	admit(1)
+	until("the first write waits at the server", func() bool { return waiting() == 1 })
+
+	admit(2)
+	until("the second write waits for a batch", func() bool { return f.db.WriteBacklog() > 0 })
+	time.Sleep(50 * time.Millisecond)
+	if got := waiting(); got != 1 {
+		t.Errorf("a lone write behind a batch at the server: %d batches wait there, want 1 (it waits in the queue)", got)
+	}
+	if got := f.db.WriteBacklog(); got < 40*time.Millisecond {
+		t.Errorf("a lone write behind a batch at the server has waited %v in the queue, want it waiting all along", got)
+	}
+
+	admit(3)
+	until("the two waiting writes go out together", func() bool { return f.db.WriteBacklog() == 0 && waiting() == 2 })
+	time.Sleep(50 * time.Millisecond)
+	if got := waiting(); got != 2 {
+		t.Errorf("after the third write: %d batches wait at the server, want 2 (the second and third in one)", got)
+	}
+
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatalf("a write behind the lock: %v", err)
+		}
+	}
+}
