@@ -3,6 +3,7 @@ package pg
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,11 +28,17 @@ import (
 // the WAL 1.84 times per call, where waiting brings it to about 1.5 and cuts a sixth of
 // the server's CPU per call. When two or more wait, the second batch goes at once, so
 // closed-loop clients that keep both batches full lose no throughput
-// (docs/benchmarks/journal.md).
+// (docs/benchmarks/journal.md). A lone statement waits for the batch at the server no
+// longer than loneWait: a batch held there, by a lock another transaction keeps, say, must
+// not hold every write that comes alone behind it.
 type group struct {
 	pool *pgxpool.Pool
 	// flushers caps the batches in flight at once; more would only make batches smaller.
 	flushers int
+
+	// loneWait is how long a lone statement waits for the batch at the server before it
+	// leads a second batch of its own.
+	loneWait time.Duration
 
 	mu     sync.Mutex
 	queue  []*groupJob
@@ -56,7 +63,14 @@ const maxBatch = 32
 // goes out beside one already at the server.
 const secondBatch = 2
 
-func newGroup(pool *pgxpool.Pool) *group { return &group{pool: pool, flushers: 2} }
+// defaultLoneWait is group.loneWait: many times a batch's usual time at the server (under a
+// millisecond, a few on a busy machine), far below the write backlog at which a replica
+// sheds requests (250 ms by default).
+const defaultLoneWait = 10 * time.Millisecond
+
+func newGroup(pool *pgxpool.Pool) *group {
+	return &group{pool: pool, flushers: 2, loneWait: defaultLoneWait}
+}
 
 // queryRow runs sql with args in the next batch and scans its one row with scan.
 func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) error) error {
@@ -82,8 +96,30 @@ func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) err
 	g.mu.Unlock()
 	// The caller waits even if its context ends: the write may already be at the server,
 	// and its outcome must be known, not guessed.
+	if g.waitLone(j) {
+		g.lead(j)
+	}
 	<-j.done
 	return j.err
+}
+
+// waitLone waits for j's batch to be done, or for loneWait if j is still queued then with a
+// slot free, and reports whether the caller is to lead j's batch, holding that slot.
+func (g *group) waitLone(j *groupJob) bool {
+	t := time.NewTimer(g.loneWait)
+	defer t.Stop()
+	select {
+	case <-j.done:
+		return false
+	case <-t.C:
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.active < g.flushers && slices.Contains(g.queue, j) {
+		g.active++
+		return true
+	}
+	return false
 }
 
 // backlog is how long the oldest statement still waiting for a batch has waited, 0 when

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/settle-dev/settle/ops/pg"
 )
 
 // A write that finds a batch of the group commit at the server waits for it instead of
@@ -12,37 +14,17 @@ import (
 // next write to arrive makes two waiting, and those two go out together at once, without
 // waiting for the first batch (ops/pg/group.go). The server is held by the test's own
 // transaction, which locks the operations table against writes, so each batch's statements
-// wait there on one backend, counted in pg_locks.
+// wait there on one backend, counted in pg_locks; the lone write's bound on its wait is
+// lifted here, and tested below.
 func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
+	pg.SetLoneWait(f.db, time.Minute)
 	tx := lockOperations(t, f)
-	waiting := func() int {
-		t.Helper()
-		var n int
-		if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
-			WHERE relation = 'operations'::regclass AND NOT granted
-				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	until := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-		}
-	}
+	waiting, until := serverWaits(t, f)
 	done := make(chan error, 3)
-	admit := func(i int) {
-		go func() {
-			_, err := f.ledger.Admit(ctx, request(f.refund(fmt.Sprintf("ord-%d", i), 100), fmt.Sprintf("req-%d", i), "w"))
-			done <- err
-		}()
-	}
+	admit := admitter(f, done)
 
 	admit(1)
 	until("the first write waits at the server", func() bool { return waiting() == 1 })
@@ -71,5 +53,68 @@ func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("a write behind the lock: %v", err)
 		}
+	}
+}
+
+// A batch held at the server does not hold a lone write behind it for longer than its bound
+// (10 ms by default): with no other write arriving, it goes out in a batch of its own while
+// the first is still held.
+func TestALoneWriteBehindAHeldBatchGoesOutOnItsOwn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	tx := lockOperations(t, f)
+	waiting, until := serverWaits(t, f)
+	done := make(chan error, 2)
+	admit := admitter(f, done)
+
+	admit(1)
+	until("the first write waits at the server", func() bool { return waiting() == 1 })
+	admit(2)
+	until("the lone write goes out beside the held batch", func() bool { return f.db.WriteBacklog() == 0 && waiting() == 2 })
+
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("a write behind the lock: %v", err)
+		}
+	}
+}
+
+// serverWaits returns how many of f's backends wait for a lock on operations, and a helper
+// that polls a condition for up to 5 s.
+func serverWaits(t *testing.T, f *fixture) (waiting func() int, until func(what string, ok func() bool)) {
+	ctx := context.Background()
+	waiting = func() int {
+		t.Helper()
+		var n int
+		if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE relation = 'operations'::regclass AND NOT granted
+				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	until = func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+		}
+	}
+	return waiting, until
+}
+
+// admitter returns a function that admits the i-th refund of f in the background, sending
+// its error to done.
+func admitter(f *fixture, done chan<- error) func(i int) {
+	return func(i int) {
+		go func() {
+			_, err := f.ledger.Admit(context.Background(), request(f.refund(fmt.Sprintf("ord-%d", i), 100), fmt.Sprintf("req-%d", i), "w"))
+			done <- err
+		}()
 	}
 }

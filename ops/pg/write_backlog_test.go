@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops/pg"
 )
 
 // While a group-commit batch waits at the server (a transaction of the test's own locks
@@ -22,9 +24,12 @@ func TestWriteBacklogIsTheOldestWaitingStatementsWait(t *testing.T) {
 	if got := f.db.WriteBacklog(); got != 0 {
 		t.Fatalf("WriteBacklog with nothing written: %v, want 0", got)
 	}
+	// A lone statement behind a batch at the server waits for it (ops/pg/group.go), here
+	// without the bound that would send it out on its own after a few milliseconds.
+	pg.SetLoneWait(f.db, time.Minute)
 	tx := lockOperations(t, f)
 	// One admission at a time: the first takes a flusher and stalls at the server, and the
-	// next stays in the queue (a lone statement behind a batch waits for it, ops/pg/group.go).
+	// next stays in the queue.
 	done := make(chan error, 5)
 	admitted := 0
 	for f.db.WriteBacklog() == 0 {
