@@ -93,18 +93,22 @@ func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) err
 		g.lead(j)
 		return j.err
 	}
+	// Alone behind a batch, with a slot free: only then can the wait be long, since every
+	// busy slot drains the queue before it frees itself.
+	lone := g.active < g.flushers
 	g.mu.Unlock()
 	// The caller waits even if its context ends: the write may already be at the server,
 	// and its outcome must be known, not guessed.
-	if g.waitLone(j) {
+	if lone && g.waitLone(j) {
 		g.lead(j)
 	}
 	<-j.done
 	return j.err
 }
 
-// waitLone waits for j's batch to be done, or for loneWait if j is still queued then with a
-// slot free, and reports whether the caller is to lead j's batch, holding that slot.
+// waitLone waits for lone statement j's batch to be done, or for loneWait if j is still
+// queued then with a slot free, and reports whether the caller is to lead j's batch,
+// holding that slot.
 func (g *group) waitLone(j *groupJob) bool {
 	t := time.NewTimer(g.loneWait)
 	defer t.Stop()

@@ -22,15 +22,15 @@ func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
 	f := newFixture(t)
 	pg.SetLoneWait(f.db, time.Minute)
 	tx := lockOperations(t, f)
-	waiting, until := serverWaits(t, f)
+	waiting := lockWaits(t, f)
 	done := make(chan error, 3)
 	admit := admitter(f, done)
 
 	admit(1)
-	until("the first write waits at the server", func() bool { return waiting() == 1 })
+	waitFor(t, "the first write waits at the server", func() bool { return waiting() == 1 })
 
 	admit(2)
-	until("the second write waits for a batch", func() bool { return f.db.WriteBacklog() > 0 })
+	waitFor(t, "the second write waits for a batch", func() bool { return f.db.WriteBacklog() > 0 })
 	time.Sleep(50 * time.Millisecond)
 	if got := waiting(); got != 1 {
 		t.Errorf("a lone write behind a batch at the server: %d batches wait there, want 1 (it waits in the queue)", got)
@@ -40,7 +40,7 @@ func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
 	}
 
 	admit(3)
-	until("the two waiting writes go out together", func() bool { return f.db.WriteBacklog() == 0 && waiting() == 2 })
+	waitFor(t, "the two waiting writes go out together", func() bool { return f.db.WriteBacklog() == 0 && waiting() == 2 })
 	time.Sleep(50 * time.Millisecond)
 	if got := waiting(); got != 2 {
 		t.Errorf("after the third write: %d batches wait at the server, want 2 (the second and third in one)", got)
@@ -64,14 +64,14 @@ func TestALoneWriteBehindAHeldBatchGoesOutOnItsOwn(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	tx := lockOperations(t, f)
-	waiting, until := serverWaits(t, f)
+	waiting := lockWaits(t, f)
 	done := make(chan error, 2)
 	admit := admitter(f, done)
 
 	admit(1)
-	until("the first write waits at the server", func() bool { return waiting() == 1 })
+	waitFor(t, "the first write waits at the server", func() bool { return waiting() == 1 })
 	admit(2)
-	until("the lone write goes out beside the held batch", func() bool { return f.db.WriteBacklog() == 0 && waiting() == 2 })
+	waitFor(t, "the lone write goes out beside the held batch", func() bool { return f.db.WriteBacklog() == 0 && waiting() == 2 })
 
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -83,29 +83,18 @@ func TestALoneWriteBehindAHeldBatchGoesOutOnItsOwn(t *testing.T) {
 	}
 }
 
-// serverWaits returns how many of f's backends wait for a lock on operations, and a helper
-// that polls a condition for up to 5 s.
-func serverWaits(t *testing.T, f *fixture) (waiting func() int, until func(what string, ok func() bool)) {
-	ctx := context.Background()
-	waiting = func() int {
+// lockWaits returns how many of f's backends wait for a lock on operations.
+func lockWaits(t *testing.T, f *fixture) func() int {
+	return func() int {
 		t.Helper()
 		var n int
-		if err := f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+		if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
 			WHERE relation = 'operations'::regclass AND NOT granted
 				AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	until = func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-		}
-	}
-	return waiting, until
 }
 
 // admitter returns a function that admits the i-th refund of f in the background, sending
