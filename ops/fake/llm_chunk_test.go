@@ -17,7 +17,7 @@ func TestAChunkIsEncodedAsAMapWouldBe(t *testing.T) {
 			for _, u := range []any{nil, usage} {
 				c := obj{"id": g.ID, "object": "chat.completion.chunk", "created": g.Created.Unix(), "model": g.Model,
 					"system_fingerprint": "fp_settle_fake",
-					"choices": []obj{{"index": 2, "delta": obj{"content": tok}, "logprobs": nil, "finish_reason": nil}}}
+					"choices":            []obj{{"index": 2, "delta": obj{"content": tok}, "logprobs": nil, "finish_reason": nil}}}
 				if includeUsage {
 					c["usage"] = u
 				}
