@@ -35,7 +35,7 @@ func (l *LLM) stream(w http.ResponseWriter, r *http.Request, g Generation, req c
 		dropAt = max(fault.Chunk, 0)
 	}
 	tail := chunkTail(g)
-	var buf []byte
+	var buf, tokenChoice []byte
 	// send writes one event whose choices are already encoded.
 	send := func(choicesJSON []byte, u any) bool {
 		if sent == dropAt {
@@ -83,7 +83,7 @@ func (l *LLM) stream(w http.ResponseWriter, r *http.Request, g Generation, req c
 				}
 				continue
 			}
-			if !send(appendTokenChoice(nil, i, tok), nil) {
+			if tokenChoice = appendTokenChoice(tokenChoice[:0], i, tok); !send(tokenChoice, nil) {
 				return
 			}
 		}

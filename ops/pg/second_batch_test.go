@@ -18,13 +18,9 @@ import (
 // lifted here, and tested below.
 func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	f := newFixture(t)
 	pg.SetLoneWait(f.db, time.Minute)
-	tx := lockOperations(t, f)
-	waiting := lockWaits(t, f)
-	done := make(chan error, 3)
-	admit := admitter(f, done)
+	waiting, admit, release := heldWrites(t, f)
 
 	admit(1)
 	waitFor(t, "the first write waits at the server", func() bool { return waiting() == 1 })
@@ -46,14 +42,7 @@ func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
 		t.Errorf("after the third write: %d batches wait at the server, want 2 (the second and third in one)", got)
 	}
 
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if err := <-done; err != nil {
-			t.Fatalf("a write behind the lock: %v", err)
-		}
-	}
+	release(3)
 }
 
 // A batch held at the server does not hold a lone write behind it for longer than its bound
@@ -61,31 +50,25 @@ func TestALoneWriteWaitsForTheBatchAtTheServerAndTwoGoTogether(t *testing.T) {
 // the first is still held.
 func TestALoneWriteBehindAHeldBatchGoesOutOnItsOwn(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	f := newFixture(t)
-	tx := lockOperations(t, f)
-	waiting := lockWaits(t, f)
-	done := make(chan error, 2)
-	admit := admitter(f, done)
+	waiting, admit, release := heldWrites(t, f)
 
 	admit(1)
 	waitFor(t, "the first write waits at the server", func() bool { return waiting() == 1 })
 	admit(2)
 	waitFor(t, "the lone write goes out beside the held batch", func() bool { return f.db.WriteBacklog() == 0 && waiting() == 2 })
 
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if err := <-done; err != nil {
-			t.Fatalf("a write behind the lock: %v", err)
-		}
-	}
+	release(2)
 }
 
-// lockWaits returns how many of f's backends wait for a lock on operations.
-func lockWaits(t *testing.T, f *fixture) func() int {
-	return func() int {
+// heldWrites locks f's operations table against writes for the test, so that each batch of
+// the group commit waits at the server on one backend, and returns how many batches wait
+// there (counted in pg_locks), a function that admits the i-th refund of f in the
+// background, and one that lifts the lock and checks that the n refunds admitted succeed.
+func heldWrites(t *testing.T, f *fixture) (waiting func() int, admit func(i int), release func(n int)) {
+	tx := lockOperations(t, f)
+	done := make(chan error, 8)
+	waiting = func() int {
 		t.Helper()
 		var n int
 		if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks
@@ -95,15 +78,22 @@ func lockWaits(t *testing.T, f *fixture) func() int {
 		}
 		return n
 	}
-}
-
-// admitter returns a function that admits the i-th refund of f in the background, sending
-// its error to done.
-func admitter(f *fixture, done chan<- error) func(i int) {
-	return func(i int) {
+	admit = func(i int) {
 		go func() {
 			_, err := f.ledger.Admit(context.Background(), request(f.refund(fmt.Sprintf("ord-%d", i), 100), fmt.Sprintf("req-%d", i), "w"))
 			done <- err
 		}()
 	}
+	release = func(n int) {
+		t.Helper()
+		if err := tx.Rollback(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if err := <-done; err != nil {
+				t.Fatalf("a write behind the lock: %v", err)
+			}
+		}
+	}
+	return waiting, admit, release
 }
