@@ -317,6 +317,13 @@ func TestDatabaseOutageMCPToolSaysNothingSent(t *testing.T) {
 	if n := len(e.stripe.Refunds()); n != 0 {
 		t.Errorf("Stripe holds %d refunds", n)
 	}
+	// A call refused for its arguments cannot be recorded either: the agent is told to wait
+	// and call again, not to fix an argument (ops rule 8).
+	res, _, text = call(t, cs, "issue_refund", map[string]any{"order_id": "4418", "currency": "usd",
+		"payment_intent": "pi_4418"}, mcp.Meta{"tool_call_id": "toolu_outage_invalid"})
+	if !res.IsError || !strings.Contains(text, "5 seconds") || strings.Contains(text, "refused the arguments") {
+		t.Errorf("issue_refund without an amount, the database down: %q; want the outage, not the refusal", text)
+	}
 
 	code, out, h := e.doWith(t, fresh, http.MethodPost, "/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	wantUnavailable(t, "MCP request with a token not cached", code, out, h, ops.ReasonDatabaseUnavailable)
@@ -351,5 +358,25 @@ func TestDatabaseOutageDashboardPageIs503(t *testing.T) {
 	}
 	if !strings.Contains(string(body), "database") {
 		t.Errorf("the page does not say the database cannot be reached:\n%s", body)
+	}
+}
+
+// A request refused while the database is down cannot be recorded, and ops rule 8 wants
+// every client request recorded, the refused ones too: the refusal is not answered as if it
+// were (a 400 the client would not send again), but as the outage it met, 503 with
+// Retry-After, so that the client's next try is both answered and recorded.
+func TestDatabaseOutageRefusalIsNotAnsweredUnrecorded(t *testing.T) {
+	t.Parallel()
+	e := newOutageEnv(t)
+	e.relay.Off()
+	code, out, h := e.do(t, http.MethodPost, "/v1/chat/completions", "chat-bad", `{"model":`)
+	wantUnavailable(t, "malformed chat completion", code, out, h, ops.ReasonDatabaseUnavailable)
+	code, out, h = e.do(t, http.MethodPost, "/api/v1/refunds", "", `{"order_id":"4419","currency":"usd","payment_intent":"pi_4419"}`)
+	wantUnavailable(t, "refund without an amount", code, out, h, ops.ReasonDatabaseUnavailable)
+
+	e.relay.On()
+	code, out = retryWhileUnavailable(t, e, http.MethodPost, "/v1/chat/completions", "chat-bad", `{"model":`)
+	if code != http.StatusBadRequest {
+		t.Fatalf("the malformed request once the database is back: %d %v; want 400", code, out)
 	}
 }

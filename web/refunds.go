@@ -40,10 +40,11 @@ func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 		err = rerr
 	}
 	if err != nil {
-		if rerr := s.Refunds.Reject(r.Context(), tenant.ID, ops.CleanRef(ref)); rerr != nil {
+		rerr := s.Refunds.Reject(r.Context(), tenant.ID, ops.CleanRef(ref))
+		if rerr != nil {
 			s.Logger.ErrorContext(r.Context(), "record rejected request", "err", rerr)
 		}
-		s.Error(w, r, err)
+		s.Error(w, r, ops.Unrecorded(err, rerr))
 		return
 	}
 	ans, err := s.Refunds.Refund(r.Context(), refund.Request{TenantID: tenant.ID, Tenant: tenant.Name, OrderID: b.OrderID,

@@ -245,10 +245,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	key, err := x.check(r)
 	if err != nil {
 		g.stats.rejected.Add(1)
-		if rerr := g.cfg.Ledger.Reject(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef)); rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		return err
+		return ops.Unrecorded(err, g.cfg.Ledger.Reject(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef)))
 	}
 	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
 	if isBackground(x.req) {

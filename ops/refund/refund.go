@@ -200,7 +200,7 @@ func (s *Tool) Refund(ctx context.Context, req Request) (ans Answer, err error) 
 	defer func() { err = s.outage(err, opID, sent) }()
 	if err := req.Validate(); err != nil {
 		if req.TenantID > 0 {
-			_ = s.Ledger.Reject(ctx, req.TenantID, ops.KindRefund, ops.CleanRef(req.RequestRef))
+			return Answer{}, ops.Unrecorded(err, s.Ledger.Reject(ctx, req.TenantID, ops.KindRefund, ops.CleanRef(req.RequestRef)))
 		}
 		return Answer{}, err
 	}
