@@ -127,8 +127,9 @@ func usageObject(g Generation) obj {
 
 // A stream's chunks are encoded by hand where they repeat: a load test's fake sends
 // thousands a second, and encoding each chunk's map (reflection, its keys sorted) took
-// about a third of the fake's streaming CPU, its writes most of the rest. The bytes are json.Marshal's of the same map, keys in
-// its sorted order and strings escaped as it escapes them (TestAChunkIsEncodedAsAMapWouldBe).
+// about a third of the fake's streaming CPU, its writes most of the rest. The bytes are
+// json.Marshal's of the same map, keys in its sorted order and strings escaped as it
+// escapes them (TestAChunkIsEncodedAsAMapWouldBe).
 
 // chunkTail is what follows a chunk's choices, the same for each chunk of g's stream: the
 // keys after "choices" in sorted order, without the closing brace (usage may follow).
