@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
@@ -321,15 +323,8 @@ func (r *seedRun) checkEvidence(w *world, o *ledgerOp, fail func(string, ...any)
 func (r *seedRun) checkRequests(ctx context.Context, fail func(string, ...any)) error {
 	for _, t := range r.tenants {
 		for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall} {
-			var n int
-			if err := r.db.Pool.QueryRow(ctx, `SELECT count(*) FROM client_requests WHERE tenant_id = $1 AND kind = $2`, t.ID, string(k)).Scan(&n); err != nil {
+			if err := r.checkKindRecorded(ctx, t, k, fail); err != nil {
 				return err
-			}
-			r.mu.Lock()
-			made := r.requests[reqKey(t.ID, k)]
-			r.mu.Unlock()
-			if n != made {
-				fail("every client request recorded: %s made %d %s requests, the ledger recorded %d", t.Name, made, k, n)
 			}
 		}
 		var jobs, unrecorded int
@@ -348,6 +343,38 @@ FROM jobs j WHERE tenant_id = $1`, t.ID).Scan(&jobs, &unrecorded)
 		if unrecorded > 0 {
 			fail("every client request recorded: %d jobs of %s hang from a generation without their request recorded", unrecorded, t.Name)
 		}
+	}
+	return nil
+}
+
+// checkKindRecorded compares tenant t's requests of kind k with the ledger's, naming each
+// request the ledger does not hold with what its client was told, so that a run that loses
+// one says which and after what.
+func (r *seedRun) checkKindRecorded(ctx context.Context, t *ops.Tenant, k ops.Kind, fail func(string, ...any)) error {
+	rows, err := r.db.Pool.Query(ctx, `SELECT request_ref FROM client_requests WHERE tenant_id = $1 AND kind = $2`, t.ID, string(k))
+	if err != nil {
+		return err
+	}
+	recorded, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	made := r.requests[reqKey(t.ID, k)]
+	if len(recorded) == len(made) {
+		return nil
+	}
+	fail("every client request recorded: %s made %d %s requests, the ledger recorded %d", t.Name, len(made), k, len(recorded))
+	left := map[string]int{}
+	for _, ref := range recorded {
+		left[ref]++
+	}
+	for _, ref := range made {
+		if left[ref] == 0 {
+			fail("every client request recorded: request %s of %s is not in the ledger; its client was told: %s", ref, t.Name, r.told[ref])
+		}
+		left[ref]--
 	}
 	return nil
 }

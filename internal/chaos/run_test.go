@@ -150,10 +150,13 @@ type seedRun struct {
 	reqNo atomic.Int64
 
 	mu       sync.Mutex
-	requests map[string]int // client requests made, by tenant id and kind
-	jobKeys  map[int64]map[string]bool
-	refunds  []refundSeen
-	chats    []chatSeen
+	requests map[string][]string // the references of the client requests made, by tenant id and kind
+	// told is what the client of each request was told, by the request's reference: a
+	// request the ledger did not record is named with it.
+	told    map[string]string
+	jobKeys map[int64]map[string]bool
+	refunds []refundSeen
+	chats   []chatSeen
 	// refunded holds the refund intents a client was told were refunded: a client that
 	// knows does not ask again, since the same order and amount asked after its refund
 	// closed is a new intent (a second partial refund of the payment).
@@ -169,9 +172,10 @@ func (r *seedRun) note(format string, args ...any) {
 
 func reqKey(tenantID int64, k ops.Kind) string { return fmt.Sprintf("%d/%s", tenantID, k) }
 
-func (r *seedRun) counted(tenantID int64, k ops.Kind) {
+func (r *seedRun) counted(tenantID int64, k ops.Kind, ref string) {
 	r.mu.Lock()
-	r.requests[reqKey(tenantID, k)]++
+	r.requests[reqKey(tenantID, k)] = append(r.requests[reqKey(tenantID, k)], ref)
+	r.told[ref] = "no answer yet"
 	r.mu.Unlock()
 }
 
@@ -188,7 +192,7 @@ func (r *seedRun) counting(h http.Handler) http.Handler {
 // drawn faults, and the adapters that talk to them over loopback.
 func start(ctx context.Context, db *pg.DB, s *schedule, base time.Time) (*seedRun, error) {
 	r := &seedRun{s: s, db: db, clock: ops.NewManualClock(base), modes: map[string]llm.Mode{},
-		requests: map[string]int{}, jobKeys: map[int64]map[string]bool{}, refunded: map[string]bool{}}
+		requests: map[string][]string{}, told: map[string]string{}, jobKeys: map[int64]map[string]bool{}, refunded: map[string]bool{}}
 	r.kinds = ops.NewLedger(nil, r.clock)
 	registerKinds(r.kinds, s)
 	for _, ts := range s.Tenants {
@@ -357,9 +361,10 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 		case invalid:
 			req.AmountCents = 0
 		}
-		r.counted(t.ID, ops.KindRefund)
+		r.counted(t.ID, ops.KindRefund, ref)
 		a, err := tool.Refund(ctx, req)
 		r.mu.Lock()
+		r.told[ref] = fmt.Sprintf("answer %q, error %v", a.Status, err)
 		r.refunds = append(r.refunds, refundSeen{intent: in.Name, answer: a, err: err})
 		if err == nil && (a.Status == refund.Refunded || a.Status == refund.Pending) {
 			r.refunded[in.Name] = true
@@ -385,7 +390,7 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 			body = []byte(`{"model":`)
 		}
 		var out sink
-		r.counted(t.ID, ops.KindLLMCall)
+		r.counted(t.ID, ops.KindLLMCall, ref)
 		err = g.Complete(ctx, llm.Request{Tenant: t, Key: in.Key, HasKey: true, ContentType: "application/json",
 			Body: bytes.NewReader(body), RequestRef: ref}, &out)
 		// A whole success is answered before its close is written; the step is over once
@@ -394,6 +399,7 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 			r.note("drain: %v", derr)
 		}
 		r.mu.Lock()
+		r.told[ref] = fmt.Sprintf("began %t, operation %q, error %v (crash %q)", out.began, out.head.OperationID, err, crash)
 		r.chats = append(r.chats, chatSeen{intent: in.Name, err: err, began: out.began, head: out.head, body: out.buf.String(),
 			died: crash == crashAfterSend})
 		r.mu.Unlock()
