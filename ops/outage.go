@@ -37,12 +37,12 @@ func DatabaseUnreachable(cause error) *Error {
 		Message: "Settle's database cannot be reached right now; try again in a few seconds.", Err: cause}
 }
 
-// Unrecorded is the answer to a request refused before any operation was opened, given
+// unrecorded is the answer to a request refused before any operation was opened, given
 // what recording the refusal returned. A refusal the database was unreachable to record is
 // answered as that outage, not as the refusal: a client told its request was refused would
 // not send it again, and rule 8 wants it recorded, which its next try will be. Any other
 // failure to record is joined to the refusal, which stays the answer.
-func Unrecorded(refusal, recordErr error) error {
+func unrecorded(refusal, recordErr error) error {
 	switch {
 	case recordErr == nil:
 		return refusal

@@ -5,10 +5,17 @@ import (
 	"time"
 )
 
-// Reject records a client request refused before any operation was opened (malformed,
-// not allowed), so every client request is counted (rule 8).
-func (l *Ledger) Reject(ctx context.Context, tenantID int64, kind Kind, requestRef string) error {
-	return l.recordRejected(ctx, tenantID, kind, requestRef)
+// Refuse records a client request refused before any operation was opened (malformed, not
+// allowed), so every client request is counted (rule 8), and returns what its client is
+// answered: refusal, or the outage when the database could not be reached to record it
+// (unrecorded). The answer is decided where the refusal is recorded, so that no path can
+// record one and answer as if it had.
+func (l *Ledger) Refuse(ctx context.Context, tenantID int64, kind Kind, requestRef string, refusal error) error {
+	err := l.recordRejected(ctx, tenantID, kind, requestRef)
+	if err != nil && !Unreachable(err) {
+		l.logger().ErrorContext(ctx, "record refused request", "kind", kind, "err", err)
+	}
+	return unrecorded(refusal, err)
 }
 
 // rejectWait bounds the recording of a refused request once its caller's context is done.

@@ -14,7 +14,7 @@ import (
 // order (a claim without admission, an attempt without its record, a status without its
 // audit row).
 var ledgerProtocol = []string{
-	"Admit", "Readmit", "Run", "Answer", "Reject", "Close", "CloseBilled",
+	"Admit", "Readmit", "Run", "Answer", "Refuse", "Close", "CloseBilled",
 	"ApplyRecord", "ApplyEvent", "ExpireDue",
 	"Register", "Kind", "Kinds",
 	"Get", "Attempts", "LatestForIntent",

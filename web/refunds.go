@@ -11,8 +11,9 @@ import (
 // RefundTool is what the refund route needs: the domain's refund flow.
 type RefundTool interface {
 	Refund(ctx context.Context, req refund.Request) (refund.Answer, error)
-	// Reject records a request refused before it could be read.
-	Reject(ctx context.Context, tenantID int64, requestRef string) error
+	// Refuse records a request refused before it could be read and returns its answer: the
+	// refusal, or the outage that kept it from being recorded.
+	Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error
 }
 
 // refundBody is the JSON of POST /api/v1/refunds. Amounts are whole cents: a JSON number
@@ -40,11 +41,7 @@ func (s *Server) handleRefund(w http.ResponseWriter, r *http.Request) {
 		err = rerr
 	}
 	if err != nil {
-		rerr := s.Refunds.Reject(r.Context(), tenant.ID, ops.CleanRef(ref))
-		if rerr != nil {
-			s.Logger.ErrorContext(r.Context(), "record rejected request", "err", rerr)
-		}
-		s.Error(w, r, ops.Unrecorded(err, rerr))
+		s.Error(w, r, s.Refunds.Refuse(r.Context(), tenant.ID, ops.CleanRef(ref), err))
 		return
 	}
 	ans, err := s.Refunds.Refund(r.Context(), refund.Request{TenantID: tenant.ID, Tenant: tenant.Name, OrderID: b.OrderID,

@@ -294,7 +294,9 @@ func (unconfiguredRefunds) Refund(context.Context, refund.Request) (refund.Answe
 	return refund.Answer{}, ops.Errorf(ops.EUNAVAILABLE, "Refunds are off: this server has no STRIPE_API_KEY.")
 }
 
-func (unconfiguredRefunds) Reject(context.Context, int64, string) error { return nil }
+func (unconfiguredRefunds) Refuse(_ context.Context, _ int64, _ string, refusal error) error {
+	return refusal
+}
 
 // sessionSweepInterval is how often expired sessions are deleted.
 const sessionSweepInterval = 5 * time.Minute

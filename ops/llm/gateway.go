@@ -245,7 +245,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	key, err := x.check(r)
 	if err != nil {
 		g.stats.rejected.Add(1)
-		return ops.Unrecorded(err, g.cfg.Ledger.Reject(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef)))
+		return g.cfg.Ledger.Refuse(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef), err)
 	}
 	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
 	if isBackground(x.req) {

@@ -22,9 +22,10 @@ import (
 // serves POST /api/v1/refunds.
 type Refunder interface {
 	Refund(ctx context.Context, req refund.Request) (refund.Answer, error)
-	// Reject records a call refused before its arguments could be read, so every client
-	// request is counted (ops rule 8).
-	Reject(ctx context.Context, tenantID int64, requestRef string) error
+	// Refuse records a call refused before its arguments could be read, so every client
+	// request is counted (ops rule 8), and returns what the call is answered: the refusal,
+	// or the outage that kept it from being recorded.
+	Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error
 }
 
 // StatusStore reads what refund_status reports. *pg.DB implements it.

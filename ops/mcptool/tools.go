@@ -167,11 +167,7 @@ func (t *Tools) issueRefund(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		err = &ops.Error{Code: ops.EINVALID, Reason: "missing_field", Message: "amount_cents is required."}
 	}
 	if err != nil {
-		rerr := t.Refunds.Reject(ctx, tenant.ID, ref)
-		if rerr != nil {
-			t.Logger.ErrorContext(ctx, "record rejected tool call", "err", rerr)
-		}
-		return refused("issue_refund", ops.Unrecorded(err, rerr)), nil
+		return refused("issue_refund", t.Refunds.Refuse(ctx, tenant.ID, ref, err)), nil
 	}
 	ans, err := t.Refunds.Refund(ctx, refund.Request{TenantID: tenant.ID, Tenant: tenant.Name, OrderID: a.OrderID, AmountCents: *a.AmountCents,
 		Currency: a.Currency, PaymentIntent: a.PaymentIntent, Reason: a.Reason, RequestRef: ref})

@@ -200,7 +200,7 @@ func (s *Tool) Refund(ctx context.Context, req Request) (ans Answer, err error) 
 	defer func() { err = s.outage(err, opID, sent) }()
 	if err := req.Validate(); err != nil {
 		if req.TenantID > 0 {
-			return Answer{}, ops.Unrecorded(err, s.Ledger.Reject(ctx, req.TenantID, ops.KindRefund, ops.CleanRef(req.RequestRef)))
+			return Answer{}, s.Refuse(ctx, req.TenantID, ops.CleanRef(req.RequestRef), err)
 		}
 		return Answer{}, err
 	}
@@ -269,10 +269,11 @@ func (s *Tool) outage(err error, opID string, sent bool) error {
 	return ops.NothingSent(err, NothingSentNote)
 }
 
-// Reject records a refund request that could not even be read (malformed, too large), so
-// every client request is counted (ops rule 8).
-func (s *Tool) Reject(ctx context.Context, tenantID int64, requestRef string) error {
-	return s.Ledger.Reject(ctx, tenantID, ops.KindRefund, requestRef)
+// Refuse records a refund request refused before its operation was opened (malformed, too
+// large), so every client request is counted (ops rule 8), and returns its answer: refusal,
+// or the outage when the database could not be reached to record it.
+func (s *Tool) Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error {
+	return s.Ledger.Refuse(ctx, tenantID, ops.KindRefund, requestRef, refusal)
 }
 
 func (s *Tool) tenantKey() string {
