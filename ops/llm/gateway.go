@@ -307,6 +307,9 @@ func (x *exchange) check(r Request) (string, error) {
 	if x.req, err = parseRequest(x.api, body, r.Header); err != nil {
 		return "", err
 	}
+	if err := x.checkPrevious(); err != nil {
+		return "", err
+	}
 	if r.Header != nil && x.req.Stream {
 		x.lastEvent = strings.TrimSpace(r.Header("Last-Event-ID"))
 	}
