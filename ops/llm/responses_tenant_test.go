@@ -2,6 +2,7 @@ package llm_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,5 +54,27 @@ func TestPreviousResponseIsTheTenantsOwn(t *testing.T) {
 	}
 	if n := len(w.fake.Generations()); n != sent+1 {
 		t.Fatalf("shop's own next response: %d generations, want 1", n-sent)
+	}
+}
+
+// TestConversationIsRefused: no conversation is created through Settle (it serves no
+// conversations route), so every conversation the provider's shared account holds is
+// another's, and a Responses call that names one would both read and add to it. Such a call
+// is refused before anything is sent, and the refused request is recorded (ops rule 8).
+func TestConversationIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{})
+	sent := len(w.fake.Generations())
+	rejected := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected'`)
+	for i, conv := range []string{`"conv_0123456789abcdef"`, `{"id":"conv_0123456789abcdef"}`} {
+		body := `{"model":"fake-small","input":"what did we say?","max_output_tokens":24,"conversation":` + conv + `}`
+		r, err := w.callOn(w.gw, "/v1/responses", "bank", "conv-"+strconv.Itoa(i), body, "")
+		wantRefused(t, r, err, ops.EINVALID, llm.ReasonInvalidRequest)
+	}
+	if n := len(w.fake.Generations()); n != sent {
+		t.Fatalf("the provider generated %d responses in a conversation no tenant created through Settle", n-sent)
+	}
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected'`); n != rejected+2 {
+		t.Errorf("%d refused requests recorded, want 2", n-rejected)
 	}
 }
