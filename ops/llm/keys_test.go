@@ -118,3 +118,57 @@ func TestLLMPersonsFailedKeepsTheKey(t *testing.T) {
 	completion(t, r, err)
 	w.generations(t, 2)
 }
+
+// TestSameKeyInTwoTenantsAtOnceNeverJoins: two tenants send one Idempotency-Key at the same
+// moment, each streaming its own question, and the second tenant retries on the key while
+// both generations run. Each tenant's intent is its own (ops rule 2): two operations, two
+// generations, and the retry follows its own tenant's generation live, never the other's
+// running under the same key in this process.
+func TestSameKeyInTwoTenantsAtOnceNeverJoins(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{chunkDelay: 20 * time.Millisecond})
+	type ended struct {
+		r   *reply
+		err error
+	}
+	start := func(tenant, question string) chan ended {
+		c := make(chan ended, 1)
+		go func() {
+			r, err := w.callOn(w.gw, "/v1/chat/completions", tenant, "at-once", chatBody(question, 0.2, true), "")
+			c <- ended{r, err}
+		}()
+		return c
+	}
+	admitted := func(n int) {
+		for deadline := time.Now().Add(10 * time.Second); w.count(t, `SELECT count(*) FROM operations WHERE intent_key = 'at-once'`) < n; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("fewer than %d operations of the key after 10 s", n)
+			}
+		}
+	}
+	shop := start("shop", "what is the balance of account 1?")
+	admitted(1)
+	bank := start("bank", "list the payees of account 2")
+	admitted(2)
+	retry := start("bank", "list the payees of account 2")
+	got := map[string]ended{"shop": <-shop, "bank": <-bank, "bank's retry": <-retry}
+	texts := map[string]string{}
+	for who, e := range got {
+		if e.err != nil || !e.r.began {
+			t.Fatalf("%s: %v", who, e.err)
+		}
+		text, _, done := streamText(t, e.r)
+		if !done {
+			t.Fatalf("%s's stream did not end", who)
+		}
+		texts[who] = text
+	}
+	w.generations(t, 2)
+	s, b, r := got["shop"].r.head.OperationID, got["bank"].r.head.OperationID, got["bank's retry"].r.head.OperationID
+	if s == b || r != b || texts["bank's retry"] != texts["bank"] || texts["shop"] == texts["bank"] {
+		t.Fatalf("operations shop %s, bank %s, bank's retry %s; texts %q", s, b, r, texts)
+	}
+	if n := w.count(t, `SELECT count(DISTINCT tenant_id) FROM operations WHERE intent_key = 'at-once'`); n != 2 {
+		t.Fatalf("the key's operations belong to %d tenants, want 2", n)
+	}
+}
