@@ -443,7 +443,9 @@ func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) 
 	// only the operations of the tenant bound to that account.
 	out := ops.ProviderEvent{Provider: "stripe", ID: ev.ID, Type: string(ev.Type), Payload: payload, ReceivedAt: now, Account: ev.Account}
 	switch ev.Type {
-	case "refund.created", "refund.updated", "refund.failed":
+	case "refund.created", "refund.updated", "refund.failed", "charge.refund.updated":
+		// charge.refund.updated carries the refund itself, as refund.updated does; an
+		// endpoint subscribed to it hears a refund's later failure only from it (ops rules 9 and 12).
 		var r stripego.Refund
 		if err := json.Unmarshal(ev.Data.Raw, &r); err != nil {
 			return out, &ops.Error{Code: ops.EINVALID, Reason: "bad_event", Message: "The refund in the event cannot be read.", Err: err}
