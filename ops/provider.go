@@ -25,6 +25,10 @@ type ProviderRecord struct {
 	// connected account (acct_…), "" for the provider's own (platform) account. A record may
 	// explain only an operation of the tenant whose calls go to that account.
 	Account string
+	// PaymentRef is the payment the side effect moved money back to (a Stripe refund's
+	// payment intent), "" when the provider names none: a record may explain only an
+	// operation of that payment.
+	PaymentRef string
 }
 
 // Charged reports whether the record is a side effect that happened (or is happening).
@@ -82,7 +86,7 @@ type EventStore interface {
 type Applied struct {
 	Op *Operation
 	// Outcome: closed, already_closed, in_flight, orphan, not_charged, foreign_account,
-	// foreign_provider, other_amount.
+	// foreign_provider, other_amount, other_payment.
 	Outcome string
 }
 
@@ -100,13 +104,20 @@ const OutcomeForeignProvider = "foreign_provider"
 // metadata copied onto it): it is not that operation's record and changes nothing.
 const OutcomeOtherAmount = "other_amount"
 
+// OutcomeOtherPayment is the outcome of a record that names an operation refunding one
+// payment but moved money back to another (a refund of another customer's order made by
+// hand with Settle's metadata copied onto it): it is not that operation's record and changes
+// nothing.
+const OutcomeOtherPayment = "other_payment"
+
 // ApplyRecord records a provider record and, when it explains an operation nobody is
 // sending for (unknown, expired, stalled), closes that operation with ev as evidence through
 // the same compare-and-set as a person would. Replays are harmless. A record from another
 // provider account than the one the operation was sent to, from another provider than the
-// operation's, or of another amount or currency than the operation's, is recorded tied to
-// no operation and changes nothing (OutcomeForeignAccount, OutcomeForeignProvider,
-// OutcomeOtherAmount), on every path: webhooks, lookups and reconciliation.
+// operation's, of another payment than the operation's, or of another amount or currency
+// than the operation's, is recorded tied to no operation and changes nothing
+// (OutcomeForeignAccount, OutcomeForeignProvider, OutcomeOtherPayment, OutcomeOtherAmount),
+// on every path: webhooks, lookups and reconciliation.
 func (l *Ledger) ApplyRecord(ctx context.Context, es EventStore, rec ProviderRecord, ev Evidence, actor string) (Applied, error) {
 	now := l.Clock.Now()
 	var op *Operation
@@ -199,9 +210,12 @@ func (l *Ledger) overtaken(ctx context.Context, op *Operation, rec ProviderRecor
 // OutcomeForeignProvider when another provider keeps it (a refund at Stripe says nothing
 // of what an LLM provider ran: it is no evidence that an uncertain call ran nothing, rule
 // 11, nor that it succeeded, rule 9), OutcomeForeignAccount when another account of the
-// provider keeps it, OutcomeOtherAmount when it moved another sum than op asks for
-// (closing op with it would show op's amount moved on evidence of another, rules 9 and
-// 12), "" when it may be op's.
+// provider keeps it, OutcomeOtherPayment when it moved money back to another payment than
+// op's (closing op with it would tell op's customer of money another customer got, rules 9
+// and 12), OutcomeOtherAmount when it moved another sum than op asks for (closing op with it
+// would show op's amount moved on evidence of another, rules 9 and 12), "" when it may be
+// op's. Only a record that names its payment is judged by it: a provider that names none
+// (an LLM provider) has no payment to compare.
 func foreignRecord(ctx context.Context, es EventStore, op *Operation, rec ProviderRecord) (string, error) {
 	if rec.Provider != op.Provider {
 		return OutcomeForeignProvider, nil
@@ -212,6 +226,9 @@ func foreignRecord(ctx context.Context, es EventStore, op *Operation, rec Provid
 		return "", err
 	case foreign:
 		return OutcomeForeignAccount, nil
+	}
+	if op.PaymentRef != "" && rec.PaymentRef != "" && rec.PaymentRef != op.PaymentRef {
+		return OutcomeOtherPayment, nil
 	}
 	if op.AmountCents > 0 && (rec.AmountCents != op.AmountCents || !strings.EqualFold(rec.Currency, op.Currency)) {
 		return OutcomeOtherAmount, nil

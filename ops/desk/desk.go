@@ -225,7 +225,7 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(applied.Op).Message
 	case "in_flight":
 		out.Outcome, out.Message = LookupInFlight, "A worker started sending it meanwhile; look again once its lease has ended."
-	case ops.OutcomeOtherAmount, ops.OutcomeForeignAccount, ops.OutcomeForeignProvider:
+	case ops.OutcomeOtherAmount, ops.OutcomeOtherPayment, ops.OutcomeForeignAccount, ops.OutcomeForeignProvider:
 		out.Outcome, out.Message = LookupNotItsRecord, notItsRecord(op, res.Records[0], applied.Outcome)
 	default:
 		out.Outcome, out.Message = LookupFailed, "The provider's record could not be applied."

@@ -33,9 +33,12 @@ func (d *Desk) checkRecordIsOurs(ctx context.Context, op *ops.Operation, ref str
 // than Settle knows (ops rules 9 and 12).
 func notItsRecord(op *ops.Operation, rec ops.ProviderRecord, outcome string) string {
 	why := "comes from another provider account than the one this operation was sent to"
-	if outcome == ops.OutcomeOtherAmount {
+	switch outcome {
+	case ops.OutcomeOtherAmount:
 		why = fmt.Sprintf("moved %s, not the %s this operation refunds", ops.FormatMoney(rec.AmountCents, rec.Currency),
 			ops.FormatMoney(op.AmountCents, op.Currency))
+	case ops.OutcomeOtherPayment:
+		why = fmt.Sprintf("refunds the payment %s, not this operation's %s", rec.PaymentRef, op.PaymentRef)
 	}
 	return fmt.Sprintf("%s holds %s, which names this operation but %s: it is not this operation's refund, so nothing was closed. "+
 		"Reconciliation raises it as an orphan charge; find out who made it before closing this operation.", op.Provider, rec.Ref, why)

@@ -285,7 +285,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 				ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
 			Resolved: true, Note: fmt.Sprintf("Closed as %s by reconciliation with %s as evidence.", op.Status, rec.Ref),
 			Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
-	case "orphan", ops.OutcomeForeignAccount, ops.OutcomeForeignProvider, ops.OutcomeOtherAmount:
+	case "orphan", ops.OutcomeForeignAccount, ops.OutcomeForeignProvider, ops.OutcomeOtherAmount, ops.OutcomeOtherPayment:
 		if !rec.Charged() {
 			return nil // a refund that failed moved no money: recorded, nothing to settle
 		}
@@ -297,6 +297,9 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 			why = fmt.Sprintf("names operation %q, whose tenant's refunds do not go to %s", truncate(rec.OperationID, 80), accountOf(rec))
 		case applied.Outcome == ops.OutcomeForeignProvider:
 			why = fmt.Sprintf("names operation %q, which is not an operation at %s", truncate(rec.OperationID, 80), rec.Provider)
+		case applied.Outcome == ops.OutcomeOtherPayment:
+			why = fmt.Sprintf("names operation %q, which refunds another payment than this refund's %s: it is not that operation's refund",
+				truncate(rec.OperationID, 80), truncate(rec.PaymentRef, 80))
 		case applied.Outcome == ops.OutcomeOtherAmount:
 			why = fmt.Sprintf("names operation %q, which refunds another amount or currency: it is not that operation's refund", truncate(rec.OperationID, 80))
 		case rec.OperationID != "":

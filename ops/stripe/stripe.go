@@ -417,13 +417,16 @@ func recordWithRaw(r *stripego.Refund, raw json.RawMessage) ops.ProviderRecord {
 	if r.Metadata != nil {
 		rec.OperationID = r.Metadata[MetadataKey]
 	}
+	if r.PaymentIntent != nil {
+		rec.PaymentRef = r.PaymentIntent.ID
+	}
 	return rec
 }
 
 // ParseWebhook verifies a webhook's signature (300 s tolerance) and turns it into a
 // provider event. Events of another API version are accepted: Settle reads only the
-// refund's id, amount, currency, status and metadata, and the event's account, which every
-// version carries.
+// refund's id, amount, currency, status, payment intent and metadata, and the event's
+// account. A refund that names no payment intent is judged without it.
 func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) (ops.ProviderEvent, error) {
 	var ev stripego.Event
 	err := errors.New("no webhook signing secret is configured")
@@ -462,6 +465,9 @@ func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) 
 		if c.Refunds != nil && len(c.Refunds.Data) > 0 {
 			rec := Record(c.Refunds.Data[0])
 			rec.Account = ev.Account
+			if rec.PaymentRef == "" && c.PaymentIntent != nil {
+				rec.PaymentRef = c.PaymentIntent.ID
+			}
 			out.Record = &rec
 		}
 	}
