@@ -75,6 +75,9 @@ func (j *stubJobs) Get(context.Context, int64, string) (*jobs.Job, []jobs.Checkp
 	return nil, nil, ops.Errorf(ops.ENOTFOUND, "no job")
 }
 
+// Refuse answers with the refusal: the stub records nothing.
+func (j *stubJobs) Refuse(_ context.Context, _ int64, _ string, refusal error) error { return refusal }
+
 type stubRefunds struct{ web.RefundTool }
 
 type stubStatus struct{ mcptool.StatusStore }

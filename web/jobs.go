@@ -18,6 +18,9 @@ import (
 type JobService interface {
 	Submit(ctx context.Context, in jobs.Submission) (jobs.Submitted, error)
 	Get(ctx context.Context, tenantID int64, id string) (*jobs.Job, []jobs.Checkpoint, error)
+	// Refuse records a request refused before it could be read and returns its answer: the
+	// refusal, or the outage that kept it from being recorded.
+	Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error
 }
 
 // JobsDeps are the dependencies of the pipeline jobs API.
@@ -60,28 +63,7 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, ops.Errorf(ops.ENOTFOUND, "This server runs no pipeline jobs."))
 		return
 	}
-	var b jobBody
-	if err := decodeJSON(w, r, &b); err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	raw, present := idempotencyKey(r)
-	key, err := llm.ParseKey(raw, present, true)
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	reqlog.Set(r.Context(), reqlog.KeyHash, reqlog.HashKey(key))
-	ref, err := requestRef(r, b.RequestRef)
-	if err != nil {
-		s.Error(w, r, err)
-		return
-	}
-	res, err := s.Jobs.Submit(r.Context(), jobs.Submission{
-		TenantID: tenantFrom(r.Context()).ID, IdempotencyKey: key, RequestRef: ref,
-		Document: jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
-		Pipeline: b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
-	})
+	res, err := s.submitJob(w, r)
 	if err != nil {
 		// A submission never calls the provider itself: its workers do, once it is recorded.
 		s.Error(w, r, ops.NothingSent(err, "Submit it again with the same Idempotency-Key in a few seconds: it makes one job however often it is sent."))
@@ -95,6 +77,32 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	s.writeJSON(w, r, status, jobAccepted{JobID: j.ID, Status: string(j.Status), DedupKey: j.DedupKey})
+}
+
+// submitJob reads a job request and submits it. A request refused here, before the service
+// reads it, is recorded as the service records its own refusals (ops rule 8).
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) (jobs.Submitted, error) {
+	tenantID := tenantFrom(r.Context()).ID
+	var b jobBody
+	err := decodeJSON(w, r, &b)
+	raw, present := idempotencyKey(r)
+	key, kerr := llm.ParseKey(raw, present, true)
+	if err == nil {
+		err = kerr
+	}
+	ref, rerr := requestRef(r, b.RequestRef)
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return jobs.Submitted{}, s.Jobs.Refuse(r.Context(), tenantID, ops.CleanRef(ref), err)
+	}
+	reqlog.Set(r.Context(), reqlog.KeyHash, reqlog.HashKey(key))
+	return s.Jobs.Submit(r.Context(), jobs.Submission{
+		TenantID: tenantID, IdempotencyKey: key, RequestRef: ref,
+		Document: jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
+		Pipeline: b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
+	})
 }
 
 // jobView is the answer of GET /api/v1/jobs/{id}.

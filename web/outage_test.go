@@ -380,3 +380,22 @@ func TestDatabaseOutageRefusalIsNotAnsweredUnrecorded(t *testing.T) {
 		t.Fatalf("the malformed request once the database is back: %d %v; want 400", code, out)
 	}
 }
+
+// A job request Settle would refuse is answered as the outage while the database is down,
+// as the other routes' refusals are: its refusal cannot be recorded, and every client
+// request is (ops rule 8), so its client is told to send it again rather than to fix it.
+func TestDatabaseOutageJobRefusalIsNotAnsweredUnrecorded(t *testing.T) {
+	t.Parallel()
+	e := newOutageEnv(t)
+	e.relay.Off()
+	code, out, h := e.do(t, http.MethodPost, "/api/v1/jobs", "job-bad", `{"document":`)
+	wantUnavailable(t, "malformed job", code, out, h, ops.ReasonDatabaseUnavailable)
+	code, out, h = e.do(t, http.MethodPost, "/api/v1/jobs", "job-huge", `{"document":{"text":"a parcel"},"pipeline":"summarise","prompt_version":"v1","model_profile":"huge"}`)
+	wantUnavailable(t, "job of an unknown profile", code, out, h, ops.ReasonDatabaseUnavailable)
+
+	e.relay.On()
+	code, out = retryWhileUnavailable(t, e, http.MethodPost, "/api/v1/jobs", "job-bad", `{"document":`)
+	if code != http.StatusBadRequest {
+		t.Fatalf("the malformed job once the database is back: %d %v; want 400", code, out)
+	}
+}

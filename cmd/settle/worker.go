@@ -153,7 +153,7 @@ func (p *Program) jobService() *jobs.Service {
 	if err != nil {
 		p.Logger.Warn("jobs settings", "err", err)
 	}
-	s := &jobs.Service{Store: jobstore.New(p.DB), Catalog: jobs.DefaultCatalog(), Clock: p.Clock, MaxAttempts: jc.MaxAttempts,
+	s := &jobs.Service{Store: jobstore.New(p.DB), Ledger: p.Ledger, Catalog: jobs.DefaultCatalog(), Clock: p.Clock, MaxAttempts: jc.MaxAttempts,
 		Deadline: jc.Deadline, MaxCostMicros: jc.MaxCostMicros, Logger: p.Logger}
 	if p.Config.LLM.BaseURL != "" {
 		if pool, err := p.jobPool(jc, 1); err == nil {

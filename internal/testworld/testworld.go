@@ -134,7 +134,7 @@ func (w *World) ConsumeJobEvents() {
 
 // Jobs is the jobs service on the world's database, on the system clock.
 func (w *World) Jobs() *jobs.Service {
-	return &jobs.Service{Store: jobstore.New(w.DB), Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
+	return &jobs.Service{Store: jobstore.New(w.DB), Ledger: ops.NewLedger(w.DB, ops.SystemClock{}), Catalog: jobs.DefaultCatalog(), Clock: ops.SystemClock{}}
 }
 
 // Server is the web server on the world's database: accounts, queues, readiness, sessions

@@ -57,7 +57,10 @@ const maxText = 512 << 10
 
 // Service accepts jobs and answers what they became.
 type Service struct {
-	Store   Store
+	Store Store
+	// Ledger records each refused submission as its tenant's client request (Refuse). A
+	// service that accepts requests needs it: without it refusals go unrecorded.
+	Ledger  *ops.Ledger
 	Catalog *Catalog
 	Clock   ops.Clock
 	// MaxAttempts, Deadline and MaxCostMicros are the retry budget of new jobs; defaults
@@ -74,16 +77,55 @@ type Service struct {
 // Submit records a job for the intent, or returns the job its key already names. The same
 // key with another document, pipeline, prompt version or profile is refused.
 func (s *Service) Submit(ctx context.Context, in Submission) (Submitted, error) {
+	j, err := s.newJob(in)
+	if err != nil {
+		return Submitted{}, s.Refuse(ctx, in.TenantID, ops.CleanRef(in.RequestRef), err)
+	}
+	up := Checkpoint{Stage: StageUploaded, InputHash: j.DocumentHash, CodeVersion: uploadVersion, Status: CheckpointOK,
+		Result: mustJSON(map[string]any{"document_hash": j.DocumentHash, "document_ref": in.Document.Ref, "bytes": len(in.Document.Text)})}
+	got, created, err := s.Store.InsertJob(ctx, j, up)
+	if err != nil {
+		return Submitted{}, err
+	}
+	if !created && got.RequestFingerprint != j.RequestFingerprint {
+		// Refused as every malformed submission is: its job is not touched (InsertJob counts
+		// a repeat only of the same request) and the request is recorded (ops rule 8).
+		return Submitted{Job: got}, s.Refuse(ctx, in.TenantID, ops.CleanRef(in.RequestRef), &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused,
+			Message: "This Idempotency-Key was used for job " + got.ID + " with another document, pipeline, prompt version or model profile."})
+	}
+	if created && s.Reuse != nil {
+		if done, err := s.Reuse.TryReuse(ctx, got); err != nil {
+			s.logger().WarnContext(ctx, "answer job from an existing generation", "job", got.ID, "err", err)
+		} else {
+			got = done
+		}
+	}
+	return Submitted{Job: got, Created: created}, nil
+}
+
+// Refuse records a job request refused before a job was recorded for it (malformed, an
+// unusable key, a key reused for another request), so every client request is counted
+// (ops rule 8), and returns its answer: the refusal, or the outage that kept it from being
+// recorded.
+func (s *Service) Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error {
+	if s.Ledger == nil || tenantID <= 0 {
+		return refusal
+	}
+	return s.Ledger.Refuse(ctx, tenantID, ops.KindLLMJob, requestRef, refusal)
+}
+
+// newJob checks a submission and returns the job it asks for, not yet recorded.
+func (s *Service) newJob(in Submission) (*Job, error) {
 	if in.IdempotencyKey == "" {
-		return Submitted{}, &ops.Error{Code: ops.EINVALID, Reason: ReasonMissingKey, Message: "Send an Idempotency-Key header: one key per job you mean to run."}
+		return nil, &ops.Error{Code: ops.EINVALID, Reason: ReasonMissingKey, Message: "Send an Idempotency-Key header: one key per job you mean to run."}
 	}
 	if err := llm.CheckKey(in.IdempotencyKey); err != nil {
-		return Submitted{}, err
+		return nil, err
 	}
 	for _, f := range []struct{ name, v string }{{"request_ref", in.RequestRef}, {"document.ref", in.Document.Ref},
 		{"pipeline", in.Pipeline}, {"prompt_version", in.PromptVersion}, {"model_profile", in.ModelProfile}} {
 		if err := ops.CheckRef(f.name, f.v, ops.MaxRefBytes); err != nil {
-			return Submitted{}, err
+			return nil, err
 		}
 	}
 	cat := s.Catalog
@@ -91,11 +133,11 @@ func (s *Service) Submit(ctx context.Context, in Submission) (Submitted, error) 
 		cat = DefaultCatalog()
 	}
 	if err := cat.check(in.Pipeline, in.PromptVersion, in.ModelProfile); err != nil {
-		return Submitted{}, err
+		return nil, err
 	}
 	hash, err := documentHash(in.Document)
 	if err != nil {
-		return Submitted{}, err
+		return nil, err
 	}
 	now := s.Clock.Now()
 	j := &Job{
@@ -117,24 +159,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (Submitted, error) 
 	j.RequestFingerprint = ops.Fingerprint(map[string]any{"document_hash": hash, "document_ref": in.Document.Ref,
 		"pipeline": in.Pipeline, "prompt_version": in.PromptVersion, "model_profile": in.ModelProfile})
 	j.DedupKey = DedupKey(in.TenantID, hash, in.Pipeline, in.PromptVersion, in.ModelProfile)
-	up := Checkpoint{Stage: StageUploaded, InputHash: hash, CodeVersion: uploadVersion, Status: CheckpointOK,
-		Result: mustJSON(map[string]any{"document_hash": hash, "document_ref": in.Document.Ref, "bytes": len(in.Document.Text)})}
-	got, created, err := s.Store.InsertJob(ctx, j, up)
-	if err != nil {
-		return Submitted{}, err
-	}
-	if !created && got.RequestFingerprint != j.RequestFingerprint {
-		return Submitted{Job: got}, &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused,
-			Message: "This Idempotency-Key was used for job " + got.ID + " with another document, pipeline, prompt version or model profile."}
-	}
-	if created && s.Reuse != nil {
-		if done, err := s.Reuse.TryReuse(ctx, got); err != nil {
-			s.logger().WarnContext(ctx, "answer job from an existing generation", "job", got.ID, "err", err)
-		} else {
-			got = done
-		}
-	}
-	return Submitted{Job: got, Created: created}, nil
+	return j, nil
 }
 
 // Get returns a job of the tenant with its checkpoints.
