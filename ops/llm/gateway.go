@@ -236,16 +236,15 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		owner: ops.NewOwner("llm", "")}
 	defer func() { err = x.outage(err) }()
 	if x.api, err = apiFor(r.Route); err != nil {
-		return err
+		return g.refuse(ctx, r, err)
 	}
 	route := x.api.route()
 	if x.up = g.upstream(route); x.up == nil {
-		return ops.Errorf(ops.ENOTFOUND, "No provider of %s is configured on this server.", route)
+		return g.refuse(ctx, r, ops.Errorf(ops.ENOTFOUND, "No provider of %s is configured on this server.", route))
 	}
 	key, err := x.check(r)
 	if err != nil {
-		g.stats.rejected.Add(1)
-		return g.cfg.Ledger.Refuse(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef), err)
+		return g.refuse(ctx, r, err)
 	}
 	x.wait = ParsePrefer(r.Prefer, g.cfg.MaxWait)
 	if isBackground(x.req) {
@@ -275,6 +274,13 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	}
 	x.crID = adm.ClientRequestID
 	return x.serve(adm)
+}
+
+// refuse records a tenant's request refused before admission, a route no provider serves
+// here as much as a malformed body, and returns its answer (ops rule 8).
+func (g *Gateway) refuse(ctx context.Context, r Request, refusal error) error {
+	g.stats.rejected.Add(1)
+	return g.cfg.Ledger.Refuse(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef), refusal)
 }
 
 // check reads and validates the request and returns its intent key.
