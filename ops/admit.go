@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/settle-dev/settle/ops/reqlog"
@@ -293,9 +292,10 @@ func (l *Ledger) Readmit(ctx context.Context, in Intent, a Admission) (Admission
 // too far off the database's to judge leases (SkewGuard).
 const ReasonClockSkew = "clock_skew"
 
-// gateOpen refuses, and records as refused (rule 8), a request this replica may not admit
-// now: to a replica whose clock is off, a live lease may look run out, and taking it over
-// would send again what may be under way (rule 11).
+// gateOpen refuses, and records as refused (rule 8, through Refuse, so a refusal the
+// database was down to record is answered as the outage), a request this replica may not
+// admit now: to a replica whose clock is off, a live lease may look run out, and taking it
+// over would send again what may be under way (rule 11).
 func (l *Ledger) gateOpen(ctx context.Context, in Intent) error {
 	if l.Gate == nil {
 		return nil
@@ -304,10 +304,7 @@ func (l *Ledger) gateOpen(ctx context.Context, in Intent) error {
 	if shut == nil {
 		return nil
 	}
-	if err := l.recordRejected(ctx, in.TenantID, in.Kind, in.RequestRef); err != nil {
-		return errors.Join(clockSkewRefusal(shut), err)
-	}
-	return clockSkewRefusal(shut)
+	return l.Refuse(ctx, in.TenantID, in.Kind, in.RequestRef, clockSkewRefusal(shut))
 }
 
 func clockSkewRefusal(cause error) error {
