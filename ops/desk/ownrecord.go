@@ -50,7 +50,23 @@ func (d *Desk) checkRecord(ctx context.Context, op *ops.Operation, to ops.Status
 	if err := d.checkRecordIsOurs(ctx, op, ref); err != nil {
 		return err
 	}
+	if err := d.checkAnswerAtProvider(ctx, op, to, ref); err != nil {
+		return err
+	}
 	return d.checkRefundAtProvider(ctx, op, to, ref)
+}
+
+// checkAnswerAtProvider refuses a close as succeeded of an LLM operation with a record the
+// provider holds as another call's, or as a generation that ended without an answer (a
+// response it failed or cancelled): the close would show op as succeeded against the
+// provider's own word (ops rule 9). It runs before a close is proposed, so no proposal is
+// made that its approval would refuse; the close itself fetches the answer again.
+func (d *Desk) checkAnswerAtProvider(ctx context.Context, op *ops.Operation, to ops.Status, ref string) error {
+	if ref == "" || to != ops.StatusSucceeded || !d.Ledger.Kind(op.Kind).Generation {
+		return nil
+	}
+	_, _, err := d.answerFor(ctx, op, ref)
+	return err
 }
 
 // checkRefundAtProvider asks the provider about the refund id a person gives to close op as
