@@ -3,6 +3,7 @@ package web_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/settle-dev/settle/ops"
@@ -68,5 +69,33 @@ func TestAQueueLinkPastItsEndOrDamagedSaysSo(t *testing.T) {
 			t.Errorf("GET %s = %d, want 422", path, code)
 		}
 		mustContain(t, body, says)
+	}
+}
+
+// TestASelectionNamingOneOperationTwiceLooksItUpOnce: a selection posted with one operation
+// under two spellings of its id (a person's paste beside the ticked row, upper case, or
+// urn:uuid:) is one operation: it is looked up once and counted once, closed, never also
+// "already closed" by its own second lookup, and the summary says no more than that one
+// operation was handled (ops rule 12).
+func TestASelectionNamingOneOperationTwiceLooksItUpOnce(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	alice := e.signIn(t, "alice@example.com", desk.RoleOncall)
+	op := e.refundedButUnknown(t, "9631")
+	form := url.Values{"scope": {"selected"}, "ids": {op.ID, strings.ToUpper(op.ID), "urn:uuid:" + op.ID}}
+	resp, err := alice.PostForm(e.url+"/ops/lookup", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readBody(t, resp)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("lookup of the selection = %d", resp.StatusCode)
+	}
+	mustContain(t, body, `data-testid="bulk-closed">1<`, `data-testid="bulk-already">0<`, `data-testid="bulk-need-person">0<`)
+	if n := e.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = 'lookup'`, op.ID); n > 1 {
+		t.Fatalf("%d lookups recorded of the one operation selected, want 1", n)
+	}
+	if cur := e.get(t, op.ID); cur.Status != ops.StatusSucceeded {
+		t.Fatalf("the selection left %s as %s", op.ID, cur.Status)
 	}
 }

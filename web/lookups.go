@@ -215,15 +215,18 @@ func (s *Server) handleBulkLookup(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, views.Bulk(m))
 }
 
-// selectedIDs checks the ticked ids: a forged value is refused, not looked up.
+// selectedIDs checks the ticked ids: a forged value is refused, not looked up. Each is
+// taken in its one spelling, so an operation named twice (upper case, urn:uuid:) is looked
+// up and counted once, not once per spelling.
 func selectedIDs(raw []string, limit int) ([]string, error) {
 	seen := map[string]bool{}
 	var ids []string
-	for _, id := range raw {
-		if uuid.Validate(id) != nil {
+	for _, spelt := range raw {
+		u, err := uuid.Parse(spelt)
+		if err != nil {
 			return nil, ops.Errorf(ops.EINVALID, "The selection holds something that is not an operation id.")
 		}
-		if !seen[id] {
+		if id := u.String(); !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}
