@@ -308,6 +308,11 @@ func auditChange(a recon.AuditEntry) string {
 	return strings.Join(parts, ", ")
 }
 
+// maxExceptionForm bounds the body of an exception's form. Its note takes
+// recon.MaxNoteLength characters, and a character the form's field counts as one may take
+// three bytes, each percent-encoded as three: 18 KB for the note alone.
+const maxExceptionForm = 32 << 10
+
 // handleExceptionChange applies one form of the workflow and, on success, sends the
 // browser back to the exception (post/redirect/get). A refusal shows the page again with
 // the reason.
@@ -318,7 +323,7 @@ func (s *Server) handleExceptionChange(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxExceptionForm)
 	if !s.readForm(w, r) {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
@@ -39,7 +40,8 @@ const (
 	LookupNotItsRecord = "not_its_record"
 )
 
-// MaxCloseNoteLength bounds the note a person writes when closing an operation.
+// MaxCloseNoteLength bounds the note a person writes when closing an operation, in
+// characters as the form's field counts them, whatever bytes each takes.
 const MaxCloseNoteLength = 2000
 
 // LookupOutcome is what one lookup asked from the dashboard came to.
@@ -273,7 +275,7 @@ func checkNote(note string) (string, error) {
 	switch {
 	case note == "":
 		return "", ops.Errorf(ops.EINVALID, "Write a note that says why you close it.")
-	case len(note) > MaxCloseNoteLength:
+	case utf8.RuneCountInString(note) > MaxCloseNoteLength:
 		return "", ops.Errorf(ops.EINVALID, "The note is longer than %d characters.", MaxCloseNoteLength)
 	}
 	return note, ops.CheckNote("The note", note)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -182,7 +183,8 @@ type ExceptionChange struct {
 	At       time.Time
 }
 
-// MaxNoteLength bounds a note: it is read by people, not pasted logs.
+// MaxNoteLength bounds a note, in characters as the form's field counts them: it is read by
+// people, not pasted logs.
 const MaxNoteLength = 2000
 
 // Apply checks the change against the exception as it is and returns the exception as it
@@ -196,7 +198,7 @@ func (c ExceptionChange) Apply(cur *Exception) (*Exception, error) {
 			cur.ID, c.Version, cur.Version, cur.Status)
 	}
 	note := strings.TrimSpace(c.Note)
-	if len(note) > MaxNoteLength {
+	if utf8.RuneCountInString(note) > MaxNoteLength {
 		return nil, ops.Errorf(ops.EINVALID, "The note is longer than %d characters.", MaxNoteLength)
 	}
 	if err := ops.CheckNote("The note", note); err != nil {
