@@ -236,7 +236,7 @@ func (k *Lookups) StoreUnknown(ctx context.Context, op *ops.Operation) bool {
 // fetchResponse is Fetch for a response: its text is taken as op's answer only when the id
 // is one Settle recorded on op's attempts and the provider holds it finished with an answer.
 // One the provider holds as failed or cancelled is refused: it is the provider's record
-// that nothing was answered.
+// that nothing was answered. One still queued or running gives no answer yet.
 func (k *Lookups) fetchResponse(ctx context.Context, op *ops.Operation, id string) (*ops.Result, string, error) {
 	found, err := k.findResponses(ctx, op)
 	if err != nil {
@@ -246,12 +246,15 @@ func (k *Lookups) fetchResponse(ctx context.Context, op *ops.Operation, id strin
 		if s.ID != id {
 			continue
 		}
-		if !s.answered() {
+		if s.endedWithout() {
 			// The provider's own record says the generation ended without an answer: a
 			// close as succeeded would stand on a person's word against it (ops rule 9).
 			return nil, "", ops.Errorf(ops.EINVALID,
 				"%s holds response %s as %s: it ended without an answer, so it cannot close this call as succeeded. Look the call up: the lookup closes it as failed with the provider's record.",
 				op.Provider, id, s.Status)
+		}
+		if !s.answered() {
+			return nil, fmt.Sprintf("%s's response %s is %s: it holds no answer yet.", op.Provider, id, s.Status), nil
 		}
 		res, err := ResultOf(s, k.Prices)
 		if err != nil {

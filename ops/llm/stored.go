@@ -318,8 +318,9 @@ func (k *Lookups) Lookup(ctx context.Context, op *ops.Operation, actor string) (
 // Fetch returns the stored answer of the completion id a person gave to close op as
 // succeeded, or nil when the provider cannot give it (why says so). A completion whose
 // metadata names another tenant or another operation is refused: it is not this call's
-// answer; so is a response the provider holds as failed or cancelled. One whose metadata does not name op and its tenant gives no answer either, since
-// nothing ties its text to this call: the close then stands on the person's word alone.
+// answer; so is a response the provider holds as failed or cancelled. One whose metadata
+// does not name op and its tenant gives no answer either, since nothing ties its text to
+// this call: the close then stands on the person's word alone.
 func (k *Lookups) Fetch(ctx context.Context, op *ops.Operation, id string) (res *ops.Result, why string, err error) {
 	if why := k.Available(ctx, op); why != "" {
 		return nil, why, nil
