@@ -404,7 +404,7 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 			died: crash == crashAfterSend})
 		r.mu.Unlock()
 	case ops.KindLLMJob:
-		svc := &jobs.Service{Store: jobstore.New(r.db), Catalog: jobs.DefaultCatalog(), Clock: r.clock}
+		svc := &jobs.Service{Ledger: r.ledger(newProc(r.db)), Store: jobstore.New(r.db), Catalog: jobs.DefaultCatalog(), Clock: r.clock}
 		for _, key := range in.JobKeys {
 			sub := jobs.Submission{TenantID: t.ID, IdempotencyKey: key, Document: jobs.Document{Text: in.Doc},
 				Pipeline: "summarise", PromptVersion: "v1", ModelProfile: "fast", RequestRef: ref}
@@ -415,6 +415,14 @@ func (r *seedRun) send(ctx context.Context, sd send, crash string) {
 				sub.IdempotencyKey = ""
 			}
 			got, err := svc.Submit(ctx, sub)
+			if ops.ErrorCode(err) == ops.EINVALID {
+				// A refused submission records no job: it is recorded as its tenant's
+				// client request (checkRequests).
+				r.mu.Lock()
+				r.requests[reqKey(t.ID, ops.KindLLMJob)] = append(r.requests[reqKey(t.ID, ops.KindLLMJob)], ref)
+				r.told[ref] = fmt.Sprintf("refused: %v", err)
+				r.mu.Unlock()
+			}
 			if err == nil {
 				r.mu.Lock()
 				if r.jobKeys[t.ID] == nil {
