@@ -157,7 +157,17 @@ func (s *Server) closeForm(w http.ResponseWriter, r *http.Request) (id string, v
 		s.Error(w, r, ops.Errorf(ops.EINVALID, "The form lacks the version of the operation; reload the page and try again."))
 		return "", 0, false
 	}
-	return chi.URLParam(r, "id"), v, true
+	return operationID(chi.URLParam(r, "id")), v, true
+}
+
+// operationID is the id in an operation's address in its one spelling, so that a form posted
+// to an address typed by hand (upper case, urn:uuid:) acts on, and lands on the page of, the
+// operation itself. Text that is no id is left as it is, for the store to answer not found.
+func operationID(spelt string) string {
+	if u, err := uuid.Parse(spelt); err == nil {
+		return u.String()
+	}
+	return spelt
 }
 
 // bulkLabels say in words why a lookup left operations for a person.

@@ -75,8 +75,12 @@ func (db *DB) openProposalConflict(ctx context.Context, opID string, cause error
 
 // LatestProposal implements ops.ProposalStore.
 func (db *DB) LatestProposal(ctx context.Context, opID string) (*ops.Proposal, error) {
+	canonical, ok := CanonicalID(opID)
+	if !ok {
+		return nil, nil // no operation, so no proposal
+	}
 	p, err := scanProposal(db.Pool.QueryRow(ctx, `SELECT `+proposalCols+` FROM close_proposals p
-WHERE p.operation_id = $1::uuid ORDER BY p.id DESC LIMIT 1`, opID))
+WHERE p.operation_id = $1::uuid ORDER BY p.id DESC LIMIT 1`, canonical))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
