@@ -110,6 +110,18 @@ const OutcomeOtherAmount = "other_amount"
 // nothing.
 const OutcomeOtherPayment = "other_payment"
 
+// NotItsRecord reports whether outcome is ApplyRecord's for a record that names an operation
+// but cannot be its own (another provider, account, payment, amount or currency): it was
+// recorded tied to no operation and changed nothing. Every path that tells a person or a
+// report about such a record asks this, so an outcome added here reaches all of them.
+func NotItsRecord(outcome string) bool {
+	switch outcome {
+	case OutcomeForeignProvider, OutcomeForeignAccount, OutcomeOtherPayment, OutcomeOtherAmount:
+		return true
+	}
+	return false
+}
+
 // ApplyRecord records a provider record and, when it explains an operation nobody is
 // sending for (unknown, expired, stalled), closes that operation with ev as evidence through
 // the same compare-and-set as a person would. Replays are harmless. A record from another

@@ -216,18 +216,18 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 		out.Message = "The provider has no refund carrying this operation's id. " + notExecutedHint(op, now)
 		return out, nil
 	}
-	switch applied.Outcome {
-	case "closed":
+	switch o := applied.Outcome; {
+	case o == "closed":
 		out.Outcome = LookupClosed
 		out.Message = fmt.Sprintf("Closed as %s: %s has %s.", applied.Op.Status, op.Provider, applied.Op.ProviderRef)
 		if applied.Op.ProviderRef == "" {
 			out.Message = fmt.Sprintf("Closed as %s with the provider's record %s.", applied.Op.Status, res.Records[0].Ref)
 		}
-	case "already_closed":
+	case o == "already_closed":
 		out.Outcome, out.Message = LookupAlreadyClosed, ops.AlreadyClosed(applied.Op).Message
-	case "in_flight":
+	case o == "in_flight":
 		out.Outcome, out.Message = LookupInFlight, "A worker started sending it meanwhile; look again once its lease has ended."
-	case ops.OutcomeOtherAmount, ops.OutcomeOtherPayment, ops.OutcomeForeignAccount, ops.OutcomeForeignProvider:
+	case ops.NotItsRecord(o):
 		out.Outcome, out.Message = LookupNotItsRecord, notItsRecord(op, res.Records[0], applied.Outcome)
 	default:
 		out.Outcome, out.Message = LookupFailed, "The provider's record could not be applied."

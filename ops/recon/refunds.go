@@ -275,8 +275,8 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 		return fmt.Errorf("apply %s %s: %w", rec.Provider, rec.Ref, err)
 	}
 	now := r.Ledger.Clock.Now()
-	switch applied.Outcome {
-	case "closed":
+	switch o := applied.Outcome; {
+	case o == "closed":
 		rep.Closed++
 		op := applied.Op
 		return r.record(ctx, rep, Finding{Kind: ExceptionExplainedUnknown, Provider: rec.Provider, Ref: op.ID,
@@ -285,22 +285,22 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 				ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
 			Resolved: true, Note: fmt.Sprintf("Closed as %s by reconciliation with %s as evidence.", op.Status, rec.Ref),
 			Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
-	case "orphan", ops.OutcomeForeignAccount, ops.OutcomeForeignProvider, ops.OutcomeOtherAmount, ops.OutcomeOtherPayment:
+	case o == "orphan" || ops.NotItsRecord(o):
 		if !rec.Charged() {
 			return nil // a refund that failed moved no money: recorded, nothing to settle
 		}
 		rep.Orphans++
 		why := "carries no settle_operation_id"
 		switch {
-		case applied.Outcome == ops.OutcomeForeignAccount:
+		case o == ops.OutcomeForeignAccount:
 			// Nobody else's operation may be explained by it: it is this account's orphan.
 			why = fmt.Sprintf("names operation %q, whose tenant's refunds do not go to %s", truncate(rec.OperationID, 80), accountOf(rec))
-		case applied.Outcome == ops.OutcomeForeignProvider:
+		case o == ops.OutcomeForeignProvider:
 			why = fmt.Sprintf("names operation %q, which is not an operation at %s", truncate(rec.OperationID, 80), rec.Provider)
-		case applied.Outcome == ops.OutcomeOtherPayment:
+		case o == ops.OutcomeOtherPayment:
 			why = fmt.Sprintf("names operation %q, which refunds another payment than this refund's %s: it is not that operation's refund",
 				truncate(rec.OperationID, 80), truncate(rec.PaymentRef, 80))
-		case applied.Outcome == ops.OutcomeOtherAmount:
+		case o == ops.OutcomeOtherAmount:
 			why = fmt.Sprintf("names operation %q, which refunds another amount or currency: it is not that operation's refund", truncate(rec.OperationID, 80))
 		case rec.OperationID != "":
 			why = fmt.Sprintf("names operation %q, which Settle does not have", truncate(rec.OperationID, 80))
@@ -309,7 +309,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 			ChargeRefs: []string{rec.Ref}, AmountCents: rec.AmountCents, Currency: rec.Currency,
 			Summary: fmt.Sprintf("%s %s (%s, %s) %s.", rec.Provider, rec.Ref, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status, why),
 			Details: details(nil, rec), Actor: r.actor(rec.Provider), At: now})
-	case "already_closed":
+	case o == "already_closed":
 		op := applied.Op
 		if op != nil && op.Status == ops.StatusFailed && rec.Charged() {
 			rep.ChargedFailed++
@@ -319,7 +319,7 @@ func (r *Reconciler) apply(ctx context.Context, rec ops.ProviderRecord, known ma
 					rec.Provider, rec.Ref, ops.FormatMoney(rec.AmountCents, rec.Currency), rec.Status),
 				Details: details(op, rec), Actor: r.actor(rec.Provider), At: now})
 		}
-	case "in_flight":
+	case o == "in_flight":
 		rep.InFlight++
 	}
 	return nil

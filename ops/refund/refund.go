@@ -395,8 +395,7 @@ func (s *Tool) checkRemainder(ctx context.Context, req Request) error {
 
 // Lookup asks the provider about one operation and, when a record explains an operation
 // nobody is sending for, closes it with the record as evidence. None found closes nothing;
-// neither does a record that only names it (ops.OutcomeOtherAmount, ops.OutcomeOtherPayment
-// and the foreign ones).
+// neither does a record that only names it (ops.NotItsRecord).
 func (s *Tool) Lookup(ctx context.Context, es ops.EventStore, opID, actor string) (ops.LookupResult, ops.Applied, error) {
 	op, err := s.Ledger.Get(ctx, opID)
 	if err != nil {
@@ -413,15 +412,9 @@ func (s *Tool) Lookup(ctx context.Context, es ops.EventStore, opID, actor string
 		if err != nil {
 			return res, a, err
 		}
-		if i == 0 || (notOurs(applied.Outcome) && !notOurs(a.Outcome)) {
+		if i == 0 || (ops.NotItsRecord(applied.Outcome) && !ops.NotItsRecord(a.Outcome)) {
 			applied = a
 		}
 	}
 	return res, applied, nil
-}
-
-// notOurs reports whether an outcome is of a record that names the operation but cannot be
-// its own: a lookup that also found the operation's own record answers with what that did.
-func notOurs(outcome string) bool {
-	return outcome == ops.OutcomeOtherAmount || outcome == ops.OutcomeOtherPayment || outcome == ops.OutcomeForeignAccount || outcome == ops.OutcomeForeignProvider
 }
