@@ -64,18 +64,58 @@ const (
 )
 
 // RecordFailedAfterSuccess implements ops.EventStore: the exception of a refund the
-// provider accepted and later failed, one per operation however often it is seen.
+// provider accepted and later failed, one per operation however often it is seen. Its
+// summary says that this refund moved no money, never that no money moved: another refund
+// of the same operation (a double refund, or one made by hand with the operation's id) may
+// have, and the summary names each one Settle holds as made (ops rule 12).
 func (db *DB) RecordFailedAfterSuccess(ctx context.Context, op *ops.Operation, r ops.ProviderRecord, at time.Time) error {
 	f := Finding{Kind: failedAfterSuccessKind, Severity: failedAfterSuccessSeverity, Provider: op.Provider, Ref: op.ID,
 		TenantID: op.TenantID, OperationID: op.ID, ChargeRefs: []string{r.Ref}, AmountCents: r.AmountCents, Currency: r.Currency,
-		Summary: fmt.Sprintf("Refund %s of %s was accepted, then %s at %s: the customer was told it was on its way, and no money moved.",
-			r.Ref, ops.FormatMoney(r.AmountCents, r.Currency), r.Status, op.Provider),
 		Details: r.Raw, Actor: "ledger", At: at}
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		_, _, err := RecordFinding(ctx, tx, f)
+		others, err := otherMadeRefunds(ctx, tx, op, r.Ref)
+		if err != nil {
+			return err
+		}
+		f.Summary = failedAfterSuccessSummary(op, r, others)
+		_, _, err = RecordFinding(ctx, tx, f)
 		return err
 	})
 	return interpret(err, "record finding")
+}
+
+// otherMadeRefunds lists the charges of op at its provider, other than ref, that Settle
+// holds as having taken money, through provider_charges_operation_idx, each worded as
+// "re_… (42.00 USD, succeeded)".
+func otherMadeRefunds(ctx context.Context, tx pgx.Tx, op *ops.Operation, ref string) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT charge_ref, amount_cents, currency, status FROM provider_charges
+WHERE operation_id = $1::uuid AND provider = $2 AND charge_ref <> $3 AND status IN `+ChargedStatuses+`
+ORDER BY charged_at, charge_ref`, operationIDArg(op.ID), op.Provider, ref)
+	if err != nil {
+		return nil, err
+	}
+	var chargeRef, currency, status string
+	var cents int64
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		if err := row.Scan(&chargeRef, &cents, &currency, &status); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s (%s, %s)", chargeRef, ops.FormatMoney(cents, currency), status), nil
+	})
+}
+
+// failedAfterSuccessSummary says what is known of the money of op, whose refund r failed
+// after it was accepted: r moved none, and others are the operation's other refunds Settle
+// holds as made. Without one, Settle knows of none, which is not that none was made (one
+// made by hand without the operation's id names no operation).
+func failedAfterSuccessSummary(op *ops.Operation, r ops.ProviderRecord, others []string) string {
+	head := fmt.Sprintf("Refund %s of %s was accepted, then %s at %s: the customer was told it was on its way, and this refund moved no money",
+		r.Ref, ops.FormatMoney(r.AmountCents, r.Currency), r.Status, op.Provider)
+	if len(others) == 0 {
+		return head + "; Settle knows of no other refund of this operation."
+	}
+	return head + ", but Settle holds another refund of this operation as made: " + strings.Join(others, ", ") +
+		". Check it before refunding again."
 }
 
 // RecordFinding records f in tx and leaves tx holding the exception's row, so two runs
