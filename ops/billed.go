@@ -46,7 +46,7 @@ func (l *Ledger) CloseBilled(ctx context.Context, p CloseParams, billed Result) 
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}
-	if err := CheckFail(op, attempts, p.Evidence, op.Policy, now); err != nil {
+	if err := CheckFail(op, attempts, p.Evidence, op.Policy, now, l.Limits); err != nil {
 		return nil, err
 	}
 	ev := p.Evidence

@@ -380,7 +380,7 @@ func (l *Ledger) Close(ctx context.Context, p CloseParams) (*Operation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list attempts: %w", err)
 		}
-		if err := CheckFail(op, attempts, p.Evidence, op.Policy, now); err != nil {
+		if err := CheckFail(op, attempts, p.Evidence, op.Policy, now, l.Limits); err != nil {
 			return nil, err
 		}
 	}
@@ -465,7 +465,7 @@ func (l *Ledger) finishDangling(ctx context.Context, op *Operation, owner string
 		// at the door after an uncertain attempt leaves that one uncertain.
 		return op, true, Uncertain(atts), nil
 	}
-	cur, retry, err := l.finish(ctx, op, &last, owner, AttemptResult{Outcome: OutcomeTimeout, ErrorCode: "lease_expired"})
+	cur, retry, err := l.finish(ctx, op, &last, owner, AttemptResult{Outcome: OutcomeTimeout, ErrorCode: ErrorLeaseExpired})
 	if err != nil {
 		return nil, false, false, fmt.Errorf("finish the dead worker's attempt: %w", err)
 	}

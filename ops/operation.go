@@ -246,6 +246,25 @@ type Attempt struct {
 // knowing: it never finished (its process died mid-send) or it ended uncertain.
 func (a *Attempt) Uncertain() bool { return a.FinishedAt == nil || a.Outcome.Uncertain() }
 
+// ErrorLeaseExpired is the error code of an attempt whose end was recorded by another
+// process than the one that sent it: the reaper or a worker that took the operation over
+// once the sender's lease ran out, or the expiry at the key retention's end.
+const ErrorLeaseExpired = "lease_expired"
+
+// SendMayRunUntil is when the send of a may last be running, and whether that is unknown
+// to its record. An attempt its sender finished ended with its record. One finished by
+// another process (ErrorLeaseExpired) lost its lease, not necessarily its call: a sender
+// cut off from the database goes on sending without renewing its lease. Every send is
+// begun before the key retention, less its margin, ends, so that it reaches the provider
+// while the key is kept; so a send lasts less than the margin, and the margin from the
+// attempt's start bounds it.
+func (a *Attempt) SendMayRunUntil(margin time.Duration) (time.Time, bool) {
+	if a.FinishedAt == nil || a.ErrorCode != ErrorLeaseExpired {
+		return time.Time{}, false
+	}
+	return a.StartedAt.Add(margin), true
+}
+
 // EvidenceKind says where evidence came from.
 type EvidenceKind string
 

@@ -116,10 +116,11 @@ func CheckClose(op *Operation, to Status, ev Evidence, now time.Time) error {
 }
 
 // CheckNotExecuted returns an error unless op may be closed as "not executed" now: it is
-// open, nobody holds a live lease, no attempt is still without a result, and the provider's
-// key retention has passed, so no resend with our key can ever run it (rule 11). The
-// caller adds the last piece of evidence: a fresh lookup that finds nothing.
-func CheckNotExecuted(op *Operation, attempts []Attempt, now time.Time) error {
+// open, nobody holds a live lease, no attempt is still without a result, the provider's
+// key retention has passed, so no resend with our key can ever run it, and no attempt whose
+// lease ran out may still be sending (rule 11). The caller adds the last piece of evidence:
+// a fresh lookup that finds nothing.
+func CheckNotExecuted(op *Operation, attempts []Attempt, now time.Time, lim Limits) error {
 	if op.Status.Final() {
 		return AlreadyClosed(op)
 	}
@@ -136,6 +137,19 @@ func CheckNotExecuted(op *Operation, attempts []Attempt, now time.Time) error {
 			return Errorf(EINVALID, "Operation %s has no key retention to wait out; close it by hand with a note.", op.ID)
 		}
 		return Errorf(EINVALID, "The provider keeps the key of operation %s until %s; it cannot be closed as not executed before then.", op.ID, op.RetryUntil.UTC().Format(time.RFC3339))
+	}
+	return checkNoSendRunning(op, attempts, now, lim)
+}
+
+// checkNoSendRunning refuses a close as not executed while an attempt whose lease ran out
+// may still be sending: a lookup that finds nothing then only shows that its call has not
+// landed yet (rule 11).
+func checkNoSendRunning(op *Operation, attempts []Attempt, now time.Time, lim Limits) error {
+	for i := range attempts {
+		if until, ok := attempts[i].SendMayRunUntil(lim.RetentionMargin); ok && until.After(now) {
+			return Errorf(ECONFLICT, "Attempt %d of operation %s lost its lease without a result, and its send may still reach %s until %s; it cannot be closed as not executed before then.",
+				attempts[i].N, op.ID, op.Provider, until.UTC().Format(time.RFC3339))
+		}
 	}
 	return nil
 }
@@ -158,14 +172,14 @@ func Uncertain(attempts []Attempt) bool {
 // the key retention ended with no attempt in flight. For a kind without a lookup a person's
 // note is accepted: the intent then keeps answering with the failure until its key's TTL
 // ends, so nothing is sent again meanwhile.
-func CheckFail(op *Operation, attempts []Attempt, ev Evidence, pol Policy, now time.Time) error {
+func CheckFail(op *Operation, attempts []Attempt, ev Evidence, pol Policy, now time.Time, lim Limits) error {
 	switch {
 	case !Uncertain(attempts):
 		return nil
 	case ev.Kind.FromProvider() && ev.ProviderRef != "":
 		return nil // the provider's record of what happened to it
 	case ev.Kind == EvidenceLookup:
-		return CheckNotExecuted(op, attempts, now)
+		return CheckNotExecuted(op, attempts, now, lim)
 	case !pol.HasLookup:
 		return nil
 	}

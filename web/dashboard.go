@@ -59,6 +59,8 @@ type Desk interface {
 	ApprovalNeeded(ctx context.Context, op *ops.Operation, kind ops.CloseKind) (bool, string, error)
 	// CheckManualFail says why a person may not close op as failed by hand now, or nil.
 	CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now time.Time) error
+	// CheckNotExecuted says why op may not be closed as not executed now, or nil.
+	CheckNotExecuted(op *ops.Operation, attempts []ops.Attempt, now time.Time) error
 	// CanLookUp says whether a lookup at the provider exists for op, and if not, why.
 	CanLookUp(ctx context.Context, op *ops.Operation) (bool, string)
 }

@@ -241,7 +241,7 @@ func opActions(ctx context.Context, spec ops.KindSpec, op *ops.Operation, attemp
 		a.LookupNote = "Lookups are unavailable for it: " + why + " It needs a person, who checks the provider's records and closes it by hand."
 	}
 	if spec.NotExecuted {
-		if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
+		if err := d.CheckNotExecuted(op, attempts, now); err != nil {
 			a.NotExecutedWhy = "Close as not executed: " + ops.ErrorMessage(err)
 		} else {
 			a.CanCloseNotExecuted = true

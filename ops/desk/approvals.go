@@ -116,7 +116,7 @@ func (d *Desk) checkManual(ctx context.Context, op *ops.Operation, p ManualClose
 	if err != nil {
 		return err
 	}
-	return ops.CheckFail(op, attempts, ev, op.Policy, now)
+	return ops.CheckFail(op, attempts, ev, op.Policy, now, d.Ledger.Limits)
 }
 
 // Proposal returns the operation's newest close proposal, or nil when it has none.

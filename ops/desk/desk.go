@@ -335,7 +335,7 @@ func (d *Desk) closeNotExecuted(ctx context.Context, op *ops.Operation, p NotExe
 	if err != nil {
 		return LookupOutcome{}, err
 	}
-	if err := ops.CheckNotExecuted(op, attempts, now); err != nil {
+	if err := d.CheckNotExecuted(op, attempts, now); err != nil {
 		return LookupOutcome{}, err
 	}
 	// Look again right before closing: the person may have read a lookup from minutes ago.
@@ -392,12 +392,6 @@ type CloseOutcome struct {
 }
 
 var providerRefRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
-
-// CheckManualFail says why a person may not close op as failed with a note now (ops rule
-// 11: the provider may have run it), or nil.
-func (d *Desk) CheckManualFail(op *ops.Operation, attempts []ops.Attempt, now time.Time) error {
-	return ops.CheckFail(op, attempts, ops.Evidence{Kind: ops.EvidenceNote, Summary: "note"}, op.Policy, now)
-}
 
 // CloseManually closes an operation with a person's note as evidence. Succeeded also needs
 // the provider's record id (ops rule 9). An LLM operation closed as succeeded gets the

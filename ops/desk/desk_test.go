@@ -42,6 +42,8 @@ func TestCustomerStatusNeverClaimsAnOutcomeWhileUnknown(t *testing.T) {
 	}
 }
 
+// TestCheckNotExecuted: a close as not executed needs the key retention passed and no
+// attempt that may still be sending (ops rule 11).
 func TestCheckNotExecuted(t *testing.T) {
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	past, future := now.Add(-time.Minute), now.Add(time.Hour)
@@ -57,10 +59,15 @@ func TestCheckNotExecuted(t *testing.T) {
 		{"never sent", ops.Operation{Status: ops.StatusUnknown}, nil, ops.EINVALID},
 		{"lease live", ops.Operation{Status: ops.StatusInProgress, RetryUntil: &past, LeaseUntil: &future}, nil, ops.ECONFLICT},
 		{"attempt without result", ops.Operation{Status: ops.StatusExpired, RetryUntil: &past}, []ops.Attempt{{N: 2}}, ops.ECONFLICT},
+		// ops rule 11: an attempt whose lease ran out may still be sending for a margin after its start.
+		{"taken over, may still send", ops.Operation{Status: ops.StatusExpired, RetryUntil: &past},
+			[]ops.Attempt{{N: 2, StartedAt: past, FinishedAt: &now, ErrorCode: ops.ErrorLeaseExpired}}, ops.ECONFLICT},
+		{"taken over, send over", ops.Operation{Status: ops.StatusExpired, RetryUntil: &past},
+			[]ops.Attempt{{N: 1, StartedAt: now.Add(-ops.DefaultLimits.RetentionMargin), FinishedAt: &done, ErrorCode: ops.ErrorLeaseExpired}}, ""},
 		{"closed", ops.Operation{Status: ops.StatusFailed, RetryUntil: &past, ClosedBy: "alice"}, nil, ops.ECONFLICT},
 	}
 	for _, c := range cases {
-		if got := ops.ErrorCode(ops.CheckNotExecuted(&c.op, c.atts, now)); got != c.code {
+		if got := ops.ErrorCode(ops.CheckNotExecuted(&c.op, c.atts, now, ops.DefaultLimits)); got != c.code {
 			t.Errorf("%s: %q, want %q", c.name, got, c.code)
 		}
 	}
