@@ -213,7 +213,7 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 	switch {
 	case !res.Found():
 		out.Outcome = LookupNotFound
-		out.Message = "The provider has no refund carrying this operation's id. " + notExecutedHint(op, now)
+		out.Message = "The provider has no refund carrying this operation's id. " + d.notExecutedHint(ctx, op, now)
 		return out, nil
 	}
 	switch o := applied.Outcome; {
@@ -236,17 +236,6 @@ func (d *Desk) lookup(ctx context.Context, op *ops.Operation, actor string) (Loo
 		out.Message += fmt.Sprintf(" The provider holds %d records for this one operation: that is a double charge to report.", len(res.Records))
 	}
 	return out, nil
-}
-
-// notExecutedHint tells a person what a lookup that found nothing lets them do.
-func notExecutedHint(op *ops.Operation, now time.Time) string {
-	if op.PastRetention(now) {
-		return "Its key retention has passed, so it can be closed as not executed."
-	}
-	if op.RetryUntil != nil {
-		return fmt.Sprintf("The provider keeps its key until %s; until then a resend with the same key is still safe, and it cannot be closed as not executed.", op.RetryUntil.UTC().Format(time.RFC3339))
-	}
-	return "It was never sent, or its provider keeps no keys; close it by hand with a note."
 }
 
 func (d *Desk) recordLookup(ctx context.Context, before *ops.Operation, out LookupOutcome, actor string) error {
