@@ -179,6 +179,31 @@ const (
 	AnswerRejected   Answer = "rejected"
 )
 
+// The answers of a client's cancel of what an operation started (a background response):
+// a request that names an existing operation but asks for no intent of its own, so it is
+// neither new nor a duplicate (rule 8 counts it all the same).
+const (
+	// AnswerCancelled: the provider cancelled it (or had already).
+	AnswerCancelled Answer = "cancelled"
+	// AnswerCancelTooLate: the provider refused it because what it names had ended first.
+	AnswerCancelTooLate Answer = "cancel_too_late"
+	// AnswerCancelFailed: the provider could not be asked or its answer could not be read;
+	// whether it cancelled anything is not known.
+	AnswerCancelFailed Answer = "cancel_failed"
+	// AnswerCancelRefused: refused, by Settle (an id not the tenant's own, a malformed one)
+	// or by the provider (a response it cannot cancel, or no longer holds).
+	AnswerCancelRefused Answer = "cancel_refused"
+)
+
+// Cancel reports whether a is the answer of a cancel.
+func (a Answer) Cancel() bool {
+	switch a {
+	case AnswerCancelled, AnswerCancelTooLate, AnswerCancelFailed, AnswerCancelRefused:
+		return true
+	}
+	return false
+}
+
 // ClientRequest is one time a client asked: a tool call, a click, an HTTP request.
 type ClientRequest struct {
 	ID          int64

@@ -29,3 +29,24 @@ func (l *Ledger) recordRejected(ctx context.Context, tenantID int64, kind Kind, 
 	defer cancel()
 	return l.store.RecordRejected(ctx, tenantID, kind, requestRef, l.Clock.Now())
 }
+
+// RecordRequest records a client request about an operation that opens, joins and sends
+// none of it (a cancel of the response it created): one of its client's requests (rule 8),
+// counted as neither a new intent nor a duplicate. It returns the request's id, which
+// Answer answers once its outcome is known.
+func (l *Ledger) RecordRequest(ctx context.Context, p RequestParams) (int64, error) {
+	return l.store.RecordRequest(ctx, p, l.Clock.Now())
+}
+
+// RefuseAs is Refuse for a request recorded as p says, p.Answer its refusal's own answer (a
+// cancel refused is told apart from a call refused): recorded whether or not its caller
+// still waits, and answered as Refuse answers.
+func (l *Ledger) RefuseAs(ctx context.Context, p RequestParams, refusal error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectWait)
+	defer cancel()
+	_, err := l.store.RecordRequest(ctx, p, l.Clock.Now())
+	if err != nil && !Unreachable(err) {
+		l.logger().ErrorContext(ctx, "record refused request", "kind", p.Kind, "answer", p.Answer, "err", err)
+	}
+	return unrecorded(refusal, err)
+}

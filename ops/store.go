@@ -48,6 +48,23 @@ type Store interface {
 	LatestForIntent(ctx context.Context, tenantID int64, kind Kind, intentKey string) (*Operation, error)
 	// RecordRejected records a client request refused before any operation was opened.
 	RecordRejected(ctx context.Context, tenantID int64, kind Kind, requestRef string, at time.Time) error
+	// RecordRequest records a client request that opens, joins and sends no operation (a
+	// cancel of what one started, or its refusal), received at at, and returns its id.
+	RecordRequest(ctx context.Context, p RequestParams, at time.Time) (int64, error)
+}
+
+// RequestParams is what Store.RecordRequest needs: a client request that is neither a new
+// intent nor a duplicate of one.
+type RequestParams struct {
+	TenantID int64
+	// OperationID is the operation the request is about; "" when it names none of the
+	// tenant's (refused before one was found).
+	OperationID string
+	Kind        Kind
+	RequestRef  string
+	// Answer, when set, answers the request as it is recorded; otherwise it is answered
+	// later (Ledger.Answer), once its outcome is known.
+	Answer Answer
 }
 
 // OpenParams is what Store.Open needs.

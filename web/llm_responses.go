@@ -70,7 +70,8 @@ type ResponseCanceller interface {
 
 // handleCancelResponse is POST /v1/responses/{id}/cancel: OpenAI's cancel of a background
 // response, for a response one of the tenant's own calls created through Settle only
-// (llm.Gateway.Cancel), sent to the provider once and answered as the provider answers.
+// (llm.Gateway.Cancel), sent to the provider once and answered as the provider answers; it
+// is recorded as the tenant's client request, with its X-Request-Ref (ops rule 8).
 func (s *Server) handleCancelResponse(w http.ResponseWriter, r *http.Request) {
 	g, ok := s.LLM.(ResponseCanceller)
 	if !ok {
@@ -82,7 +83,8 @@ func (s *Server) handleCancelResponse(w http.ResponseWriter, r *http.Request) {
 		timeout = defaultStreamWriteTimeout
 	}
 	sink := &httpSink{w: w, rc: http.NewResponseController(w), timeout: timeout}
-	err := g.Cancel(r.Context(), llm.Cancellation{Tenant: tenantFrom(r.Context()), ID: chi.URLParam(r, "id")}, sink)
+	ref, _ := refSource(r, "")
+	err := g.Cancel(r.Context(), llm.Cancellation{Tenant: tenantFrom(r.Context()), ID: chi.URLParam(r, "id"), RequestRef: ref}, sink)
 	switch {
 	case err == nil:
 	case sink.began:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 )
@@ -263,5 +265,41 @@ func TestCancelIsTenantScoped(t *testing.T) {
 	}
 	if s := w.providerState(t, direct.ID).Status; s == "cancelled" {
 		t.Fatalf("the response created without Settle is %s", s)
+	}
+}
+
+// TestACancelShowsOnItsOperationsPage: ops rule 8 records a cancel as its tenant's client
+// request, and the operation's page lists it among what its client asked, with its
+// reference and what it was answered: the cancel the provider carried out, and the second
+// one it answered with the response cancelled already, each as cancelled. Neither is shown
+// as a duplicate of the create.
+func TestACancelShowsOnItsOperationsPage(t *testing.T) {
+	t.Parallel()
+	w := newLLMWorld(t, llmSetup{chunkDelay: 25 * time.Millisecond, dashboard: true})
+	ctx := context.Background()
+	noRetry := option.WithMaxRetries(0)
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultBillThenTimeout, Delay: 3 * time.Second, Times: 1})
+	shop := w.sdk("shop")
+	created, err := shop.Responses.New(ctx, backgrounded("draft the reply to ticket 62"), keyed("page-cancel"), noRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := shop.Responses.Cancel(ctx, created.ID, noRetry, option.WithHeader("X-Request-Ref", "stop-ticket-62")); err != nil || got.Status != "cancelled" {
+		t.Fatalf("cancel: %v %+v", err, got)
+	}
+	op := w.waitStatus(t, "page-cancel", ops.StatusFailed)
+	// The response was cancelled: cancelling it again is answered as it is, cancelled.
+	if _, err := shop.Responses.Cancel(ctx, created.ID, noRetry, option.WithHeader("X-Request-Ref", "stop-again-62")); err != nil {
+		t.Fatalf("second cancel: %v", err)
+	}
+	e := &dashEnv{env: &env{db: w.db, url: w.url}, clock: w.clock}
+	c := e.signIn(t, "oncall@example.com", desk.RoleOncall)
+	status, body := e.page(t, c, "/ops/"+op.ID)
+	if status != http.StatusOK {
+		t.Fatalf("GET /ops/%s = %d\n%s", op.ID, status, body)
+	}
+	mustContain(t, body, "Cancel of the response (the provider cancelled it)", "ref stop-ticket-62", "ref stop-again-62", "answered cancelled")
+	if strings.Contains(body, "Duplicate client request") {
+		t.Fatalf("a cancel is shown as a duplicate of the create:\n%s", body)
 	}
 }

@@ -18,10 +18,12 @@ import (
 
 	"github.com/settle-dev/settle/internal/testworld"
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	upstream "github.com/settle-dev/settle/ops/openai"
 	"github.com/settle-dev/settle/ops/pg"
+	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/web"
 )
 
@@ -49,6 +51,8 @@ type llmSetup struct {
 	maxBody int64
 	// lease, when set, runs the ledger on the wall clock with this lease.
 	lease time.Duration
+	// dashboard serves the dashboard's operation pages beside the gateway.
+	dashboard bool
 }
 
 // The tenants: shop and bank are interactive, pipeline is batch (when set up so), and
@@ -86,6 +90,11 @@ func (w *llmWorld) gateway(t *testing.T, s *web.Server, o llmSetup) (*llm.Gatewa
 		s.Logger = o.logger
 	}
 	s.LLM = gw
+	if o.dashboard {
+		d := &desk.Desk{Ledger: ledger, Events: w.db, Audit: deskstore.New(w.db)}
+		s.Operations = w.db
+		s.DashboardDeps = web.DashboardDeps{Desk: d, Timelines: deskstore.New(w.db), AuditLog: deskstore.New(w.db), UserAdmin: accounts(w.db)}
+	}
 	return gw, w.world.Serve(s.Handler())
 }
 

@@ -318,10 +318,22 @@ func (items timelineItems) sorted() []views.TimelineItem {
 	return out
 }
 
-// requestItem is a client request on the timeline.
+// cancelAnswers say what each answer of a client's cancel means, for people.
+var cancelAnswers = map[ops.Answer]string{
+	ops.AnswerCancelled:     "the provider cancelled it",
+	ops.AnswerCancelTooLate: "too late: it had already finished",
+	ops.AnswerCancelFailed:  "provider error: whether it was cancelled is not known",
+	ops.AnswerCancelRefused: "refused",
+}
+
+// requestItem is a client request on the timeline. A cancel is one of its client's requests
+// too, neither the intent again nor a duplicate of it, and says so.
 func requestItem(c ops.ClientRequest) views.TimelineItem {
 	title := "Client request"
-	if c.Duplicate {
+	switch {
+	case c.Answer.Cancel():
+		title = "Cancel of the response (" + cancelAnswers[c.Answer] + ")"
+	case c.Duplicate:
 		title = "Duplicate client request"
 	}
 	d := ""

@@ -142,6 +142,14 @@ func (p *proc) LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kin
 	return p.db.LatestForIntent(ctx, tenantID, kind, intentKey)
 }
 
+// RecordRequest implements ops.Store.
+func (p *proc) RecordRequest(ctx context.Context, r ops.RequestParams, at time.Time) (int64, error) {
+	if err := p.alive(); err != nil {
+		return 0, err
+	}
+	return p.db.RecordRequest(ctx, r, at)
+}
+
 // RecordRejected implements ops.Store.
 func (p *proc) RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error {
 	if err := p.alive(); err != nil {

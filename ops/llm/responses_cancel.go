@@ -25,6 +25,8 @@ type Cancellation struct {
 	Tenant *ops.Tenant
 	// ID is the response id (resp_…).
 	ID string
+	// RequestRef is the client's reference of the request (X-Request-Ref), recorded with it.
+	RequestRef string
 }
 
 // cancelActor is who closes an operation from the response its client cancelled.
@@ -45,36 +47,94 @@ func cancelPath(id string) string { return "/responses/" + id + "/cancel" }
 // A response the answer shows ended settles its operation if it is still open, once nobody
 // follows the response any more (ops rules 6, 9 and 11); a refusal settles it as a read
 // would, when the response ended before the cancel.
+//
+// Every cancel is one of its tenant's client requests (ops rule 8): recorded on the
+// response's operation before it is sent, so a cancel sent is never one unrecorded, and
+// answered with what the provider did (ops.Answer.Cancel); one refused before it named an
+// operation of the tenant is recorded as refused, naming none. None is a new intent or a
+// duplicate of the create, and none is an attempt: the rates of those stay the calls'.
 func (g *Gateway) Cancel(ctx context.Context, c Cancellation, out Sink) error {
 	op, up, err := g.tenantResponse(ctx, c.Tenant, c.ID)
 	if err != nil {
-		return err
+		return g.refuseCancel(ctx, c, err)
+	}
+	crID, err := g.cfg.Ledger.RecordRequest(ctx, ops.RequestParams{TenantID: op.TenantID, OperationID: op.ID, Kind: op.Kind,
+		RequestRef: ops.CleanRef(c.RequestRef)})
+	if err != nil {
+		return fmt.Errorf("record the cancel of response %s: %w", c.ID, err)
 	}
 	// Once sent, the cancel is the provider's to carry out whether or not its client still
-	// waits: its answer is read, and the operation settled, all the same.
+	// waits: its answer is read, recorded, and the operation settled, all the same.
 	bg := context.WithoutCancel(ctx)
 	r := up.Send(bg, Call{Method: http.MethodPost, Path: cancelPath(c.ID), OperationID: op.ID, TenantID: op.TenantID, Attempt: op.Attempts})
+	answer, ended, err := g.relayCancel(bg, op, c.ID, r, out)
+	if aerr := g.cfg.Ledger.Answer(bg, crID, answer); aerr != nil {
+		g.cfg.Logger.WarnContext(bg, "record the answer of a cancel", "operation", op.ID, "answer", answer, "err", aerr)
+	}
+	if ended {
+		g.settleCancelled(bg, op)
+	}
+	return err
+}
+
+// relayCancel relays the provider's answer r to the cancel of response id, and returns what
+// the cancel is recorded as answered and whether the answer shows the response ended.
+func (g *Gateway) relayCancel(ctx context.Context, op *ops.Operation, id string, r Reply, out Sink) (ops.Answer, bool, error) {
 	if r.Outcome != ops.OutcomeOK {
+		err := readError(op, id, r)
 		if r.Outcome == ops.OutcomeInvalid && r.HTTPStatus != http.StatusNotFound {
 			// Refused, as a response that ended already is: its end settles the
 			// operation if nothing else has.
-			g.settleLookup(bg, op, cancelActor)
+			g.settleLookup(ctx, op, cancelActor)
+			return g.refusedCancelAnswer(ctx, op), false, err
 		}
-		return readError(op, c.ID, r)
+		return cancelRefusalAnswer(err), false, err
 	}
 	s, ok := readState(r.Body)
-	if !ok || s.ID != c.ID {
-		return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBadResponse, Err: &Problem{UpstreamStatus: r.HTTPStatus},
-			Message: fmt.Sprintf("The provider's answer to the cancel was not response %s; read it at GET /v1/responses/%s to see whether it was cancelled.", c.ID, c.ID)}
+	if !ok || s.ID != id {
+		return ops.AnswerCancelFailed, false, &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBadResponse, Err: &Problem{UpstreamStatus: r.HTTPStatus},
+			Message: fmt.Sprintf("The provider's answer to the cancel was not response %s; read it at GET /v1/responses/%s to see whether it was cancelled.", id, id)}
 	}
 	ended := !running(s.Status)
 	if err := out.Begin(Head{OperationID: op.ID, ProviderRequestID: r.RequestID, Length: len(r.Body), Close: ended}); err == nil {
 		_ = out.Write(r.Body)
 	}
-	if ended {
-		g.settleCancelled(bg, op)
+	if ended && s.Status != responseCancelled {
+		return ops.AnswerCancelTooLate, true, nil
 	}
-	return nil
+	return ops.AnswerCancelled, ended, nil
+}
+
+// refusedCancelAnswer is the answer of a cancel the provider refused: too late when op had
+// ended by then (the lookup that follows the refusal closes it from the provider's record),
+// refused otherwise (a response the provider cannot cancel, still running).
+func (g *Gateway) refusedCancelAnswer(ctx context.Context, op *ops.Operation) ops.Answer {
+	if cur, err := g.cfg.Ledger.Get(ctx, op.ID); err == nil && cur.Status.Final() {
+		return ops.AnswerCancelTooLate
+	}
+	return ops.AnswerCancelRefused
+}
+
+// cancelRefusalAnswer is the answer of a cancel that ended in err without an answer of the
+// provider's to relay: refused when Settle or the provider refused it, failed when the
+// provider or the ledger could not be asked, which says nothing of whether it was cancelled.
+func cancelRefusalAnswer(err error) ops.Answer {
+	if code := ops.ErrorCode(err); code == ops.ENOTFOUND || code == ops.EINVALID {
+		return ops.AnswerCancelRefused
+	}
+	return ops.AnswerCancelFailed
+}
+
+// refuseCancel records a cancel refused before it named one of the tenant's operations (an
+// id not the tenant's, a malformed one) as the canceller's refused request, naming no
+// operation, not even another tenant's whose id it was (ops rule 8), and returns its answer.
+// A request without a tenant is no tenant's to record.
+func (g *Gateway) refuseCancel(ctx context.Context, c Cancellation, refusal error) error {
+	if c.Tenant == nil || c.Tenant.ID <= 0 {
+		return refusal
+	}
+	return g.cfg.Ledger.RefuseAs(ctx, ops.RequestParams{TenantID: c.Tenant.ID, Kind: ops.KindLLMCall,
+		RequestRef: ops.CleanRef(c.RequestRef), Answer: cancelRefusalAnswer(refusal)}, refusal)
 }
 
 // settleCancelled settles op, whose response ended, once nobody sends for it: the request

@@ -67,6 +67,20 @@ VALUES ($1, $2, $3, $4, 'rejected', $5, $5)`, tenantID, string(kind), requestRef
 	return interpret(err, "record rejected request")
 }
 
+// RecordRequest implements ops.Store: the request is answered as it is recorded when p says
+// how, and its operation, when it names one, is read from p alone: the row takes nothing
+// from the operation's row and changes nothing there (no duplicate is counted).
+func (db *DB) RecordRequest(ctx context.Context, p ops.RequestParams, at time.Time) (int64, error) {
+	var id int64
+	err := db.Pool.QueryRow(ctx, `
+INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, request_id, answer, received_at, answered_at)
+VALUES (@tenant, nullif(@op::text, '')::uuid, @kind, @ref, @request_id, nullif(@answer::text, ''), @at,
+	CASE WHEN @answer::text <> '' THEN @at::timestamptz END)
+RETURNING id`, pgx.NamedArgs{"tenant": p.TenantID, "op": p.OperationID, "kind": string(p.Kind), "ref": p.RequestRef,
+		"request_id": reqlog.Get(ctx, reqlog.RequestID), "answer": string(p.Answer), "at": at}).Scan(&id)
+	return id, interpret(err, "record client request")
+}
+
 // LastAttemptError returns the error code of an operation's latest finished attempt, or ""
 // when none finished; the refund tool and refund_status turn it into their answer.
 func (db *DB) LastAttemptError(ctx context.Context, opID string) (string, error) {
