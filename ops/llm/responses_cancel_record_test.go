@@ -156,3 +156,34 @@ func TestARefusedCancelIsRecorded(t *testing.T) {
 		t.Fatalf("the cancels counted as %d duplicate requests of the create", n)
 	}
 }
+
+// TestACancelTheProviderNeverAnsweredIsRecorded: ops rule 8 records a cancel whatever the
+// provider did with it. One sent while the provider cannot be reached is recorded on the
+// response's operation as failed, and its client is told the provider could not be asked;
+// it is not recorded as refused, which would say the provider had answered.
+func TestACancelTheProviderNeverAnsweredIsRecorded(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{})
+	created, err := w.callOn(w.gw, "/v1/responses", "shop", "rec-down", `{"model":"fake-small","input":"where is order 4470?","max_output_tokens":16}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(created.body.Bytes(), &r); err != nil || r.ID == "" {
+		t.Fatalf("created %s: %v", created.body.String(), err)
+	}
+	op := w.waitStatus(t, "rec-down", ops.StatusSucceeded)
+	w.fake.Close()
+	err = w.gw.Cancel(context.Background(), llm.Cancellation{Tenant: w.tenants["shop"], ID: r.ID}, &reply{})
+	if ops.ErrorCode(err) != ops.EUNAVAILABLE {
+		t.Fatalf("cancel while the provider is down: %v", err)
+	}
+	shop := w.tenants["shop"].ID
+	got := w.requestsOf(t, "shop")
+	want := []cancelRecord{{shop, op.ID, false, string(ops.AnswerNew)}, {shop, op.ID, false, string(ops.AnswerCancelFailed)}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("recorded %+v; want %+v", got, want)
+	}
+}
