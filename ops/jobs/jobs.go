@@ -172,9 +172,11 @@ type Store interface {
 	GetJob(ctx context.Context, tenantID int64, id string) (*Job, error)
 	// ClaimJobs leases up to limit runnable jobs to owner, skipping rows others hold:
 	// queued jobs that are due, running jobs whose lease ran out, and unknown jobs whose
-	// operation someone closed.
+	// operation someone closed. Tenants take turns: a claim takes every tenant's oldest
+	// claimable job before any tenant's second, the tenant claimed from least recently
+	// first, so one tenant's flood of jobs never holds up another tenant's.
 	ClaimJobs(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*Job, error)
-	// ClaimJob leases one job like ClaimJobs would.
+	// ClaimJob leases one job like ClaimJobs would; it counts as its tenant's turn.
 	ClaimJob(ctx context.Context, id, owner string, now, leaseUntil time.Time) (*Job, error)
 	// ExtendJob moves the lease of a job owner holds to until.
 	ExtendJob(ctx context.Context, id, owner string, now, until time.Time) error

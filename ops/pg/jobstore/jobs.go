@@ -123,21 +123,53 @@ const claimable = `((j.status = 'queued' AND j.run_after <= @now)
 	OR (j.status = 'running' AND j.lease_until <= @now)
 	OR (j.status = 'unknown' AND EXISTS (SELECT 1 FROM operations o WHERE o.id = j.operation_id AND o.status IN ('succeeded', 'failed'))))`
 
-// ClaimJobs implements jobs.Store.
-func (s *Store) ClaimJobs(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*jobs.Job, error) {
-	rows, err := s.db.Pool.Query(ctx, `
-WITH c AS (
-	SELECT j.id FROM jobs j WHERE `+claimable+`
-	ORDER BY j.run_after, j.created_at LIMIT @limit
+// claimSpread is how many more of each tenant's claimable jobs a claim considers than it
+// takes: claims that overlap skip the rows another holds, and with the spread each of that
+// many overlapping claims still finds a job of a tenant that is alone in the queue, instead
+// of coming back empty and waiting for the next poll.
+const claimSpread = 8
+
+// claimQuery picks the jobs a claim takes: tenants take turns, and each tenant's jobs go
+// oldest first. due holds each tenant's oldest claimable jobs, read per tenant through
+// jobs_tenant_claimable_idx, so a tenant with a million due jobs costs a claim no more
+// than one with a few; served is each such tenant's last claim. A claim takes every
+// tenant's first job before anyone's second, the least recently served tenant's first;
+// SKIP LOCKED passes over rows another claim holds, and the claimable predicate is checked
+// again on the row it locks, so no job is claimed twice.
+const claimQuery = `
+WITH due AS (
+	SELECT t.id AS tenant_id, c.id, c.run_after, c.created_at, c.turn
+	FROM tenants t CROSS JOIN LATERAL (
+		SELECT j.id, j.run_after, j.created_at, row_number() OVER (ORDER BY j.run_after, j.created_at, j.id) AS turn
+		FROM jobs j WHERE j.tenant_id = t.id AND ` + claimable + `
+		ORDER BY j.run_after, j.created_at, j.id LIMIT @depth
+	) c
+), served AS (
+	SELECT d.tenant_id, (SELECT max(s.claim_seq) FROM jobs s WHERE s.tenant_id = d.tenant_id) AS seq
+	FROM due d WHERE d.turn = 1
+), pick AS (
+	SELECT j.id FROM due JOIN served ON served.tenant_id = due.tenant_id JOIN jobs j ON j.id = due.id
+	WHERE ` + claimable + `
+	ORDER BY due.turn, served.seq NULLS FIRST, due.run_after, due.created_at, due.id
+	LIMIT @limit
 	FOR UPDATE OF j SKIP LOCKED
 )
-UPDATE jobs j SET status = 'running', lease_owner = @owner, lease_until = @until, claims = claims + 1, updated_at = @now
-FROM c WHERE j.id = c.id
-RETURNING `+jobCols, pgx.NamedArgs{"now": now, "owner": owner, "until": leaseUntil, "limit": limit})
+UPDATE jobs j SET status = 'running', lease_owner = @owner, lease_until = @until, claims = claims + 1,
+	claim_seq = nextval('jobs_claim_seq'), updated_at = @now
+FROM pick WHERE j.id = pick.id
+RETURNING ` + jobCols
+
+// ClaimJobs implements jobs.Store: tenants take turns (claimQuery).
+func (s *Store) ClaimJobs(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*jobs.Job, error) {
+	rows, err := s.db.Pool.Query(ctx, claimQuery, claimArgs(owner, now, leaseUntil, limit))
 	if err != nil {
 		return nil, pg.Interpret(err, "claim jobs")
 	}
 	return collectJobs(rows, "claim jobs")
+}
+
+func claimArgs(owner string, now, leaseUntil time.Time, limit int) pgx.NamedArgs {
+	return pgx.NamedArgs{"now": now, "owner": owner, "until": leaseUntil, "limit": limit, "depth": limit + claimSpread}
 }
 
 // ClaimJob implements jobs.Store.
@@ -147,7 +179,8 @@ WITH c AS (
 	SELECT j.id FROM jobs j WHERE j.id = @id AND `+claimable+`
 	FOR UPDATE OF j SKIP LOCKED
 )
-UPDATE jobs j SET status = 'running', lease_owner = @owner, lease_until = @until, claims = claims + 1, updated_at = @now
+UPDATE jobs j SET status = 'running', lease_owner = @owner, lease_until = @until, claims = claims + 1,
+	claim_seq = nextval('jobs_claim_seq'), updated_at = @now
 FROM c WHERE j.id = c.id
 RETURNING `+jobCols, pgx.NamedArgs{"id": id, "now": now, "owner": owner, "until": leaseUntil})
 	j, err := scanJob(row)
