@@ -131,17 +131,21 @@ const claimSpread = 8
 
 // claimQuery picks the jobs a claim takes: tenants take turns, and each tenant's jobs go
 // oldest first. due holds each tenant's oldest claimable jobs, read per tenant through
-// jobs_tenant_claimable_idx, so a tenant with a million due jobs costs a claim no more
-// than one with a few; served is each such tenant's last claim. A claim takes every
-// tenant's first job before anyone's second, the least recently served tenant's first;
-// SKIP LOCKED passes over rows another claim holds, and the claimable predicate is checked
-// again on the row it locks, so no job is claimed twice.
+// jobs_tenant_claimable_idx, so a tenant with a million due jobs costs a claim no more than
+// one with a few. The scan stops at the jobs not due yet, however many wait for a retry:
+// every claimable job is due, since a running job was due when it was claimed and its lease
+// ran out after that, and an unknown one was running (a worker whose clock runs behind the
+// one that claimed it takes it once its clock passes that claim). served is each such
+// tenant's last claim. A claim takes every tenant's first job before anyone's second, the
+// least recently served tenant's first; SKIP LOCKED passes over rows another claim holds,
+// and the claimable predicate is checked again on the row it locks, so no job is claimed
+// twice.
 const claimQuery = `
 WITH due AS (
 	SELECT t.id AS tenant_id, c.id, c.run_after, c.created_at, c.turn
 	FROM tenants t CROSS JOIN LATERAL (
 		SELECT j.id, j.run_after, j.created_at, row_number() OVER (ORDER BY j.run_after, j.created_at, j.id) AS turn
-		FROM jobs j WHERE j.tenant_id = t.id AND ` + claimable + `
+		FROM jobs j WHERE j.tenant_id = t.id AND j.run_after <= @now AND ` + claimable + `
 		ORDER BY j.run_after, j.created_at, j.id LIMIT @depth
 	) c
 ), served AS (
