@@ -121,26 +121,31 @@ func TestClaimsTakeTurnsByTenantOldestFirst(t *testing.T) {
 	}
 }
 
-// TestAClaimDoesNotReadAFloodingTenantsQueue fills the queues with 200,000 jobs beside a
-// few tenants with a handful: 150,000 due jobs of one tenant, and 50,000 of another that wait
-// for a later retry (a backoff after the provider refused them). A claim reads each tenant's
-// oldest due jobs through the index that leads with the tenant, never a queue as a whole, so
-// taking turns (docs/api.md, "Workers claim jobs") costs the same however long a tenant's
-// queue is and however much of it is not due yet.
+// TestAClaimDoesNotReadAFloodingTenantsQueue fills the jobs table with 200,000 jobs beside a
+// few tenants with a handful: 120,000 due jobs of one tenant, 40,000 of another that wait for
+// a later retry (a backoff after the provider refused them), and 40,000 published ones of a
+// third. A claim finds the tenants with a job through the index of the queues and reads each
+// one's oldest due jobs there, never a queue or a tenant's history as a whole, so taking
+// turns (docs/api.md, "Workers claim jobs") costs the same however long a tenant's queue is,
+// however much of it is not due yet, and however many jobs a tenant ran before.
 func TestAClaimDoesNotReadAFloodingTenantsQueue(t *testing.T) {
-	testtool.Heavy(t, "a claim's plan on 200,000 queued jobs")
+	testtool.Heavy(t, "a claim's plan on 200,000 jobs")
 	t.Parallel()
 	db := pgtest.New(t)
 	js := jobstore.New(db)
 	ctx := context.Background()
 	queueJobs(t, db, "flood", 1, t0)
 	queueJobs(t, db, "waiting", 1, t0)
+	if _, err := db.EnsureTenant(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 20 {
 		queueJobs(t, db, fmt.Sprintf("few-%d", i), 3, t0.Add(time.Minute))
 	}
 	for _, q := range []string{
-		bulkJobs("flood", 150000, "0 ms"),
-		bulkJobs("waiting", 50000, "2 hours"),
+		bulkJobs("flood", 120000, "0 ms"),
+		bulkJobs("waiting", 40000, "2 hours"),
+		bulkJobs("done", 40000, ""),
 		`ANALYZE jobs`,
 	} {
 		var args []any
@@ -164,15 +169,20 @@ func TestAClaimDoesNotReadAFloodingTenantsQueue(t *testing.T) {
 	}
 }
 
-// bulkJobs is the statement that queues n jobs of the tenant named name straight in SQL, a
-// millisecond apart, due from t0 plus after on.
+// bulkJobs is the statement that adds n jobs of the tenant named name straight in SQL, a
+// millisecond apart, due from t0 plus after on: queued ones, or published when after is
+// empty.
 func bulkJobs(name string, n int, after string) string {
+	status, published := "'queued'", "NULL"
+	if after == "" {
+		status, published, after = "'published'", "$1::timestamptz", "0 ms"
+	}
 	return fmt.Sprintf(`INSERT INTO jobs (id, tenant_id, idempotency_key, request_fingerprint, dedup_key, document_hash, pipeline,
-			prompt_version, model_profile, status, run_after, max_attempts, deadline, created_at, updated_at)
-		 SELECT gen_random_uuid(), t.id, 'bulk-' || g, 'fp', 'dk-' || g, 'dh', 'summarise', 'v1', 'fast', 'queued',
+			prompt_version, model_profile, status, run_after, max_attempts, deadline, created_at, updated_at, published_at)
+		 SELECT gen_random_uuid(), t.id, 'bulk-' || g, 'fp', 'dk-' || g, 'dh', 'summarise', 'v1', 'fast', %s,
 			$1::timestamptz + interval '%s' + g * interval '1 ms', 3, $1::timestamptz + interval '1 day',
-			$1::timestamptz + g * interval '1 ms', $1::timestamptz
-		 FROM tenants t, generate_series(1, %d) g WHERE t.name = '%s'`, after, n, name)
+			$1::timestamptz + g * interval '1 ms', $1::timestamptz, %s
+		 FROM tenants t, generate_series(1, %d) g WHERE t.name = '%s'`, status, after, published, n, name)
 }
 
 // firstBuffers is the number of pages the plan's top node read, from the buffers or the disk.
@@ -253,5 +263,33 @@ func TestClaimsAtOnceTakeEveryJobOnce(t *testing.T) {
 		if seen[id] != 1 {
 			t.Errorf("job %s claimed %d times", id, seen[id])
 		}
+	}
+}
+
+// TestAClaimDoesNotVisitTenantsWithoutJobs has 5,000 tenants with no job in any queue beside
+// one with a few: taking turns (docs/api.md, "Workers claim jobs") visits only the tenants
+// with a queued, running or unknown job, so a claim costs the same however many tenants the
+// deployment serves.
+func TestAClaimDoesNotVisitTenantsWithoutJobs(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	js := jobstore.New(db)
+	ctx := context.Background()
+	ids := queueJobs(t, db, "busy", 3, t0)
+	for _, q := range []string{`INSERT INTO tenants (name) SELECT 'idle-' || g FROM generate_series(1, 5000) g`, `ANALYZE`} {
+		if _, err := db.Pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	plan, err := js.ClaimPlan(ctx, t0.Add(time.Hour), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A visit of each tenant reads a page or two of the index; one claim reads a few dozen.
+	if hit := firstBuffers(t, plan); hit > 500 {
+		t.Errorf("a claim read %d pages:\n%s", hit, plan)
+	}
+	if got := claimOne(t, js, t0.Add(time.Hour)); got != ids[0] {
+		t.Errorf("the claim took %s, want the busy tenant's oldest job %s", got, ids[0])
 	}
 }

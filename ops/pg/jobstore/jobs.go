@@ -130,7 +130,11 @@ const claimable = `((j.status = 'queued' AND j.run_after <= @now)
 const claimSpread = 8
 
 // claimQuery picks the jobs a claim takes: tenants take turns, and each tenant's jobs go
-// oldest first. due holds each tenant's oldest claimable jobs, read per tenant through
+// oldest first. busy is the tenants with a job in jobs_tenant_claimable_idx, found by
+// skipping from one tenant's entries to the next's, so the tenants with no job cost nothing
+// (the order is the index's whole key, which no other index of jobs serves: one that leads
+// with the tenant too but holds every job would walk a tenant's published ones).
+// due holds each busy tenant's oldest claimable jobs, read per tenant through
 // jobs_tenant_claimable_idx, so a tenant with a million due jobs costs a claim no more than
 // one with a few. The scan stops at the jobs not due yet, however many wait for a retry:
 // every claimable job is due, since a running job was due when it was claimed and its lease
@@ -141,11 +145,18 @@ const claimSpread = 8
 // and the claimable predicate is checked again on the row it locks, so no job is claimed
 // twice.
 const claimQuery = `
-WITH due AS (
-	SELECT t.id AS tenant_id, c.id, c.run_after, c.created_at, c.turn
-	FROM tenants t CROSS JOIN LATERAL (
+WITH RECURSIVE busy AS (
+	(SELECT j.tenant_id FROM jobs j WHERE j.status IN ('queued', 'running', 'unknown')
+		ORDER BY j.tenant_id, j.run_after, j.created_at, j.id LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.tenant_id FROM jobs j WHERE j.status IN ('queued', 'running', 'unknown') AND j.tenant_id > b.tenant_id
+		ORDER BY j.tenant_id, j.run_after, j.created_at, j.id LIMIT 1)
+	FROM busy b WHERE b.tenant_id IS NOT NULL
+), due AS (
+	SELECT b.tenant_id, c.id, c.run_after, c.created_at, c.turn
+	FROM busy b CROSS JOIN LATERAL (
 		SELECT j.id, j.run_after, j.created_at, row_number() OVER (ORDER BY j.run_after, j.created_at, j.id) AS turn
-		FROM jobs j WHERE j.tenant_id = t.id AND j.run_after <= @now AND ` + claimable + `
+		FROM jobs j WHERE j.tenant_id = b.tenant_id AND j.run_after <= @now AND ` + claimable + `
 		ORDER BY j.run_after, j.created_at, j.id LIMIT @depth
 	) c
 ), served AS (
