@@ -293,3 +293,58 @@ func TestAClaimDoesNotVisitTenantsWithoutJobs(t *testing.T) {
 		t.Errorf("the claim took %s, want the busy tenant's oldest job %s", got, ids[0])
 	}
 }
+
+// TestUnknownJobsDoNotMakeAClaimReadEveryOperation has a tenant with 3,000 jobs whose
+// generation is unknown, waiting for a person, among 100,000 closed operations. A claim
+// looks up the operation of each unknown job it passes by its id; asking whether it is among
+// the closed ones let the planner read every closed operation into a hash at each claim, so
+// each worker's poll cost a scan of the ledger. The one unknown job whose operation a person
+// closed is still claimed, at its tenant's turn (docs/api.md, "Workers claim jobs").
+func TestUnknownJobsDoNotMakeAClaimReadEveryOperation(t *testing.T) {
+	testtool.Heavy(t, "a claim's plan beside 3,000 unknown jobs and 100,000 operations")
+	t.Parallel()
+	db := pgtest.New(t)
+	js := jobstore.New(db)
+	ctx := context.Background()
+	busy := queueJobs(t, db, "busy", 2, t0)
+	if _, err := db.EnsureTenant(ctx, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, status, created_at, updated_at, closed_at, closed_by)
+		 SELECT gen_random_uuid(), t.id, 'llm_job', 'openai', 'job:d' || g, 'k' || g, 'd' || g,
+			CASE WHEN g <= 3000 THEN 'unknown' ELSE 'succeeded' END, $1::timestamptz, $1::timestamptz,
+			CASE WHEN g <= 3000 THEN NULL ELSE $1::timestamptz END, 'w'
+		 FROM tenants t, generate_series(1, 100000) g WHERE t.name = 'stuck'`,
+		`INSERT INTO jobs (id, tenant_id, idempotency_key, request_fingerprint, dedup_key, document_hash, pipeline,
+			prompt_version, model_profile, status, operation_id, run_after, max_attempts, deadline, created_at, updated_at)
+		 SELECT gen_random_uuid(), o.tenant_id, o.fingerprint, 'fp', o.fingerprint, 'dh', 'summarise', 'v1', 'fast', 'unknown',
+			o.id, $1::timestamptz, 3, $1::timestamptz + interval '1 day', $1::timestamptz, $1::timestamptz
+		 FROM operations o WHERE o.status = 'unknown' OR o.intent_key = 'job:d3001'`,
+		`ANALYZE`,
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = []any{t0}
+		}
+		if _, err := db.Pool.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	now := t0.Add(time.Hour)
+	plan, err := js.ClaimPlan(ctx, now, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plan, "Seq Scan on operations") {
+		t.Errorf("a claim reads every operation:\n%s", plan)
+	}
+	var closed string
+	if err := db.Pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE dedup_key = 'd3001'`).Scan(&closed); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{claimOne(t, js, now): true, claimOne(t, js, now): true}
+	if !got[closed] || !got[busy[0]] {
+		t.Errorf("two claims took %v, want the stuck tenant's closed job %s and the busy tenant's oldest %s", got, closed, busy[0])
+	}
+}

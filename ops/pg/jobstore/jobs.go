@@ -118,10 +118,12 @@ func (s *Store) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Jo
 }
 
 // claimable is the predicate of a job a worker may take: due and queued, running under a
-// lease that ran out, or unknown with an operation someone has closed since.
+// lease that ran out, or unknown with an operation someone has closed since. An unknown
+// job's operation is read by its id: asked as "exists among the closed operations", the
+// planner may read every closed operation into a hash at each claim instead.
 const claimable = `((j.status = 'queued' AND j.run_after <= @now)
 	OR (j.status = 'running' AND j.lease_until <= @now)
-	OR (j.status = 'unknown' AND EXISTS (SELECT 1 FROM operations o WHERE o.id = j.operation_id AND o.status IN ('succeeded', 'failed'))))`
+	OR (j.status = 'unknown' AND (SELECT o.status FROM operations o WHERE o.id = j.operation_id) IN ('succeeded', 'failed')))`
 
 // claimSpread is how many more of each tenant's claimable jobs a claim considers than it
 // takes: claims that overlap skip the rows another holds, and with the spread each of that
