@@ -83,8 +83,9 @@ func (s *Server) handleCancelResponse(w http.ResponseWriter, r *http.Request) {
 		timeout = defaultStreamWriteTimeout
 	}
 	sink := &httpSink{w: w, rc: http.NewResponseController(w), timeout: timeout}
-	ref, _ := refSource(r, "")
-	err := g.Cancel(r.Context(), llm.Cancellation{Tenant: tenantFrom(r.Context()), ID: chi.URLParam(r, "id"), RequestRef: ref}, sink)
+	ref, refFrom := refSource(r, "")
+	err := g.Cancel(r.Context(), llm.Cancellation{Tenant: tenantFrom(r.Context()), ID: chi.URLParam(r, "id"),
+		RequestRef: ref, RequestRefFrom: refFrom}, sink)
 	switch {
 	case err == nil:
 	case sink.began:

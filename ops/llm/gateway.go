@@ -303,11 +303,7 @@ func (x *exchange) check(r Request) (string, error) {
 		return "", err
 	}
 	reqlog.Set(x.ctx, reqlog.KeyHash, reqlog.HashKey(key))
-	refFrom := r.RequestRefFrom
-	if refFrom == "" {
-		refFrom = "request reference"
-	}
-	if err := errors.Join(ops.CheckRef(refFrom, r.RequestRef, ops.MaxRefBytes), ops.CheckRef("Settle-Chat-Ref", r.ChatRef, ops.MaxRefBytes)); err != nil {
+	if err := errors.Join(ops.CheckRef(refSourceName(r.RequestRefFrom), r.RequestRef, ops.MaxRefBytes), ops.CheckRef("Settle-Chat-Ref", r.ChatRef, ops.MaxRefBytes)); err != nil {
 		return "", err
 	}
 	if x.req, err = parseRequest(x.api, body, r.Header); err != nil {
@@ -325,6 +321,15 @@ func (x *exchange) check(r Request) (string, error) {
 		key = "settle-auto-" + ops.NewOperationID()
 	}
 	return key, nil
+}
+
+// refSourceName is what a refusal of a request reference calls it: the header it came
+// from, when the caller named one.
+func refSourceName(from string) string {
+	if from == "" {
+		return "request reference"
+	}
+	return from
 }
 
 // serve answers a request as its admission decided.

@@ -27,6 +27,8 @@ type Cancellation struct {
 	ID string
 	// RequestRef is the client's reference of the request (X-Request-Ref), recorded with it.
 	RequestRef string
+	// RequestRefFrom names the header RequestRef came from, for a refusal to name it.
+	RequestRefFrom string
 }
 
 // cancelActor is who closes an operation from the response its client cancelled.
@@ -54,6 +56,10 @@ func cancelPath(id string) string { return "/responses/" + id + "/cancel" }
 // operation of the tenant is recorded as refused, naming none. None is a new intent or a
 // duplicate of the create, and none is an attempt: the rates of those stay the calls'.
 func (g *Gateway) Cancel(ctx context.Context, c Cancellation, out Sink) error {
+	if err := ops.CheckRef(refSourceName(c.RequestRefFrom), c.RequestRef, ops.MaxRefBytes); err != nil {
+		// Refused as a create with the same reference is, before anything is sent.
+		return g.refuseCancel(ctx, c, err)
+	}
 	op, up, err := g.tenantResponse(ctx, c.Tenant, c.ID)
 	if err != nil {
 		return g.refuseCancel(ctx, c, err)

@@ -187,3 +187,29 @@ func TestACancelTheProviderNeverAnsweredIsRecorded(t *testing.T) {
 		t.Fatalf("recorded %+v; want %+v", got, want)
 	}
 }
+
+// TestACancelWithAMalformedRequestRefIsRefusedRecorded: bad input gets a clear error and
+// changes nothing, and ops rule 8 records the refusal. A create whose request reference is
+// malformed (a NUL byte, or over the limit) is refused 400 before anything is sent; a
+// cancel carrying one was sent all the same, its reference silently dropped. It is refused
+// as the create is, recorded once as the tenant's refused cancel naming no operation, and
+// the provider is never asked: the response runs on.
+func TestACancelWithAMalformedRequestRefIsRefusedRecorded(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{chunkDelay: 25 * time.Millisecond})
+	id := w.createQueued(t, "rec-bad-ref")
+	shop := w.tenants["shop"]
+	for _, ref := range []string{"ticket\x0061", strings.Repeat("r", ops.MaxRefBytes+1)} {
+		err := w.gw.Cancel(context.Background(), llm.Cancellation{Tenant: shop, ID: id, RequestRef: ref, RequestRefFrom: "X-Request-Ref"}, &reply{})
+		if ops.ErrorCode(err) != ops.EINVALID || !strings.Contains(err.Error(), "X-Request-Ref") {
+			t.Fatalf("cancel with request reference %.20q: %v; want a refusal naming X-Request-Ref", ref, err)
+		}
+	}
+	op := w.waitStatus(t, "rec-bad-ref", ops.StatusSucceeded)
+	refused := cancelRecord{shop.ID, "", false, string(ops.AnswerCancelRefused)}
+	got := w.requestsOf(t, "shop")
+	want := []cancelRecord{{shop.ID, op.ID, false, string(ops.AnswerNew)}, refused, refused}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("recorded %+v; want the create and two refused cancels %+v", got, want)
+	}
+}
