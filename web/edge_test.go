@@ -57,6 +57,11 @@ func (g *stubGateway) Complete(_ context.Context, req llm.Request, out llm.Sink)
 	return out.Write([]byte(`{"object":"chat.completion"}`))
 }
 
+// Refuse answers the refusal as is: the stub has no ledger to record it in.
+func (g *stubGateway) Refuse(_ context.Context, _ int64, _ string, refusal error) error {
+	return refusal
+}
+
 // stubJobs records the submission it gets and answers with err, or a new job.
 type stubJobs struct {
 	err error

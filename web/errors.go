@@ -40,6 +40,8 @@ var httpStatus = map[string]int{
 	llm.ReasonInvalidRequest: http.StatusBadRequest,
 	llm.ReasonRefused:        http.StatusBadRequest,
 	llm.ReasonBodyTooLarge:   http.StatusRequestEntityTooLarge,
+	// Reasons: the tenant already has its share of this server's requests in flight.
+	ReasonTenantBusy: http.StatusTooManyRequests,
 	// Reasons: the provider behind the gateway failed.
 	llm.ReasonRateLimited:      http.StatusTooManyRequests,
 	llm.ReasonTimeout:          http.StatusGatewayTimeout,

@@ -31,8 +31,8 @@ type JobsDeps struct {
 
 // mountJobs adds the jobs API: POST /api/v1/jobs and GET /api/v1/jobs/{id}.
 func (s *Server) mountJobs(r chi.Router) {
-	r.With(s.shedder.limit, s.requireToken).Post("/api/v1/jobs", s.handleSubmitJob)
-	r.With(s.shedder.limit, s.requireToken).Get("/api/v1/jobs/{id}", s.handleGetJob)
+	r.With(s.shedder.limit, s.requireToken, s.share.limit(s.refuseJob)).Post("/api/v1/jobs", s.handleSubmitJob)
+	r.With(s.shedder.limit, s.requireToken, s.share.limit(nil)).Get("/api/v1/jobs/{id}", s.handleGetJob)
 }
 
 // jobBody is the JSON of POST /api/v1/jobs.

@@ -15,6 +15,9 @@ import (
 // ChatGateway is what the LLM gateway's routes need: the LLM gateway of ops/llm.
 type ChatGateway interface {
 	Complete(ctx context.Context, req llm.Request, out llm.Sink) error
+	// Refuse records a call refused before it could be read and returns its answer: the
+	// refusal, or the outage that kept it from being recorded.
+	Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error
 }
 
 // handleChatCompletions is POST /v1/chat/completions: an OpenAI-compatible chat completion

@@ -50,7 +50,9 @@ func (s *Server) mountMCP(r chi.Router) {
 	// mcpToken refuses a bad token as problem+json, like every API route; the SDK's
 	// middleware then carries the tenant to the tool handlers as token info.
 	bearer := auth.RequireBearerToken(tokenInfoFromTenant, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	r.With(s.shedder.limit, s.mcpToken, bearer, stampMCPRequestID).Handle("/mcp", h)
+	// The tenant's share is checked once the body is stamped, so that a refused refund call
+	// is recorded under the reference the tool would have recorded it under.
+	r.With(s.shedder.limit, s.mcpToken, bearer, stampMCPRequestID, s.share.limit(s.refuseMCP)).Handle("/mcp", h)
 }
 
 // mcpToken is requireToken for /mcp: the same tokens resolved by Accounts.TenantByToken,

@@ -57,6 +57,13 @@ type Server struct {
 	// CPU. Probes, /metrics and the dashboard are never counted: people must be able to see
 	// and close operations during the overload. Zero or less: no cap.
 	MaxInFlight int
+	// MaxInFlightPerTenant is one tenant's share of MaxInFlight. The cap is counted before
+	// the token is read, so without a share one tenant's slow requests (long LLM streams)
+	// could take every place and have every other tenant's requests shed. Once a request has
+	// named its tenant, one more of a tenant that already has this many in flight here is
+	// answered 429 with Retry-After, recorded as that tenant's client request (ops rule 8),
+	// and nothing of it is sent. Zero or less, or at least a MaxInFlight above zero: no share.
+	MaxInFlightPerTenant int
 	// WriteBacklog, when set, reports how long the ledger's oldest write has waited to be
 	// sent (pg.DB.WriteBacklog). Beyond MaxWriteBacklog an API request is shed as at the
 	// in-flight cap: most requests in flight idle on a provider, so their count says little,
@@ -66,6 +73,7 @@ type Server struct {
 	// less: no limit.
 	MaxWriteBacklog time.Duration
 	shedder         *shedder
+	share           *tenantShare
 
 	// Each area of the product declares its own dependencies in its own file.
 	KindDeps
@@ -163,20 +171,24 @@ func (s *Server) mountAPI(r chi.Router) {
 	// too: they arrive at Stripe's pace and carry the evidence that closes operations.
 	s.shedder = newShedder(s)
 	api := s.shedder.limit
+	// Once the token names the tenant, each route counts the request against the tenant's
+	// share (tenantShare), and records one refused there as its own refusals are recorded.
+	s.share = newTenantShare(s)
+	read, call := s.share.limit(nil), s.share.limit(s.refuseLLMCall)
 	r.Get("/api/openapi.json", s.handleOpenAPI)
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(api, s.requireToken)
-		r.Get("/whoami", s.handleWhoami)
-		r.Post("/refunds", s.handleRefund)
-		r.Get("/operations/{id}", s.handleGetOperation)
+		r.With(read).Get("/whoami", s.handleWhoami)
+		r.With(s.share.limit(s.refuseRefund)).Post("/refunds", s.handleRefund)
+		r.With(read).Get("/operations/{id}", s.handleGetOperation)
 	})
 	r.Post("/webhooks/stripe", s.handleStripeWebhook)
-	r.With(api, s.requireToken).Post("/v1/chat/completions", s.handleChatCompletions)
-	r.With(api, s.requireToken).Post("/v1/embeddings", s.handleEmbeddings)
-	r.With(api, s.requireToken).Post("/v1/responses", s.handleResponses)
-	r.With(api, s.requireToken).Get("/v1/responses/{id}", s.handleGetResponse)
-	r.With(api, s.requireToken).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
-	r.With(api, s.requireAPIKeyOrToken).Post("/v1/messages", s.handleMessages)
+	r.With(api, s.requireToken, call).Post("/v1/chat/completions", s.handleChatCompletions)
+	r.With(api, s.requireToken, call).Post("/v1/embeddings", s.handleEmbeddings)
+	r.With(api, s.requireToken, call).Post("/v1/responses", s.handleResponses)
+	r.With(api, s.requireToken, read).Get("/v1/responses/{id}", s.handleGetResponse)
+	r.With(api, s.requireToken, read).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
+	r.With(api, s.requireAPIKeyOrToken, call).Post("/v1/messages", s.handleMessages)
 	s.registerLLMMetrics()
 }
 

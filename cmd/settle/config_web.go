@@ -32,6 +32,9 @@ type WebConfig struct {
 	// MaxInFlight is SETTLE_MAX_IN_FLIGHT: the API requests answered at once before more
 	// are shed with 503; 0 is no cap.
 	MaxInFlight int
+	// MaxInFlightPerTenant is SETTLE_MAX_IN_FLIGHT_PER_TENANT: one tenant's share of
+	// MaxInFlight, beyond which its requests are refused with 429; 0 is no share.
+	MaxInFlightPerTenant int
 	// MaxWriteBacklog is SETTLE_MAX_WRITE_BACKLOG: how long the ledger's writes may wait to
 	// be sent before API requests are shed with 503; 0 is no limit.
 	MaxWriteBacklog time.Duration
@@ -66,6 +69,9 @@ func loadWebEnv(wc *WebConfig, addr string, e environ) error {
 	}
 	var err error
 	if wc.MaxInFlight, err = readMaxInFlight(e); err != nil {
+		return err
+	}
+	if wc.MaxInFlightPerTenant, err = readMaxInFlightPerTenant(e, wc.MaxInFlight); err != nil {
 		return err
 	}
 	if wc.MaxWriteBacklog, err = readMaxWriteBacklog(e); err != nil {
@@ -104,6 +110,28 @@ func readMaxInFlight(e environ) (int, error) {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		return 0, usagef("%s=%q is not a whole number of requests such as %d, or 0 or off for no cap", envMaxInFlight.Name, v, defaultMaxInFlight)
+	}
+	return n, nil
+}
+
+// readMaxInFlightPerTenant reads SETTLE_MAX_IN_FLIGHT_PER_TENANT: a whole number of
+// requests up to maxInFlight, 0 or off for no share; unset, half of maxInFlight, so that
+// one tenant's slow requests leave the other half of the places to the other tenants.
+func readMaxInFlightPerTenant(e environ, maxInFlight int) (int, error) {
+	v := strings.TrimSpace(e.get(envMaxInFlightPerTenant))
+	switch v {
+	case "":
+		return maxInFlight / 2, nil
+	case "off":
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, usagef("%s=%q is not a whole number of requests such as %d, or 0 or off for no share", envMaxInFlightPerTenant.Name, v, defaultMaxInFlight/2)
+	}
+	if maxInFlight > 0 && n > maxInFlight {
+		return 0, usagef("%s=%d is more than %s=%d, the requests the whole server takes at once; give it at most that, or 0 or off for no share",
+			envMaxInFlightPerTenant.Name, n, envMaxInFlight.Name, maxInFlight)
 	}
 	return n, nil
 }

@@ -142,7 +142,7 @@ func (p *Program) Run(ctx context.Context) error {
 	}
 	ssoDeps.SSOUsers = accounts
 	srv.SSODeps = ssoDeps
-	srv.MaxInFlight = p.Config.Web.MaxInFlight
+	srv.MaxInFlight, srv.MaxInFlightPerTenant = p.Config.Web.MaxInFlight, p.Config.Web.MaxInFlightPerTenant
 	srv.WriteBacklog, srv.MaxWriteBacklog = db.WriteBacklog, p.Config.Web.MaxWriteBacklog
 	srv.MetricsDeps = web.MetricsDeps{MetricsToken: p.Config.Web.MetricsToken, MetricsElsewhere: p.Config.Web.MetricsAddr != ""}
 	if err := p.wireLedger(bgCtx, srv); err != nil {

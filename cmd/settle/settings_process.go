@@ -61,6 +61,17 @@ var (
 			"default leaves room for 40 times that (500 calls a second of 2 s each) while still bounding the backlog a starved " +
 			"machine piles up, whose memory would push the heap to `GOMEMLIMIT` and the garbage collector to half the CPU. Raise " +
 			"it, with `GOMEMLIMIT`, for long streams at high rates; `0` or `off`: no cap"})
+	envMaxInFlightPerTenant = define(sectionProcess, setting{Name: "SETTLE_MAX_IN_FLIGHT_PER_TENANT", Commands: []string{"serve", "demo"},
+		Default: "half of `SETTLE_MAX_IN_FLIGHT` (`500`)", Parses: "a whole number of requests up to `SETTLE_MAX_IN_FLIGHT`, `0` or `off` for no share",
+		Short: "one tenant's share of SETTLE_MAX_IN_FLIGHT; one more of its requests gets 429 with Retry-After: 1",
+		Doc: "how many API requests of one tenant `serve` and `demo` work on at once. `SETTLE_MAX_IN_FLIGHT` counts requests before " +
+			"their token is read, so without a share one tenant's slow requests (long LLM streams) could take every place and have " +
+			"every other tenant's requests shed with 503. Once its token names the tenant, one more request of a tenant at its " +
+			"share is refused at once with 429, code `tenant_busy` and `Retry-After: 1`, before its body is read: nothing of it " +
+			"is sent, a paid request (a refund, a job, an LLM call, an MCP `issue_refund`) is recorded as that tenant's refused " +
+			"client request, and each is counted in `settle_http_tenant_share_refused_total` by route and tenant. " +
+			"`SETTLE_MAX_IN_FLIGHT` stays the last guard of the whole server. `0`, `off`, or the whole of `SETTLE_MAX_IN_FLIGHT`: " +
+			"no share; more than the whole is refused"})
 	envMaxWriteBacklog = define(sectionProcess, setting{Name: "SETTLE_MAX_WRITE_BACKLOG", Commands: []string{"serve", "demo"},
 		Default: "`250ms`", Parses: "a Go duration such as `250ms`, `0` or `off` for no limit",
 		Short: "how long ledger writes may wait to be sent before API requests get 503 with Retry-After: 1",

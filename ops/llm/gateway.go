@@ -279,8 +279,16 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 // refuse records a tenant's request refused before admission, a route no provider serves
 // here as much as a malformed body, and returns its answer (ops rule 8).
 func (g *Gateway) refuse(ctx context.Context, r Request, refusal error) error {
+	return g.Refuse(ctx, r.Tenant.ID, r.RequestRef, refusal)
+}
+
+// Refuse records a call of the tenant refused before the gateway read it (the transport
+// refuses a tenant beyond its share of the requests in flight) as the gateway records its
+// own refusals, and returns its answer: refusal, or the outage that kept it from being
+// recorded (ops rule 8).
+func (g *Gateway) Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error {
 	g.stats.rejected.Add(1)
-	return g.cfg.Ledger.Refuse(context.WithoutCancel(ctx), r.Tenant.ID, ops.KindLLMCall, ops.CleanRef(r.RequestRef), refusal)
+	return g.cfg.Ledger.Refuse(context.WithoutCancel(ctx), tenantID, ops.KindLLMCall, ops.CleanRef(requestRef), refusal)
 }
 
 // check reads and validates the request and returns its intent key.
