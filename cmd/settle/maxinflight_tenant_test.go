@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -56,31 +57,45 @@ func TestServeRefusesATenantBeyondSettleMaxInFlightPerTenant(t *testing.T) {
 	p := serveWith(t, map[string]string{"SETTLE_MAX_IN_FLIGHT_PER_TENANT": "1", "STRIPE_API_KEY": "sk_test_share",
 		"STRIPE_API_BASE": fakeStripeWith(t, "pi_share"), "SETTLE_RECONCILE_INTERVAL": "off"})
 	_, token := shopToken(t, p)
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	head := "POST /api/v1/refunds HTTP/1.1\r\nHost: settle\r\nAuthorization: Bearer " + token +
 		"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"order_id\":\""
-	if _, err := io.WriteString(conn, head); err != nil {
-		t.Fatal(err)
+	hold := func() net.Conn {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(p.URL(), "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, head); err != nil {
+			t.Fatal(err)
+		}
+		return conn
 	}
-	// The held request takes its place a moment after its headers are sent.
+	conn := hold()
+	defer func() { conn.Close() }()
+	// The held request takes shop's place a moment after its headers are sent. A probe holds
+	// the one place while it is answered, and the held request arriving meanwhile is the one
+	// refused: the server answers it, and it is sent again. The probes leave the place free
+	// most of the time, so that the held request finds it free.
 	var resp *http.Response
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp = postRefundAs(t, p, token); resp.StatusCode == http.StatusTooManyRequests || time.Now().After(deadline) {
+	var ref string
+	for i, deadline := 0, time.Now().Add(15*time.Second); ; i++ {
+		time.Sleep(250 * time.Millisecond)
+		ref = fmt.Sprintf("probe-%d", i)
+		if resp = postRefundAs(t, p, token, ref); resp.StatusCode == http.StatusTooManyRequests || time.Now().After(deadline) {
 			break
+		}
+		if answered(conn) {
+			conn.Close()
+			conn = hold()
 		}
 	}
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("shop's refund beside its one in flight at a share of 1: %d, Retry-After %q; want 429 and 1", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	var rejected int
-	err = p.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM client_requests c JOIN tenants t ON t.id = c.tenant_id
-WHERE t.name = 'shop' AND c.kind = 'refund' AND c.answer = 'rejected'`).Scan(&rejected)
-	if err != nil || rejected == 0 {
-		t.Errorf("shop's refused refunds recorded as %d rejected client requests (%v), want at least 1", rejected, err)
+	err := p.DB.Pool.QueryRow(context.Background(), `SELECT count(*) FROM client_requests c JOIN tenants t ON t.id = c.tenant_id
+WHERE t.name = 'shop' AND c.kind = 'refund' AND c.answer = 'rejected' AND c.request_ref = $1`, ref).Scan(&rejected)
+	if err != nil || rejected != 1 {
+		t.Errorf("shop's refund refused beyond its share (%s) recorded as %d rejected client requests (%v), want 1", ref, rejected, err)
 	}
 	other, err := p.DB.EnsureTenant(context.Background(), "bank")
 	if err != nil {
@@ -90,14 +105,14 @@ WHERE t.name = 'shop' AND c.kind = 'refund' AND c.answer = 'rejected'`).Scan(&re
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp := postRefundAs(t, p, otherToken); resp.StatusCode != http.StatusUnprocessableEntity {
+	if resp := postRefundAs(t, p, otherToken, "bank-1"); resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Errorf("another tenant's empty refund while shop is at its share: %d, want 422 (read and refused as incomplete)", resp.StatusCode)
 	}
 }
 
-// postRefundAs posts an empty refund with token to p's API and returns the answer, its body
-// closed.
-func postRefundAs(t *testing.T, p *Program, token string) *http.Response {
+// postRefundAs posts an empty refund with token and the request reference ref to p's API
+// and returns the answer, its body closed.
+func postRefundAs(t *testing.T, p *Program, token, ref string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, p.URL()+"/api/v1/refunds", strings.NewReader(`{}`))
 	if err != nil {
@@ -105,6 +120,7 @@ func postRefundAs(t *testing.T, p *Program, token string) *http.Response {
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Ref", ref)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
