@@ -66,6 +66,8 @@ func (s *Server) handleGetResponse(w http.ResponseWriter, r *http.Request) {
 // ResponseCanceller is what POST /v1/responses/{id}/cancel needs: the LLM gateway of ops/llm.
 type ResponseCanceller interface {
 	Cancel(ctx context.Context, c llm.Cancellation, out llm.Sink) error
+	// RefuseCancel records a cancel refused before it was read, and returns its answer.
+	RefuseCancel(ctx context.Context, tenant *ops.Tenant, requestRef string, refusal error) error
 }
 
 // handleCancelResponse is POST /v1/responses/{id}/cancel: OpenAI's cancel of a background

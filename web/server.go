@@ -187,7 +187,7 @@ func (s *Server) mountAPI(r chi.Router) {
 	r.With(api, s.requireToken, call).Post("/v1/embeddings", s.handleEmbeddings)
 	r.With(api, s.requireToken, call).Post("/v1/responses", s.handleResponses)
 	r.With(api, s.requireToken, read).Get("/v1/responses/{id}", s.handleGetResponse)
-	r.With(api, s.requireToken, read).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
+	r.With(api, s.requireToken, s.share.limit(s.refuseCancel)).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
 	r.With(api, s.requireAPIKeyOrToken, call).Post("/v1/messages", s.handleMessages)
 	s.registerLLMMetrics()
 }

@@ -260,12 +260,14 @@ var beyondShare = []shareRefused{
 	{http.MethodPost, "/api/v1/jobs", "/api/v1/jobs", jobJSON, "llm_job", "r-job"},
 	{http.MethodPost, "/mcp", "/mcp", `{"jsonrpc":"2.0","id":"m1","method":"tools/call","params":{"name":"issue_refund",` +
 		`"arguments":{"order_id":"4417","amount_cents":3800,"currency":"usd","payment_intent":"pi_shop"}}}`, "refund", "mcp:m1"},
+	{http.MethodPost, "/v1/responses/resp_held/cancel", "/v1/responses/{id}/cancel", "", "llm_call", "r-cancel"},
 	{http.MethodGet, "/api/v1/operations/op_none", "/api/v1/operations/{id}", "", "", ""},
 }
 
 // TestATenantBeyondItsShareIsRefusedOnEveryPaidRoute: with its share of the places in flight
 // taken by its own slow calls, a tenant's next request on any API route (the gateway's four,
-// refunds, jobs, MCP, a read) is answered at once with 429, code tenant_busy (Anthropic's
+// a cancel of a response, refunds, jobs, MCP, a read) is answered at once with 429, code
+// tenant_busy (Anthropic's
 // rate_limit_error on /v1/messages) and Retry-After: 1, and nothing of it is sent: no
 // operation, no provider call, no refund, no job. Each paid request is recorded as that
 // tenant's rejected client request of its kind, under its request reference (ops rule 8: it
@@ -348,11 +350,12 @@ func (w *shareWorld) wantNothingSent(t *testing.T, posts int32, operations int) 
 }
 
 // wantRecorded checks that each paid request of beyondShare is recorded once as tenant's
-// rejected client request of its kind, under its reference, and the reads not at all.
+// rejected client request of its kind (a cancel as a refused cancel), under its reference,
+// and the reads not at all.
 func (w *shareWorld) wantRecorded(t *testing.T, tenant string) {
 	t.Helper()
 	rows, err := w.tw.DB.Pool.Query(context.Background(), `SELECT c.kind || ' ' || c.request_ref FROM client_requests c
-JOIN tenants t ON t.id = c.tenant_id WHERE t.name = $1 AND c.answer = 'rejected' ORDER BY 1`, tenant)
+JOIN tenants t ON t.id = c.tenant_id WHERE t.name = $1 AND c.answer IN ('rejected', 'cancel_refused') ORDER BY 1`, tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

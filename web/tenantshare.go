@@ -124,6 +124,16 @@ func (s *Server) refuseLLMCall(r *http.Request, t *ops.Tenant, refusal error) er
 	return s.LLM.Refuse(r.Context(), t.ID, headerRef(r), refusal)
 }
 
+// refuseCancel records a cancel of a response refused before the gateway read it: a cancel
+// is one of its tenant's client requests, as a call is.
+func (s *Server) refuseCancel(r *http.Request, t *ops.Tenant, refusal error) error {
+	g, ok := s.LLM.(ResponseCanceller)
+	if !ok {
+		return refusal
+	}
+	return g.RefuseCancel(r.Context(), t, headerRef(r), refusal)
+}
+
 // refuseRefund records a refund request refused before it was read.
 func (s *Server) refuseRefund(r *http.Request, t *ops.Tenant, refusal error) error {
 	return s.Refunds.Refuse(r.Context(), t.ID, headerRef(r), refusal)

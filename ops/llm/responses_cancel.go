@@ -136,11 +136,22 @@ func cancelRefusalAnswer(err error) ops.Answer {
 // operation, not even another tenant's whose id it was (ops rule 8), and returns its answer.
 // A request without a tenant is no tenant's to record.
 func (g *Gateway) refuseCancel(ctx context.Context, c Cancellation, refusal error) error {
+	return g.recordRefusedCancel(ctx, c, cancelRefusalAnswer(refusal), refusal)
+}
+
+// RefuseCancel records a cancel refused before the gateway read it (its tenant had its share
+// of the server's requests in flight) as the tenant's refused cancel, naming no operation
+// (ops rule 8), and returns its answer as Ledger.Refuse does.
+func (g *Gateway) RefuseCancel(ctx context.Context, tenant *ops.Tenant, requestRef string, refusal error) error {
+	return g.recordRefusedCancel(ctx, Cancellation{Tenant: tenant, RequestRef: requestRef}, ops.AnswerCancelRefused, refusal)
+}
+
+func (g *Gateway) recordRefusedCancel(ctx context.Context, c Cancellation, answer ops.Answer, refusal error) error {
 	if c.Tenant == nil || c.Tenant.ID <= 0 {
 		return refusal
 	}
 	return g.cfg.Ledger.RefuseAs(ctx, ops.RequestParams{TenantID: c.Tenant.ID, Kind: ops.KindLLMCall,
-		RequestRef: ops.CleanRef(c.RequestRef), Answer: cancelRefusalAnswer(refusal)}, refusal)
+		RequestRef: ops.CleanRef(c.RequestRef), Answer: answer}, refusal)
 }
 
 // settleCancelled settles op, whose response ended, once nobody sends for it: the request
