@@ -1,11 +1,9 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -50,9 +48,9 @@ func (s *Server) mountMCP(r chi.Router) {
 	// mcpToken refuses a bad token as problem+json, like every API route; the SDK's
 	// middleware then carries the tenant to the tool handlers as token info.
 	bearer := auth.RequireBearerToken(tokenInfoFromTenant, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
-	// The tenant's share is checked once the body is stamped, so that a refused refund call
-	// is recorded under the reference the tool would have recorded it under.
-	r.With(s.shedder.limit, s.mcpToken, bearer, stampMCPRequestID, s.share.limit(s.refuseMCP)).Handle("/mcp", h)
+	// The tenant's share is checked before the SDK's refusals are watched for: a call refused
+	// there is recorded once, by the share's refusal, as the tool calls the SDK refuses are.
+	r.With(s.shedder.limit, s.mcpToken, bearer, s.share.limit(s.refuseMCP(tools)), s.mcpRefusals(tools)).Handle("/mcp", h)
 }
 
 // mcpToken is requireToken for /mcp: the same tokens resolved by Accounts.TenantByToken,
@@ -91,35 +89,4 @@ func tenantFromTokenInfo(_ context.Context, req *mcp.CallToolRequest) (*ops.Tena
 		}
 	}
 	return nil, errors.New("mcp: tool call without a tenant")
-}
-
-// stampMCPRequestID writes the JSON-RPC id of a tools/call into its _meta before the SDK
-// reads it, since the SDK keeps the id from tool handlers; the id becomes the recorded
-// request_ref when the client sends no tool call id. A body over the limit is passed on
-// untouched for the SDK to refuse.
-func stampMCPRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Body == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxBody+1))
-		if err != nil {
-			http.Error(w, "could not read the request body", http.StatusBadRequest)
-			return
-		}
-		if int64(len(body)) > mcpMaxBody {
-			r.Body = struct {
-				io.Reader
-				io.Closer
-			}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-			next.ServeHTTP(w, r)
-			return
-		}
-		r.Body.Close()
-		body = mcptool.StampMessage(body)
-		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
-		next.ServeHTTP(w, r)
-	})
 }

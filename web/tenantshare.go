@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"sync"
@@ -147,23 +146,24 @@ func (s *Server) refuseJob(r *http.Request, t *ops.Tenant, refusal error) error 
 	return s.Jobs.Refuse(r.Context(), t.ID, headerRef(r), refusal)
 }
 
-// refuseMCP records each issue_refund call of a refused MCP message as the tool records its
-// refusals, under the reference the tool would have recorded; the message's other parts
-// (listing tools, reading a refund's status) record nothing when served either. The body
-// was read and stamped before (stampMCPRequestID); one over the limit, which the server
-// would refuse unread, records nothing.
-func (s *Server) refuseMCP(r *http.Request, t *ops.Tenant, refusal error) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxBody+1))
-	if err != nil || int64(len(body)) > mcpMaxBody {
-		return refusal
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	answer := refusal
-	for _, ref := range mcptool.RefundCallRefs(body) {
-		// Refuse returns refusal itself once it is recorded; anything else says it was not.
-		if err := s.Refunds.Refuse(r.Context(), t.ID, ref, refusal); err != refusal {
-			answer = err
+// refuseMCP records each tool call of a refused MCP message as the calls the SDK refuses are
+// recorded (Tools.RefuseCall: a refund_status call records nothing, as when it is served),
+// under the reference the tool would have recorded it under; the message's other parts
+// (listing tools, the protocol's own messages) record nothing when served either. Only the
+// first bytes of a body over the limit are read, and the calls they show are recorded.
+func (s *Server) refuseMCP(tools *mcptool.Tools) recordRefusal {
+	return func(r *http.Request, t *ops.Tenant, refusal error) error {
+		body, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxBody+1))
+		if err != nil {
+			return refusal
 		}
+		answer := refusal
+		for _, c := range mcptool.ToolCalls(body) {
+			// RefuseCall returns refusal itself once it is recorded; anything else says it was not.
+			if err := tools.RefuseCall(r.Context(), t.ID, c, refusal); err != refusal {
+				answer = err
+			}
+		}
+		return answer
 	}
-	return answer
 }

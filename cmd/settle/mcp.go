@@ -99,7 +99,8 @@ func (r stdioRun) serve(ctx context.Context, stdin io.Reader, stdout io.Writer) 
 	// writes its error replies through the same lock as the SDK's replies.
 	out := mcptool.NewSyncWriter(stdout)
 	in := mcptool.NewLineFilter(stdin, out, logger)
-	transport := mcptool.StampTransport(in.Transport(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}))
+	in.RecordRefusedCalls(tools)
+	transport := tools.Transport(in.Transport(&mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}}))
 	logger.Info("serving the refund tools on stdio", "tenant", tenant.Name)
 	err = tools.NewServer().Run(ctx, transport)
 	if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, mcp.ErrConnectionClosed) {

@@ -127,8 +127,8 @@ func (a *rawAgent) reply(t *testing.T) string {
 // TestMCPStdioSurvivesAMalformedMessage: a local agent that sends one malformed line (not
 // JSON, an id that is an object or a number no integer can hold, a line longer than the
 // server reads) gets a JSON-RPC error for it, and its session goes on: the next tool call
-// is answered. The bad lines refund nothing and record nothing (ops rule 8: only a request
-// that names its tenant's call is counted, and these are no calls at all).
+// is answered. The bad lines refund nothing; those that read as a tool call are recorded as
+// refused (TestMCPStdioDroppedToolCallsAreRecorded).
 func TestMCPStdioSurvivesAMalformedMessage(t *testing.T) {
 	t.Parallel()
 	a, world, served := startRawAgent(t)

@@ -64,7 +64,15 @@ type LineFilter struct {
 	// srcFailed tells the connection that a read error came from stdin itself, not from a
 	// message: only then does the session end.
 	srcFailed atomic.Bool
+	// record records the tool calls of a dropped line and says what they are answered;
+	// nil records nothing.
+	record func(line []byte, reason string) string
 }
+
+// RecordRefusedCalls has the filter record each tool call of a line it drops (an id that is
+// no id, a line over the limit whose first bytes read tools/call) as the tenant's refused
+// request, through t (Tools.RefuseCall, ops rule 8); its error reply then says so.
+func (f *LineFilter) RecordRefusedCalls(t *Tools) { f.record = t.refuseLine }
 
 // NewLineFilter returns a filter reading lines from src, answering malformed ones on replies.
 func NewLineFilter(src io.Reader, replies io.Writer, logger *slog.Logger) *LineFilter {
@@ -149,7 +157,11 @@ func (f *LineFilter) check(line []byte, tooLong bool) (bool, error) {
 	}
 	f.logger.Warn("dropped a malformed MCP message", "code", code, "reason", reason,
 		"line_prefix", string(line[:min(len(line), logPrefix)]))
-	return false, f.reply(code, id, reason)
+	note := ""
+	if f.record != nil {
+		note = f.record(line, plainReason(code, tooLong, reason))
+	}
+	return false, f.reply(code, id, reason, note)
 }
 
 // validMessage checks a JSON line as the SDK will decode it. On error it returns the line's
@@ -191,11 +203,27 @@ func readableID(data []byte) json.RawMessage {
 	return json.RawMessage("null")
 }
 
-// reply writes one JSON-RPC error line.
-func (f *LineFilter) reply(code int, id json.RawMessage, reason string) error {
-	message := "Invalid Request"
+// plainReason is why a line was dropped in the words of a refused tool call's answer: the
+// decoder's own words, cut to what a log repeats, may stop mid-sentence.
+func plainReason(code int, tooLong bool, reason string) string {
+	switch {
+	case tooLong:
+		return reason
+	case code == codeParseError:
+		return "the line is not JSON"
+	}
+	return "the line is not a valid JSON-RPC request"
+}
+
+// reply writes one JSON-RPC error line. Where the line held a tool call, note is its message
+// and says what was wrong; else the message is JSON-RPC's and the data says it.
+func (f *LineFilter) reply(code int, id json.RawMessage, reason, note string) error {
+	message, data := "Invalid Request", "dropped "+reason
 	if code == codeParseError {
 		message = "Parse error"
+	}
+	if note != "" {
+		message, data = note, ""
 	}
 	type rpcError struct {
 		Code    int    `json:"code"`
@@ -206,7 +234,7 @@ func (f *LineFilter) reply(code int, id json.RawMessage, reason string) error {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Error   rpcError        `json:"error"`
-	}{"2.0", id, rpcError{code, message, "dropped " + reason}})
+	}{"2.0", id, rpcError{code, message, data}})
 	if err != nil {
 		return fmt.Errorf("encode error reply: %w", err)
 	}
@@ -249,7 +277,7 @@ func (c filterConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 		reason := err.Error()[:min(len(err.Error()), 2*logPrefix)]
 		c.f.logger.Warn("dropped a malformed MCP message", "code", codeInvalidRequest, "reason", reason)
-		if werr := c.f.reply(codeInvalidRequest, json.RawMessage("null"), reason); werr != nil {
+		if werr := c.f.reply(codeInvalidRequest, json.RawMessage("null"), reason, ""); werr != nil {
 			return nil, werr
 		}
 	}

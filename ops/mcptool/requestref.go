@@ -1,7 +1,6 @@
 package mcptool
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -114,33 +113,4 @@ func stampOne(data []byte) []byte {
 		return data
 	}
 	return out
-}
-
-// StampTransport wraps a transport (stdio) so every tools/call it reads carries its
-// JSON-RPC id in _meta.
-func StampTransport(t mcp.Transport) mcp.Transport { return stampTransport{t} }
-
-type stampTransport struct{ mcp.Transport }
-
-func (t stampTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	c, err := t.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return stampConn{c}, nil
-}
-
-type stampConn struct{ mcp.Connection }
-
-func (c stampConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if err != nil {
-		return msg, err
-	}
-	if req, ok := msg.(*jsonrpc.Request); ok {
-		if err := StampRequest(req); err != nil {
-			return nil, err
-		}
-	}
-	return msg, nil
 }

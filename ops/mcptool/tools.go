@@ -306,6 +306,13 @@ func Line(a refund.Answer) string {
 // refused is a tool error the model can act on: what was wrong, and that nothing happened
 // or that calling again is safe. Internal details never reach the model.
 func refused(tool string, err error) *mcp.CallToolResult {
+	r := &mcp.CallToolResult{}
+	r.SetError(errors.New(refusalText(tool, err)))
+	return r
+}
+
+// refusalText is the message of refused.
+func refusalText(tool string, err error) string {
 	var msg string
 	switch code := ops.ErrorCode(err); {
 	case ops.Unreachable(err):
@@ -321,7 +328,5 @@ func refused(tool string, err error) *mcp.CallToolResult {
 	default:
 		msg = fmt.Sprintf("%s could not finish (%s). Do not say the refund succeeded or failed. Calling again with the same arguments within 7 days is safe and never refunds twice; if it keeps failing, tell the customer: \"%s\"", tool, code, CustomerChecking)
 	}
-	r := &mcp.CallToolResult{}
-	r.SetError(errors.New(msg))
-	return r
+	return msg
 }
