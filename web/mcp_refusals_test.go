@@ -221,3 +221,28 @@ func TestMCPRefusedCallsOfABatchAreRecorded(t *testing.T) {
 		t.Fatalf("the refund of the batch recorded %d times", n)
 	}
 }
+
+// TestMCPRefusedCallDuringAnOutageSaysSo: a tool call the SDK refuses while the database is
+// down cannot be recorded, so its answer is the outage (wait and call again), never the
+// refusal's "fix the call"; a body over the limit is then a 503, not a 413. ops rule 8.
+func TestMCPRefusedCallDuringAnOutageSaysSo(t *testing.T) {
+	t.Parallel()
+	o := newOutageEnv(t)
+	e := &mcpEnv{url: o.url, token: o.token}
+	// The token is read once, so the outage meets the recording, not the token.
+	if status, answer := e.postMCP(t, "2025-06-18", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)); status != http.StatusOK {
+		t.Fatalf("tools/list: %d %s", status, answer)
+	}
+	o.relay.Off()
+	status, answer := e.postMCP(t, "2025-06-18", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call",`+
+		`"params":{"name":"cancel_refund","arguments":{}}}`))
+	msg := rpcError(t, answer)
+	if !strings.Contains(msg, "5 seconds") || strings.Contains(msg, "fix the call") {
+		t.Fatalf("unknown tool, the database down: %d %s, want the outage, not the refusal", status, answer)
+	}
+	status, answer = e.postMCP(t, "2025-06-18", &bigCall{head: `{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{"name":"issue_refund","arguments":{"order_id":"`,
+		tail: `"}}}`, size: 4<<20 + 32<<10})
+	if status != http.StatusServiceUnavailable || !strings.Contains(rpcError(t, answer), "5 seconds") {
+		t.Fatalf("too large, the database down: %d %.300s, want 503 with the outage", status, answer)
+	}
+}
