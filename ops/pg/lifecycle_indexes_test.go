@@ -82,7 +82,7 @@ func TestALifecycleLandsOnlyInTheIndexesItsReadersUse(t *testing.T) {
 // no entry in the expiry index (migration 00073).
 func TestExpiryReadsStalledCallsByTheirLease(t *testing.T) {
 	db := pgtest.New(t)
-	plan := pgtest.PlanWithoutSeqScan(t, db, pg.ExpireDueSQL, pgx.NamedArgs{"actor": "reaper", "now": t0, "limit": 100})
+	plan := pgtest.PlanWithoutSeqScan(t, db, pg.ExpireDueSQL, pgx.NamedArgs{"actor": "reaper", "now": t0, "limit": 100, "lease_expired": ops.ErrorLeaseExpired})
 	for _, want := range []string{
 		"Index Scan using operations_retry_until_idx", "Index Cond: (retry_until <= ",
 		"Index Scan using operations_stalled_idx", "Index Cond: (lease_until <= ", "Index Cond: (lease_until IS NULL)",

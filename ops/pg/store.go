@@ -203,7 +203,7 @@ WITH s AS (
 	FROM s WHERE o.id = s.id
 	RETURNING `+opCols+`
 ), fin AS (
-	UPDATE attempts a SET finished_at = @now, outcome = 'timeout', error_code = 'lease_expired'
+	UPDATE attempts a SET finished_at = @now, outcome = 'timeout', error_code = @lease_expired
 	FROM up WHERE a.operation_id = up.id::uuid AND a.finished_at IS NULL
 ), aud AS (
 	INSERT INTO audit_log (at, actor, action, entity, entity_id, after, reason)
@@ -211,7 +211,8 @@ WITH s AS (
 		'lease ran out without a result'
 	FROM up
 )
-SELECT * FROM up`, pgx.NamedArgs{"owner": owner, "now": now, "until": leaseUntil, "limit": limit})
+SELECT * FROM up`, pgx.NamedArgs{"owner": owner, "now": now, "until": leaseUntil, "limit": limit,
+		"lease_expired": ops.ErrorLeaseExpired})
 	if err != nil {
 		return nil, interpret(err, "claim stalled operations")
 	}
@@ -247,7 +248,7 @@ WITH unheld AS (
 	FROM s WHERE o.id = s.id
 	RETURNING o.id::text, o.tenant_id, o.kind, o.version, s.status AS before
 ), fin AS (
-	UPDATE attempts a SET finished_at = @now, outcome = 'timeout', error_code = 'lease_expired'
+	UPDATE attempts a SET finished_at = @now, outcome = 'timeout', error_code = @lease_expired
 	FROM up WHERE a.operation_id = up.id::uuid AND a.finished_at IS NULL
 ), aud AS (
 	INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after, reason)
@@ -265,7 +266,8 @@ SELECT count(*) FROM up`
 // ExpireDue implements ops.Store.
 func (db *DB) ExpireDue(ctx context.Context, actor string, now time.Time, limit int) (int, error) {
 	var n int
-	err := db.Pool.QueryRow(ctx, expireDueSQL, pgx.NamedArgs{"actor": actor, "now": now, "limit": limit}).Scan(&n)
+	err := db.Pool.QueryRow(ctx, expireDueSQL, pgx.NamedArgs{"actor": actor, "now": now, "limit": limit,
+		"lease_expired": ops.ErrorLeaseExpired}).Scan(&n)
 	return n, interpret(err, "expire operations")
 }
 
