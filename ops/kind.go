@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
@@ -44,7 +45,9 @@ type KindSpec struct {
 	// client's retry replays it.
 	Generation bool
 	// Customer says what support may tell the customer about one, in plain words (rule 12).
-	Customer func(op *Operation) CustomerStatus
+	// made are the provider charges of op that Settle holds as having taken money, read for
+	// a failed op only: a failed call may not say nothing moved while one of them did.
+	Customer func(op *Operation, made []ProviderRecord) CustomerStatus
 	// Call says which API of its provider one called and with which model, as the operation
 	// keeps them from its opening or, before it is opened, as the request it stores names
 	// them; nil for a kind whose operations call no such API (a refund).
@@ -129,11 +132,32 @@ type CustomerStatus struct {
 	Known bool
 }
 
-// CustomerStatus is what support may tell the customer about op. A kind that registered no
-// wording says only that the request is being checked, which is true whatever happened.
-func (s KindSpec) CustomerStatus(op *Operation) CustomerStatus {
+// MadeCharges reads the provider charges of an operation that Settle holds as having
+// taken money (ProviderRecord.Charged), whichever path recorded them.
+type MadeCharges interface {
+	MadeCharges(ctx context.Context, opID string) ([]ProviderRecord, error)
+}
+
+// CustomerStatusOf is what support may tell the customer about op, with the charges of op
+// that r holds as made when op failed: a double refund recorded against a failed operation
+// moved money, so the failure's sentence must not say none moved (rule 12).
+func (s KindSpec) CustomerStatusOf(ctx context.Context, r MadeCharges, op *Operation) (CustomerStatus, error) {
+	var made []ProviderRecord
+	if op.Status == StatusFailed && s.Customer != nil {
+		var err error
+		if made, err = r.MadeCharges(ctx, op.ID); err != nil {
+			return CustomerStatus{}, fmt.Errorf("read the charges of %s: %w", op.ID, err)
+		}
+	}
+	return s.CustomerStatus(op, made), nil
+}
+
+// CustomerStatus is what support may tell the customer about op, of whose charges made are
+// those Settle holds as made. A kind that registered no wording says only that the request
+// is being checked, which is true whatever happened.
+func (s KindSpec) CustomerStatus(op *Operation, made []ProviderRecord) CustomerStatus {
 	if s.Customer != nil {
-		return s.Customer(op)
+		return s.Customer(op, made)
 	}
 	return CustomerStatus{Headline: "Being checked: the outcome is not known yet",
 		Sentence: "We can't confirm your request yet. A colleague is checking and will reply in this chat."}

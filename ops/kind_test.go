@@ -20,7 +20,7 @@ func TestRegisterKeepsOneSpecPerKind(t *testing.T) {
 		t.Fatalf("refund spec %+v", s)
 	}
 	s := l.Kind(ops.KindLLMCall)
-	c := s.CustomerStatus(&ops.Operation{Kind: ops.KindLLMCall, Status: ops.StatusSucceeded})
+	c := s.CustomerStatus(&ops.Operation{Kind: ops.KindLLMCall, Status: ops.StatusSucceeded}, nil)
 	if s.Name != "llm_call" || s.Lookup != ops.LookupNone || s.NotExecuted || s.Generation || c.Known {
 		t.Fatalf("unregistered spec %+v says %+v", s, c)
 	}

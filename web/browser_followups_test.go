@@ -72,7 +72,7 @@ func TestBrowserFollowUpSettles(t *testing.T) {
 	}
 	do(t, support, "open the follow-ups", clickLoad(byID("nav-followups")),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="followup"][data-settled="true"]`)))
-	want := refund.CustomerStatus(e.get(t, op.ID)).Sentence
+	want := refund.CustomerStatus(e.get(t, op.ID), nil).Sentence
 	sentence, err := chromedp.Run(support, chromedp.Value(byID("customer-sentence")))
 	if err != nil || sentence != want || !strings.Contains(sentence, "has been issued") {
 		t.Fatalf("sentence %q (%v), want %q", sentence, err, want)

@@ -20,6 +20,8 @@ type FollowUpDesk interface {
 	List(ctx context.Context, u *desk.User) ([]desk.FollowUp, error)
 	Unread(ctx context.Context, u *desk.User) (int, error)
 	MarkRead(ctx context.Context, u *desk.User, id int64) error
+	// MadeCharges is for the customer's sentence of a failed operation (ops rule 12).
+	ops.MadeCharges
 }
 
 // mountFollowUps adds the follow-ups' routes: everyone who may search for support follows.
@@ -74,22 +76,31 @@ func (s *Server) handleFollowUps(w http.ResponseWriter, r *http.Request) {
 	v := viewer(u)
 	m := views.FollowUpsPage{Viewer: v, Flash: s.popFlash(ctx).view()}
 	for _, f := range list {
-		m.Items = append(m.Items, followUpItem(s.kind(f.Op.Kind), f, v.CanAct()))
+		it, err := followUpItem(ctx, s.kind(f.Op.Kind), s.FollowUps, f, v.CanAct())
+		if err != nil {
+			s.Error(w, r, err)
+			return
+		}
+		m.Items = append(m.Items, it)
 	}
 	s.render(w, r, http.StatusOK, views.FollowUps(m))
 }
 
-func followUpItem(spec ops.KindSpec, f desk.FollowUp, canAct bool) views.FollowUpItem {
+func followUpItem(ctx context.Context, spec ops.KindSpec, made ops.MadeCharges, f desk.FollowUp, canAct bool) (views.FollowUpItem, error) {
 	op := f.Op
 	res := supportResult(spec, op, canAct)
+	c, err := customerLine(ctx, spec, made, op)
+	if err != nil {
+		return views.FollowUpItem{}, err
+	}
 	it := views.FollowUpItem{ID: strconv.FormatInt(f.ID, 10), OpID: op.ID, What: res.What, Order: res.Order, Amount: res.Amount,
-		DetailURL: res.DetailURL, Customer: customerLine(spec, op), Followed: formatTime(f.CreatedAt), Settled: f.Settled(),
+		DetailURL: res.DetailURL, Customer: c, Followed: formatTime(f.CreatedAt), Settled: f.Settled(),
 		Unread: f.Settled() && f.ReadAt == nil}
 	if f.SettledAt != nil {
 		it.SettledAt = formatTime(*f.SettledAt)
 		it.Outcome = string(f.Outcome)
 	}
-	return it
+	return it, nil
 }
 
 // handleFollowUpRead marks one settled follow-up of the signed-in person as read.

@@ -21,6 +21,8 @@ import (
 type TimelineReader interface {
 	Get(ctx context.Context, id string) (*ops.Operation, error)
 	Timeline(ctx context.Context, opID string) (desk.Timeline, error)
+	// MadeCharges is for the customer's sentence of a failed operation (ops rule 12).
+	ops.MadeCharges
 }
 
 // handleOpDetail shows one operation. Support reads it too, without the provider key and
@@ -49,8 +51,13 @@ func (s *Server) handleOpDetail(w http.ResponseWriter, r *http.Request) {
 	now := s.Clock.Now()
 	v := viewer(userFrom(ctx))
 	spec := s.kind(op.Kind)
+	c, err := customerLine(ctx, spec, s.Timelines, op)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
 	m := views.OpDetailPage{Viewer: v, Op: opSummary(spec, op, tenantName(tenants, op.TenantID), now, v.CanAct()),
-		Customer: s.followable(customerLine(spec, op), op, r.URL.RequestURI()), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
+		Customer: s.followable(c, op, r.URL.RequestURI()), Timeline: timeline(tl), Evidence: evidenceItems(tl.Evidence),
 		Actions: opActions(ctx, spec, op, tl.Attempts, now, s.Desk)}
 	m.Op.Sent = sentNote(spec, op, tl.Attempts)
 	if s.Desk != nil {
@@ -208,9 +215,11 @@ func opFacts(op *ops.Operation, tenant string, showKey bool) views.OpSummary {
 	return sum
 }
 
-func customerLine(spec ops.KindSpec, op *ops.Operation) views.CustomerLine {
-	c := spec.CustomerStatus(op)
-	return views.CustomerLine{Headline: c.Headline, Sentence: c.Sentence, Known: c.Known}
+// customerLine is the sentence support may send about op, read with the charges made of
+// it that made holds, so a failed refund never says no money moved while one did.
+func customerLine(ctx context.Context, spec ops.KindSpec, made ops.MadeCharges, op *ops.Operation) (views.CustomerLine, error) {
+	c, err := spec.CustomerStatusOf(ctx, made, op)
+	return views.CustomerLine{Headline: c.Headline, Sentence: c.Sentence, Known: c.Known}, err
 }
 
 // opActions decides what the page offers; every action checks the same again on the server.

@@ -252,7 +252,7 @@ func TestRefundPendingIsNotRefunded(t *testing.T) {
 	}
 	opID := out["operation_id"].(string)
 	op, _ := e.db.Get(context.Background(), opID)
-	if c := refund.CustomerStatus(op); !strings.Contains(c.Sentence, "on its way") || strings.Contains(c.Sentence, "has been issued") {
+	if c := refund.CustomerStatus(op, nil); !strings.Contains(c.Sentence, "on its way") || strings.Contains(c.Sentence, "has been issued") {
 		t.Fatalf("support is told %q while the refund is pending", c.Sentence)
 	}
 	if err := e.fake.SetRefundStatus(out["refund_id"].(string), "failed", "declined"); err != nil {
@@ -272,7 +272,7 @@ func TestRefundPendingIsNotRefunded(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = 'fail_after_success'`, opID); n != 1 {
 		t.Fatalf("the change is audited %d times, want once", n)
 	}
-	if c := refund.CustomerStatus(op); !strings.Contains(c.Sentence, "did not go through") {
+	if c := refund.CustomerStatus(op, nil); !strings.Contains(c.Sentence, "did not go through") {
 		t.Fatalf("support is told %q after the refund failed", c.Sentence)
 	}
 	// The alert's signal counts the open exception.

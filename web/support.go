@@ -15,6 +15,8 @@ import (
 // SupportSearcher finds operations by the references a customer gives support.
 type SupportSearcher interface {
 	SearchSupport(ctx context.Context, q string, limit int) ([]*ops.Operation, error)
+	// MadeCharges is for the customer's sentence of a failed operation (ops rule 12).
+	ops.MadeCharges
 }
 
 // supportMaxQuery is longer than any reference; a longer search is a paste mistake.
@@ -39,8 +41,14 @@ func (s *Server) handleSupport(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, op := range list {
-			res := supportResult(s.kind(op.Kind), op, v.CanAct())
-			res.Customer = s.followable(res.Customer, op, r.URL.RequestURI())
+			spec := s.kind(op.Kind)
+			res := supportResult(spec, op, v.CanAct())
+			c, err := customerLine(ctx, spec, s.SupportSearch, op)
+			if err != nil {
+				s.Error(w, r, err)
+				return
+			}
+			res.Customer = s.followable(c, op, r.URL.RequestURI())
 			m.Results = append(m.Results, res)
 		}
 	}
@@ -77,8 +85,7 @@ func truncate(s string, n int) string {
 }
 
 func supportResult(spec ops.KindSpec, op *ops.Operation, canAct bool) views.SupportResult {
-	res := views.SupportResult{ID: op.ID, Order: op.OrderRef, Requested: formatTime(op.CreatedAt), Customer: customerLine(spec, op),
-		What: spec.Name}
+	res := views.SupportResult{ID: op.ID, Order: op.OrderRef, Requested: formatTime(op.CreatedAt), What: spec.Name}
 	if op.AmountCents != 0 {
 		res.Amount = ops.FormatMoney(op.AmountCents, op.Currency)
 	}

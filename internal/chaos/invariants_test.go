@@ -310,7 +310,7 @@ func (r *seedRun) checkEvidence(w *world, o *ledgerOp, fail func(string, ...any)
 	if op.Status.Final() && why != "" {
 		fail("every closed operation has evidence: %s %s %s", op.Kind, op.ID, why)
 	}
-	cs := r.kinds.Kind(op.Kind).CustomerStatus(op)
+	cs := r.kinds.Kind(op.Kind).CustomerStatus(op, nil)
 	if cs.Known != op.Status.Final() {
 		fail("no sentence without evidence: %s %s is %s but support is told %q (known %v)", op.Kind, op.ID, op.Status, cs.Sentence, cs.Known)
 	}

@@ -174,6 +174,14 @@ func (p *proc) LastAttemptError(ctx context.Context, opID string) (string, error
 	return p.db.LastAttemptError(ctx, opID)
 }
 
+// MadeCharges implements refund.Store.
+func (p *proc) MadeCharges(ctx context.Context, opID string) ([]ops.ProviderRecord, error) {
+	if err := p.alive(); err != nil {
+		return nil, err
+	}
+	return p.db.MadeCharges(ctx, opID)
+}
+
 // InsertJob implements jobs.Store.
 func (p *proc) InsertJob(ctx context.Context, j *jobs.Job, up jobs.Checkpoint) (*jobs.Job, bool, error) {
 	if err := p.alive(); err != nil {

@@ -20,7 +20,7 @@ func TestCustomerStatusNeverClaimsAnOutcomeWhileUnknown(t *testing.T) {
 	kinds.Register(refund.Kind(), llm.Kind(), jobs.Kind(false))
 	for _, s := range []ops.Status{ops.StatusUnknown, ops.StatusExpired, ops.StatusInProgress, ops.StatusReceived} {
 		for _, k := range []ops.Kind{ops.KindRefund, ops.KindLLMCall, ops.KindLLMJob, "unregistered"} {
-			c := kinds.Kind(k).CustomerStatus(&ops.Operation{Status: s, Kind: k, AmountCents: 3800, Currency: "usd"})
+			c := kinds.Kind(k).CustomerStatus(&ops.Operation{Status: s, Kind: k, AmountCents: 3800, Currency: "usd"}, nil)
 			low := strings.ToLower(c.Sentence + " " + c.Headline)
 			for _, word := range []string{"succeeded", "failed", "issued", "did not go through", "completed"} {
 				if strings.Contains(low, word) {
@@ -32,11 +32,11 @@ func TestCustomerStatusNeverClaimsAnOutcomeWhileUnknown(t *testing.T) {
 			}
 		}
 	}
-	if c := refund.CustomerStatus(&ops.Operation{Status: ops.StatusUnknown, Kind: ops.KindRefund}); refund.UnknownSentence !=
+	if c := refund.CustomerStatus(&ops.Operation{Status: ops.StatusUnknown, Kind: ops.KindRefund}, nil); refund.UnknownSentence !=
 		"We can't confirm your refund yet. A colleague is checking and will reply in this chat." || c.Sentence != refund.UnknownSentence {
 		t.Errorf("unknown refund sentence = %q", c.Sentence)
 	}
-	if c := refund.CustomerStatus(&ops.Operation{Status: ops.StatusSucceeded, Kind: ops.KindRefund, AmountCents: 3800, Currency: "usd"}); !c.Known ||
+	if c := refund.CustomerStatus(&ops.Operation{Status: ops.StatusSucceeded, Kind: ops.KindRefund, AmountCents: 3800, Currency: "usd"}, nil); !c.Known ||
 		!strings.Contains(c.Sentence, "38.00 USD has been issued") {
 		t.Errorf("succeeded refund = %+v", c)
 	}

@@ -38,6 +38,9 @@ type FollowUpStore interface {
 	// MarkFollowUpRead marks one settled follow-up of userID as read; ENOTFOUND when it
 	// is not theirs or not settled.
 	MarkFollowUpRead(ctx context.Context, userID, id int64, at time.Time) error
+	// MadeCharges reads the charges of a followed operation that took money, for the
+	// sentence its settling shows (ops rule 12).
+	ops.MadeCharges
 }
 
 // FollowUps is what a person does with follow-ups.
@@ -62,6 +65,11 @@ func (f *FollowUps) Watch(ctx context.Context, u *User, opID string) (string, bo
 // List returns u's follow-ups.
 func (f *FollowUps) List(ctx context.Context, u *User) ([]FollowUp, error) {
 	return f.Store.FollowUpsOf(ctx, u.ID, 200)
+}
+
+// MadeCharges implements ops.MadeCharges for the sentences of u's follow-ups.
+func (f *FollowUps) MadeCharges(ctx context.Context, opID string) ([]ops.ProviderRecord, error) {
+	return f.Store.MadeCharges(ctx, opID)
 }
 
 // Unread counts u's settled follow-ups not yet read.

@@ -18,8 +18,9 @@ func Kind() ops.KindSpec {
 
 // CustomerStatus turns a request to an LLM (a call or a job's generation) into the
 // customer-facing truth. While the outcome is unknown it never says done or not
-// (ops rule 12).
-func CustomerStatus(op *ops.Operation) ops.CustomerStatus {
+// (ops rule 12). Its failure says the request did not go through, nothing of money, so the
+// charges made matter not to it.
+func CustomerStatus(op *ops.Operation, _ []ops.ProviderRecord) ops.CustomerStatus {
 	switch op.Status {
 	case ops.StatusSucceeded:
 		return ops.CustomerStatus{Known: true, Headline: "Completed", Sentence: "Your request has been completed."}

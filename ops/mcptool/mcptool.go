@@ -36,6 +36,9 @@ type StatusStore interface {
 	LatestForIntent(ctx context.Context, tenantID int64, kind ops.Kind, intentKey string) (*ops.Operation, error)
 	// LastAttemptError returns the error code of an operation's latest finished attempt.
 	LastAttemptError(ctx context.Context, opID string) (string, error)
+	// MadeCharges reads the refunds of an operation that took money, for a failed one's
+	// answer (ops rule 12).
+	ops.MadeCharges
 }
 
 // OrderFinder is what a StatusStore may also implement so refund_status can find a refund

@@ -261,20 +261,24 @@ func (t *Tools) answer(ctx context.Context, op *ops.Operation) (refund.Answer, e
 
 // answered is a tool result: the structured answer and one line for the model.
 func answered(a refund.Answer) *mcp.CallToolResult {
-	out := Answer{Answer: a, CustomerMessage: customerMessage(a.Status)}
+	out := Answer{Answer: a, CustomerMessage: customerMessage(a)}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: Line(a)}},
 		StructuredContent: out,
 	}
 }
 
-func customerMessage(status string) string {
-	switch status {
+// customerMessage is the sentence for a, the one /support shows for its operation.
+func customerMessage(a refund.Answer) string {
+	switch a.Status {
 	case refund.Refunded:
 		return CustomerRefunded
 	case refund.Pending:
 		return CustomerPending
 	case refund.Failed:
+		if len(a.OtherRefunds) > 0 {
+			return refund.MadeSentence(a.Made())
+		}
 		return CustomerFailed
 	case refund.Unconfirmed:
 		return CustomerUnconfirmed
@@ -297,6 +301,9 @@ func Line(a refund.Answer) string {
 	case refund.Unconfirmed:
 		return "unconfirmed" + op + ": the provider has not confirmed the refund yet; do not say it succeeded or failed. Calling issue_refund again with the same arguments within 7 days is safe: it answers with this refund and never refunds twice."
 	case refund.Failed:
+		if len(a.OtherRefunds) > 0 {
+			return fmt.Sprintf("failed%s: this refund moved no money (%s), but another refund of the same request was made and is on its way (other_refunds); tell the customer that one is on its way, not that no money moved, and do not refund again.", op, a.Reason)
+		}
 		return fmt.Sprintf("failed%s: the provider refused the refund (%s) and nothing was refunded; tell the customer it could not be made.", op, a.Reason)
 	default:
 		return "checking" + op + ": the outcome is unknown and a person is checking; do not say the refund succeeded or failed. Tell the customer: \"" + CustomerChecking + "\""

@@ -33,6 +33,9 @@ type Payload struct {
 // Operations reads the operation a notification is about, for the sentence.
 type Operations interface {
 	Get(ctx context.Context, id string) (*ops.Operation, error)
+	// MadeCharges reads what of a failed operation took money after all, so that the
+	// sentence does not say nothing moved (ops rule 12).
+	ops.MadeCharges
 }
 
 // Kinds says how each kind of operation is named and worded for the customer: the ledger,
@@ -72,7 +75,10 @@ func Compose(ctx context.Context, reader Operations, kinds Kinds, e outbox.Event
 		return Message{}, fmt.Errorf("read operation %s: %w", p.OperationID, err)
 	}
 	spec := kinds.Kind(op.Kind)
-	c := spec.CustomerStatus(op)
+	c, err := spec.CustomerStatusOf(ctx, reader, op)
+	if err != nil {
+		return Message{}, err
+	}
 	m := Message{EventID: p.EventID, To: p.WatcherEmail, Headline: c.Headline, Sentence: c.Sentence,
 		OperationID: op.ID, What: Describe(spec, op), ClosedBy: p.ClosedBy}
 	if m.EventID == "" {

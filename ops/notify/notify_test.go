@@ -179,7 +179,7 @@ func TestSettledFollowUpsAreDeliveredOnceEachByWebhookAndMail(t *testing.T) {
 		who string
 		op  *ops.Operation
 	}{{"sam@example.com", a}, {"sam@example.com", b}, {"kim@example.com", a}} {
-		want[p.who+" "+p.op.OrderRef] = refund.CustomerStatus(p.op).Sentence
+		want[p.who+" "+p.op.OrderRef] = refund.CustomerStatus(p.op, nil).Sentence
 	}
 	checkHooks(t, hook.posts(), want)
 	checkMail(t, box, want)

@@ -88,19 +88,39 @@ func (db *DB) RecordFailedAfterSuccess(ctx context.Context, op *ops.Operation, r
 // holds as having taken money, through provider_charges_operation_idx, each worded as
 // "re_… (42.00 USD, succeeded)".
 func otherMadeRefunds(ctx context.Context, tx pgx.Tx, op *ops.Operation, ref string) ([]string, error) {
-	rows, err := tx.Query(ctx, `SELECT charge_ref, amount_cents, currency, status FROM provider_charges
-WHERE operation_id = $1::uuid AND provider = $2 AND charge_ref <> $3 AND status IN `+ChargedStatuses+`
-ORDER BY charged_at, charge_ref`, operationIDArg(op.ID), op.Provider, ref)
+	made, err := madeCharges(ctx, tx, op.ID)
 	if err != nil {
 		return nil, err
 	}
-	var chargeRef, currency, status string
-	var cents int64
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
-		if err := row.Scan(&chargeRef, &cents, &currency, &status); err != nil {
-			return "", err
+	var out []string
+	for _, c := range made {
+		if c.Provider == op.Provider && c.Ref != ref {
+			out = append(out, fmt.Sprintf("%s (%s, %s)", c.Ref, ops.FormatMoney(c.AmountCents, c.Currency), c.Status))
 		}
-		return fmt.Sprintf("%s (%s, %s)", chargeRef, ops.FormatMoney(cents, currency), status), nil
+	}
+	return out, nil
+}
+
+// MadeCharges implements ops.MadeCharges: the charges recorded against the operation opID
+// that took money, oldest first, through provider_charges_operation_idx.
+func (db *DB) MadeCharges(ctx context.Context, opID string) ([]ops.ProviderRecord, error) {
+	made, err := madeCharges(ctx, db.Pool, opID)
+	return made, interpret(err, "read made charges")
+}
+
+// madeCharges is MadeCharges on q, a transaction or the pool.
+func madeCharges(ctx context.Context, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}, opID string) ([]ops.ProviderRecord, error) {
+	rows, err := q.Query(ctx, `SELECT provider, charge_ref, amount_cents, currency, status FROM provider_charges
+WHERE operation_id = $1::uuid AND status IN `+ChargedStatuses+`
+ORDER BY charged_at, charge_ref`, operationIDArg(opID))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ops.ProviderRecord, error) {
+		r := ops.ProviderRecord{OperationID: opID}
+		return r, row.Scan(&r.Provider, &r.Ref, &r.AmountCents, &r.Currency, &r.Status)
 	})
 }
 

@@ -55,6 +55,9 @@ type Store interface {
 	OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*ops.Operation, error)
 	// LastAttemptError returns the error code of an operation's latest finished attempt.
 	LastAttemptError(ctx context.Context, opID string) (string, error)
+	// MadeCharges reads the refunds of an operation that took money, for a failed one's
+	// answer (ops rule 12).
+	ops.MadeCharges
 }
 
 // Request is one call of the refund tool.
@@ -91,6 +94,30 @@ type Answer struct {
 	RefundID    string `json:"refund_id,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 	Note        string `json:"note,omitempty"`
+	// OtherRefunds are, for a failed refund, the refunds of the same operation that Settle
+	// holds as having taken money (a double refund recorded against it): while there is one,
+	// a failed refund is not "nothing was refunded" (ops rule 12).
+	OtherRefunds []MadeRefund `json:"other_refunds,omitempty"`
+}
+
+// MadeRefund is a refund of an operation that Settle holds as having taken money.
+type MadeRefund struct {
+	RefundID    string `json:"refund_id"`
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+	Status      string `json:"status"`
+}
+
+// OtherRefundsNote is the note of a failed refund with OtherRefunds.
+const OtherRefundsNote = "This refund moved no money, but another refund of the same request was made and is on its way (other_refunds). Tell the customer that one is on its way, not that no money moved, and do not refund again."
+
+// Made is a's other refunds as the provider's records, for the customer's sentence.
+func (a Answer) Made() []ops.ProviderRecord {
+	out := make([]ops.ProviderRecord, len(a.OtherRefunds))
+	for i, r := range a.OtherRefunds {
+		out[i] = ops.ProviderRecord{Ref: r.RefundID, OperationID: a.OperationID, AmountCents: r.AmountCents, Currency: r.Currency, Status: r.Status}
+	}
+	return out
 }
 
 // Tool is the refund tool: one refund per intent however often it is called.
@@ -330,6 +357,7 @@ const UnconfirmedNote = "Not confirmed yet. Calling again with the same argument
 // only with the provider's refund id, checking while nobody knows.
 func AnswerFor(ctx context.Context, attempts interface {
 	LastAttemptError(ctx context.Context, opID string) (string, error)
+	ops.MadeCharges
 }, op *ops.Operation) (Answer, error) {
 	a := Answer{OperationID: op.ID}
 	switch op.Status {
@@ -348,12 +376,29 @@ func AnswerFor(ctx context.Context, attempts interface {
 			code = "refused"
 		}
 		a.Reason = code
+		return a, otherRefunds(ctx, attempts, &a)
 	case ops.StatusUnknown, ops.StatusExpired:
 		a.Status, a.Note = Checking, CheckingNote
 	default:
 		a.Status, a.Note = Unconfirmed, UnconfirmedNote
 	}
 	return a, nil
+}
+
+// otherRefunds adds to a, a failed refund's answer, the refunds of its operation that r holds
+// as made, and the note that goes with them.
+func otherRefunds(ctx context.Context, r ops.MadeCharges, a *Answer) error {
+	made, err := r.MadeCharges(ctx, a.OperationID)
+	if err != nil {
+		return fmt.Errorf("read the refunds made of %s: %w", a.OperationID, err)
+	}
+	for _, c := range made {
+		a.OtherRefunds = append(a.OtherRefunds, MadeRefund{RefundID: c.Ref, AmountCents: c.AmountCents, Currency: c.Currency, Status: c.Status})
+	}
+	if len(made) > 0 {
+		a.Note = OtherRefundsNote
+	}
+	return nil
 }
 
 func (s *Tool) checkRemainder(ctx context.Context, req Request) error {

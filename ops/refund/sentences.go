@@ -1,6 +1,10 @@
 package refund
 
-import "github.com/settle-dev/settle/ops"
+import (
+	"strings"
+
+	"github.com/settle-dev/settle/ops"
+)
 
 // The sentences a customer may be sent about a refund, one wording each, whichever way the
 // question came (the support page, an operation's page, the MCP tool's answer, a
@@ -47,14 +51,38 @@ func answerOf(op *ops.Operation) string {
 }
 
 // CustomerStatus turns a refund operation into the customer-facing truth. While the outcome
-// is unknown it never says refunded or not (ops rule 12).
-func CustomerStatus(op *ops.Operation) ops.CustomerStatus {
+// is unknown it never says refunded or not, and a failed refund says no money was moved only
+// while Settle holds none of made, the operation's refunds that took money (ops rule 12): a
+// double refund of it, or the same refund seen to go through after all, is on its way.
+func CustomerStatus(op *ops.Operation, made []ops.ProviderRecord) ops.CustomerStatus {
 	of := ""
 	if op.AmountCents > 0 {
 		of = " of " + ops.FormatMoney(op.AmountCents, op.Currency)
 	}
 	a := answerOf(op)
+	if a == Failed && len(made) > 0 {
+		return ops.CustomerStatus{Known: true, Headline: madeHeadline, Sentence: MadeSentence(made)}
+	}
 	return ops.CustomerStatus{Known: op.Status.Final(), Headline: headlines[a], Sentence: Sentence(a, of)}
+}
+
+// madeHeadline is the headline of a failed refund of which another refund took money.
+const madeHeadline = "This refund failed, but another refund of it was made: it is on its way"
+
+// MadeSentence is what a customer is told of a refund that failed while Settle holds made,
+// other refunds of the same operation, as having taken money: each is on its way, by amount
+// and reference, and nothing is said of money not moved.
+func MadeSentence(made []ops.ProviderRecord) string {
+	parts := make([]string, len(made))
+	for i, r := range made {
+		parts[i] = ops.FormatMoney(r.AmountCents, r.Currency) + " (reference " + r.Ref + ")"
+	}
+	list := parts[len(parts)-1]
+	if n := len(parts); n > 1 {
+		list = strings.Join(parts[:n-1], ", ") + " and " + list
+		return "Your refunds of " + list + " are on their way: the payment provider accepted them. We'll tell you in this chat if anything changes."
+	}
+	return "Your refund of " + list + " is on its way: the payment provider accepted it. We'll tell you in this chat if anything changes."
 }
 
 // headlines are the statuses in plain words for the support agent, by answer.

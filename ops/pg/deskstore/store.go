@@ -28,6 +28,12 @@ type Store struct{ db *pg.DB }
 // New returns the desk's store on db.
 func New(db *pg.DB) *Store { return &Store{db: db} }
 
+// MadeCharges implements ops.MadeCharges as the ledger's store does, for the sentences the
+// desk's pages show.
+func (s *Store) MadeCharges(ctx context.Context, opID string) ([]ops.ProviderRecord, error) {
+	return s.db.MadeCharges(ctx, opID)
+}
+
 // Get returns one operation as the ledger's store reads it, so that the store serves an
 // operation's page (its row and its Timeline) alone.
 func (s *Store) Get(ctx context.Context, id string) (*ops.Operation, error) {
