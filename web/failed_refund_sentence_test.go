@@ -126,3 +126,25 @@ func TestRefundStatusOfAFailedRefundNamesAnotherRefundOfItThatWasMade(t *testing
 		t.Fatalf("a failed refund with another refund made is answered %+v %q", a, text)
 	}
 }
+
+// TestRefundStatusOfARefundThatFailedAfterSuccessSaysSo defends ops rule 12: a refund Stripe
+// accepted and later failed was not refused, and its answer must not say it was. Its
+// reason is failed_after_success, which tells the caller the customer was once told the
+// refund was on its way.
+func TestRefundStatusOfARefundThatFailedAfterSuccessSaysSo(t *testing.T) {
+	t.Parallel()
+	e := newMCPEnv(t, time.Second, 3*time.Second)
+	cs := e.session(t)
+	_, first, text := call(t, cs, "issue_refund", storyArgs(), nil)
+	if first.Status != refund.Refunded {
+		t.Fatalf("refund: %+v %q", first, text)
+	}
+	failed := ops.ProviderRecord{Provider: "stripe", Ref: first.RefundID, OperationID: first.OperationID, AmountCents: 3800, Currency: "usd", Status: "failed"}
+	if _, err := e.ledger.ApplyRecord(context.Background(), e.db, failed, ops.Evidence{Kind: ops.EvidenceWebhook, Summary: "refund.updated"}, "webhook"); err != nil {
+		t.Fatal(err)
+	}
+	_, a, text := call(t, cs, "refund_status", map[string]any{"operation_id": first.OperationID}, nil)
+	if a.Status != refund.Failed || a.Reason != refund.ReasonFailedAfterSuccess || strings.Contains(text, "refused") {
+		t.Fatalf("a refund that failed after Stripe accepted it is answered %+v %q; want reason %s", a, text, refund.ReasonFailedAfterSuccess)
+	}
+}

@@ -304,6 +304,9 @@ func Line(a refund.Answer) string {
 		if len(a.OtherRefunds) > 0 {
 			return fmt.Sprintf("failed%s: this refund moved no money (%s), but another refund of the same request was made and is on its way (other_refunds); tell the customer that one is on its way, not that no money moved, and do not refund again.", op, a.Reason)
 		}
+		if a.Reason == refund.ReasonFailedAfterSuccess {
+			return fmt.Sprintf("failed%s: the provider accepted the refund, then it failed (%s), and nothing was refunded; tell the customer it did not go through after all.", op, a.Reason)
+		}
 		return fmt.Sprintf("failed%s: the provider refused the refund (%s) and nothing was refunded; tell the customer it could not be made.", op, a.Reason)
 	default:
 		return "checking" + op + ": the outcome is unknown and a person is checking; do not say the refund succeeded or failed. Tell the customer: \"" + CustomerChecking + "\""

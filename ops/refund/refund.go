@@ -353,6 +353,10 @@ func IsPending(op *ops.Operation) bool {
 // UnconfirmedNote is the sentence that goes with "unconfirmed".
 const UnconfirmedNote = "Not confirmed yet. Calling again with the same arguments within 7 days is safe: it answers with this refund and never refunds twice."
 
+// ReasonFailedAfterSuccess is the reason of a failed refund Stripe had accepted: it failed
+// or was canceled later, after the customer may have been told it was on its way.
+const ReasonFailedAfterSuccess = "failed_after_success"
+
 // AnswerFor says what a refund operation's status allows a caller to say: refunded
 // only with the provider's refund id, checking while nobody knows.
 func AnswerFor(ctx context.Context, attempts interface {
@@ -372,7 +376,11 @@ func AnswerFor(ctx context.Context, attempts interface {
 		if err != nil {
 			return a, fmt.Errorf("read why %s failed: %w", op.ID, err)
 		}
-		if code == "" {
+		switch {
+		case code == "" && op.ProviderRef != "":
+			// Its attempt was answered with the refund: the refund failed after that.
+			code = ReasonFailedAfterSuccess
+		case code == "":
 			code = "refused"
 		}
 		a.Reason = code
