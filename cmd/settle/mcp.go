@@ -83,7 +83,7 @@ func (r stdioRun) serve(ctx context.Context, stdin io.Reader, stdout io.Writer) 
 	} else if err != nil {
 		return fmt.Errorf("mcp --stdio: check %s: %w", envMCPToken.Name, err)
 	}
-	var refunds mcptool.Refunder = unconfiguredRefunds{}
+	var refunds mcptool.Refunder = unconfiguredRefunds{ledger: ops.NewLedger(db, r.Clock)}
 	if cfg.Stripe.APIKey != "" {
 		adapter := cfg.Stripe.adapter(db)
 		ledger := ops.NewLedger(db, r.Clock)

@@ -209,6 +209,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	// the first request's lease by it.
 	p.Ledger.Gate = p.gate()
 	senders := map[ops.Kind]ops.Sender{}
+	srv.Refunds = unconfiguredRefunds{ledger: p.Ledger}
 	if cfg.Stripe.APIKey != "" {
 		adapter := cfg.Stripe.adapter(p.DB)
 		p.stripe = adapter
@@ -287,15 +288,23 @@ func (p *Program) goService(run func()) {
 	}()
 }
 
-// unconfiguredRefunds answers the refund route when no Stripe key is set.
-type unconfiguredRefunds struct{}
-
-func (unconfiguredRefunds) Refund(context.Context, refund.Request) (refund.Answer, error) {
-	return refund.Answer{}, ops.Errorf(ops.EUNAVAILABLE, "Refunds are off: this server has no STRIPE_API_KEY.")
+// unconfiguredRefunds answers the refund route when no Stripe key is set. Its refusals
+// named their tenant, so each is recorded as that tenant's refused refund request (ops
+// rule 8) when it has a ledger.
+type unconfiguredRefunds struct {
+	ledger *ops.Ledger
 }
 
-func (unconfiguredRefunds) Refuse(_ context.Context, _ int64, _ string, refusal error) error {
-	return refusal
+func (u unconfiguredRefunds) Refund(ctx context.Context, req refund.Request) (refund.Answer, error) {
+	return refund.Answer{}, u.Refuse(ctx, req.TenantID, req.RequestRef,
+		ops.Errorf(ops.EUNAVAILABLE, "Refunds are off: this server has no STRIPE_API_KEY."))
+}
+
+func (u unconfiguredRefunds) Refuse(ctx context.Context, tenantID int64, requestRef string, refusal error) error {
+	if u.ledger == nil || tenantID <= 0 {
+		return refusal
+	}
+	return u.ledger.Refuse(ctx, tenantID, ops.KindRefund, requestRef, refusal)
 }
 
 // sessionSweepInterval is how often expired sessions are deleted.
