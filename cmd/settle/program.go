@@ -289,8 +289,8 @@ func (p *Program) goService(run func()) {
 }
 
 // unconfiguredRefunds answers the refund route when no Stripe key is set. Its refusals
-// named their tenant, so each is recorded as that tenant's refused refund request (ops
-// rule 8) when it has a ledger.
+// named their tenant, so each is recorded as that tenant's refused refund request
+// (ops rule 8) when it has a ledger.
 type unconfiguredRefunds struct {
 	ledger *ops.Ledger
 }
