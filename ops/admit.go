@@ -176,7 +176,7 @@ func (l *Ledger) refused(ctx context.Context, in Intent, seen string, cause erro
 	if err == nil && (newer.ID != seen || (newer.Status == StatusSucceeded && newer.Fingerprint == in.Fingerprint)) {
 		return l.join(ctx, in, newer.ID)
 	}
-	if rerr := l.recordRejected(ctx, in.TenantID, in.Kind, in.RequestRef); rerr != nil {
+	if rerr := l.recordRefused(ctx, RequestParams{TenantID: in.TenantID, Kind: in.Kind, RequestRef: in.RequestRef, Answer: AnswerRejected}); rerr != nil {
 		return Admission{}, rerr
 	}
 	return Admission{}, cause

@@ -22,7 +22,7 @@ import (
 // the ledger (package ops) may call them; the Postgres store implements them.
 var storeWrites = map[string]bool{
 	"Open": true, "Join": true, "Claim": true, "BeginAttempt": true, "Transition": true, "SetPhase": true,
-	"ClaimStalled": true, "ExpireDue": true, "AnswerClientRequest": true, "RecordRejected": true,
+	"ClaimStalled": true, "ExpireDue": true, "AnswerClientRequest": true, "RecordRequest": true,
 }
 
 var sqlWrite = regexp.MustCompile(`(?i)\b(insert\s+into|update|delete\s+from)\s+(operations|attempts|client_requests)\b`)

@@ -11,23 +11,20 @@ import (
 // (unrecorded). The answer is decided where the refusal is recorded, so that no path can
 // record one and answer as if it had.
 func (l *Ledger) Refuse(ctx context.Context, tenantID int64, kind Kind, requestRef string, refusal error) error {
-	err := l.recordRejected(ctx, tenantID, kind, requestRef)
-	if err != nil && !Unreachable(err) {
-		l.logger().ErrorContext(ctx, "record refused request", "kind", kind, "err", err)
-	}
-	return unrecorded(refusal, err)
+	return l.RefuseAs(ctx, RequestParams{TenantID: tenantID, Kind: kind, RequestRef: requestRef, Answer: AnswerRejected}, refusal)
 }
 
 // rejectWait bounds the recording of a refused request once its caller's context is done.
 const rejectWait = 5 * time.Second
 
-// recordRejected records a refused request on a context of its own: a request refused
+// recordRefused records a refused request on a context of its own: a request refused
 // because its deadline ran out (a Stripe read slower than the call) was still made, and is
 // counted whether or not its caller still waits (rule 8).
-func (l *Ledger) recordRejected(ctx context.Context, tenantID int64, kind Kind, requestRef string) error {
+func (l *Ledger) recordRefused(ctx context.Context, p RequestParams) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectWait)
 	defer cancel()
-	return l.store.RecordRejected(ctx, tenantID, kind, requestRef, l.Clock.Now())
+	_, err := l.store.RecordRequest(ctx, p, l.Clock.Now())
+	return err
 }
 
 // RecordRequest records a client request about an operation that opens, joins and sends
@@ -39,12 +36,9 @@ func (l *Ledger) RecordRequest(ctx context.Context, p RequestParams) (int64, err
 }
 
 // RefuseAs is Refuse for a request recorded as p says, p.Answer its refusal's own answer (a
-// cancel refused is told apart from a call refused): recorded whether or not its caller
-// still waits, and answered as Refuse answers.
+// cancel refused is told apart from a call refused).
 func (l *Ledger) RefuseAs(ctx context.Context, p RequestParams, refusal error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectWait)
-	defer cancel()
-	_, err := l.store.RecordRequest(ctx, p, l.Clock.Now())
+	err := l.recordRefused(ctx, p)
 	if err != nil && !Unreachable(err) {
 		l.logger().ErrorContext(ctx, "record refused request", "kind", p.Kind, "answer", p.Answer, "err", err)
 	}

@@ -16,12 +16,12 @@ type rejectStore struct {
 	recorded []string
 }
 
-func (s *rejectStore) RecordRejected(_ context.Context, _ int64, _ ops.Kind, requestRef string, _ time.Time) error {
+func (s *rejectStore) RecordRequest(_ context.Context, p ops.RequestParams, _ time.Time) (int64, error) {
 	if s.err != nil {
-		return s.err
+		return 0, s.err
 	}
-	s.recorded = append(s.recorded, requestRef)
-	return nil
+	s.recorded = append(s.recorded, p.RequestRef)
+	return int64(len(s.recorded)), nil
 }
 
 // TestRefuseAnswersWhatItCouldRecord: ops rule 8 counts every client request, the refused

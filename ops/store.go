@@ -46,10 +46,9 @@ type Store interface {
 	// LatestForIntent returns the newest operation of an intent, whatever its status, or
 	// ENOTFOUND.
 	LatestForIntent(ctx context.Context, tenantID int64, kind Kind, intentKey string) (*Operation, error)
-	// RecordRejected records a client request refused before any operation was opened.
-	RecordRejected(ctx context.Context, tenantID int64, kind Kind, requestRef string, at time.Time) error
-	// RecordRequest records a client request that opens, joins and sends no operation (a
-	// cancel of what one started, or its refusal), received at at, and returns its id.
+	// RecordRequest records a client request that opens, joins and sends no operation (one
+	// refused before any operation was opened, or a cancel of what one started), received
+	// at at, and returns its id.
 	RecordRequest(ctx context.Context, p RequestParams, at time.Time) (int64, error)
 }
 

@@ -150,14 +150,6 @@ func (p *proc) RecordRequest(ctx context.Context, r ops.RequestParams, at time.T
 	return p.db.RecordRequest(ctx, r, at)
 }
 
-// RecordRejected implements ops.Store.
-func (p *proc) RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error {
-	if err := p.alive(); err != nil {
-		return err
-	}
-	return p.db.RecordRejected(ctx, tenantID, kind, requestRef, at)
-}
-
 // OpenForPayment implements refund.Store.
 func (p *proc) OpenForPayment(ctx context.Context, tenantID int64, paymentRef string) ([]*ops.Operation, error) {
 	if err := p.alive(); err != nil {

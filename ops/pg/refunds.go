@@ -60,13 +60,6 @@ WHERE o.tenant_id = $1 AND o.payment_ref = $2 AND o.payment_ref <> '' AND o.stat
 	return collectOps(rows)
 }
 
-// RecordRejected implements refund.Store.
-func (db *DB) RecordRejected(ctx context.Context, tenantID int64, kind ops.Kind, requestRef string, at time.Time) error {
-	_, err := db.Pool.Exec(ctx, `INSERT INTO client_requests (tenant_id, kind, request_ref, request_id, answer, received_at, answered_at)
-VALUES ($1, $2, $3, $4, 'rejected', $5, $5)`, tenantID, string(kind), requestRef, reqlog.Get(ctx, reqlog.RequestID), at)
-	return interpret(err, "record rejected request")
-}
-
 // RecordRequest implements ops.Store: the request is answered as it is recorded when p says
 // how, and its operation, when it names one, is read from p alone: the row takes nothing
 // from the operation's row and changes nothing there (no duplicate is counted).
