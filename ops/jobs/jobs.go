@@ -41,7 +41,8 @@ const (
 	// when a receiver of the job's tenant is registered (ops rule 10).
 	StatusPublished Status = "published"
 	// StatusUnknown waits for its operation, whose outcome is unknown, to be closed by the
-	// reconciler or a person; then a worker picks the job up again.
+	// reconciler or a person; no claim takes it. The close makes the job queued again, and a
+	// worker picks it up at its tenant's turn.
 	StatusUnknown Status = "unknown"
 	// StatusFailed is final: the provider refused, validation failed or the budget is spent.
 	StatusFailed Status = "failed"
@@ -180,7 +181,9 @@ type Store interface {
 	ClaimJob(ctx context.Context, id, owner string, now, leaseUntil time.Time) (*Job, error)
 	// ExtendJob moves the lease of a job owner holds to until.
 	ExtendJob(ctx context.Context, id, owner string, now, until time.Time) error
-	// ChangeJob applies a guarded change; a lost lease is ECONFLICT.
+	// ChangeJob applies a guarded change; a lost lease is ECONFLICT. A change to unknown
+	// whose operation is closed by then makes the job queued instead: the close, which
+	// queues its operation's unknown jobs, has passed it by.
 	ChangeJob(ctx context.Context, c JobChange) (*Job, error)
 	// SaveCheckpoint records a checkpoint; an ok checkpoint is never overwritten.
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error

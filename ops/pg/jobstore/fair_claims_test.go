@@ -268,7 +268,7 @@ func TestClaimsAtOnceTakeEveryJobOnce(t *testing.T) {
 
 // TestAClaimDoesNotVisitTenantsWithoutJobs has 5,000 tenants with no job in any queue beside
 // one with a few: taking turns (docs/api.md, "Workers claim jobs") visits only the tenants
-// with a queued, running or unknown job, so a claim costs the same however many tenants the
+// with a queued or running job, so a claim costs the same however many tenants the
 // deployment serves.
 func TestAClaimDoesNotVisitTenantsWithoutJobs(t *testing.T) {
 	t.Parallel()
@@ -295,11 +295,12 @@ func TestAClaimDoesNotVisitTenantsWithoutJobs(t *testing.T) {
 }
 
 // TestUnknownJobsDoNotMakeAClaimReadEveryOperation has a tenant with 3,000 jobs whose
-// generation is unknown, waiting for a person, among 100,000 closed operations. A claim
-// looks up the operation of each unknown job it passes by its id; asking whether it is among
-// the closed ones let the planner read every closed operation into a hash at each claim, so
-// each worker's poll cost a scan of the ledger. The one unknown job whose operation a person
-// closed is still claimed, at its tenant's turn (docs/api.md, "Workers claim jobs").
+// generation is unknown, waiting for a person, among 100,000 closed operations. Asking, for
+// each unknown job a claim passed, whether its operation is among the closed ones let the
+// planner read every closed operation into a hash at each claim, so each worker's poll cost
+// a scan of the ledger; a claim now reads no unknown job and no operation at all. The one
+// unknown job whose operation a person closes is queued by the close and claimed at its
+// tenant's turn (docs/api.md, "Workers claim jobs").
 func TestUnknownJobsDoNotMakeAClaimReadEveryOperation(t *testing.T) {
 	testtool.Heavy(t, "a claim's plan beside 3,000 unknown jobs and 100,000 operations")
 	t.Parallel()
@@ -313,14 +314,16 @@ func TestUnknownJobsDoNotMakeAClaimReadEveryOperation(t *testing.T) {
 	for _, q := range []string{
 		`INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, status, created_at, updated_at, closed_at, closed_by)
 		 SELECT gen_random_uuid(), t.id, 'llm_job', 'openai', 'job:d' || g, 'k' || g, 'd' || g,
-			CASE WHEN g <= 3000 THEN 'unknown' ELSE 'succeeded' END, $1::timestamptz, $1::timestamptz,
-			CASE WHEN g <= 3000 THEN NULL ELSE $1::timestamptz END, 'w'
+			CASE WHEN g <= 3001 THEN 'unknown' ELSE 'succeeded' END, $1::timestamptz, $1::timestamptz,
+			CASE WHEN g <= 3001 THEN NULL ELSE $1::timestamptz END, 'w'
 		 FROM tenants t, generate_series(1, 100000) g WHERE t.name = 'stuck'`,
 		`INSERT INTO jobs (id, tenant_id, idempotency_key, request_fingerprint, dedup_key, document_hash, pipeline,
 			prompt_version, model_profile, status, operation_id, run_after, max_attempts, deadline, created_at, updated_at)
 		 SELECT gen_random_uuid(), o.tenant_id, o.fingerprint, 'fp', o.fingerprint, 'dh', 'summarise', 'v1', 'fast', 'unknown',
 			o.id, $1::timestamptz, 3, $1::timestamptz + interval '1 day', $1::timestamptz, $1::timestamptz
-		 FROM operations o WHERE o.status = 'unknown' OR o.intent_key = 'job:d3001'`,
+		 FROM operations o WHERE o.status = 'unknown'`,
+		`UPDATE operations SET status = 'succeeded', version = version + 1, closed_at = $1, closed_by = 'oncall@test'
+		 WHERE intent_key = 'job:d3001'`,
 		`ANALYZE`,
 	} {
 		var args []any
@@ -336,8 +339,8 @@ func TestUnknownJobsDoNotMakeAClaimReadEveryOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(plan, "Seq Scan on operations") {
-		t.Errorf("a claim reads every operation:\n%s", plan)
+	if strings.Contains(plan, "on operations") {
+		t.Errorf("a claim reads operations:\n%s", plan)
 	}
 	var closed string
 	if err := db.Pool.QueryRow(ctx, `SELECT id::text FROM jobs WHERE dedup_key = 'd3001'`).Scan(&closed); err != nil {

@@ -117,13 +117,12 @@ func (s *Store) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Jo
 	return j, nil
 }
 
-// claimable is the predicate of a job a worker may take: due and queued, running under a
-// lease that ran out, or unknown with an operation someone has closed since. An unknown
-// job's operation is read by its id: asked as "exists among the closed operations", the
-// planner may read every closed operation into a hash at each claim instead.
+// claimable is the predicate of a job a worker may take: due and queued, or running under a
+// lease that ran out. An unknown job is not claimable: it waits out of the claimable index
+// until its operation's close queues it again (jobs_requeue_unknown, migration 00084), so a
+// claim neither reads it nor looks its operation up.
 const claimable = `((j.status = 'queued' AND j.run_after <= @now)
-	OR (j.status = 'running' AND j.lease_until <= @now)
-	OR (j.status = 'unknown' AND (SELECT o.status FROM operations o WHERE o.id = j.operation_id) IN ('succeeded', 'failed')))`
+	OR (j.status = 'running' AND j.lease_until <= @now))`
 
 // claimSpread is how many more of each tenant's claimable jobs a claim considers than it
 // takes: claims that overlap skip the rows another holds, and with the spread each of that
@@ -140,18 +139,18 @@ const claimSpread = 8
 // jobs_tenant_claimable_idx, so a tenant with a million due jobs costs a claim no more than
 // one with a few. The scan stops at the jobs not due yet, however many wait for a retry:
 // every claimable job is due, since a running job was due when it was claimed and its lease
-// ran out after that, and an unknown one was running (a worker whose clock runs behind the
-// one that claimed it takes it once its clock passes that claim). served is each such
-// tenant's last claim. A claim takes every tenant's first job before anyone's second, the
-// least recently served tenant's first; SKIP LOCKED passes over rows another claim holds,
-// and the claimable predicate is checked again on the row it locks, so no job is claimed
-// twice.
+// ran out after that, and a job queued again by its operation's close keeps the run_after it
+// had (a worker whose clock runs behind the one that claimed it takes it once its clock
+// passes that claim). served is each such tenant's last claim. A claim takes every tenant's
+// first job before anyone's second, the least recently served tenant's first; SKIP LOCKED
+// passes over rows another claim holds, and the claimable predicate is checked again on the
+// row it locks, so no job is claimed twice.
 const claimQuery = `
 WITH RECURSIVE busy AS (
-	(SELECT j.tenant_id FROM jobs j WHERE j.status IN ('queued', 'running', 'unknown')
+	(SELECT j.tenant_id FROM jobs j WHERE j.status IN ('queued', 'running')
 		ORDER BY j.tenant_id, j.run_after, j.created_at, j.id LIMIT 1)
 	UNION ALL
-	SELECT (SELECT j.tenant_id FROM jobs j WHERE j.status IN ('queued', 'running', 'unknown') AND j.tenant_id > b.tenant_id
+	SELECT (SELECT j.tenant_id FROM jobs j WHERE j.status IN ('queued', 'running') AND j.tenant_id > b.tenant_id
 		ORDER BY j.tenant_id, j.run_after, j.created_at, j.id LIMIT 1)
 	FROM busy b WHERE b.tenant_id IS NOT NULL
 ), due AS (
@@ -189,6 +188,19 @@ func claimArgs(owner string, now, leaseUntil time.Time, limit int) pgx.NamedArgs
 	return pgx.NamedArgs{"now": now, "owner": owner, "until": leaseUntil, "limit": limit, "depth": limit + claimSpread}
 }
 
+// unknownAfterClose reads the operation of a job being made unknown under a share lock. The
+// close's trigger queues the operation's unknown jobs with a snapshot taken after it locked
+// the operation's row: a close that locked it first has committed when the lock is granted,
+// and the locked read returns the closed row, so the job is queued at once instead of waiting
+// for a close that already happened; one that comes after waits for this statement's commit
+// and then finds the job unknown. Either way the job is never left unknown beside a closed
+// operation, where no claim would find it again.
+const unknownAfterClose = `WITH op AS (
+	SELECT o.status FROM operations o
+	WHERE @status = 'unknown' AND o.id = coalesce(nullif(@op, '')::uuid, (SELECT s.operation_id FROM jobs s WHERE s.id = @id))
+	FOR SHARE OF o
+)`
+
 // ClaimJob implements jobs.Store.
 func (s *Store) ClaimJob(ctx context.Context, id, owner string, now, leaseUntil time.Time) (*jobs.Job, error) {
 	row := s.db.Pool.QueryRow(ctx, `
@@ -223,11 +235,14 @@ WHERE id = $1 AND lease_owner = $2 AND status = 'running'`, id, owner, until, no
 	return nil
 }
 
-// ChangeJob implements jobs.Store.
+// ChangeJob implements jobs.Store. A job made unknown waits for its operation's close, which
+// queues it again (jobs_requeue_unknown); unknownAfterClose covers a close that commits
+// while the worker makes it so.
 func (s *Store) ChangeJob(ctx context.Context, c jobs.JobChange) (*jobs.Job, error) {
 	release := c.Release || c.Status != jobs.StatusRunning
-	row := s.db.Pool.QueryRow(ctx, `
-UPDATE jobs j SET status = @status, updated_at = @now,
+	row := s.db.Pool.QueryRow(ctx, unknownAfterClose+`
+UPDATE jobs j SET status = CASE WHEN (SELECT status FROM op) IN ('succeeded', 'failed') THEN 'queued' ELSE @status END,
+	updated_at = @now,
 	lease_owner = CASE WHEN @release THEN '' ELSE lease_owner END,
 	lease_until = CASE WHEN @release THEN NULL ELSE lease_until END,
 	run_after = coalesce(@run_after::timestamptz, run_after),
