@@ -124,10 +124,11 @@ func (s *Store) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Jo
 const claimable = `((j.status = 'queued' AND j.run_after <= @now)
 	OR (j.status = 'running' AND j.lease_until <= @now))`
 
-// claimSpread is how many more of each tenant's claimable jobs a claim considers than it
-// takes: claims that overlap skip the rows another holds, and with the spread each of that
-// many overlapping claims still finds a job of a tenant that is alone in the queue, instead
-// of coming back empty and waiting for the next poll.
+// claimSpread is how many more of each tenant's claimable jobs a claim considers in its
+// turns than it takes: claims that overlap skip the rows another holds, and with the spread
+// each of that many overlapping claims still finds a job of a tenant that is alone in the
+// queue by its turn. A claim that more overlapping claims leave short reads deeper into the
+// queues (claimQuery), instead of coming back empty and waiting for the next poll.
 const claimSpread = 8
 
 // claimQuery picks the jobs a claim takes: tenants take turns, and each tenant's jobs go
@@ -144,7 +145,11 @@ const claimSpread = 8
 // passes that claim). served is each such tenant's last claim. A claim takes every tenant's
 // first job before anyone's second, the least recently served tenant's first; SKIP LOCKED
 // passes over rows another claim holds, and the claimable predicate is checked again on the
-// row it locks, so no job is claimed twice.
+// row it locks, so no job is claimed twice. When pick comes back short, because overlapping
+// claims hold more of the tenants' oldest jobs than the spread, deeper takes the rest from
+// each busy tenant's claimable jobs past the ones pick took, skipping the held ones; a
+// claim that pick filled never runs it (its limit is zero). The jobs are then found by id
+// (ANY of an array) so that the update reads them through the primary key.
 const claimQuery = `
 WITH RECURSIVE busy AS (
 	(SELECT j.tenant_id FROM jobs j WHERE j.status IN ('queued', 'running')
@@ -169,10 +174,20 @@ WITH RECURSIVE busy AS (
 	ORDER BY due.turn, served.seq NULLS FIRST, due.run_after, due.created_at, due.id
 	LIMIT @limit
 	FOR UPDATE OF j SKIP LOCKED
+), deeper AS (
+	SELECT c.id FROM busy b CROSS JOIN LATERAL (
+		SELECT j.id FROM jobs j WHERE j.tenant_id = b.tenant_id AND j.run_after <= @now AND ` + claimable + `
+			AND j.id NOT IN (SELECT id FROM pick)
+		ORDER BY j.run_after, j.created_at, j.id
+		LIMIT @limit - (SELECT count(*) FROM pick)
+		FOR UPDATE OF j SKIP LOCKED
+	) c
+	WHERE b.tenant_id IS NOT NULL
+	LIMIT @limit - (SELECT count(*) FROM pick)
 )
 UPDATE jobs j SET status = 'running', lease_owner = @owner, lease_until = @until, claims = claims + 1,
 	claim_seq = nextval('jobs_claim_seq'), updated_at = @now
-FROM pick WHERE j.id = pick.id
+WHERE j.id = ANY (ARRAY(SELECT id FROM pick UNION ALL SELECT id FROM deeper))
 RETURNING ` + jobCols
 
 // ClaimJobs implements jobs.Store: tenants take turns (claimQuery).
