@@ -15,7 +15,10 @@
 -- row (ChangeJob holds a share lock on it) is queued too, where a part of the close statement
 -- would read the snapshot taken before the wait and miss it. The job keeps its run_after, so
 -- it is due at once and goes before its tenant's newer jobs, as it did when claims read it;
--- jobs_unknown_idx finds an operation's unknown jobs.
+-- jobs_unknown_idx finds an operation's unknown jobs. A job is made unknown only beside an
+-- operation that is unknown or expired (ChangeJob queues it otherwise), and such an
+-- operation leaves those statuses only by a close, so the trigger fires on those closes
+-- alone, not on every generation that succeeds.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION jobs_requeue_unknown() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -27,7 +30,7 @@ $$;
 -- +goose StatementEnd
 DROP TRIGGER IF EXISTS operations_requeue_jobs ON operations;
 CREATE TRIGGER operations_requeue_jobs AFTER UPDATE OF status ON operations
-    FOR EACH ROW WHEN (NEW.kind = 'llm_job' AND NEW.status IN ('succeeded', 'failed') AND OLD.status IS DISTINCT FROM NEW.status)
+    FOR EACH ROW WHEN (NEW.kind = 'llm_job' AND OLD.status IN ('unknown', 'expired') AND NEW.status IN ('succeeded', 'failed'))
     EXECUTE FUNCTION jobs_requeue_unknown();
 -- The unknown jobs whose operation was closed before the trigger existed.
 UPDATE jobs j SET status = 'queued', updated_at = o.updated_at

@@ -182,8 +182,8 @@ type Store interface {
 	// ExtendJob moves the lease of a job owner holds to until.
 	ExtendJob(ctx context.Context, id, owner string, now, until time.Time) error
 	// ChangeJob applies a guarded change; a lost lease is ECONFLICT. A change to unknown
-	// whose operation is closed by then makes the job queued instead: the close, which
-	// queues its operation's unknown jobs, has passed it by.
+	// whose operation is no longer unknown or expired (closed by then) makes the job queued
+	// instead: the close, which queues its operation's unknown jobs, has passed it by.
 	ChangeJob(ctx context.Context, c JobChange) (*Job, error)
 	// SaveCheckpoint records a checkpoint; an ok checkpoint is never overwritten.
 	SaveCheckpoint(ctx context.Context, c Checkpoint) error

@@ -203,13 +203,15 @@ func claimArgs(owner string, now, leaseUntil time.Time, limit int) pgx.NamedArgs
 	return pgx.NamedArgs{"now": now, "owner": owner, "until": leaseUntil, "limit": limit, "depth": limit + claimSpread}
 }
 
-// unknownAfterClose reads the operation of a job being made unknown under a share lock. The
-// close's trigger queues the operation's unknown jobs with a snapshot taken after it locked
-// the operation's row: a close that locked it first has committed when the lock is granted,
-// and the locked read returns the closed row, so the job is queued at once instead of waiting
-// for a close that already happened; one that comes after waits for this statement's commit
-// and then finds the job unknown. Either way the job is never left unknown beside a closed
-// operation, where no claim would find it again.
+// unknownAfterClose reads the operation of a job being made unknown under a share lock, and
+// the job is made unknown only while that operation is unknown or expired, the statuses
+// whose close queues its unknown jobs (jobs_requeue_unknown); otherwise it is queued, and
+// the worker that claims it reads the operation again. The close's trigger reads the jobs
+// with a snapshot taken after it locked the operation's row: a close that locked it first
+// has committed when the lock is granted, and the locked read returns the closed row, so the
+// job is queued at once instead of waiting for a close that already happened; one that
+// comes after waits for this statement's commit and then finds the job unknown. Either way
+// no job is left unknown beside a closed operation, where no claim would find it again.
 const unknownAfterClose = `WITH op AS (
 	SELECT o.status FROM operations o
 	WHERE @status = 'unknown' AND o.id = coalesce(nullif(@op, '')::uuid, (SELECT s.operation_id FROM jobs s WHERE s.id = @id))
@@ -256,7 +258,8 @@ WHERE id = $1 AND lease_owner = $2 AND status = 'running'`, id, owner, until, no
 func (s *Store) ChangeJob(ctx context.Context, c jobs.JobChange) (*jobs.Job, error) {
 	release := c.Release || c.Status != jobs.StatusRunning
 	row := s.db.Pool.QueryRow(ctx, unknownAfterClose+`
-UPDATE jobs j SET status = CASE WHEN (SELECT status FROM op) IN ('succeeded', 'failed') THEN 'queued' ELSE @status END,
+UPDATE jobs j SET status = CASE WHEN @status = 'unknown' AND coalesce((SELECT status FROM op), '') NOT IN ('unknown', 'expired')
+		THEN 'queued' ELSE @status END,
 	updated_at = @now,
 	lease_owner = CASE WHEN @release THEN '' ELSE lease_owner END,
 	lease_until = CASE WHEN @release THEN NULL ELSE lease_until END,
