@@ -214,6 +214,14 @@ func (p *proc) ExtendJob(ctx context.Context, id, owner string, now, until time.
 	return p.jobs.ExtendJob(ctx, id, owner, now, until)
 }
 
+// RequeueStranded implements jobs.Store.
+func (p *proc) RequeueStranded(ctx context.Context, now time.Time) (int, error) {
+	if err := p.alive(); err != nil {
+		return 0, err
+	}
+	return p.jobs.RequeueStranded(ctx, now)
+}
+
 // ChangeJob implements jobs.Store.
 func (p *proc) ChangeJob(ctx context.Context, c jobs.JobChange) (*jobs.Job, error) {
 	if err := p.alive(); err != nil {

@@ -172,15 +172,21 @@ type Store interface {
 	// GetJob returns a job of the tenant (any tenant for 0) or ENOTFOUND.
 	GetJob(ctx context.Context, tenantID int64, id string) (*Job, error)
 	// ClaimJobs leases up to limit runnable jobs to owner, skipping rows others hold:
-	// queued jobs that are due, running jobs whose lease ran out, and unknown jobs whose
-	// operation someone closed. Tenants take turns: a claim takes every tenant's oldest
-	// claimable job before any tenant's second, the tenant claimed from least recently
-	// first, so one tenant's flood of jobs never holds up another tenant's.
+	// queued jobs that are due and running jobs whose lease ran out. An unknown job is not
+	// among them: the close of its operation makes it queued again. Tenants take turns: a
+	// claim takes every tenant's oldest claimable job before any tenant's second, the tenant
+	// claimed from least recently first, so one tenant's flood of jobs never holds up
+	// another tenant's.
 	ClaimJobs(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*Job, error)
 	// ClaimJob leases one job like ClaimJobs would; it counts as its tenant's turn.
 	ClaimJob(ctx context.Context, id, owner string, now, leaseUntil time.Time) (*Job, error)
 	// ExtendJob moves the lease of a job owner holds to until.
 	ExtendJob(ctx context.Context, id, owner string, now, until time.Time) error
+	// RequeueStranded makes queued again every unknown job whose operation is closed
+	// (succeeded or failed) and says how many. A close queues its operation's unknown jobs
+	// itself; this finds the ones a worker of an earlier release made unknown after such a
+	// close, which no close will ever queue.
+	RequeueStranded(ctx context.Context, now time.Time) (int, error)
 	// ChangeJob applies a guarded change; a lost lease is ECONFLICT. A change to unknown
 	// whose operation is no longer unknown or expired (closed by then) makes the job queued
 	// instead: the close, which queues its operation's unknown jobs, has passed it by.

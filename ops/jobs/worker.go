@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,10 +63,15 @@ type Worker struct {
 	MaxSummaryChars  int
 	// Poll is the pause when no job is due; default 500 ms.
 	Poll time.Duration
+	// SweepEvery is how often a worker with nothing to claim looks for jobs left unknown
+	// beside a closed operation (Store.RequeueStranded); default one minute.
+	SweepEvery time.Duration
 	// Hooks are set by tests only; nil in production.
 	Hooks  WorkerHooks
 	Sleep  ops.Sleeper
 	Logger *slog.Logger
+
+	lastSweep atomic.Int64 // the clock's UnixNano at the last sweep
 }
 
 // WorkerHooks are calls a test binary installs into a worker. Production leaves them nil.
@@ -100,6 +106,9 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		if err := w.Process(ctx, j); err != nil {
 			w.logger().Warn("job stopped", "job", j.ID, "worker", w.Owner, "err", err)
 		}
+	}
+	if len(js) == 0 {
+		w.sweep(ctx, now)
 	}
 	return len(js), nil
 }

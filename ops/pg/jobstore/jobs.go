@@ -252,6 +252,18 @@ WHERE id = $1 AND lease_owner = $2 AND status = 'running'`, id, owner, until, no
 	return nil
 }
 
+// RequeueStranded implements jobs.Store. It reads the unknown jobs through jobs_unknown_idx
+// and each one's operation by its id, so it costs what the unknown jobs number, once per
+// sweep rather than at every claim.
+func (s *Store) RequeueStranded(ctx context.Context, now time.Time) (int, error) {
+	tag, err := s.db.Pool.Exec(ctx, `UPDATE jobs j SET status = 'queued', updated_at = $1
+FROM operations o WHERE j.status = 'unknown' AND o.id = j.operation_id AND o.status IN ('succeeded', 'failed')`, now)
+	if err != nil {
+		return 0, pg.Interpret(err, "requeue stranded jobs")
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // ChangeJob implements jobs.Store. A job made unknown waits for its operation's close, which
 // queues it again (jobs_requeue_unknown); unknownAfterClose covers a close that commits
 // while the worker makes it so.
