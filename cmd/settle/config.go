@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/outbox"
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -54,6 +54,9 @@ type Config struct {
 	StripeAccount      string
 	ClearStripeAccount bool
 	TenantApprovals    ops.TenantApprovals // what "tenant approvals" sets for Tenant
+	// KeepApprovals are the settings "tenant approvals" was given no flag for: they stay as
+	// the tenant has them.
+	KeepApprovals pg.KeepApprovals
 
 	Stripe StripeConfig
 	// OutboxURL receives the outbox's events as JSON POSTs; empty keeps them in the table.
@@ -171,11 +174,8 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 	if err != nil {
 		return cfg, err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, err
-		}
-		return cfg, usagef("%s: %v", cfg.Command, err)
+	if err := parseOnce(fs, args); err != nil {
+		return cfg, err
 	}
 	cfg.Role = desk.Role(role)
 	if fs.NArg() > 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/pg"
 )
 
 // loadApprovalsEnv reads the global four-eyes policy (ops rule 13): SETTLE_APPROVAL_MIN_CENTS
@@ -89,11 +90,12 @@ func readTenantApprovalsCommand(cfg Config, args []string) (Config, []string, er
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, nil, err
+	if err := parseOnce(fs, args); err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return cfg, nil, usagef("%v; %s", err, tenantApprovalsHow)
 		}
-		return cfg, nil, usagef("tenant approvals: %v; %s", err, tenantApprovalsHow)
+		return cfg, nil, err
 	}
 	rest := fs.Args()
 	if name == "" && len(rest) > 0 {
@@ -102,21 +104,37 @@ func readTenantApprovalsCommand(cfg Config, args []string) (Config, []string, er
 	if len(rest) > 0 {
 		return cfg, nil, usagef("tenant approvals: unexpected argument %q; %s", rest[0], tenantApprovalsHow)
 	}
+	// A flag left out keeps the tenant's setting, so without either the command would change
+	// nothing: it is a mistake, most likely made to look at the settings.
+	if name != "" && fs.NFlag() == 0 {
+		return cfg, nil, usagef("tenant approvals: give --min-cents or --not-executed (default follows the global setting again); 'settle tenant list' shows %s's settings", name)
+	}
 	t, err := readTenantApprovals(name, *minCents, *notExecuted)
 	cfg.Tenant, cfg.TenantApprovals = name, t
+	cfg.KeepApprovals = pg.KeepApprovals{Min: true, NotExecuted: true}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "min-cents":
+			cfg.KeepApprovals.Min = false
+		case "not-executed":
+			cfg.KeepApprovals.NotExecuted = false
+		}
+	})
 	return cfg, nil, err
 }
 
-// tenantApprovals stores a tenant's approval settings; the audit log names the command
-// line as the actor. Servers apply them from the next close.
+// tenantApprovals stores the approval settings of a tenant given by flags, keeping the
+// others as they are (ops rule 13: a change of the threshold must not drop the tenant's
+// setting for closes as not executed), and prints what the tenant has now; the audit log
+// names the command line as the actor. Servers apply them from the next close.
 func tenantApprovals(ctx context.Context, cfg Config, stdout io.Writer) error {
 	db, err := openDB(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	t := cfg.TenantApprovals
-	if _, err := db.SetTenantApprovals(ctx, cfg.Tenant, t, "cli", time.Now()); err != nil {
+	t, err := db.ChangeTenantApprovals(ctx, cfg.Tenant, cfg.TenantApprovals, cfg.KeepApprovals, "cli", time.Now())
+	if err != nil {
 		return err
 	}
 	min, notExec := "the global threshold (SETTLE_APPROVAL_MIN_CENTS)", "the global setting (SETTLE_APPROVAL_NOT_EXECUTED)"

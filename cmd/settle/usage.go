@@ -22,7 +22,8 @@ Commands:
                           bind a tenant to a Stripe connected account (its calls carry
                           Stripe-Account), or unbind it; refused while it has open refunds
   tenant approvals NAME [--min-cents N|off|default] [--not-executed on|off|default]
-                          a tenant's four-eyes settings, over the SETTLE_APPROVAL_* ones
+                          a tenant's four-eyes settings, over the SETTLE_APPROVAL_* ones; a flag
+                          left out keeps the tenant's setting
   tenant list             list tenants, the Stripe accounts they are bound to and their approval settings
   worker                  run pipeline job workers without the server (needs DATABASE_URL, SETTLE_LLM_BASE_URL)
   reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]

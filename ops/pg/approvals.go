@@ -153,41 +153,84 @@ func (db *DB) TenantApprovals(ctx context.Context, tenantID int64) (*ops.TenantA
 // SetTenantApprovals stores the approval settings of the tenant named name and records who
 // changed them in the audit log, in one transaction, and returns the tenant's id.
 func (db *DB) SetTenantApprovals(ctx context.Context, name string, t ops.TenantApprovals, actor string, now time.Time) (int64, error) {
-	if err := checkTenantName(name); err != nil {
+	a, err := db.ChangeTenantApprovals(ctx, name, t, KeepApprovals{}, actor, now)
+	if err != nil {
 		return 0, err
 	}
-	mode := "default"
-	switch {
-	case t.MinOff:
-		mode = "off"
-	case t.MinCents != nil:
-		mode = "set"
+	return a.TenantID, nil
+}
+
+// KeepApprovals names the settings of a tenant that ChangeTenantApprovals leaves as they
+// are: the threshold (MinOff and MinCents), and the setting for closes as not executed.
+type KeepApprovals struct{ Min, NotExecuted bool }
+
+// ChangeTenantApprovals stores the approval settings of the tenant named name but those keep
+// names, which stay as the tenant has them, and records the settings it leaves in the audit
+// log, in one transaction that holds the tenant's row, so that two changes of different
+// settings at once both apply. It returns the settings the tenant has now.
+func (db *DB) ChangeTenantApprovals(ctx context.Context, name string, t ops.TenantApprovals, keep KeepApprovals, actor string, now time.Time) (*ops.TenantApprovals, error) {
+	if err := checkTenantName(name); err != nil {
+		return nil, err
 	}
-	var id int64
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT id FROM tenants WHERE name = $1`, name).Scan(&id); errors.Is(err, pgx.ErrNoRows) {
+		err := tx.QueryRow(ctx, `SELECT id FROM tenants WHERE name = $1 FOR NO KEY UPDATE`, name).Scan(&t.TenantID)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return ops.Errorf(ops.ENOTFOUND, "No tenant %s; tenants are made by 'settle token add --tenant %s'.", name, name)
 		} else if err != nil {
 			return interpret(err, "find tenant")
 		}
-		min := t.MinCents
-		if mode != "set" {
-			min = nil
+		if t, err = keptApprovals(ctx, tx, t, keep); err != nil {
+			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO tenant_approvals (tenant_id, min_mode, min_cents, not_executed, updated_at)
+		mode := "default"
+		switch {
+		case t.MinOff:
+			mode, t.MinCents = "off", nil
+		case t.MinCents != nil:
+			mode = "set"
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO tenant_approvals (tenant_id, min_mode, min_cents, not_executed, updated_at)
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (tenant_id) DO UPDATE SET min_mode = $2, min_cents = $3, not_executed = $4, updated_at = $5`,
-			id, mode, min, t.NotExecuted, now)
+			t.TenantID, mode, t.MinCents, t.NotExecuted, now)
 		if err != nil {
 			return interpret(err, "set tenant approvals")
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, after)
 VALUES ($1, $2, 'tenant.approvals', 'tenant', $3::bigint::text,
 	jsonb_build_object('tenant', $4::text, 'min_mode', $5::text, 'min_cents', $6::bigint, 'not_executed', $7::boolean))`,
-			now, actor, id, name, mode, min, t.NotExecuted)
+			now, actor, t.TenantID, name, mode, t.MinCents, t.NotExecuted)
 		return interpret(err, "audit tenant approvals")
 	})
-	return id, err
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// keptApprovals is t with the settings keep names taken from the tenant's stored ones (a
+// tenant with none stored follows the global ones for them).
+func keptApprovals(ctx context.Context, tx pgx.Tx, t ops.TenantApprovals, keep KeepApprovals) (ops.TenantApprovals, error) {
+	if !keep.Min && !keep.NotExecuted {
+		return t, nil
+	}
+	var (
+		mode     = "default"
+		minCents *int64
+		notExec  *bool
+	)
+	err := tx.QueryRow(ctx, `SELECT min_mode, min_cents, not_executed FROM tenant_approvals WHERE tenant_id = $1`, t.TenantID).
+		Scan(&mode, &minCents, &notExec)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return t, interpret(err, "read tenant approvals")
+	}
+	if keep.Min {
+		t.MinOff, t.MinCents = mode == "off", minCents
+	}
+	if keep.NotExecuted {
+		t.NotExecuted = notExec
+	}
+	return t, nil
 }
 
 // nullID stores an unknown id (0) as NULL.
