@@ -6,9 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
@@ -17,8 +22,56 @@ import (
 
 // openDB opens the configured database with the options every command uses.
 func openDB(ctx context.Context, cfg Config) (*pg.DB, error) {
-	return pg.Open(ctx, cfg.DatabaseURL, dbOptions(cfg)...)
+	return openPool(ctx, cfg, dbOptions(cfg)...)
 }
+
+// dbOpenTimeout bounds opening the database: a host that takes the connection and never
+// answers (a hung server, a half-open firewall) would otherwise hold a command forever when
+// DATABASE_URL sets no connect_timeout.
+const dbOpenTimeout = 15 * time.Second
+
+// openPool opens the configured database with opts, giving up after dbOpenTimeout.
+func openPool(ctx context.Context, cfg Config, opts ...pg.Option) (*pg.DB, error) {
+	openCtx, cancel := context.WithTimeout(ctx, dbOpenTimeout)
+	defer cancel()
+	db, err := pg.Open(openCtx, cfg.DatabaseURL, opts...)
+	if err != nil {
+		timedOut := ctx.Err() == nil && errors.Is(openCtx.Err(), context.DeadlineExceeded)
+		return nil, openError(cfg.DatabaseURL, timedOut, err)
+	}
+	return db, nil
+}
+
+// openError says in one short line why the database at url could not be opened: pgx's own
+// error is the chain of its attempts, each said twice when it tried with TLS and without,
+// with SQLSTATE codes and the user's name. The cause stays wrapped for errors.Is.
+func openError(url string, timedOut bool, err error) error {
+	c, perr := pgx.ParseConfig(url)
+	if perr != nil {
+		return err // pg.Open said the URL is malformed, without repeating it
+	}
+	where := net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
+	var pgErr *pgconn.PgError
+	var opErr *net.OpError
+	switch {
+	case timedOut:
+		return &openErr{fmt.Sprintf("the database at %s did not answer within %s; check that it is up and that DATABASE_URL names it", where, dbOpenTimeout), err}
+	case errors.As(err, &pgErr):
+		return &openErr{fmt.Sprintf("the database at %s refused the connection: %s", where, pgErr.Message), err}
+	case errors.As(err, &opErr):
+		return &openErr{fmt.Sprintf("the database at %s is unreachable: %v", where, opErr.Err), err}
+	}
+	return err
+}
+
+// openErr is a database that could not be opened: its message, and the cause it wraps.
+type openErr struct {
+	msg string
+	err error
+}
+
+func (e *openErr) Error() string { return e.msg }
+func (e *openErr) Unwrap() error { return e.err }
 
 // openChecked is openDB for a command that works on the schema as it is: it refuses a
 // database not migrated to this binary's newest version.

@@ -48,9 +48,7 @@ func (r stdioRun) serve(ctx context.Context, stdin io.Reader, stdout io.Writer) 
 	if token = strings.TrimSpace(token); token == "" {
 		return usagef("mcp --stdio: set %s to an API token made with 'settle token add'", envMCPToken.Name)
 	}
-	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	db, err := pg.Open(openCtx, cfg.DatabaseURL, dbOptions(cfg)...)
-	cancel()
+	db, err := openDB(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -168,9 +168,7 @@ func (p *Program) Run(ctx context.Context) error {
 // openDB opens the database as p.DB, refuses a clock off the database's before anything
 // takes a lease, and checks or migrates the schema.
 func (p *Program) openDB(ctx context.Context) (*pg.DB, error) {
-	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	db, err := pg.Open(openCtx, p.Config.DatabaseURL, dbOptions(p.Config)...)
+	db, err := openDB(ctx, p.Config)
 	if err != nil {
 		return nil, err
 	}

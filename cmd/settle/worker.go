@@ -93,9 +93,7 @@ func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if cfg.LLM.BaseURL == "" {
 		return usagef("worker: SETTLE_LLM_BASE_URL is not set; the workers call the LLM through it")
 	}
-	openCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	db, err := pg.Open(openCtx, cfg.DatabaseURL, dbOptions(cfg)...)
+	db, err := openDB(ctx, cfg)
 	if err != nil {
 		return err
 	}
