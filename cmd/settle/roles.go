@@ -14,10 +14,13 @@ import "time"
 // session sweep). Nothing holds a session between transactions, so a pooler in transaction
 // mode may stand in front of Postgres.
 
-// Bounds of SETTLE_ROLE_LEASE: the holder renews it every third, at least a second apart.
+// Bounds of SETTLE_ROLE_LEASE: the holder renews it every third, at least a second apart,
+// and a replica killed holding a role holds it up for at most as long as the longest
+// operation lease (maxOperationLease): longer is a slip of the unit, not a choice.
 const (
 	defaultRoleLease = 30 * time.Second
 	minRoleLease     = 3 * time.Second
+	maxRoleLease     = maxOperationLease
 )
 
 // roleLeaseEnv reads SETTLE_ROLE_LEASE: how long a role that runs on one replica at a time
@@ -30,6 +33,9 @@ func roleLeaseEnv(e environ) (time.Duration, error) {
 	}
 	if d < minRoleLease {
 		return 0, usagef("%s=%s is shorter than %s", envRoleLease.Name, d, minRoleLease)
+	}
+	if d > maxRoleLease {
+		return 0, usagef("%s=%s is longer than %s: a replica killed holding a role would hold up the reconciler and the retention that long", envRoleLease.Name, d, maxRoleLease)
 	}
 	return d, nil
 }

@@ -42,7 +42,7 @@ var (
 			"plus `SETTLE_LLM_BODY_KEEP`, or than `SETTLE_OUTBOX_KEEP`; `settle reconcile` refuses a window that starts before it " +
 			"(see [Retention](operating.md#retention))"})
 	envRoleLease = define(sectionServer, setting{Name: "SETTLE_ROLE_LEASE", Commands: []string{"server commands"},
-		Default: "`30s`", Parses: "a Go duration, at least `3s`",
+		Default: "`30s`", Parses: "a Go duration, from `3s` to `10m`",
 		Short: "how long the reconciler or the alert evaluator stays with a replica that stopped renewing it",
 		Doc: "how long a background role that runs on one replica at a time (the reconciler, the alert evaluator) stays with a " +
 			"replica that stopped renewing it; the holder renews it every third, so after a replica dies another takes the role " +
