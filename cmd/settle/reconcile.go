@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,14 +24,24 @@ type ReconcileConfig struct {
 	// Provider is the provider to reconcile ("stripe").
 	Provider string
 	// Since makes the window [now-Since, now); From and To (RFC 3339), when given, replace it.
-	Since    time.Duration
-	From, To string
+	// SinceGiven says --since was given: with --from it is refused, not dropped.
+	Since      time.Duration
+	SinceGiven bool
+	From, To   string
 }
 
 // addReconcileFlags declares the flags of 'settle reconcile'.
 func addReconcileFlags(fs *flag.FlagSet, rc *ReconcileConfig) {
 	fs.StringVar(&rc.Provider, "provider", "stripe", "the provider to reconcile")
-	fs.DurationVar(&rc.Since, "since", 24*time.Hour, "reconcile from this long ago until now, e.g. 24h")
+	rc.Since = 24 * time.Hour
+	fs.Func("since", "reconcile from this long ago until now, e.g. 24h (default 24h)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return errors.New("parse error")
+		}
+		rc.Since, rc.SinceGiven = d, true
+		return nil
+	})
 	fs.StringVar(&rc.From, "from", "", "window start, RFC 3339 (with --to, instead of --since)")
 	fs.StringVar(&rc.To, "to", "", "window end, RFC 3339 (default now)")
 }
@@ -41,6 +52,9 @@ func (rc ReconcileConfig) Window(now time.Time) (recon.Window, error) {
 	w := recon.Window{From: now.Add(-rc.Since), To: now}
 	if rc.Since <= 0 && rc.From == "" {
 		return w, usagef("reconcile: --since must be a positive duration such as 24h")
+	}
+	if rc.SinceGiven && rc.From != "" {
+		return w, usagef("reconcile: give --since, or --from (and --to), not both")
 	}
 	if rc.To != "" && rc.From == "" {
 		return w, usagef("reconcile: --to needs --from")

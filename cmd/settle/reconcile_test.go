@@ -94,3 +94,15 @@ func TestReconcileCommandRecordsOrphanOnce(t *testing.T) {
 		t.Fatalf("unknown provider: %v", err)
 	}
 }
+
+// TestReconcileRefusesSinceWithFrom: 'reconcile --since 1h --from T' reconciled from T and
+// dropped the --since without a word, a window other than the one asked for (which may read
+// a month of the provider's records, and record what it finds). Both together are refused in
+// one line with exit 2, before the database is opened.
+func TestReconcileRefusesSinceWithFrom(t *testing.T) {
+	t.Parallel()
+	from := time.Now().Add(-2 * time.Hour).UTC().Format(time.RFC3339)
+	args := []string{"reconcile", "--since", "1h", "--from", from}
+	code, stdout, stderr := run(t, args, map[string]string{"DATABASE_URL": "postgres://u@127.0.0.1:1/db"}, "")
+	refusedInOneLine(t, args, code, stdout, stderr, "not both")
+}
