@@ -136,11 +136,41 @@ func addToken(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	if err := refuseTenantID(ctx, db, cfg.Tenant); err != nil {
+		return err
+	}
 	token, err := ensureToken(ctx, db, cfg.Tenant, cfg.TokenName)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "API token for tenant %s (shown once; only its hash is kept):\n%s\n", cfg.Tenant, token)
+	return nil
+}
+
+// refuseTenantID refuses a --tenant that no tenant is named but that is the id of one, as
+// 'tenant list' shows it: 'token add' would make a new tenant of that name, and its token
+// would act outside the tenant meant.
+func refuseTenantID(ctx context.Context, db *pg.DB, name string) error {
+	id, err := strconv.ParseInt(name, 10, 64)
+	if err != nil {
+		return nil
+	}
+	tenants, err := db.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	var byID *ops.Tenant
+	for _, t := range tenants {
+		if t.Name == name {
+			return nil
+		}
+		if t.ID == id {
+			byID = t
+		}
+	}
+	if byID != nil {
+		return usagef("token add: no tenant is named %s, which is the id of tenant %s; name the tenant: --tenant %s", name, byID.Name, byID.Name)
+	}
 	return nil
 }
 
