@@ -351,6 +351,8 @@ func checkCommandFlags(cfg *Config, e environ) error {
 		if cfg.Tenant == "" {
 			return usagef("token add: --tenant is required")
 		}
+	case "retention run":
+		return checkRetentionRun(*cfg, e)
 	case "token revoke":
 		if cfg.TokenID <= 0 {
 			return usagef("token revoke: --id is required: the token's id, as 'settle token list' shows it")

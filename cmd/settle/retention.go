@@ -98,6 +98,17 @@ func (p *Program) startRetention(ctx context.Context) {
 	p.goLoop(ctx, newRetention(p.Config, p.DB, p.Clock, p.Logger).Loop())
 }
 
+// checkRetentionRun refuses a pass that removes without SETTLE_RETENTION set: the servers
+// have theirs in their own environment, and a shell without it would remove, for good, what
+// is older than the default, where the servers may keep everything.
+func checkRetentionRun(cfg Config, e environ) error {
+	if cfg.Retention.DryRun || e.get(envRetention) != "" {
+		return nil
+	}
+	return usagef("retention run: %s is not set; set it as the servers have it (%dd by default, or off), or count with --dry-run",
+		envRetention.Name, int(retain.DefaultKeep/(24*time.Hour)))
+}
+
 // retentionCmd is 'settle retention run [--dry-run]': one pass now, its progress on stderr
 // when it is a terminal, the summary on stdout.
 func retentionCmd(ctx context.Context, cfg Config, stdout, stderr io.Writer, logger *slog.Logger) error {

@@ -67,7 +67,7 @@ FROM tn, generate_series(1, 2) g, LATERAL (SELECT CASE WHEN g = 1 THEN 'succeede
 		}
 		return n
 	}
-	vars := map[string]string{"DATABASE_URL": url}
+	vars := map[string]string{"DATABASE_URL": url, "SETTLE_RETENTION": "400d"}
 	code, stdout, stderr := run(t, []string{"retention", "run", "--dry-run"}, vars, "")
 	if code != 0 || !strings.Contains(stdout, "1 closed operations") || !strings.Contains(stdout, "would be removed") || count(`SELECT count(*) FROM operations`) != 2 {
 		t.Fatalf("dry run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
@@ -124,4 +124,36 @@ func connectedDatabase(t *testing.T) (string, *pgx.Conn) {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return url, conn
+}
+
+// TestRetentionRunNeedsItsSetting: 'settle retention run' from a shell without the servers'
+// SETTLE_RETENTION (set in their unit file, say to off or 800d) removed every closed
+// operation older than the default 400 days, for good, and said so only afterwards. Without
+// the variable a pass that removes is refused in one line with exit 2 and removes nothing;
+// --dry-run still counts at the default.
+func TestRetentionRunNeedsItsSetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, conn := connectedDatabase(t)
+	old := time.Now().Add(-500 * 24 * time.Hour)
+	if _, err := conn.Exec(ctx, `
+WITH tn AS (INSERT INTO tenants (name) VALUES ('acme') RETURNING id)
+INSERT INTO operations (id, tenant_id, kind, provider, intent_key, provider_key, fingerprint, status, created_at, updated_at, closed_at)
+SELECT gen_random_uuid(), tn.id, 'refund', 'stripe', 'i1', 'k1', 'fp', 'succeeded', $1, $1, $1 FROM tn`, old); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"DATABASE_URL": url}
+	args := []string{"retention", "run"}
+	code, stdout, stderr := run(t, args, vars, "")
+	refusedInOneLine(t, args, code, stdout, stderr, "SETTLE_RETENTION")
+	var ops, passes int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM operations), (SELECT count(*) FROM audit_log WHERE action = 'retention.pass')`).Scan(&ops, &passes); err != nil {
+		t.Fatal(err)
+	}
+	if ops != 1 || passes != 0 {
+		t.Errorf("after 'retention run' without SETTLE_RETENTION: %d operations, %d passes audited; want 1 and 0", ops, passes)
+	}
+	if code, stdout, stderr := run(t, []string{"retention", "run", "--dry-run"}, vars, ""); code != 0 || !strings.Contains(stdout, "would be removed") {
+		t.Errorf("--dry-run without SETTLE_RETENTION: exit %d, stdout %q, stderr %q; want 0 and the counts", code, stdout, stderr)
+	}
 }

@@ -34,8 +34,9 @@ var (
 		Doc: "how long minute rollups and minute backlog snapshots are kept; quarter hours, hours and hourly snapshots are kept " +
 			"for good, and an old operation that changes has its hours recomputed from the ledger"})
 	envRetention = define(sectionServer, setting{Name: "SETTLE_RETENTION", Commands: []string{"server commands"},
-		Default: "`400d`", Parses: "days (`400d`), a Go duration (`9600h`), or `off`",
-		Short: "how long closed operations are kept after closing, or off to keep everything",
+		Default: "`400d`", Required: "required by `retention run` without `--dry-run`",
+		Parses: "days (`400d`), a Go duration (`9600h`), or `off`",
+		Short:  "how long closed operations are kept after closing, or off to keep everything",
 		Doc: "how long a closed (succeeded or failed) operation is kept after its closing, with every row hanging from it; `off` " +
 			"keeps everything. Open operations are never removed, whatever their age. Refused at start, in one line, when shorter " +
 			"than 31 days (how far back the reconciler reads the provider's records after an outage), than `SETTLE_LLM_KEY_TTL` " +

@@ -19,7 +19,7 @@ import (
 // commandArgs is a valid command line of each command, as the table names them.
 var commandArgs = map[string][]string{
 	"serve": {"serve"}, "demo": {"demo"}, "migrate": {"migrate"}, "worker": {"worker"}, "reconcile": {"reconcile"},
-	"retention run": {"retention", "run"}, "mcp": {"mcp", "--stdio"},
+	"retention run": {"retention", "run", "--dry-run"}, "mcp": {"mcp", "--stdio"},
 	"user add":              {"user", "add", "--email", "sam@example.com", "--role", "admin"},
 	"token add":             {"token", "add", "--tenant", "acme"},
 	"token list":            {"token", "list"},

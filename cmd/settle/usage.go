@@ -30,8 +30,8 @@ Commands:
                           reconcile provider charges with the ledger once (needs DATABASE_URL)
   retention run [--dry-run]
                           remove closed operations older than SETTLE_RETENTION now, with progress
-                          (needs DATABASE_URL); --dry-run counts them and the rows of no operation,
-                          and removes nothing
+                          (needs DATABASE_URL, and SETTLE_RETENTION set as the servers have it);
+                          --dry-run counts them and the rows of no operation, and removes nothing
   alerts export [--format prometheus]
                           write the alert rules as a Prometheus rules file
   mcp --stdio             serve the refund tools to a local AI agent on stdin/stdout
