@@ -13,6 +13,9 @@ import (
 // Messages API client against Anthropic's failure modes without an account.
 func fakeAnthropic(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) error {
 	c := cfg.FakeAnthropic
+	if err := checkFakePace("fake anthropic", c); err != nil {
+		return err
+	}
 	faults, err := fake.ParseLLMFaults(c.Faults)
 	if err != nil {
 		return usagef("fake anthropic: --faults: %v", err)

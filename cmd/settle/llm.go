@@ -142,6 +142,9 @@ func (c LLMConfig) prices() (*llm.PriceTable, error) {
 
 // fakeLLM serves the stateful fake LLM provider until ctx ends.
 func fakeLLM(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Writer) error {
+	if err := checkFakePace("fake llm", cfg.FakeLLM); err != nil {
+		return err
+	}
 	faults, err := fake.ParseLLMFaults(cfg.FakeLLM.Faults)
 	if err != nil {
 		return usagef("fake llm: --faults: %v", err)
