@@ -73,18 +73,33 @@ type openErr struct {
 func (e *openErr) Error() string { return e.msg }
 func (e *openErr) Unwrap() error { return e.err }
 
-// openChecked is openDB for a command that works on the schema as it is: it refuses a
-// database not migrated to this binary's newest version.
+// openChecked is openDB for a command that works on the schema as it is, which is every
+// command but migrate and those that may migrate: it refuses a database not migrated to this
+// binary's newest version, before any statement of the command.
 func openChecked(ctx context.Context, cfg Config) (*pg.DB, error) {
 	db, err := openDB(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	if err := db.CheckSchema(ctx); err != nil {
+		if cur, _, serr := db.SchemaStatus(ctx); serr == nil && cur == 0 {
+			err = noSchema(cfg.DatabaseURL)
+		}
 		db.Close()
 		return nil, err
 	}
 	return db, nil
+}
+
+// noSchema is the error of a database that holds no Settle schema at all: most likely
+// DATABASE_URL names another database of the server, where the commands' statements would
+// fail one by one with Postgres's "relation does not exist".
+func noSchema(url string) error {
+	name := "the database"
+	if c, err := pgx.ParseConfig(url); err == nil {
+		name = fmt.Sprintf("the database %q at %s", c.Database, net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))))
+	}
+	return fmt.Errorf("%s holds no Settle schema: check that DATABASE_URL names Settle's database, or create the schema with 'settle migrate'", name)
 }
 
 // migrate brings the schema up to date.
@@ -116,7 +131,7 @@ func addUser(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer)
 	if password == "" {
 		return usagef("user add: type the password as the first line of standard input")
 	}
-	db, err := openDB(ctx, cfg)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -131,7 +146,7 @@ func addUser(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer)
 
 // addToken prints the token as its last line so scripts can take it with tail -n1.
 func addToken(ctx context.Context, cfg Config, stdout io.Writer) error {
-	db, err := openDB(ctx, cfg)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -183,7 +198,7 @@ func ensureToken(ctx context.Context, db *pg.DB, tenant, name string) (string, e
 // listTokens prints every API token, never the token itself: its first characters say
 // which one it is.
 func listTokens(ctx context.Context, cfg Config, stdout io.Writer) error {
-	db, err := openDB(ctx, cfg)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -209,7 +224,7 @@ func listTokens(ctx context.Context, cfg Config, stdout io.Writer) error {
 
 // revokeToken revokes one token; the audit log names the command line as the actor.
 func revokeToken(ctx context.Context, cfg Config, stdout io.Writer) error {
-	db, err := openDB(ctx, cfg)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -128,7 +128,7 @@ func readTenantApprovalsCommand(cfg Config, args []string) (Config, []string, er
 // setting for closes as not executed), and prints what the tenant has now; the audit log
 // names the command line as the actor. Servers apply them from the next close.
 func tenantApprovals(ctx context.Context, cfg Config, stdout io.Writer) error {
-	db, err := openDB(ctx, cfg)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func tenantStripeAccount(ctx context.Context, cfg Config, stdout io.Writer) erro
 	if err := checkStripeAccountArgs(cfg); err != nil {
 		return err
 	}
-	db, err := openDB(ctx, cfg)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func tenantStripeAccount(ctx context.Context, cfg Config, stdout io.Writer) erro
 // listTenants prints every tenant with the Stripe account it is bound to and its own
 // approval settings.
 func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
-	db, err := openDB(ctx, cfg)
+	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}

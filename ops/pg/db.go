@@ -141,6 +141,18 @@ func (db *DB) SchemaStatus(ctx context.Context) (current, latest int64, err erro
 		return 0, 0, err
 	}
 	defer sqldb.Close()
+	// goose creates its version table to read it: a database without one, most likely not
+	// Settle's at all (a mistaken DATABASE_URL), is at version 0 and is left as it is.
+	var versioned bool
+	if err := db.Pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&versioned); err != nil {
+		return 0, 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if !versioned {
+		if sources := p.ListSources(); len(sources) > 0 {
+			latest = sources[len(sources)-1].Version
+		}
+		return 0, latest, nil
+	}
 	current, latest, err = p.GetVersions(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read schema version: %w", err)
