@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -91,6 +93,9 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 	if err := withinRetention(w, clock.Now(), cfg.Retention.Keep); err != nil {
 		return err
 	}
+	if err := checkProvider(cfg, rc.Provider); err != nil {
+		return err
+	}
 	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
@@ -128,6 +133,28 @@ func runReconcile(ctx context.Context, cfg Config, rc ReconcileConfig, stdout, s
 	}
 	fmt.Fprintln(stdout, rep.Summary())
 	return nil
+}
+
+// checkProvider refuses a provider this configuration does not set up for reconciliation
+// (a shell without STRIPE_API_KEY, a misspelt --provider), naming what sets each up, before
+// the database is opened.
+func checkProvider(cfg Config, provider string) error {
+	var set []string
+	if cfg.Stripe.APIKey != "" {
+		set = append(set, "stripe")
+	}
+	for _, u := range cfg.LLM.anthropicUsage() {
+		set = append(set, u.Name())
+	}
+	if slices.Contains(set, provider) {
+		return nil
+	}
+	have := "none"
+	if len(set) > 0 {
+		have = strings.Join(set, ", ")
+	}
+	return usagef("reconcile: provider %q is not set up here (set up: %s); stripe needs %s, anthropic %s and %s",
+		provider, have, envStripeAPIKey.Name, envAnthropicBaseURL.Name, envAnthropicAdminKey.Name)
 }
 
 // startReconciler runs the background reconciler of serve and demo, when a provider is set

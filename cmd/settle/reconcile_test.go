@@ -12,7 +12,6 @@ import (
 	stripelib "github.com/stripe/stripe-go/v76"
 	stripeclient "github.com/stripe/stripe-go/v76/client"
 
-	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
@@ -90,8 +89,8 @@ func TestReconcileCommandRecordsOrphanOnce(t *testing.T) {
 		t.Fatalf("%d orphan exceptions (%v), want 1", n, err)
 	}
 	err = runReconcile(ctx, cfg, ReconcileConfig{Provider: "paypal", Since: time.Hour}, &bytes.Buffer{}, &bytes.Buffer{}, logger)
-	if ops.ErrorCode(err) != ops.EINVALID {
-		t.Fatalf("unknown provider: %v", err)
+	if ue := (*usageError)(nil); !errors.As(err, &ue) {
+		t.Fatalf("unknown provider: %v, want a usage error", err)
 	}
 }
 
@@ -105,4 +104,26 @@ func TestReconcileRefusesSinceWithFrom(t *testing.T) {
 	args := []string{"reconcile", "--since", "1h", "--from", from}
 	code, stdout, stderr := run(t, args, map[string]string{"DATABASE_URL": "postgres://u@127.0.0.1:1/db"}, "")
 	refusedInOneLine(t, args, code, stdout, stderr, "not both")
+}
+
+// TestReconcileNamesTheProviderItCannotReconcile: 'reconcile' from a shell without
+// STRIPE_API_KEY, or with --provider misspelt, opened the database, checked the clock and read
+// the retention's cutoff before saying "No provider "stripe" is set up for reconciliation (set
+// up: none)", with exit 1, and without the variable that sets it up. The provider is checked
+// against the configuration first: one line naming what sets it up, exit 2, and the database
+// is not opened (here it could not be).
+func TestReconcileNamesTheProviderItCannotReconcile(t *testing.T) {
+	t.Parallel()
+	db := "postgres://u@127.0.0.1:1/db"
+	for _, tc := range []struct {
+		args []string
+		vars map[string]string
+		want string
+	}{
+		{[]string{"reconcile"}, map[string]string{"DATABASE_URL": db}, "STRIPE_API_KEY"},
+		{[]string{"reconcile", "--provider", "strpe"}, map[string]string{"DATABASE_URL": db, "STRIPE_API_KEY": "sk_test_1"}, `"strpe"`},
+	} {
+		code, stdout, stderr := run(t, tc.args, tc.vars, "")
+		refusedInOneLine(t, tc.args, code, stdout, stderr, tc.want)
+	}
 }
