@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +29,9 @@ const demoSetupSteps = 6
 func demoCmd(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stderr io.Writer) error {
 	days, err := parseHistoryDays(cfg.DemoHistory)
 	if err != nil {
+		return err
+	}
+	if err := checkDemoDir(cfg.DemoDir); err != nil {
 		return err
 	}
 	// A first run creates a cluster and runs every migration, which takes long enough to
@@ -70,6 +77,26 @@ func demoCmd(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stder
 	go traffic.Run(ctx)
 	demo.PrintBanner(stdout, p.URL(), token, cluster.Dir)
 	return p.Wait(ctx)
+}
+
+// checkDemoDir refuses a --dir that holds files but no Postgres cluster: the cluster's
+// start would give the folder to the postgres user (when settle runs as root) and then fail
+// in initdb, which makes a cluster only in an empty folder. A new folder, an empty one, or an
+// earlier demo's cluster is fine.
+func checkDemoDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return usagef("demo: --dir %s cannot be read as a folder: %v", dir, errors.Unwrap(err))
+	case len(entries) == 0:
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); err != nil {
+		return usagef("demo: --dir %s holds files but no Postgres cluster; give a new or empty folder, or an earlier demo's", dir)
+	}
+	return nil
 }
 
 // configureDemoFakes points cfg at the demo's fakes, with short timeouts so the demo shows

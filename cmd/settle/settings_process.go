@@ -27,7 +27,8 @@ var (
 		Doc:   "days of history `demo` writes into a new demo database before it serves; `0d` writes none"})
 	_ = define(sectionProcess, setting{Flag: "demo --dir", Commands: []string{"demo"},
 		Default: "`.settle/demo-pg`", Parses: "a folder",
-		Doc: "the demo's Postgres cluster, created on the first run and kept"})
+		Doc: "the demo's Postgres cluster, created on the first run and kept; a folder that holds other files is refused, before " +
+			"anything starts (`TestDemoRefusesAFolderThatIsNotACluster` (`cmd/settle/demo_test.go`))"})
 	envLogLevel = define(sectionProcess, setting{Name: "SETTLE_LOG_LEVEL", Commands: []string{"every command"},
 		Default: "`info`", Parses: "`debug`, `info`, `warn` or `error`, in any case",
 		Short: "debug, info, warn or error",
