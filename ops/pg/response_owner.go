@@ -49,3 +49,27 @@ func (db *DB) ResponseOperation(ctx context.Context, tenantID int64, ref string)
 	}
 	return id, interpret(err, "find the operation of a response")
 }
+
+// responseItemsSQL reads which of @ids are output items of the tenant's responses through
+// Settle, from the answers it keeps (operations.result of a succeeded call of the Responses
+// API), on operations_response_items_idx (migration 00084): one index probe per id, whatever
+// the number of the tenant's calls. Item ids are the provider's, unique across its account,
+// so a probe finds a row or two, whose tenant is compared after (OFFSET 0 keeps the tenant
+// out of the probe, which would otherwise read every call of a small tenant instead).
+const responseItemsSQL = `
+SELECT DISTINCT i FROM unnest(@ids::text[]) i
+CROSS JOIN LATERAL (SELECT o.tenant_id, o.kind, o.status FROM operations o
+	WHERE jsonb_path_query_array(o.result, '$.output[*].id') ? i AND o.api = 'responses' AND o.result IS NOT NULL
+	OFFSET 0) o
+WHERE o.tenant_id = @tenant AND o.kind = 'llm_call' AND o.status = 'succeeded'`
+
+// ResponseOutputItems implements llm.ResponseItems: those of ids that are output items of a
+// response the tenant's own calls through Settle created and whose answer Settle keeps.
+func (db *DB) ResponseOutputItems(ctx context.Context, tenantID int64, ids []string) ([]string, error) {
+	rows, err := db.Pool.Query(ctx, responseItemsSQL, pgx.NamedArgs{"tenant": tenantID, "ids": ids})
+	if err != nil {
+		return nil, interpret(err, "find the responses of output items")
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return found, interpret(err, "find the responses of output items")
+}

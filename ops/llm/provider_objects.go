@@ -1,0 +1,277 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// The provider's account is shared by every tenant, and a request may name an object the
+// provider holds by its id: a file (file_id), a vector store to search (vector_store_ids), a
+// code sandbox (a container id), a stored prompt template (prompt), an audio answer kept for
+// the next turn (audio.id), an item of a stored response (item_reference, an item's id). The
+// provider reads whatever the id names, another tenant's among them. Settle serves no files,
+// vector stores, containers or prompts, so none of those is any tenant's own as far as
+// Settle knows (ops rule 12), and a request naming one is refused before anything is sent.
+// An item of a stored response is taken only when it is an output item of one of the
+// tenant's own responses through Settle (ResponseItems); another tenant's and an unknown one
+// are refused alike, so the answer does not tell that the id exists.
+
+// ResponseItems finds which items of the provider's stored responses are a tenant's own:
+// ops/pg implements it, and the gateway reads it through Config.Refs.
+type ResponseItems interface {
+	// ResponseOutputItems returns those of ids that are output items of a response one of
+	// tenantID's calls through Settle created and whose answer Settle keeps.
+	ResponseOutputItems(ctx context.Context, tenantID int64, ids []string) ([]string, error)
+}
+
+// objectRefusal is the refusal of a request that names a provider's object by id.
+func objectRefusal(format string, args ...any) error {
+	return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// fileRefusal refuses a file named by id at path.
+func fileRefusal(path string) error {
+	return objectRefusal("%s names a file of the provider's account by id, and no file is uploaded through Settle, so none is this tenant's own: send the file's content in the request instead.", path)
+}
+
+// checkProviderObjects refuses a request that names an object of the provider's account that
+// is not the tenant's own (see above), a previous response or conversation among them
+// (checkStoredContext). Any other error (the database could not be asked) is returned as it
+// is.
+func (x *exchange) checkProviderObjects() error {
+	if err := x.checkStoredContext(); err != nil {
+		return err
+	}
+	f := x.req.fields
+	switch x.api.route() {
+	case chatRoute:
+		return checkChatObjects(f["messages"])
+	case responsesRoute:
+		if err := checkResponsesTools(f); err != nil {
+			return err
+		}
+		return x.checkResponsesInput(f["input"])
+	case MessagesRoute:
+		return checkMessagesObjects(f)
+	}
+	return nil
+}
+
+// mayName reports whether raw may hold one of keys, escaped or not: most requests name no
+// object, and this keeps them from being decoded a second time.
+func mayName(raw json.RawMessage, keys ...string) bool {
+	if bytes.Contains(raw, []byte(`\u`)) {
+		return true
+	}
+	for _, k := range keys {
+		if bytes.Contains(raw, []byte(k)) {
+			return true
+		}
+	}
+	return false
+}
+
+// decode decodes raw into a generic value; a value that does not decode names nothing and is
+// left to the provider to refuse.
+func decode(raw json.RawMessage) (any, bool) {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// fileRef returns the path, under path, of the first file v names by id: a string file_id,
+// or a non-empty file_ids list. The values of keys in skip (a tool call's own arguments, a
+// function's schema) are the client's own data and are not read.
+func fileRef(v any, path string, skip map[string]bool) string {
+	switch t := v.(type) {
+	case map[string]any:
+		if id, ok := t["file_id"].(string); ok && id != "" {
+			return path + ".file_id"
+		}
+		if ids, ok := t["file_ids"].([]any); ok && len(ids) > 0 {
+			return path + ".file_ids"
+		}
+		for k, e := range t {
+			if skip[k] {
+				continue
+			}
+			if p := fileRef(e, path+"."+k, skip); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if p := fileRef(e, path+"["+strconv.Itoa(i)+"]", skip); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// checkChatObjects refuses chat completion messages that name a file by id, or an audio
+// answer of an earlier turn by its id: the provider keeps that audio under its id for a
+// while, and Settle cannot tell whose it is. It is the gateway's busiest route, so messages
+// that cannot name either are not decoded again.
+func checkChatObjects(messages json.RawMessage) error {
+	if !mayName(messages, `file_id`, `audio`) {
+		return nil
+	}
+	v, ok := decode(messages)
+	if !ok {
+		return nil
+	}
+	if p := fileRef(v, "messages", nil); p != "" {
+		return fileRefusal(p)
+	}
+	list, _ := v.([]any)
+	for i, m := range list {
+		msg, _ := m.(map[string]any)
+		if audio, ok := msg["audio"].(map[string]any); ok && audio["id"] != nil {
+			return objectRefusal("messages[%d].audio.id names an audio answer the provider keeps by id, which Settle cannot tell as this tenant's own: send the assistant's words as its content instead.", i)
+		}
+	}
+	return nil
+}
+
+// checkResponsesTools refuses a stored prompt template and tools that would read an object
+// of the provider's account: a file_search over vector stores, a code_interpreter in an
+// existing container or with files by id, an image_generation mask given by file id. A
+// prompt template lives in the account, where Settle cannot tell whose it is, and it may
+// carry instructions, files and vector stores of its own.
+func checkResponsesTools(f map[string]json.RawMessage) error {
+	if v, ok := decode(f["prompt"]); ok && v != nil {
+		return objectRefusal("prompt names a prompt template stored in the provider's account, which Settle serves no route for and cannot tell as this tenant's own (a template may carry its own instructions, files and vector stores): send the instructions and input themselves.")
+	}
+	v, _ := decode(f["tools"])
+	tools, _ := v.([]any)
+	for i, e := range tools {
+		tool, _ := e.(map[string]any)
+		path := "tools[" + strconv.Itoa(i) + "]"
+		if ids, ok := tool["vector_store_ids"].([]any); ok && len(ids) > 0 {
+			return objectRefusal("%s.vector_store_ids names vector stores of the provider's account, and none is created through Settle, so none is this tenant's own: file_search cannot search them through Settle.", path)
+		}
+		if c, ok := tool["container"].(string); ok && c != "" {
+			return objectRefusal(`%s.container names a container of the provider's account by id, and none is created through Settle, so none is this tenant's own: ask for a new one with {"type":"auto"}.`, path)
+		}
+		if p := fileRef(tool, path, map[string]bool{"parameters": true}); p != "" {
+			return fileRefusal(p)
+		}
+	}
+	return nil
+}
+
+// itemRef is an item of a stored response that a Responses call names, and where.
+type itemRef struct{ path, id string }
+
+// checkResponsesInput refuses input that names a file by id, or an item of a stored response
+// that is not an output item of one of the tenant's own responses.
+func (x *exchange) checkResponsesInput(input json.RawMessage) error {
+	if !mayName(input, `id"`, `file_ids`) {
+		return nil
+	}
+	v, ok := decode(input)
+	if !ok {
+		return nil
+	}
+	if p := fileRef(v, "input", nil); p != "" {
+		return fileRefusal(p)
+	}
+	items, _ := v.([]any)
+	return x.checkItemRefs(itemRefs(items))
+}
+
+// itemRefs lists the items of stored responses that input items name: an item_reference, an
+// item given with its id (the provider reads the stored item of that id), and the MCP
+// approval request an approval answers.
+func itemRefs(items []any) []itemRef {
+	var refs []itemRef
+	for i, e := range items {
+		item, _ := e.(map[string]any)
+		path := "input[" + strconv.Itoa(i) + "]"
+		if id, ok := item["id"].(string); ok {
+			if item["type"] == "item_reference" {
+				refs = append(refs, itemRef{path + " (item_reference) id", id})
+			} else {
+				refs = append(refs, itemRef{path + ".id", id})
+			}
+		}
+		if id, ok := item["approval_request_id"].(string); ok {
+			refs = append(refs, itemRef{path + ".approval_request_id", id})
+		}
+	}
+	return refs
+}
+
+// checkItemRefs takes refs only when every one is an output item of one of the tenant's own
+// responses; the first that is not is refused, another tenant's as an unknown one.
+func (x *exchange) checkItemRefs(refs []itemRef) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if len(r.id) > ops.MaxRefBytes {
+			return objectRefusal("%s is over %d bytes: Settle takes no longer item id.", r.path, ops.MaxRefBytes)
+		}
+		ids = append(ids, r.id)
+	}
+	var found []string
+	if items, ok := x.g.cfg.Refs.(ResponseItems); ok {
+		var err error
+		if found, err = items.ResponseOutputItems(x.ctx, x.tenant.ID, ids); err != nil {
+			return fmt.Errorf("check the items a response names: %w", err)
+		}
+	}
+	own := make(map[string]bool, len(found))
+	for _, id := range found {
+		own[id] = true
+	}
+	for _, r := range refs {
+		if !own[r.id] {
+			return objectRefusal("%s %q names no output item of a response created through Settle with this tenant's tokens whose answer Settle keeps: send the item's content instead.", r.path, r.id)
+		}
+	}
+	return nil
+}
+
+// checkMessagesObjects refuses a Messages API request that names a file of Anthropic's Files
+// API (a document, image or container_upload source, any content block's file_id), an
+// existing code execution container, or a custom skill of the account for the container.
+// The input of a tool call is the client's own data and is not read.
+func checkMessagesObjects(f map[string]json.RawMessage) error {
+	skip := map[string]bool{"input": true}
+	for _, name := range []string{"system", "messages"} {
+		if !mayName(f[name], `file_id`) {
+			continue
+		}
+		if v, ok := decode(f[name]); ok {
+			if p := fileRef(v, name, skip); p != "" {
+				return fileRefusal(p)
+			}
+		}
+	}
+	v, _ := decode(f["container"])
+	switch c := v.(type) {
+	case string:
+		return objectRefusal("container names a code execution container of the provider's account by id, and none is created through Settle, so none is this tenant's own: leave container out to have a new one.")
+	case map[string]any:
+		if c["id"] != nil {
+			return objectRefusal("container.id names a code execution container of the provider's account, and none is created through Settle, so none is this tenant's own: leave the id out to have a new one.")
+		}
+		skills, _ := c["skills"].([]any)
+		for i, s := range skills {
+			if skill, _ := s.(map[string]any); skill["type"] != "anthropic" {
+				return objectRefusal("container.skills[%d] names a skill of the provider's account, and none is uploaded through Settle, so none is this tenant's own: only Anthropic's own skills (type anthropic) can be used through Settle.", i)
+			}
+		}
+	}
+	return nil
+}
