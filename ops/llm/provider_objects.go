@@ -197,7 +197,8 @@ func itemRefs(items []any) []itemRef {
 		item, _ := e.(map[string]any)
 		path := "input[" + strconv.Itoa(i) + "]"
 		if id, ok := item["id"].(string); ok {
-			if item["type"] == "item_reference" {
+			// An item_reference may leave its type out (the SDKs do): an id alone.
+			if item["type"] == "item_reference" || item["type"] == nil && item["role"] == nil {
 				refs = append(refs, itemRef{path + " (item_reference) id", id})
 			} else {
 				refs = append(refs, itemRef{path + ".id", id})
