@@ -65,7 +65,7 @@ func (x *exchange) checkProviderObjects() error {
 // mayName reports whether raw may hold one of keys, escaped or not: most requests name no
 // object, and this keeps them from being decoded a second time.
 func mayName(raw json.RawMessage, keys ...string) bool {
-	if bytes.Contains(raw, []byte(`\u`)) {
+	if asciiEscaped(raw) {
 		return true
 	}
 	for _, k := range keys {
@@ -74,6 +74,23 @@ func mayName(raw json.RawMessage, keys ...string) bool {
 		}
 	}
 	return false
+}
+
+// asciiEscaped reports whether raw holds a \u escape of an ASCII character (\u0020 to
+// \u007f), the only escape that could spell a key's letters. Text escaped as clients that
+// write only ASCII do (é as \u00e9, any other script above it) is not one, so such a
+// request is not decoded again for it.
+func asciiEscaped(raw []byte) bool {
+	for {
+		i := bytes.Index(raw, []byte(`\u00`))
+		if i < 0 || i+4 >= len(raw) {
+			return false
+		}
+		if c := raw[i+4]; c >= '2' && c <= '7' {
+			return true
+		}
+		raw = raw[i+4:]
+	}
 }
 
 // decode decodes raw into a generic value; a value that does not decode names nothing and is
