@@ -52,7 +52,7 @@ func (db *DB) ResponseOperation(ctx context.Context, tenantID int64, ref string)
 
 // responseItemsSQL reads which of @ids are output items of the tenant's responses through
 // Settle, from the answers it keeps (operations.result of a succeeded call of the Responses
-// API), on operations_response_items_idx (migration 00084): one index probe per id, whatever
+// API), on operations_response_items_idx (migration 00085): one index probe per id, whatever
 // the number of the tenant's calls. Item ids are the provider's, unique across its account,
 // so a probe finds a row or two, whose tenant is compared after (OFFSET 0 keeps the tenant
 // out of the probe, which would otherwise read every call of a small tenant instead).
