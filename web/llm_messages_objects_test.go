@@ -13,7 +13,7 @@ import (
 // Messages request can name what the account holds by id: a file of the Files API as a
 // document's or an image's source or a container upload, a code execution container, a
 // custom skill. Settle serves none of those, so none is any tenant's own (ops rule 12), and
-// a request naming one is answered 400 in Anthropic's error shape, naming the field, with
+// a request naming one, or giving such a field twice, is answered 400 in Anthropic's error shape, naming the field, with
 // nothing sent to Anthropic and the refused request recorded as the tenant's (ops rule 8).
 // The input of a tool call is the client's own data, whatever its keys.
 func TestMessagesRefuseTheAccountsObjects(t *testing.T) {
@@ -34,6 +34,7 @@ func TestMessagesRefuseTheAccountsObjects(t *testing.T) {
 		{withContainer(`"container_011CNha8iCJcU1wXNR6q4V8w"`), "container"},
 		{withContainer(`{"id":"container_011CNha8iCJcU1wXNR6q4V8w"}`), "container.id"},
 		{withContainer(`{"skills":[{"type":"custom","skill_id":"skill_01AbCdEf","version":"latest"}]}`), "container.skills"},
+		{`{"model":"claude-haiku-4-5","max_tokens":32,"container":"container_011CNha8iCJcU1wXNR6q4V8w","container":null,"messages":[{"role":"user","content":"run it"}]}`, "container is given twice"},
 	} {
 		resp, b := w.post(t, c.body, append(auth, "Idempotency-Key", "obj-"+strconv.Itoa(i))...)
 		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(string(b), `{"error":{`) ||
@@ -45,8 +46,8 @@ func TestMessagesRefuseTheAccountsObjects(t *testing.T) {
 	if n := len(w.fake.Requests()); n != 0 {
 		t.Fatalf("Anthropic was sent %d requests naming its account's objects", n)
 	}
-	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected'`); n != 7 {
-		t.Errorf("%d refused requests recorded, want 7", n)
+	if n := w.count(t, `SELECT count(*) FROM client_requests WHERE answer = 'rejected'`); n != 8 {
+		t.Errorf("%d refused requests recorded, want 8", n)
 	}
 	for i, body := range []string{
 		`{"model":"claude-haiku-4-5","max_tokens":32,"messages":[{"role":"user","content":"open it"},` +

@@ -317,7 +317,7 @@ func (x *exchange) check(r Request) (string, error) {
 	if x.req, err = parseRequest(x.api, body, r.Header); err != nil {
 		return "", err
 	}
-	if err := x.checkProviderObjects(); err != nil {
+	if err := x.checkProviderObjects(body); err != nil {
 		return "", err
 	}
 	if r.Header != nil && x.req.Stream {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -39,11 +40,22 @@ func fileRefusal(path string) error {
 	return objectRefusal("%s names a file of the provider's account by id, and no file is uploaded through Settle, so none is this tenant's own: send the file's content in the request instead.", path)
 }
 
-// checkProviderObjects refuses a request that names an object of the provider's account that
-// is not the tenant's own (see above), a previous response or conversation among them
-// (checkStoredContext). Any other error (the database could not be asked) is returned as it
-// is.
-func (x *exchange) checkProviderObjects() error {
+// objectFields are the fields, by route, where a request may name an object of the
+// provider's account.
+var objectFields = map[string][]string{
+	chatRoute:      {"messages"},
+	responsesRoute: {"input", "tools", "prompt", "conversation", "previous_response_id"},
+	MessagesRoute:  {"system", "messages", "container"},
+}
+
+// checkProviderObjects refuses a request (body) that names an object of the provider's
+// account that is not the tenant's own (see above), a previous response or conversation among
+// them (checkStoredContext), or that gives one of the fields naming them twice. Any other
+// error (the database could not be asked) is returned as it is.
+func (x *exchange) checkProviderObjects(body []byte) error {
+	if err := topLevelTwice(body, objectFields[x.api.route()]); err != nil {
+		return err
+	}
 	if err := x.checkStoredContext(); err != nil {
 		return err
 	}
@@ -93,14 +105,101 @@ func asciiEscaped(raw []byte) bool {
 	}
 }
 
-// decode decodes raw into a generic value; a value that does not decode names nothing and is
-// left to the provider to refuse.
-func decode(raw json.RawMessage) (any, bool) {
-	var v any
-	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
-		return nil, false
+// decode decodes raw, the value at path, into a generic value; a value that does not decode
+// names nothing and is left to the provider to refuse (nil, nil). A key given twice in one
+// object is refused: Settle reads its last value, and a provider that read the first would
+// be sent what Settle never checked.
+func decode(raw json.RawMessage, path string) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
 	}
-	return v, true
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	v, err := strictValue(dec, path)
+	var twice *givenTwice
+	if errors.As(err, &twice) {
+		return nil, objectRefusal("%s is given twice: send each field once.", twice.path)
+	}
+	if err != nil {
+		return nil, nil
+	}
+	return v, nil
+}
+
+// givenTwice is a key an object gives twice, at path.
+type givenTwice struct{ path string }
+
+func (g *givenTwice) Error() string { return g.path + " is given twice" }
+
+// strictValue reads the next JSON value of dec as json.Unmarshal does into an any, but fails
+// with givenTwice on an object that gives a key twice.
+func strictValue(dec *json.Decoder, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('['):
+		list := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := strictValue(dec, path+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, v)
+		}
+		_, err := dec.Token()
+		return list, err
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			key, _ := k.(string)
+			if _, ok := obj[key]; ok {
+				return nil, &givenTwice{path + "." + key}
+			}
+			if obj[key], err = strictValue(dec, path+"."+key); err != nil {
+				return nil, err
+			}
+		}
+		_, err := dec.Token()
+		return obj, err
+	}
+	return tok, nil
+}
+
+// topLevelTwice refuses a body that gives one of its fields twice, when it may give one of
+// names twice (or spell one with an escape): Settle checks the last value of a field, and a
+// provider that read the first would be sent what Settle never checked. Most bodies give
+// none of them twice and are not read again.
+func topLevelTwice(body []byte, names []string) error {
+	twice := asciiEscaped(body)
+	for _, n := range names {
+		twice = twice || bytes.Count(body, []byte(`"`+n+`"`)) > 1
+	}
+	if !twice {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		k, err := dec.Token()
+		key, _ := k.(string)
+		var skip json.RawMessage
+		if err != nil || dec.Decode(&skip) != nil {
+			return nil
+		}
+		if seen[key] {
+			return objectRefusal("%s is given twice: send each field once.", key)
+		}
+		seen[key] = true
+	}
+	return nil
 }
 
 // fileRef returns the path, under path, of the first file v names by id: a string file_id,
@@ -141,9 +240,9 @@ func checkChatObjects(messages json.RawMessage) error {
 	if !mayName(messages, `file_id`, `audio`) {
 		return nil
 	}
-	v, ok := decode(messages)
-	if !ok {
-		return nil
+	v, err := decode(messages, "messages")
+	if err != nil || v == nil {
+		return err
 	}
 	if p := fileRef(v, "messages", nil); p != "" {
 		return fileRefusal(p)
@@ -164,10 +263,13 @@ func checkChatObjects(messages json.RawMessage) error {
 // prompt template lives in the account, where Settle cannot tell whose it is, and it may
 // carry instructions, files and vector stores of its own.
 func checkResponsesTools(f map[string]json.RawMessage) error {
-	if v, ok := decode(f["prompt"]); ok && v != nil {
+	if raw, ok := f["prompt"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return objectRefusal("prompt names a prompt template stored in the provider's account, which Settle serves no route for and cannot tell as this tenant's own (a template may carry its own instructions, files and vector stores): send the instructions and input themselves.")
 	}
-	v, _ := decode(f["tools"])
+	v, err := decode(f["tools"], "tools")
+	if err != nil {
+		return err
+	}
 	tools, _ := v.([]any)
 	for i, e := range tools {
 		tool, _ := e.(map[string]any)
@@ -194,9 +296,9 @@ func (x *exchange) checkResponsesInput(input json.RawMessage) error {
 	if !mayName(input, `id"`, `file_ids`) {
 		return nil
 	}
-	v, ok := decode(input)
-	if !ok {
-		return nil
+	v, err := decode(input, "input")
+	if err != nil || v == nil {
+		return err
 	}
 	if p := fileRef(v, "input", nil); p != "" {
 		return fileRefusal(p)
@@ -270,13 +372,18 @@ func checkMessagesObjects(f map[string]json.RawMessage) error {
 		if !mayName(f[name], `file_id`) {
 			continue
 		}
-		if v, ok := decode(f[name]); ok {
-			if p := fileRef(v, name, skip); p != "" {
-				return fileRefusal(p)
-			}
+		v, err := decode(f[name], name)
+		if err != nil {
+			return err
+		}
+		if p := fileRef(v, name, skip); p != "" {
+			return fileRefusal(p)
 		}
 	}
-	v, _ := decode(f["container"])
+	v, err := decode(f["container"], "container")
+	if err != nil {
+		return err
+	}
 	switch c := v.(type) {
 	case string:
 		return objectRefusal("container names a code execution container of the provider's account by id, and none is created through Settle, so none is this tenant's own: leave container out to have a new one.")

@@ -129,3 +129,23 @@ func TestItemReferencesAreTheTenantsOwn(t *testing.T) {
 		t.Fatalf("shop's own item references: %d generations, want 2", n-sent)
 	}
 }
+
+// TestAFieldGivenTwiceIsRefused: Settle checks the last value of a key given twice in one
+// object, as encoding/json reads it; a provider that read the first would be sent another
+// tenant's object that Settle never checked (ops rule 12). A request that gives a field
+// naming such objects twice, at the top or inside, is refused before anything is sent,
+// naming the field, and recorded (ops rule 8).
+func TestAFieldGivenTwiceIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newGatewayWorld(t, gatewaySetup{})
+	for i, c := range []struct{ route, body, field string }{
+		{"/v1/chat/completions", `{"model":"fake-small","max_tokens":24,"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-0123456789abcdef"}}]}],"messages":[{"role":"user","content":"hi"}]}`, "messages"},
+		{"/v1/chat/completions", `{"model":"fake-small","max_tokens":24,"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-0123456789abcdef","file_id":null}}]}]}`, "messages[0].content[0].file.file_id"},
+		{"/v1/responses", `{"model":"fake-small","max_output_tokens":24,"input":"hi","conversation":"conv_0123456789abcdef","conversation":null}`, "conversation"},
+		{"/v1/responses", `{"model":"fake-small","max_output_tokens":24,"input":"hi","prompt":{"id":"pmpt_0123456789abcdef"},"prompt":null}`, "prompt"},
+		{"/v1/responses", `{"model":"fake-small","max_output_tokens":24,"input":"run it","tools":[{"type":"code_interpreter","container":"cntr_0123456789abcdef","container":{"type":"auto"}}]}`, "tools[0].container"},
+		{"/v1/responses", `{"model":"fake-small","max_output_tokens":24,"input":[{"type":"item_reference","id":"msg_0123456789abcdef","id":null},{"role":"user","content":"and then?"}]}`, "input[0].id"},
+	} {
+		w.refusedNamed(t, c.route, "bank", "twice-"+strconv.Itoa(i), c.body, c.field+" is given twice")
+	}
+}
