@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -35,9 +36,24 @@ func objectRefusal(format string, args ...any) error {
 	return &ops.Error{Code: ops.EINVALID, Reason: ReasonInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }
 
+// maxPath bounds a path a refusal names: its keys are the client's, of any length.
+const maxPath = 200
+
+// clip is path cut to maxPath bytes, on a character's boundary.
+func clip(path string) string {
+	if len(path) <= maxPath {
+		return path
+	}
+	cut := maxPath
+	for cut > 0 && !utf8.RuneStart(path[cut]) {
+		cut--
+	}
+	return path[:cut] + "…"
+}
+
 // fileRefusal refuses a file named by id at path.
 func fileRefusal(path string) error {
-	return objectRefusal("%s names a file of the provider's account by id, and no file is uploaded through Settle, so none is this tenant's own: send the file's content in the request instead.", path)
+	return objectRefusal("%s names a file of the provider's account by id, and no file is uploaded through Settle, so none is this tenant's own: send the file's content in the request instead.", clip(path))
 }
 
 // objectFields are the fields, by route, where a request may name an object of the
@@ -117,7 +133,7 @@ func decode(raw json.RawMessage, path string) (any, error) {
 	v, err := strictValue(dec, path)
 	var twice *givenTwice
 	if errors.As(err, &twice) {
-		return nil, objectRefusal("%s is given twice: send each field once.", twice.path)
+		return nil, objectRefusal("%s is given twice: send each field once.", clip(twice.path))
 	}
 	if err != nil {
 		return nil, nil
@@ -195,7 +211,7 @@ func topLevelTwice(body []byte, names []string) error {
 			return nil
 		}
 		if seen[key] {
-			return objectRefusal("%s is given twice: send each field once.", key)
+			return objectRefusal("%s is given twice: send each field once.", clip(key))
 		}
 		seen[key] = true
 	}
