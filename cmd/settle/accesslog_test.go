@@ -46,7 +46,7 @@ func TestAccessLogIsWrittenInBatches(t *testing.T) {
 	defer cancel()
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, []string{"serve", "--addr", addr}, env(vars), strings.NewReader(""), &bytes.Buffer{}, &stderr)
+		done <- Main(ctx, []string{"serve", "--addr", addr}, envList(vars), strings.NewReader(""), &bytes.Buffer{}, &stderr)
 	}()
 	base := "http://" + addr
 	for i := 0; ; i++ {

@@ -65,7 +65,7 @@ func TestDemoRefusesAFolderThatIsNotACluster(t *testing.T) {
 	defer cancel()
 	args := []string{"demo", "--dir", dir, "--history", "0d", "--addr", "127.0.0.1:0"}
 	var stdout, stderr bytes.Buffer
-	code := Main(ctx, args, env(nil), strings.NewReader(""), &stdout, &stderr)
+	code := Main(ctx, args, envList(nil), strings.NewReader(""), &stdout, &stderr)
 	refusedInOneLine(t, args, code, stdout.String(), stderr.String(), "--dir")
 	after, err := os.Stat(dir)
 	if err != nil {

@@ -24,7 +24,7 @@ func serveFake(t *testing.T, args []string, path string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(ctx, append(args, "--addr", addr, "--latency", "0s"), env(nil), strings.NewReader(""), io.Discard, io.Discard)
+		done <- Main(ctx, append(args, "--addr", addr, "--latency", "0s"), envList(nil), strings.NewReader(""), io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -26,7 +26,7 @@ func TestFakeDurationsMustMakeSense(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		var stdout, stderr bytes.Buffer
-		code := Main(ctx, tc.args, env(nil), strings.NewReader(""), &stdout, &stderr)
+		code := Main(ctx, tc.args, envList(nil), strings.NewReader(""), &stdout, &stderr)
 		cancel()
 		refusedInOneLine(t, tc.args, code, stdout.String(), stderr.String(), tc.want)
 	}

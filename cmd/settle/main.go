@@ -23,7 +23,7 @@ import (
 func main() {
 	tuneGC(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Main(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	code := Main(ctx, os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -60,10 +60,11 @@ func tuneGC(e environ) {
 	}
 }
 
-// Main runs one command line and returns the process exit status: 0 on success, 1 when the
-// command failed, 2 for a mistake on the command line or in the configuration. Errors are
-// printed to stderr as one line starting with "settle: ".
-func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Main runs one command line in the environment env ("NAME=value" lines, as os.Environ
+// gives them) and returns the process exit status: 0 on success, 1 when the command failed,
+// 2 for a mistake on the command line or in the configuration. Errors are printed to stderr
+// as one line starting with "settle: ".
+func Main(ctx context.Context, args []string, env []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
 		fmt.Fprint(stdout, usage())
 		return 0
@@ -73,7 +74,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		fmt.Fprintln(stderr, "settle: find the working folder:", err)
 		return 1
 	}
-	cfg, err := LoadConfig(args, getenv, wd)
+	// The names first: a misspelt variable also explains the refusal of a value it left unset.
+	err = checkVariableNames(env)
+	var cfg Config
+	if err == nil {
+		cfg, err = LoadConfig(args, lookup(env), wd)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usage())
 		return 0

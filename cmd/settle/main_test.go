@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,11 +30,21 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
+// envList is vars as os.Environ gives them, in the order of their names.
+func envList(vars map[string]string) []string {
+	var out []string
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // run runs the command line like the binary does and returns its exit status and output.
 func run(t *testing.T, args []string, vars map[string]string, stdin string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = Main(context.Background(), args, env(vars), strings.NewReader(stdin), &out, &errOut)
+	code = Main(context.Background(), args, envList(vars), strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()
 }
 
@@ -300,7 +311,7 @@ func TestFakeStripeCommandServesAndRefusesBadFaults(t *testing.T) {
 	done := make(chan int, 1)
 	var out bytes.Buffer
 	go func() {
-		done <- Main(ctx, []string{"fake", "stripe", "--addr", addr}, env(nil), strings.NewReader(""), &out, io.Discard)
+		done <- Main(ctx, []string{"fake", "stripe", "--addr", addr}, envList(nil), strings.NewReader(""), &out, io.Discard)
 	}()
 	var resp *http.Response
 	for i := 0; i < 100; i++ {
