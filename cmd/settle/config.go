@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,8 +185,8 @@ func LoadConfig(args []string, getenv func(string) string, workDir string) (Conf
 		return cfg, err
 	}
 	if needAddr {
-		if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
-			return cfg, usagef("%s: address %q is not host:port, e.g. 127.0.0.1:8080", cfg.Command, cfg.Addr)
+		if err := checkListenAddr(cfg.Command, cfg.Addr); err != nil {
+			return cfg, err
 		}
 	}
 	if err := checkCommandFlags(&cfg, e); err != nil {
@@ -375,7 +374,7 @@ func loadServeEnv(cfg *Config, e environ) error {
 		return err
 	}
 	var err error
-	if cfg.ShutdownTimeout, err = e.duration(envShutdownTimeout, cfg.Stripe.Deadline+shutdownMargin); err != nil {
+	if cfg.ShutdownTimeout, err = shutdownTimeoutEnv(e, cfg.Stripe.Deadline); err != nil {
 		return err
 	}
 	cfg.OutboxURL = e.get(envOutboxURL)

@@ -14,6 +14,13 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 )
 
+// maxApprovalTTL is the longest a proposed close may wait for its second person. A week
+// covers a weekend and a holiday with an on-call rotation to spare; a proposal older than
+// that was made on evidence that may no longer hold, and a longer lifetime widens the
+// window in which ops rule 13 looks for the admin who created either person's account.
+// A value far beyond it is a slip (2400h for 24h).
+const maxApprovalTTL = 7 * 24 * time.Hour
+
 // loadApprovalsEnv reads the global four-eyes policy (ops rule 13): SETTLE_APPROVAL_MIN_CENTS
 // (unset or off: no threshold), SETTLE_APPROVAL_NOT_EXECUTED (on or off) and
 // SETTLE_APPROVAL_TTL. Each tenant's own settings ('settle tenant approvals') override the
@@ -42,6 +49,9 @@ func loadApprovalsEnv(e environ) (ops.ApprovalPolicy, error) {
 	}
 	if ttl < time.Minute {
 		return p, usagef("%s=%s is shorter than a minute: nobody could approve a proposal in time", envApprovalTTL.Name, ttl)
+	}
+	if ttl > maxApprovalTTL {
+		return p, usagef("%s=%s is longer than a week: a proposal still open then was made by an earlier on-call rotation, on evidence that may no longer hold", envApprovalTTL.Name, ttl)
 	}
 	p.TTL = ttl
 	return p, nil

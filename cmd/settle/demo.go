@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -77,6 +78,28 @@ func demoCmd(ctx context.Context, cfg Config, logger *slog.Logger, stdout, stder
 	go traffic.Run(ctx)
 	demo.PrintBanner(stdout, p.URL(), token, cluster.Dir)
 	return p.Wait(ctx)
+}
+
+// checkListenAddr refuses a listen address of command that is not host:port, or, for the
+// demo, not on loopback.
+func checkListenAddr(command, addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return usagef("%s: address %q is not host:port, e.g. 127.0.0.1:8080", command, addr)
+	}
+	if command == "demo" {
+		return checkDemoAddr(addr)
+	}
+	return nil
+}
+
+// checkDemoAddr refuses a listen address other than loopback: the demo's logins and
+// password are published in the README, so on any other address its dashboard, admin
+// included, is anyone's on the network. An empty host listens on every interface.
+func checkDemoAddr(addr string) error {
+	if host, _, _ := net.SplitHostPort(addr); !loopback(host) {
+		return usagef("demo: address %q is not a loopback address, and the demo's logins are public; use 127.0.0.1:PORT or localhost:PORT", addr)
+	}
+	return nil
 }
 
 // checkDemoDir refuses a --dir that holds files but no Postgres cluster: the cluster's

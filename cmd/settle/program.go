@@ -31,6 +31,22 @@ import (
 	"github.com/settle-dev/settle/web"
 )
 
+// maxShutdownTimeout is the longest SETTLE_SHUTDOWN_TIMEOUT: the longest work in hand, an
+// LLM call at its default deadline of 10 minutes, with room to record it. A longer wait
+// finishes nothing the reaper would not resume after it, and holds the rollout or the node
+// drain waiting on the process; a value far beyond it is a slip (35h for 35s).
+const maxShutdownTimeout = 15 * time.Minute
+
+// shutdownTimeoutEnv reads SETTLE_SHUTDOWN_TIMEOUT: by default the refund deadline plus
+// shutdownMargin, at most maxShutdownTimeout.
+func shutdownTimeoutEnv(e environ, refundDeadline time.Duration) (time.Duration, error) {
+	d, err := e.duration(envShutdownTimeout, refundDeadline+shutdownMargin)
+	if err == nil && d > maxShutdownTimeout {
+		err = usagef("%s=%s is longer than 15 minutes: no call Settle runs needs that long, and what is left is resumed by the reaper", envShutdownTimeout.Name, d)
+	}
+	return d, err
+}
+
 // shutdownMargin is what the default shutdown timeout adds to the refund deadline: time to
 // record a refund Stripe answered at the last moment and write its answer.
 const shutdownMargin = 10 * time.Second

@@ -77,7 +77,9 @@ var (
 		Short: "on: every close as not executed needs a second person",
 		Doc:   "`on`: every close as not executed needs a second person, whatever the amount; per tenant too"})
 	envApprovalTTL = define(sectionDashboard, setting{Name: "SETTLE_APPROVAL_TTL", Commands: []string{"serve", "demo"},
-		Default: "`24h`", Parses: "a Go duration, at least `1m`",
+		Default: "`24h`", Parses: "a Go duration, from `1m` to `168h` (a week)",
 		Short: "how long a proposed close may be approved",
-		Doc:   "how long a proposed close may be approved; after it, it reads as expired and can only be proposed again"})
+		Doc: "how long a proposed close may be approved; after it, it reads as expired and can only be proposed again. More " +
+			"than a week is refused: a proposal older than an on-call rotation rests on evidence that may no longer hold " +
+			"(`TestApprovalTTLHasAnUpperLimit` (`cmd/settle/settings_limits_test.go`))"})
 )

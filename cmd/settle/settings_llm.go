@@ -110,9 +110,10 @@ var (
 		Short: "true resends a job whose generation may have been billed; false: it waits in Unknown",
 		Doc:   "`false` (batch): a job whose generation may have been billed waits in Unknown; `true`: resend, counted as a possible duplicate"})
 	envJobMaxAttempts = define(sectionJobs, setting{Name: "SETTLE_JOB_MAX_ATTEMPTS", Commands: []string{"server commands"},
-		Default: "`3`", Parses: "a positive whole number",
-		Short: "sends per job",
-		Doc:   "sends per job"})
+		Default: "`3`", Parses: "a whole number from `1` to `6`",
+		Short: "sends per job, at most an operation's 6 attempts",
+		Doc: "sends per job; a job's generation is one operation, which makes at most 6 attempts (ops rule 4), so " +
+			"more is refused (`TestJobMaxAttemptsFitsTheOperationsAttempts` (`cmd/settle/settings_limits_test.go`))"})
 	envJobDeadline = define(sectionJobs, setting{Name: "SETTLE_JOB_DEADLINE", Commands: []string{"server commands"},
 		Default: "`1h`", Parses: "a positive Go duration",
 		Short: "a job's total deadline",

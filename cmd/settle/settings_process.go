@@ -15,9 +15,10 @@ var (
 			"their own (at most 4 more connections per process); `transaction` skips the probe and sends every statement unnamed, for a pooler " +
 			"in transaction mode the probe might not recognise"})
 	envAddr = define(sectionProcess, setting{Name: "SETTLE_ADDR", Flag: "--addr", Commands: []string{"serve", "demo"},
-		Default: "`127.0.0.1:8080`", Parses: "`host:port`",
-		Short: "listen address of serve and demo",
-		Doc:   "listen address of `serve` and `demo`"})
+		Default: "`127.0.0.1:8080`", Parses: "`host:port`; a loopback host for `demo`",
+		Short: "listen address of serve and demo (demo: loopback only)",
+		Doc: "listen address of `serve` and `demo`; `demo`, whose logins are published, refuses any but a loopback address " +
+			"(`TestDemoRefusesAnAddressBeyondLoopback` (`cmd/settle/settings_limits_test.go`))"})
 	_ = define(sectionProcess, setting{Flag: "serve --migrate", Commands: []string{"serve"},
 		Default: "off", Parses: "a flag",
 		Doc: "apply pending migrations; without it `serve` refuses an old schema"})
@@ -83,12 +84,14 @@ var (
 			"database or the CPU cannot keep up, while most requests in flight only wait on a provider. A healthy replica's " +
 			"writes wait a few milliseconds; the default sheds before every admitted call waits seconds. `0` or `off`: no limit"})
 	envShutdownTimeout = define(sectionProcess, setting{Name: "SETTLE_SHUTDOWN_TIMEOUT", Commands: []string{"server commands"},
-		Default: "`SETTLE_REFUND_DEADLINE` + `10s` (`35s`)", Parses: "a positive Go duration",
+		Default: "`SETTLE_REFUND_DEADLINE` + `10s` (`35s`)", Parses: "a positive Go duration, at most `15m`",
 		Short: "how long serve and demo wait after SIGTERM for work in flight",
 		Doc: "how long `serve` and `demo` wait after SIGTERM or Ctrl-C: new connections are refused at once, background services start " +
 			"no new work, and requests in flight and the services' work in hand (a refund or a reaper's resend waiting on Stripe, a job's " +
 			"generation) finish and are recorded before the database closes; what still runs then is left to the reaper, as after a crash. " +
-			"Give the process manager's grace period (Kubernetes' `terminationGracePeriodSeconds`, 30 s by default) more than this"})
+			"Give the process manager's grace period (Kubernetes' `terminationGracePeriodSeconds`, 30 s by default) more than this. " +
+			"More than 15 minutes is refused: the longest call, an LLM call at its default deadline, fits in it, and a longer wait " +
+			"finishes nothing the reaper would not (`TestShutdownTimeoutHasAnUpperLimit` (`cmd/settle/settings_limits_test.go`))"})
 	envWorkerID = define(sectionProcess, setting{Name: "SETTLE_WORKER_ID", Commands: []string{"server commands"},
 		Default: "*hostname*-*pid*", Parses: "text",
 		Short: "this process's name in leases and the audit log",

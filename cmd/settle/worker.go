@@ -65,6 +65,11 @@ func loadJobsEnv(e environ) (JobsConfig, error) {
 		if c.MaxAttempts, err = strconv.Atoi(v); err != nil || c.MaxAttempts < 1 {
 			return c, usagef("%s=%q is not a positive number", envJobMaxAttempts.Name, v)
 		}
+		// A job's generation is one operation, which the ledger stops at its attempts
+		// (ops rule 4): a larger budget would be cut there without a word.
+		if most := ops.DefaultLimits.AttemptsPerOperation; c.MaxAttempts > most {
+			return c, usagef("%s=%q is more than the %d attempts an operation may make", envJobMaxAttempts.Name, v, most)
+		}
 	}
 	if c.Deadline, err = e.duration(envJobDeadline, time.Hour); err != nil {
 		return c, err
