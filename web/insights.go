@@ -105,8 +105,10 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	}
 	// Whole buckets, the current one included: the last point fills up as time goes on.
 	now := s.Clock.Now().UTC()
+	// The range starts where the reconciliation table's does (rangeFrom), so the rates are
+	// those of its counts.
 	to := now.Truncate(spec.bucket).Add(spec.bucket)
-	f := recon.MetricsFilter{Window: recon.Window{From: to.Add(-spec.span), To: to}, Bucket: spec.bucket,
+	f := recon.MetricsFilter{Window: recon.Window{From: rangeFrom(spec.value, now, spec.bucket), To: to}, Bucket: spec.bucket,
 		Kind: ops.Kind(form.Kind), Provider: form.Provider, API: form.API}
 	if f.TenantID, err = checkGroupFilter(tenants, form.Tenant, f.Kind, f.Provider); err != nil {
 		s.Error(w, r, err)

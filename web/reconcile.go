@@ -146,7 +146,7 @@ func (s *Server) parseReconQuery(ctx context.Context, q url.Values) (reconQuery,
 	// Whole windows, the current one included: the last row fills up as time goes on.
 	now := s.Clock.Now().UTC()
 	f := recon.MetricsFilter{Bucket: width, Kind: ops.Kind(form.Kind), Provider: form.Provider, API: form.API,
-		Window: recon.Window{From: now.Add(-span).Truncate(width), To: now.Truncate(width).Add(width)}}
+		Window: recon.Window{From: rangeFrom(form.Range, now, width), To: now.Truncate(width).Add(width)}}
 	if f.TenantID, err = checkGroupFilter(tenants, form.Tenant, f.Kind, f.Provider); err != nil {
 		return out, err
 	}
