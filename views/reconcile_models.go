@@ -91,6 +91,10 @@ type ReconDrillPage struct {
 	Rows    []ReconDrillRow
 	// Truncated says the list stops at its limit.
 	Truncated bool
+	// Gap says how the table's figure differs from the rows listed, when it does: rows the
+	// retention removed are still counted, and rows recorded since the rollups' last run are
+	// not yet.
+	Gap string
 }
 
 // ReconDrillRow is one client request, operation, attempt or charge.
