@@ -226,7 +226,7 @@ type moneyKey struct {
 }
 
 // moneyFamily splits the money charts by what the money paid for: refunds in their own
-// currencies, and LLM generations, whose costs are in USD.
+// currencies, and LLM generations, whose costs are in their price table's currency.
 type moneyFamily int
 
 // The families, in the order the charts show them.

@@ -14,9 +14,10 @@ import (
 )
 
 // The money of an operation in micro-units of its currency: refunds are in cents, LLM calls
-// carry their cost in micro-dollars.
+// carry their cost in micro-units of the price table's currency, which their usage record
+// names (llmCurrency).
 const (
-	opCurrency = `CASE WHEN o.kind = 'refund' THEN o.currency ELSE coalesce(nullif(o.currency, ''), 'usd') END`
+	opCurrency = `CASE WHEN o.kind = 'refund' THEN o.currency ELSE ` + llmCurrency + ` END`
 	opMicros   = `CASE WHEN o.kind = 'refund' THEN o.amount_cents * 10000 ELSE o.cost_micros END`
 )
 
@@ -47,7 +48,7 @@ const opFilter = `(@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.ki
 // numbers the charges of one operation; n > 1 is a double charge. micros is the charge's
 // money in micro-units of its currency; a generation an LLM lookup found carries no amount
 // of its own (a stored completion has no price on it), so it costs what its operation's
-// stored generation cost, in USD, as the last half counts it. The charges of the window's
+// stored generation cost, in its price table's currency (llmCurrency), as the last half counts it. The charges of the window's
 // operations (ch, by operations_created_idx and provider_charges_operation_idx) are
 // numbered only where an operation has more than one (multi): nearly every operation has
 // one charge or none, and numbering them all sorted every charge of the window by its
@@ -57,7 +58,7 @@ const opFilter = `(@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.ki
 // as a join on statistics older than the window it looped over multi once per charge.
 const chargesCTE = `ch AS MATERIALIZED (
 	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, o.api,
-		CASE WHEN ` + llmUnpriced + ` THEN 'usd' ELSE pc.currency END AS currency, pc.amount_cents,
+		CASE WHEN ` + llmUnpriced + ` THEN ` + llmCurrency + ` ELSE pc.currency END AS currency, pc.amount_cents,
 		CASE WHEN ` + llmUnpriced + ` THEN o.cost_micros ELSE pc.amount_cents * 10000 END AS micros,
 		pc.charge_ref, pc.status, pc.operation_id, pc.charged_at, pc.id
 	FROM operations o JOIN provider_charges pc ON pc.operation_id = o.id
@@ -79,12 +80,18 @@ const chargesCTE = `ch AS MATERIALIZED (
 	WHERE pc.operation_id IS NULL AND pc.charged_at >= @from AND pc.charged_at < @to AND pc.status IN ` + pg.ChargedStatuses + `
 		AND (@tenant = 0 OR pc.tenant_id = @tenant) AND @kind = '' AND (@provider = '' OR pc.provider = @provider) AND @api = ''
 	UNION ALL
-	SELECT o.created_at, o.tenant_id, o.kind, o.provider, o.api, 'usd', 0, o.cost_micros,
+	SELECT o.created_at, o.tenant_id, o.kind, o.provider, o.api, ` + llmCurrency + `, 0, o.cost_micros,
 		e.ref || '#' || g.n, 'succeeded', o.id, g.n + 1
 	FROM recon_exceptions e JOIN operations o ON o.id = e.operation_id
 		CROSS JOIN LATERAL generate_series(1, ` + pg.ExtraGenerations + `) AS g(n)
 	WHERE ` + pg.DoubleGenerations + ` AND o.created_at >= @from AND o.created_at < @to AND ` + opFilter + `
 )`
+
+// llmCurrency is the currency of LLM operation o's cost: the price table's, which the
+// usage record of the call names; dollars, the table's default, where it names none (a
+// call without a known cost, or recorded before the record named it). Reading it as
+// dollars whatever the table said would add euros to dollars (ops rule 12).
+const llmCurrency = `coalesce(nullif(o.currency, ''), nullif(o.usage->>'currency', ''), 'usd')`
 
 // llmUnpriced says a charge pc of operation o is a generation found at an LLM provider,
 // recorded without an amount.
@@ -256,7 +263,7 @@ func (c *countRow) addTo(rows metricsRows) error {
 // lets run only for a row that w does not hold, and none for a row of no operation; the
 // planner cannot tell how few those are, and as a join it scanned every operation.
 func opByID(row string) string {
-	return `SELECT o.tenant_id, o.kind, o.provider, o.api, o.currency, o.amount_cents, o.cost_micros
+	return `SELECT o.tenant_id, o.kind, o.provider, o.api, o.currency, o.amount_cents, o.cost_micros, o.usage
 		FROM operations o WHERE o.id = ` + row + `.operation_id AND w.id IS NULL LIMIT 1`
 }
 
