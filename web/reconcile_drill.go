@@ -41,7 +41,8 @@ func (s *Server) handleReconcileDrill(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	title := fmt.Sprintf("%s · %s · %s · %s · %s", measureTitles[f.Measure], windowLabel(at, width), tenantLabel(tenant, names),
+	// The window is a UTC hour or day, whatever the reader's zone: the heading says so.
+	title := fmt.Sprintf("%s · %s UTC · %s · %s · %s", measureTitles[f.Measure], windowLabel(at, width), tenantLabel(tenant, names),
 		orDash(string(f.Kind)), orDash(f.Provider))
 	if f.API != "" {
 		title += " · " + f.API
