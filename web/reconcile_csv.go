@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +13,8 @@ import (
 )
 
 // handleReconcileCSV exports the same rows as the page, one per window, tenant, kind,
-// provider and API, with plain numbers for spreadsheets.
+// provider and API, with plain numbers for spreadsheets: money saved and lost in a column
+// per currency that the rows hold (moneyColumns), never two currencies in one cell.
 func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
 	q, rows, err := s.reconReport(r)
 	if err != nil {
@@ -28,7 +30,13 @@ func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
 	for _, c := range reconColumns {
 		head = append(head, csvColumn(c.m))
 	}
-	head = append(head, "difference", "saved", "lost")
+	head = append(head, "difference")
+	currencies := moneyCurrencies(rows)
+	for _, kind := range []string{"saved", "lost"} {
+		for _, c := range currencies {
+			head = append(head, moneyColumn(kind, c))
+		}
+	}
 	_ = cw.Write(head)
 	for _, row := range rows {
 		rec := []string{row.Bucket.UTC().Format(time.RFC3339), csvSafe(tenantLabel(row.TenantID, q.names)), string(row.Kind), csvSafe(row.Provider),
@@ -36,7 +44,12 @@ func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
 		for _, c := range reconColumns {
 			rec = append(rec, strconv.FormatInt(c.value(row), 10))
 		}
-		rec = append(rec, strconv.FormatInt(row.Difference(), 10), formatMoney(row.Saved), formatMoney(row.Lost))
+		rec = append(rec, strconv.FormatInt(row.Difference(), 10))
+		for _, m := range []recon.Money{row.Saved, row.Lost} {
+			for _, c := range currencies {
+				rec = append(rec, plainAmount(m[c]))
+			}
+		}
 		_ = cw.Write(rec)
 	}
 	cw.Flush()
@@ -58,4 +71,49 @@ func csvColumn(m recon.Measure) string {
 		return "attempts_sent"
 	}
 	return string(m)
+}
+
+// moneyCurrencies lists, in order, the currencies of the money the rows saved or lost, each
+// once, as the rows name them.
+func moneyCurrencies(rows []recon.MetricsRow) []string {
+	seen := map[string]bool{}
+	for _, row := range rows {
+		for _, m := range []recon.Money{row.Saved, row.Lost} {
+			for c := range m {
+				seen[c] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// moneyColumn is the name of the column of money of kind (saved, lost) in currency c: the
+// code in lower case, any character but a letter or digit written as "_", so that a code
+// from a provider names a column and nothing else.
+func moneyColumn(kind, c string) string {
+	return kind + "_" + strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(c))
+}
+
+// plainAmount writes micros, millionths of a currency's unit, as a number a spreadsheet
+// reads: the units, a point and at least two decimals, as many as the amount has up to six.
+func plainAmount(micros int64) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	frac := strings.TrimRight(fmt.Sprintf("%06d", micros%1_000_000), "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	return sign + strconv.FormatInt(micros/1_000_000, 10) + "." + frac
 }
