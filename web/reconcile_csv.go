@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/recon"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) handleReconcileCSV(w http.ResponseWriter, r *http.Request) {
 		rec = append(rec, strconv.FormatInt(row.Difference(), 10))
 		for _, m := range []recon.Money{row.Saved, row.Lost} {
 			for _, c := range currencies {
-				rec = append(rec, plainAmount(m[c]))
+				rec = append(rec, plainAmount(m[c], c))
 			}
 		}
 		_ = cw.Write(rec)
@@ -104,16 +105,28 @@ func moneyColumn(kind, c string) string {
 	}, strings.ToLower(c))
 }
 
-// plainAmount writes micros, millionths of a currency's unit, as a number a spreadsheet
-// reads: the units, a point and at least two decimals, as many as the amount has up to six.
-func plainAmount(micros int64) string {
+// plainAmount writes micros (ops.MicrosPerMinor to the currency's minor unit) as a number a
+// spreadsheet reads, in the currency's major unit: the whole units, then as many decimals as
+// the currency has minor units, more only where the amount has them (an LLM call costs
+// fractions of a cent).
+func plainAmount(micros int64, currency string) string {
 	sign := ""
 	if micros < 0 {
 		sign, micros = "-", -micros
 	}
-	frac := strings.TrimRight(fmt.Sprintf("%06d", micros%1_000_000), "0")
-	for len(frac) < 2 {
+	d := ops.MinorUnits(currency)
+	scale := int64(ops.MicrosPerMinor)
+	for range d {
+		scale *= 10
+	}
+	digits := len(strconv.FormatInt(scale, 10)) - 1
+	frac := strings.TrimRight(fmt.Sprintf("%0*d", digits, micros%scale), "0")
+	for len(frac) < d {
 		frac += "0"
 	}
-	return sign + strconv.FormatInt(micros/1_000_000, 10) + "." + frac
+	whole := sign + strconv.FormatInt(micros/scale, 10)
+	if frac == "" {
+		return whole
+	}
+	return whole + "." + frac
 }
