@@ -15,6 +15,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/views"
 )
 
@@ -294,14 +295,14 @@ func queueRow(spec ops.KindSpec, o *ops.Operation, tenant string, now time.Time)
 	return row
 }
 
-// generationCost is the cost an LLM operation recorded, in the price table's dollars. An
+// generationCost is the cost an LLM operation recorded, in its price table's currency. An
 // open one that recorded none says so rather than show a zero the provider may not have
 // billed (ops rule 12).
 func generationCost(o *ops.Operation) string {
 	if o.CostMicros == 0 && !o.Status.Final() {
 		return "none recorded"
 	}
-	return ops.FormatMicros(o.CostMicros, "usd")
+	return ops.FormatMicros(o.CostMicros, llm.CostCurrency(o))
 }
 
 // formatAge keeps two units at most: on-call people compare ages, they do not add them.

@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/settle-dev/settle/ops"
 )
 
 //go:embed prices.json
@@ -142,4 +144,18 @@ func (t *PriceTable) Cost(model string, u Usage) (micros int64, known bool) {
 		return 0, false
 	}
 	return int64(math.Round(c)), true
+}
+
+// CostCurrency is the currency op's recorded cost is in: the price table's that priced it,
+// which the usage record names, or dollars, the table's default, where it names none (no
+// cost known, or recorded before the record named it). A page that showed every cost as
+// dollars would say more than Settle knows of a table in euros (ops rule 12).
+func CostCurrency(op *ops.Operation) string {
+	var rec struct {
+		Currency string `json:"currency"`
+	}
+	if len(op.Usage) > 0 && json.Unmarshal(op.Usage, &rec) == nil && rec.Currency != "" {
+		return rec.Currency
+	}
+	return "usd"
 }
