@@ -1,14 +1,11 @@
 package web_test
 
 import (
-	"context"
-	"encoding/csv"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
-	"github.com/settle-dev/settle/ops/desk"
 )
 
 // TestTheExportKeepsEachCurrencysMoneyInAColumnOfItsOwn: ops rule 12 lets no answer add
@@ -19,11 +16,7 @@ import (
 func TestTheExportKeepsEachCurrencysMoneyInAColumnOfItsOwn(t *testing.T) {
 	t.Parallel()
 	e := newReconEnv(t)
-	ctx := context.Background()
-	var tenant int64
-	if err := e.db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&tenant); err != nil {
-		t.Fatal(err)
-	}
+	tenant := shopTenant(t, e)
 	// A refund of 12.50 EUR in the same hour as seedReconFor's 38.00 USD one, asked for again
 	// and answered from what was recorded: 12.50 EUR saved beside 38.00 USD.
 	at := t0.Add(-time.Hour)
@@ -35,20 +28,7 @@ VALUES ($1, $2, 'refund', 'stripe', '5100|1250|eur', 'settle_e', 'fp', '5100', 1
 	e.exec(t, `INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
 VALUES ($1, $2, 'refund', 'eur_0', false, 'new', $3), ($1, $2, 'refund', 'eur_1', true, 'replayed', $4)`, tenant, eur, at, at.Add(time.Minute))
 	seedReconFor(t, e, tenant)
-	c := signIn(t, e, "manager@example.com", desk.RoleManager)
-	r, err := c.Get(e.url + "/reconcile.csv?range=24h&bucket=hour")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	recs, err := csv.NewReader(r.Body).ReadAll()
-	if err != nil || len(recs) < 2 {
-		t.Fatalf("csv %v %v", recs, err)
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
+	recs, col := managersExport(t, e)
 	want := map[string]float64{"saved_usd": 38, "saved_eur": 12.5, "lost_usd": 38}
 	for name := range want {
 		if _, ok := col[name]; !ok {

@@ -17,31 +17,14 @@ import (
 func TestTheExportNamesWhatEachColumnCounts(t *testing.T) {
 	t.Parallel()
 	e := newReconEnv(t)
-	ctx := context.Background()
-	var tenant int64
-	if err := e.db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&tenant); err != nil {
-		t.Fatal(err)
-	}
+	tenant := shopTenant(t, e)
 	// The refund's third attempt was refused before it was sent; it is recorded before
 	// seedReconFor runs the rollups, so they count it.
 	opID := insertRefundOp(t, e, tenant)
 	e.exec(t, `INSERT INTO attempts (operation_id, n, provider_key, owner, started_at, outcome) VALUES ($1, 1, 'settle_k2', 'w1', $2, 'not_sent')`,
 		opID, t0.Add(-time.Hour))
 	seedReconFor(t, e, tenant)
-	c := signIn(t, e, "manager@example.com", desk.RoleManager)
-	r, err := c.Get(e.url + "/reconcile.csv?range=24h&bucket=hour")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	recs, err := csv.NewReader(r.Body).ReadAll()
-	if err != nil || len(recs) < 2 {
-		t.Fatalf("csv %v %v", recs, err)
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
+	recs, col := managersExport(t, e)
 	if _, ok := col["attempts"]; ok {
 		t.Errorf("the export has a column named attempts, which counts only the attempts sent: %v", recs[0])
 	}
@@ -58,6 +41,37 @@ func TestTheExportNamesWhatEachColumnCounts(t *testing.T) {
 	if sent != 1 {
 		t.Errorf("the shop's rows %v: want 2 attempts sent in one of them", recs)
 	}
+}
+
+// shopTenant makes the tenant "shop" and returns its id.
+func shopTenant(t *testing.T, e *env) int64 {
+	t.Helper()
+	var tenant int64
+	if err := e.db.Pool.QueryRow(context.Background(), `INSERT INTO tenants (name) VALUES ('shop') RETURNING id`).Scan(&tenant); err != nil {
+		t.Fatal(err)
+	}
+	return tenant
+}
+
+// managersExport is the last 24 hours' export, hour by hour, as a manager downloads it: its
+// records, the header first, and each column's index by its name.
+func managersExport(t *testing.T, e *env) ([][]string, map[string]int) {
+	t.Helper()
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
+	r, err := c.Get(e.url + "/reconcile.csv?range=24h&bucket=hour")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	recs, err := csv.NewReader(r.Body).ReadAll()
+	if err != nil || len(recs) < 2 {
+		t.Fatalf("csv %v %v", recs, err)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	return recs, col
 }
 
 // insertRefundOp records a closed refund of tenant an hour before t0 and returns its id.
