@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -44,7 +45,7 @@ var notSettings = map[string]string{
 func checkVariableNames(env []string) error {
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "SETTLE_") || notSettings[name] != "" || isSetting(name) {
+		if !strings.HasPrefix(name, "SETTLE_") || notSettings[name] != "" || isSetting(name) || serviceLink.MatchString(name) {
 			continue
 		}
 		if near := nearestSetting(name); near != "" {
@@ -54,6 +55,13 @@ func checkVariableNames(env []string) error {
 	}
 	return nil
 }
+
+// serviceLink matches the variables Kubernetes gives each pod for every Service of its
+// namespace (<NAME>_SERVICE_HOST, <NAME>_SERVICE_PORT[_<port name>], <NAME>_PORT and
+// <NAME>_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR]): a Service named "settle" or
+// "settle-worker" names them SETTLE_..., in Settle's own pods among others, and no setting
+// ends so.
+var serviceLink = regexp.MustCompile(`^SETTLE(_[A-Z0-9_]+)?_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
 
 // isSetting says whether a variable of the table is called name.
 func isSetting(name string) bool {
