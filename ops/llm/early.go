@@ -35,8 +35,10 @@ import (
 //
 // Everything else is answered after the run, as before: failures and uncertain outcomes
 // (what the client is told depends on what was recorded), an answer found by a lookup, a
-// stream that relayed nothing yet (it is replayed from the record), and background
-// responses, whose client is answered as the provider creates them (answerNow).
+// stream that relayed nothing yet (it is replayed from the record), background responses,
+// whose client is answered as the provider creates them (answerNow), and every answer of
+// the Responses API, whose output items the client may name in its next call and which
+// must be kept by then (checkItemRefs).
 
 // runEnd is how the ledger's run of a request ended; panicked holds what it panicked with.
 type runEnd struct {
@@ -97,7 +99,10 @@ func runLedger(ctx context.Context, l *ops.Ledger, op *ops.Operation, send ops.S
 // answered before the release: the client may repeat the key the moment it has the answer,
 // and the repeat waits for the close only if it finds f so marked (afterEarlyAnswer).
 func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.AttemptResult, reply Reply, body []byte, f *flight) {
-	if x.answered || res.Outcome != ops.OutcomeOK || res.Result == nil || isBackground(x.req) {
+	if x.answered || res.Outcome != ops.OutcomeOK || res.Result == nil || isBackground(x.req) || x.api.route() == responsesRoute {
+		// A Responses answer names output items its client may hand back by id in its next
+		// call, and the gateway takes such an id only from an answer it keeps
+		// (checkItemRefs): the client has the answer once its close has kept it.
 		return
 	}
 	if x.req.Stream {
@@ -108,12 +113,6 @@ func (x *exchange) answerEarly(op *ops.Operation, a *ops.Attempt, res ops.Attemp
 	} else {
 		if x.began {
 			return
-		}
-		if x.api.route() == responsesRoute {
-			// A client reads a response back by its id (GET /v1/responses/{id}), whose owner
-			// is found by the id recorded on the attempt: it is recorded before the client
-			// has it, as a stream's is, or a read right after the answer would find no owner.
-			x.recordRef(op, a, res.Result.ProviderRef)
 		}
 		// The provider's request id is the reply's: the close records the same.
 		if err := x.out.Begin(Head{OperationID: op.ID, ProviderRequestID: reply.RequestID, Length: len(body)}); err == nil {
