@@ -69,8 +69,8 @@ func TestAnUnknownVariableFarFromEverySettingIsRefused(t *testing.T) {
 var settleVariable = regexp.MustCompile(`SETTLE_[A-Z0-9_]+`)
 
 // TestEverySettleVariableOfTheRepositoryIsKnown reads every file of the repository that is
-// code (Go, shell, the Makefile, CI's script): each SETTLE_ name there is a setting or is
-// listed in notSettings. CI exports its knobs to whole test runs whose settle processes
+// code (Go, shell, the Makefile, CI's script): each SETTLE_ name there is a setting, is
+// listed in notSettings, or is one of the Kubernetes service links every command accepts. CI exports its knobs to whole test runs whose settle processes
 // inherit them, so a knob missing from the list would make every such process refuse to start.
 func TestEverySettleVariableOfTheRepositoryIsKnown(t *testing.T) {
 	t.Parallel()
@@ -94,7 +94,7 @@ func TestEverySettleVariableOfTheRepositoryIsKnown(t *testing.T) {
 				continue
 			}
 			used[name] = true
-			if notSettings[name] == "" && !isSetting(name) {
+			if notSettings[name] == "" && !isSetting(name) && !serviceLink.MatchString(name) {
 				t.Errorf("%s names %s, which is neither a setting nor listed in notSettings (cmd/settle/settings_names.go)", rel, name)
 			}
 		}
