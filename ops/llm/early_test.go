@@ -67,12 +67,7 @@ func (h *heldWorld) callHeld(t *testing.T, key, body string) (*reply, func(), er
 		r, err := h.complete(&reply{}, h.gw, "/v1/chat/completions", "shop", key, body, "")
 		done <- callResult{r, err}
 	}()
-	var release func()
-	select {
-	case release = <-h.locked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the provider was not asked within 10 s")
-	}
+	release := h.held(t)
 	select {
 	case got := <-done:
 		return got.r, release, got.err
@@ -82,6 +77,18 @@ func (h *heldWorld) callHeld(t *testing.T, key, body string) (*reply, func(), er
 		t.Fatal("the client had no answer while the close was held: its answer waited for the close")
 	}
 	return nil, nil, nil
+}
+
+// held waits until the provider was asked and the close is held, and returns its release.
+func (h *heldWorld) held(t *testing.T) func() {
+	t.Helper()
+	select {
+	case release := <-h.locked:
+		return release
+	case <-time.After(10 * time.Second):
+		t.Fatal("the provider was not asked within 10 s")
+	}
+	return nil
 }
 
 // drain waits for the gateway's pending closes.

@@ -30,12 +30,7 @@ func TestAResponsesOutputCanBeHandedBackTheMomentTheClientHasIt(t *testing.T) {
 				r, err := h.complete(&reply{}, h.gw, "/v1/responses", "shop", "held-"+name, body, "")
 				done <- callResult{r, err}
 			}()
-			var release func()
-			select {
-			case release = <-h.locked:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the provider was not asked within 10 s")
-			}
+			release := h.held(t)
 			select {
 			case got := <-done:
 				release()
