@@ -22,7 +22,9 @@ type InsightsPage struct {
 	Stale     bool
 	// BucketLabel says what one point is ("15 minutes", "hour", "day").
 	BucketLabel string
-	Charts      []Chart
+	// Compared names the two periods the headlines' comparisons count, with their ends.
+	Compared string
+	Charts   []Chart
 	// ByAPI splits the LLM figures of the range by the API each call went to.
 	ByAPI []InsightsAPIRow
 }
@@ -61,7 +63,8 @@ type Chart struct {
 	Buckets []string
 	Series  []ChartSeries
 	// Summary is the chart's headline, such as the total or the latest value; Compare
-	// sets it against the previous period of the same length.
+	// sets the range's compared hours against the previous period of the same length, as
+	// InsightsPage.Compared names them.
 	Summary string
 	Compare string
 	// Bands are the times an alert about this chart fired, shaded behind the series.

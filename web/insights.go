@@ -56,12 +56,10 @@ var insightsRanges = []struct {
 	span, bucket time.Duration
 	bucketLabel  string
 	format       string
-	// previous names the period before the range, which the headlines compare with.
-	previous string
 }{
-	{"24h", "Last 24 hours", 24 * time.Hour, 15 * time.Minute, "15 minutes", "01-02 15:04", "the previous 24 hours"},
-	{"7d", "Last 7 days", 7 * 24 * time.Hour, time.Hour, "hour", "01-02 15:00", "the previous 7 days"},
-	{"30d", "Last 30 days", 30 * 24 * time.Hour, 24 * time.Hour, "day", "2006-01-02", "the previous 30 days"},
+	{"24h", "Last 24 hours", 24 * time.Hour, 15 * time.Minute, "15 minutes", "01-02 15:04"},
+	{"7d", "Last 7 days", 7 * 24 * time.Hour, time.Hour, "hour", "01-02 15:00"},
+	{"30d", "Last 30 days", 30 * 24 * time.Hour, 24 * time.Hour, "day", "2006-01-02"},
 }
 
 // staleAfter is how far behind the rollups may be before the page says so: the job runs
@@ -132,40 +130,47 @@ func (s *Server) handleInsights(w http.ResponseWriter, r *http.Request) {
 	m.Tenants, m.Kinds, m.APIs = tenantOptions(tenants, form.Tenant), kindOptions(s.kinds(), form.Kind), apiOptions(apis, form.API)
 	m.Charts = insightCharts(f, spec.format, fig.rows, fig.backlog, s.kind)
 	m.ByAPI = byAPI(apis, fig.rows)
-	prevF := f
-	prevF.Window = fig.previous
-	compareCharts(m.Charts, period{sumInsights(f, spec.format, fig.rows, s.kind), lastSnapshot(fig.backlog, f.Window)},
-		period{sumInsights(prevF, spec.format, fig.prevRows, s.kind), lastSnapshot(fig.backlog, fig.previous)}, spec.previous)
+	what := "the previous " + spanText(fig.prev.To.Sub(fig.prev.From))
+	m.Compared = fmt.Sprintf("Each headline's comparison counts %s, the range up to its last whole %s, against %s, %s.",
+		windowText(fig.cur.Window), unitText(fig.cur.Bucket), what, windowText(fig.prev.Window))
+	compareCharts(m.Charts, period{sumInsights(fig.cur, spec.format, fig.curRows, s.kind), lastSnapshot(fig.backlog, f.Window)},
+		period{sumInsights(fig.prev, spec.format, fig.prevRows, s.kind), lastSnapshot(fig.backlog, fig.prev.Window)}, what)
 	bandCharts(m.Charts, alerts.Firings(fig.transitions, f.From, f.To), f.Window, f.Bucket,
 		map[string]string{"tenant": form.Tenant, "kind": form.Kind, "provider": form.Provider, "api": form.API})
 	s.render(w, r, http.StatusOK, views.Insights(m))
 }
 
-// insightsFigures are what the page draws: the rollups of the range and of the period
-// before it, the backlog snapshots of both, the rollup job's state and the alert history.
+// insightsFigures are what the page draws: the rollups of the range, of its compared hours
+// and of the period before those, the backlog snapshots of the range and that period, the
+// rollup job's state and the alert history.
 type insightsFigures struct {
-	previous       recon.Window
-	rows, prevRows []recon.MetricsRow
-	backlog        []recon.BacklogPoint
-	state          recon.RollupState
-	transitions    []alerts.Transition
+	// cur is the range up to its last whole unit and prev the period of the same length
+	// before it (comparedPeriods), both read in rows of that unit.
+	cur, prev               recon.MetricsFilter
+	rows, curRows, prevRows []recon.MetricsRow
+	backlog                 []recon.BacklogPoint
+	state                   recon.RollupState
+	transitions             []alerts.Transition
 }
 
 func (s *Server) insightsFigures(ctx context.Context, f recon.MetricsFilter) (insightsFigures, error) {
 	var fig insightsFigures
 	var err error
-	fig.previous = recon.Window{From: f.From.Add(-f.To.Sub(f.From)), To: f.From}
+	fig.cur, fig.prev = f, f
+	fig.cur.Window, fig.prev.Window, fig.cur.Bucket = comparedPeriods(f.From, s.Clock.Now().UTC(), f.Bucket)
+	fig.prev.Bucket = fig.cur.Bucket
 	if fig.rows, err = s.Insights.RollupMetrics(ctx, f); err != nil {
 		return fig, err
 	}
-	prev := f
-	prev.Window = fig.previous
-	if fig.prevRows, err = s.Insights.RollupMetrics(ctx, prev); err != nil {
+	if fig.curRows, err = s.Insights.RollupMetrics(ctx, fig.cur); err != nil {
+		return fig, err
+	}
+	if fig.prevRows, err = s.Insights.RollupMetrics(ctx, fig.prev); err != nil {
 		return fig, err
 	}
 	// One read over both periods: the previous one's last snapshot is its headline's
 	// comparison; points outside the range are not drawn.
-	if fig.backlog, err = s.Insights.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: fig.previous.From, To: f.To},
+	if fig.backlog, err = s.Insights.BacklogSeries(ctx, recon.BacklogFilter{Window: recon.Window{From: fig.prev.From, To: f.To},
 		Bucket: f.Bucket, TenantID: f.TenantID, Kind: f.Kind, Provider: f.Provider}); err != nil {
 		return fig, err
 	}

@@ -93,9 +93,10 @@ VALUES ($1, 'TimeoutRateHigh/0', 'TimeoutRateHigh', 'k1', '{"tenant":"shop","kin
 		return m[1]
 	}
 	for id, want := range map[string]string{
-		"duplicate-rate": "↑ 60 pts vs the previous 24 hours (0 %).",
+		"duplicate-rate": "60 %, ↑ 60 pts vs the previous 24 hours (0 %).",
 		"double-charges": "Double charges 1 (↑ 1 vs the previous 24 hours); orphan charges 1 (↑ 1 vs the previous 24 hours).",
-		"money-eur":      "Refunds: saved ↑ 25.00 EUR vs the previous 24 hours (0.00 EUR), lost to double charges as much as in the previous 24 hours.",
+		"money-eur": "Refunds: saved 25.00 EUR, ↑ 25.00 EUR vs the previous 24 hours (0.00 EUR), lost to double charges 0.00 EUR, " +
+			"as much as in the previous 24 hours.",
 	} {
 		if got := compare(id); got != want {
 			t.Errorf("%s compared: %q, want %q", id, got, want)

@@ -30,8 +30,10 @@ func lastSnapshot(points []recon.BacklogPoint, w recon.Window) *recon.BacklogPoi
 	return last
 }
 
-// compareCharts sets each chart's headline against the previous period of the same length,
-// named by what ("the previous 7 days").
+// compareCharts sets each chart's headline, as counted over the range's compared hours
+// (cur), against the previous period of the same length (prev), named by what ("the previous
+// 7 days 9 hours"). cur ends before the range does (comparedPeriods), so each comparison
+// says cur's own figure beside the previous one's.
 func compareCharts(charts []views.Chart, cur, prev period, what string) {
 	for i := range charts {
 		c := &charts[i]
@@ -69,7 +71,8 @@ func arrow(d float64) string {
 	return ""
 }
 
-// comparePct is a rate's change in percentage points: "↑ 4.1 pts vs the previous 7 days (8.2 %)".
+// comparePct is a rate's change in percentage points: "12.3 %, ↑ 4.1 pts vs the previous 7
+// days 9 hours (8.2 %)".
 func comparePct(num, den, pnum, pden int64, what, of string) string {
 	if pden == 0 {
 		return "No " + of + " in " + what + " to compare with."
@@ -78,11 +81,12 @@ func comparePct(num, den, pnum, pden int64, what, of string) string {
 	if den == 0 {
 		return fmt.Sprintf("%s had %s %%.", capitalize(what), views.FormatValue(roundTo(prev, 2)))
 	}
-	d := roundTo(math.Abs(100*float64(num)/float64(den)-prev), 1)
+	cur := 100 * float64(num) / float64(den)
+	d := roundTo(math.Abs(cur-prev), 1)
 	if d == 0 {
 		return fmt.Sprintf("No change vs %s (%s %%).", what, views.FormatValue(roundTo(prev, 2)))
 	}
-	return fmt.Sprintf("%s %s pts vs %s (%s %%).", arrow(100*float64(num)/float64(den)-prev), views.FormatValue(d), what,
+	return fmt.Sprintf("%s %%, %s %s pts vs %s (%s %%).", views.FormatValue(roundTo(cur, 2)), arrow(cur-prev), views.FormatValue(d), what,
 		views.FormatValue(roundTo(prev, 2)))
 }
 
@@ -124,10 +128,16 @@ func compareAge(cur, prev *recon.BacklogPoint, what string) string {
 // that currency only: amounts of two currencies are never added or compared.
 func compareMoney(cur, prev *insightSums, currency, what string) string {
 	var parts []string
+	// A family may have moved money in this currency in either period only: the range's
+	// last part-hour is outside cur, and the previous period may hold what this one lacks.
+	seen := map[moneyFamily]bool{}
 	families := []moneyFamily{}
-	for k := range cur.saved {
-		if k.currency == currency {
-			families = append(families, k.family)
+	for _, in := range []*insightSums{cur, prev} {
+		for k := range in.saved {
+			if k.currency == currency && !seen[k.family] {
+				seen[k.family] = true
+				families = append(families, k.family)
+			}
 		}
 	}
 	sort.Slice(families, func(i, j int) bool { return families[i] < families[j] })
@@ -141,10 +151,11 @@ func compareMoney(cur, prev *insightSums, currency, what string) string {
 
 func moneyDelta(cur, prev int64, currency, what string) string {
 	if cur == prev {
-		return "as much as in " + what
+		return ops.FormatMicros(cur, currency) + ", as much as in " + what
 	}
 	d := cur - prev
-	return fmt.Sprintf("%s %s vs %s (%s)", arrow(float64(d)), ops.FormatMicros(max(d, -d), currency), what, ops.FormatMicros(prev, currency))
+	return fmt.Sprintf("%s, %s %s vs %s (%s)", ops.FormatMicros(cur, currency), arrow(float64(d)), ops.FormatMicros(max(d, -d), currency), what,
+		ops.FormatMicros(prev, currency))
 }
 
 func capitalize(s string) string {
