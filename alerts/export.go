@@ -10,9 +10,14 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
+// notAdmitted matches the answers of the client requests the admitted requests leave out:
+// refused at the door, and every answer of a cancel (ops.Answer.Cancel).
+const notAdmitted = "rejected|cancelled|cancel_too_late|cancel_failed|cancel_refused"
+
 // promSelector is the series behind each signal in Settle's /metrics.
 var promSelector = map[Signal]string{
 	ClientRequests:       MetricClientRequests,
+	AdmittedRequests:     MetricClientRequests + `{answer!~"` + notAdmitted + `"}`,
 	DuplicateRequests:    MetricClientRequests + `{duplicate="true"}`,
 	Replays:              MetricClientRequests + `{answer="replayed"}`,
 	Attempts:             MetricAttempts + `{outcome!="not_sent"}`,

@@ -22,7 +22,11 @@ type Signal string
 
 // The windowed signals: counts of rows recorded in a window.
 const (
-	ClientRequests    Signal = "client_requests"
+	ClientRequests Signal = "client_requests"
+	// AdmittedRequests counts the client requests that asked for a paid side effect: all
+	// but those refused at the door and the cancels of background responses. It is the
+	// duplicate rate's denominator, as /insights counts it.
+	AdmittedRequests  Signal = "admitted_requests"
 	DuplicateRequests Signal = "duplicate_requests"
 	Replays           Signal = "replays"
 	Attempts          Signal = "attempts"
@@ -57,7 +61,7 @@ const (
 	FailedAfterSuccess Signal = "failed_after_success"
 )
 
-var windowed = map[Signal]bool{ClientRequests: true, DuplicateRequests: true, Replays: true, Attempts: true,
+var windowed = map[Signal]bool{ClientRequests: true, AdmittedRequests: true, DuplicateRequests: true, Replays: true, Attempts: true,
 	Timeouts: true, Operations: true, Succeeded: true, ProviderCharges: true, OrphanCharges: true,
 	DoubleCharges: true, ChargeDifference: true, PossibleDuplicates: true}
 

@@ -124,7 +124,7 @@ func managerPath(t *testing.T, e *dashEnv, alloc context.Context) {
 	doubles := textOf(t, manager.ctx, "chart-double-charges")
 	// The two duplicates of order 4417, among the five requests of the week (5100 and 5101
 	// asked once each), three days back: outside the last 24 hours, inside the week.
-	if !strings.Contains(duplicates, "40 % over the range (2 of 5 client requests)") || !strings.Contains(doubles, "1 double charge") {
+	if !strings.Contains(duplicates, "40 % over the range (2 of 5 admitted requests)") || !strings.Contains(doubles, "1 double charge") {
 		t.Errorf("the manager reads duplicates %q and double charges %q; want 2 of 5 and 1 double charge over 7 days",
 			firstLine(duplicates), firstLine(doubles))
 	}

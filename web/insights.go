@@ -308,6 +308,14 @@ func (in *insightSums) money(k moneyKey) (saved, lost []float64) {
 	return in.saved[k], in.lost[k]
 }
 
+// duplicateNote defines the duplicate rate: of the requests that asked for a paid side
+// effect, those that repeated one already asked for. A refused request and a cancel asked
+// for none, so the rate leaves them out, as the alert rules and /reconcile's "Admitted
+// requests" do.
+const duplicateNote = "Client requests mapped to an operation that already existed, of the admitted requests: " +
+	"every client request but those refused at the door (bad input, a budget, a share) and the cancels of background responses, " +
+	"which ask for no paid call."
+
 // rateCharts are the charts of rates and counts: duplicates, replays, timeouts, and double
 // and orphan charges.
 func (in *insightSums) rateCharts() []views.Chart {
@@ -339,10 +347,10 @@ func (in *insightSums) rateCharts() []views.Chart {
 	requests := func(r recon.MetricsRow) int64 { return r.ClientRequests }
 	return []views.Chart{
 		{ID: "duplicate-rate", Title: "Duplicate request rate", Unit: "%", Buckets: labels,
-			Note:    "Client requests mapped to an operation that already existed, of all client requests.",
-			Summary: pct(total.Duplicates, total.ClientRequests, "client requests"),
+			Note:    duplicateNote,
+			Summary: pct(total.Duplicates, total.Admitted(), "admitted requests"),
 			Series: []views.ChartSeries{{Name: "Duplicates", Color: colorBlue,
-				Values: rate(func(r recon.MetricsRow) int64 { return r.Duplicates }, requests)}}},
+				Values: rate(func(r recon.MetricsRow) int64 { return r.Duplicates }, recon.MetricsRow.Admitted)}}},
 		{ID: "replay-rate", Title: "Replay rate", Unit: "%", Buckets: labels,
 			Note:    "Client requests answered from a stored result instead of a new call to the provider.",
 			Summary: pct(total.Replays, total.ClientRequests, "client requests"),

@@ -123,11 +123,11 @@ func TestInsightsSplitLLMByAPIAfterRetention(t *testing.T) {
 		return m[1]
 	}
 	for path, want := range map[string]string{
-		"/insights?range=30d":                      "16.67 % over the range (1 of 6 client requests).",
-		"/insights?range=30d&api=responses":        "33.33 % over the range (1 of 3 client requests).",
-		"/insights?range=30d&api=messages":         "0 % over the range (0 of 1 client requests).",
-		"/insights?range=30d&api=chat_completions": "0 % over the range (0 of 1 client requests).",
-		"/insights?range=30d&api=embeddings":       "0 % over the range (0 of 1 client requests).",
+		"/insights?range=30d":                      "16.67 % over the range (1 of 6 admitted requests).",
+		"/insights?range=30d&api=responses":        "33.33 % over the range (1 of 3 admitted requests).",
+		"/insights?range=30d&api=messages":         "0 % over the range (0 of 1 admitted requests).",
+		"/insights?range=30d&api=chat_completions": "0 % over the range (0 of 1 admitted requests).",
+		"/insights?range=30d&api=embeddings":       "0 % over the range (0 of 1 admitted requests).",
 	} {
 		if got := summary(path, "duplicate-rate"); got != want {
 			t.Errorf("GET %s: duplicate rate %q, want %q", path, got, want)

@@ -39,8 +39,8 @@ func compareCharts(charts []views.Chart, cur, prev period, what string) {
 		c := &charts[i]
 		switch {
 		case c.ID == "duplicate-rate":
-			c.Compare = comparePct(cur.sums.total.Duplicates, cur.sums.total.ClientRequests, prev.sums.total.Duplicates,
-				prev.sums.total.ClientRequests, what, "client requests")
+			c.Compare = comparePct(cur.sums.total.Duplicates, cur.sums.total.Admitted(), prev.sums.total.Duplicates,
+				prev.sums.total.Admitted(), what, "admitted requests")
 		case c.ID == "replay-rate":
 			c.Compare = comparePct(cur.sums.total.Replays, cur.sums.total.ClientRequests, prev.sums.total.Replays,
 				prev.sums.total.ClientRequests, what, "client requests")

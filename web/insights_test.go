@@ -73,7 +73,7 @@ func TestInsightsPageChartsTheRollups(t *testing.T) {
 		return m[1]
 	}
 	for chart, want := range map[string]string{
-		"duplicate-rate": "66.67 % over the range (2 of 3 client requests).",
+		"duplicate-rate": "66.67 % over the range (2 of 3 admitted requests).",
 		"replay-rate":    "33.33 % over the range (1 of 3 client requests).",
 		"timeout-rate":   "50 % over the range (1 of 2 attempts sent).",
 		"double-charges": "1 double charge, 1 orphan charge in this range.",

@@ -81,6 +81,8 @@ var reconColumns = []struct {
 	alert  bool
 }{
 	{recon.MeasureClientRequests, "Client requests", func(r recon.MetricsRow) int64 { return r.ClientRequests }, false},
+	// The duplicate rate's denominator, as /insights and the alert rules count it.
+	{recon.MeasureAdmitted, "Admitted requests", recon.MetricsRow.Admitted, false},
 	{recon.MeasureDuplicates, "Duplicates", func(r recon.MetricsRow) int64 { return r.Duplicates }, false},
 	{recon.MeasureReplays, "Replays", func(r recon.MetricsRow) int64 { return r.Replays }, false},
 	{recon.MeasureOperations, "Operations", func(r recon.MetricsRow) int64 { return r.Operations }, false},
@@ -347,6 +349,8 @@ func withPage(q url.Values, n int) string {
 
 func addMetrics(t *recon.MetricsRow, r recon.MetricsRow) {
 	t.ClientRequests += r.ClientRequests
+	t.Rejected += r.Rejected
+	t.Cancels += r.Cancels
 	t.Duplicates += r.Duplicates
 	t.Replays += r.Replays
 	t.Operations += r.Operations

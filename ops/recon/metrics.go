@@ -72,11 +72,13 @@ type MetricsRow struct {
 	Replays        int64
 	// InProgress, Conflicts, Checking and Rejected count the requests answered 409 (the
 	// same key in flight), 422 (another fingerprint), "checking" (the outcome is unknown)
-	// and refused as bad input.
+	// and refused at the door (bad input, a budget, a share); Cancels the cancels of what an
+	// operation started (ops.Answer.Cancel), answered or refused.
 	InProgress int64
 	Conflicts  int64
 	Checking   int64
 	Rejected   int64
+	Cancels    int64
 	// Operations counts operations created in the window; Succeeded, Failed, Unknown and
 	// Expired those of them whose status is that now.
 	Operations int64
@@ -101,6 +103,12 @@ type MetricsRow struct {
 	Lost  Money
 }
 
+// Admitted counts the client requests that asked for a paid side effect: every request but
+// those refused at the door, which asked for nothing Settle took on, and the cancels, which
+// pay for no call. It is the duplicate rate's denominator: a refused request or a cancel
+// could not repeat an intent, so counting them would dilute the rate.
+func (r MetricsRow) Admitted() int64 { return r.ClientRequests - r.Rejected - r.Cancels }
+
 // Difference is provider charges minus operations that succeeded: zero when every
 // succeeded operation was billed exactly once and nothing else was billed. Positive means
 // double or orphan charges; negative means succeeded operations the provider does not show
@@ -113,19 +121,21 @@ type Measure string
 // The measures that can be drilled into.
 const (
 	MeasureClientRequests Measure = "client_requests"
-	MeasureDuplicates     Measure = "duplicates"
-	MeasureReplays        Measure = "replays"
-	MeasureOperations     Measure = "operations"
-	MeasureSucceeded      Measure = "succeeded"
-	MeasureAttempts       Measure = "attempts"
-	MeasureTimeouts       Measure = "timeouts"
-	MeasureCharges        Measure = "charges"
-	MeasureOrphans        Measure = "orphans"
-	MeasureDoubleCharges  Measure = "double_charges"
+	// MeasureAdmitted is MetricsRow.Admitted.
+	MeasureAdmitted      Measure = "admitted_requests"
+	MeasureDuplicates    Measure = "duplicates"
+	MeasureReplays       Measure = "replays"
+	MeasureOperations    Measure = "operations"
+	MeasureSucceeded     Measure = "succeeded"
+	MeasureAttempts      Measure = "attempts"
+	MeasureTimeouts      Measure = "timeouts"
+	MeasureCharges       Measure = "charges"
+	MeasureOrphans       Measure = "orphans"
+	MeasureDoubleCharges Measure = "double_charges"
 )
 
 // Measures lists the measures in table order.
-var Measures = []Measure{MeasureClientRequests, MeasureDuplicates, MeasureReplays, MeasureOperations, MeasureSucceeded,
+var Measures = []Measure{MeasureClientRequests, MeasureAdmitted, MeasureDuplicates, MeasureReplays, MeasureOperations, MeasureSucceeded,
 	MeasureAttempts, MeasureTimeouts, MeasureCharges, MeasureOrphans, MeasureDoubleCharges}
 
 // Valid reports whether m is a known measure.

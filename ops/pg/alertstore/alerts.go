@@ -152,6 +152,7 @@ func alertRows(names map[int64]string, counts []recon.MetricsRow, dups []apiCoun
 // addMetrics adds a rollup row's counts to an alert row's signals.
 func addMetrics(v map[alerts.Signal]float64, r recon.MetricsRow) {
 	v[alerts.ClientRequests] += float64(r.ClientRequests)
+	v[alerts.AdmittedRequests] += float64(r.Admitted())
 	v[alerts.DuplicateRequests] += float64(r.Duplicates)
 	v[alerts.Replays] += float64(r.Replays)
 	v[alerts.Operations] += float64(r.Operations)
