@@ -74,16 +74,19 @@ func Main(ctx context.Context, args []string, env []string, stdin io.Reader, std
 		fmt.Fprintln(stderr, "settle: find the working folder:", err)
 		return 1
 	}
-	// The names first: a misspelt variable also explains the refusal of a value it left unset.
-	err = checkVariableNames(env)
-	var cfg Config
-	if err == nil {
-		cfg, err = LoadConfig(args, lookup(env), wd)
-	}
+	// LoadConfig only reads: it opens nothing, so it may run before the names are checked.
+	cfg, err := LoadConfig(args, lookup(env), wd)
 	if errors.Is(err, flag.ErrHelp) {
+		// Help acts on nothing, and it is read precisely when something is wrong.
 		fmt.Fprint(stdout, usage())
 		return 0
-	} else if err != nil {
+	}
+	// The names before any other refusal: a misspelt variable also explains the refusal of
+	// a value it left unset.
+	if nerr := checkVariableNames(env); nerr != nil {
+		err = nerr
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, "settle:", errorLine(err))
 		return 2
 	}

@@ -105,3 +105,33 @@ func TestEverySettleVariableOfTheRepositoryIsKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpIsPrintedWhileAMisspeltVariableIsSet is the attack of the same careless operator
+// reading the help because something is wrong: with a misspelt SETTLE_ variable in the
+// environment, every command's -h and --help printed the refusal instead of the help. Help
+// acts on nothing, so it is printed as it is without the variable (exit 0); every command
+// that would act is still refused before anything opens, so the retention the operator
+// meant to turn off never removes the rows ops rule 8 counts.
+func TestHelpIsPrintedWhileAMisspeltVariableIsSet(t *testing.T) {
+	t.Parallel()
+	typo := "SETTLE_" + "RETENTON" // split so the scan of the repository's names skips it
+	bad := map[string]string{typo: "off"}
+	for _, args := range [][]string{{"serve", "-h"}, {"serve", "--help"}, {"retention", "run", "-h"},
+		{"token", "list", "--help"}, {"tenant", "approvals", "-h"}, {"tenant", "stripe-account", "-h"},
+		{"fake", "llm", "-help"}, {"migrate", "-h"}} {
+		wantCode, wantOut, _ := run(t, args, nil, "")
+		code, stdout, stderr := run(t, args, bad, "")
+		if wantCode != 0 || code != wantCode || stdout != wantOut || stderr != "" {
+			t.Errorf("settle %v with %s=off: exit %d, stderr %q, help printed %v; want exit %d, the help and no error",
+				args, typo, code, stderr, stdout == wantOut, wantCode)
+		}
+	}
+	code, stdout, stderr := run(t, []string{"serve", "--addr", "127.0.0.1:0"}, bad, "")
+	if code != 2 || stdout != "" || !strings.HasPrefix(stderr, "settle: "+typo+" is no setting") {
+		t.Errorf("settle serve with %s=off: exit %d, stderr %q; want the refusal, exit 2", typo, code, stderr)
+	}
+	code, _, stderr = run(t, []string{"serve", "--addr", "127.0.0.1:0", "--bogus"}, bad, "")
+	if code != 2 || !strings.HasPrefix(stderr, "settle: "+typo+" is no setting") {
+		t.Errorf("settle serve --bogus with %s=off: exit %d, stderr %q; want the misspelt name refused first", typo, code, stderr)
+	}
+}
