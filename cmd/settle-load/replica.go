@@ -100,7 +100,8 @@ func (r *replica) kill() {
 	<-r.exited
 }
 
-// stop asks the replica to shut down with SIGTERM and kills it if it has not within 20 s.
+// stop asks the replica to shut down with SIGTERM and kills it if it has not within 30 s,
+// more than its SETTLE_SHUTDOWN_TIMEOUT (replicaEnv).
 func (r *replica) stop() {
 	if !r.alive() {
 		return
@@ -109,7 +110,7 @@ func (r *replica) stop() {
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-r.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(30 * time.Second):
 		_ = r.cmd.Process.Signal(syscall.SIGKILL)
 		<-r.exited
 	}

@@ -80,7 +80,8 @@ type Config struct {
 	OperationLease time.Duration
 	// ShutdownTimeout is how long serve and demo wait after SIGTERM for requests in flight
 	// and the background services' work in hand (SETTLE_SHUTDOWN_TIMEOUT; default the
-	// refund deadline plus 10 s, so a refund in flight is answered and recorded).
+	// longest call in flight, a refund or an LLM call, plus 10 s, so it is answered and
+	// recorded).
 	ShutdownTimeout time.Duration
 	// Web is what the HTTP listener of serve and demo needs to know about its clients.
 	Web WebConfig
@@ -374,9 +375,6 @@ func loadServeEnv(cfg *Config, e environ) error {
 		return err
 	}
 	var err error
-	if cfg.ShutdownTimeout, err = shutdownTimeoutEnv(e, cfg.Stripe.Deadline); err != nil {
-		return err
-	}
 	cfg.OutboxURL = e.get(envOutboxURL)
 	if err := checkHTTPURL(envOutboxURL, cfg.OutboxURL); err != nil {
 		return err
@@ -396,6 +394,10 @@ func loadServeEnv(cfg *Config, e environ) error {
 		}
 	}
 	if err := loadLLMEnv(cfg, e); err != nil {
+		return err
+	}
+	// After the LLM settings: the wait covers the longest call the gateway may have in flight.
+	if cfg.ShutdownTimeout, err = shutdownTimeoutEnv(e, cfg.Stripe.Deadline, cfg.LLM); err != nil {
 		return err
 	}
 	if cfg.Jobs, err = loadJobsEnv(e); err != nil {

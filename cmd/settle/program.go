@@ -31,18 +31,44 @@ import (
 	"github.com/settle-dev/settle/web"
 )
 
-// maxShutdownTimeout is the longest SETTLE_SHUTDOWN_TIMEOUT: the longest work in hand, an
-// LLM call at its default deadline of 10 minutes, with room to record it. A longer wait
-// finishes nothing the reaper would not resume after it, and holds the rollout or the node
-// drain waiting on the process; a value far beyond it is a slip (35h for 35s).
+// maxShutdownTimeout is the longest SETTLE_SHUTDOWN_TIMEOUT, unless the longest call in
+// flight needs more (longestCall): an LLM call at its default deadline of 10 minutes, with
+// room to record it. A longer wait finishes nothing the reaper would not resume after it,
+// and holds the rollout or the node drain waiting on the process; a value far beyond it is
+// a slip (35h for 35s).
 const maxShutdownTimeout = 15 * time.Minute
 
-// shutdownTimeoutEnv reads SETTLE_SHUTDOWN_TIMEOUT: by default the refund deadline plus
-// shutdownMargin, at most maxShutdownTimeout.
-func shutdownTimeoutEnv(e environ, refundDeadline time.Duration) (time.Duration, error) {
-	d, err := e.duration(envShutdownTimeout, refundDeadline+shutdownMargin)
-	if err == nil && d > maxShutdownTimeout {
+// longestCall is the longest a call the server may have in flight runs: a refund, and a
+// gateway call when the LLM gateway is on.
+func longestCall(refundDeadline time.Duration, l LLMConfig) time.Duration {
+	if !l.gatewayOn() {
+		return refundDeadline
+	}
+	return max(refundDeadline, l.Deadline)
+}
+
+// gatewayOn says whether the server runs the LLM gateway: a provider's base URL is set.
+func (c LLMConfig) gatewayOn() bool { return c.BaseURL != "" || c.AnthropicBaseURL != "" }
+
+// shutdownTimeoutEnv reads SETTLE_SHUTDOWN_TIMEOUT: by default the longest call plus
+// shutdownMargin. A wait shorter than the LLM deadline is refused: the shutdown would cut a
+// gateway call already sent, and paid, before its answer reached its client, leave its
+// operation uncertain, and its client's retry could pay for a second generation.
+func shutdownTimeoutEnv(e environ, refundDeadline time.Duration, l LLMConfig) (time.Duration, error) {
+	longest := longestCall(refundDeadline, l)
+	d, err := e.duration(envShutdownTimeout, longest+shutdownMargin)
+	if err != nil {
+		return d, err
+	}
+	switch limit := max(maxShutdownTimeout, longest+shutdownMargin); {
+	case d > limit && limit == maxShutdownTimeout:
 		err = usagef("%s=%s is longer than 15 minutes: no call Settle runs needs that long, and what is left is resumed by the reaper", envShutdownTimeout.Name, d)
+	case d > limit:
+		err = usagef("%s=%s is longer than %s=%s plus %s: no call Settle runs needs that long, and what is left is resumed by the reaper",
+			envShutdownTimeout.Name, d, envLLMDeadline.Name, l.Deadline, shutdownMargin)
+	case l.gatewayOn() && d < l.Deadline:
+		err = usagef("%s=%s is shorter than %s=%s: a shutdown would cut an LLM call already sent, and paid, before its client has the answer; raise the first or lower the second",
+			envShutdownTimeout.Name, d, envLLMDeadline.Name, l.Deadline)
 	}
 	return d, err
 }
@@ -367,13 +393,13 @@ func (p *Program) Close() error {
 }
 
 // ShutdownTimeout is how long Close waits for requests in flight and the background
-// services' work in hand: Config.ShutdownTimeout, or the refund deadline plus
-// shutdownMargin for a Config that LoadConfig did not read.
+// services' work in hand: Config.ShutdownTimeout, or the longest call plus shutdownMargin
+// for a Config that LoadConfig did not read.
 func (p *Program) ShutdownTimeout() time.Duration {
 	if d := p.Config.ShutdownTimeout; d > 0 {
 		return d
 	}
-	return p.Config.Stripe.Deadline + shutdownMargin
+	return longestCall(p.Config.Stripe.Deadline, p.Config.LLM) + shutdownMargin
 }
 
 func (p *Program) close() error {

@@ -84,3 +84,41 @@ func TestDemoRefusesAnAddressBeyondLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestShutdownWaitsForTheLongestLLMCall is the attack of a rollout during a long LLM call:
+// the shutdown waited 35 s by default (the refund deadline plus 10 s) while a gateway call
+// may run for SETTLE_LLM_DEADLINE, 10 minutes, so a call already sent, and paid, was cut
+// with the process: its answer never reached its client, its operation was left uncertain,
+// and the client's retry could pay for a second generation (ops rule 3). With the gateway
+// on, the default wait covers the LLM deadline, a configured wait shorter than it is
+// refused in one line naming both, and the upper limit makes room for a longer deadline.
+func TestShutdownWaitsForTheLongestLLMCall(t *testing.T) {
+	t.Parallel()
+	db := "postgres://u@127.0.0.1:1/x"
+	llm := func(kv ...string) map[string]string {
+		m := map[string]string{"DATABASE_URL": db, envLLMBaseURL.Name: "http://127.0.0.1:1/v1"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, c := range []struct {
+		vars map[string]string
+		want time.Duration
+	}{
+		{llm(), 10*time.Minute + 10*time.Second},
+		{llm(envLLMDeadline.Name, "30s"), 40 * time.Second},
+		{llm(envLLMDeadline.Name, "30m", envLLMKeyTTL.Name, "24h"), 30*time.Minute + 10*time.Second},
+		{llm(envLLMDeadline.Name, "2m", envShutdownTimeout.Name, "2m"), 2 * time.Minute},
+		{map[string]string{"DATABASE_URL": db, envAnthropicBaseURL.Name: "http://127.0.0.1:1"}, 10*time.Minute + 10*time.Second},
+	} {
+		cfg, err := LoadConfig([]string{"serve"}, env(c.vars), t.TempDir())
+		if err != nil || cfg.ShutdownTimeout != c.want || NewProgram(cfg, nil).ShutdownTimeout() != c.want {
+			t.Errorf("%v: shutdown timeout %s (%v), want %s", c.vars, cfg.ShutdownTimeout, err, c.want)
+		}
+	}
+	wantServeRefused(t, []refusedEnv{
+		{llm(envShutdownTimeout.Name, "35s"), envShutdownTimeout.Name + "=35s is shorter than " + envLLMDeadline.Name + "=10m0s"},
+		{llm(envLLMDeadline.Name, "30m", envShutdownTimeout.Name, "31m"), envShutdownTimeout.Name + "=31m0s is longer than"},
+	})
+}
