@@ -1,5 +1,7 @@
 package fake
 
+import "encoding/json"
+
 // object is the response in OpenAI's shape with the given status; a completed response
 // carries its output and usage. The caller holds run.mu or owns the run alone.
 func (run *responseRun) object(status string) obj {
@@ -55,13 +57,41 @@ func (run *responseRun) item(status string, whole bool) obj {
 	}
 	content := []obj{}
 	if whole {
-		content = []obj{textPart(c.content)}
+		content = []obj{run.wholeText()}
 	}
 	return obj{"id": run.itemID, "type": "message", "status": status, "role": "assistant", "content": content}
 }
 
 func textPart(text string) obj {
 	return obj{"type": "output_text", "text": text, "annotations": []obj{}, "logprobs": []obj{}}
+}
+
+// wholeText is the run's complete text part, with its citations.
+func (run *responseRun) wholeText() obj {
+	p := textPart(run.out.content)
+	if len(run.cites) > 0 {
+		p["annotations"] = run.cites
+	}
+	return p
+}
+
+// sandboxCitations are the annotations of an answer whose request gave a code_interpreter
+// tool: OpenAI cites the file the code wrote in the call's container with a
+// container_file_citation naming the container and the file by their ids, which a client
+// that hands the output item back in a later request's input sends again. Other requests
+// cite nothing.
+func sandboxCitations(tools json.RawMessage, textLen int) []obj {
+	var list []struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(tools, &list) // tools that do not decode give no tool
+	for _, t := range list {
+		if t.Type == "code_interpreter" {
+			return []obj{{"type": "container_file_citation", "container_id": newID("cntr_"), "file_id": newID("cfile_"),
+				"filename": "result.csv", "start_index": 0, "end_index": textLen}}
+		}
+	}
+	return nil
 }
 
 func responsesUsage(g Generation) obj {
@@ -106,7 +136,7 @@ func (run *responseRun) steps() []func() {
 		}
 		steps = append(steps,
 			func() { run.emit("response.output_text.done", part(obj{"text": c.content, "logprobs": []obj{}})) },
-			func() { run.emit("response.content_part.done", part(obj{"part": textPart(c.content)})) })
+			func() { run.emit("response.content_part.done", part(obj{"part": run.wholeText()})) })
 	}
 	return append(steps,
 		func() {

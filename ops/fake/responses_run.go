@@ -14,10 +14,13 @@ import (
 // generated to its end, whoever still listens, so a stored response completes even when
 // its stream was cut.
 type responseRun struct {
-	gen        Generation
-	req        responsesRequest
-	out        choice
-	itemID     string
+	gen    Generation
+	req    responsesRequest
+	out    choice
+	itemID string
+	// cites are the annotations of the answer's text: the file a code_interpreter run
+	// wrote in its container, as OpenAI cites it (sandboxCitations).
+	cites      []obj
 	created    time.Time
 	visible    time.Time
 	stored     bool
@@ -75,6 +78,7 @@ func (l *LLM) startRun(r *http.Request, req responsesRequest, body []byte, reqID
 	if c.toolName != "" {
 		run.itemID = newID("fc_")
 	}
+	run.cites = sandboxCitations(req.Tools, len(c.content))
 	if breaks {
 		run.failAt, run.failKind = fault.Chunk, fault.Kind
 	}

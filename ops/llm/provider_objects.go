@@ -21,7 +21,10 @@ import (
 // Settle knows (ops rule 12), and a request naming one is refused before anything is sent.
 // An item of a stored response is taken only when it is an output item of one of the
 // tenant's own responses through Settle (ResponseItems); another tenant's and an unknown one
-// are refused alike, so the answer does not tell that the id exists.
+// are refused alike, so the answer does not tell that the id exists. A file id inside such an
+// output item, handed back by its tenant, is the provider's citation in that tenant's own
+// answer: it is taken when the item as Settle kept it holds the same file id, and refused
+// as any other file id otherwise, so no client edits another's file into its own item.
 
 // ResponseItems finds which items of the provider's stored responses are a tenant's own:
 // ops/pg implements it, and the gateway reads it through Config.Refs.
@@ -29,6 +32,9 @@ type ResponseItems interface {
 	// ResponseOutputItems returns those of ids that are output items of a response one of
 	// tenantID's calls through Settle created and whose answer Settle keeps.
 	ResponseOutputItems(ctx context.Context, tenantID int64, ids []string) ([]string, error)
+	// KeptOutputItems returns, by id, those of ids that are such output items as the kept
+	// answers hold them, one for each answer that holds the id.
+	KeptOutputItems(ctx context.Context, tenantID int64, ids []string) (map[string][]json.RawMessage, error)
 }
 
 // objectRefusal is the refusal of a request that names a provider's object by id.
@@ -307,7 +313,10 @@ func checkResponsesTools(f map[string]json.RawMessage) error {
 type itemRef struct{ path, id string }
 
 // checkResponsesInput refuses input that names a file by id, or an item of a stored response
-// that is not an output item of one of the tenant's own responses.
+// that is not an output item of one of the tenant's own responses. A file id inside an
+// output item the client hands back is taken when that item is the tenant's own and the
+// answer Settle keeps holds the same file id in it: the provider wrote it there (a citation
+// of a file its code_interpreter made), so it names nothing of another tenant's.
 func (x *exchange) checkResponsesInput(input json.RawMessage) error {
 	if !mayName(input, `id"`, `file_ids`) {
 		return nil
@@ -316,66 +325,21 @@ func (x *exchange) checkResponsesInput(input json.RawMessage) error {
 	if err != nil || v == nil {
 		return err
 	}
-	if p := fileRef(v, "input", nil); p != "" {
-		return fileRefusal(p)
-	}
-	items, _ := v.([]any)
-	return x.checkItemRefs(itemRefs(items))
-}
-
-// itemRefs lists the items of stored responses that input items name: an item_reference, an
-// item given with its id (the provider reads the stored item of that id), and the MCP
-// approval request an approval answers.
-func itemRefs(items []any) []itemRef {
-	var refs []itemRef
-	for i, e := range items {
-		item, _ := e.(map[string]any)
-		path := "input[" + strconv.Itoa(i) + "]"
-		if id, ok := item["id"].(string); ok {
-			// An item_reference may leave its type out (the SDKs do): an id alone.
-			if item["type"] == "item_reference" || item["type"] == nil && item["role"] == nil {
-				refs = append(refs, itemRef{path + " (item_reference) id", id})
-			} else {
-				refs = append(refs, itemRef{path + ".id", id})
-			}
+	items, isList := v.([]any)
+	if !isList {
+		if p := fileRef(v, "input", nil); p != "" {
+			return fileRefusal(p)
 		}
-		if id, ok := item["approval_request_id"].(string); ok {
-			refs = append(refs, itemRef{path + ".approval_request_id", id})
-		}
-	}
-	return refs
-}
-
-// checkItemRefs takes refs only when every one is an output item of one of the tenant's own
-// responses; the first that is not is refused, another tenant's as an unknown one.
-func (x *exchange) checkItemRefs(refs []itemRef) error {
-	if len(refs) == 0 {
 		return nil
 	}
-	ids := make([]string, 0, len(refs))
-	for _, r := range refs {
-		if len(r.id) > ops.MaxRefBytes {
-			return objectRefusal("%s is over %d bytes: Settle takes no longer item id.", r.path, ops.MaxRefBytes)
-		}
-		ids = append(ids, r.id)
+	cited, err := handedBackFiles(items)
+	if err != nil {
+		return err
 	}
-	var found []string
-	if items, ok := x.g.cfg.Refs.(ResponseItems); ok {
-		var err error
-		if found, err = items.ResponseOutputItems(x.ctx, x.tenant.ID, ids); err != nil {
-			return fmt.Errorf("check the items a response names: %w", err)
-		}
+	if err := x.checkItemRefs(itemRefs(items)); err != nil {
+		return err
 	}
-	own := make(map[string]bool, len(found))
-	for _, id := range found {
-		own[id] = true
-	}
-	for _, r := range refs {
-		if !own[r.id] {
-			return objectRefusal("%s %q names no output item of a response created through Settle with this tenant's tokens whose answer Settle keeps: send the item's content instead.", r.path, r.id)
-		}
-	}
-	return nil
+	return x.checkHandedBackFiles(cited)
 }
 
 // checkMessagesObjects refuses a Messages API request that names a file of Anthropic's Files

@@ -73,3 +73,42 @@ func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
 }
+
+// TestKeptItemsAreReadOnTheirIndexForTheTenantOnly: the output items a client hands back
+// with the file ids the provider cited in them are compared with the items as Settle kept
+// them (ops rule 12). They are read on operations_response_items_idx, as the check of the
+// items' owner is, and only from the tenant's own answers: another tenant asking for them
+// reads nothing.
+func TestKeptItemsAreReadOnTheirIndexForTheTenantOnly(t *testing.T) {
+	t.Parallel()
+	plan := pgtest.PlanWithoutSeqScan(t, pgtest.New(t), pg.KeptItemsSQL, pgx.NamedArgs{"tenant": 1, "ids": []string{"msg_1", "fc_2"}})
+	if !strings.Contains(plan, "operations_response_items_idx") {
+		t.Fatalf("the kept output items are not read on their index:\n%s", plan)
+	}
+	f := newFixture(t)
+	ctx := context.Background()
+	in := ops.Intent{TenantID: f.tenant, Kind: ops.KindLLMCall, Provider: "openai", IntentKey: "resp_k", Fingerprint: "fp-k",
+		Request: []byte(`{"policy":"interactive","route":"/v1/responses","body":{"model":"m","input":"hi"}}`), Retention: 24 * time.Hour}
+	o, err := f.seed().Open(ctx, in, "req-k", "gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"id":"resp_k","object":"response","status":"completed","output":[{"id":"msg_k","type":"message","content":[` +
+		`{"type":"output_text","text":"done","annotations":[{"type":"container_file_citation","file_id":"cfile_1"}]}]},{"id":"rs_k","type":"reasoning"}]}`
+	if op, err := f.seed().Finish(ctx, o.Op, o.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
+		Result: &ops.Result{ProviderRef: "resp_k", Body: []byte(body)}}); err != nil || op.Status != ops.StatusSucceeded {
+		t.Fatalf("close: %v %v", op, err)
+	}
+	kept, err := f.db.KeptOutputItems(ctx, f.tenant, []string{"msg_k", "msg_none"})
+	if err != nil || len(kept) != 1 || len(kept["msg_k"]) != 1 || !strings.Contains(string(kept["msg_k"][0]), `"file_id": "cfile_1"`) ||
+		strings.Contains(string(kept["msg_k"][0]), "rs_k") {
+		t.Errorf("the tenant's kept items: %q (%v), want msg_k alone, with its citation", kept, err)
+	}
+	var other int64
+	if err := f.db.Pool.QueryRow(ctx, `INSERT INTO tenants (name) VALUES ('other') RETURNING id`).Scan(&other); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := f.db.KeptOutputItems(ctx, other, []string{"msg_k"}); err != nil || len(kept) != 0 {
+		t.Errorf("another tenant reads %q (%v) of acme's kept items, want none", kept, err)
+	}
+}

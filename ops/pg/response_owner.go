@@ -2,7 +2,9 @@ package pg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -72,4 +74,32 @@ func (db *DB) ResponseOutputItems(ctx context.Context, tenantID int64, ids []str
 	}
 	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return found, interpret(err, "find the responses of output items")
+}
+
+// keptItemsSQL reads the output items of @ids as the answers Settle keeps of the tenant's
+// succeeded Responses calls hold them, found as responseItemsSQL finds them, one row per
+// answer that holds one.
+const keptItemsSQL = `
+SELECT i, item FROM unnest(@ids::text[]) i
+CROSS JOIN LATERAL (SELECT o.tenant_id, o.kind, o.status, o.result FROM operations o
+	WHERE jsonb_path_query_array(o.result, '$.output[*].id') ? i AND o.api = 'responses' AND o.result IS NOT NULL
+	OFFSET 0) o
+CROSS JOIN LATERAL jsonb_path_query(o.result, '$.output[*] ? (@.id == $id)', jsonb_build_object('id', i)) item
+WHERE o.tenant_id = @tenant AND o.kind = 'llm_call' AND o.status = 'succeeded'`
+
+// KeptOutputItems implements llm.ResponseItems: each of ids that is an output item of a
+// response the tenant's own calls through Settle created, as the answer Settle keeps holds it.
+func (db *DB) KeptOutputItems(ctx context.Context, tenantID int64, ids []string) (map[string][]json.RawMessage, error) {
+	rows, err := db.Pool.Query(ctx, keptItemsSQL, pgx.NamedArgs{"tenant": tenantID, "ids": ids})
+	if err != nil {
+		return nil, interpret(err, "read the kept output items")
+	}
+	kept := map[string][]json.RawMessage{}
+	var id string
+	var item []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &item}, func() error {
+		kept[id] = append(kept[id], json.RawMessage(slices.Clone(item)))
+		return nil
+	})
+	return kept, interpret(err, "read the kept output items")
 }
