@@ -51,9 +51,9 @@ func longestCall(refundDeadline time.Duration, l LLMConfig) time.Duration {
 func (c LLMConfig) gatewayOn() bool { return c.BaseURL != "" || c.AnthropicBaseURL != "" }
 
 // shutdownTimeoutEnv reads SETTLE_SHUTDOWN_TIMEOUT: by default the longest call plus
-// shutdownMargin. A wait shorter than the LLM deadline is refused: the shutdown would cut a
-// gateway call already sent, and paid, before its answer reached its client, leave its
-// operation uncertain, and its client's retry could pay for a second generation.
+// shutdownMargin. A wait shorter than the LLM deadline is taken, and warned of at start
+// (warnShortShutdown): where the orchestrator kills the process after a fixed grace period
+// anyway, refusing to start would help no call.
 func shutdownTimeoutEnv(e environ, refundDeadline time.Duration, l LLMConfig) (time.Duration, error) {
 	longest := longestCall(refundDeadline, l)
 	d, err := e.duration(envShutdownTimeout, longest+shutdownMargin)
@@ -66,9 +66,6 @@ func shutdownTimeoutEnv(e environ, refundDeadline time.Duration, l LLMConfig) (t
 	case d > limit:
 		err = usagef("%s=%s is longer than %s=%s plus %s: no call Settle runs needs that long, and what is left is resumed by the reaper",
 			envShutdownTimeout.Name, d, envLLMDeadline.Name, l.Deadline, shutdownMargin)
-	case l.gatewayOn() && d < l.Deadline:
-		err = usagef("%s=%s is shorter than %s=%s: a shutdown would cut an LLM call already sent, and paid, before its client has the answer; raise the first or lower the second",
-			envShutdownTimeout.Name, d, envLLMDeadline.Name, l.Deadline)
 	}
 	return d, err
 }
@@ -136,6 +133,7 @@ func NewProgram(cfg Config, logger *slog.Logger) *Program {
 // Run opens the database, checks or migrates its schema, starts listening and serves in the
 // background. It returns once requests are accepted, or with the reason they cannot be.
 func (p *Program) Run(ctx context.Context) error {
+	p.warnShortShutdown()
 	ssoDeps, err := p.ssoDeps(ctx)
 	if err != nil {
 		return err
@@ -390,6 +388,18 @@ func (p *Program) Wait(ctx context.Context) error {
 func (p *Program) Close() error {
 	p.closing.Do(func() { p.closeErr = p.close() })
 	return p.closeErr
+}
+
+// warnShortShutdown says, once at start, that a stop may cut an LLM call the provider is
+// still generating: the call was sent, and paid, its answer would not reach its client, and
+// its operation would stay uncertain until a lookup or a person settles it (ops rule 11),
+// where a client's retry of an Anthropic call, which has no lookup, may pay again.
+func (p *Program) warnShortShutdown() {
+	l := p.Config.LLM
+	if d := p.ShutdownTimeout(); p.Logger != nil && l.gatewayOn() && d < l.Deadline {
+		p.Logger.Warn("the shutdown's wait is shorter than the LLM deadline: a stop may cut LLM calls already sent, and paid, before their clients have the answer",
+			envShutdownTimeout.Name, d.String(), envLLMDeadline.Name, l.Deadline.String())
+	}
 }
 
 // ShutdownTimeout is how long Close waits for requests in flight and the background

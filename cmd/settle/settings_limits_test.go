@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,7 +92,8 @@ func TestDemoRefusesAnAddressBeyondLoopback(t *testing.T) {
 // with the process: its answer never reached its client, its operation was left uncertain,
 // and the client's retry could pay for a second generation (ops rule 3). With the gateway
 // on, the default wait covers the LLM deadline, a configured wait shorter than it is
-// refused in one line naming both, and the upper limit makes room for a longer deadline.
+// taken (an orchestrator's grace period may be what it follows) but warned of at start,
+// naming both, and the upper limit makes room for a longer deadline.
 func TestShutdownWaitsForTheLongestLLMCall(t *testing.T) {
 	t.Parallel()
 	db := "postgres://u@127.0.0.1:1/x"
@@ -118,7 +120,25 @@ func TestShutdownWaitsForTheLongestLLMCall(t *testing.T) {
 		}
 	}
 	wantServeRefused(t, []refusedEnv{
-		{llm(envShutdownTimeout.Name, "35s"), envShutdownTimeout.Name + "=35s is shorter than " + envLLMDeadline.Name + "=10m0s"},
 		{llm(envLLMDeadline.Name, "30m", envShutdownTimeout.Name, "31m"), envShutdownTimeout.Name + "=31m0s is longer than"},
 	})
+	for _, c := range []struct {
+		vars map[string]string
+		warn bool
+	}{
+		{llm(envShutdownTimeout.Name, "35s"), true},
+		{llm(), false},
+		{map[string]string{"DATABASE_URL": db, envShutdownTimeout.Name: "35s"}, false},
+	} {
+		cfg, err := LoadConfig([]string{"serve"}, env(c.vars), t.TempDir())
+		if err != nil {
+			t.Fatalf("%v: %v", c.vars, err)
+		}
+		var log bytes.Buffer
+		NewProgram(cfg, slog.New(slog.NewTextHandler(&log, nil))).warnShortShutdown()
+		warned := strings.Contains(log.String(), envShutdownTimeout.Name+"=") && strings.Contains(log.String(), envLLMDeadline.Name+"=10m0s")
+		if warned != c.warn {
+			t.Errorf("%v: warned %v, want %v: %q", c.vars, warned, c.warn, log.String())
+		}
+	}
 }

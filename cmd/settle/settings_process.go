@@ -85,16 +85,17 @@ var (
 			"writes wait a few milliseconds; the default sheds before every admitted call waits seconds. `0` or `off`: no limit"})
 	envShutdownTimeout = define(sectionProcess, setting{Name: "SETTLE_SHUTDOWN_TIMEOUT", Commands: []string{"server commands"},
 		Default: "the longest call plus `10s`: `SETTLE_REFUND_DEADLINE` + `10s` (`35s`), or with the LLM gateway on `SETTLE_LLM_DEADLINE` + `10s` when longer (`10m10s`)",
-		Parses:  "a positive Go duration, at most `15m` (or `SETTLE_LLM_DEADLINE` + `10s` when longer), and with the LLM gateway on at least `SETTLE_LLM_DEADLINE`",
+		Parses:  "a positive Go duration, at most `15m` (or `SETTLE_LLM_DEADLINE` + `10s` when longer)",
 		Short:   "how long serve and demo wait after SIGTERM for work in flight",
 		Doc: "how long `serve` and `demo` wait after SIGTERM or Ctrl-C: new connections are refused at once, background services start " +
 			"no new work, and requests in flight and the services' work in hand (a refund or a reaper's resend waiting on Stripe, an LLM " +
 			"call the provider is generating, a job's generation) finish and are recorded before the database closes; what still runs then " +
 			"is left to the reaper, as after a crash. Give the process manager's grace period (Kubernetes' `terminationGracePeriodSeconds`, " +
-			"30 s by default) more than this. With the LLM gateway on, a wait shorter than `SETTLE_LLM_DEADLINE` is refused: it would cut " +
-			"a call already sent, and paid, before its client has the answer, leave its operation uncertain, and the client's retry could " +
-			"pay for a second generation (`TestSigtermFinishesAnLLMCallInFlight` (`cmd/settle/llmshutdown_test.go`), " +
-			"`TestShutdownWaitsForTheLongestLLMCall` (`cmd/settle/settings_limits_test.go`)); lower the deadline instead where a rollout " +
+			"30 s by default) more than this. With the LLM gateway on, a wait shorter than `SETTLE_LLM_DEADLINE` is taken and `serve` " +
+			"warns of it at start: a stop may cut a call already sent, and paid, before its client has the answer, leave its operation " +
+			"uncertain, and the client's retry of a call with no lookup could pay for a second generation " +
+			"(`TestSigtermFinishesAnLLMCallInFlight` (`cmd/settle/llmshutdown_test.go`), " +
+			"`TestShutdownWaitsForTheLongestLLMCall` (`cmd/settle/settings_limits_test.go`)); lower the deadline where a rollout " +
 			"must not wait that long. More than 15 minutes, or than the LLM deadline plus 10 s when that is longer, is refused: a longer " +
 			"wait finishes nothing the reaper would not (`TestShutdownTimeoutHasAnUpperLimit` (`cmd/settle/settings_limits_test.go`))"})
 	envWorkerID = define(sectionProcess, setting{Name: "SETTLE_WORKER_ID", Commands: []string{"server commands"},
