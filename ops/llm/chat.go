@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/settle-dev/settle/ops"
@@ -46,6 +47,9 @@ func (chatAPI) upstreamBody(r *request, original []byte) []byte {
 	if !r.Stream || r.IncludeUsage {
 		return original
 	}
+	if b, ok := withUsageAsked(r, original); ok {
+		return b
+	}
 	fields := make(map[string]json.RawMessage, len(r.fields))
 	for k, v := range r.fields {
 		fields[k] = v
@@ -62,6 +66,36 @@ func (chatAPI) upstreamBody(r *request, original []byte) []byte {
 		return original
 	}
 	return b
+}
+
+// askUsage is the member a stream's body gains when its client named no stream_options.
+const askUsage = `"stream_options":{"include_usage":true}`
+
+// withUsageAsked is original, a JSON object parseRequest read into r, with askUsage added
+// as its last member, when the client named no stream_options (most streaming clients).
+// The bytes before it are the client's as sent, so the provider reads every other field
+// as it would have; decoding the body's fields and encoding them again cost a streamed
+// call a copy of its fields, a sort and a second check of every value. A body that names
+// stream_options keeps the path that rewrites it.
+func withUsageAsked(r *request, original []byte) ([]byte, bool) {
+	if _, named := r.fields["stream_options"]; named {
+		return nil, false
+	}
+	end := bytes.LastIndexByte(original, '}')
+	if end < 0 {
+		return nil, false
+	}
+	head := bytes.TrimRight(original[:end], " \t\r\n")
+	if len(head) == 0 {
+		return nil, false
+	}
+	out := make([]byte, 0, len(original)+len(askUsage)+1)
+	out = append(out, head...)
+	if head[len(head)-1] != '{' {
+		out = append(out, ',')
+	}
+	out = append(out, askUsage...)
+	return append(out, original[end:]...), true
 }
 
 func (chatAPI) assembler() streamAssembler { return newAssembler() }
