@@ -86,25 +86,29 @@ type Usage struct {
 	TotalTokens        int `json:"total_tokens"`
 }
 
-// parseUsage reads the provider's usage object.
+// parseUsage reads the provider's usage object: with scanUsage, or where that cannot read
+// it exactly as encoding/json would, with json.Unmarshal.
 func parseUsage(raw json.RawMessage) (Usage, bool) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return Usage{}, false
 	}
-	var u struct {
-		PromptTokens        int `json:"prompt_tokens"`
-		CompletionTokens    int `json:"completion_tokens"`
-		TotalTokens         int `json:"total_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens int `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	}
-	if json.Unmarshal(raw, &u) != nil {
-		return Usage{}, false
-	}
-	out := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
-	if u.PromptTokensDetails != nil {
-		out.CachedTokens = u.PromptTokensDetails.CachedTokens
+	var out Usage
+	if !scanUsage(raw, &out) {
+		var u struct {
+			PromptTokens        int `json:"prompt_tokens"`
+			CompletionTokens    int `json:"completion_tokens"`
+			TotalTokens         int `json:"total_tokens"`
+			PromptTokensDetails *struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		}
+		if json.Unmarshal(raw, &u) != nil {
+			return Usage{}, false
+		}
+		out = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		if u.PromptTokensDetails != nil {
+			out.CachedTokens = u.PromptTokensDetails.CachedTokens
+		}
 	}
 	if out.TotalTokens == 0 {
 		out.TotalTokens = out.PromptTokens + out.CompletionTokens
