@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -182,7 +181,7 @@ func (x *exchange) result(a *ops.Attempt, reply Reply, asm streamAssembler) (ops
 	if rec.CostKnown {
 		rec.Currency = x.g.cfg.Prices.Currency
 	}
-	usage, _ := json.Marshal(rec)
+	usage := rec.encode()
 	r.Usage = usage
 	if rec.CostKnown {
 		cost := rec.CostMicros
