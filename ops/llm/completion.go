@@ -119,7 +119,7 @@ func parseUsage(raw json.RawMessage) (Usage, bool) {
 // parseCompletion reads a non-streaming answer; it must at least carry an id and choices.
 func parseCompletion(body []byte) (*completion, error) {
 	var c completion
-	if err := json.Unmarshal(body, &c); err != nil {
+	if err := decodeCompletion(body, &c); err != nil {
 		return nil, fmt.Errorf("decode completion: %w", err)
 	}
 	if c.ID == "" || c.Choices == nil {
