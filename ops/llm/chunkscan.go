@@ -20,14 +20,7 @@ import (
 
 // decodeChunk decodes one event of a streamed chat completion into ch, as json.Unmarshal
 // does.
-func decodeChunk(data []byte, ch *chunk) error {
-	s := chunkScanner{b: data}
-	if s.chunk(ch) {
-		return nil
-	}
-	*ch = chunk{}
-	return json.Unmarshal(data, ch)
-}
+func decodeChunk(data []byte, ch *chunk) error { return decodeChunkAfter(data, ch, nil) }
 
 // maxScanDepth bounds the nesting the scanner follows in values it skips; deeper ones go
 // to json.Unmarshal, which has a limit of its own.
@@ -38,6 +31,9 @@ const maxScanDepth = 64
 type chunkScanner struct {
 	b []byte
 	i int
+	// prev is the head of the stream's chunk before, whose strings a chunk's head reuses
+	// (decodeChunkAfter); nil when there is none.
+	prev *completionHead
 }
 
 func (s *chunkScanner) chunk(ch *chunk) bool {
@@ -47,15 +43,15 @@ func (s *chunkScanner) chunk(ch *chunk) bool {
 		var ok bool
 		switch string(key) {
 		case "id":
-			bit, ok = 1<<0, s.str(&ch.ID)
+			bit, ok = 1<<0, s.same(&ch.ID, s.prevHead().ID)
 		case "object":
-			bit, ok = 1<<1, s.str(&ch.Object)
+			bit, ok = 1<<1, s.same(&ch.Object, s.prevHead().Object)
 		case "created":
 			bit, ok = 1<<2, s.int64(&ch.Created)
 		case "model":
-			bit, ok = 1<<3, s.str(&ch.Model)
+			bit, ok = 1<<3, s.same(&ch.Model, s.prevHead().Model)
 		case "system_fingerprint":
-			bit, ok = 1<<4, s.strPtr(&ch.SystemFingerprint)
+			bit, ok = 1<<4, s.samePtr(&ch.SystemFingerprint, s.prevHead().SystemFingerprint)
 		case "service_tier":
 			bit, ok = 1<<5, s.strPtr(&ch.ServiceTier)
 		case "choices":
@@ -343,12 +339,17 @@ func (s *chunkScanner) number() (isInt, ok bool) {
 	return isInt, true
 }
 
-// raw copies the value at i into *v, as json.RawMessage keeps it (null too).
+// raw copies the value at i into *v, as json.RawMessage keeps it (null too). A null, which
+// most chunks carry for their logprobs, is one shared copy: a decoded chunk is only read.
 func (s *chunkScanner) raw(v *json.RawMessage) bool {
 	s.ws()
 	start := s.i
 	if !s.skip(0) {
 		return false
+	}
+	if s.i-start == len(jsonNull) && string(s.b[start:s.i]) == jsonNull {
+		*v = sharedNull
+		return true
 	}
 	*v = append((*v)[:0:0], s.b[start:s.i]...)
 	return true

@@ -84,11 +84,41 @@ func sameAsUnmarshal(t *testing.T, data []byte) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("decodeChunk(%q) read\n%+v\njson.Unmarshal\n%+v", data, got, want)
 	}
+	// After a chunk with the same head, whose strings it shares, and after one with another.
+	other := "other"
+	for _, prev := range []completionHead{want.completionHead, {ID: "x", Object: "y", Model: "z", SystemFingerprint: &other}} {
+		var after chunk
+		afterErr := decodeChunkAfter(data, &after, &prev)
+		if (afterErr == nil) != (wantErr == nil) || !reflect.DeepEqual(after, want) {
+			t.Fatalf("decodeChunkAfter(%q, %+v) read\n%+v (%v)\njson.Unmarshal\n%+v (%v)", data, prev, after, afterErr, want, wantErr)
+		}
+	}
 	var ev struct {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(data, &ev)
 	if typ := eventType(data); typ != ev.Type {
 		t.Fatalf("eventType(%q) = %q, json.Unmarshal reads %q", data, typ, ev.Type)
+	}
+}
+
+// TestAStreamsChunksShareTheirHead: every chunk of a stream repeats its id, object, model
+// and system fingerprint, and the assembler reads each after the first without a copy of
+// them, as it reads each chunk of every stream it relays and stores (ops rule 3: the
+// stored answer's usage prices the charge). A token's chunk as OpenAI sends it takes
+// at most 5 allocations where it took 11.
+func TestAStreamsChunksShareTheirHead(t *testing.T) {
+	head := `"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_44709d6fcb"`
+	a := newAssembler()
+	if _, _, err := a.add([]byte(`{` + head + `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	token := []byte(`{` + head + `,"choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}]}`)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, _, err := a.add(token); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 5 {
+		t.Errorf("a token's chunk took %.0f allocations, want at most 5", n)
 	}
 }

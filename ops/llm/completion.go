@@ -168,7 +168,11 @@ func (a *assembler) add(data []byte) (token, usageOnly bool, err error) {
 		return false, false, nil
 	}
 	var ch chunk
-	if err := decodeChunk(data, &ch); err != nil {
+	var prev *completionHead
+	if a.c.ID != "" {
+		prev = &a.c.completionHead
+	}
+	if err := decodeChunkAfter(data, &ch, prev); err != nil {
 		return false, false, fmt.Errorf("decode chunk %d: %w", a.chunks+1, err)
 	}
 	if ch.ID == "" && a.c.ID == "" {
