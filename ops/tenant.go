@@ -16,7 +16,10 @@ type Tenant struct {
 	// none. A bound tenant's Stripe calls all carry it, so it sees only that account's
 	// payments, and only records and webhooks from that account may change its operations.
 	StripeAccount string
-	CreatedAt     time.Time
+	// LLMBudgetMicros is what the tenant's LLM calls may cost per UTC day, in micro-units of
+	// the currency of the gateway's price table; 0: no budget, and its calls are not checked.
+	LLMBudgetMicros int64
+	CreatedAt       time.Time
 }
 
 // stripeAccountRe mirrors the CHECK on tenants.stripe_account.

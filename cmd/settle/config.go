@@ -56,6 +56,8 @@ type Config struct {
 	// KeepApprovals are the settings "tenant approvals" was given no flag for: they stay as
 	// the tenant has them.
 	KeepApprovals pg.KeepApprovals
+	// LLMBudgetMicros is what "tenant budget" sets for Tenant, 0 to clear it.
+	LLMBudgetMicros int64
 
 	Stripe StripeConfig
 	// OutboxURL receives the outbox's events as JSON POSTs; empty keeps them in the table.
@@ -280,7 +282,7 @@ func commandFlags(cfg *Config, role *string, e environ, workDir string) (fs *fla
 	case "token add":
 		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant name; created if missing")
 		fs.StringVar(&cfg.TokenName, "name", "cli", "a label for the token")
-	case "token list", "tenant list", "tenant approvals": // the latter's flags are read by readTenantCommand
+	case "token list", "tenant list", "tenant approvals", "tenant budget": // the latter's flags are read by readTenantCommand
 	case "tenant stripe-account":
 		fs.BoolVar(&cfg.ClearStripeAccount, "clear", false, "unbind the tenant from its Stripe account")
 	case "token revoke":

@@ -41,7 +41,8 @@ func (p *Program) wireLLM(srv *web.Server) ([]recon.UsageSource, error) {
 	cfg := llm.Config{Ledger: p.Ledger, Prices: prices, KeyTTL: c.KeyTTL,
 		Mode: llm.Mode(c.Policy), TenantModes: modes, KeyScope: llm.KeyScope(c.KeyScope), TenantKeyScopes: scopes,
 		Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger,
-		Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB, Streams: p.DB}
+		Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB, Streams: p.DB,
+		Budgets: llm.NewBudgets(p.DB, prices, p.Clock, 0)}
 	var up *openai.Client
 	if c.BaseURL != "" {
 		if up, err = c.openAI(); err != nil {

@@ -114,6 +114,8 @@ func Main(ctx context.Context, args []string, env []string, stdin io.Reader, std
 		err = tenantStripeAccount(ctx, cfg, stdout)
 	case "tenant approvals":
 		err = tenantApprovals(ctx, cfg, stdout)
+	case "tenant budget":
+		err = tenantBudget(ctx, cfg, stdout)
 	case "tenant list":
 		err = listTenants(ctx, cfg, stdout)
 	case "alerts export":

@@ -80,9 +80,10 @@ func table() []*setting {
 var commandGroups = map[string][]string{
 	"every command": {"serve", "demo", "migrate", "worker", "reconcile", "retention run", "mcp",
 		"user add", "token add", "token list", "token revoke", "tenant stripe-account", "tenant approvals",
-		"tenant list", "alerts export", "fake stripe", "fake llm", "fake anthropic"},
+		"tenant budget", "tenant list", "alerts export", "fake stripe", "fake llm", "fake anthropic"},
 	"database commands": {"serve", "migrate", "worker", "reconcile", "retention run", "mcp",
-		"user add", "token add", "token list", "token revoke", "tenant stripe-account", "tenant approvals", "tenant list"},
+		"user add", "token add", "token list", "token revoke", "tenant stripe-account", "tenant approvals", "tenant budget",
+		"tenant list"},
 	"server commands": {"serve", "demo", "worker", "reconcile", "retention run", "mcp"},
 }
 

@@ -26,6 +26,7 @@ var commandArgs = map[string][]string{
 	"token revoke":          {"token", "revoke", "--id", "1"},
 	"tenant stripe-account": {"tenant", "stripe-account", "acme", "acct_1"},
 	"tenant approvals":      {"tenant", "approvals", "acme", "--min-cents", "5000"},
+	"tenant budget":         {"tenant", "budget", "acme", "--budget", "25"},
 	"tenant list":           {"tenant", "list"},
 	"alerts export":         {"alerts", "export"},
 	"fake stripe":           {"fake", "stripe"},

@@ -16,13 +16,16 @@ import (
 // it for the flag set. The words of 'tenant stripe-account NAME acct_…' are taken here, so
 // that --clear may come before or after them.
 func readTenantCommand(cfg Config, args []string) (Config, []string, error) {
-	if len(args) == 0 || (args[0] != "stripe-account" && args[0] != "list" && args[0] != "approvals") {
-		return cfg, args, usagef("unknown command %q; did you mean 'tenant stripe-account', 'tenant approvals' or 'tenant list'?",
+	if len(args) == 0 || (args[0] != "stripe-account" && args[0] != "list" && args[0] != "approvals" && args[0] != "budget") {
+		return cfg, args, usagef("unknown command %q; did you mean 'tenant stripe-account', 'tenant approvals', 'tenant budget' or 'tenant list'?",
 			strings.Join(append([]string{cfg.Command}, args...), " "))
 	}
 	cfg.Command += " " + args[0]
-	if cfg.Command == "tenant approvals" {
+	switch cfg.Command {
+	case "tenant approvals":
 		return readTenantApprovalsCommand(cfg, args[1:])
+	case "tenant budget":
+		return readTenantBudgetCommand(cfg, args[1:])
 	}
 	if cfg.Command != "tenant stripe-account" {
 		return cfg, args[1:], nil
@@ -100,8 +103,8 @@ func tenantStripeAccount(ctx context.Context, cfg Config, stdout io.Writer) erro
 	return nil
 }
 
-// listTenants prints every tenant with the Stripe account it is bound to and its own
-// approval settings.
+// listTenants prints every tenant with the Stripe account it is bound to, its own approval
+// settings and its LLM budget per day.
 func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
 	db, err := openChecked(ctx, cfg)
 	if err != nil {
@@ -113,7 +116,7 @@ func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTENANT\tSTRIPE ACCOUNT\tAPPROVALS\tCREATED")
+	fmt.Fprintln(w, "ID\tTENANT\tSTRIPE ACCOUNT\tAPPROVALS\tLLM BUDGET\tCREATED")
 	for _, t := range tenants {
 		account := t.StripeAccount
 		if account == "" {
@@ -123,7 +126,7 @@ func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", t.ID, t.Name, account, approvalsLine(a), t.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, account, approvalsLine(a), budgetLine(t), t.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return w.Flush()
 }

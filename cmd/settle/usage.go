@@ -24,7 +24,10 @@ Commands:
   tenant approvals NAME [--min-cents N|off|default] [--not-executed on|off|default]
                           a tenant's four-eyes settings, over the SETTLE_APPROVAL_* ones; a flag
                           left out keeps the tenant's setting
-  tenant list             list tenants, the Stripe accounts they are bound to and their approval settings
+  tenant budget NAME --budget AMOUNT|off
+                          what a tenant's LLM calls may cost per UTC day, in the price table's
+                          currency; new calls past it are refused with 429 until midnight UTC
+  tenant list             list tenants, their Stripe accounts, approval settings and LLM budgets
   worker                  run pipeline job workers without the server (needs DATABASE_URL, SETTLE_LLM_BASE_URL)
   reconcile [--provider stripe] [--since 24h | --from RFC3339 --to RFC3339]
                           reconcile provider charges with the ledger once (needs DATABASE_URL)

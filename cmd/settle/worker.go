@@ -11,6 +11,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
@@ -182,9 +183,11 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	// this pool's own keeps them apart even when two replicas are given one worker id.
 	id = ops.NewOwner(id, "")
 	pool := &jobs.Pool{Gate: p.gate()}
+	// One cache of the tenants' spends serves every worker of the pool.
+	budgets := llm.NewBudgets(p.DB, prices, p.Clock, 0)
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: jobstore.New(p.DB), Events: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
-			Upstream: up, Prices: prices, Catalog: jobs.DefaultCatalog(), Owner: ops.NewOwner("jobs", fmt.Sprintf("%s:%d", id, i)),
+			Upstream: up, Prices: prices, Budgets: budgets, Catalog: jobs.DefaultCatalog(), Owner: ops.NewOwner("jobs", fmt.Sprintf("%s:%d", id, i)),
 			Logger: p.Logger})
 	}
 	if len(jc.WebhookURLs) > 0 {

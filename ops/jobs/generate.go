@@ -36,6 +36,9 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 			if budget = r.spent(r.now(), r.estimate(body)); budget != "" {
 				return errBudgetSpent
 			}
+			if err := r.w.Budgets.Check(ctx, j.TenantID); err != nil {
+				return err
+			}
 			// A worker that lost the job's lease (it stalled, another took over) must not
 			// open a generation it will not send.
 			if err := r.w.Store.ExtendJob(ctx, j.ID, r.owner, r.now(), r.now().Add(l.Limits.Lease)); err != nil {
@@ -48,6 +51,9 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 	}
 	if errors.Is(err, errBudgetSpent) {
 		return nil, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+budget+") before a generation could be sent.")
+	}
+	if ops.ErrorReason(err) == llm.ReasonBudgetSpent {
+		return nil, r.waitForBudget(bg, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admit generation: %w", err)

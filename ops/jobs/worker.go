@@ -52,8 +52,11 @@ type Worker struct {
 	Lookups *llm.Lookups
 	// Events records the provider charges a lookup finds, so reconciliation and the alerts
 	// count the generation it found; the ledger's store is one. Nil records none.
-	Events  ops.EventStore
-	Prices  *llm.PriceTable
+	Events ops.EventStore
+	Prices *llm.PriceTable
+	// Budgets holds a job back while its tenant's LLM spend of the day reached its budget,
+	// as the gateway refuses its calls; nil checks no budget.
+	Budgets *llm.Budgets
 	Catalog *Catalog
 	// Owner names this worker in leases and audit rows; unique per worker.
 	Owner     string

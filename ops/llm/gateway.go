@@ -69,6 +69,8 @@ type Config struct {
 	// Streams reads the events stored with a streamed answer, so that its replay sends them
 	// again as they were; nil replays every stream rebuilt from its answer.
 	Streams StoredStreams
+	// Budgets caps each tenant's LLM spend per UTC day (budget.go); nil caps none.
+	Budgets *Budgets
 }
 
 // Gateway is the LLM gateway. Build it with New; it is safe for concurrent use.
@@ -260,7 +262,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: customerRef(x.req.User),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
-	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol
+	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, g.budgetCheck(ctx, r.Tenant)
 	x.in = in
 	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
 	x.op = adm.Op

@@ -23,7 +23,9 @@ import (
 // reaper reads by their own (migration 00073). No operation lands in an index by its provider
 // key, which is its id's, unique and found on the primary key (migration 00075). A closed
 // one is read by its intent, by when it was opened and closed (tallies, rollups, retention), by its
-// provider's record, and, for a call, by the body purge, which reads closed calls only. A
+// provider's record, and, for a call, by the body purge, which reads closed calls only. An LLM
+// operation, open or closed, is also read by its tenant and when it was opened: the spend of
+// a tenant's day that its budget caps (migration 00086). A
 // received one, which nobody holds, is read through the queue and expiry indexes alone: the
 // queue index serves its oldest first too, so no index of received rows by age remains.
 func TestALifecycleLandsOnlyInTheIndexesItsReadersUse(t *testing.T) {
@@ -57,12 +59,13 @@ func TestALifecycleLandsOnlyInTheIndexesItsReadersUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("an open call", c.Op.ID, open)
+	spend := "operations_tenant_llm_spend_idx"
+	check("an open call", c.Op.ID, append([]string{spend}, open...))
 	if _, err := f.seed().Finish(ctx, c.Op, c.Attempt, "gw", ops.AttemptResult{Outcome: ops.OutcomeOK, HTTPStatus: 200,
 		Result: &ops.Result{ProviderRef: "resp_idx_call", Body: []byte(`{"id":"resp_idx_call"}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	check("a closed call", c.Op.ID, append([]string{"operations_body_purge_idx"}, closed...))
+	check("a closed call", c.Op.ID, append([]string{"operations_body_purge_idx", spend}, closed...))
 
 	q, err := f.seed().Open(ctx, f.refund("idx-queued", 100), "r3", "")
 	if err != nil {

@@ -48,11 +48,11 @@ func newToken() (string, [32]byte, error) {
 	return token, sha256.Sum256([]byte(token)), nil
 }
 
-const accountTenantCols = "t.id, t.name, t.require_idempotency_key, coalesce(t.stripe_account, ''), t.created_at"
+const accountTenantCols = "t.id, t.name, t.require_idempotency_key, coalesce(t.stripe_account, ''), coalesce(t.llm_budget_micros, 0), t.created_at"
 
 func scanAccountTenant(row pgx.Row) (*ops.Tenant, error) {
 	t := &ops.Tenant{}
-	if err := row.Scan(&t.ID, &t.Name, &t.RequireIdempotencyKey, &t.StripeAccount, &t.CreatedAt); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.RequireIdempotencyKey, &t.StripeAccount, &t.LLMBudgetMicros, &t.CreatedAt); err != nil {
 		return nil, err
 	}
 	return t, nil

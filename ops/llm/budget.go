@@ -1,0 +1,133 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// ReasonBudgetSpent is the reason of a call refused with 429 because its tenant's LLM spend
+// of the current UTC day reached its budget.
+const ReasonBudgetSpent = "tenant_budget_spent"
+
+// SpendStore reads a tenant's LLM budget per day (0: none) and what its LLM operations opened
+// since since cost in currency, in micro-units; ops/pg's DB is one.
+type SpendStore interface {
+	LLMSpend(ctx context.Context, tenantID int64, since time.Time, currency string) (budget, spent int64, err error)
+}
+
+// DefaultBudgetRefresh is how long a replica trusts the spend it read of a tenant.
+const DefaultBudgetRefresh = 5 * time.Second
+
+// Budgets holds each tenant's LLM spend of the current UTC day as this replica last read it,
+// so that a check costs no statement on the way of every call: a tenant's entry is read
+// again once it is Refresh old, or the day changed. The cap is therefore not exact: the
+// calls in flight when the spend reaches the budget, and the calls every replica admits
+// within Refresh before it reads the spend again, still run and are billed. Build it with
+// NewBudgets; it is safe for concurrent use.
+type Budgets struct {
+	store    SpendStore
+	clock    ops.Clock
+	currency string
+	refresh  time.Duration
+
+	mu      sync.Mutex
+	tenants map[int64]*tenantSpend
+}
+
+// tenantSpend is one tenant's spend as last read; its mutex makes one caller read it while
+// the others wait for that read instead of sending their own.
+type tenantSpend struct {
+	mu     sync.Mutex
+	day    time.Time // the UTC day the spend is of
+	readAt time.Time
+	budget int64
+	spent  int64
+}
+
+// NewBudgets returns the budgets of tenants read from store, in the currency of prices (the
+// table that costs the calls; dollars when nil), trusted for refresh (default
+// DefaultBudgetRefresh) on clock.
+func NewBudgets(store SpendStore, prices *PriceTable, clock ops.Clock, refresh time.Duration) *Budgets {
+	if refresh <= 0 {
+		refresh = DefaultBudgetRefresh
+	}
+	currency := "usd"
+	if prices != nil && prices.Currency != "" {
+		currency = prices.Currency
+	}
+	if clock == nil {
+		clock = ops.SystemClock{}
+	}
+	return &Budgets{store: store, clock: clock, currency: currency, refresh: refresh, tenants: map[int64]*tenantSpend{}}
+}
+
+// Check answers nil while the tenant may send a new paid call, and the refusal
+// (ReasonBudgetSpent, naming the budget and when the day ends) once its spend of the day
+// reached its budget. An error that is no refusal is the store's: the spend could not be read.
+func (b *Budgets) Check(ctx context.Context, tenantID int64) error {
+	if b == nil {
+		return nil
+	}
+	now := b.clock.Now().UTC()
+	day := now.Truncate(24 * time.Hour)
+	s := b.entry(tenantID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.day.Equal(day) || now.Sub(s.readAt) >= b.refresh || now.Before(s.readAt) {
+		budget, spent, err := b.store.LLMSpend(ctx, tenantID, day, b.currency)
+		if err != nil {
+			return fmt.Errorf("read the tenant's LLM spend: %w", err)
+		}
+		s.day, s.readAt, s.budget, s.spent = day, now, budget, spent
+	}
+	if s.budget <= 0 || s.spent < s.budget {
+		return nil
+	}
+	return b.refusal(s.budget, s.spent, day.Add(24*time.Hour), now)
+}
+
+// entry returns the tenant's entry, made on first use.
+func (b *Budgets) entry(tenantID int64) *tenantSpend {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s, ok := b.tenants[tenantID]
+	if !ok {
+		s = &tenantSpend{}
+		b.tenants[tenantID] = s
+	}
+	return s
+}
+
+// refusal tells the client its budget, what it spent, that nothing was sent, and when its
+// budget is whole again; Retry-After says the same.
+func (b *Budgets) refusal(budget, spent int64, resets, now time.Time) error {
+	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetSpent, Err: &Problem{RetryAfter: resets.Sub(now)},
+		Message: fmt.Sprintf("Your tenant's LLM budget of %s a day is spent (%s so far today, UTC); this call was recorded as refused and nothing of it was sent. "+
+			"The budget resets at %s; a retry of a key whose call already ran is still answered.",
+			ops.FormatMicros(budget, b.currency), ops.FormatMicros(spent, b.currency), resets.Format(time.RFC3339))}
+}
+
+// budgetCheck is the check of a new call of tenant t against its budget, for admission: nil
+// for a tenant without a budget, or within it, which keeps the admission that tries the
+// insert first. Admission asks the check only before it would open an operation, so a
+// request of an existing one (a replay, a key in flight) is answered as always: a replay
+// costs nothing (ops rules 1 and 2). A refusal is recorded as the tenant's refused request
+// (ops rule 8). A spend that could not be read refuses new calls too, with the store's
+// error: a cap that lapsed whenever its read failed would be none.
+func (g *Gateway) budgetCheck(ctx context.Context, t *ops.Tenant) func(context.Context) error {
+	if t.LLMBudgetMicros <= 0 || g.cfg.Budgets == nil {
+		return nil
+	}
+	refusal := g.cfg.Budgets.Check(ctx, t.ID)
+	if refusal == nil {
+		return nil
+	}
+	return func(context.Context) error {
+		g.stats.rejected.Add(1)
+		return refusal
+	}
+}

@@ -1,0 +1,79 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// LLMSpend returns the tenant's LLM budget per day (0: none) and what its LLM operations
+// opened since since cost in currency, in micro-units, in one statement. A cost is in the
+// currency its usage record names, dollars where it names none (llm.CostCurrency); a cost
+// in another currency is not counted, since amounts of two currencies never add up. A
+// tenant without a budget sums nothing: the gateway asks only for tenants with one, and the
+// job workers learn from the answer that a tenant has none.
+func (db *DB) LLMSpend(ctx context.Context, tenantID int64, since time.Time, currency string) (budget, spent int64, err error) {
+	err = db.Pool.QueryRow(ctx, `
+SELECT coalesce(t.llm_budget_micros, 0),
+	CASE WHEN t.llm_budget_micros IS NULL THEN 0 ELSE coalesce((
+		SELECT sum(o.cost_micros) FROM operations o
+		WHERE o.tenant_id = t.id AND o.kind IN ('llm_call', 'llm_job') AND o.created_at >= $2
+			AND coalesce(o.usage->>'currency', 'usd') = $3), 0)::bigint END
+FROM tenants t WHERE t.id = $1`, tenantID, since, currency).Scan(&budget, &spent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, ops.Errorf(ops.ENOTFOUND, "No tenant with id %d.", tenantID)
+	} else if err != nil {
+		return 0, 0, interpret(err, "read the tenant's LLM spend")
+	}
+	return budget, spent, nil
+}
+
+// BudgetChange is what SetLLMBudget did: the tenant as it is now, and its budget before.
+type BudgetChange struct {
+	Tenant  *ops.Tenant
+	Before  int64
+	Changed bool
+}
+
+// SetLLMBudget sets the tenant's LLM budget per UTC day in micro-units (0 clears it), with
+// an audit row naming actor; setting what it has already changes and audits nothing.
+func (db *DB) SetLLMBudget(ctx context.Context, name string, micros int64, actor string, now time.Time) (BudgetChange, error) {
+	if err := checkTenantName(name); err != nil {
+		return BudgetChange{}, err
+	}
+	if micros < 0 {
+		return BudgetChange{}, ops.Errorf(ops.EINVALID, "An LLM budget is more than zero, or none.")
+	}
+	var c BudgetChange
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		t, err := scanAccountTenant(tx.QueryRow(ctx, `SELECT `+accountTenantCols+` FROM tenants t WHERE t.name = $1 FOR UPDATE`, name))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ops.Errorf(ops.ENOTFOUND, "No tenant %s; tenants are made by 'settle token add --tenant %s'.", name, name)
+		} else if err != nil {
+			return interpret(err, "find tenant")
+		}
+		c = BudgetChange{Tenant: t, Before: t.LLMBudgetMicros}
+		if t.LLMBudgetMicros == micros {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tenants SET llm_budget_micros = nullif($2::bigint, 0) WHERE id = $1`, t.ID, micros); err != nil {
+			return interpret(err, "set the LLM budget")
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO audit_log (at, actor, action, entity, entity_id, before, after)
+VALUES ($1, $2, 'tenant.llm_budget', 'tenant', $3::bigint::text,
+	jsonb_build_object('tenant', $4::text, 'llm_budget_micros', nullif($5::bigint, 0)),
+	jsonb_build_object('tenant', $4::text, 'llm_budget_micros', nullif($6::bigint, 0)))`,
+			now, actor, t.ID, t.Name, t.LLMBudgetMicros, micros)
+		if err != nil {
+			return fmt.Errorf("audit the LLM budget: %w", interpret(err, "audit"))
+		}
+		t.LLMBudgetMicros, c.Changed = micros, true
+		return nil
+	})
+	return c, err
+}
