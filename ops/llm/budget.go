@@ -22,11 +22,21 @@ type SpendStore interface {
 // DefaultBudgetRefresh is how long a replica trusts the spend it read of a tenant.
 const DefaultBudgetRefresh = 5 * time.Second
 
+// budgetReadShare bounds what the spend's reads cost: a tenant's spend is trusted for at
+// least this many times as long as its last read took. The read sums the tenant's LLM calls
+// of the day so far, so it grows through the day with a busy tenant's calls (a tenant at 10
+// calls a second has 864,000 by midnight); without the bound a replica would spend its
+// database connection re-reading one busy tenant's day every few seconds. The price is a
+// longer overshoot for such a tenant: a read of 100 ms is trusted for 5 s anyway, one of
+// 1 s for 50 s.
+const budgetReadShare = 50
+
 // Budgets holds each tenant's LLM spend of the current UTC day as this replica last read it,
 // so that a check costs no statement on the way of every call: a tenant's entry is read
 // again once it is Refresh old, or the day changed. The cap is therefore not exact: the
 // calls in flight when the spend reaches the budget, and the calls every replica admits
-// within Refresh before it reads the spend again, still run and are billed. Build it with
+// within Refresh (or budgetReadShare times the last read's time, when longer) before it
+// reads the spend again, still run and are billed. Build it with
 // NewBudgets; it is safe for concurrent use.
 type Budgets struct {
 	store    SpendStore
@@ -44,6 +54,7 @@ type tenantSpend struct {
 	mu     sync.Mutex
 	day    time.Time // the UTC day the spend is of
 	readAt time.Time
+	trust  time.Duration // how long the read is trusted: refresh, or longer after a slow read
 	budget int64
 	spent  int64
 }
@@ -77,12 +88,14 @@ func (b *Budgets) Check(ctx context.Context, tenantID int64) error {
 	s := b.entry(tenantID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.day.Equal(day) || now.Sub(s.readAt) >= b.refresh || now.Before(s.readAt) {
+	if !s.day.Equal(day) || now.Sub(s.readAt) >= s.trust || now.Before(s.readAt) {
 		budget, spent, err := b.store.LLMSpend(ctx, tenantID, day, b.currency)
 		if err != nil {
 			return fmt.Errorf("read the tenant's LLM spend: %w", err)
 		}
+		took := b.clock.Now().Sub(now)
 		s.day, s.readAt, s.budget, s.spent = day, now, budget, spent
+		s.trust = max(b.refresh, budgetReadShare*took)
 	}
 	if s.budget <= 0 || s.spent < s.budget {
 		return nil
