@@ -25,7 +25,7 @@ import (
 // one is read by its intent, by when it was opened and closed (tallies, rollups, retention), by its
 // provider's record, and, for a call, by the body purge, which reads closed calls only. An LLM
 // operation, open or closed, is also read by its tenant and when it was opened: the spend of
-// a tenant's day that its budget caps (migration 00086). A
+// a tenant's day that its budget caps (migration 00087). A
 // received one, which nobody holds, is read through the queue and expiry indexes alone: the
 // queue index serves its oldest first too, so no index of received rows by age remains.
 func TestALifecycleLandsOnlyInTheIndexesItsReadersUse(t *testing.T) {
