@@ -47,16 +47,14 @@ type Config struct {
 	// Tenant and TokenName are the tenant and the label of "token add".
 	Tenant    string
 	TokenName string
-	// TokenID is the token "token revoke" revokes.
-	TokenID int64
+	TokenID   int64 // the token "token revoke" revokes
 	// StripeAccount is what "tenant stripe-account" binds Tenant to; ClearStripeAccount unbinds.
 	StripeAccount      string
 	ClearStripeAccount bool
 	TenantApprovals    ops.TenantApprovals // what "tenant approvals" sets for Tenant
-	// KeepApprovals are the settings "tenant approvals" was given no flag for: they stay as
-	// the tenant has them.
-	KeepApprovals pg.KeepApprovals
-	// LLMBudgetMicros is what "tenant budget" sets for Tenant, 0 to clear it.
+	// KeepApprovals are the settings "tenant approvals" was given no flag for (they stay as
+	// the tenant has them); LLMBudgetMicros is what "tenant budget" sets, 0 to clear it.
+	KeepApprovals   pg.KeepApprovals
 	LLMBudgetMicros int64
 
 	Stripe StripeConfig

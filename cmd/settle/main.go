@@ -95,6 +95,21 @@ func Main(ctx context.Context, args []string, env []string, stdin io.Reader, std
 	// Deferred too, so that a panic's unwinding writes what was logged before it.
 	defer closeLog()
 
+	err = runCommand(ctx, cfg, logger, stdin, stdout, stderr)
+	closeLog()
+	if err != nil {
+		fmt.Fprintln(stderr, "settle:", errorLine(err))
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// runCommand runs the command cfg names, LoadConfig having checked it is one.
+func runCommand(ctx context.Context, cfg Config, logger *slog.Logger, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	switch cfg.Command {
 	case "serve":
 		err = serve(ctx, cfg, logger)
@@ -135,16 +150,7 @@ func Main(ctx context.Context, args []string, env []string, stdin io.Reader, std
 	case "fake anthropic":
 		err = fakeAnthropic(ctx, cfg, logger, stdout)
 	}
-	closeLog()
-	if err != nil {
-		fmt.Fprintln(stderr, "settle:", errorLine(err))
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return err
 }
 
 // newLogger returns the logger of a command writing to stderr, and the function that
