@@ -36,42 +36,36 @@ type chunkScanner struct {
 	prev *completionHead
 }
 
+// chunkFields are the members of a chunk decodeChunk reads.
+var chunkFields = []string{"id", "object", "created", "model", "system_fingerprint", "service_tier", "choices", "usage"}
+
 func (s *chunkScanner) chunk(ch *chunk) bool {
-	var seen uint16
-	ok := s.object(func(key []byte) bool {
-		var bit uint16
-		var ok bool
-		switch string(key) {
+	ok := s.fields(chunkFields, func(name string) bool {
+		switch name {
 		case "id":
-			bit, ok = 1<<0, s.same(&ch.ID, s.prevHead().ID)
+			return s.same(&ch.ID, s.prevHead().ID)
 		case "object":
-			bit, ok = 1<<1, s.same(&ch.Object, s.prevHead().Object)
+			return s.same(&ch.Object, s.prevHead().Object)
 		case "created":
-			bit, ok = 1<<2, s.int64(&ch.Created)
+			return s.int64(&ch.Created)
 		case "model":
-			bit, ok = 1<<3, s.same(&ch.Model, s.prevHead().Model)
+			return s.same(&ch.Model, s.prevHead().Model)
 		case "system_fingerprint":
-			bit, ok = 1<<4, s.samePtr(&ch.SystemFingerprint, s.prevHead().SystemFingerprint)
+			return s.samePtr(&ch.SystemFingerprint, s.prevHead().SystemFingerprint)
 		case "service_tier":
-			bit, ok = 1<<5, s.strPtr(&ch.ServiceTier)
+			return s.strPtr(&ch.ServiceTier)
 		case "choices":
-			bit, ok = 1<<6, s.choices(&ch.Choices)
-		case "usage":
-			bit, ok = 1<<7, s.raw(&ch.Usage)
-		default:
-			return !foldsTo(key, "id", "object", "created", "model", "system_fingerprint", "service_tier", "choices", "usage") && s.skip(0)
+			return list(s, &ch.Choices, s.choice)
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return s.raw(&ch.Usage)
 	})
 	s.ws()
 	return ok && s.i == len(s.b)
 }
 
-func (s *chunkScanner) choices(out *[]chunkChoice) bool {
+// list reads an array into *out, each element with each; null leaves *out nil, as
+// json.Unmarshal does.
+func list[T any](s *chunkScanner, out *[]T, each func(*T) bool) bool {
 	if s.null() {
 		*out = nil
 		return true
@@ -79,82 +73,84 @@ func (s *chunkScanner) choices(out *[]chunkChoice) bool {
 	if !s.next('[') {
 		return false
 	}
-	list := make([]chunkChoice, 0, 1)
+	l := make([]T, 0, 1)
 	if s.next(']') {
-		*out = list
+		*out = l
 		return true
 	}
 	for {
-		var c chunkChoice
-		if !s.choice(&c) {
+		var v T
+		if !each(&v) {
 			return false
 		}
-		list = append(list, c)
+		l = append(l, v)
 		if s.next(',') {
 			continue
 		}
 		if s.next(']') {
-			*out = list
+			*out = l
 			return true
 		}
 		return false
 	}
 }
 
+var chunkChoiceFields = []string{"index", "delta", "logprobs", "finish_reason"}
+
 func (s *chunkScanner) choice(c *chunkChoice) bool {
-	var seen uint8
-	return s.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
-		switch string(key) {
+	return s.fields(chunkChoiceFields, func(name string) bool {
+		switch name {
 		case "index":
-			bit, ok = 1<<0, s.int(&c.Index)
+			return s.int(&c.Index)
 		case "delta":
-			bit, ok = 1<<1, s.delta(&c.Delta)
+			return s.delta(&c.Delta)
 		case "logprobs":
-			bit, ok = 1<<2, s.raw(&c.Logprobs)
-		case "finish_reason":
-			bit, ok = 1<<3, s.strPtr(&c.FinishReason)
-		default:
-			return !foldsTo(key, "index", "delta", "logprobs", "finish_reason") && s.skip(0)
+			return s.raw(&c.Logprobs)
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return s.strPtr(&c.FinishReason)
 	})
 }
+
+var deltaFields = []string{"role", "content", "refusal", "tool_calls"}
 
 func (s *chunkScanner) delta(d *delta) bool {
 	if s.null() {
 		return true // json.Unmarshal leaves a struct as it was for null
 	}
-	var seen uint8
-	return s.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
-		switch string(key) {
+	return s.fields(deltaFields, func(name string) bool {
+		switch name {
 		case "role":
-			bit, ok = 1<<0, s.str(&d.Role)
+			return s.str(&d.Role)
 		case "content":
-			bit, ok = 1<<1, s.strPtr(&d.Content)
+			return s.strPtr(&d.Content)
 		case "refusal":
-			bit, ok = 1<<2, s.strPtr(&d.Refusal)
-		case "tool_calls":
-			// Tool calls are rarer and deeper: their value alone goes to json.Unmarshal,
-			// into the same field, which reads it as it would in the whole event.
-			var raw json.RawMessage
-			bit, ok = 1<<3, s.raw(&raw)
-			ok = ok && json.Unmarshal(raw, &d.ToolCalls) == nil
-		default:
-			return !foldsTo(key, "role", "content", "refusal", "tool_calls") && s.skip(0)
+			return s.strPtr(&d.Refusal)
 		}
-		if seen&bit != 0 {
-			return false
+		// Tool calls are rarer and deeper: their value alone goes to json.Unmarshal, into
+		// the same field, which reads it as it would in the whole event.
+		var raw json.RawMessage
+		return s.raw(&raw) && json.Unmarshal(raw, &d.ToolCalls) == nil
+	})
+}
+
+// fields reads an object whose members of interest are names (at most 32), calling read
+// with each such key, positioned at its value, and skipping every other member's value. A
+// name given twice, for which json.Unmarshal keeps the last, and a key that matches one of
+// names only case-insensitively, which json.Unmarshal folds onto its field, make it false.
+func (s *chunkScanner) fields(names []string, read func(name string) bool) bool {
+	var seen uint32
+	return s.object(func(key []byte) bool {
+		for i, n := range names {
+			if string(key) != n {
+				continue
+			}
+			if seen&(1<<i) != 0 {
+				return false
+			}
+			seen |= 1 << i
+			return read(n)
 		}
-		seen |= bit
-		return ok
+		return !foldsTo(key, names...) && s.skip(0)
 	})
 }
 

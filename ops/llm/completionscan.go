@@ -19,125 +19,67 @@ func decodeCompletion(data []byte, c *completion) error {
 	return json.Unmarshal(data, c)
 }
 
+var completionFields = []string{"id", "object", "created", "model", "system_fingerprint", "service_tier", "choices", "usage"}
+
 func (s *chunkScanner) completion(c *completion) bool {
-	var seen uint16
-	ok := s.object(func(key []byte) bool {
-		var bit uint16
-		var ok bool
-		switch string(key) {
+	ok := s.fields(completionFields, func(name string) bool {
+		switch name {
 		case "id":
-			bit, ok = 1<<0, s.str(&c.ID)
+			return s.str(&c.ID)
 		case "object":
-			bit, ok = 1<<1, s.str(&c.Object)
+			return s.str(&c.Object)
 		case "created":
-			bit, ok = 1<<2, s.int64(&c.Created)
+			return s.int64(&c.Created)
 		case "model":
-			bit, ok = 1<<3, s.str(&c.Model)
+			return s.str(&c.Model)
 		case "system_fingerprint":
-			bit, ok = 1<<4, s.strPtr(&c.SystemFingerprint)
+			return s.strPtr(&c.SystemFingerprint)
 		case "service_tier":
-			bit, ok = 1<<5, s.strPtr(&c.ServiceTier)
+			return s.strPtr(&c.ServiceTier)
 		case "choices":
-			bit, ok = 1<<6, s.messageChoices(&c.Choices)
-		case "usage":
-			bit, ok = 1<<7, s.raw(&c.Usage)
-		default:
-			return !foldsTo(key, "id", "object", "created", "model", "system_fingerprint", "service_tier", "choices", "usage") && s.skip(0)
+			return list(s, &c.Choices, s.messageChoice)
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return s.raw(&c.Usage)
 	})
 	s.ws()
 	return ok && s.i == len(s.b)
 }
 
-func (s *chunkScanner) messageChoices(out *[]choice) bool {
-	if s.null() {
-		*out = nil
-		return true
-	}
-	if !s.next('[') {
-		return false
-	}
-	list := make([]choice, 0, 1)
-	if s.next(']') {
-		*out = list
-		return true
-	}
-	for {
-		var c choice
-		if !s.messageChoice(&c) {
-			return false
-		}
-		list = append(list, c)
-		if s.next(',') {
-			continue
-		}
-		if s.next(']') {
-			*out = list
-			return true
-		}
-		return false
-	}
-}
+var choiceFields = []string{"index", "message", "logprobs", "finish_reason"}
 
 func (s *chunkScanner) messageChoice(c *choice) bool {
-	var seen uint8
-	return s.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
-		switch string(key) {
+	return s.fields(choiceFields, func(name string) bool {
+		switch name {
 		case "index":
-			bit, ok = 1<<0, s.int(&c.Index)
+			return s.int(&c.Index)
 		case "message":
-			bit, ok = 1<<1, s.message(&c.Message)
+			return s.message(&c.Message)
 		case "logprobs":
-			bit, ok = 1<<2, s.raw(&c.Logprobs)
-		case "finish_reason":
-			bit, ok = 1<<3, s.strPtr(&c.FinishReason)
-		default:
-			return !foldsTo(key, "index", "message", "logprobs", "finish_reason") && s.skip(0)
+			return s.raw(&c.Logprobs)
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return s.strPtr(&c.FinishReason)
 	})
 }
+
+var messageFields = []string{"role", "content", "refusal", "tool_calls", "audio"}
 
 func (s *chunkScanner) message(m *message) bool {
 	if s.null() {
 		return true // json.Unmarshal leaves a struct as it was for null
 	}
-	var seen uint8
-	return s.object(func(key []byte) bool {
-		var bit uint8
-		var ok bool
-		switch string(key) {
+	return s.fields(messageFields, func(name string) bool {
+		switch name {
 		case "role":
-			bit, ok = 1<<0, s.str(&m.Role)
+			return s.str(&m.Role)
 		case "content":
-			bit, ok = 1<<1, s.strPtr(&m.Content)
+			return s.strPtr(&m.Content)
 		case "refusal":
-			bit, ok = 1<<2, s.strPtr(&m.Refusal)
+			return s.strPtr(&m.Refusal)
 		case "tool_calls":
 			// As in a chunk's delta: their value alone goes to json.Unmarshal.
 			var raw json.RawMessage
-			bit, ok = 1<<3, s.raw(&raw)
-			ok = ok && json.Unmarshal(raw, &m.ToolCalls) == nil
-		case "audio":
-			bit, ok = 1<<4, s.raw(&m.Audio)
-		default:
-			return !foldsTo(key, "role", "content", "refusal", "tool_calls", "audio") && s.skip(0)
+			return s.raw(&raw) && json.Unmarshal(raw, &m.ToolCalls) == nil
 		}
-		if seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-		return ok
+		return s.raw(&m.Audio)
 	})
 }
