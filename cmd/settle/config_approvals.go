@@ -89,13 +89,10 @@ func readTenantApprovals(name, minCents, notExecuted string) (ops.TenantApproval
 	return t, nil
 }
 
-// readTenantApprovalsCommand reads 'tenant approvals NAME --min-cents … --not-executed …':
-// the name may come before or after the flags.
-func readTenantApprovalsCommand(cfg Config, args []string) (Config, []string, error) {
-	fs := flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	minCents := fs.String("min-cents", "default", "amount in cents from which a close needs approval; off, or default for the global setting")
-	notExecuted := fs.String("not-executed", "default", "on, off, or default: whether every close as not executed needs approval")
+// parseTenantCommand parses the flags of a 'tenant …' command given as fs, each at most
+// once, and returns the tenant's name, which may come before or after them; how is the
+// usage a mistake's line ends with.
+func parseTenantCommand(fs *flag.FlagSet, args []string, how string) (string, error) {
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -103,16 +100,30 @@ func readTenantApprovalsCommand(cfg Config, args []string) (Config, []string, er
 	if err := parseOnce(fs, args); err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
-			return cfg, nil, usagef("%v; %s", err, tenantApprovalsHow)
+			return "", usagef("%v; %s", err, how)
 		}
-		return cfg, nil, err
+		return "", err
 	}
 	rest := fs.Args()
 	if name == "" && len(rest) > 0 {
 		name, rest = rest[0], rest[1:]
 	}
 	if len(rest) > 0 {
-		return cfg, nil, usagef("tenant approvals: unexpected argument %q; %s", rest[0], tenantApprovalsHow)
+		return "", usagef("%s: unexpected argument %q; %s", fs.Name(), rest[0], how)
+	}
+	return name, nil
+}
+
+// readTenantApprovalsCommand reads 'tenant approvals NAME --min-cents … --not-executed …':
+// the name may come before or after the flags.
+func readTenantApprovalsCommand(cfg Config, args []string) (Config, []string, error) {
+	fs := flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	minCents := fs.String("min-cents", "default", "amount in cents from which a close needs approval; off, or default for the global setting")
+	notExecuted := fs.String("not-executed", "default", "on, off, or default: whether every close as not executed needs approval")
+	name, err := parseTenantCommand(fs, args, tenantApprovalsHow)
+	if err != nil {
+		return cfg, nil, err
 	}
 	// A flag left out keeps the tenant's setting, so without either the command would change
 	// nothing: it is a mistake, most likely made to look at the settings.

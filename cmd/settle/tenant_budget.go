@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,24 +49,10 @@ func readTenantBudgetCommand(cfg Config, args []string) (Config, []string, error
 	fs := flag.NewFlagSet(cfg.Command, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	budget := fs.String("budget", "", "what the tenant's LLM calls may cost per UTC day, in the price table's currency; off for no budget")
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := parseOnce(fs, args); err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return cfg, nil, usagef("%v; %s", err, tenantBudgetHow)
-		}
-		return cfg, nil, err
-	}
-	rest := fs.Args()
-	if name == "" && len(rest) > 0 {
-		name, rest = rest[0], rest[1:]
-	}
+	name, err := parseTenantCommand(fs, args, tenantBudgetHow)
 	switch {
-	case len(rest) > 0:
-		return cfg, nil, usagef("tenant budget: unexpected argument %q; %s", rest[0], tenantBudgetHow)
+	case err != nil:
+		return cfg, nil, err
 	case name == "":
 		return cfg, nil, usagef("tenant budget: name the tenant: %s", tenantBudgetHow)
 	case fs.NFlag() == 0:

@@ -51,11 +51,9 @@ func (db *DB) SetLLMBudget(ctx context.Context, name string, micros int64, actor
 	}
 	var c BudgetChange
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		t, err := scanAccountTenant(tx.QueryRow(ctx, `SELECT `+accountTenantCols+` FROM tenants t WHERE t.name = $1 FOR UPDATE`, name))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ops.Errorf(ops.ENOTFOUND, "No tenant %s; tenants are made by 'settle token add --tenant %s'.", name, name)
-		} else if err != nil {
-			return interpret(err, "find tenant")
+		t, err := lockTenantNamed(ctx, tx, name)
+		if err != nil {
+			return err
 		}
 		c = BudgetChange{Tenant: t, Before: t.LLMBudgetMicros}
 		if t.LLMBudgetMicros == micros {
@@ -76,4 +74,16 @@ VALUES ($1, $2, 'tenant.llm_budget', 'tenant', $3::bigint::text,
 		return nil
 	})
 	return c, err
+}
+
+// lockTenantNamed reads the tenant named name and locks its row for the change the caller's
+// transaction makes to its settings.
+func lockTenantNamed(ctx context.Context, tx pgx.Tx, name string) (*ops.Tenant, error) {
+	t, err := scanAccountTenant(tx.QueryRow(ctx, `SELECT `+accountTenantCols+` FROM tenants t WHERE t.name = $1 FOR UPDATE`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ops.Errorf(ops.ENOTFOUND, "No tenant %s; tenants are made by 'settle token add --tenant %s'.", name, name)
+	} else if err != nil {
+		return nil, interpret(err, "find tenant")
+	}
+	return t, nil
 }

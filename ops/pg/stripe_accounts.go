@@ -44,11 +44,9 @@ func (db *DB) SetStripeAccount(ctx context.Context, name, account, actor string,
 	}
 	var b StripeBinding
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		t, err := scanAccountTenant(tx.QueryRow(ctx, `SELECT `+accountTenantCols+` FROM tenants t WHERE t.name = $1 FOR UPDATE`, name))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ops.Errorf(ops.ENOTFOUND, "No tenant %s; tenants are made by 'settle token add --tenant %s'.", name, name)
-		} else if err != nil {
-			return interpret(err, "find tenant")
+		t, err := lockTenantNamed(ctx, tx, name)
+		if err != nil {
+			return err
 		}
 		b = StripeBinding{Tenant: t, Before: t.StripeAccount}
 		if t.StripeAccount == account {
