@@ -7,10 +7,16 @@ ALTER TABLE tenants ADD COLUMN IF NOT EXISTS llm_budget_micros bigint
     CONSTRAINT tenants_llm_budget_positive CHECK (llm_budget_micros > 0);
 -- The spend of one tenant's day is read every few seconds by each replica, for tenants with
 -- a budget only (LLMSpend): without this index it would walk every LLM operation the tenant
--- ever kept. Neither column changes after the opening, so closes stay heap-only updates.
--- Built concurrently: operations takes writes throughout.
-CREATE INDEX CONCURRENTLY IF NOT EXISTS operations_tenant_llm_spend_idx ON operations (tenant_id, created_at)
-    WHERE kind IN ('llm_call', 'llm_job');
+-- ever kept. It holds the UTC day of the opening, and its condition names that day too, so
+-- that only a statement naming the same expression, which no other does, can read it: an
+-- index on (tenant_id, created_at) WHERE kind IN ('llm_call', 'llm_job') drew the counts of
+-- a window (ops/pg/rollupstore), whose double generations are LLM operations of any tenant,
+-- into a walk of the whole index when the statistics were older than the window. Neither
+-- column changes after the opening, so closes stay heap-only updates. Built concurrently:
+-- operations takes writes throughout.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS operations_tenant_llm_spend_idx
+    ON operations (tenant_id, date_bin('1 day', created_at, '2000-01-01 00:00:00+00'))
+    WHERE kind IN ('llm_call', 'llm_job') AND date_bin('1 day', created_at, '2000-01-01 00:00:00+00') IS NOT NULL;
 
 -- +goose Down
 DROP INDEX CONCURRENTLY IF EXISTS operations_tenant_llm_spend_idx;

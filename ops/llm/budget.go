@@ -14,9 +14,9 @@ import (
 const ReasonBudgetSpent = "tenant_budget_spent"
 
 // SpendStore reads a tenant's LLM budget per day (0: none) and what its LLM operations opened
-// since since cost in currency, in micro-units; ops/pg's DB is one.
+// on the UTC day that starts at day cost in currency, in micro-units; ops/pg's DB is one.
 type SpendStore interface {
-	LLMSpend(ctx context.Context, tenantID int64, since time.Time, currency string) (budget, spent int64, err error)
+	LLMSpend(ctx context.Context, tenantID int64, day time.Time, currency string) (budget, spent int64, err error)
 }
 
 // DefaultBudgetRefresh is how long a replica trusts the spend it read of a tenant.

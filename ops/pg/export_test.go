@@ -13,3 +13,6 @@ func LedgerWrites(db *DB) *pgxpool.Pool { return db.writes }
 // SetLoneWait sets how long a lone ledger write waits for the group-commit batch at the
 // server before it leads one of its own.
 func SetLoneWait(db *DB, d time.Duration) { db.group.loneWait = d }
+
+// LLMSpendQuery is LLMSpend's statement, for the test of its plan.
+var LLMSpendQuery = llmSpendQuery

@@ -24,8 +24,8 @@ import (
 // key, which is its id's, unique and found on the primary key (migration 00075). A closed
 // one is read by its intent, by when it was opened and closed (tallies, rollups, retention), by its
 // provider's record, and, for a call, by the body purge, which reads closed calls only. An LLM
-// operation, open or closed, is also read by its tenant and when it was opened: the spend of
-// a tenant's day that its budget caps (migration 00087). A
+// operation, open or closed, is also read by its tenant and the UTC day it was opened: the
+// spend of a tenant's day that its budget caps (migration 00087). A
 // received one, which nobody holds, is read through the queue and expiry indexes alone: the
 // queue index serves its oldest first too, so no index of received rows by age remains.
 func TestALifecycleLandsOnlyInTheIndexesItsReadersUse(t *testing.T) {

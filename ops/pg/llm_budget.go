@@ -11,20 +11,26 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
+// llmSpendQuery is LLMSpend's statement: $1 the tenant, $2 the day's start, $3 the currency.
+var llmSpendQuery = `
+SELECT coalesce(t.llm_budget_micros, 0),
+	CASE WHEN t.llm_budget_micros IS NULL THEN 0 ELSE coalesce((
+		SELECT sum(o.cost_micros) FROM operations o
+		WHERE o.tenant_id = t.id AND o.kind IN ('llm_call', 'llm_job')
+			AND date_bin('1 day', o.created_at, '2000-01-01 00:00:00+00') = $2::timestamptz
+			AND coalesce(o.usage->>'currency', 'usd') = $3), 0)::bigint END
+FROM tenants t WHERE t.id = $1`
+
 // LLMSpend returns the tenant's LLM budget per day (0: none) and what its LLM operations
-// opened since since cost in currency, in micro-units, in one statement. A cost is in the
+// opened on the UTC day that starts at day cost in currency, in micro-units, in one
+// statement, read on operations_tenant_llm_spend_idx (migration 00087), whose expression
+// the statement repeats (its equality proves the index's condition). A cost is in the
 // currency its usage record names, dollars where it names none (llm.CostCurrency); a cost
 // in another currency is not counted, since amounts of two currencies never add up. A
 // tenant without a budget sums nothing: the gateway asks only for tenants with one, and the
 // job workers learn from the answer that a tenant has none.
-func (db *DB) LLMSpend(ctx context.Context, tenantID int64, since time.Time, currency string) (budget, spent int64, err error) {
-	err = db.Pool.QueryRow(ctx, `
-SELECT coalesce(t.llm_budget_micros, 0),
-	CASE WHEN t.llm_budget_micros IS NULL THEN 0 ELSE coalesce((
-		SELECT sum(o.cost_micros) FROM operations o
-		WHERE o.tenant_id = t.id AND o.kind IN ('llm_call', 'llm_job') AND o.created_at >= $2
-			AND coalesce(o.usage->>'currency', 'usd') = $3), 0)::bigint END
-FROM tenants t WHERE t.id = $1`, tenantID, since, currency).Scan(&budget, &spent)
+func (db *DB) LLMSpend(ctx context.Context, tenantID int64, day time.Time, currency string) (budget, spent int64, err error) {
+	err = db.Pool.QueryRow(ctx, llmSpendQuery, tenantID, day.UTC().Truncate(24*time.Hour), currency).Scan(&budget, &spent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ops.Errorf(ops.ENOTFOUND, "No tenant with id %d.", tenantID)
 	} else if err != nil {

@@ -2,11 +2,13 @@ package pg_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
@@ -57,5 +59,45 @@ VALUES ($1, $2, $3, 'fakellm', $4, $8, 'fp', 0, '', $5, $6::jsonb, 'succeeded', 
 	}
 	if budget, spent, err := db.LLMSpend(ctx, bank, day, "usd"); err != nil || budget != 0 || spent != 0 {
 		t.Errorf("bank without a budget: budget %d, spent %d, %v; want nothing", budget, spent, err)
+	}
+}
+
+// TestLLMSpendIsReadOnItsIndex: the spend of a budgeted tenant's day is read every few
+// seconds (ops rule 8 records each call it refuses), so it must be read on
+// operations_tenant_llm_spend_idx, whose expression and condition the statement repeats,
+// not by walking the tenant's or everyone's operations.
+func TestLLMSpendIsReadOnItsIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	conn, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// An empty table is scanned whole whatever its indexes: the plan is asked as it would
+	// be of a table too large for that.
+	if _, err := conn.Exec(ctx, `SET enable_seqscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.Background(), `RESET enable_seqscan`)
+	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	rows, err := conn.Query(ctx, `EXPLAIN `+pg.LLMSpendQuery, int64(1), day, "usd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text := strings.Join(lines, "\n"); !strings.Contains(text, "operations_tenant_llm_spend_idx") {
+		t.Errorf("the spend is not read on its index:\n%s", text)
 	}
 }
