@@ -38,6 +38,7 @@ func (c *countedSpends) LLMSpend(ctx context.Context, tenantID int64, since time
 // reaches them, the ledger on a manual clock, and the official SDKs in front.
 type budgetWorld struct {
 	tw           *testworld.World
+	fake         *fake.LLM
 	clock        *ops.ManualClock
 	url          string
 	openai, anth *holdGate
@@ -54,7 +55,8 @@ func newBudgetWorld(t *testing.T, tenants ...string) *budgetWorld {
 	s, tw := newServer(t)
 	w := &budgetWorld{tw: tw, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}, tenants: map[string]*ops.Tenant{},
 		spends: &countedSpends{SpendStore: tw.DB}}
-	_, base := tw.LLM(fake.LLMOptions{Seed: 1})
+	fakeLLM, base := tw.LLM(fake.LLMOptions{Seed: 1})
+	w.fake = fakeLLM
 	w.openai = newHoldGate(t, base)
 	claude := fake.NewAnthropic(fake.AnthropicOptions{ChunkDelay: time.Millisecond, Words: 12})
 	abase, err := claude.Start("127.0.0.1:0")
@@ -247,4 +249,42 @@ func TestLLMBudgetIsPerTenantAndPerUTCDay(t *testing.T) {
 	now := w.clock.Now().UTC()
 	w.clock.Set(now.Truncate(24 * time.Hour).Add(24*time.Hour + time.Second))
 	served("shop", "shop-3")
+}
+
+// TestAResendPastTheBudgetSendsNothing is the attack of a tenant that parks calls before its
+// budget is spent and resends them after: an operation admitted within the budget whose
+// attempts the provider refused (nothing billed) stays open, and the client's retry with its
+// key would make the provider generate it, a new paid call, past the budget. The resend is
+// refused with 429 tenant_budget_spent, recorded as the tenant's refused request
+// (ops rule 8), and sends nothing; the operation stays open for its key (ops rule 11).
+func TestAResendPastTheBudgetSendsNothing(t *testing.T) {
+	t.Parallel()
+	w := newBudgetWorld(t, "shop")
+	w.budget(t, "shop", 1)
+	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultOverloaded, Times: 3})
+	if _, err := budgetChat(w, "shop", "parked"); err == nil {
+		t.Fatal("a call the provider refused three times was answered")
+	}
+	if op := w.tw.Operation(t, "parked"); op.Status != ops.StatusInProgress {
+		t.Fatalf("the refused call's operation is %s, want in_progress", op.Status)
+	}
+	if _, err := budgetChat(w, "shop", "spend"); err != nil {
+		t.Fatalf("the call within the budget: %v", err)
+	}
+	w.tw.WaitStatus(t, "spend", ops.StatusSucceeded, 10*time.Second)
+	w.clock.Advance(budgetRefresh + time.Second)
+	sent := w.posts()
+	_, err := budgetChat(w, "shop", "parked")
+	if status, body := refusedAnswer(err); status != http.StatusTooManyRequests || !strings.Contains(body, llm.ReasonBudgetSpent) {
+		t.Errorf("the resend past the budget: %v %d %s; want 429 %s", err, status, body, llm.ReasonBudgetSpent)
+	}
+	if got := w.posts() - sent; got != 0 {
+		t.Errorf("the resend past the budget sent %d requests to the provider, want none", got)
+	}
+	if op := w.tw.Operation(t, "parked"); op.Status != ops.StatusInProgress {
+		t.Errorf("the refused resend left its operation %s, want it open (in_progress)", op.Status)
+	}
+	if n := w.tw.Count(t, `SELECT count(*) FROM client_requests WHERE tenant_id = $1 AND answer = 'rejected'`, w.tenants["shop"].ID); n != 1 {
+		t.Errorf("%d refused requests recorded for the tenant, want 1", n)
+	}
 }

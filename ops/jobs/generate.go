@@ -136,7 +136,10 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 				r.spentReason = r.spent(now, estimate)
 				return r.spentReason
 			},
-			BeforeSend: func(ctx context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {
+			BeforeSend: func(ctx context.Context, _ *ops.Operation, next *ops.Attempt, possibleDup bool) error {
+				if err := r.budgetBeforeSend(ctx, a, next); err != nil {
+					return err
+				}
 				dups = 0
 				if possibleDup {
 					dups = 1
@@ -160,6 +163,9 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 				return nil
 			},
 		}})
+	if ops.ErrorReason(err) == llm.ReasonBudgetSpent {
+		return nil, r.waitForBudget(bg, err)
+	}
 	if ops.ErrorReason(err) == ops.ReasonNotLookedUp {
 		// An earlier attempt may have generated and the provider could not be asked: nothing
 		// is sent until it can be, so the job looks again after a pause.

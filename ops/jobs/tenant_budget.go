@@ -15,3 +15,16 @@ func (r *run) waitForBudget(ctx context.Context, refusal error) error {
 	p, _ := llm.ProblemOf(refusal)
 	return r.requeue(ctx, p.RetryAfter, llm.ReasonBudgetSpent, ops.ErrorMessage(refusal))
 }
+
+// budgetBeforeSend holds attempt next to the tenant's budget unless it is first, the attempt
+// of a new generation that admission checked. Every other send is paid work the provider
+// does now, whenever its generation was opened: a generation whose attempts the provider
+// refused, resumed by this worker or the next once the budget is spent, would otherwise be
+// generated past it. A refused send is recorded as not sent and the generation stays open
+// for the job (ops rule 11), which waits for the budget to reset.
+func (r *run) budgetBeforeSend(ctx context.Context, first, next *ops.Attempt) error {
+	if first != nil && next.ID == first.ID {
+		return nil
+	}
+	return r.w.Budgets.Check(ctx, r.j.TenantID)
+}

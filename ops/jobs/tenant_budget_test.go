@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
 	"github.com/settle-dev/settle/ops/llm"
 )
@@ -52,5 +53,56 @@ func TestAJobOfATenantPastItsLLMBudgetSendsNothing(t *testing.T) {
 	}
 	if j := e.job(t, other.ID); j.Status != jobs.StatusPublished {
 		t.Errorf("another tenant's job is %s, want published", j.Status)
+	}
+}
+
+// TestAJobResumedPastItsTenantsBudgetSendsNothing is the attack of a tenant whose job was
+// admitted within its budget and resumed after it was spent: the provider refused every
+// attempt of its generation (nothing billed), the generation stays open, and a worker that
+// takes the job again would have the provider generate it, a new paid call, past the budget.
+// The resend is refused: nothing is sent, the job waits queued until the budget resets with
+// the refusal as its last error, and the generation stays open for its key (ops rule 11).
+func TestAJobResumedPastItsTenantsBudgetSendsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	clock := ops.NewManualClock(time.Now())
+	w := e.worker("w1", false)
+	w.Budgets = llm.NewBudgets(e.db, llm.DefaultPrices(), clock, time.Second)
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE tenants SET llm_budget_micros = 1 WHERE id = $1`, e.tenant); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultOverloaded, Times: 3})
+	// Room for more attempts than one run makes, so the job's own budget does not end it.
+	e.svc.MaxAttempts = 6
+	parked := e.submit(t, e.tenant, "parked", docA, "v1")
+	spend := e.submit(t, e.tenant, "spend", docB, "v1")
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j := e.job(t, parked.ID)
+	if j.Status != jobs.StatusQueued || j.OperationID == "" {
+		t.Fatalf("the job the provider refused is %s with generation %q, want queued with one", j.Status, j.OperationID)
+	}
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.job(t, spend.ID); j.Status != jobs.StatusPublished {
+		t.Fatalf("the job within the budget is %s, want published", j.Status)
+	}
+	clock.Advance(2 * time.Second)
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gens := e.generations(t); len(gens) != 1 {
+		t.Errorf("generations %v, want only the one within the budget", gens)
+	}
+	got := e.job(t, parked.ID)
+	resets := clock.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	if got.Status != jobs.StatusQueued || got.ErrorCode != llm.ReasonBudgetSpent || got.RunAfter.Before(resets.Add(-time.Minute)) {
+		t.Errorf("the job resumed past the budget is %s (%s) until %s; want queued with %s until about %s", got.Status, got.ErrorCode, got.RunAfter, llm.ReasonBudgetSpent, resets)
+	}
+	if op, err := e.db.Get(ctx, j.OperationID); err != nil || op.Status != ops.StatusInProgress {
+		t.Errorf("the generation: %v, %v; want it open (in_progress)", op, err)
 	}
 }

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -143,4 +144,29 @@ func (g *Gateway) budgetCheck(ctx context.Context, t *ops.Tenant) func(context.C
 		g.stats.rejected.Add(1)
 		return refusal
 	}
+}
+
+// budgetBeforeSend holds attempt a to tenant's budget unless it is first, the attempt of a
+// new operation that admission checked. Every other send is paid work the provider does now,
+// whenever its operation was admitted: a resend of a key whose attempts the provider refused,
+// or whose uncertain attempt a lookup did not find (the lookup comes first, so an answer
+// found settles the operation whatever the budget). Admitting an operation within the budget
+// must not let its client park it and send it after the budget is spent. A refused send is
+// recorded as not sent, its operation stays open for its key (ops rule 11), and the client's
+// request is recorded as refused (ops rule 8).
+func (x *exchange) budgetBeforeSend(ctx context.Context, first, a *ops.Attempt) error {
+	if first != nil && a.ID == first.ID {
+		return nil
+	}
+	check := x.g.budgetCheck(ctx, x.tenant)
+	if check == nil {
+		return nil
+	}
+	refusal := check(ctx)
+	if x.crID != 0 {
+		if err := x.g.cfg.Ledger.Answer(ctx, x.crID, ops.AnswerRejected); err != nil {
+			return errors.Join(refusal, fmt.Errorf("record the refused request: %w", err))
+		}
+	}
+	return refusal
 }

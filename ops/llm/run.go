@@ -72,7 +72,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	end := x.runDetached(op, f, send, ops.RunSpec{
 		Owner: x.owner, First: first, Deadline: time.Now().Add(g.cfg.Deadline),
 		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
-		Hooks: x.hooks(&lookedUp)})
+		Hooks: x.hooks(first, &lookedUp)})
 	if end == nil {
 		return nil // answered early: the close is written without this request
 	}
@@ -92,13 +92,17 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 }
 
 // hooks are the ledger's hooks of this request's attempts: they count sends and possible
-// duplicates, and look an uncertain attempt up before anything is sent again, setting
-// *lookedUp when what they found settled the operation.
-func (x *exchange) hooks(lookedUp *bool) ops.Hooks {
+// duplicates, look an uncertain attempt up before anything is sent again, setting
+// *lookedUp when what they found settled the operation, and hold every send but first (the
+// new operation's, checked at admission) to the tenant's budget.
+func (x *exchange) hooks(first *ops.Attempt, lookedUp *bool) ops.Hooks {
 	g := x.g
 	return ops.Hooks{
 		LookFirst: x.lookFirst(lookedUp),
-		BeforeSend: func(_ context.Context, _ *ops.Operation, _ *ops.Attempt, possibleDup bool) error {
+		BeforeSend: func(ctx context.Context, _ *ops.Operation, a *ops.Attempt, possibleDup bool) error {
+			if err := x.budgetBeforeSend(ctx, first, a); err != nil {
+				return err
+			}
 			if possibleDup {
 				x.dups++
 				g.stats.possibleDups.Add(1)
