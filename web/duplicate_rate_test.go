@@ -26,24 +26,7 @@ import (
 func TestTheDuplicateRateCountsTheRequestsThatAskedForAPaidCall(t *testing.T) {
 	t.Parallel()
 	e := newInsightsEnv(t)
-	tenant := shopTenant(t, e)
-	at := t0.Add(-time.Hour)
-	op := ops.NewOperationID()
-	e.exec(t, `INSERT INTO operations (id, tenant_id, kind, provider, api, intent_key, provider_key, fingerprint, amount_cents, currency,
-	status, created_at, updated_at, closed_at, closed_by) VALUES ($1, $2, 'llm_call', 'openai', 'responses', 'i1', 'k1', 'fp', 0, '', 'succeeded', $3, $3, $3, 'w1')`, op, tenant, at)
-	for i, r := range []struct {
-		op        bool
-		duplicate bool
-		answer    string
-	}{{true, false, "new"}, {true, true, "replayed"}, {true, true, "in_progress"}, {false, false, "rejected"}, {false, false, "rejected"},
-		{true, false, "cancelled"}, {false, false, "cancel_refused"}} {
-		var opID any
-		if r.op {
-			opID = op
-		}
-		e.exec(t, `INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
-VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "r"+strconv.Itoa(i), r.duplicate, r.answer, at.Add(time.Duration(i)*time.Second))
-	}
+	seedSevenRequests(t, e)
 	rollUp(t, e)
 	c := signIn(t, e, "manager@example.com", desk.RoleManager)
 	r, body := e.get(t, c, "/insights?range=24h")
@@ -88,5 +71,57 @@ VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "r"+strconv.Itoa(i),
 	}
 	if sum != 3 {
 		t.Errorf("the export counts %d admitted requests, want 3: %v", sum, recs)
+	}
+}
+
+// seedSevenRequests records seven requests of an hour ago, on one LLM operation or none:
+// a new one, a replay, a repeat in progress, two refused at the door, a cancel answered and
+// one refused. Three are admitted, two of them duplicates, one of those a replay.
+func seedSevenRequests(t *testing.T, e *env) {
+	t.Helper()
+	tenant := shopTenant(t, e)
+	at := t0.Add(-time.Hour)
+	op := ops.NewOperationID()
+	e.exec(t, `INSERT INTO operations (id, tenant_id, kind, provider, api, intent_key, provider_key, fingerprint, amount_cents, currency,
+	status, created_at, updated_at, closed_at, closed_by) VALUES ($1, $2, 'llm_call', 'openai', 'responses', 'i1', 'k1', 'fp', 0, '', 'succeeded', $3, $3, $3, 'w1')`, op, tenant, at)
+	for i, r := range []struct {
+		op        bool
+		duplicate bool
+		answer    string
+	}{{true, false, "new"}, {true, true, "replayed"}, {true, true, "in_progress"}, {false, false, "rejected"}, {false, false, "rejected"},
+		{true, false, "cancelled"}, {false, false, "cancel_refused"}} {
+		var opID any
+		if r.op {
+			opID = op
+		}
+		e.exec(t, `INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, duplicate, answer, received_at)
+VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "r"+strconv.Itoa(i), r.duplicate, r.answer, at.Add(time.Duration(i)*time.Second))
+	}
+}
+
+// TestTheReplayRateCountsTheAdmittedRequests: ops rule 8 makes the replay rate a counted
+// fact, and ops rule 12 lets it say no more than Settle knows. Its note reads "answered from
+// a stored result instead of a new call": only a request Settle took on could have been
+// either, and a replay is a duplicate answered so, so the rate shares the duplicate rate's
+// denominator. A flood of refused requests (a tenant past its LLM budget retrying in a loop)
+// must not make replays look rarer. Of the seven requests, one replay of three admitted is
+// 33.33 %, not 1 of 7.
+func TestTheReplayRateCountsTheAdmittedRequests(t *testing.T) {
+	t.Parallel()
+	e := newInsightsEnv(t)
+	seedSevenRequests(t, e)
+	rollUp(t, e)
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
+	r, body := e.get(t, c, "/insights?range=24h")
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("GET /insights = %d\n%s", r.StatusCode, body)
+	}
+	replays := chartSection(t, body, "replay-rate")
+	if want := "33.33 % over the range (1 of 3 admitted requests)."; !strings.Contains(replays, want) {
+		t.Errorf("the replay rate's headline is not %q\n%s", want, replays)
+	}
+	if m := regexp.MustCompile(`<p class="note">([^<]*)<`).FindStringSubmatch(replays); m == nil ||
+		!regexp.MustCompile(`refused|cancel`).MatchString(html.UnescapeString(m[1])) {
+		t.Errorf("the replay rate's note does not say what its denominator leaves out: %v", m)
 	}
 }

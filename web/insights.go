@@ -316,6 +316,13 @@ const duplicateNote = "Client requests mapped to an operation that already exist
 	"every client request but those refused at the door (bad input, a budget, a share) and the cancels of background responses, " +
 	"which ask for no paid call."
 
+// replayNote defines the replay rate: of the admitted requests, as the duplicate rate counts
+// them, those answered from a stored result. A refused request or a cancel could be neither
+// a replay nor a new call, and a replay is a duplicate answered so, so both rates share one
+// denominator and a flood of refusals makes neither look rarer.
+const replayNote = "Client requests answered from a stored result instead of a new call to the provider, of the admitted requests: " +
+	"every client request but those refused at the door (bad input, a budget, a share) and the cancels of background responses."
+
 // rateCharts are the charts of rates and counts: duplicates, replays, timeouts, and double
 // and orphan charges.
 func (in *insightSums) rateCharts() []views.Chart {
@@ -344,7 +351,6 @@ func (in *insightSums) rateCharts() []views.Chart {
 		}
 		return fmt.Sprintf("%s %% over the range (%d of %d %s).", views.FormatValue(roundTo(100*float64(num)/float64(den), 2)), num, den, what)
 	}
-	requests := func(r recon.MetricsRow) int64 { return r.ClientRequests }
 	return []views.Chart{
 		{ID: "duplicate-rate", Title: "Duplicate request rate", Unit: "%", Buckets: labels,
 			Note:    duplicateNote,
@@ -352,10 +358,10 @@ func (in *insightSums) rateCharts() []views.Chart {
 			Series: []views.ChartSeries{{Name: "Duplicates", Color: colorBlue,
 				Values: rate(func(r recon.MetricsRow) int64 { return r.Duplicates }, recon.MetricsRow.Admitted)}}},
 		{ID: "replay-rate", Title: "Replay rate", Unit: "%", Buckets: labels,
-			Note:    "Client requests answered from a stored result instead of a new call to the provider.",
-			Summary: pct(total.Replays, total.ClientRequests, "client requests"),
+			Note:    replayNote,
+			Summary: pct(total.Replays, total.Admitted(), "admitted requests"),
 			Series: []views.ChartSeries{{Name: "Replays", Color: colorGreen,
-				Values: rate(func(r recon.MetricsRow) int64 { return r.Replays }, requests)}}},
+				Values: rate(func(r recon.MetricsRow) int64 { return r.Replays }, recon.MetricsRow.Admitted)}}},
 		{ID: "timeout-rate", Title: "Timeout rate", Unit: "%", Buckets: labels,
 			Note:    "Attempts whose outcome is unknown because the provider did not answer in time, of all attempts sent.",
 			Summary: pct(total.Timeouts, total.AttemptsSent, "attempts sent"),

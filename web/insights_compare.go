@@ -42,8 +42,8 @@ func compareCharts(charts []views.Chart, cur, prev period, what string) {
 			c.Compare = comparePct(cur.sums.total.Duplicates, cur.sums.total.Admitted(), prev.sums.total.Duplicates,
 				prev.sums.total.Admitted(), what, "admitted requests")
 		case c.ID == "replay-rate":
-			c.Compare = comparePct(cur.sums.total.Replays, cur.sums.total.ClientRequests, prev.sums.total.Replays,
-				prev.sums.total.ClientRequests, what, "client requests")
+			c.Compare = comparePct(cur.sums.total.Replays, cur.sums.total.Admitted(), prev.sums.total.Replays,
+				prev.sums.total.Admitted(), what, "admitted requests")
 		case c.ID == "timeout-rate":
 			c.Compare = comparePct(cur.sums.total.Timeouts, cur.sums.total.AttemptsSent, prev.sums.total.Timeouts,
 				prev.sums.total.AttemptsSent, what, "attempts sent")

@@ -76,7 +76,7 @@ VALUES ($1, 'refund', $2, $3, $4, $5)`, tenant, tc.rng+strconv.Itoa(i), r.replay
 	}
 	c := signIn(t, e, "manager@example.com", desk.RoleManager)
 	replay := regexp.MustCompile(`data-testid="chart-replay-rate"[\s\S]*?data-testid="chart-compare">([^<]*)<`)
-	summary := regexp.MustCompile(`data-testid="chart-replay-rate"[\s\S]*?\((\d+) of (\d+) client requests\)`)
+	summary := regexp.MustCompile(`data-testid="chart-replay-rate"[\s\S]*?\((\d+) of (\d+) admitted requests\)`)
 	compared := regexp.MustCompile(`data-testid="insights-compared">([^<]*)<`)
 	for _, tc := range cases {
 		r, body := e.get(t, c, "/insights?range="+tc.rng+"&tenant=t"+tc.rng)
@@ -85,7 +85,7 @@ VALUES ($1, 'refund', $2, $3, $4, $5)`, tenant, tc.rng+strconv.Itoa(i), r.replay
 		}
 		// The range's total still holds every request since its start, as /reconcile's does.
 		if m := summary.FindStringSubmatch(body); m == nil || m[1] != "1" || m[2] != "2" {
-			t.Errorf("%s: the replay rate's total counts %v, want 1 of 2 client requests", tc.rng, m)
+			t.Errorf("%s: the replay rate's total counts %v, want 1 of 2 admitted requests", tc.rng, m)
 		}
 		want := "0 %, ↓ 50 pts vs the previous " + tc.length + " (50 %)."
 		if m := replay.FindStringSubmatch(body); m == nil || m[1] != want {

@@ -74,7 +74,7 @@ func TestInsightsPageChartsTheRollups(t *testing.T) {
 	}
 	for chart, want := range map[string]string{
 		"duplicate-rate": "66.67 % over the range (2 of 3 admitted requests).",
-		"replay-rate":    "33.33 % over the range (1 of 3 client requests).",
+		"replay-rate":    "33.33 % over the range (1 of 3 admitted requests).",
 		"timeout-rate":   "50 % over the range (1 of 2 attempts sent).",
 		"double-charges": "1 double charge, 1 orphan charge in this range.",
 		"backlog":        "1 unknown and 0 expired at 2026-03-02 09:00 UTC.",

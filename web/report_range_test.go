@@ -12,8 +12,9 @@ import (
 // ops rule 12 lets no answer say more than Settle knows, and /insights says its numbers are
 // those of the reconciliation table. So "Last 7 days" (or 24 hours) counts the same client
 // requests on /insights as on /reconcile, with rows per day or per hour: one window per
-// range, whatever the width of its rows or points. Two requests sit at its edges: one on the
-// first hour of the 24 hours' first window, one early on the 7 days' first day.
+// range, whatever the width of its rows or points. Two admitted requests (those the replay
+// chart counts) sit at its edges: one on the first hour of the 24 hours' first window, one
+// early on the 7 days' first day.
 func TestARangeCountsTheSameRequestsOnEveryPage(t *testing.T) {
 	t.Parallel()
 	e := newInsightsEnv(t)
@@ -24,12 +25,12 @@ func TestARangeCountsTheSameRequestsOnEveryPage(t *testing.T) {
 	}
 	for i, at := range []time.Time{t0.Add(-24 * time.Hour), t0.Add(-7*24*time.Hour - 3*time.Hour)} {
 		e.exec(t, `INSERT INTO client_requests (tenant_id, kind, request_ref, duplicate, answer, received_at)
-VALUES ($1, 'refund', $2, false, 'rejected', $3)`, tenant, "edge"+string(rune('0'+i)), at)
+VALUES ($1, 'refund', $2, false, 'new', $3)`, tenant, "edge"+string(rune('0'+i)), at)
 	}
 	seedReconFor(t, e, tenant)
 	c := signIn(t, e, "manager@example.com", desk.RoleManager)
 	total := regexp.MustCompile(`data-testid="recon-total"[\s\S]*?data-testid="recon-client_requests"[^>]*>\s*([^<\s]+)`)
-	insights := regexp.MustCompile(`data-testid="chart-replay-rate"[\s\S]*?\(\d+ of (\d+) client requests\)`)
+	insights := regexp.MustCompile(`data-testid="chart-replay-rate"[\s\S]*?\(\d+ of (\d+) admitted requests\)`)
 	for _, tc := range []struct {
 		rng  string
 		want string
