@@ -31,13 +31,18 @@ func parseBudget(v string) (int64, error) {
 	if whole == "" || len(frac) > 6 || strings.Trim(whole+frac, "0123456789") != "" {
 		return 0, bad
 	}
+	over := usagef("tenant budget: --budget %q is over a billion a day; give a smaller amount, or off", v)
 	w, err := strconv.ParseInt(whole, 10, 64)
 	if err != nil || w > maxBudgetMicros/1_000_000 {
-		return 0, usagef("tenant budget: --budget %q is over a billion a day; give a smaller amount, or off", v)
+		return 0, over
 	}
 	f, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
 	micros := w*1_000_000 + f
-	if micros <= 0 || micros > maxBudgetMicros {
+	switch {
+	case micros > maxBudgetMicros:
+		// A billion and a fraction: within the whole units' bound, over the budget's.
+		return 0, over
+	case micros <= 0:
 		return 0, bad
 	}
 	return micros, nil

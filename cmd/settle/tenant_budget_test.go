@@ -49,6 +49,7 @@ func TestTenantBudgetCommand(t *testing.T) {
 		{[]string{"tenant", "budget", "shop", "--budget", "1e3"}, 2, "not an amount above zero"},
 		{[]string{"tenant", "budget", "shop", "--budget", "0.0000001"}, 2, "not an amount above zero"},
 		{[]string{"tenant", "budget", "shop", "--budget", "99999999999999"}, 2, "over a billion"},
+		{[]string{"tenant", "budget", "shop", "--budget", "1000000000.5"}, 2, "over a billion"},
 		{[]string{"tenant", "budget", "shop", "--budget", "5", "--budget", "6"}, 2, "given twice"},
 		{[]string{"tenant", "budget", "shop"}, 2, "give --budget"},
 		{[]string{"tenant", "budget", "--budget", "5"}, 2, "name the tenant"},
