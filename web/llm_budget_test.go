@@ -288,3 +288,37 @@ func TestAResendPastTheBudgetSendsNothing(t *testing.T) {
 		t.Errorf("%d refused requests recorded for the tenant, want 1", n)
 	}
 }
+
+// TestABudgetedTenantCannotCallAModelTheTableDoesNotPrice is the attack of a tenant that
+// spends past its budget on a model the price table does not price: such a call's cost is
+// counted as nothing, so every one of them would pass the cap. For a tenant with a budget a
+// new call of an unpriced model is refused before anything is sent, naming the model,
+// recorded as the tenant's refused request (ops rule 8); a tenant without a budget, whose
+// calls nothing caps, still calls it.
+func TestABudgetedTenantCannotCallAModelTheTableDoesNotPrice(t *testing.T) {
+	t.Parallel()
+	w := newBudgetWorld(t, "shop", "bank")
+	w.budget(t, "shop", 1_000_000)
+	call := func(tenant, key string) error {
+		c := openai.NewClient(option.WithBaseURL(w.url+"/v1/"), option.WithAPIKey(w.tokens[tenant]), option.WithMaxRetries(0))
+		p := ask("where is order 4417?", 0)
+		p.Model = "fake-unpriced"
+		_, err := c.Chat.Completions.New(context.Background(), p, keyed(key))
+		return err
+	}
+	sent := w.posts()
+	err := call("shop", "unpriced")
+	status, body := refusedAnswer(err)
+	if status != http.StatusUnprocessableEntity || !strings.Contains(body, llm.ReasonModelNotPriced) || !strings.Contains(body, "fake-unpriced") {
+		t.Errorf("a budgeted tenant's call of an unpriced model: %v %d %s; want 422 %s naming the model", err, status, body, llm.ReasonModelNotPriced)
+	}
+	if got := w.posts() - sent; got != 0 {
+		t.Errorf("the refused call sent %d requests to the provider, want none", got)
+	}
+	if n := w.tw.Count(t, `SELECT count(*) FROM client_requests WHERE tenant_id = $1 AND answer = 'rejected'`, w.tenants["shop"].ID); n != 1 {
+		t.Errorf("%d refused requests recorded for the tenant, want 1", n)
+	}
+	if err := call("bank", "unpriced"); err != nil {
+		t.Errorf("a tenant without a budget calling an unpriced model: %v, want it served", err)
+	}
+}

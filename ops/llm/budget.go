@@ -14,6 +14,10 @@ import (
 // of the current UTC day reached its budget.
 const ReasonBudgetSpent = "tenant_budget_spent"
 
+// ReasonModelNotPriced is the reason of a call of a tenant with an LLM budget refused because
+// the price table has no price for its model.
+const ReasonModelNotPriced = "model_not_priced"
+
 // SpendStore reads a tenant's LLM budget per day (0: none) and what its LLM operations opened
 // on the UTC day that starts at day cost in currency, in micro-units; ops/pg's DB is one.
 type SpendStore interface {
@@ -125,18 +129,24 @@ func (b *Budgets) refusal(budget, spent int64, resets, now time.Time) error {
 			ops.FormatMicros(budget, b.currency), ops.FormatMicros(spent, b.currency), resets.Format(time.RFC3339))}
 }
 
-// budgetCheck is the check of a new call of tenant t against its budget, for admission: nil
-// for a tenant without a budget, or within it, which keeps the admission that tries the
-// insert first. Admission asks the check only before it would open an operation, so a
-// request of an existing one (a replay, a key in flight) is answered as always: a replay
+// budgetCheck is the check of a new call of the exchange's tenant against its budget, for
+// admission: nil for a tenant without a budget, or within it, which keeps the admission that
+// tries the insert first. Admission asks the check only before it would open an operation, so
+// a request of an existing one (a replay, a key in flight) is answered as always: a replay
 // costs nothing (ops rules 1 and 2). A refusal is recorded as the tenant's refused request
 // (ops rule 8). A spend that could not be read refuses new calls too, with the store's
-// error: a cap that lapsed whenever its read failed would be none.
-func (g *Gateway) budgetCheck(ctx context.Context, t *ops.Tenant) func(context.Context) error {
+// error: a cap that lapsed whenever its read failed would be none. So does a model the price
+// table does not price: its calls would cost nothing in the spend, so a tenant could spend
+// without limit through it.
+func (x *exchange) budgetCheck(ctx context.Context) func(context.Context) error {
+	g, t := x.g, x.tenant
 	if t.LLMBudgetMicros <= 0 || g.cfg.Budgets == nil {
 		return nil
 	}
-	refusal := g.cfg.Budgets.Check(ctx, t.ID)
+	refusal := x.unpriced()
+	if refusal == nil {
+		refusal = g.cfg.Budgets.Check(ctx, t.ID)
+	}
 	if refusal == nil {
 		return nil
 	}
@@ -144,6 +154,16 @@ func (g *Gateway) budgetCheck(ctx context.Context, t *ops.Tenant) func(context.C
 		g.stats.rejected.Add(1)
 		return refusal
 	}
+}
+
+// unpriced refuses a call whose model the price table has no price for.
+func (x *exchange) unpriced() error {
+	if _, ok := x.g.cfg.Prices.lookup(x.req.Model); ok {
+		return nil
+	}
+	return &ops.Error{Code: ops.EINVALID, Reason: ReasonModelNotPriced,
+		Message: fmt.Sprintf("Your tenant has an LLM budget, and this server's price table has no price for the model %q, so what its calls cost could not be counted against the budget; "+
+			"this call was recorded as refused and nothing of it was sent. Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).", x.req.Model)}
 }
 
 // budgetBeforeSend holds attempt a to tenant's budget unless it is first, the attempt of a
@@ -158,7 +178,7 @@ func (x *exchange) budgetBeforeSend(ctx context.Context, first, a *ops.Attempt) 
 	if first != nil && a.ID == first.ID {
 		return nil
 	}
-	check := x.g.budgetCheck(ctx, x.tenant)
+	check := x.budgetCheck(ctx)
 	if check == nil {
 		return nil
 	}
