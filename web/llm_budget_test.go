@@ -256,7 +256,9 @@ func TestLLMBudgetIsPerTenantAndPerUTCDay(t *testing.T) {
 // attempts the provider refused (nothing billed) stays open, and the client's retry with its
 // key would make the provider generate it, a new paid call, past the budget. The resend is
 // refused with 429 tenant_budget_spent, recorded as the tenant's refused request
-// (ops rule 8), and sends nothing; the operation stays open for its key (ops rule 11).
+// (ops rule 8), and sends nothing; the operation stays open for its key (ops rule 11), and
+// the refusal does not say the call sent nothing, since its earlier attempts were sent
+// (ops rule 12).
 func TestAResendPastTheBudgetSendsNothing(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "shop")
@@ -277,6 +279,10 @@ func TestAResendPastTheBudgetSendsNothing(t *testing.T) {
 	_, err := budgetChat(w, "shop", "parked")
 	if status, body := refusedAnswer(err); status != http.StatusTooManyRequests || !strings.Contains(body, llm.ReasonBudgetSpent) {
 		t.Errorf("the resend past the budget: %v %d %s; want 429 %s", err, status, body, llm.ReasonBudgetSpent)
+	} else if op := w.tw.Operation(t, "parked"); strings.Contains(body, "nothing of it was sent") || !strings.Contains(body, op.ID) {
+		// Its earlier attempts were sent: the refusal of this one may not say the call sent
+		// nothing (ops rule 12), and names the operation that stays open.
+		t.Errorf("the resend's refusal says more than Settle knows, or not which operation stays open: %s", body)
 	}
 	if got := w.posts() - sent; got != 0 {
 		t.Errorf("the resend past the budget sent %d requests to the provider, want none", got)

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +62,8 @@ func TestAJobOfATenantPastItsLLMBudgetSendsNothing(t *testing.T) {
 // attempt of its generation (nothing billed), the generation stays open, and a worker that
 // takes the job again would have the provider generate it, a new paid call, past the budget.
 // The resend is refused: nothing is sent, the job waits queued until the budget resets with
-// the refusal as its last error, and the generation stays open for its key (ops rule 11).
+// the refusal as its last error, which does not say nothing was sent (ops rule 12), and the
+// generation stays open for its key (ops rule 11).
 func TestAJobResumedPastItsTenantsBudgetSendsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -101,6 +103,11 @@ func TestAJobResumedPastItsTenantsBudgetSendsNothing(t *testing.T) {
 	resets := clock.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 	if got.Status != jobs.StatusQueued || got.ErrorCode != llm.ReasonBudgetSpent || got.RunAfter.Before(resets.Add(-time.Minute)) {
 		t.Errorf("the job resumed past the budget is %s (%s) until %s; want queued with %s until about %s", got.Status, got.ErrorCode, got.RunAfter, llm.ReasonBudgetSpent, resets)
+	}
+	if strings.Contains(got.ErrorMessage, "nothing of it was sent") || !strings.Contains(got.ErrorMessage, j.OperationID) {
+		// Its earlier attempts were sent: the job's last error may not say nothing was
+		// (ops rule 12), and names the generation that stays open.
+		t.Errorf("the job's last error says more than Settle knows, or not which generation stays open: %s", got.ErrorMessage)
 	}
 	if op, err := e.db.Get(ctx, j.OperationID); err != nil || op.Status != ops.StatusInProgress {
 		t.Errorf("the generation: %v, %v; want it open (in_progress)", op, err)

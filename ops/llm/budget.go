@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,7 +125,7 @@ func (b *Budgets) entry(tenantID int64) *tenantSpend {
 // budget is whole again; Retry-After says the same.
 func (b *Budgets) refusal(budget, spent int64, resets, now time.Time) error {
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetSpent, Err: &Problem{RetryAfter: resets.Sub(now)},
-		Message: fmt.Sprintf("Your tenant's LLM budget of %s a day is spent (%s so far today, UTC); this call was recorded as refused and nothing of it was sent. "+
+		Message: fmt.Sprintf("Your tenant's LLM budget of %s a day is spent (%s so far today, UTC); "+newCallRefused+" "+
 			"The budget resets at %s; a retry of a key whose call already ran is still answered.",
 			ops.FormatMicros(budget, b.currency), ops.FormatMicros(spent, b.currency), resets.Format(time.RFC3339))}
 }
@@ -163,7 +164,7 @@ func (x *exchange) unpriced() error {
 	}
 	return &ops.Error{Code: ops.EINVALID, Reason: ReasonModelNotPriced,
 		Message: fmt.Sprintf("Your tenant has an LLM budget, and this server's price table has no price for the model %q, so what its calls cost could not be counted against the budget; "+
-			"this call was recorded as refused and nothing of it was sent. Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).", x.req.Model)}
+			newCallRefused+" Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).", x.req.Model)}
 }
 
 // budgetBeforeSend holds attempt a to tenant's budget unless it is first, the attempt of a
@@ -182,11 +183,30 @@ func (x *exchange) budgetBeforeSend(ctx context.Context, first, a *ops.Attempt) 
 	if check == nil {
 		return nil
 	}
-	refusal := check(ctx)
+	refusal := ResendRefused(check(ctx), a.OperationID)
 	if x.crID != 0 {
 		if err := x.g.cfg.Ledger.Answer(ctx, x.crID, ops.AnswerRejected); err != nil {
 			return errors.Join(refusal, fmt.Errorf("record the refused request: %w", err))
 		}
 	}
 	return refusal
+}
+
+// newCallRefused is what a refusal of a new call says of it; a refused resend says
+// resendRefusedText instead, since its operation's earlier attempts were sent (ops rule 12).
+const newCallRefused = "this call was recorded as refused and nothing of it was sent."
+
+// resendRefusedText words a resend's refusal: %s is its operation.
+const resendRefusedText = "this retry was recorded as refused and sent nothing more; its operation %s, whose earlier attempts were sent, stays open for its key and goes on with a retry once the budget allows."
+
+// ResendRefused words refusal, the budget's refusal of a new call, for a resend of operation
+// opID, whose earlier attempts were sent: it may not say that nothing was (ops rule 12).
+func ResendRefused(refusal error, opID string) error {
+	var oe *ops.Error
+	if !errors.As(refusal, &oe) || !strings.Contains(oe.Message, newCallRefused) {
+		return refusal
+	}
+	out := *oe
+	out.Message = strings.Replace(oe.Message, newCallRefused, fmt.Sprintf(resendRefusedText, opID), 1)
+	return &out
 }
