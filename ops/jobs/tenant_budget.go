@@ -26,5 +26,5 @@ func (r *run) budgetBeforeSend(ctx context.Context, first, next *ops.Attempt) er
 	if first != nil && next.ID == first.ID {
 		return nil
 	}
-	return llm.ResendRefused(r.w.Budgets.Check(ctx, r.j.TenantID), next.OperationID)
+	return r.w.Budgets.CheckResend(ctx, r.j.TenantID, next.OperationID)
 }

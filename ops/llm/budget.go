@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -86,6 +85,17 @@ func NewBudgets(store SpendStore, prices *PriceTable, clock ops.Clock, refresh t
 // (ReasonBudgetSpent, naming the budget and when the day ends) once its spend of the day
 // reached its budget. An error that is no refusal is the store's: the spend could not be read.
 func (b *Budgets) Check(ctx context.Context, tenantID int64) error {
+	return b.check(ctx, tenantID, newCallRefused)
+}
+
+// CheckResend is Check of a resend of operation opID, whose earlier attempts were sent: its
+// refusal says so, where a new call's says nothing was sent (ops rule 12).
+func (b *Budgets) CheckResend(ctx context.Context, tenantID int64, opID string) error {
+	return b.check(ctx, tenantID, resendRefused(opID))
+}
+
+// check is Check, its refusal saying refused of the call it refuses.
+func (b *Budgets) check(ctx context.Context, tenantID int64, refused string) error {
 	if b == nil {
 		return nil
 	}
@@ -106,7 +116,7 @@ func (b *Budgets) Check(ctx context.Context, tenantID int64) error {
 	if s.budget <= 0 || s.spent < s.budget {
 		return nil
 	}
-	return b.refusal(s.budget, s.spent, day.Add(24*time.Hour), now)
+	return b.refusal(s.budget, s.spent, day.Add(24*time.Hour), now, refused)
 }
 
 // entry returns the tenant's entry, made on first use.
@@ -123,11 +133,11 @@ func (b *Budgets) entry(tenantID int64) *tenantSpend {
 
 // refusal tells the client its budget, what it spent, that nothing was sent, and when its
 // budget is whole again; Retry-After says the same.
-func (b *Budgets) refusal(budget, spent int64, resets, now time.Time) error {
+func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused string) error {
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetSpent, Err: &Problem{RetryAfter: resets.Sub(now)},
-		Message: fmt.Sprintf("Your tenant's LLM budget of %s a day is spent (%s so far today, UTC); "+newCallRefused+" "+
+		Message: fmt.Sprintf("Your tenant's LLM budget of %s a day is spent (%s so far today, UTC); %s "+
 			"The budget resets at %s; a retry of a key whose call already ran is still answered.",
-			ops.FormatMicros(budget, b.currency), ops.FormatMicros(spent, b.currency), resets.Format(time.RFC3339))}
+			ops.FormatMicros(budget, b.currency), ops.FormatMicros(spent, b.currency), refused, resets.Format(time.RFC3339))}
 }
 
 // budgetCheck is the check of a new call of the exchange's tenant against its budget, for
@@ -139,14 +149,15 @@ func (b *Budgets) refusal(budget, spent int64, resets, now time.Time) error {
 // error: a cap that lapsed whenever its read failed would be none. So does a model the price
 // table does not price: its calls would cost nothing in the spend, so a tenant could spend
 // without limit through it.
-func (x *exchange) budgetCheck(ctx context.Context) func(context.Context) error {
+// refused is what the refusal says of the call: newCallRefused, or resendRefused's sentence.
+func (x *exchange) budgetCheck(ctx context.Context, refused string) func(context.Context) error {
 	g, t := x.g, x.tenant
 	if t.LLMBudgetMicros <= 0 || g.cfg.Budgets == nil {
 		return nil
 	}
-	refusal := x.unpriced()
+	refusal := x.unpriced(refused)
 	if refusal == nil {
-		refusal = g.cfg.Budgets.Check(ctx, t.ID)
+		refusal = g.cfg.Budgets.check(ctx, t.ID, refused)
 	}
 	if refusal == nil {
 		return nil
@@ -157,14 +168,14 @@ func (x *exchange) budgetCheck(ctx context.Context) func(context.Context) error 
 	}
 }
 
-// unpriced refuses a call whose model the price table has no price for.
-func (x *exchange) unpriced() error {
+// unpriced refuses a call whose model the price table has no price for, saying refused of it.
+func (x *exchange) unpriced(refused string) error {
 	if _, ok := x.g.cfg.Prices.lookup(x.req.Model); ok {
 		return nil
 	}
 	return &ops.Error{Code: ops.EINVALID, Reason: ReasonModelNotPriced,
 		Message: fmt.Sprintf("Your tenant has an LLM budget, and this server's price table has no price for the model %q, so what its calls cost could not be counted against the budget; "+
-			newCallRefused+" Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).", x.req.Model)}
+			"%s Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).", x.req.Model, refused)}
 }
 
 // budgetBeforeSend holds attempt a to tenant's budget unless it is first, the attempt of a
@@ -179,11 +190,11 @@ func (x *exchange) budgetBeforeSend(ctx context.Context, first, a *ops.Attempt) 
 	if first != nil && a.ID == first.ID {
 		return nil
 	}
-	check := x.budgetCheck(ctx)
+	check := x.budgetCheck(ctx, resendRefused(a.OperationID))
 	if check == nil {
 		return nil
 	}
-	refusal := ResendRefused(check(ctx), a.OperationID)
+	refusal := check(ctx)
 	if x.crID != 0 {
 		if err := x.g.cfg.Ledger.Answer(ctx, x.crID, ops.AnswerRejected); err != nil {
 			return errors.Join(refusal, fmt.Errorf("record the refused request: %w", err))
@@ -193,20 +204,11 @@ func (x *exchange) budgetBeforeSend(ctx context.Context, first, a *ops.Attempt) 
 }
 
 // newCallRefused is what a refusal of a new call says of it; a refused resend says
-// resendRefusedText instead, since its operation's earlier attempts were sent (ops rule 12).
+// resendRefused's sentence instead, since its operation's earlier attempts were sent
+// (ops rule 12).
 const newCallRefused = "this call was recorded as refused and nothing of it was sent."
 
-// resendRefusedText words a resend's refusal: %s is its operation.
-const resendRefusedText = "this retry was recorded as refused and sent nothing more; its operation %s, whose earlier attempts were sent, stays open for its key and goes on with a retry once the budget allows."
-
-// ResendRefused words refusal, the budget's refusal of a new call, for a resend of operation
-// opID, whose earlier attempts were sent: it may not say that nothing was (ops rule 12).
-func ResendRefused(refusal error, opID string) error {
-	var oe *ops.Error
-	if !errors.As(refusal, &oe) || !strings.Contains(oe.Message, newCallRefused) {
-		return refusal
-	}
-	out := *oe
-	out.Message = strings.Replace(oe.Message, newCallRefused, fmt.Sprintf(resendRefusedText, opID), 1)
-	return &out
+// resendRefused is what a refusal of a resend of operation opID says of it.
+func resendRefused(opID string) string {
+	return fmt.Sprintf("this retry was recorded as refused and sent nothing more; its operation %s, whose earlier attempts were sent, stays open for its key and goes on with a retry once the budget allows.", opID)
 }

@@ -262,7 +262,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: customerRef(x.req.User),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
-	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, x.budgetCheck(ctx)
+	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, x.budgetCheck(ctx, newCallRefused)
 	x.in = in
 	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
 	x.op = adm.Op
