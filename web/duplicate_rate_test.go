@@ -25,14 +25,7 @@ import (
 // %, not 2 of 7. /insights, /reconcile and its export count the same three.
 func TestTheDuplicateRateCountsTheRequestsThatAskedForAPaidCall(t *testing.T) {
 	t.Parallel()
-	e := newInsightsEnv(t)
-	seedSevenRequests(t, e)
-	rollUp(t, e)
-	c := signIn(t, e, "manager@example.com", desk.RoleManager)
-	r, body := e.get(t, c, "/insights?range=24h")
-	if r.StatusCode != http.StatusOK {
-		t.Fatalf("GET /insights = %d\n%s", r.StatusCode, body)
-	}
+	e, c, body := insightsOfSevenRequests(t)
 	dup := chartSection(t, body, "duplicate-rate")
 	if want := "66.67 % over the range (2 of 3 admitted requests)."; !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(dup) {
 		t.Errorf("the duplicate rate's headline is not %q\n%s", want, dup)
@@ -108,14 +101,7 @@ VALUES ($1, $2, 'llm_call', $3, $4, $5, $6)`, tenant, opID, "r"+strconv.Itoa(i),
 // 33.33 %, not 1 of 7.
 func TestTheReplayRateCountsTheAdmittedRequests(t *testing.T) {
 	t.Parallel()
-	e := newInsightsEnv(t)
-	seedSevenRequests(t, e)
-	rollUp(t, e)
-	c := signIn(t, e, "manager@example.com", desk.RoleManager)
-	r, body := e.get(t, c, "/insights?range=24h")
-	if r.StatusCode != http.StatusOK {
-		t.Fatalf("GET /insights = %d\n%s", r.StatusCode, body)
-	}
+	_, _, body := insightsOfSevenRequests(t)
 	replays := chartSection(t, body, "replay-rate")
 	if want := "33.33 % over the range (1 of 3 admitted requests)."; !strings.Contains(replays, want) {
 		t.Errorf("the replay rate's headline is not %q\n%s", want, replays)
@@ -124,4 +110,19 @@ func TestTheReplayRateCountsTheAdmittedRequests(t *testing.T) {
 		!regexp.MustCompile(`refused|cancel`).MatchString(html.UnescapeString(m[1])) {
 		t.Errorf("the replay rate's note does not say what its denominator leaves out: %v", m)
 	}
+}
+
+// insightsOfSevenRequests is /insights over 24 h as a manager reads it, once the seven
+// requests of seedSevenRequests are rolled up.
+func insightsOfSevenRequests(t *testing.T) (*env, *http.Client, string) {
+	t.Helper()
+	e := newInsightsEnv(t)
+	seedSevenRequests(t, e)
+	rollUp(t, e)
+	c := signIn(t, e, "manager@example.com", desk.RoleManager)
+	r, body := e.get(t, c, "/insights?range=24h")
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("GET /insights = %d\n%s", r.StatusCode, body)
+	}
+	return e, c, body
 }

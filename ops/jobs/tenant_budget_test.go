@@ -21,12 +21,7 @@ func TestAJobOfATenantPastItsLLMBudgetSendsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	clock := ops.NewManualClock(time.Now())
-	w := e.worker("w1", false)
-	w.Budgets = llm.NewBudgets(e.db, llm.DefaultPrices(), clock, time.Second)
-	if _, err := e.db.Pool.Exec(ctx, `UPDATE tenants SET llm_budget_micros = 1 WHERE id = $1`, e.tenant); err != nil {
-		t.Fatal(err)
-	}
+	w, clock := budgetedWorker(t, e)
 	first := e.submit(t, e.tenant, "within", docA, "v1")
 	e.drain(t, w)
 	if j := e.job(t, first.ID); j.Status != jobs.StatusPublished {
@@ -68,12 +63,7 @@ func TestAJobResumedPastItsTenantsBudgetSendsNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	clock := ops.NewManualClock(time.Now())
-	w := e.worker("w1", false)
-	w.Budgets = llm.NewBudgets(e.db, llm.DefaultPrices(), clock, time.Second)
-	if _, err := e.db.Pool.Exec(ctx, `UPDATE tenants SET llm_budget_micros = 1 WHERE id = $1`, e.tenant); err != nil {
-		t.Fatal(err)
-	}
+	w, clock := budgetedWorker(t, e)
 	e.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultOverloaded, Times: 3})
 	// Room for more attempts than one run makes, so the job's own budget does not end it.
 	e.svc.MaxAttempts = 6
@@ -112,4 +102,17 @@ func TestAJobResumedPastItsTenantsBudgetSendsNothing(t *testing.T) {
 	if op, err := e.db.Get(ctx, j.OperationID); err != nil || op.Status != ops.StatusInProgress {
 		t.Errorf("the generation: %v, %v; want it open (in_progress)", op, err)
 	}
+}
+
+// budgetedWorker is a worker of e whose tenant has a budget of one micro-unit a day, its
+// spend read on clock and trusted for a second.
+func budgetedWorker(t *testing.T, e *env) (*jobs.Worker, *ops.ManualClock) {
+	t.Helper()
+	clock := ops.NewManualClock(time.Now())
+	w := e.worker("w1", false)
+	w.Budgets = llm.NewBudgets(e.db, llm.DefaultPrices(), clock, time.Second)
+	if _, err := e.db.Pool.Exec(context.Background(), `UPDATE tenants SET llm_budget_micros = 1 WHERE id = $1`, e.tenant); err != nil {
+		t.Fatal(err)
+	}
+	return w, clock
 }
