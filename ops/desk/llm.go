@@ -3,6 +3,7 @@ package desk
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -127,9 +128,11 @@ func (d *Desk) recordDouble(ctx context.Context, op *ops.Operation, res ops.Look
 
 // answerFor fetches the provider's answer of the record a person closes an LLM operation
 // with (a completion, a response), so the client's key replays it. Nil with a reason when
-// the provider cannot give it (its API keeps nothing Settle can read, or no provider that
-// keeps it is configured): the close stands on the person's word, and the key then answers
-// answer_not_stored.
+// the provider cannot be asked about the call (its API keeps nothing Settle can read, the
+// client sent store: false, no provider that keeps it is configured): the close stands on
+// the person's word, and the key then answers answer_not_stored. When the provider can be
+// asked, its word decides (ops rule 9): an id it does not hold, or holds as another call's,
+// is refused, and a store that cannot be asked now refuses the close for now.
 func (d *Desk) answerFor(ctx context.Context, op *ops.Operation, ref string) (*ops.Result, string, error) {
 	if why := llm.NoLookup(op); why != "" {
 		return nil, why, nil
@@ -137,5 +140,47 @@ func (d *Desk) answerFor(ctx context.Context, op *ops.Operation, ref string) (*o
 	if d.Completions == nil || d.Completions.Store == nil {
 		return nil, fmt.Sprintf("No LLM provider whose %s Settle reads is configured on this server.", llm.Kept(op)), nil
 	}
-	return d.Completions.Fetch(ctx, op, ref)
+	res, why, err := d.Completions.Fetch(ctx, op, ref)
+	if ops.ErrorCode(err) == ops.ENOTFOUND {
+		return nil, "", d.notHeld(ctx, op, err)
+	}
+	return res, why, err
+}
+
+// recentCall is how long after a call was last sent a record the provider does not show yet
+// may still appear: a provider lists a stored completion a little after it billed it, as a
+// lookup that finds nothing says too.
+const recentCall = 15 * time.Minute
+
+// notHeld refuses a close as succeeded with a record id the provider does not hold: a typo
+// or a made-up id would show op as succeeded on the person's word alone (ops rule 9). Right
+// after the call, the id may be right and the provider's copy not listed yet, so the
+// sentence says to try again then rather than only that the id is wrong (ops rule 12).
+func (d *Desk) notHeld(ctx context.Context, op *ops.Operation, err error) error {
+	msg := fmt.Sprintf("%s; check the id (%s): a close as succeeded needs the provider's own record of this call, so nothing was closed.",
+		strings.TrimSuffix(ops.ErrorMessage(err), "."), d.Ledger.Kind(op.Kind).RecordOf(op).Hint)
+	if at, ok := d.lastSent(ctx, op); ok && llm.ListedLate(op) && d.Ledger.Clock.Now().Sub(at) < recentCall {
+		msg += fmt.Sprintf(" This call was last sent at %s, minutes ago, and a provider lists a stored completion only a little after it billed it: if the id is right, try again in a few minutes.",
+			at.UTC().Format(time.RFC3339))
+	}
+	return &ops.Error{Code: ops.EINVALID, Message: msg, Err: err}
+}
+
+// lastSent is when op's last attempt started or ended, whichever is later; false when its
+// attempts cannot be read or it has none.
+func (d *Desk) lastSent(ctx context.Context, op *ops.Operation) (time.Time, bool) {
+	attempts, err := d.Ledger.Attempts(ctx, op.ID)
+	if err != nil {
+		return time.Time{}, false
+	}
+	var last time.Time
+	for _, a := range attempts {
+		if a.StartedAt.After(last) {
+			last = a.StartedAt
+		}
+		if a.FinishedAt != nil && a.FinishedAt.After(last) {
+			last = *a.FinishedAt
+		}
+	}
+	return last, !last.IsZero()
 }

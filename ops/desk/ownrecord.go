@@ -58,9 +58,11 @@ func (d *Desk) checkRecord(ctx context.Context, op *ops.Operation, to ops.Status
 
 // checkAnswerAtProvider refuses a close as succeeded of an LLM operation with a record the
 // provider holds as another call's, or as a generation that ended without an answer (a
-// response it failed or cancelled): the close would show op as succeeded against the
-// provider's own word (ops rule 9). It runs before a close is proposed, so no proposal is
-// made that its approval would refuse; the close itself fetches the answer again.
+// response it failed or cancelled), or does not hold at all, where the provider can be asked
+// about the call: the close would show op as succeeded against the provider's own word, or
+// on the person's word alone (ops rule 9). A provider that cannot be asked now refuses it for
+// now. It runs before a close is proposed, so no proposal is made that its approval would
+// refuse; the close itself, and an approval's, fetches the answer again.
 func (d *Desk) checkAnswerAtProvider(ctx context.Context, op *ops.Operation, to ops.Status, ref string) error {
 	if ref == "" || to != ops.StatusSucceeded || !d.Ledger.Kind(op.Kind).Generation {
 		return nil

@@ -217,6 +217,11 @@ func NotFound(op *ops.Operation) string {
 	return fmt.Sprintf("%s has no stored completion carrying this operation's id. A provider may show one a little after it billed it, so look again in a few minutes; if none appears, the send most likely never generated, but only the provider's usage report can tell.", op.Provider)
 }
 
+// ListedLate reports whether the provider may show op's record only a little after it
+// billed it: a stored completion is listed and read some time after its call, while a
+// response is kept under the id it was given at its start.
+func ListedLate(op *ops.Operation) bool { return lookupOf(op) == lookupStoredCompletion }
+
 // ByHand says how a person closes op by hand when no lookup settles it, as its API allows,
 // with a space before it.
 func ByHand(op *ops.Operation) string { return " " + wordsOf(op).byHand(op.Provider) }
@@ -236,25 +241,21 @@ func (k *Lookups) StoreUnknown(ctx context.Context, op *ops.Operation) bool {
 // fetchResponse is Fetch for a response: its text is taken as op's answer only when the id
 // is one Settle recorded on op's attempts and the provider holds it finished with an answer.
 // One the provider holds as failed or cancelled is refused: it is the provider's record
-// that nothing was answered. One still queued or running gives no answer yet.
+// that nothing was answered; so is an id it does not hold at all (ENOTFOUND). One it holds
+// finished that was not recorded on op's attempts (an attempt that never got as far as its
+// first event records no id) gives no answer: responses carry no tag of Settle's, so
+// nothing ties its text to this call, and the close stands on the person's word.
 func (k *Lookups) fetchResponse(ctx context.Context, op *ops.Operation, id string) (*ops.Result, string, error) {
 	found, err := k.findResponses(ctx, op)
 	if err != nil {
-		return nil, fmt.Sprintf("%s could not be asked for %s: %s", op.Provider, id, ops.ErrorMessage(err)), nil
+		return nil, "", notHeld(op, id, err)
 	}
 	for _, s := range found {
 		if s.ID != id {
 			continue
 		}
-		if s.endedWithout() {
-			// The provider's own record says the generation ended without an answer: a
-			// close as succeeded would stand on a person's word against it (ops rule 9).
-			return nil, "", ops.Errorf(ops.EINVALID,
-				"%s holds response %s as %s: it ended without an answer, so it cannot close this call as succeeded. Look the call up: the lookup closes it as failed with the provider's record.",
-				op.Provider, id, s.Status)
-		}
-		if !s.answered() {
-			return nil, fmt.Sprintf("%s's response %s is %s: it holds no answer yet.", op.Provider, id, s.Status), nil
+		if err := endedWithout(op, s, true); err != nil {
+			return nil, "", err
 		}
 		res, err := ResultOf(s, k.Prices)
 		if err != nil {
@@ -262,7 +263,35 @@ func (k *Lookups) fetchResponse(ctx context.Context, op *ops.Operation, id strin
 		}
 		return res, "", nil
 	}
-	return nil, fmt.Sprintf("%s holds no finished response %s among those recorded on this call's attempts, so its text is not taken as this call's answer.", op.Provider, id), nil
+	s, err := k.Store.(StoredResponses).GetResponse(ctx, id)
+	switch {
+	case err != nil:
+		return nil, "", notHeld(op, id, err)
+	case s.OperationID != "" && s.OperationID != op.ID, s.Tenant != "" && s.Tenant != strconv.FormatInt(op.TenantID, 10):
+		return nil, "", ops.Errorf(ops.EINVALID, "Response %s belongs to another call, not to this one.", id)
+	case !s.answered():
+		if err := endedWithout(op, *s, false); err != nil {
+			return nil, "", err
+		}
+		return nil, fmt.Sprintf("%s's response %s is %s: it holds no answer yet.", op.Provider, id, s.Status), nil
+	}
+	return nil, fmt.Sprintf("%s holds response %s, but not under an id recorded on this call's attempts, so its text is not taken as this call's answer.", op.Provider, id), nil
+}
+
+// endedWithout refuses a close as succeeded with a response the provider holds as failed or
+// cancelled: a close as succeeded would stand on a person's word against the provider's own
+// record that nothing was answered (ops rule 9). Only a response recorded on op's attempts
+// is one its lookup reads, so only then is the person sent to it.
+func endedWithout(op *ops.Operation, s Stored, recorded bool) error {
+	if !s.endedWithout() {
+		return nil
+	}
+	next := ""
+	if recorded {
+		next = " Look the call up: the lookup closes it as failed with the provider's record."
+	}
+	return ops.Errorf(ops.EINVALID, "%s holds response %s as %s: it ended without an answer, so it cannot close this call as succeeded.%s",
+		op.Provider, s.ID, s.Status, next)
 }
 
 // ResponsesRoute is the gateway's route of OpenAI's Responses API, as a stored response

@@ -14,6 +14,7 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
+	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/deskstore"
 	"github.com/settle-dev/settle/ops/pg/reconstore"
@@ -127,8 +128,11 @@ func TestLLMLookupFindsADoubleGeneration(t *testing.T) {
 
 // TestLLMPersonsCloseNeverBreaksTheKey: a person closes an unknown call as succeeded with
 // the completion id. When the provider has it, Settle stores its answer and the key
-// replays it; when it does not, the key answers answer_not_stored (which web answers 410),
-// never an internal error. A completion of another operation is refused.
+// replays it. A completion of another operation is refused, and so is one the provider,
+// which stores the call, does not hold: the key still says the outcome is unknown. When the
+// provider keeps no copy to ask about (the client sent store: false), the close stands on
+// the person's word and the key answers answer_not_stored (which web answers 410), never an
+// internal error.
 func TestLLMPersonsCloseNeverBreaksTheKey(t *testing.T) {
 	t.Parallel()
 	w := newGatewayWorld(t, gatewaySetup{stored: true, modes: map[string]llm.Mode{"pipeline": llm.Batch}})
@@ -150,15 +154,33 @@ func TestLLMPersonsCloseNeverBreaksTheKey(t *testing.T) {
 		t.Fatalf("the retry after the close: %s %q", id, content)
 	}
 
+	// ops rule 9
 	if _, err := d.CloseManually(ctx, desk.ManualClose{ID: lost.ID, Version: lost.Version, To: ops.StatusSucceeded,
+		ProviderRef: "chatcmpl-fromtheinvoice", Note: "The invoice lists it.", Actor: "oncall@example.com"}); ops.ErrorCode(err) != ops.EINVALID {
+		t.Fatalf("closing with a completion the provider does not hold: %v", err)
+	}
+	r, err = w.call("pipeline", "doc-4", chatBody("classify document 4", 0, false))
+	wantRefused(t, r, err, ops.ECONFLICT, llm.ReasonOutcomeUnknown)
+
+	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Times: 1, Delay: 3 * time.Second})
+	unstored := `{"model":"fake-small","store":false,"messages":[{"role":"user","content":"classify document 5"}]}`
+	r, err = w.call("pipeline", "doc-5", unstored)
+	wantRefused(t, r, err, ops.EUNAVAILABLE, llm.ReasonTimeout)
+	optedOut := w.op(t, "doc-5")
+	if _, err := d.CloseManually(ctx, desk.ManualClose{ID: optedOut.ID, Version: optedOut.Version, To: ops.StatusSucceeded,
 		ProviderRef: "chatcmpl-fromtheinvoice", Note: "The invoice lists it.", Actor: "oncall@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, stream := range []bool{false, true} {
-		r, err := w.call("pipeline", "doc-4", chatBody("classify document 4", 0, stream))
+		body := unstored
+		if stream {
+			body = strings.Replace(unstored, `"store":false`, `"store":false,"stream":true`, 1)
+		}
+		// ops rule 12
+		r, err := w.call("pipeline", "doc-5", body)
 		if said := wantRefused(t, r, err, ops.ENOTFOUND, llm.ReasonAnswerNotStored); !strings.Contains(said, "new Idempotency-Key") {
 			t.Fatalf("answer_not_stored says %q", said)
 		}
 	}
-	w.generations(t, 2)
+	w.generations(t, 3)
 }

@@ -25,8 +25,9 @@ import (
 // operation without naming its tenant, or with another tenant, and one with no metadata at
 // all (anyone with the provider account's key can make them). The desk's lookup finds
 // nothing, the reconciler leaves the operation unknown, and a person who closes it with the
-// untagged completion's id closes it on their own word: its text is not taken as the
-// answer the client's key replays (ops rules 9 and 12).
+// untagged completion's id is refused: Settle tags every call it sends while the provider
+// stores completions, so nothing ties that completion to this call, and the client's key
+// still says the outcome is unknown rather than that it succeeded (ops rules 9 and 12).
 func TestLLMLookupPathsTakeOnlyTaggedCompletions(t *testing.T) {
 	t.Parallel()
 	w := newGatewayWorld(t, gatewaySetup{stored: true, reconciled: true, modes: map[string]llm.Mode{"pipeline": llm.Batch}})
@@ -75,11 +76,15 @@ func TestLLMLookupPathsTakeOnlyTaggedCompletions(t *testing.T) {
 	}
 
 	cur := w.op(t, "doc-20")
-	closed, err := d.CloseManually(ctx, desk.ManualClose{ID: cur.ID, Version: cur.Version, To: ops.StatusSucceeded,
+	// ops rule 9
+	_, err = d.CloseManually(ctx, desk.ManualClose{ID: cur.ID, Version: cur.Version, To: ops.StatusSucceeded,
 		ProviderRef: bare, Note: "The provider's logs show it.", Actor: "oncall@example.com"})
-	if err != nil || closed.Op == nil || closed.Op.Status != ops.StatusSucceeded || len(closed.Op.Result) != 0 {
-		t.Fatalf("a person's close with an untagged completion: %+v, %v; want closed with no answer taken from it", closed, err)
+	if ops.ErrorCode(err) != ops.EINVALID || !strings.Contains(ops.ErrorMessage(err), "does not name this operation and its tenant") {
+		t.Fatalf("a person's close with an untagged completion: %v; want it refused", err)
+	}
+	if got := w.op(t, "doc-20"); got.Status != ops.StatusUnknown || got.Version != cur.Version {
+		t.Fatalf("the refused close left the operation %s v%d (was v%d)", got.Status, got.Version, cur.Version)
 	}
 	r, err = w.call("pipeline", "doc-20", chatBody("classify document 20", 0, false))
-	wantRefused(t, r, err, ops.ENOTFOUND, llm.ReasonAnswerNotStored)
+	wantRefused(t, r, err, ops.ECONFLICT, llm.ReasonOutcomeUnknown)
 }

@@ -133,26 +133,33 @@ type Lookups struct {
 
 // Available says why the operation's completions cannot be looked up, or "" when they can.
 func (k *Lookups) Available(ctx context.Context, op *ops.Operation) string {
+	why, _ := k.availability(ctx, op)
+	return why
+}
+
+// availability is Available, and whether the reason is only for now: the provider could not
+// be asked whether it stores completions.
+func (k *Lookups) availability(ctx context.Context, op *ops.Operation) (why string, later bool) {
 	if why := NoLookup(op); why != "" {
-		return why
+		return why, false
 	}
 	switch {
 	case k == nil || k.Store == nil:
-		return fmt.Sprintf("No LLM provider whose %s Settle reads is configured on this server.", Kept(op))
+		return fmt.Sprintf("No LLM provider whose %s Settle reads is configured on this server.", Kept(op)), false
 	case k.Store.Name() != op.Provider:
-		return fmt.Sprintf("Settle does not call %s any more, so its %s cannot be read.", op.Provider, Kept(op))
+		return fmt.Sprintf("Settle does not call %s any more, so its %s cannot be read.", op.Provider, Kept(op)), false
 	case OptedOut(op):
-		return "The client sent store: false, so the provider keeps no copy of this call."
+		return "The client sent store: false, so the provider keeps no copy of this call.", false
 	case lookupOf(op) == lookupResponseByID:
-		return k.responsesAvailable(op)
+		return k.responsesAvailable(op), false
 	}
 	switch k.Store.StoreState(ctx) {
 	case StoreOff:
-		return fmt.Sprintf("%s does not store completions (SETTLE_LLM_STORE is off, or it refused store), so its calls cannot be looked up.", op.Provider)
+		return fmt.Sprintf("%s does not store completions (SETTLE_LLM_STORE is off, or it refused store), so its calls cannot be looked up.", op.Provider), false
 	case StoreUnknown:
-		return fmt.Sprintf("%s could not be asked whether it stores completions; try again in a moment.", op.Provider)
+		return fmt.Sprintf("%s could not be asked whether it stores completions; try again in a moment.", op.Provider), true
 	}
-	return ""
+	return "", false
 }
 
 // OptedOut reports whether the client of an llm_call asked the provider not to store it
@@ -316,13 +323,20 @@ func (k *Lookups) Lookup(ctx context.Context, op *ops.Operation, actor string) (
 }
 
 // Fetch returns the stored answer of the completion id a person gave to close op as
-// succeeded, or nil when the provider cannot give it (why says so). A completion whose
-// metadata names another tenant or another operation is refused: it is not this call's
-// answer; so is a response the provider holds as failed or cancelled. One whose metadata
-// does not name op and its tenant gives no answer either, since nothing ties its text to
-// this call: the close then stands on the person's word alone.
+// succeeded. Where the provider cannot be asked about op's calls (its API keeps nothing
+// Settle reads, no store is configured, the client sent store: false, the provider stores
+// no completions) it returns nil and why: nothing can contradict the person's id, so the
+// close stands on their word. Where it can, the provider's word decides (ops rule 9): an id
+// it does not hold is an ENOTFOUND error (a typo, a made-up id, one from another account),
+// a store that cannot be asked now an EUNAVAILABLE one, and a completion whose metadata
+// names another tenant or operation, or does not name op and its tenant, is refused: Settle
+// tags every chat call it sends while the provider stores completions, so an untagged one
+// is some other program's, or one sent before the provider's store was known to be on,
+// which nothing ties to this call either. A response is read by its id (fetchResponse).
 func (k *Lookups) Fetch(ctx context.Context, op *ops.Operation, id string) (res *ops.Result, why string, err error) {
-	if why := k.Available(ctx, op); why != "" {
+	if why, later := k.availability(ctx, op); later {
+		return nil, "", ops.Errorf(ops.EUNAVAILABLE, "%s", why)
+	} else if why != "" {
 		return nil, why, nil
 	}
 	if lookupOf(op) == lookupResponseByID {
@@ -330,22 +344,32 @@ func (k *Lookups) Fetch(ctx context.Context, op *ops.Operation, id string) (res 
 	}
 	s, err := k.Store.GetStored(ctx, id)
 	switch {
-	case ops.ErrorCode(err) == ops.ENOTFOUND:
-		return nil, fmt.Sprintf("%s has no stored completion %s.", op.Provider, id), nil
 	case err != nil:
-		return nil, fmt.Sprintf("%s could not be asked for %s: %s", op.Provider, id, ops.ErrorMessage(err)), nil
+		return nil, "", notHeld(op, id, err)
 	case s.Tenant != "" && s.Tenant != strconv.FormatInt(op.TenantID, 10):
 		return nil, "", ops.Errorf(ops.EINVALID, "Completion %s belongs to another tenant's call, not to this one.", id)
 	case s.OperationID != "" && s.OperationID != op.ID:
 		return nil, "", ops.Errorf(ops.EINVALID, "Completion %s belongs to operation %s, not to this one.", id, s.OperationID)
 	case !owns(op, *s):
-		return nil, fmt.Sprintf("%s's stored completion %s does not name this operation and its tenant, as Settle tags every call it sends, so its text is not taken as this call's answer.", op.Provider, id), nil
+		return nil, "", ops.Errorf(ops.EINVALID, "%s's stored completion %s does not name this operation and its tenant, as Settle tags every call it sends while the provider stores completions: it is not this call's, so nothing was closed.", op.Provider, id)
 	}
 	res, err = ResultOf(*s, k.Prices)
 	if err != nil {
 		return nil, fmt.Sprintf("%s's stored completion %s cannot be read.", op.Provider, id), nil
 	}
 	return res, "", nil
+}
+
+// notHeld is the error of a read of the record id that failed: ENOTFOUND when the provider
+// holds no such record of op's API, EUNAVAILABLE when it could not be asked.
+func notHeld(op *ops.Operation, id string, err error) error {
+	if ops.Unreachable(err) {
+		return err // Settle's own database, not the provider, could not be read
+	}
+	if ops.ErrorCode(err) == ops.ENOTFOUND {
+		return &ops.Error{Code: ops.ENOTFOUND, Message: fmt.Sprintf("%s holds no %s.", op.Provider, Found(op, id)), Err: err}
+	}
+	return &ops.Error{Code: ops.EUNAVAILABLE, Message: fmt.Sprintf("%s could not be asked whether it holds %s; try again in a moment.", op.Provider, Found(op, id)), Err: err}
 }
 
 // unknownError is the 409 of a key whose operation's outcome is unknown.

@@ -30,7 +30,7 @@ type callWords struct {
 func (chatAPI) words() callWords {
 	return callWords{
 		record: ops.RecordForm{Label: "Completion id", Hint: "chatcmpl-...",
-			Fetch: "Settle fetches its answer from the provider's stored completions, so the key replays it"},
+			Fetch: "Settle fetches its answer from the provider's stored completions, so the key replays it; where the provider keeps this call, an id it does not hold is refused"},
 		kept: "stored completions",
 		byHand: func(p string) string {
 			return fmt.Sprintf("Close it by hand: when %s's records show its completion, close it as succeeded with the completion id (chatcmpl-...).", p)
@@ -41,7 +41,7 @@ func (chatAPI) words() callWords {
 func (responsesAPI) words() callWords {
 	return callWords{
 		record: ops.RecordForm{Label: "Response id", Hint: "resp_...",
-			Fetch: "Settle reads that response from the provider when it is one recorded on this call's attempts, so the key replays it"},
+			Fetch: "Settle reads that response from the provider when it is one recorded on this call's attempts, so the key replays it; where the provider keeps this call, an id it does not hold is refused"},
 		kept: "stored responses",
 		byHand: func(p string) string {
 			return fmt.Sprintf("Close it by hand: when %s's records show its response, close it as succeeded with the response id (resp_...).", p)
