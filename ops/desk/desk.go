@@ -383,10 +383,12 @@ type CloseOutcome struct {
 var providerRefRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$`)
 
 // CloseManually closes an operation with a person's note as evidence. Succeeded also needs
-// the provider's record id (ops rule 9). An LLM operation closed as succeeded gets the
-// answer its record names fetched from the provider, where its API keeps one to read (a
-// stored completion or response), so the client's key replays it; when it cannot be fetched
-// (a message, embeddings, a store Settle cannot read), the key answers that the answer is
+// the provider's record id (ops rule 9), which the provider is asked for where it can be:
+// a refund id, or an LLM call's record where the provider keeps the call, that it does not
+// hold is refused. An LLM operation closed as succeeded gets the answer its record names
+// fetched from the provider, where its API keeps one to read (a stored completion or
+// response), so the client's key replays it; when the provider keeps no copy Settle can
+// read (a message, embeddings, store: false, no store), the key answers that the answer is
 // not stored, never an error.
 // Where the tenant's approval policy asks for a second person (ops rule 13), the close
 // becomes a proposal instead.

@@ -160,8 +160,8 @@ func (d *Desk) notHeld(ctx context.Context, op *ops.Operation, err error) error 
 	msg := fmt.Sprintf("%s; check the id (%s): a close as succeeded needs the provider's own record of this call, so nothing was closed.",
 		strings.TrimSuffix(ops.ErrorMessage(err), "."), d.Ledger.Kind(op.Kind).RecordOf(op).Hint)
 	if at, ok := d.lastSent(ctx, op); ok && llm.ListedLate(op) && d.Ledger.Clock.Now().Sub(at) < recentCall {
-		msg += fmt.Sprintf(" This call was last sent at %s, minutes ago, and a provider lists a stored completion only a little after it billed it: if the id is right, try again in a few minutes.",
-			at.UTC().Format(time.RFC3339))
+		msg += fmt.Sprintf(" This call was last sent at %s, less than %d minutes ago, and a provider lists a stored completion only a little after it billed it: if the id is right, try again in a few minutes.",
+			at.UTC().Format(time.RFC3339), int(recentCall.Minutes()))
 	}
 	return &ops.Error{Code: ops.EINVALID, Message: msg, Err: err}
 }
