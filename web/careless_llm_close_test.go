@@ -294,3 +294,50 @@ func TestACloseByHandStandsOnTheWordWhereTheProviderCannotBeAsked(t *testing.T) 
 		})
 	}
 }
+
+// TestACloseByHandWithAResponseNotRecordedOnTheCallStandsOnTheWord: a Responses call sent as
+// JSON is unknown after its answer timed out, so no response id was recorded on its attempt,
+// while the provider billed and keeps the response. An engineer closes it with that id,
+// found in the provider's console: the provider holds it, so it is no made-up id, but
+// responses carry no tag of Settle's and nothing ties its text to this call, so the close
+// stands on the engineer's word, and the key answers that the answer is not stored (ops rule
+// 12) rather than replaying a text that may be another call's.
+func TestACloseByHandWithAResponseNotRecordedOnTheCallStandsOnTheWord(t *testing.T) {
+	t.Parallel()
+	w := newLookupWorld(t, lookupSetup{})
+	before := len(w.fake.GenerationsOf(fake.APIResponses))
+	w.fake.AddFault(fake.LLMFault{Path: "/v1/responses", Kind: fake.LLMFaultBillThenTimeout, Times: 1, Delay: 3 * time.Second})
+	body := `{"model":"fake-small","input":"summarise ticket 7737"}`
+	send := func() *http.Response {
+		req, err := http.NewRequest(http.MethodPost, w.url+"/v1/responses", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+w.tokens["pipeline"])
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "resp-unrecorded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	wantProblem(t, send(), 504, llm.ReasonTimeout)
+	op := w.op(t, "resp-unrecorded")
+	gens := w.fake.GenerationsOf(fake.APIResponses)
+	if op.Status != ops.StatusUnknown || len(gens) != before+1 {
+		t.Fatalf("operation %s with %d responses generated, want unknown with one", op.Status, len(gens)-before)
+	}
+	c := w.dash.signIn(t, "oncall@example.com", desk.RoleOncall)
+	page := w.closeBy(t, c, op, gens[before].ID)
+	mustContain(t, page, "Closed as succeeded.", "could not fetch its answer")
+	if cur := w.dash.get(t, op.ID); cur.Status != ops.StatusSucceeded || cur.ProviderRef != gens[before].ID || len(cur.Result) != 0 {
+		t.Fatalf("the close left %s with %q and %d bytes of answer; want succeeded on the word, no answer", cur.Status, cur.ProviderRef, len(cur.Result))
+	}
+	if n := w.count(t, `SELECT count(*) FROM evidence WHERE operation_id = $1 AND kind = 'note' AND strpos(summary, $2) > 0`,
+		op.ID, "not under an id recorded on this call"); n != 1 {
+		t.Fatalf("%d note evidence rows saying why no answer was taken, want 1", n)
+	}
+	// ops rule 12
+	wantProblem(t, send(), http.StatusGone, llm.ReasonAnswerNotStored)
+}
