@@ -55,3 +55,21 @@ type TenantStore interface {
 	// Tenants lists every tenant by name.
 	Tenants(ctx context.Context) ([]*Tenant, error)
 }
+
+// BudgetChange is what a change of a tenant's LLM budget did: the tenant as it is now, its
+// budget before, and whether anything changed (setting the budget it has changes nothing).
+type BudgetChange struct {
+	Tenant  *Tenant
+	Before  int64
+	Changed bool
+}
+
+// TenantDay is a tenant as the dashboard's tenants page shows it: its settings, and what its
+// LLM operations opened on one UTC day cost in one currency, in micro-units, which is the
+// spend its budget is checked against.
+type TenantDay struct {
+	Tenant *Tenant
+	// Approvals are the tenant's own approval settings; nil: the server's apply.
+	Approvals *TenantApprovals
+	Spent     int64
+}

@@ -80,10 +80,10 @@ func TestInsightsDrawsLinesBarsAndGaps(t *testing.T) {
 }
 
 func TestNavOffersReconciliationAndInsightsByRole(t *testing.T) {
-	for role, want := range map[string][3]bool{"support": {false, false, false}, "oncall": {false, true, false},
-		"manager": {true, true, true}, "admin": {true, true, true}} {
+	for role, want := range map[string][4]bool{"support": {false, false, false, false}, "oncall": {false, true, false, false},
+		"manager": {true, true, true, true}, "admin": {true, true, true, true}} {
 		doc := render(t, views.Layout("x", views.Viewer{Email: role + "@x", Role: role}))
-		for i, id := range []string{"nav-reconcile", "nav-exceptions", "nav-insights"} {
+		for i, id := range []string{"nav-reconcile", "nav-exceptions", "nav-insights", "nav-tenants"} {
 			if got := len(byTestID(doc, id)) == 1; got != want[i] {
 				t.Errorf("%s: %s shown = %v, want %v", role, id, got, want[i])
 			}

@@ -124,8 +124,8 @@ func TestBrowserPagesFitTheWindow(t *testing.T) {
 		desk.RoleSupport: {"/ops", "/ops?tab=unknown", opURL, "/support?q=ORDER-00", "/follow-ups", bulkURL},
 		desk.RoleOncall:  {"/ops?tab=unknown", opURL, "/audit", "/reconcile/exceptions", exceptionURL, "/alerts", bulkURL},
 		desk.RoleManager: {"/reconcile", "/reconcile?bucket=hour", drillURL, "/insights", "/insights?range=7d", "/insights?range=30d",
-			"/reconcile/exceptions"},
-		desk.RoleAdmin: {"/ops?tab=unknown", "/reconcile", "/alerts", "/audit", "/admin/users", "/admin/tokens"},
+			"/reconcile/exceptions", "/tenants"},
+		desk.RoleAdmin: {"/ops?tab=unknown", "/reconcile", "/alerts", "/audit", "/admin/users", "/admin/tokens", "/tenants"},
 	}
 	alloc := browser(t)
 	for _, role := range desk.Roles {

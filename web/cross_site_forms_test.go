@@ -16,10 +16,10 @@ var crossSiteTables = []string{"audit_log", "users", "api_tokens", "tenants", "c
 
 // TestCrossSitePostsChangeNothing: another site makes a signed-in admin's browser post each
 // of the dashboard's forms (add an admin, issue a token, revoke one, disable a user, close,
-// approve, follow, save a view, sign out...) with plausible values. Whether the browser says
-// so in Sec-Fetch-Site (cross-site, or same-site from a sibling host) or, older, only in
-// Origin, every post is refused 403 before its handler runs, and nothing is written; the
-// same form from the dashboard itself goes through.
+// approve, follow, save a view, set a tenant's LLM budget, sign out...) with plausible
+// values. Whether the browser says so in Sec-Fetch-Site (cross-site, or same-site from a
+// sibling host) or, older, only in Origin, every post is refused 403 before its handler
+// runs, and nothing is written; the same form from the dashboard itself goes through.
 func TestCrossSitePostsChangeNothing(t *testing.T) {
 	t.Parallel()
 	e := newDashEnv(t, withEveryForm...)
@@ -39,10 +39,11 @@ func TestCrossSitePostsChangeNothing(t *testing.T) {
 		"name": {"stolen"}, "version": {itoa(op.Version)}, "to": {"succeeded"}, "note": {"closed from elsewhere"},
 		"provider_ref": {"re_evil"}, "ids": {op.ID}, "scope": {"selected"}, "label": {"v"}, "query": {"tab=all"},
 		"page": {"queue"}, "proposal_id": {"1"}, "action": {"resolve"}, "resolution": {"fixed"}, "assignee": {"mallory"},
-		"state": {"silenced"}}.Encode()
+		"state": {"silenced"}, "budget": {"0.01"}}.Encode()
 	routes := formRoutes(t, e)
 	for _, route := range routes {
 		path := strings.NewReplacer("/admin/users/{id}", "/admin/users/"+victimID, "/admin/tokens/{id}", "/admin/tokens/1",
+			"/tenants/{id}", "/tenants/"+itoa(e.tenant.ID),
 			"{id}", op.ID).Replace(route)
 		for _, h := range [][2]string{{"Sec-Fetch-Site", "cross-site"}, {"Sec-Fetch-Site", "same-site"}, {"Origin", "https://evil.example"}} {
 			req, err := http.NewRequest(http.MethodPost, e.url+path, strings.NewReader(form))
@@ -81,6 +82,7 @@ func (e *dashEnv) marks(t *testing.T) string {
 		b.WriteString(table + "=" + itoa(int64(e.count(t, `SELECT count(*) FROM `+table))) + " ")
 	}
 	b.WriteString("disabled=" + itoa(int64(e.count(t, `SELECT count(*) FROM users WHERE disabled_at IS NOT NULL`))))
+	b.WriteString(" budgets=" + itoa(int64(e.count(t, `SELECT coalesce(sum(llm_budget_micros), 0) FROM tenants`))))
 	b.WriteString(" revoked=" + itoa(int64(e.count(t, `SELECT count(*) FROM api_tokens WHERE revoked_at IS NOT NULL`))))
 	b.WriteString(" versions=" + itoa(int64(e.count(t, `SELECT coalesce(sum(version), 0) FROM operations`))))
 	return b.String()

@@ -78,6 +78,7 @@ func buildDashEnv(t *testing.T, wire ...func(*web.Server, *testworld.World)) *da
 		Desk: d, Bulk: d, SavedViews: &desk.SavedViews{Store: deskstore.New(db), Audit: deskstore.New(db), Clock: clock}, Timelines: deskstore.New(db), SupportSearch: deskstore.New(db),
 		AuditLog: deskstore.New(db), UserAdmin: accounts(db), TokenAdmin: accountstore.New(db), JobViews: jobstore.New(db),
 	}
+	s.TenantsDeps = web.TenantsDeps{Tenants: db}
 	for _, w := range wire {
 		w(s, tw)
 	}

@@ -30,7 +30,7 @@ var hostileFormValues = []string{"", strings.Repeat("x", 70000), "a\x00b", "\xff
 // hostileFormFields are the names of every field the dashboard's forms read.
 var hostileFormFields = []string{"to", "note", "provider_ref", "version", "ids", "q", "tab", "status", "kind", "tenant",
 	"email", "password", "role", "name", "query", "page", "scope", "label", "assignee", "action", "back", "next",
-	"reason", "op", "provider", "age", "awaiting", "from", "severity", "state", "resolution", "proposal_id"}
+	"reason", "op", "provider", "age", "awaiting", "from", "severity", "state", "resolution", "proposal_id", "budget"}
 
 // withEveryForm wires a dashboard with every page that has a form: follow-ups, approvals
 // for closes as not executed, reconciliation, insights and alerts.

@@ -20,6 +20,7 @@ import (
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	openaiup "github.com/settle-dev/settle/ops/openai"
+	"github.com/settle-dev/settle/web"
 )
 
 // countedSpends is the database's SpendStore, counting the statements that read a spend.
@@ -70,6 +71,9 @@ func newBudgetWorld(t *testing.T, tenants ...string) *budgetWorld {
 		t.Fatal(err)
 	}
 	prices := llm.DefaultPrices()
+	// The dashboard's tenants page reads the day of the gateway's clock, in its prices' currency.
+	s.Clock = w.clock
+	s.TenantsDeps = web.TenantsDeps{Tenants: tw.DB, LLMCurrency: prices.Currency}
 	gw, err := llm.New(llm.Config{Ledger: tw.GatewayLedger(w.clock, 0), Prices: prices, Refs: tw.DB, Streams: tw.DB,
 		Upstream:  tw.Upstream(w.openai.url, openaiup.Config{Name: "fake-llm", APIKey: "sk-settle-upstream"}),
 		Upstreams: map[string]llm.Upstream{llm.MessagesRoute: aup},

@@ -86,6 +86,7 @@ type Server struct {
 	ReconcileDeps
 	AlertsDeps
 	InsightsDeps
+	TenantsDeps
 }
 
 // Handler returns the whole HTTP interface. Call it once per Server: it registers the HTTP
@@ -153,6 +154,7 @@ func (s *Server) router() *chi.Mux {
 		s.mountReconcile(r)
 		s.mountAlerts(r)
 		s.mountInsights(r)
+		s.mountTenants(r)
 	})
 	s.mountMCP(r)
 	s.mountJobs(r)

@@ -30,6 +30,9 @@ func (p *Program) wireLLM(srv *web.Server) ([]recon.UsageSource, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The tenants page counts budgets in the currency the gateway costs calls in; without
+	// a provider it counts in the built-in table's, dollars.
+	srv.LLMCurrency = prices.Currency
 	modes := map[string]llm.Mode{}
 	for tenant, pol := range c.TenantPolicies {
 		modes[tenant] = llm.Mode(pol)

@@ -273,7 +273,7 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	}
 	rollups := rollupstore.New(p.DB)
 	srv.Recon, srv.Exceptions = rollups, reconstore.New(p.DB)
-	srv.InsightsDeps = web.InsightsDeps{Insights: rollups, Firings: alertstore.New(p.DB)}
+	srv.InsightsDeps, srv.TenantsDeps = web.InsightsDeps{Insights: rollups, Firings: alertstore.New(p.DB)}, web.TenantsDeps{Tenants: p.DB}
 	p.startRollups(ctx)
 	p.startBodyPurge(ctx)
 	p.startRetention(ctx)

@@ -5,45 +5,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // tenantBudgetHow is the usage of 'settle tenant budget'.
 const tenantBudgetHow = "settle tenant budget NAME --budget AMOUNT|off"
 
-// maxBudgetMicros is the largest budget a day: a billion units of the price table's
-// currency, far above any tenant's spend; a larger one is a slip, and its micro-units would
-// come near the largest integer the database holds.
-const maxBudgetMicros = 1_000_000_000 * 1_000_000
-
-// parseBudget reads an amount in units of the price table's currency, with up to six
-// decimals (a micro-unit, as costs are counted), into micro-units; "off" is 0, no budget.
+// parseBudget reads --budget as the dashboard's form reads a budget (llm.ParseBudget), saying
+// so on one line.
 func parseBudget(v string) (int64, error) {
-	if v == "off" {
-		return 0, nil
-	}
-	bad := usagef("tenant budget: --budget %q is not an amount above zero such as 25 or 12.50 (in the currency of the price table, SETTLE_LLM_PRICES), or off", v)
-	whole, frac, _ := strings.Cut(v, ".")
-	if whole == "" || len(frac) > 6 || strings.Trim(whole+frac, "0123456789") != "" {
-		return 0, bad
-	}
-	over := usagef("tenant budget: --budget %q is over a billion a day; give a smaller amount, or off", v)
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || w > maxBudgetMicros/1_000_000 {
-		return 0, over
-	}
-	f, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
-	micros := w*1_000_000 + f
-	switch {
-	case micros > maxBudgetMicros:
-		// A billion and a fraction: within the whole units' bound, over the budget's.
-		return 0, over
-	case micros <= 0:
-		return 0, bad
+	micros, err := llm.ParseBudget(v)
+	if err != nil {
+		return 0, usagef("tenant budget: --budget %s", ops.ErrorMessage(err))
 	}
 	return micros, nil
 }
@@ -85,7 +61,7 @@ func tenantBudget(ctx context.Context, cfg Config, stdout io.Writer) error {
 	}
 	now := "no LLM budget: its calls are not capped"
 	if b := c.Tenant.LLMBudgetMicros; b > 0 {
-		now = "an LLM budget of " + budgetAmount(b) + " a UTC day, in the currency of the servers' price table; " +
+		now = "an LLM budget of " + llm.BudgetAmount(b) + " a UTC day, in the currency of the servers' price table; " +
 			"new calls past it are refused with 429 until the next midnight UTC"
 	}
 	if !c.Changed {
@@ -95,19 +71,10 @@ func tenantBudget(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return nil
 }
 
-// budgetAmount writes micro-units as the amount 'tenant budget' takes: 25, 12.5, 0.000001.
-func budgetAmount(micros int64) string {
-	s := strconv.FormatInt(micros/1_000_000, 10)
-	if f := micros % 1_000_000; f != 0 {
-		s += "." + strings.TrimRight(fmt.Sprintf("%06d", f), "0")
-	}
-	return s
-}
-
 // budgetLine is a tenant's LLM budget in 'tenant list'.
 func budgetLine(t *ops.Tenant) string {
 	if t.LLMBudgetMicros <= 0 {
 		return "off"
 	}
-	return budgetAmount(t.LLMBudgetMicros) + "/day"
+	return llm.BudgetAmount(t.LLMBudgetMicros) + "/day"
 }

@@ -16,3 +16,6 @@ func SetLoneWait(db *DB, d time.Duration) { db.group.loneWait = d }
 
 // LLMSpendQuery is LLMSpend's statement, for the test of its plan.
 var LLMSpendQuery = llmSpendQuery
+
+// TenantDaysQuery is TenantDays' statement, for the test of its plan.
+var TenantDaysQuery = tenantDaysQuery

@@ -11,14 +11,21 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
+// llmSpendSum is the spend of tenant t (the statement's tenants row) that both reads of a
+// spend sum, so that the dashboard shows the figure the budget check reads: day and currency
+// are the placeholders of the day's start and of the currency.
+func llmSpendSum(day, currency string) string {
+	return `coalesce((
+		SELECT sum(o.cost_micros) FROM operations o
+		WHERE o.tenant_id = t.id AND o.kind IN ('llm_call', 'llm_job')
+			AND date_bin('1 day', o.created_at, '2000-01-01 00:00:00+00') = ` + day + `::timestamptz
+			AND coalesce(o.usage->>'currency', 'usd') = ` + currency + `), 0)::bigint`
+}
+
 // llmSpendQuery is LLMSpend's statement: $1 the tenant, $2 the day's start, $3 the currency.
 var llmSpendQuery = `
 SELECT coalesce(t.llm_budget_micros, 0),
-	CASE WHEN t.llm_budget_micros IS NULL THEN 0 ELSE coalesce((
-		SELECT sum(o.cost_micros) FROM operations o
-		WHERE o.tenant_id = t.id AND o.kind IN ('llm_call', 'llm_job')
-			AND date_bin('1 day', o.created_at, '2000-01-01 00:00:00+00') = $2::timestamptz
-			AND coalesce(o.usage->>'currency', 'usd') = $3), 0)::bigint END
+	CASE WHEN t.llm_budget_micros IS NULL THEN 0 ELSE ` + llmSpendSum("$2", "$3") + ` END
 FROM tenants t WHERE t.id = $1`
 
 // LLMSpend returns the tenant's LLM budget per day (0: none) and what its LLM operations
@@ -39,29 +46,44 @@ func (db *DB) LLMSpend(ctx context.Context, tenantID int64, day time.Time, curre
 	return budget, spent, nil
 }
 
-// BudgetChange is what SetLLMBudget did: the tenant as it is now, and its budget before.
-type BudgetChange struct {
-	Tenant  *ops.Tenant
-	Before  int64
-	Changed bool
+// SetLLMBudget sets the LLM budget per UTC day of the tenant named name in micro-units (0
+// clears it), with an audit row naming actor; setting what it has already changes and audits
+// nothing.
+func (db *DB) SetLLMBudget(ctx context.Context, name string, micros int64, actor string, now time.Time) (ops.BudgetChange, error) {
+	if err := checkTenantName(name); err != nil {
+		return ops.BudgetChange{}, err
+	}
+	return db.setLLMBudget(ctx, func(tx pgx.Tx) (*ops.Tenant, error) { return lockTenantNamed(ctx, tx, name) }, micros, actor, now)
 }
 
-// SetLLMBudget sets the tenant's LLM budget per UTC day in micro-units (0 clears it), with
-// an audit row naming actor; setting what it has already changes and audits nothing.
-func (db *DB) SetLLMBudget(ctx context.Context, name string, micros int64, actor string, now time.Time) (BudgetChange, error) {
-	if err := checkTenantName(name); err != nil {
-		return BudgetChange{}, err
-	}
+// SetTenantLLMBudget is SetLLMBudget of the tenant with id tenantID, as the dashboard names
+// it: an id of no tenant (a forged one, or a tenant removed since the page was shown) is
+// ENOTFOUND and changes nothing.
+func (db *DB) SetTenantLLMBudget(ctx context.Context, tenantID int64, micros int64, actor string, now time.Time) (ops.BudgetChange, error) {
+	return db.setLLMBudget(ctx, func(tx pgx.Tx) (*ops.Tenant, error) {
+		t, err := scanAccountTenant(tx.QueryRow(ctx, `SELECT `+accountTenantCols+` FROM tenants t WHERE t.id = $1 FOR UPDATE`, tenantID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ops.Errorf(ops.ENOTFOUND, "There is no tenant with id %d; it may have been removed since the page was shown.", tenantID)
+		} else if err != nil {
+			return nil, interpret(err, "find tenant")
+		}
+		return t, nil
+	}, micros, actor, now)
+}
+
+// setLLMBudget sets the budget of the tenant that lock reads and locks, and audits the change,
+// in one transaction.
+func (db *DB) setLLMBudget(ctx context.Context, lock func(pgx.Tx) (*ops.Tenant, error), micros int64, actor string, now time.Time) (ops.BudgetChange, error) {
 	if micros < 0 {
-		return BudgetChange{}, ops.Errorf(ops.EINVALID, "An LLM budget is more than zero, or none.")
+		return ops.BudgetChange{}, ops.Errorf(ops.EINVALID, "An LLM budget is more than zero, or none.")
 	}
-	var c BudgetChange
+	var c ops.BudgetChange
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		t, err := lockTenantNamed(ctx, tx, name)
+		t, err := lock(tx)
 		if err != nil {
 			return err
 		}
-		c = BudgetChange{Tenant: t, Before: t.LLMBudgetMicros}
+		c = ops.BudgetChange{Tenant: t, Before: t.LLMBudgetMicros}
 		if t.LLMBudgetMicros == micros {
 			return nil
 		}
