@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -44,16 +45,42 @@ func Setup(ctx context.Context, db *pg.DB, progress Progress) (*ops.Tenant, stri
 		}
 	}
 	progress.Add(1)
-	token, err := accountstore.New(db).IssueToken(ctx, tenantName, "demo", "cli", time.Now())
-	if err != nil {
-		return nil, "", err
-	}
-	tenant, err := db.EnsureTenant(ctx, tenantName)
+	tenant, token, err := budgetedTenant(ctx, db, tenantName, demoBudgetMicros)
 	if err != nil {
 		return nil, "", err
 	}
 	progress.Add(1)
 	return tenant, token, nil
+}
+
+// demoBudgetMicros is the demo tenant's LLM budget a UTC day: ten units of the price table's
+// currency, well above what its chat backend and pipeline spend in a day, so /tenants shows
+// its spend against a budget while its calls go on.
+const demoBudgetMicros = 10_000_000
+
+// budgetedTenant issues a new API token of the tenant named name, making the tenant if it is
+// new with an LLM budget of micros a UTC day, set as 'settle tenant budget' sets it. A
+// tenant the demo made before keeps the budget it has: an admin may have changed it on
+// /tenants.
+func budgetedTenant(ctx context.Context, db *pg.DB, name string, micros int64) (*ops.Tenant, string, error) {
+	tenants, err := db.Tenants(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	isNew := !slices.ContainsFunc(tenants, func(t *ops.Tenant) bool { return t.Name == name })
+	token, err := accountstore.New(db).IssueToken(ctx, name, "demo", "cli", time.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	if isNew {
+		c, err := db.SetLLMBudget(ctx, name, micros, "cli", time.Now())
+		if err != nil {
+			return nil, "", fmt.Errorf("set the LLM budget of demo tenant %s: %w", name, err)
+		}
+		return c.Tenant, token, nil
+	}
+	tenant, err := db.EnsureTenant(ctx, name)
+	return tenant, token, err
 }
 
 // PrintBanner tells the person who started the demo where it runs, how to sign in, the

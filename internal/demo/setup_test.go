@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/pg/accountstore"
@@ -11,8 +12,8 @@ import (
 )
 
 // TestSetupRunsAgainOnItsOwnDatabase: a second demo on the first one's database keeps its
-// people and tenant and gets a new token of its own, and the banner names every person
-// with the password and the token to use.
+// people and tenant, and the tenant's LLM budget as an admin left it, and gets a new token
+// of its own, and the banner names every person with the password and the token to use.
 func TestSetupRunsAgainOnItsOwnDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -24,6 +25,16 @@ func TestSetupRunsAgainOnItsOwnDatabase(t *testing.T) {
 	again, token, err := Setup(ctx, db, nil)
 	if err != nil || again.ID != first.ID || token == firstToken {
 		t.Fatalf("the second setup: tenant %v (first %d), new token %v, %v", again, first.ID, token != firstToken, err)
+	}
+	if first.LLMBudgetMicros != demoBudgetMicros {
+		t.Errorf("the new demo tenant's LLM budget is %d, want %d, so /tenants shows its spend against one", first.LLMBudgetMicros, int64(demoBudgetMicros))
+	}
+	// A budget an admin changed on /tenants stays as they left it.
+	if _, err := db.SetLLMBudget(ctx, tenantName, 0, "admin@demo.settle", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if again, _, err := Setup(ctx, db, nil); err != nil || again.LLMBudgetMicros != 0 {
+		t.Errorf("a third setup set the removed budget again: %v, %v", again, err)
 	}
 	for _, tok := range []string{firstToken, token} {
 		if tn, err := db.TenantByToken(ctx, tok); err != nil || tn.Name != tenantName {

@@ -43,8 +43,10 @@ type Traffic struct {
 	// tenant is the demo's tenant and token one of its API tokens.
 	tenant *ops.Tenant
 	token  string
-	log    *slog.Logger
-	order  int
+	// trialToken is the trial tenant's, made by its first message (TrialMessage).
+	trialToken string
+	log        *slog.Logger
+	order      int
 	// webhookURL is switched on after the history, whose lost answers must stay unknown.
 	webhookURL string
 	// backfill shows the history and lost answers being written, before the live traffic.
@@ -76,7 +78,8 @@ func NewTraffic(srv Server, fakes *Fakes, tenant *ops.Tenant, token string, back
 const demoBackfillRefunds = 5
 
 // Run plays the demo's traffic until ctx ends: the refunds of its story and of its past, then
-// customers, the support agent, the chat backend and the document pipeline.
+// customers, the support agent, the chat backend, the trial tenant's chat backend and the
+// document pipeline.
 func (d *Traffic) Run(ctx context.Context) {
 	if d.srv.Refunds != nil {
 		d.backfill.Start(demoBackfillRefunds, "refunds")
@@ -91,6 +94,7 @@ func (d *Traffic) Run(ctx context.Context) {
 	d.fakes.Stripe.SetWebhookURL(d.webhookURL)
 	d.UnknownMessage(ctx)
 	go d.chat(ctx)
+	go d.trial(ctx)
 	go d.pipeline(ctx)
 	if err := d.story(ctx); err != nil {
 		d.log.Warn("demo story", "err", err)

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/internal/demo"
+	"github.com/settle-dev/settle/ops/fake"
+)
+
+// TestDemoTrialTenantIsRefusedOnceItsBudgetIsSpent: the demo's trial tenant is made with a
+// budget of a cent a UTC day, which its chat backend spends within a few messages; once
+// the server reads the spend again its next calls are refused, each recorded as the
+// tenant's refused request (ops rule 8), so /tenants shows it refused and /reconcile its
+// refusals, while the demo tenant is untouched.
+func TestDemoTrialTenantIsRefusedOnceItsBudgetIsSpent(t *testing.T) {
+	t.Parallel()
+	f := fake.NewLLM(fake.LLMOptions{Seed: 1})
+	base, err := f.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	p := slowServer(t, 10*time.Second, time.Minute, "SETTLE_LLM_BASE_URL", base, "SETTLE_LLM_API_KEY", "sk-test",
+		"SETTLE_RECONCILE_INTERVAL", "off", "SETTLE_WORKERS", "0")
+	ctx := context.Background()
+	tn, token := shopToken(t, p)
+	d := demo.NewTraffic(demo.Server{URL: p.URL(), DB: p.DB, Ledger: p.Ledger, Refunds: p.Refunds}, &demo.Fakes{}, tn, token, nil, testLogger(t))
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		if err := p.DB.Pool.QueryRow(ctx, q, demo.TrialTenant).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	spentAll := `SELECT (coalesce(sum(o.cost_micros), 0) >= max(t.llm_budget_micros))::int FROM tenants t
+		LEFT JOIN operations o ON o.tenant_id = t.id WHERE t.name = $1`
+	refused := `SELECT count(*) FROM client_requests c JOIN tenants t ON t.id = c.tenant_id WHERE t.name = $1 AND c.answer = 'rejected'`
+	n := 0
+	for ; n < 200 && (n == 0 || count(spentAll) == 0); n++ {
+		if err := d.TrialMessage(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if count(spentAll) == 0 {
+		t.Fatalf("the trial tenant's %d messages did not spend its budget", n)
+	}
+	t.Logf("the trial tenant spent its budget in %d messages", n)
+	if n > 60 {
+		t.Errorf("the trial tenant took %d messages to spend its budget; the demo sends one every few seconds and should show it refused within minutes", n)
+	}
+	// Each server trusts a spend it read for a few seconds; a message a second outlasts that.
+	for deadline := time.Now().Add(20 * time.Second); count(refused) == 0 && time.Now().Before(deadline); n++ {
+		if err := d.TrialMessage(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	if count(refused) == 0 {
+		t.Fatalf("no call of the trial tenant was refused past its budget")
+	}
+	var budget int64
+	if err := p.DB.Pool.QueryRow(ctx, `SELECT coalesce(llm_budget_micros, 0) FROM tenants WHERE name = 'shop'`).Scan(&budget); err != nil || budget != 0 {
+		t.Errorf("the trial's budget reached the other tenant: %d, %v", budget, err)
+	}
+}
