@@ -80,14 +80,22 @@ func (s *Server) serveLLM(w http.ResponseWriter, r *http.Request, route string) 
 		timeout = defaultStreamWriteTimeout
 	}
 	sink := &httpSink{w: w, rc: http.NewResponseController(w), timeout: timeout}
-	err := s.LLM.Complete(r.Context(), llm.Request{
-		Tenant: tenantFrom(r.Context()), Route: route,
+	t := tenantFrom(r.Context())
+	req := llm.Request{
+		Tenant: t, Route: route,
 		// The gateway parses the key with llm.ParseKey, as the jobs route does.
 		Key: key, HasKey: hasKey,
 		ContentType: r.Header.Get("Content-Type"), Body: r.Body, Prefer: r.Header.Get("Prefer"),
 		RequestRef: ref, RequestRefFrom: refFrom,
 		ChatRef: r.Header.Get("Settle-Chat-Ref"), Header: r.Header.Get,
-	}, sink)
+	}
+	if sl := shareSlotFrom(r); sl != nil {
+		req.Following = sl.follow
+		if sl.lent {
+			req.Busy = func(opID string) error { return s.share.busy(r, t, opID) }
+		}
+	}
+	err := s.LLM.Complete(r.Context(), req, sink)
 	switch {
 	case err == nil:
 	case sink.began:

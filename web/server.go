@@ -176,7 +176,9 @@ func (s *Server) mountAPI(r chi.Router) {
 	// Once the token names the tenant, each route counts the request against the tenant's
 	// share (tenantShare), and records one refused there as its own refusals are recorded.
 	s.share = newTenantShare(s)
-	read, call := s.share.limit(nil), s.share.limit(s.refuseLLMCall)
+	// The gateway's calls, and the reads and cancels of responses, may use the places the
+	// tenant's background responses hold while the gateway follows them (tenantShare).
+	read, call := s.share.limit(nil), s.share.lend(s.refuseLLMCall, lendCall)
 	r.Get("/api/openapi.json", s.handleOpenAPI)
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Use(api, s.requireToken)
@@ -188,8 +190,8 @@ func (s *Server) mountAPI(r chi.Router) {
 	r.With(api, s.requireToken, call).Post("/v1/chat/completions", s.handleChatCompletions)
 	r.With(api, s.requireToken, call).Post("/v1/embeddings", s.handleEmbeddings)
 	r.With(api, s.requireToken, call).Post("/v1/responses", s.handleResponses)
-	r.With(api, s.requireToken, read).Get("/v1/responses/{id}", s.handleGetResponse)
-	r.With(api, s.requireToken, s.share.limit(s.refuseCancel)).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
+	r.With(api, s.requireToken, s.share.lend(nil, lendRead)).Get("/v1/responses/{id}", s.handleGetResponse)
+	r.With(api, s.requireToken, s.share.lend(s.refuseCancel, lendRead)).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
 	r.With(api, s.requireAPIKeyOrToken, call).Post("/v1/messages", s.handleMessages)
 	s.registerLLMMetrics()
 }

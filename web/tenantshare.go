@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -21,10 +23,27 @@ const tenantBusyMessage = "Your tenant has as many API requests in flight on thi
 	"this one was recorded as refused and nothing of it was sent. Send it again in a second, or once one of your " +
 	"requests in flight has ended."
 
+// tenantBusyResendMessage is tenantBusyMessage for a retry that would send its operation (%s)
+// again: its earlier attempts were sent, so it may not say that nothing of the call was
+// (ops rule 12).
+const tenantBusyResendMessage = "Your tenant has as many API requests in flight on this Settle server as one tenant may; " +
+	"this retry was recorded as refused and sent nothing more; its operation %s, whose earlier attempts were sent, stays open " +
+	"for its key and goes on with a retry once one of your requests in flight has ended."
+
 // tenantShare bounds the API requests in flight per tenant, so that one tenant's slow
 // requests cannot take every place of the shedder's cap, which counts requests before their
 // tenant is known. It runs after the token check, on each route, and records what it
 // refuses as the route records its own refusals (ops rule 8): the request named its tenant.
+//
+// A background response of the Responses API keeps its request, and so its place, until the
+// gateway's following of it at the provider ends (it ended, was cancelled, or the follow gave
+// up), though its client had the queued response at once: the share bounds a tenant's
+// background calls as it bounds its other calls, and with them what a tenant's LLM budget
+// may overshoot by (the calls in flight when it is reached). Such a place is lent to the
+// tenant's requests that start no generation: with every place taken, a read or a cancel of
+// a response is still served, one per place held by a follow, and a gateway call is let in
+// to be served only if it replays or follows what is already running (llm.Request.Busy);
+// a tenant never holds more than twice its share.
 type tenantShare struct {
 	max int
 	srv *Server
@@ -34,11 +53,29 @@ type tenantShare struct {
 
 	mu sync.Mutex
 	// inFlight holds the tenants with requests in flight; a tenant with none has no entry.
-	inFlight map[int64]int
+	inFlight map[int64]tenantLoad
 }
 
+// tenantLoad is what a tenant holds: its requests in flight, and how many of them only follow
+// a background response whose client has its answer.
+type tenantLoad struct {
+	n, following int
+}
+
+// lending says what a route's request may do with the places a tenant's follows hold.
+type lending int
+
+const (
+	// lendNone: the request is refused once the tenant holds its share.
+	lendNone lending = iota
+	// lendRead: a read or a cancel of a response, which starts no generation.
+	lendRead
+	// lendCall: a gateway call, let in to be served only where it starts no generation.
+	lendCall
+)
+
 func newTenantShare(s *Server) *tenantShare {
-	ts := &tenantShare{max: s.MaxInFlightPerTenant, srv: s, inFlight: map[int64]int{},
+	ts := &tenantShare{max: s.MaxInFlightPerTenant, srv: s, inFlight: map[int64]tenantLoad{},
 		refused: register(s.Registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_http_tenant_share_refused_total",
 			Help: "API requests refused with 429 because their tenant had SETTLE_MAX_IN_FLIGHT_PER_TENANT in flight on this " +
@@ -59,6 +96,12 @@ type recordRefusal func(r *http.Request, tenant *ops.Tenant, refusal error) erro
 // limit counts a request against its tenant's share until its handler returns, or refuses
 // it when the tenant already has its share in flight. Place it after the token check.
 func (ts *tenantShare) limit(record recordRefusal) func(http.Handler) http.Handler {
+	return ts.lend(record, lendNone)
+}
+
+// lend is limit for a route whose requests may use the places the tenant's follows hold, as
+// lending says.
+func (ts *tenantShare) lend(record recordRefusal, lending lending) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			t := tenantFrom(r.Context())
@@ -66,35 +109,103 @@ func (ts *tenantShare) limit(record recordRefusal) func(http.Handler) http.Handl
 				next.ServeHTTP(w, r)
 				return
 			}
-			if !ts.take(t.ID) {
+			sl := ts.take(t.ID, lending)
+			if sl == nil {
 				ts.refuse(w, r, t, record)
 				return
 			}
-			defer ts.release(t.ID)
+			defer sl.release()
+			if lending == lendCall {
+				// The gateway tells the place when it only follows, and asks it whether it may
+				// start a generation.
+				r = r.WithContext(context.WithValue(r.Context(), shareSlotKey{}, sl))
+			}
 			next.ServeHTTP(w, r)
 		})
 	}
 }
 
-// take counts one more request of the tenant, or reports false when its share is taken.
-func (ts *tenantShare) take(tenantID int64) bool {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.inFlight[tenantID] >= ts.max {
-		return false
-	}
-	ts.inFlight[tenantID]++
-	return true
+// shareSlot is one request's place in its tenant's share.
+type shareSlot struct {
+	ts     *tenantShare
+	tenant int64
+	// lent says the place is one a follow lends: the request may start no generation.
+	lent bool
+	// following says the request only follows a background response (under ts.mu).
+	following bool
 }
 
-// release ends a request of the tenant; a tenant with none left is forgotten, so the map
-// holds only the tenants in flight.
-func (ts *tenantShare) release(tenantID int64) {
+type shareSlotKey struct{}
+
+// shareSlotFrom is the request's place, nil when its route lends none or there is no share.
+func shareSlotFrom(r *http.Request) *shareSlot {
+	sl, _ := r.Context().Value(shareSlotKey{}).(*shareSlot)
+	return sl
+}
+
+// take counts one more request of the tenant and returns its place, or nil when its share is
+// taken and lending gives it none of the places its follows hold.
+func (ts *tenantShare) take(tenantID int64, lending lending) *shareSlot {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if ts.inFlight[tenantID]--; ts.inFlight[tenantID] <= 0 {
-		delete(ts.inFlight, tenantID)
+	l := ts.inFlight[tenantID]
+	lent := false
+	switch {
+	case l.n < ts.max:
+	case lending != lendNone && l.n < ts.max+l.following && l.n < 2*ts.max:
+		lent = lending == lendCall
+	default:
+		return nil
 	}
+	l.n++
+	ts.inFlight[tenantID] = l
+	return &shareSlot{ts: ts, tenant: tenantID, lent: lent}
+}
+
+// follow says the request goes on only to follow its background response: its place is
+// lent to the tenant's reads, cancels and retries from now on (llm.Request.Following).
+func (sl *shareSlot) follow() {
+	ts := sl.ts
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if sl.following {
+		return
+	}
+	sl.following = true
+	l := ts.inFlight[sl.tenant]
+	l.following++
+	ts.inFlight[sl.tenant] = l
+}
+
+// release ends the request; a tenant with none left is forgotten, so the map holds only the
+// tenants in flight. The handler's deferred call is the only one, whatever ended the request
+// (its follow's end, a failure, a panic, a shutdown), so a place is released once.
+func (sl *shareSlot) release() {
+	ts := sl.ts
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	l := ts.inFlight[sl.tenant]
+	l.n--
+	if sl.following {
+		l.following--
+	}
+	if l.n <= 0 {
+		delete(ts.inFlight, sl.tenant)
+		return
+	}
+	ts.inFlight[sl.tenant] = l
+}
+
+// busy is the share's refusal of a gateway call let in on a lent place that would start a
+// generation: a new call (opID ""), or a resend of operation opID. It is counted as the
+// share counts its refusals; the gateway records it as the tenant's refused request.
+func (ts *tenantShare) busy(r *http.Request, t *ops.Tenant, opID string) error {
+	ts.refused.WithLabelValues(requestRoute(r), t.Name).Inc()
+	msg := tenantBusyMessage
+	if opID != "" {
+		msg = fmt.Sprintf(tenantBusyResendMessage, opID)
+	}
+	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonTenantBusy, Message: msg, Err: &llm.Problem{RetryAfter: shedRetryAfter}}
 }
 
 // refuse answers 429 with Retry-After, once the refusal is recorded.

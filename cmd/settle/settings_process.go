@@ -72,6 +72,9 @@ var (
 			"share is refused at once with 429, code `tenant_busy` and `Retry-After: 1`, before its body is read: nothing of it " +
 			"is sent, a paid request (a refund, a job, an LLM call, an MCP `issue_refund`) is recorded as that tenant's refused " +
 			"client request, and each is counted in `settle_http_tenant_share_refused_total` by route and tenant. " +
+			"A background response of the Responses API holds its place until the gateway's following of it ends, though its " +
+			"client had the queued response at once; those places are lent to reads and cancels of responses and to retries " +
+			"that start no generation, so a tenant holds at most twice its share. " +
 			"`SETTLE_MAX_IN_FLIGHT` stays the last guard of the whole server. `0`, `off`, or the whole of `SETTLE_MAX_IN_FLIGHT`: " +
 			"no share; more than the whole is refused"})
 	envMaxWriteBacklog = define(sectionProcess, setting{Name: "SETTLE_MAX_WRITE_BACKLOG", Commands: []string{"serve", "demo"},

@@ -178,19 +178,22 @@ func (x *exchange) unpriced(refused string) error {
 			"%s Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).", x.req.Model, refused)}
 }
 
-// budgetBeforeSend holds attempt a to tenant's budget unless it is first, the attempt of a
-// new operation that admission checked. Every other send is paid work the provider does now,
-// whenever its operation was admitted: a resend of a key whose attempts the provider refused,
-// or whose uncertain attempt a lookup did not find (the lookup comes first, so an answer
-// found settles the operation whatever the budget). Admitting an operation within the budget
-// must not let its client park it and send it after the budget is spent. A refused send is
+// budgetBeforeSend holds attempt a to tenant's budget, and to its share when the transport
+// let the request in only to read or follow (resendCheck), unless it is first, the attempt of
+// a new operation that admission checked, or it goes on with a background response an
+// earlier attempt created (onlyFollows: nothing new is generated). Every other send is paid
+// work the provider does now, whenever its operation was admitted: a resend of a key whose
+// attempts the provider refused, or whose uncertain attempt a lookup did not find (the lookup
+// comes first, so an answer found settles the operation whatever the budget). Admitting an
+// operation within the budget must not let its client park it and send it after the budget
+// is spent. A refused send is
 // recorded as not sent, its operation stays open for its key (ops rule 11), and the client's
 // request is recorded as refused (ops rule 8).
 func (x *exchange) budgetBeforeSend(ctx context.Context, first, a *ops.Attempt) error {
 	if first != nil && a.ID == first.ID {
 		return nil
 	}
-	check := x.budgetCheck(ctx, resendRefused(a.OperationID))
+	check := x.resendCheck(ctx, a)
 	if check == nil {
 		return nil
 	}

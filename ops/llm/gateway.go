@@ -222,6 +222,8 @@ type exchange struct {
 	// early is closed then; both belong to the goroutine of the ledger's run.
 	answered bool
 	early    chan struct{}
+	// share is what the transport says of the tenant's places (Request.Busy, Following).
+	share share
 }
 
 // Complete answers one request of a route (Request.Route: chat completions, embeddings,
@@ -235,7 +237,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		return ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
 	}
 	x := &exchange{g: g, ctx: ctx, tenant: r.Tenant, ref: r.RequestRef, out: out, start: g.clock.Now(),
-		owner: ops.NewOwner("llm", "")}
+		owner: ops.NewOwner("llm", ""), share: share{busy: r.Busy, following: r.Following}}
 	defer func() { err = x.outage(err) }()
 	if x.api, err = apiFor(r.Route); err != nil {
 		return g.refuse(ctx, r, err)
@@ -262,7 +264,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: customerRef(x.req.User),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
-	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, x.budgetCheck(ctx, newCallRefused)
+	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, x.admitCheck(ctx)
 	x.in = in
 	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
 	x.op = adm.Op
@@ -331,15 +333,6 @@ func (x *exchange) check(r Request) (string, error) {
 		key = "settle-auto-" + ops.NewOperationID()
 	}
 	return key, nil
-}
-
-// refSourceName is what a refusal of a request reference calls it: the header it came
-// from, when the caller named one.
-func refSourceName(from string) string {
-	if from == "" {
-		return "request reference"
-	}
-	return from
 }
 
 // serve answers a request as its admission decided.

@@ -163,6 +163,19 @@ type Request struct {
 	// Header returns a request header by name, for an API that reads its own headers
 	// (the Messages API's anthropic-version and anthropic-beta); nil reads none.
 	Header func(name string) string
+	// Busy, when set, says the tenant has no place left on this server for a new paid call:
+	// its places are held by the background responses the gateway follows for it. The
+	// request is then served only where it starts no generation (a replay, a key in flight,
+	// a retry that goes on with a response already created); where it would open an
+	// operation or send one again, it is refused with what Busy returns, told opID, the
+	// operation a resend would have gone on with ("" for a new call), and recorded as the
+	// tenant's refused request (ops rule 8).
+	Busy func(opID string) error
+	// Following, when set, is called once the client of a background response has all it
+	// gets of the request and the request goes on only to follow the response at the
+	// provider until it ends; the transport may lend the request's place to the tenant's
+	// reads, cancels and retries meanwhile.
+	Following func()
 }
 
 // Head is what a response starts with.

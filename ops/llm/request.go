@@ -319,3 +319,12 @@ func canonicalNumber(n json.Number) json.Number {
 	}
 	return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
 }
+
+// refSourceName is what a refusal of a request reference calls it: the header it came
+// from, when the caller named one.
+func refSourceName(from string) string {
+	if from == "" {
+		return "request reference"
+	}
+	return from
+}

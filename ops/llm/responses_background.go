@@ -191,6 +191,9 @@ func follow(ctx context.Context, up Upstream, deadline time.Time, c Call, id str
 type backgroundUpstream struct {
 	x  *exchange
 	up Upstream
+	// earlier is the read of an earlier attempt's response made before this send
+	// (onlyFollows), which the send goes on with.
+	earlier *earlierRead
 }
 
 func (b *backgroundUpstream) Name() string { return b.up.Name() }
@@ -296,7 +299,7 @@ const errResponseCancelled = "response_cancelled"
 // response, or it failed).
 func (b *backgroundUpstream) continueEarlier(ctx context.Context, c Call) (Reply, bool) {
 	x := b.x
-	id, err := x.lastResponseID(ctx, c.OperationID)
+	id, now, err := b.readEarlier(ctx, c)
 	if err != nil {
 		return Reply{Outcome: ops.OutcomeNotSent, ErrorCode: "upstream_unreachable",
 			Message: "The ids of this call's earlier responses could not be read; nothing was sent."}, true
@@ -304,7 +307,6 @@ func (b *backgroundUpstream) continueEarlier(ctx context.Context, c Call) (Reply
 	if id == "" {
 		return Reply{}, false
 	}
-	now := b.up.Send(ctx, Call{Method: http.MethodGet, Path: readPath(id, false, 0), OperationID: c.OperationID, TenantID: c.TenantID, Attempt: c.Attempt})
 	if now.Outcome != ops.OutcomeOK {
 		if now.HTTPStatus == http.StatusNotFound {
 			return Reply{}, false
@@ -383,6 +385,7 @@ func (x *exchange) answerNow(opID, requestID string, body []byte, replayed bool)
 	x.began = true
 	x.write(body)
 	x.gone = true // nothing more is written to this client
+	x.following()
 }
 
 // inFlightBackground answers a retry of a background request whose first request is still
