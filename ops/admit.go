@@ -81,12 +81,12 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 	for range 4 {
 		latest, err := l.store.LatestForIntent(ctx, in.TenantID, in.Kind, in.IntentKey)
 		if err != nil && ErrorCode(err) != ENOTFOUND {
-			return Admission{}, err
+			return Admission{}, l.cut(ctx, in, err)
 		}
 		join := false
 		if latest != nil {
 			if join, err = l.joinable(ctx, in, latest); err != nil {
-				return Admission{}, err
+				return Admission{}, l.cut(ctx, in, err)
 			}
 		}
 		if join {
@@ -113,6 +113,21 @@ func (l *Ledger) Admit(ctx context.Context, in Intent) (Admission, error) {
 		return l.admitted(ctx, in, o, err)
 	}
 	return Admission{}, fmt.Errorf("the intent %q kept changing during admission", in.IntentKey)
+}
+
+// cut answers a request whose admission failed on a read before it opened or joined
+// anything. When the caller's deadline or cancel is what cut the read (a database slowed by
+// load, a short client deadline), the request still reached the ledger, so it is recorded
+// as refused, on a context of its own as every refusal is (rule 8); err stays the answer.
+// Any other failure of a read is the database's: recording would meet it too.
+func (l *Ledger) cut(ctx context.Context, in Intent, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if rerr := l.recordRefused(ctx, RequestParams{TenantID: in.TenantID, Kind: in.Kind, RequestRef: in.RequestRef, Answer: AnswerRejected}); rerr != nil {
+		l.logger().ErrorContext(ctx, "record a request cut by its deadline", "kind", in.Kind, "err", rerr)
+	}
+	return err
 }
 
 // replayOnly admits a request that may only reuse the intent's stored success. The

@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
 )
@@ -98,5 +99,30 @@ func TestAdmitReplayOnlyAnswersFromAStoredSuccess(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM attempts WHERE operation_id = $1`, first.Op.ID); n != 1 {
 		t.Fatalf("%d attempts, want the one send", n)
+	}
+}
+
+// TestAdmitRecordsARequestWhoseDeadlinePassedDuringAdmission: a request whose caller's
+// deadline passes while admission reads the intent's newest operation (a database slowed by
+// load, a short client deadline) opened and joined nothing, yet it reached the ledger: it is
+// recorded as refused, as every refusal is, on a context of its own (ops rule 8). Before,
+// the read's error went back to the caller and no client request was recorded.
+func TestAdmitRecordsARequestWhoseDeadlinePassedDuringAdmission(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := f.refund("ord_late", 900)
+	in.RequestRef, in.Owner = "req-late", "worker-a"
+	// A check makes admission read the newest operation before it opens one.
+	in.Check = func(context.Context) error { return nil }
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := f.ledger.Admit(ctx, in); err == nil {
+		t.Fatal("an admission whose deadline had passed went through")
+	}
+	if n := f.count(t, `SELECT count(*) FROM client_requests WHERE request_ref = 'req-late' AND answer = 'rejected'`); n != 1 {
+		t.Fatalf("the request cut by its deadline is recorded %d times as refused, want 1", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM operations WHERE intent_key = $1`, in.IntentKey); n != 0 {
+		t.Fatalf("the request cut by its deadline opened %d operations", n)
 	}
 }
