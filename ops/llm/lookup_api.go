@@ -241,27 +241,20 @@ func (k *Lookups) StoreUnknown(ctx context.Context, op *ops.Operation) bool {
 // fetchResponse is Fetch for a response: its text is taken as op's answer only when the id
 // is one Settle recorded on op's attempts and the provider holds it finished with an answer.
 // One the provider holds as failed or cancelled is refused: it is the provider's record
-// that nothing was answered; so is an id it does not hold at all (ENOTFOUND). One it holds
-// finished that was not recorded on op's attempts (an attempt that never got as far as its
-// first event records no id) gives no answer: responses carry no tag of Settle's, so
-// nothing ties its text to this call, and the close stands on the person's word.
+// that nothing was answered; so is an id it does not hold at all (ENOTFOUND), and one it
+// holds still queued or in progress: its own record says there is no answer yet, and the
+// generation may still fail or be cancelled. One it holds finished that was not recorded on
+// op's attempts (an attempt that never got as far as its first event records no id) gives
+// no answer: responses carry no tag of Settle's, so nothing ties its text to this call, and
+// the close stands on the person's word.
 func (k *Lookups) fetchResponse(ctx context.Context, op *ops.Operation, id string) (*ops.Result, string, error) {
-	found, err := k.findResponses(ctx, op)
+	refs, err := k.refs().AttemptRefs(ctx, op.ID)
 	if err != nil {
-		return nil, "", notHeld(op, id, err)
+		return nil, "", attemptsUnread(op, id, err)
 	}
-	for _, s := range found {
-		if s.ID != id {
-			continue
-		}
-		if err := endedWithout(op, s, true); err != nil {
-			return nil, "", err
-		}
-		res, err := ResultOf(s, k.Prices)
-		if err != nil {
-			return nil, fmt.Sprintf("%s's stored response %s cannot be read.", op.Provider, id), nil
-		}
-		return res, "", nil
+	recorded := false
+	for _, ref := range refs {
+		recorded = recorded || ref == id
 	}
 	s, err := k.Store.(StoredResponses).GetResponse(ctx, id)
 	switch {
@@ -269,13 +262,48 @@ func (k *Lookups) fetchResponse(ctx context.Context, op *ops.Operation, id strin
 		return nil, "", notHeld(op, id, err)
 	case s.OperationID != "" && s.OperationID != op.ID, s.Tenant != "" && s.Tenant != strconv.FormatInt(op.TenantID, 10):
 		return nil, "", ops.Errorf(ops.EINVALID, "Response %s belongs to another call, not to this one.", id)
-	case !s.answered():
-		if err := endedWithout(op, *s, false); err != nil {
-			return nil, "", err
-		}
-		return nil, fmt.Sprintf("%s's response %s is %s: it holds no answer yet.", op.Provider, id, s.Status), nil
 	}
-	return nil, fmt.Sprintf("%s holds response %s, but not under an id recorded on this call's attempts, so its text is not taken as this call's answer.", op.Provider, id), nil
+	if err := endedWithout(op, *s, recorded); err != nil {
+		return nil, "", err
+	}
+	if !s.answered() {
+		return nil, "", stillRunning(op, *s, recorded)
+	}
+	if !recorded {
+		return nil, fmt.Sprintf("%s holds response %s, but not under an id recorded on this call's attempts, so its text is not taken as this call's answer.", op.Provider, id), nil
+	}
+	res, err := ResultOf(*s, k.Prices)
+	if err != nil {
+		return nil, fmt.Sprintf("%s's stored response %s cannot be read.", op.Provider, id), nil
+	}
+	return res, "", nil
+}
+
+// attemptsUnread is the error of a close with response id when Settle's own record of op's
+// attempts could not be read: an outage of the database stays one (try again once it is
+// back); any other failure is Settle's, not the provider's, so the sentence says so rather
+// than that the provider could not be asked.
+func attemptsUnread(op *ops.Operation, id string, err error) error {
+	if ops.Unreachable(err) {
+		return err
+	}
+	return &ops.Error{Code: ops.EUNAVAILABLE, Err: err, Message: fmt.Sprintf(
+		"Settle could not read its own record of this call's attempts, so it cannot tell whether response %s is one of them, and %s was not asked; nothing was closed. Try again in a moment; if this keeps happening, Settle's database needs looking at.",
+		id, op.Provider)}
+}
+
+// stillRunning refuses a close as succeeded with a response the provider holds as queued
+// or in progress: its own record says there is no answer yet, and the generation may still
+// fail or be cancelled, so a close as succeeded would contradict it (ops rule 9) and tell
+// the client's retry of an answer that may never come. A response recorded on op's attempts
+// is one its lookup reads, so the person is sent to it once the response has ended.
+func stillRunning(op *ops.Operation, s Stored, recorded bool) error {
+	next := "Wait until it has ended, then close the call again."
+	if recorded {
+		next = fmt.Sprintf("Wait until it has ended, then look the call up: the lookup closes it with the provider's record, as succeeded with its answer or as failed. To stop it instead, cancel it (the client's POST /v1/responses/%s/cancel, or the provider's console); the lookup then closes the call as failed.", s.ID)
+	}
+	return ops.Errorf(ops.EINVALID, "%s holds response %s as %s: it is still generating and has no answer yet, so it cannot close this call as succeeded, and nothing was closed. %s",
+		op.Provider, s.ID, s.Status, next)
 }
 
 // endedWithout refuses a close as succeeded with a response the provider holds as failed or
