@@ -194,6 +194,7 @@ func (s *Server) mountAPI(r chi.Router) {
 	r.With(api, s.requireToken, s.share.lend(s.refuseCancel, lendRead)).Post("/v1/responses/{id}/cancel", s.handleCancelResponse)
 	r.With(api, s.requireAPIKeyOrToken, call).Post("/v1/messages", s.handleMessages)
 	s.registerLLMMetrics()
+	s.registerBudgetMetrics()
 }
 
 // secureHeaders keeps the dashboard out of frames and stops browsers guessing content types.

@@ -45,7 +45,7 @@ func (p *Program) wireLLM(srv *web.Server) ([]recon.UsageSource, error) {
 		Mode: llm.Mode(c.Policy), TenantModes: modes, KeyScope: llm.KeyScope(c.KeyScope), TenantKeyScopes: scopes,
 		Deadline: c.Deadline, MaxWait: c.MaxWait, Logger: p.Logger,
 		Reconciled: p.Config.Reconcile.Interval > 0, Refs: p.DB, Streams: p.DB,
-		Budgets: llm.NewBudgets(p.DB, prices, p.Clock, 0)}
+		Budgets: p.llmBudgets(prices)}
 	var up *openai.Client
 	if c.BaseURL != "" {
 		if up, err = c.openAI(); err != nil {
@@ -165,4 +165,12 @@ func fakeLLM(ctx context.Context, cfg Config, logger *slog.Logger, stdout io.Wri
 	fmt.Fprintf(stdout, "fake LLM at %s (generations: %s/../_fake/llm/generations, usage: %s/usage)\n", base, base, base)
 	<-ctx.Done()
 	return nil
+}
+
+// llmBudgets is the process's one cache of the tenants' LLM spends: the gateway and the job
+// workers share it, so the refusals /metrics counts (settle_llm_budget_refused_total) are
+// both's.
+func (p *Program) llmBudgets(prices *llm.PriceTable) *llm.Budgets {
+	p.budgetsOnce.Do(func() { p.budgets = llm.NewBudgets(p.DB, prices, p.Clock, 0) })
+	return p.budgets
 }

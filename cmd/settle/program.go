@@ -99,7 +99,11 @@ type Program struct {
 	Ledger *ops.Ledger
 	// gateway is the LLM gateway when a provider is configured; it knows each call's policy.
 	gateway *llm.Gateway
-	Refunds *refund.Tool
+	// budgets is the one cache of the tenants' LLM spends the gateway and this process's job
+	// workers check, and count their budget refusals in (llmBudgets).
+	budgets     *llm.Budgets
+	budgetsOnce sync.Once
+	Refunds     *refund.Tool
 	// stripe is the one Stripe adapter when a key is set: the refund tool, the webhooks and
 	// the reconciler share its read limit.
 	stripe *stripe.Adapter

@@ -11,7 +11,6 @@ import (
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/jobs"
-	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
@@ -183,8 +182,8 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	// this pool's own keeps them apart even when two replicas are given one worker id.
 	id = ops.NewOwner(id, "")
 	pool := &jobs.Pool{Gate: p.gate()}
-	// One cache of the tenants' spends serves every worker of the pool.
-	budgets := llm.NewBudgets(p.DB, prices, p.Clock, 0)
+	// One cache of the tenants' spends serves every worker of the pool, and the gateway.
+	budgets := p.llmBudgets(prices)
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: jobstore.New(p.DB), Events: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
 			Upstream: up, Prices: prices, Budgets: budgets, Catalog: jobs.DefaultCatalog(), Owner: ops.NewOwner("jobs", fmt.Sprintf("%s:%d", id, i)),

@@ -10,8 +10,11 @@ import (
 // waitForBudget puts back a job whose generation was refused because its tenant's LLM spend
 // of the day reached its budget: nothing was sent, the refusal was recorded as the tenant's
 // refused request (ops rule 8), and the job is claimed again once the budget resets, with
-// the refusal as its last error so the submitter sees why it waits.
+// the refusal as its last error so the submitter sees why it waits. The refusal counts once
+// in the budgets' refusals: the job is not claimed again before the budget resets, so the
+// workers' polls meanwhile count nothing.
 func (r *run) waitForBudget(ctx context.Context, refusal error) error {
+	r.w.Budgets.Refused(r.j.TenantID, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
 	p, _ := llm.ProblemOf(refusal)
 	return r.requeue(ctx, p.RetryAfter, llm.ReasonBudgetSpent, ops.ErrorMessage(refusal))
 }

@@ -51,6 +51,8 @@ type Budgets struct {
 
 	mu      sync.Mutex
 	tenants map[int64]*tenantSpend
+	// refusals counts the calls refused for a spent budget (Refused), under mu.
+	refusals map[refusalKey]uint64
 }
 
 // tenantSpend is one tenant's spend as last read; its mutex makes one caller read it while
@@ -164,6 +166,9 @@ func (x *exchange) budgetCheck(ctx context.Context, refused string) func(context
 	}
 	return func(context.Context) error {
 		g.stats.rejected.Add(1)
+		if ops.ErrorReason(refusal) == ReasonBudgetSpent {
+			g.cfg.Budgets.Refused(t.ID, x.apiLabel(), CallerGateway)
+		}
 		return refusal
 	}
 }

@@ -1,0 +1,76 @@
+package llm
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// The callers a budget refusal is counted under: the gateway's APIs, or a pipeline job's
+// worker.
+const (
+	CallerGateway = "gateway"
+	CallerJob     = "job"
+)
+
+// BudgetRefusal counts the calls of one tenant refused because its LLM budget of the day
+// was spent (ReasonBudgetSpent), by the API the call would have called (as a label:
+// "chat_completions", "messages") and by Caller (CallerGateway or CallerJob). N counts
+// refusal decisions since the process started: one per client request refused, and one per
+// job the worker held back until the budget resets, however often the workers poll while it
+// waits.
+type BudgetRefusal struct {
+	TenantID int64
+	API      string
+	Caller   string
+	N        uint64
+}
+
+// refusalKey names one counter of Budgets' refusals.
+type refusalKey struct {
+	tenantID    int64
+	api, caller string
+}
+
+// Refused counts one call of the tenant refused for its spent budget. The gateway counts
+// its own; a job's worker, which decides to hold its job back, calls it once per decision.
+// Tenants are only those whose budget check ran, so the counts take no more keys than there
+// are tenants with budgets, times APIs and callers.
+func (b *Budgets) Refused(tenantID int64, api, caller string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.refusals == nil {
+		b.refusals = map[refusalKey]uint64{}
+	}
+	b.refusals[refusalKey{tenantID, api, caller}]++
+}
+
+// Refusals returns every count of refused calls, ordered by tenant, API and caller.
+func (b *Budgets) Refusals() []BudgetRefusal {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	out := make([]BudgetRefusal, 0, len(b.refusals))
+	for k, n := range b.refusals {
+		out = append(out, BudgetRefusal{TenantID: k.tenantID, API: k.api, Caller: k.caller, N: n})
+	}
+	b.mu.Unlock()
+	slices.SortFunc(out, func(x, y BudgetRefusal) int {
+		return cmp.Or(cmp.Compare(x.TenantID, y.TenantID), cmp.Compare(x.API, y.API), cmp.Compare(x.Caller, y.Caller))
+	})
+	return out
+}
+
+// BudgetRefusals is Budgets.Refusals of the gateway's budgets: none without budgets.
+func (g *Gateway) BudgetRefusals() []BudgetRefusal { return g.cfg.Budgets.Refusals() }
+
+// apiLabel is the label of the exchange's API ("chat_completions"), as the ledger's counters
+// split by API.
+func (x *exchange) apiLabel() string {
+	return ops.Call{API: APIName(x.api.route())}.Label()
+}

@@ -1,0 +1,90 @@
+package web
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
+)
+
+// MetricBudgetRefused counts the LLM calls refused because their tenant's budget of the day
+// was spent: for that tenant's customers an outage until midnight UTC, which the alert rule
+// TenantLLMBudgetSpent reads.
+const MetricBudgetRefused = "settle_llm_budget_refused_total"
+
+// budgetRefusals are the gateway's (and the job workers sharing its budgets) counts of
+// calls refused for a spent budget.
+type budgetRefusals interface {
+	BudgetRefusals() []llm.BudgetRefusal
+}
+
+// tenantLister lists the tenants, to name the tenants the refusals count by id.
+type tenantLister interface {
+	Tenants(ctx context.Context) ([]*ops.Tenant, error)
+}
+
+// budgetRefusedCollector exports the refusals by tenant name, API and caller. The tenant
+// label takes only the names of tenants with a budget that refused a call, so no more values
+// than there are tenants, as on the ledger's metrics.
+type budgetRefusedCollector struct {
+	src     budgetRefusals
+	tenants tenantLister
+	desc    *prometheus.Desc
+
+	mu    sync.Mutex
+	names map[int64]string
+}
+
+// registerBudgetMetrics exports the gateway's budget refusals when it counts them.
+func (s *Server) registerBudgetMetrics() {
+	src, ok := s.LLM.(budgetRefusals)
+	if !ok {
+		return
+	}
+	lister, _ := s.DB.(tenantLister)
+	register(s.Registry, &budgetRefusedCollector{src: src, tenants: lister, names: map[int64]string{},
+		desc: prometheus.NewDesc(MetricBudgetRefused,
+			"LLM calls refused with 429 tenant_budget_spent because their tenant's budget of the UTC day was spent, by tenant, "+
+				"API and caller (gateway: a client's call or resend; job: a job held back until the budget resets, once per job).",
+			[]string{"tenant", "api", "caller"}, nil)})
+}
+
+// Describe implements prometheus.Collector.
+func (c *budgetRefusedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *budgetRefusedCollector) Collect(ch chan<- prometheus.Metric) {
+	rs := c.src.BudgetRefusals()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range rs {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(r.N), c.name(r.TenantID), r.API, r.Caller)
+	}
+}
+
+// name is the tenant's name, listed again when a tenant not yet named refused a call; a
+// tenant the list does not name (the read failed) is labelled by its id until it does.
+func (c *budgetRefusedCollector) name(id int64) string {
+	if n, ok := c.names[id]; ok {
+		return n
+	}
+	if c.tenants != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ts, err := c.tenants.Tenants(ctx)
+		cancel()
+		if err == nil {
+			for _, t := range ts {
+				c.names[t.ID] = t.Name
+			}
+		}
+	}
+	if n, ok := c.names[id]; ok {
+		return n
+	}
+	return "#" + strconv.FormatInt(id, 10)
+}
