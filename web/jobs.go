@@ -82,7 +82,8 @@ func (s *Server) handleSubmitJob(w http.ResponseWriter, r *http.Request) {
 // submitJob reads a job request and submits it. A request refused here, before the service
 // reads it, is recorded as the service records its own refusals (ops rule 8).
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) (jobs.Submitted, error) {
-	tenantID := tenantFrom(r.Context()).ID
+	tenant := tenantFrom(r.Context())
+	tenantID := tenant.ID
 	var b jobBody
 	err := decodeJSON(w, r, &b)
 	raw, present := idempotencyKey(r)
@@ -102,6 +103,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) (jobs.Submitt
 		TenantID: tenantID, IdempotencyKey: key, RequestRef: ref,
 		Document: jobs.Document{Text: b.Document.Text, Hash: b.Document.Hash, Ref: b.Document.Ref},
 		Pipeline: b.Pipeline, PromptVersion: b.PromptVersion, ModelProfile: b.ModelProfile,
+		LLMBudgetMicros: tenant.LLMBudgetMicros,
 	})
 }
 

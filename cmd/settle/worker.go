@@ -158,6 +158,12 @@ func (p *Program) jobService() *jobs.Service {
 	}
 	s := &jobs.Service{Store: jobstore.New(p.DB), Ledger: p.Ledger, Catalog: jobs.DefaultCatalog(), Clock: p.Clock, MaxAttempts: jc.MaxAttempts,
 		Deadline: jc.Deadline, MaxCostMicros: jc.MaxCostMicros, Logger: p.Logger}
+	// Admission refuses a budgeted tenant's job of a model the workers' table does not price.
+	if prices, err := p.Config.LLM.prices(); err == nil {
+		s.Prices = prices
+	} else {
+		p.Logger.Warn("price table", "err", err)
+	}
 	if p.Config.LLM.BaseURL != "" {
 		if pool, err := p.jobPool(jc, 1); err == nil {
 			s.Reuse = pool.Workers[0]

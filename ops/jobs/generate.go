@@ -36,7 +36,7 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 			if budget = r.spent(r.now(), r.estimate(body)); budget != "" {
 				return errBudgetSpent
 			}
-			if err := r.w.Budgets.Check(ctx, j.TenantID); err != nil {
+			if err := r.w.Budgets.CheckModel(ctx, j.TenantID, r.model(), ""); err != nil {
 				return err
 			}
 			// A worker that lost the job's lease (it stalled, another took over) must not
@@ -52,7 +52,7 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 	if errors.Is(err, errBudgetSpent) {
 		return nil, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+budget+") before a generation could be sent.")
 	}
-	if ops.ErrorReason(err) == llm.ReasonBudgetSpent {
+	if held(err) {
 		return nil, r.waitForBudget(bg, err)
 	}
 	if err != nil {
@@ -163,7 +163,7 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 				return nil
 			},
 		}})
-	if ops.ErrorReason(err) == llm.ReasonBudgetSpent {
+	if held(err) {
 		return nil, r.waitForBudget(bg, err)
 	}
 	if ops.ErrorReason(err) == ops.ReasonNotLookedUp {

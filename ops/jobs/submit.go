@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -34,6 +35,9 @@ type Submission struct {
 	Pipeline      string
 	PromptVersion string
 	ModelProfile  string
+	// LLMBudgetMicros is the tenant's LLM budget per UTC day as its token read it (0: none):
+	// a budgeted tenant may not submit a job of a model the price table does not price.
+	LLMBudgetMicros int64
 }
 
 // Submitted is what a submission became.
@@ -62,7 +66,9 @@ type Service struct {
 	// service that accepts requests needs it: without it refusals go unrecorded.
 	Ledger  *ops.Ledger
 	Catalog *Catalog
-	Clock   ops.Clock
+	// Prices is the price table the workers cost generations with; nil is the built-in one.
+	Prices *llm.PriceTable
+	Clock  ops.Clock
 	// MaxAttempts, Deadline and MaxCostMicros are the retry budget of new jobs; defaults
 	// 3 sends, 1 hour, no cost cap.
 	MaxAttempts   int
@@ -135,6 +141,9 @@ func (s *Service) newJob(in Submission) (*Job, error) {
 	if err := cat.check(in.Pipeline, in.PromptVersion, in.ModelProfile); err != nil {
 		return nil, err
 	}
+	if err := s.priced(in, cat.Profiles[in.ModelProfile].Model); err != nil {
+		return nil, err
+	}
 	hash, err := documentHash(in.Document)
 	if err != nil {
 		return nil, err
@@ -160,6 +169,21 @@ func (s *Service) newJob(in Submission) (*Job, error) {
 		"pipeline": in.Pipeline, "prompt_version": in.PromptVersion, "model_profile": in.ModelProfile})
 	j.DedupKey = DedupKey(in.TenantID, hash, in.Pipeline, in.PromptVersion, in.ModelProfile)
 	return j, nil
+}
+
+// priced refuses, as the gateway refuses such a call, a job of a tenant with an LLM budget
+// whose profile's model the price table does not price: its generations would cost nothing
+// against the budget, so the budget would not hold them.
+func (s *Service) priced(in Submission, model string) error {
+	prices := s.Prices
+	if prices == nil {
+		prices = llm.DefaultPrices()
+	}
+	if in.LLMBudgetMicros <= 0 || prices.Priced(model) {
+		return nil
+	}
+	return llm.ModelNotPriced(model, fmt.Sprintf("this job was recorded as refused and nothing of it was sent. "+
+		"Choose a model profile whose model the table prices, or ask the operator to price %q in SETTLE_LLM_PRICES or to remove the tenant's budget.", model))
 }
 
 // Get returns a job of the tenant with its checkpoints.

@@ -2,21 +2,45 @@ package jobs
 
 import (
 	"context"
+	"time"
 
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/llm"
 )
 
-// waitForBudget puts back a job whose generation was refused because its tenant's LLM spend
-// of the day reached its budget: nothing was sent, the refusal was recorded as the tenant's
-// refused request (ops rule 8), and the job is claimed again once the budget resets, with
-// the refusal as its last error so the submitter sees why it waits. The refusal counts once
-// in the budgets' refusals: the job is not claimed again before the budget resets, so the
-// workers' polls meanwhile count nothing.
+// unpricedWait is how long a job of a budgeted tenant whose model the price table does not
+// price waits before a worker looks again: what ends the wait (the model priced, the budget
+// removed) is an operator's change, not the day's end.
+const unpricedWait = 5 * time.Minute
+
+// held says err is a refusal of the tenant's budget that holds the job back: its spend of
+// the day reached the budget, or its model is not priced while it has one.
+func held(err error) bool {
+	r := ops.ErrorReason(err)
+	return r == llm.ReasonBudgetSpent || r == llm.ReasonModelNotPriced
+}
+
+// waitForBudget puts back a job whose generation was refused by its tenant's LLM budget:
+// nothing was sent, the refusal was recorded as the tenant's refused request (ops rule 8),
+// and the job is claimed again once the budget resets, or after unpricedWait when its model
+// is not priced (a tenant given a budget after it submitted the job; admission refuses such
+// a job of a tenant that has one), with the refusal as its last error so the submitter sees
+// why it waits. A job that waits past its deadline fails as any other. A spent budget's
+// refusal counts once in the budgets' refusals: the job is not claimed again before the
+// budget resets, so the workers' polls meanwhile count nothing.
 func (r *run) waitForBudget(ctx context.Context, refusal error) error {
-	r.w.Budgets.Refused(r.j.TenantID, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
-	p, _ := llm.ProblemOf(refusal)
-	return r.requeue(ctx, p.RetryAfter, llm.ReasonBudgetSpent, ops.ErrorMessage(refusal))
+	reason, wait := ops.ErrorReason(refusal), unpricedWait
+	if reason == llm.ReasonBudgetSpent {
+		r.w.Budgets.Refused(r.j.TenantID, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
+		p, _ := llm.ProblemOf(refusal)
+		wait = p.RetryAfter
+	}
+	return r.requeue(ctx, wait, reason, ops.ErrorMessage(refusal))
+}
+
+// model is the model the job's profile asks for.
+func (r *run) model() string {
+	return r.catalog().Profiles[r.j.ModelProfile].Model
 }
 
 // budgetBeforeSend holds attempt next to the tenant's budget unless it is first, the attempt
@@ -29,5 +53,5 @@ func (r *run) budgetBeforeSend(ctx context.Context, first, next *ops.Attempt) er
 	if first != nil && next.ID == first.ID {
 		return nil
 	}
-	return r.w.Budgets.CheckResend(ctx, r.j.TenantID, next.OperationID)
+	return r.w.Budgets.CheckModel(ctx, r.j.TenantID, r.model(), next.OperationID)
 }

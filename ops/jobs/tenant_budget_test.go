@@ -116,3 +116,59 @@ func budgetedWorker(t *testing.T, e *env) (*jobs.Worker, *ops.ManualClock) {
 	}
 	return w, clock
 }
+
+// unpricedCatalog is the default catalog with a profile "unpriced" whose model the built-in
+// price table does not price.
+func unpricedCatalog() *jobs.Catalog {
+	c := jobs.DefaultCatalog()
+	c.Profiles["unpriced"] = jobs.Profile{Model: "fake-unpriced", MaxTokens: 32}
+	return c
+}
+
+// TestAQueuedJobOfAModelTheTableDoesNotPriceWaitsOnceItsTenantHasABudget is the attack of a
+// job submitted before its tenant had a budget, of a model profile whose model the price
+// table does not price: its generation would cost nothing against the budget, so the budget
+// would not hold it. Once the tenant has a budget, the worker sends nothing for it: the job
+// waits queued with model_not_priced as its last error, saying what to do, the refusal is
+// recorded as the tenant's refused request, and another tenant's job of that profile runs.
+func TestAQueuedJobOfAModelTheTableDoesNotPriceWaitsOnceItsTenantHasABudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.svc.Catalog = unpricedCatalog()
+	submit := func(tenant int64, key string) *jobs.Job {
+		s, err := e.svc.Submit(ctx, jobs.Submission{TenantID: tenant, IdempotencyKey: key,
+			Document: jobs.Document{Text: docA}, Pipeline: "summarise", PromptVersion: "v1", ModelProfile: "unpriced"})
+		if err != nil {
+			t.Fatalf("submit %s: %v", key, err)
+		}
+		return s.Job
+	}
+	queued := submit(e.tenant, "before-budget")
+	w, _ := budgetedWorker(t, e)
+	w.Catalog = unpricedCatalog()
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE tenants SET llm_budget_micros = 1000000 WHERE id = $1`, e.tenant); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j := e.job(t, queued.ID)
+	// ops rule 8
+	if j.Status != jobs.StatusQueued || j.ErrorCode != llm.ReasonModelNotPriced || !strings.Contains(j.ErrorMessage, "SETTLE_LLM_PRICES") || !j.RunAfter.After(time.Now()) {
+		t.Errorf("the queued job of an unpriced model is %s (%s: %s) until %s; want queued later with %s saying what to do", j.Status, j.ErrorCode, j.ErrorMessage, j.RunAfter, llm.ReasonModelNotPriced)
+	}
+	if gens := e.generations(t); len(gens) != 0 {
+		t.Errorf("generations %v, want none for the budgeted tenant's unpriced model", gens)
+	}
+	if n := e.count(t, `SELECT count(*) FROM client_requests WHERE tenant_id = $1 AND kind = 'llm_job' AND answer = 'rejected'`, e.tenant); n != 1 {
+		t.Errorf("%d refused requests recorded, want 1", n)
+	}
+	other := submit(e.world.Tenant("other").ID, "other")
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.job(t, other.ID); j.Status != jobs.StatusPublished {
+		t.Errorf("a tenant without a budget: its job of the unpriced model is %s, want published", j.Status)
+	}
+}

@@ -46,6 +46,7 @@ const budgetReadShare = 50
 type Budgets struct {
 	store    SpendStore
 	clock    ops.Clock
+	prices   *PriceTable
 	currency string
 	refresh  time.Duration
 
@@ -73,31 +74,42 @@ func NewBudgets(store SpendStore, prices *PriceTable, clock ops.Clock, refresh t
 	if refresh <= 0 {
 		refresh = DefaultBudgetRefresh
 	}
-	currency := "usd"
-	if prices != nil && prices.Currency != "" {
-		currency = prices.Currency
-	}
 	if clock == nil {
 		clock = ops.SystemClock{}
 	}
-	return &Budgets{store: store, clock: clock, currency: currency, refresh: refresh, tenants: map[int64]*tenantSpend{}}
+	return &Budgets{store: store, clock: clock, prices: prices, currency: prices.CurrencyOf(), refresh: refresh, tenants: map[int64]*tenantSpend{}}
 }
 
 // Check answers nil while the tenant may send a new paid call, and the refusal
 // (ReasonBudgetSpent, naming the budget and when the day ends) once its spend of the day
 // reached its budget. An error that is no refusal is the store's: the spend could not be read.
 func (b *Budgets) Check(ctx context.Context, tenantID int64) error {
-	return b.check(ctx, tenantID, newCallRefused)
+	return b.check(ctx, tenantID, "", newCallRefused)
 }
 
 // CheckResend is Check of a resend of operation opID, whose earlier attempts were sent: its
 // refusal says so, where a new call's says nothing was sent (ops rule 12).
 func (b *Budgets) CheckResend(ctx context.Context, tenantID int64, opID string) error {
-	return b.check(ctx, tenantID, resendRefused(opID))
+	return b.check(ctx, tenantID, "", resendRefused(opID))
 }
 
-// check is Check, its refusal saying refused of the call it refuses.
-func (b *Budgets) check(ctx context.Context, tenantID int64, refused string) error {
+// CheckModel is Check of a call of model, for callers whose model the tenant did not choose
+// and admission did not check (a pipeline job's comes from the operator's profiles, and the
+// tenant may have had no budget when the job was submitted): a tenant with a budget is
+// refused too when the price table does not price model (ReasonModelNotPriced), since such a
+// call would cost nothing against the budget. opID is the operation a resend goes on with,
+// "" for a new call.
+func (b *Budgets) CheckModel(ctx context.Context, tenantID int64, model, opID string) error {
+	refused := newCallRefused
+	if opID != "" {
+		refused = resendRefused(opID)
+	}
+	return b.check(ctx, tenantID, model, refused)
+}
+
+// check is Check, its refusal saying refused of the call it refuses; a model other than ""
+// is refused when the tenant has a budget and the price table does not price it.
+func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused string) error {
 	if b == nil {
 		return nil
 	}
@@ -114,6 +126,9 @@ func (b *Budgets) check(ctx context.Context, tenantID int64, refused string) err
 		took := b.clock.Now().Sub(now)
 		s.day, s.readAt, s.budget, s.spent = day, now, budget, spent
 		s.trust = max(b.refresh, budgetReadShare*took)
+	}
+	if s.budget > 0 && model != "" && !b.prices.Priced(model) {
+		return ModelNotPriced(model, refused+" Ask the operator to price the model in SETTLE_LLM_PRICES, or to remove the tenant's budget.")
 	}
 	if s.budget <= 0 || s.spent < s.budget {
 		return nil
@@ -159,7 +174,7 @@ func (x *exchange) budgetCheck(ctx context.Context, refused string) func(context
 	}
 	refusal := x.unpriced(refused)
 	if refusal == nil {
-		refusal = g.cfg.Budgets.check(ctx, t.ID, refused)
+		refusal = g.cfg.Budgets.check(ctx, t.ID, "", refused)
 	}
 	if refusal == nil {
 		return nil
@@ -175,12 +190,18 @@ func (x *exchange) budgetCheck(ctx context.Context, refused string) func(context
 
 // unpriced refuses a call whose model the price table has no price for, saying refused of it.
 func (x *exchange) unpriced(refused string) error {
-	if _, ok := x.g.cfg.Prices.lookup(x.req.Model); ok {
+	if x.g.cfg.Prices.Priced(x.req.Model) {
 		return nil
 	}
+	return ModelNotPriced(x.req.Model, refused+" Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).")
+}
+
+// ModelNotPriced is the refusal (ReasonModelNotPriced, 422) of a call or a job of a tenant
+// with an LLM budget whose model the price table does not price; then says what the refusal
+// did and what to do. The gateway's calls and the pipeline's jobs are refused with it alike.
+func ModelNotPriced(model, then string) error {
 	return &ops.Error{Code: ops.EINVALID, Reason: ReasonModelNotPriced,
-		Message: fmt.Sprintf("Your tenant has an LLM budget, and this server's price table has no price for the model %q, so what its calls cost could not be counted against the budget; "+
-			"%s Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).", x.req.Model, refused)}
+		Message: fmt.Sprintf("Your tenant has an LLM budget, and this server's price table has no price for the model %q, so what its calls cost could not be counted against the budget; %s", model, then)}
 }
 
 // budgetBeforeSend holds attempt a to tenant's budget, and to its share when the transport

@@ -97,6 +97,24 @@ func ParsePrices(b []byte) (*PriceTable, error) {
 	return t, nil
 }
 
+// Priced says whether the table has a price for model (lookup's rules); a nil table prices
+// nothing.
+func (t *PriceTable) Priced(model string) bool {
+	_, ok := t.lookup(model)
+	return ok
+}
+
+// CurrencyOf is the currency the table costs calls in, lower case: the one place that
+// answers it, so that the gateway's budgets, the job workers, the tenants page and the
+// commands count in one currency. A nil table, or one naming none, is dollars ("usd"), as
+// ParsePrices reads a table without a currency.
+func (t *PriceTable) CurrencyOf() string {
+	if t == nil || t.Currency == "" {
+		return "usd"
+	}
+	return strings.ToLower(t.Currency)
+}
+
 // lookup finds a model's price: by exact name, else by the longest name that prefixes it
 // followed by "-" (a dated snapshot such as gpt-4o-mini-2024-07-18 costs what gpt-4o-mini
 // does).
