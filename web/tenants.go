@@ -126,10 +126,7 @@ func untilText(d time.Duration) string {
 
 // llmCurrency is the price table's currency, in which budgets and spends are counted.
 func (s *Server) llmCurrency() string {
-	if s.LLMCurrency == "" {
-		return "usd"
-	}
-	return strings.ToLower(s.LLMCurrency)
+	return (&llm.PriceTable{Currency: s.LLMCurrency}).CurrencyOf()
 }
 
 // handleTenantBudget sets or removes a tenant's LLM budget, with the validation and the audit

@@ -23,16 +23,17 @@ import (
 // provider's, and Anthropic's when its Admin API key is set.
 func (p *Program) wireLLM(srv *web.Server) ([]recon.UsageSource, error) {
 	c := p.Config.LLM
-	if c.BaseURL == "" && c.AnthropicBaseURL == "" {
-		return nil, nil
-	}
 	prices, err := c.prices()
 	if err != nil {
 		return nil, err
 	}
-	// The tenants page counts budgets in the currency the gateway costs calls in; without
-	// a provider it counts in the built-in table's, dollars.
-	srv.LLMCurrency = prices.Currency
+	// The tenants page counts budgets in the currency the gateway and the job workers cost
+	// calls in, the table's, with or without a provider here: a replica serving only the
+	// dashboard shows the spend the others record.
+	srv.LLMCurrency = prices.CurrencyOf()
+	if c.BaseURL == "" && c.AnthropicBaseURL == "" {
+		return nil, nil
+	}
 	modes := map[string]llm.Mode{}
 	for tenant, pol := range c.TenantPolicies {
 		modes[tenant] = llm.Mode(pol)
