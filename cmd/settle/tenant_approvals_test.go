@@ -4,9 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 // TestTenantApprovalsCommand: 'settle tenant approvals' stores a tenant's threshold and its
@@ -15,16 +12,7 @@ import (
 func TestTenantApprovalsCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	vars := map[string]string{"DATABASE_URL": url}
-	if code, _, stderr := run(t, []string{"token", "add", "--tenant", "shop"}, vars, ""); code != 0 {
-		t.Fatalf("token add: %s", stderr)
-	}
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	vars, db := tenantShop(t)
 	settings := func() string {
 		t.Helper()
 		var s string
@@ -65,7 +53,7 @@ FROM tenant_approvals a JOIN tenants t ON t.id = a.tenant_id WHERE t.name = 'sho
 		t.Fatalf("off: exit %d %q, settings %s", code, stderr, settings())
 	}
 	for _, env := range []map[string]string{{"SETTLE_APPROVAL_MIN_CENTS": "ten"}, {"SETTLE_APPROVAL_NOT_EXECUTED": "yes"}, {"SETTLE_APPROVAL_TTL": "10s"}} {
-		env["DATABASE_URL"] = url
+		env["DATABASE_URL"] = vars["DATABASE_URL"]
 		if _, err := LoadConfig([]string{"serve"}, func(k string) string { return env[k] }, t.TempDir()); err == nil || !strings.Contains(err.Error(), "SETTLE_APPROVAL_") {
 			t.Errorf("serve with %v: %v, want a configuration error", env, err)
 		}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/settle-dev/settle/ops/pg"
-	"github.com/settle-dev/settle/ops/pg/pgtest"
 )
 
 // TestTenantBudgetCommand: 'settle tenant budget' stores a tenant's LLM budget per day, which
@@ -16,16 +13,7 @@ import (
 func TestTenantBudgetCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	vars := map[string]string{"DATABASE_URL": url}
-	if code, _, stderr := run(t, []string{"token", "add", "--tenant", "shop"}, vars, ""); code != 0 {
-		t.Fatalf("token add: %s", stderr)
-	}
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	vars, db := tenantShop(t)
 	budget := func() string {
 		t.Helper()
 		var s string

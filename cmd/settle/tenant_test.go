@@ -17,16 +17,7 @@ import (
 func TestTenantStripeAccount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := pgtest.URL(pgtest.NewDatabase(t))
-	vars := map[string]string{"DATABASE_URL": url}
-	if code, _, stderr := run(t, []string{"token", "add", "--tenant", "shop"}, vars, ""); code != 0 {
-		t.Fatalf("token add: %s", stderr)
-	}
-	db, err := pg.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	vars, db := tenantShop(t)
 	account := func() string {
 		t.Helper()
 		var a string
@@ -117,4 +108,21 @@ func TestTenantStripeAccountWaitsForOpenRefunds(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "1 open Stripe operations") || strings.Count(stderr, "\n") != 1 {
 		t.Fatalf("bind with an open refund: exit %d %q %q", code, stdout, stderr)
 	}
+}
+
+// tenantShop is a new database holding tenant shop, made as an operator makes one (its
+// first token), with the variables that point the commands at it and a handle to read it.
+func tenantShop(t *testing.T) (map[string]string, *pg.DB) {
+	t.Helper()
+	url := pgtest.URL(pgtest.NewDatabase(t))
+	vars := map[string]string{"DATABASE_URL": url}
+	if code, _, stderr := run(t, []string{"token", "add", "--tenant", "shop"}, vars, ""); code != 0 {
+		t.Fatalf("token add: %s", stderr)
+	}
+	db, err := pg.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return vars, db
 }
