@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settle-dev/settle/internal/demo"
 	"github.com/settle-dev/settle/ops/fake"
 )
@@ -42,22 +44,15 @@ func TestDemoChatCallsEveryAPI(t *testing.T) {
 	route, body := demo.MessagesCall(1)
 	d.Send(ctx, route, "demo-message-1", "chat-1", body, true)
 	d.UnknownMessage(ctx)
-	rows, err := p.DB.Pool.Query(ctx, `SELECT coalesce(request->>'route', ''), status, count(*) FROM operations
-		WHERE tenant_id = $1 AND kind = 'llm_call' GROUP BY 1, 2`, tn.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int{}
-	for rows.Next() {
-		var route, status string
-		var n int
-		if err := rows.Scan(&route, &status, &n); err != nil {
-			t.Fatal(err)
+	// A call's close is written after its client has the answer (the architecture's "an LLM
+	// answer goes out before its close is written"), so the calls are read until every
+	// answered one has closed, or for 10 s.
+	var got map[string]int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got = demoCalls(t, p.DB.Pool, tn.ID)
+		if got["/v1/messages in_progress"]+got["/v1/messages unknown"] <= 1 || time.Now().After(deadline) {
+			break
 		}
-		got[route+" "+status] += n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	if got["/v1/messages in_progress"]+got["/v1/messages unknown"] != 1 {
 		t.Errorf("the broken Messages stream is not the one open call; the demo's calls ended as %v", got)
@@ -73,4 +68,27 @@ func TestDemoChatCallsEveryAPI(t *testing.T) {
 			t.Errorf("the provider generated nothing for %s", api)
 		}
 	}
+}
+
+// demoCalls counts the tenant's gateway calls by route and status.
+func demoCalls(t *testing.T, pool *pgxpool.Pool, tenantID int64) map[string]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT coalesce(request->>'route', ''), status, count(*) FROM operations
+		WHERE tenant_id = $1 AND kind = 'llm_call' GROUP BY 1, 2`, tenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var route, status string
+		var n int
+		if err := rows.Scan(&route, &status, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[route+" "+status] += n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
