@@ -280,7 +280,9 @@ func commandFlags(cfg *Config, role *string, e environ, workDir string) (fs *fla
 	case "token add":
 		fs.StringVar(&cfg.Tenant, "tenant", "", "tenant name; created if missing")
 		fs.StringVar(&cfg.TokenName, "name", "cli", "a label for the token")
-	case "token list", "tenant list", "tenant approvals", "tenant budget": // the latter's flags are read by readTenantCommand
+	case "token list", "tenant approvals": // the latter's flags are read by readTenantCommand, as 'tenant budget''s
+	case "tenant list", "tenant budget": // budgets count in the currency of the servers' price table (tenantCurrency)
+		cfg.LLM.Prices = e.get(envLLMPrices)
 	case "tenant stripe-account":
 		fs.BoolVar(&cfg.ClearStripeAccount, "clear", false, "unbind the tenant from its Stripe account")
 	case "token revoke":
@@ -316,6 +318,11 @@ func loadCommonEnv(cfg *Config, e environ, needDB bool) error {
 		if err := loadServeEnv(cfg, e); err != nil {
 			return err
 		}
+	}
+	if cfg.Command == "tenant budget" || cfg.Command == "tenant list" {
+		// Budgets are counted in the currency of the servers' price table: these commands
+		// read the table to name it (tenantCurrency).
+		cfg.LLM.Prices = e.get(envLLMPrices)
 	}
 	if cfg.Command == "serve" || cfg.Command == "demo" || cfg.Command == "alerts export" {
 		if err := loadAlertsEnv(&cfg.Alerts, e); err != nil {
@@ -469,32 +476,6 @@ func loadLLMEnv(cfg *Config, e environ) error {
 	// The key must outlive every retry of the intent, or a late retry would run it again.
 	if l.KeyTTL <= l.Deadline+time.Hour {
 		return usagef("%s=%s must be longer than %s=%s plus an hour", envLLMKeyTTL.Name, l.KeyTTL, envLLMDeadline.Name, l.Deadline)
-	}
-	return nil
-}
-
-// loadKeyScopes reads SETTLE_LLM_KEY_SCOPE: a default scope, tenant=scope pairs, or both
-// ("tenant,acme=user").
-func loadKeyScopes(l *LLMConfig, v string) error {
-	l.KeyScope = "tenant"
-	for _, part := range strings.Split(v, ",") {
-		part = strings.TrimSpace(part)
-		name, scope, pair := strings.Cut(part, "=")
-		if !pair {
-			name, scope = "", part
-		}
-		switch {
-		case part == "":
-		case scope != "tenant" && scope != "user", pair && name == "":
-			return usagef("%s: %q is not tenant, user or tenant-name=tenant|user", envLLMKeyScope.Name, part)
-		case !pair:
-			l.KeyScope = scope
-		default:
-			if l.TenantKeyScopes == nil {
-				l.TenantKeyScopes = map[string]string{}
-			}
-			l.TenantKeyScopes[name] = scope
-		}
 	}
 	return nil
 }

@@ -104,6 +104,32 @@ func (l *LLMConfig) loadAnthropic(e environ) error {
 	return nil
 }
 
+// loadKeyScopes reads SETTLE_LLM_KEY_SCOPE: a default scope, tenant=scope pairs, or both
+// ("tenant,acme=user").
+func loadKeyScopes(l *LLMConfig, v string) error {
+	l.KeyScope = "tenant"
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		name, scope, pair := strings.Cut(part, "=")
+		if !pair {
+			name, scope = "", part
+		}
+		switch {
+		case part == "":
+		case scope != "tenant" && scope != "user", pair && name == "":
+			return usagef("%s: %q is not tenant, user or tenant-name=tenant|user", envLLMKeyScope.Name, part)
+		case !pair:
+			l.KeyScope = scope
+		default:
+			if l.TenantKeyScopes == nil {
+				l.TenantKeyScopes = map[string]string{}
+			}
+			l.TenantKeyScopes[name] = scope
+		}
+	}
+	return nil
+}
+
 // anthropicUsage is Anthropic's Messages usage report for the reconciler, read with the
 // Admin API key, or none without one.
 func (c LLMConfig) anthropicUsage() []recon.UsageSource {

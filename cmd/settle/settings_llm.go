@@ -46,10 +46,12 @@ var (
 		Parses: "comma-separated `tenant=interactive` or `tenant=batch`",
 		Short:  "per tenant, e.g. acme=batch,shop=interactive",
 		Doc:    "`SETTLE_LLM_POLICY` per tenant, e.g. `acme=batch,shop=interactive`"})
-	envLLMPrices = define(sectionLLM, setting{Name: "SETTLE_LLM_PRICES", Commands: []string{"server commands"},
+	envLLMPrices = define(sectionLLM, setting{Name: "SETTLE_LLM_PRICES", Commands: []string{"server commands", "tenant budget", "tenant list"},
 		Default: "built in", Parses: "a JSON file",
-		Short: "JSON price table per model",
-		Doc:   "JSON price table per model (per 1 M tokens); an unknown model is accepted with its cost marked unknown"})
+		Short: "JSON price table per model; its currency is the one tenants' LLM budgets count in",
+		Doc: "JSON price table per model (per 1 M tokens); an unknown model is accepted with its cost marked unknown. Its " +
+			"`currency` (dollars by default) is the one tenants' LLM budgets and spends are counted in: `settle tenant budget` " +
+			"and `settle tenant list` read it to name that currency, and refuse a table the servers would refuse"})
 	envLLMKeyTTL = define(sectionLLM, setting{Name: "SETTLE_LLM_KEY_TTL", Commands: []string{"server commands"},
 		Default: "`24h`", Parses: "a Go duration, longer than `SETTLE_LLM_DEADLINE` plus an hour",
 		Short: "how long an Idempotency-Key replays its answer",

@@ -108,12 +108,16 @@ func tenantStripeAccount(ctx context.Context, cfg Config, stdout io.Writer) erro
 // (TenantDays), rather than one read of approvals per tenant; the day's spend it also sums
 // is not printed.
 func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
+	currency, err := tenantCurrency(cfg)
+	if err != nil {
+		return err
+	}
 	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	days, err := db.TenantDays(ctx, time.Now(), "usd")
+	days, err := db.TenantDays(ctx, time.Now(), currency)
 	if err != nil {
 		return err
 	}
@@ -125,7 +129,7 @@ func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
 		if account == "" {
 			account = "-"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, account, approvalsLine(d.Approvals), budgetLine(t), t.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, account, approvalsLine(d.Approvals), budgetLine(t, currency), t.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return w.Flush()
 }

@@ -50,6 +50,10 @@ func readTenantBudgetCommand(cfg Config, args []string) (Config, []string, error
 // the audit log names the command line as the actor. Servers apply it once their cache of
 // the tenant's token is renewed, within seconds.
 func tenantBudget(ctx context.Context, cfg Config, stdout io.Writer) error {
+	currency, err := tenantCurrency(cfg)
+	if err != nil {
+		return err
+	}
 	db, err := openChecked(ctx, cfg)
 	if err != nil {
 		return err
@@ -61,8 +65,7 @@ func tenantBudget(ctx context.Context, cfg Config, stdout io.Writer) error {
 	}
 	now := "no LLM budget: its calls are not capped"
 	if b := c.Tenant.LLMBudgetMicros; b > 0 {
-		now = "an LLM budget of " + llm.BudgetAmount(b) + " a UTC day, in the currency of the servers' price table; " +
-			"new calls past it are refused with 429 until the next midnight UTC"
+		now = "an LLM budget of " + ops.FormatMicros(b, currency) + " a UTC day; new calls past it are refused with 429 until the next midnight UTC"
 	}
 	if !c.Changed {
 		now += "; nothing changed"
@@ -71,10 +74,22 @@ func tenantBudget(ctx context.Context, cfg Config, stdout io.Writer) error {
 	return nil
 }
 
-// budgetLine is a tenant's LLM budget in 'tenant list'.
-func budgetLine(t *ops.Tenant) string {
+// budgetLine is a tenant's LLM budget in 'tenant list', in currency.
+func budgetLine(t *ops.Tenant, currency string) string {
 	if t.LLMBudgetMicros <= 0 {
 		return "off"
 	}
-	return llm.BudgetAmount(t.LLMBudgetMicros) + "/day"
+	return ops.FormatMicros(t.LLMBudgetMicros, currency) + "/day"
+}
+
+// tenantCurrency is the currency tenants' LLM budgets are counted in: that of the price table
+// the servers cost calls with (SETTLE_LLM_PRICES, read by the servers' loader). A table the
+// servers would refuse is a mistake in the configuration, refused before the database is
+// opened, so nothing is read or changed under a currency nobody can name.
+func tenantCurrency(cfg Config) (string, error) {
+	prices, err := cfg.LLM.prices()
+	if err != nil {
+		return "", usagef("%s: %v", envLLMPrices.Name, err)
+	}
+	return prices.CurrencyOf(), nil
 }

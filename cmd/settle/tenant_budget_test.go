@@ -23,7 +23,7 @@ func TestTenantBudgetCommand(t *testing.T) {
 		return s
 	}
 	code, stdout, stderr := run(t, []string{"tenant", "budget", "shop", "--budget", "12.50"}, vars, "")
-	if code != 0 || !strings.Contains(stdout, "an LLM budget of 12.5 a UTC day") || budget() != "12500000" {
+	if code != 0 || !strings.Contains(stdout, "an LLM budget of 12.50 USD a UTC day") || budget() != "12500000" {
 		t.Fatalf("set: exit %d %q %q, budget %s", code, stdout, stderr, budget())
 	}
 	for _, tc := range []struct {
@@ -52,7 +52,7 @@ func TestTenantBudgetCommand(t *testing.T) {
 	if budget() != "12500000" {
 		t.Fatalf("a refused command changed the budget to %s", budget())
 	}
-	if code, stdout, _ := run(t, []string{"tenant", "list"}, vars, ""); code != 0 || !strings.Contains(stdout, "12.5/day") {
+	if code, stdout, _ := run(t, []string{"tenant", "list"}, vars, ""); code != 0 || !strings.Contains(stdout, "12.50 USD/day") {
 		t.Fatalf("tenant list: exit %d\n%s", code, stdout)
 	}
 	if code, stdout, stderr = run(t, []string{"tenant", "budget", "--budget", "off", "shop"}, vars, ""); code != 0 || budget() != "none" ||
