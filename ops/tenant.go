@@ -71,5 +71,45 @@ type TenantDay struct {
 	Tenant *Tenant
 	// Approvals are the tenant's own approval settings; nil: the server's apply.
 	Approvals *TenantApprovals
-	Spent     int64
+	// Spent is what the day's calls cost as far as Read says they were read.
+	Spent int64
+	Read  SpendRead
+}
+
+// SpendRead says how much of a tenant's day a read of its spend summed (TenantDay.Read).
+type SpendRead int
+
+const (
+	// SpendWhole: every call of the day; Spent is the figure the budget check reads.
+	SpendWhole SpendRead = iota
+	// SpendAtLeast: the read stopped at its bound of calls (SpendBound.Calls); Spent is what
+	// the calls it read cost, so the day cost at least that.
+	SpendAtLeast
+	// SpendNotRead: the read ran out of time (SpendBound.Time); Spent says nothing.
+	SpendNotRead
+)
+
+// SpendBound bounds a read of many tenants' spend for people to look at (the tenants page,
+// 'settle tenant list'): a busy tenant's day holds hundreds of thousands of calls by evening,
+// and a page must answer whatever they are. The budget check bounds its own reads otherwise:
+// it reads one tenant, and trusts a slow read longer.
+type SpendBound struct {
+	// Calls is the most calls of one tenant summed; past it the tenant's figure is a floor.
+	Calls int
+	// Time is the longest the read of every tenant's spend may take; past it none is read.
+	Time time.Duration
+}
+
+// DefaultSpendBound is the bound of the tenants page and 'settle tenant list'.
+var DefaultSpendBound = SpendBound{Calls: 100_000, Time: 2 * time.Second}
+
+// OrDefault is b with DefaultSpendBound's value for each field not above zero.
+func (b SpendBound) OrDefault() SpendBound {
+	if b.Calls <= 0 {
+		b.Calls = DefaultSpendBound.Calls
+	}
+	if b.Time <= 0 {
+		b.Time = DefaultSpendBound.Time
+	}
+	return b
 }

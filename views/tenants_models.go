@@ -23,6 +23,9 @@ type TenantRow struct {
 	Budget, Spent, Used string
 	// Refused says new calls are refused now: the day's spend reached the budget.
 	Refused bool
+	// SpendUnknown says the day's spend was not read whole and what was read is short of the
+	// budget: whether new calls are refused is the budget check's to say.
+	SpendUnknown bool
 	// StripeAccount is the connected account the tenant is bound to, "" for none;
 	// Approvals its own approval settings, as 'settle tenant list' writes them.
 	StripeAccount, Approvals string

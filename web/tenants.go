@@ -22,8 +22,9 @@ import (
 // audits it.
 type TenantBudgets interface {
 	// TenantDays lists every tenant with its settings and what its LLM operations opened on
-	// the UTC day that starts at day cost in currency: the figure its budget check reads.
-	TenantDays(ctx context.Context, day time.Time, currency string) ([]ops.TenantDay, error)
+	// the UTC day that starts at day cost in currency: the figure its budget check reads, as
+	// far as the read got within bound.
+	TenantDays(ctx context.Context, day time.Time, currency string, bound ops.SpendBound) ([]ops.TenantDay, error)
 	// SetTenantLLMBudget sets the tenant's budget per UTC day in micro-units (0: none).
 	SetTenantLLMBudget(ctx context.Context, tenantID, micros int64, actor string, now time.Time) (ops.BudgetChange, error)
 }
@@ -35,6 +36,9 @@ type TenantsDeps struct {
 	// LLMCurrency is the currency of the gateway's price table, in which budgets and spends
 	// are counted; "" is dollars, as the price table's default.
 	LLMCurrency string
+	// SpendBound bounds the page's read of the spends; zero fields are
+	// ops.DefaultSpendBound's.
+	SpendBound ops.SpendBound
 }
 
 // mountTenants adds the tenants page: managers read it, as they read the other pages of
@@ -62,7 +66,7 @@ func (s *Server) renderTenants(w http.ResponseWriter, r *http.Request, status in
 	currency := s.llmCurrency()
 	now := s.Clock.Now().UTC()
 	day := now.Truncate(24 * time.Hour)
-	days, err := s.Tenants.TenantDays(ctx, day, currency)
+	days, err := s.Tenants.TenantDays(ctx, day, currency, s.SpendBound)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -72,7 +76,7 @@ func (s *Server) renderTenants(w http.ResponseWriter, r *http.Request, status in
 	m := views.TenantsPage{Viewer: viewer(me), Flash: f, Day: day.Format(time.DateOnly), Currency: strings.ToUpper(currency),
 		Resets: resets.Format("2006-01-02 15:04 UTC") + " (in " + untilText(resets.Sub(now)) + ")", CanEdit: me.Role.AtLeast(desk.RoleAdmin)}
 	for _, d := range days {
-		row := tenantRow(d, currency)
+		row := tenantRow(d, currency, s.SpendBound)
 		if d.Tenant.ID == refused.tenantID {
 			row.FormBudget, row.FormError = refused.typed, refused.reason
 		}
@@ -81,17 +85,29 @@ func (s *Server) renderTenants(w http.ResponseWriter, r *http.Request, status in
 	s.render(w, r, status, views.Tenants(m))
 }
 
-// tenantRow is one tenant's row: its budget and spend as the dashboard writes money.
-func tenantRow(d ops.TenantDay, currency string) views.TenantRow {
+// tenantRow is one tenant's row: its budget and spend as the dashboard writes money. A spend
+// the bounded read did not sum whole is said so, never shown as the day's (ops rule 12): a
+// floor of it, or nothing, and the tenant shown refused only when the floor reaches its budget.
+func tenantRow(d ops.TenantDay, currency string, bound ops.SpendBound) views.TenantRow {
 	t := d.Tenant
 	row := views.TenantRow{ID: strconv.FormatInt(t.ID, 10), Name: t.Name, Budget: "none", Spent: ops.FormatMicros(d.Spent, currency),
 		StripeAccount: t.StripeAccount, Approvals: approvalsText(d.Approvals), FormBudget: "off"}
+	switch d.Read {
+	case ops.SpendAtLeast:
+		row.Spent = fmt.Sprintf("at least %s (more than %d calls today, not summed further; the budget check still applies)",
+			row.Spent, bound.OrDefault().Calls)
+	case ops.SpendNotRead:
+		row.Spent = "spend not read (too slow); the budget check still applies"
+	}
 	if b := t.LLMBudgetMicros; b > 0 {
 		row.Budget, row.FormBudget = ops.FormatMicros(b, currency), llm.BudgetAmount(b)
-		row.Refused = d.Spent >= b
-		// Rounded down, so a spend short of its budget never reads as 100 %.
-		used := math.Floor(float64(d.Spent)*1000/float64(b)) / 10
-		row.Used = strconv.FormatFloat(used, 'f', -1, 64) + " %"
+		row.Refused = d.Read != ops.SpendNotRead && d.Spent >= b
+		row.SpendUnknown = d.Read != ops.SpendWhole && !row.Refused
+		if d.Read == ops.SpendWhole {
+			// Rounded down, so a spend short of its budget never reads as 100 %.
+			used := math.Floor(float64(d.Spent)*1000/float64(b)) / 10
+			row.Used = strconv.FormatFloat(used, 'f', -1, 64) + " %"
+		}
 	}
 	return row
 }

@@ -104,9 +104,8 @@ func tenantStripeAccount(ctx context.Context, cfg Config, stdout io.Writer) erro
 }
 
 // listTenants prints every tenant with the Stripe account it is bound to, its own approval
-// settings and its LLM budget per day. It reads them in one statement, the tenants page's
-// (TenantDays), rather than one read of approvals per tenant; the day's spend it also sums
-// is not printed.
+// settings, its LLM budget per day and what its LLM calls of the UTC day cost so far. It reads
+// them in one statement, the tenants page's (TenantDays), within the page's bound.
 func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
 	currency, err := tenantCurrency(cfg)
 	if err != nil {
@@ -117,19 +116,32 @@ func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	days, err := db.TenantDays(ctx, time.Now(), currency)
+	days, err := db.TenantDays(ctx, time.Now(), currency, ops.DefaultSpendBound)
 	if err != nil {
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTENANT\tSTRIPE ACCOUNT\tAPPROVALS\tLLM BUDGET\tCREATED")
+	fmt.Fprintln(w, "ID\tTENANT\tSTRIPE ACCOUNT\tAPPROVALS\tLLM BUDGET\tLLM SPENT TODAY (UTC)\tCREATED")
 	for _, d := range days {
 		t := d.Tenant
 		account := t.StripeAccount
 		if account == "" {
 			account = "-"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, account, approvalsLine(d.Approvals), budgetLine(t, currency), t.CreatedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, account, approvalsLine(d.Approvals), budgetLine(t, currency),
+			spentLine(d, currency), t.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return w.Flush()
+}
+
+// spentLine is a tenant's LLM spend of the day in 'tenant list', said to be a floor, or not
+// read, where the bounded read did not sum it whole.
+func spentLine(d ops.TenantDay, currency string) string {
+	switch d.Read {
+	case ops.SpendAtLeast:
+		return fmt.Sprintf("at least %s (over %d calls)", ops.FormatMicros(d.Spent, currency), ops.DefaultSpendBound.Calls)
+	case ops.SpendNotRead:
+		return "not read (too slow)"
+	}
+	return ops.FormatMicros(d.Spent, currency)
 }

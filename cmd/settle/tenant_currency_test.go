@@ -33,7 +33,7 @@ func TestTenantCommandsNameThePriceTablesCurrency(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "an LLM budget of 25.00 EUR a UTC day") {
 		t.Fatalf("tenant budget in euros: exit %d, %q %q; want the budget as 25.00 EUR", code, stdout, stderr)
 	}
-	if code, stdout, stderr := run(t, []string{"tenant", "list"}, eur, ""); code != 0 || !strings.Contains(stdout, "25.00 EUR/day") {
+	if code, stdout, stderr := run(t, []string{"tenant", "list"}, eur, ""); code != 0 || !strings.Contains(stdout, "25.00 EUR/day  0.00 EUR") {
 		t.Fatalf("tenant list in euros: exit %d, %q\n%s", code, stderr, stdout)
 	}
 	// Without the variable the servers count in the built-in table's dollars, and so do these.

@@ -15,11 +15,16 @@ import (
 // spend sum, so that the dashboard shows the figure the budget check reads: day and currency
 // are the placeholders of the day's start and of the currency.
 func llmSpendSum(day, currency string) string {
-	return `coalesce((
-		SELECT sum(o.cost_micros) FROM operations o
+	return `coalesce((SELECT sum(o.cost_micros) ` + llmSpendCalls(day, currency) + `), 0)::bigint`
+}
+
+// llmSpendCalls is the FROM and WHERE of the calls whose costs make tenant t's spend, which
+// every read of a spend sums (llmSpendSum, TenantDays' bounded sum).
+func llmSpendCalls(day, currency string) string {
+	return `FROM operations o
 		WHERE o.tenant_id = t.id AND o.kind IN ('llm_call', 'llm_job')
 			AND date_bin('1 day', o.created_at, '2000-01-01 00:00:00+00') = ` + day + `::timestamptz
-			AND coalesce(o.usage->>'currency', 'usd') = ` + currency + `), 0)::bigint`
+			AND coalesce(o.usage->>'currency', 'usd') = ` + currency
 }
 
 // llmSpendQuery is LLMSpend's statement: $1 the tenant, $2 the day's start, $3 the currency.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/pg"
 )
 
@@ -26,7 +27,7 @@ func TestTenantDaysShowEachTenantsSpendAsItsBudgetCheckReadsIt(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO tenant_approvals (tenant_id, min_mode, min_cents, updated_at) VALUES ($1, 'set', 5000, now())`, bank); err != nil {
 		t.Fatal(err)
 	}
-	days, err := db.TenantDays(ctx, day.Add(5*time.Hour), "usd")
+	days, err := db.TenantDays(ctx, day.Add(5*time.Hour), "usd", ops.SpendBound{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func TestTenantDaysShowEachTenantsSpendAsItsBudgetCheckReadsIt(t *testing.T) {
 		b.Approvals == nil || b.Approvals.MinCents == nil || *b.Approvals.MinCents != 5000 || b.Approvals.MinOff {
 		t.Errorf("bank: %+v %+v; want 900 spent without a budget, its Stripe account and its threshold of 5000", b.Tenant, b.Approvals)
 	}
-	if eur, err := db.TenantDays(ctx, day, "eur"); err != nil || len(eur) != 2 || eur[1].Spent != 4000 || eur[0].Spent != 0 {
+	if eur, err := db.TenantDays(ctx, day, "eur", ops.SpendBound{}); err != nil || len(eur) != 2 || eur[1].Spent != 4000 || eur[0].Spent != 0 {
 		t.Errorf("in euros: %+v, %v; want shop's 4000 and nothing of bank", eur, err)
 	}
 }
@@ -54,7 +55,7 @@ func TestTenantDaysShowEachTenantsSpendAsItsBudgetCheckReadsIt(t *testing.T) {
 // as the budget check does, never by walking the operations of every tenant.
 func TestTenantDaysReadsEachSpendOnItsIndex(t *testing.T) {
 	t.Parallel()
-	text := planOf(t, pg.TenantDaysQuery, time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), "usd")
+	text := planOf(t, pg.TenantDaysQuery, time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), "usd", ops.DefaultSpendBound.Calls)
 	if !strings.Contains(text, "operations_tenant_llm_spend_idx") {
 		t.Errorf("the tenants' spend is not read on its index:\n%s", text)
 	}
