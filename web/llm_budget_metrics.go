@@ -28,6 +28,11 @@ type tenantLister interface {
 	Tenants(ctx context.Context) ([]*ops.Tenant, error)
 }
 
+// budgetNamesTTL is how long the collector trusts the tenants' names it listed: a name
+// changed in the database shows within it, as the ledger's metrics read theirs at each
+// evaluation, without a statement on every scrape.
+const budgetNamesTTL = time.Minute
+
 // budgetRefusedCollector exports the refusals by tenant name, API and caller. The tenant
 // label takes only the names of tenants with a budget that refused a call, so no more values
 // than there are tenants, as on the ledger's metrics.
@@ -35,9 +40,11 @@ type budgetRefusedCollector struct {
 	src     budgetRefusals
 	tenants tenantLister
 	desc    *prometheus.Desc
+	clock   ops.Clock
 
-	mu    sync.Mutex
-	names map[int64]string
+	mu       sync.Mutex
+	names    map[int64]string
+	listedAt time.Time // when names were listed; zero before the first list
 }
 
 // registerBudgetMetrics exports the gateway's budget refusals when it counts them.
@@ -47,7 +54,7 @@ func (s *Server) registerBudgetMetrics() {
 		return
 	}
 	lister, _ := s.DB.(tenantLister)
-	register(s.Registry, &budgetRefusedCollector{src: src, tenants: lister, names: map[int64]string{},
+	register(s.Registry, &budgetRefusedCollector{src: src, tenants: lister, names: map[int64]string{}, clock: s.Clock,
 		desc: prometheus.NewDesc(MetricBudgetRefused,
 			"LLM calls refused with 429 tenant_budget_spent because their tenant's budget of the UTC day was spent, by tenant, "+
 				"API and caller (gateway: a client's call or resend; job: a job held back until the budget resets, once per job).",
@@ -67,10 +74,12 @@ func (c *budgetRefusedCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// name is the tenant's name, listed again when a tenant not yet named refused a call; a
-// tenant the list does not name (the read failed) is labelled by its id until it does.
+// name is the tenant's name, listed again when a tenant not yet named refused a call or the
+// list is budgetNamesTTL old; a tenant the list does not name (the read failed) is labelled
+// by its id until it does.
 func (c *budgetRefusedCollector) name(id int64) string {
-	if n, ok := c.names[id]; ok {
+	now := c.clock.Now()
+	if n, ok := c.names[id]; ok && now.Sub(c.listedAt) < budgetNamesTTL && !now.Before(c.listedAt) {
 		return n
 	}
 	if c.tenants != nil {
@@ -78,6 +87,7 @@ func (c *budgetRefusedCollector) name(id int64) string {
 		ts, err := c.tenants.Tenants(ctx)
 		cancel()
 		if err == nil {
+			c.names, c.listedAt = make(map[int64]string, len(ts)), now
 			for _, t := range ts {
 				c.names[t.ID] = t.Name
 			}
