@@ -14,7 +14,8 @@ import (
 // handles); every replica exports the same counts, and the exported rules take the max over
 // instances. The counters of client requests, operations and attempts carry the API an LLM
 // operation called (api="chat_completions", "responses", "embeddings", "messages"; empty for
-// others), as do the possible duplicates.
+// others), as do the possible duplicates. The client requests carry the reason a refused
+// one was refused (reason="tenant_budget_spent", ...; empty for any other).
 const (
 	MetricClientRequests    = "settle_client_requests_total"
 	MetricAttempts          = "settle_attempts_total"
@@ -53,7 +54,7 @@ type MetricsSource interface {
 }
 
 var counterLabels = map[string][]string{
-	MetricClientRequests:     {"tenant", "kind", "provider", "answer", "duplicate", "api"},
+	MetricClientRequests:     {"tenant", "kind", "provider", "answer", "duplicate", "api", "reason"},
 	MetricAttempts:           {"tenant", "kind", "provider", "outcome", "api"},
 	MetricOperationsCreated:  {"tenant", "kind", "provider", "api"},
 	MetricOperationsClosed:   {"tenant", "kind", "provider", "status", "api"},
@@ -62,7 +63,7 @@ var counterLabels = map[string][]string{
 }
 
 var counterHelp = map[string]string{
-	MetricClientRequests:     "Client requests recorded, by how they were answered and whether they repeated an existing intent; counted when answered, or as unanswered an hour after arrival.",
+	MetricClientRequests:     "Client requests recorded, by how they were answered, whether they repeated an existing intent, and why a refused one was refused (reason); counted when answered, or as unanswered an hour after arrival.",
 	MetricAttempts:           "Attempts sent to providers, counted when they finish, by outcome and, for LLM calls, the API called (chat_completions, responses, embeddings, messages; empty for others).",
 	MetricOperationsCreated:  "Operations created.",
 	MetricOperationsClosed:   "Operations closed, by final status.",

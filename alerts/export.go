@@ -14,6 +14,10 @@ import (
 // refused at the door, and every answer of a cancel (ops.Answer.Cancel).
 const notAdmitted = "rejected|cancelled|cancel_too_late|cancel_failed|cancel_refused"
 
+// budgetSpent is the reason of a request refused for its tenant's spent LLM budget
+// (llm.ReasonBudgetSpent, which this package does not import).
+const budgetSpent = "tenant_budget_spent"
+
 // promSelector is the series behind each signal in Settle's /metrics.
 var promSelector = map[Signal]string{
 	ClientRequests:       MetricClientRequests,
@@ -37,6 +41,7 @@ var promSelector = map[Signal]string{
 	OldestInProgress:     MetricOldestOpenAge + `{status="in_progress"}`,
 	FailedAfterSuccess:   MetricFailedAfterSuccess,
 	PossibleDuplicates:   MetricPossibleDuplicates,
+	BudgetRefusals:       MetricClientRequests + `{answer="rejected",reason="` + budgetSpent + `"}`,
 }
 
 // PromQL writes the rule's expression in PromQL over Settle's /metrics. Every replica

@@ -43,6 +43,10 @@ const (
 	// operation (finished in the window): each may have been billed a second time, since LLM
 	// providers take no idempotency key.
 	PossibleDuplicates Signal = "possible_duplicate_attempts"
+	// BudgetRefusals counts the client requests refused because their tenant's LLM budget
+	// of the UTC day was spent (429 tenant_budget_spent): the gateway's calls and resends,
+	// and the jobs a worker held back. For that tenant's customers each is an outage.
+	BudgetRefusals Signal = "budget_refusals"
 )
 
 // The backlog signals: what is open now.
@@ -63,7 +67,7 @@ const (
 
 var windowed = map[Signal]bool{ClientRequests: true, AdmittedRequests: true, DuplicateRequests: true, Replays: true, Attempts: true,
 	Timeouts: true, Operations: true, Succeeded: true, ProviderCharges: true, OrphanCharges: true,
-	DoubleCharges: true, ChargeDifference: true, PossibleDuplicates: true}
+	DoubleCharges: true, ChargeDifference: true, PossibleDuplicates: true, BudgetRefusals: true}
 
 var backlog = map[Signal]bool{UnknownOperations: true, ExpiredOperations: true, ReceivedOperations: true,
 	InProgressOperations: true, FailedAfterSuccess: true}

@@ -20,7 +20,7 @@ func TestDefaultRulesCoverTheProduct(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"DuplicateRequestRateHigh", "TimeoutRateHigh", "DoubleChargeDetected", "UnknownBacklogHigh",
-		"UnknownTooOld", "ExpiredUnresolved", "ProviderChargeMismatch", "LLMDoubleBillingSuspected"} {
+		"UnknownTooOld", "ExpiredUnresolved", "ProviderChargeMismatch", "LLMDoubleBillingSuspected", "TenantLLMBudgetSpent"} {
 		if !names[n] {
 			t.Errorf("default rule %s is missing", n)
 		}

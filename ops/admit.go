@@ -124,7 +124,7 @@ func (l *Ledger) cut(ctx context.Context, in Intent, err error) error {
 	if ctx.Err() == nil {
 		return err
 	}
-	if rerr := l.recordRefused(ctx, RequestParams{TenantID: in.TenantID, Kind: in.Kind, RequestRef: in.RequestRef, Answer: AnswerRejected}); rerr != nil {
+	if rerr := l.recordRefused(ctx, RequestParams{TenantID: in.TenantID, Kind: in.Kind, RequestRef: in.RequestRef, Answer: AnswerRejected}, err); rerr != nil {
 		l.logger().ErrorContext(ctx, "record a request cut by its deadline", "kind", in.Kind, "err", rerr)
 	}
 	return err
@@ -191,7 +191,7 @@ func (l *Ledger) refused(ctx context.Context, in Intent, seen string, cause erro
 	if err == nil && (newer.ID != seen || (newer.Status == StatusSucceeded && newer.Fingerprint == in.Fingerprint)) {
 		return l.join(ctx, in, newer.ID)
 	}
-	if rerr := l.recordRefused(ctx, RequestParams{TenantID: in.TenantID, Kind: in.Kind, RequestRef: in.RequestRef, Answer: AnswerRejected}); rerr != nil {
+	if rerr := l.recordRefused(ctx, RequestParams{TenantID: in.TenantID, Kind: in.Kind, RequestRef: in.RequestRef, Answer: AnswerRejected}, cause); rerr != nil {
 		return Admission{}, rerr
 	}
 	return Admission{}, cause

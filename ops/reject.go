@@ -17,14 +17,22 @@ func (l *Ledger) Refuse(ctx context.Context, tenantID int64, kind Kind, requestR
 // rejectWait bounds the recording of a refused request once its caller's context is done.
 const rejectWait = 5 * time.Second
 
-// recordRefused records a refused request on a context of its own: a request refused
-// because its deadline ran out (a Stripe read slower than the call) was still made, and is
-// counted whether or not its caller still waits (rule 8).
-func (l *Ledger) recordRefused(ctx context.Context, p RequestParams) error {
+// recordRefused records a request refused with refusal on a context of its own: a request
+// refused because its deadline ran out (a Stripe read slower than the call) was still made,
+// and is counted whether or not its caller still waits (rule 8). The row says why
+// (ErrorReason), so that a tenant stopped by its budget is told from malformed requests.
+func (l *Ledger) recordRefused(ctx context.Context, p RequestParams, refusal error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rejectWait)
 	defer cancel()
+	p.Reason = ErrorReason(refusal)
 	_, err := l.store.RecordRequest(ctx, p, l.Clock.Now())
 	return err
+}
+
+// AnswerRefused answers client request id, recorded when it was admitted, as refused with
+// refusal (a resend held back after admission), recording why as Refuse does (rule 8).
+func (l *Ledger) AnswerRefused(ctx context.Context, id int64, refusal error) error {
+	return l.store.RefuseClientRequest(ctx, id, ErrorReason(refusal), l.Clock.Now())
 }
 
 // RecordRequest records a client request about an operation that opens, joins and sends
@@ -38,7 +46,7 @@ func (l *Ledger) RecordRequest(ctx context.Context, p RequestParams) (int64, err
 // RefuseAs is Refuse for a request recorded as p says, p.Answer its refusal's own answer (a
 // cancel refused is told apart from a call refused).
 func (l *Ledger) RefuseAs(ctx context.Context, p RequestParams, refusal error) error {
-	err := l.recordRefused(ctx, p)
+	err := l.recordRefused(ctx, p, refusal)
 	if err != nil && !Unreachable(err) {
 		l.logger().ErrorContext(ctx, "record refused request", "kind", p.Kind, "answer", p.Answer, "err", err)
 	}

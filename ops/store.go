@@ -36,6 +36,9 @@ type Store interface {
 	SetPhase(ctx context.Context, id, owner string, phase Phase, leaseUntil, now time.Time) (*Operation, error)
 	// AnswerClientRequest records how a client request was answered.
 	AnswerClientRequest(ctx context.Context, id int64, a Answer, at time.Time) error
+	// RefuseClientRequest records that a client request admitted earlier was refused
+	// (AnswerRejected) for reason, in the one statement that answers it.
+	RefuseClientRequest(ctx context.Context, id int64, reason string, at time.Time) error
 	// ClaimStalled leases up to limit stalled operations to owner (skipping rows others hold)
 	// and records their dangling attempts as timeouts.
 	ClaimStalled(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*Operation, error)
@@ -64,6 +67,9 @@ type RequestParams struct {
 	// Answer, when set, answers the request as it is recorded; otherwise it is answered
 	// later (Ledger.Answer), once its outcome is known.
 	Answer Answer
+	// Reason is why a refused request was refused, its refusal's ErrorReason ("" for a
+	// request not refused): the built-in alert rules count refusals by it (rule 8).
+	Reason string
 }
 
 // OpenParams is what Store.Open needs.

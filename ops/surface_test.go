@@ -8,13 +8,14 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// ledgerProtocol is what the Ledger offers the flows: admission, the attempt loop, answers,
+// ledgerProtocol is what the Ledger offers the flows: admission, the attempt loop, answers
+// (a refusal after admission among them),
 // the requests that open, join and send nothing (a refusal, a cancel), closes, the provider's records and events, the reaper's sweep, kinds and reads. Every
 // other step of an operation's life is the Ledger's own, so no flow can take one out of
 // order (a claim without admission, an attempt without its record, a status without its
 // audit row).
 var ledgerProtocol = []string{
-	"Admit", "Readmit", "Run", "Answer", "Refuse", "RefuseAs", "RecordRequest", "Close", "CloseBilled",
+	"Admit", "Readmit", "Run", "Answer", "AnswerRefused", "Refuse", "RefuseAs", "RecordRequest", "Close", "CloseBilled",
 	"ApplyRecord", "ApplyEvent", "ExpireDue",
 	"Register", "Kind", "Kinds",
 	"Get", "Attempts", "LatestForIntent",

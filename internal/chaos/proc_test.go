@@ -110,6 +110,14 @@ func (p *proc) AnswerClientRequest(ctx context.Context, id int64, a ops.Answer, 
 	return p.db.AnswerClientRequest(ctx, id, a, at)
 }
 
+// RefuseClientRequest implements ops.Store.
+func (p *proc) RefuseClientRequest(ctx context.Context, id int64, reason string, at time.Time) error {
+	if err := p.alive(); err != nil {
+		return err
+	}
+	return p.db.RefuseClientRequest(ctx, id, reason, at)
+}
+
 // ClaimStalled implements ops.Store.
 func (p *proc) ClaimStalled(ctx context.Context, owner string, now, leaseUntil time.Time, limit int) ([]*ops.Operation, error) {
 	if err := p.alive(); err != nil {

@@ -225,7 +225,7 @@ func (x *exchange) budgetBeforeSend(ctx context.Context, first, a *ops.Attempt) 
 	}
 	refusal := check(ctx)
 	if x.crID != 0 {
-		if err := x.g.cfg.Ledger.Answer(ctx, x.crID, ops.AnswerRejected); err != nil {
+		if err := x.g.cfg.Ledger.AnswerRefused(ctx, x.crID, refusal); err != nil {
 			return errors.Join(refusal, fmt.Errorf("record the refused request: %w", err))
 		}
 	}

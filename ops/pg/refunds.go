@@ -61,16 +61,16 @@ WHERE o.tenant_id = $1 AND o.payment_ref = $2 AND o.payment_ref <> '' AND o.stat
 }
 
 // RecordRequest implements ops.Store: the request is answered as it is recorded when p says
-// how, and its operation, when it names one, is read from p alone: the row takes nothing
+// how (a refusal with its reason, in the same row), and its operation, when it names one, is read from p alone: the row takes nothing
 // from the operation's row and changes nothing there (no duplicate is counted).
 func (db *DB) RecordRequest(ctx context.Context, p ops.RequestParams, at time.Time) (int64, error) {
 	var id int64
 	err := db.Pool.QueryRow(ctx, `
-INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, request_id, answer, received_at, answered_at)
+INSERT INTO client_requests (tenant_id, operation_id, kind, request_ref, request_id, answer, received_at, answered_at, reason)
 VALUES (@tenant, nullif(@op::text, '')::uuid, @kind, @ref, @request_id, nullif(@answer::text, ''), @at,
-	CASE WHEN @answer::text <> '' THEN @at::timestamptz END)
+	CASE WHEN @answer::text <> '' THEN @at::timestamptz END, nullif(@reason::text, ''))
 RETURNING id`, pgx.NamedArgs{"tenant": p.TenantID, "op": p.OperationID, "kind": string(p.Kind), "ref": p.RequestRef,
-		"request_id": reqlog.Get(ctx, reqlog.RequestID), "answer": string(p.Answer), "at": at}).Scan(&id)
+		"request_id": reqlog.Get(ctx, reqlog.RequestID), "answer": string(p.Answer), "at": at, "reason": p.Reason}).Scan(&id)
 	return id, interpret(err, "record client request")
 }
 

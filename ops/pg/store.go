@@ -170,16 +170,27 @@ RETURNING `+opCols, pgx.NamedArgs{"id": id, "owner": owner, "phase": string(phas
 // every answer given while the request is being handled: planned for its parameters, the
 // update reads the months of that day instead of every month of client_requests.
 // answerAnySQL, run only when that finds nothing, looks in every month.
+// The reason ($4) is set with the answer: a refusal's, NULL for any other answer.
 const (
-	answerRecentSQL = `UPDATE client_requests SET answer = $2, answered_at = $3
+	answerRecentSQL = `UPDATE client_requests SET answer = $2, answered_at = $3, reason = nullif($4, '')
 	WHERE id = $1 AND received_at >= $3::timestamptz - interval '1 day'`
-	answerAnySQL = `UPDATE client_requests SET answer = $2, answered_at = $3 WHERE id = $1`
+	answerAnySQL = `UPDATE client_requests SET answer = $2, answered_at = $3, reason = nullif($4, '') WHERE id = $1`
 )
 
 // AnswerClientRequest implements ops.Store.
 func (db *DB) AnswerClientRequest(ctx context.Context, id int64, a ops.Answer, at time.Time) error {
+	return db.answerClientRequest(ctx, id, a, "", at)
+}
+
+// RefuseClientRequest implements ops.Store: the same one statement as AnswerClientRequest,
+// with the refusal's reason.
+func (db *DB) RefuseClientRequest(ctx context.Context, id int64, reason string, at time.Time) error {
+	return db.answerClientRequest(ctx, id, ops.AnswerRejected, reason, at)
+}
+
+func (db *DB) answerClientRequest(ctx context.Context, id int64, a ops.Answer, reason string, at time.Time) error {
 	for _, q := range []string{answerRecentSQL, answerAnySQL} {
-		tag, err := db.Pool.Exec(ctx, q, id, string(a), at)
+		tag, err := db.Pool.Exec(ctx, q, id, string(a), at, reason)
 		if err != nil {
 			return interpret(err, "answer client request")
 		}

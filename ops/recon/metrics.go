@@ -79,6 +79,10 @@ type MetricsRow struct {
 	Checking   int64
 	Rejected   int64
 	Cancels    int64
+	// BudgetRefused counts those of the Rejected refused because their tenant's LLM budget
+	// of the day was spent (llm.ReasonBudgetSpent): the gateway's calls and resends and the
+	// jobs held back, which the built-in TenantLLMBudgetSpent rule reads.
+	BudgetRefused int64
 	// Operations counts operations created in the window; Succeeded, Failed, Unknown and
 	// Expired those of them whose status is that now.
 	Operations int64

@@ -162,6 +162,7 @@ func addMetrics(v map[alerts.Signal]float64, r recon.MetricsRow) {
 	v[alerts.ProviderCharges] += float64(r.Charges)
 	v[alerts.OrphanCharges] += float64(r.Orphans)
 	v[alerts.DoubleCharges] += float64(r.DoubleCharges)
+	v[alerts.BudgetRefusals] += float64(r.BudgetRefused)
 }
 
 // Backlog implements alerts.Source. Unknown and expired are counted from queue_counts (kept

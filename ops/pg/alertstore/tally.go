@@ -17,11 +17,11 @@ var tallyQueries = []struct {
 	labels []string
 	sql    string
 }{
-	{alerts.MetricClientRequests, []string{"answer", "duplicate", "api"}, `
+	{alerts.MetricClientRequests, []string{"answer", "duplicate", "api", "reason"}, `
 SELECT coalesce(t.name, ''), cr.kind, coalesce(o.provider, ''), cr.answer, cr.duplicate::text,
-` + apiLabel + `, count(*)::float8
+` + apiLabel + `, coalesce(cr.reason, ''), count(*)::float8
 FROM (` + answeredRequestsSQL + `) cr LEFT JOIN operations o ON o.id = cr.operation_id LEFT JOIN tenants t ON t.id = cr.tenant_id
-GROUP BY 1, 2, 3, 4, 5, 6`},
+GROUP BY 1, 2, 3, 4, 5, 6, 7`},
 	{alerts.MetricAttempts, []string{"outcome", "api"}, `
 SELECT coalesce(t.name, ''), o.kind, o.provider, a.outcome, ` + apiLabel + `, count(*)::float8
 FROM attempts a JOIN operations o ON o.id = a.operation_id LEFT JOIN tenants t ON t.id = o.tenant_id
@@ -62,14 +62,14 @@ GROUP BY 1, 2, 3, 4`},
 
 // answeredRequestsSQL is the client requests counted in [@from, @to): those answered in it
 // within @reach of their arrival, read from @since (received before it, they were answered
-// before the previous count), and those whose @reach ran out in it unanswered, each once.
-// Both halves read client_requests_received_idx over a range of their own.
+// before the previous count), and those whose @reach ran out in it unanswered, each once,
+// with no reason. Both halves read client_requests_received_idx over a range of their own.
 const answeredRequestsSQL = `
-SELECT cr.tenant_id, cr.operation_id, cr.kind, cr.duplicate, cr.answer FROM client_requests cr
+SELECT cr.tenant_id, cr.operation_id, cr.kind, cr.duplicate, cr.answer, cr.reason FROM client_requests cr
 WHERE cr.received_at >= @since AND cr.received_at < @to AND cr.answered_at >= @from AND cr.answered_at < @to
 	AND cr.answered_at < cr.received_at + make_interval(secs => @reach)
 UNION ALL
-SELECT cr.tenant_id, cr.operation_id, cr.kind, cr.duplicate, 'unanswered' FROM client_requests cr
+SELECT cr.tenant_id, cr.operation_id, cr.kind, cr.duplicate, 'unanswered', NULL FROM client_requests cr
 WHERE cr.received_at >= @from_reach AND cr.received_at < @to_reach
 	AND (cr.answered_at IS NULL OR cr.answered_at >= cr.received_at + make_interval(secs => @reach))`
 

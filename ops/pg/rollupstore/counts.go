@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settle-dev/settle/ops"
+	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/recon"
 )
@@ -180,7 +181,7 @@ func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.Me
 	var c countRow
 	for rs.Next() {
 		if err := rs.Scan(&c.part, &c.bucket, &c.tenant, &c.kind, &c.provider, &c.api, &c.currency,
-			&c.v[0], &c.v[1], &c.v[2], &c.v[3], &c.v[4], &c.v[5], &c.v[6], &c.v[7], &c.v[8]); err != nil {
+			&c.v[0], &c.v[1], &c.v[2], &c.v[3], &c.v[4], &c.v[5], &c.v[6], &c.v[7], &c.v[8], &c.v[9]); err != nil {
 			return nil, pg.Interpret(err, "count the raw rows")
 		}
 		if err := c.addTo(rows); err != nil {
@@ -220,14 +221,14 @@ const (
 	partCharges
 )
 
-// countRow is one row of countSQL: the part that counted it, its group, and up to nine
+// countRow is one row of countSQL: the part that counted it, its group, and up to ten
 // numbers, in the order the part's SELECT lists them.
 type countRow struct {
 	part                          int
 	bucket                        time.Time
 	tenant                        int64
 	kind, provider, api, currency string
-	v                             [9]int64
+	v                             [10]int64
 }
 
 // addTo adds the row's numbers to its row of the table.
@@ -245,6 +246,7 @@ func (c *countRow) addTo(rows metricsRows) error {
 		r.Checking += v[6]
 		r.Rejected += v[7]
 		r.Cancels += v[8]
+		r.BudgetRefused += v[9]
 	case partOperations:
 		r.Operations += v[0]
 		r.Succeeded += v[1]
@@ -280,8 +282,8 @@ func opByID(row string) string {
 // counts it (partRequests...), its group and its numbers, summed by group in one aggregate
 // (hashed: a few groups of many rows). Each part's numbers are listed where it adds them (countRow.addTo):
 //
-//   - client requests by the time they were received, with how each was answered and the
-//     money a replay saved;
+//   - client requests by the time they were received, with how each was answered, the
+//     money a replay saved, and whether a refusal was for its tenant's LLM budget;
 //   - operations by the time they were created, with their statuses;
 //   - attempts by the time they started: all, those that left Settle, and those that timed
 //     out;
@@ -297,30 +299,31 @@ var countSQL = `WITH ` + windowOps + `, ` + chargesCTE + `, counted AS (
 		1 AS v0, cr.duplicate::int AS v1, (cr.answer = 'replayed')::int AS v2,
 		CASE WHEN cr.answer = 'replayed' THEN coalesce(w.micros, ` + opMicros + `) END AS v3,
 		(cr.answer = 'in_progress')::int AS v4, (cr.answer = 'conflict')::int AS v5, (cr.answer = 'checking')::int AS v6,
-		(cr.answer = 'rejected')::int AS v7, (cr.answer IN ` + cancelAnswers + `)::int AS v8
+		(cr.answer = 'rejected')::int AS v7, (cr.answer IN ` + cancelAnswers + `)::int AS v8,
+		(cr.answer = 'rejected' AND cr.reason = '` + llm.ReasonBudgetSpent + `')::int AS v9
 	FROM client_requests cr LEFT JOIN w ON w.id = cr.operation_id LEFT JOIN LATERAL (` + opByID("cr") + `) o ON true
 	WHERE cr.received_at >= @from AND cr.received_at < @to AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind)
 		AND (@provider = '' OR coalesce(w.provider, o.provider) = @provider) AND (@api = '' OR coalesce(w.api, o.api) = @api)
 	UNION ALL
 	SELECT ` + fmt.Sprint(partOperations) + `, ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, o.api, '',
-		1, (o.status = 'succeeded')::int, (o.status = 'failed')::int, (o.status = 'unknown')::int, (o.status = 'expired')::int, 0, 0, 0, 0
+		1, (o.status = 'succeeded')::int, (o.status = 'failed')::int, (o.status = 'unknown')::int, (o.status = 'expired')::int, 0, 0, 0, 0, 0
 	FROM w o WHERE ` + opFilter + `
 	UNION ALL
 	SELECT ` + fmt.Sprint(partAttempts) + `, ` + metricsBin("a.started_at") + `, coalesce(w.tenant_id, o.tenant_id), coalesce(w.kind, o.kind),
 		coalesce(w.provider, o.provider), coalesce(w.api, o.api), '',
-		1, (a.outcome IS DISTINCT FROM 'not_sent')::int, (a.outcome = 'timeout')::int, 0, 0, 0, 0, 0, 0
+		1, (a.outcome IS DISTINCT FROM 'not_sent')::int, (a.outcome = 'timeout')::int, 0, 0, 0, 0, 0, 0, 0
 	FROM attempts a LEFT JOIN w ON w.id = a.operation_id LEFT JOIN LATERAL (` + opByID("a") + `) o ON true
 	WHERE a.started_at >= @from AND a.started_at < @to AND (w.id IS NOT NULL OR o.tenant_id IS NOT NULL)
 		AND (@tenant = 0 OR coalesce(w.tenant_id, o.tenant_id) = @tenant) AND (@kind = '' OR coalesce(w.kind, o.kind) = @kind)
 		AND (@provider = '' OR coalesce(w.provider, o.provider) = @provider) AND (@api = '' OR coalesce(w.api, o.api) = @api)
 	UNION ALL
 	SELECT ` + fmt.Sprint(partCharges) + `, ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.api, c.currency,
-		1, (c.operation_id IS NULL)::int, (c.n > 1)::int, CASE WHEN c.n > 1 THEN c.micros ELSE 0 END, 0, 0, 0, 0, 0
+		1, (c.operation_id IS NULL)::int, (c.n > 1)::int, CASE WHEN c.n > 1 THEN c.micros ELSE 0 END, 0, 0, 0, 0, 0, 0
 	FROM c
 )
 SELECT part, bin, tenant_id, kind, provider, api, currency, sum(v0), coalesce(sum(v1), 0), coalesce(sum(v2), 0),
 	coalesce(sum(v3), 0)::bigint, coalesce(sum(v4), 0), coalesce(sum(v5), 0), coalesce(sum(v6), 0), coalesce(sum(v7), 0),
-	coalesce(sum(v8), 0)
+	coalesce(sum(v8), 0), coalesce(sum(v9), 0)
 FROM counted GROUP BY 1, 2, 3, 4, 5, 6, 7`
 
 // sortedRows returns the rows by window, tenant, kind, provider and API.
