@@ -49,10 +49,19 @@ type budgetRefusedCollector struct {
 
 // registerBudgetMetrics exports the gateway's budget refusals when it counts them.
 func (s *Server) registerBudgetMetrics() {
-	src, ok := s.LLM.(budgetRefusals)
-	if !ok {
-		return
+	if src, ok := s.LLM.(budgetRefusals); ok {
+		s.registerBudgetRefusals(src)
 	}
+}
+
+// budgetsRefusals are the refusals a process's budgets counted, where no gateway holds them
+// (a 'settle worker' process's job workers).
+type budgetsRefusals struct{ b *llm.Budgets }
+
+func (r budgetsRefusals) BudgetRefusals() []llm.BudgetRefusal { return r.b.Refusals() }
+
+// registerBudgetRefusals exports the refusals src counts, naming tenants from s.DB.
+func (s *Server) registerBudgetRefusals(src budgetRefusals) {
 	lister, _ := s.DB.(tenantLister)
 	register(s.Registry, &budgetRefusedCollector{src: src, tenants: lister, names: map[int64]string{}, clock: s.Clock,
 		desc: prometheus.NewDesc(MetricBudgetRefused,

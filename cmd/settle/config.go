@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -416,10 +415,9 @@ func loadServeEnv(cfg *Config, e environ) error {
 	if cfg.OperationLease, err = operationLeaseEnv(e); err != nil {
 		return err
 	}
-	cfg.WorkerID = e.get(envWorkerID)
-	if cfg.WorkerID == "" {
-		host, _ := os.Hostname()
-		cfg.WorkerID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	cfg.WorkerID = workerID(e)
+	if err := loadWorkerEnv(cfg, e); err != nil {
+		return err
 	}
 	return loadNotifyEnv(&cfg.Notify, e)
 }

@@ -50,6 +50,15 @@ const defaultMaxInFlight = 1000
 // database or the CPU is behind, and shedding then keeps admitted calls from waiting seconds.
 const defaultMaxWriteBacklog = 250 * time.Millisecond
 
+// checkMetricsToken refuses a SETTLE_METRICS_TOKEN too short to be secret or holding spaces.
+// The token is a secret: the message says what is wrong with it, never what it is.
+func checkMetricsToken(t string) error {
+	if t != "" && (len(t) < minMetricsToken || strings.ContainsAny(t, " \t\r\n")) {
+		return usagef("%s must be at least %d characters with no spaces, e.g. the output of 'openssl rand -hex 32'", envMetricsToken.Name, minMetricsToken)
+	}
+	return nil
+}
+
 // loadWebEnv reads the settings of the HTTP listener of serve and demo; addr is the main
 // listener's address.
 func loadWebEnv(wc *WebConfig, addr string, e environ) error {
@@ -63,9 +72,8 @@ func loadWebEnv(wc *WebConfig, addr string, e environ) error {
 			return usagef("%s=%q is the main listen address; give /metrics another port, or leave it unset", envMetricsAddr.Name, a)
 		}
 	}
-	// The token is a secret: the messages say what is wrong with it, never what it is.
-	if t := wc.MetricsToken; t != "" && (len(t) < minMetricsToken || strings.ContainsAny(t, " \t\r\n")) {
-		return usagef("%s must be at least %d characters with no spaces, e.g. the output of 'openssl rand -hex 32'", envMetricsToken.Name, minMetricsToken)
+	if err := checkMetricsToken(wc.MetricsToken); err != nil {
+		return err
 	}
 	var err error
 	if wc.MaxInFlight, err = readMaxInFlight(e); err != nil {

@@ -14,7 +14,8 @@ import (
 	"github.com/settle-dev/settle/web"
 )
 
-// metricsListener is /metrics's own listener and server, when SETTLE_METRICS_ADDR is set.
+// metricsListener is /metrics's own listener and server: serve's when SETTLE_METRICS_ADDR
+// is set, that of 'settle worker' when SETTLE_WORKER_METRICS_ADDR is.
 type metricsListener struct {
 	listener net.Listener
 	server   *http.Server
@@ -28,15 +29,21 @@ func (p *Program) serveMetrics(srv *web.Server) error {
 	if addr == "" {
 		return nil
 	}
+	return p.listenMetrics(addr, envMetricsAddr.Name, srv.MetricsHandler())
+}
+
+// listenMetrics listens on addr, which the setting named setting gave, and serves h there
+// in the background until the listener is closed.
+func (p *Program) listenMetrics(addr, setting string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return &ops.Error{Code: ops.ECONFLICT, Err: err,
-			Message: fmt.Sprintf("listen on %s for /metrics: address already in use; choose another SETTLE_METRICS_ADDR", addr)}
+			Message: fmt.Sprintf("listen on %s for /metrics: address already in use; choose another %s", addr, setting)}
 	} else if err != nil {
 		return fmt.Errorf("listen on %s for /metrics: %w", addr, err)
 	}
 	p.metrics = metricsListener{listener: ln, log: p.Logger, server: &http.Server{
-		Handler:           srv.MetricsHandler(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,

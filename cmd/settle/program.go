@@ -11,9 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/desk"
 	"github.com/settle-dev/settle/ops/jobs"
@@ -107,8 +104,11 @@ type Program struct {
 	// stripe is the one Stripe adapter when a key is set: the refund tool, the webhooks and
 	// the reconciler share its read limit.
 	stripe *stripe.Adapter
-	// metrics is /metrics's own listener when SETTLE_METRICS_ADDR is set.
+	// metrics is /metrics's own listener when SETTLE_METRICS_ADDR is set (serve), or
+	// SETTLE_WORKER_METRICS_ADDR ('settle worker').
 	metrics metricsListener
+	// jobRuns counts the runs of this process's job workers, which its /metrics exports.
+	jobRuns *jobs.Runs
 	// skew shuts the loops that take leases while the clock is off the database's; nil
 	// until Run starts it.
 	skew *ops.SkewGuard
@@ -130,7 +130,7 @@ type Program struct {
 
 // NewProgram returns a program for cfg; nothing is opened until Run.
 func NewProgram(cfg Config, logger *slog.Logger) *Program {
-	return &Program{Config: cfg, Logger: logger, Clock: ops.SystemClock{}, served: make(chan error, 1),
+	return &Program{Config: cfg, Logger: logger, Clock: ops.SystemClock{}, served: make(chan error, 1), jobRuns: &jobs.Runs{},
 		readHeaderTimeout: defaultReadHeaderTimeout, readTimeout: defaultReadTimeout}
 }
 
@@ -161,8 +161,7 @@ func (p *Program) Run(ctx context.Context) error {
 	}
 	p.listener = ln
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := processRegistry()
 	bgCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	p.stopServices, p.swept = stop, make(chan struct{})
 	go p.sweepSessions(bgCtx)
@@ -290,15 +289,9 @@ func (p *Program) wireLedger(ctx context.Context, srv *web.Server) error {
 	// Each bulk lookup is claimed in its own row, so every replica may run them.
 	bulk := &desk.BulkRunner{Desk: dsk, Queues: desks, Owner: ops.NewOwner("bulk", cfg.WorkerID), Logger: p.Logger}
 	p.goLoop(ctx, bulk.Loop())
-	// The processes that run job workers run the relay of job events, so they alone say who
-	// receives them: a serve whose jobs run in separate 'settle worker' processes leaves
-	// their registration alone.
-	if cfg.Jobs.Workers > 0 && cfg.LLM.BaseURL != "" {
-		if err := p.registerJobReceivers(ctx, cfg.Jobs); err != nil {
-			return err
-		}
+	if err := p.wireJobWorkers(ctx, srv); err != nil {
+		return err
 	}
-	p.startJobWorkers(ctx, cfg.Jobs.Workers)
 	// A call released for its client's retry waits for that client at least as long as one of
 	// its requests may last (SETTLE_LLM_DEADLINE).
 	reaper := &ops.Reaper{Ledger: p.Ledger, Owner: ops.NewOwner("reaper", cfg.WorkerID), Interval: reaperInterval(p.Ledger.Limits.Lease),

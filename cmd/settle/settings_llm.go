@@ -124,4 +124,12 @@ var (
 		Default: "`0` (no cap)", Parses: "a whole number, `0` or more",
 		Short: "a job's cost budget in price table micro-units",
 		Doc:   "a job's cost budget (price table micro-units)"})
+	envWorkerMetricsAddr = define(sectionJobs, setting{Name: "SETTLE_WORKER_METRICS_ADDR", Commands: []string{"worker"},
+		Default: "off", Parses: "`host:port` (port `0`: any free one)",
+		Short: "'settle worker' serves /metrics, /healthz and /readyz on a listener there",
+		Doc: "`settle worker` serves `/metrics` (its job workers' runs and LLM budget refusals, the clock skew, Go's runtime " +
+			"and the process), `/healthz` and `/readyz` on a listener of its own at this `host:port` (e.g. `10.0.3.21:9091`), " +
+			"to whoever reaches it (with `SETTLE_METRICS_TOKEN`, only its bearer), so keep it off public networks. Off by " +
+			"default, as `SETTLE_METRICS_ADDR` is, so that two workers on one host never contend for a port; unset, the " +
+			"worker serves nothing ([metrics](metrics.md#job-workers))"})
 )

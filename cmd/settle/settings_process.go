@@ -48,7 +48,7 @@ var (
 		Short:  "serve /metrics on a listener of its own there, and not on the main one",
 		Doc: "serve `/metrics` on a listener of its own at this `host:port` (e.g. `10.0.3.11:9090`), and not on `SETTLE_ADDR`; whoever " +
 			"reaches it may scrape (with the token, when one is set), so keep it off public networks"})
-	envMetricsToken = define(sectionProcess, setting{Name: "SETTLE_METRICS_TOKEN", Commands: []string{"serve", "demo"},
+	envMetricsToken = define(sectionProcess, setting{Name: "SETTLE_METRICS_TOKEN", Commands: []string{"serve", "demo", "worker"},
 		Parses: "at least 16 characters, no spaces",
 		Short:  "/metrics answers only Authorization: Bearer with it; without it or SETTLE_METRICS_ADDR, loopback clients only",
 		Doc: "`/metrics` answers only `Authorization: Bearer` with it (401 otherwise), wherever it is served. Without it or " +

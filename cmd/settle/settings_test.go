@@ -58,7 +58,7 @@ var validEnv = map[string]string{
 	"SETTLE_LLM_KEY_SCOPE": "tenant,acme=user", "SETTLE_LLM_ATTEMPT_TIMEOUT": "1m", "SETTLE_LLM_DEADLINE": "5m",
 	"SETTLE_LLM_MAX_WAIT": "30s", "SETTLE_WORKERS": "4", "SETTLE_JOB_WEBHOOK_URL": "https://jobs.example.com/SECRET",
 	"SETTLE_JOB_LEASE": "20s", "SETTLE_JOB_RETRY_UNCERTAIN": "true", "SETTLE_JOB_MAX_ATTEMPTS": "5", "SETTLE_JOB_DEADLINE": "2h",
-	"SETTLE_JOB_MAX_COST_MICROS": "1000", "SETTLE_ALERT_RULES": filepath.Join("..", "..", "alerts", "default_rules.yaml"),
+	"SETTLE_JOB_MAX_COST_MICROS": "1000", "SETTLE_WORKER_METRICS_ADDR": "127.0.0.1:9092", "SETTLE_ALERT_RULES": filepath.Join("..", "..", "alerts", "default_rules.yaml"),
 	"SETTLE_ALERTMANAGER_URL":   "https://am:SECRET@alertmanager.example.com",
 	"SETTLE_ALERT_WEBHOOK_URLS": "https://a.example.com/SECRET,https://b.example.com/SECRET",
 	"SETTLE_EXTERNAL_URL":       "https://settle.example.com/SECRET", "SETTLE_OIDC_ISSUER": "https://idp.example.com/SECRET",

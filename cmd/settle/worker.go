@@ -14,6 +14,7 @@ import (
 	"github.com/settle-dev/settle/ops/outbox"
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/pg/jobstore"
+	"github.com/settle-dev/settle/web"
 )
 
 // JobsConfig is how pipeline jobs run, in serve, demo and 'settle worker'.
@@ -33,6 +34,10 @@ type JobsConfig struct {
 	MaxAttempts   int
 	Deadline      time.Duration
 	MaxCostMicros int64
+	// MetricsAddr is where 'settle worker' serves /metrics and the probes
+	// (SETTLE_WORKER_METRICS_ADDR); empty, it serves nothing. MetricsToken is
+	// SETTLE_METRICS_TOKEN, which its /metrics then asks for.
+	MetricsAddr, MetricsToken string
 }
 
 // loadJobsEnv reads the jobs' settings from the environment.
@@ -88,6 +93,20 @@ func jobsConfig(cfg Config) (JobsConfig, error) {
 	return cfg.Jobs, nil
 }
 
+// workerID is SETTLE_WORKER_ID, or hostPID.
+func workerID(e environ) string {
+	if id := e.get(envWorkerID); id != "" {
+		return id
+	}
+	return hostPID()
+}
+
+// hostPID names this process by its host's name and its process id.
+func hostPID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
 // workerCmd is 'settle worker': job workers and the relay of job events, without the HTTP
 // server, until ctx ends. A job in hand is finished before it returns.
 func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
@@ -111,7 +130,8 @@ func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	p.DB, p.Ledger = db, ops.NewLedger(db, p.Clock)
-	p.startSkewGuard(ctx, nil)
+	reg := processRegistry()
+	p.startSkewGuard(ctx, reg)
 	if err := p.registerJobReceivers(ctx, jc); err != nil {
 		return err
 	}
@@ -119,10 +139,33 @@ func workerCmd(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if err := p.serveWorker(jc, reg); err != nil {
+		return err
+	}
+	// After the workers' last job: a scrape during the drain still answers.
+	defer p.metrics.close()
 	pool.Start(ctx)
 	logger.Info("job workers running", "workers", len(pool.Workers), "webhooks", len(jc.WebhookURLs), "retry_uncertain", jc.RetryUncertain)
 	<-ctx.Done()
 	pool.Wait()
+	return nil
+}
+
+// wireJobWorkers starts serve's job workers, with their metrics on srv's registry. The
+// processes that run job workers run the relay of job events, so they alone say who
+// receives them: a serve whose jobs run in separate 'settle worker' processes leaves their
+// registration alone.
+func (p *Program) wireJobWorkers(ctx context.Context, srv *web.Server) error {
+	jc := p.Config.Jobs
+	if jc.Workers > 0 && p.Config.LLM.BaseURL != "" {
+		if err := p.registerJobReceivers(ctx, jc); err != nil {
+			return err
+		}
+		if srv.Registry != nil {
+			srv.Registry.MustRegister(newJobRunsCollector(p.jobRuns))
+		}
+	}
+	p.startJobWorkers(ctx, jc.Workers)
 	return nil
 }
 
@@ -181,8 +224,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	}
 	id := p.Config.WorkerID
 	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d", host, os.Getpid())
+		id = hostPID()
 	}
 	// Leases tell workers apart by owner, so two processes must never share one: a mark of
 	// this pool's own keeps them apart even when two replicas are given one worker id.
@@ -193,7 +235,7 @@ func (p *Program) jobPool(jc JobsConfig, n int) (*jobs.Pool, error) {
 	for i := range n {
 		pool.Workers = append(pool.Workers, &jobs.Worker{Store: jobstore.New(p.DB), Events: p.DB, Ledger: jobs.NewLedger(p.DB, p.Clock, jc.Lease, jc.RetryUncertain),
 			Upstream: up, Prices: prices, Budgets: budgets, Catalog: jobs.DefaultCatalog(), Owner: ops.NewOwner("jobs", fmt.Sprintf("%s:%d", id, i)),
-			Logger: p.Logger})
+			Logger: p.Logger, Runs: p.jobRuns})
 	}
 	if len(jc.WebhookURLs) > 0 {
 		pool.Relay = &outbox.Relay{Store: pg.JobOutbox{DB: p.DB}, Publisher: jobs.NewWebhooks(jc.WebhookURLs, nil), Clock: p.Clock,

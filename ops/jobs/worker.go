@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +72,8 @@ type Worker struct {
 	Hooks  WorkerHooks
 	Sleep  ops.Sleeper
 	Logger *slog.Logger
+	// Runs counts the jobs Process ran, by outcome; nil counts none.
+	Runs *Runs
 
 	lastSweep atomic.Int64 // the clock's UnixNano at the last sweep
 }
@@ -147,7 +148,9 @@ func (w *Worker) TryReuse(ctx context.Context, j *Job) (*Job, error) {
 // Process runs a claimed job's stages from the first one without a checkpoint.
 func (w *Worker) Process(ctx context.Context, j *Job) error {
 	r := &run{w: w, j: j, owner: w.Owner}
-	return r.do(ctx)
+	err := r.do(ctx)
+	w.Runs.ran(r.outcome(err))
+	return err
 }
 
 // lookups is Lookups, or the Upstream's store of completions read on this worker's ledger.
@@ -189,6 +192,8 @@ type run struct {
 	noSend bool
 	// spentReason says which budget ended the sends, when one did.
 	spentReason string
+	// parked says the run left its job in a status of its own (errParked).
+	parked bool
 }
 
 func (r *run) now() time.Time { return r.w.Ledger.Clock.Now() }
@@ -200,6 +205,7 @@ func (r *run) do(ctx context.Context) error {
 	defer stop()
 	err := r.stages(ctx, bg)
 	if errors.Is(err, errParked) {
+		r.parked = true
 		return nil
 	}
 	return err
@@ -462,37 +468,4 @@ func (r *run) catalog() *Catalog {
 		return r.w.Catalog
 	}
 	return DefaultCatalog()
-}
-
-// holdJob extends the job's lease every third of it until the returned stop is called, so
-// a long generation does not look like a dead worker.
-func (r *run) holdJob(ctx context.Context) (stop func()) {
-	lease := r.w.Ledger.Limits.Lease
-	quit, done := make(chan struct{}), make(chan struct{})
-	id := r.j.ID
-	go func() {
-		defer close(done)
-		t := time.NewTicker(lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-				now := r.now()
-				err := r.w.Store.ExtendJob(ctx, id, r.owner, now, now.Add(lease))
-				if ops.ErrorCode(err) == ops.ECONFLICT {
-					// Published, parked, or taken over: nothing left to hold.
-					return
-				}
-				if err != nil {
-					// The database did not answer: the next tick tries again, within the
-					// lease, so a blink does not hand a live worker's job to another.
-					r.w.logger().Warn("renew the job's lease", "job", id, "worker", r.owner, "err", err)
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(quit); <-done }) }
 }
