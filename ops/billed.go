@@ -15,8 +15,10 @@ import (
 // check of rules 6 and 11, from the provider's own record of a generation that ended without
 // an answer (p.Evidence, which names the record), and stores billed with it: the record's
 // id, and the usage and cost the provider reports for it. The cost is added to the
-// operation's, so a failed call counts what it cost. billed carries no answer, and names the
-// record the evidence names; a close carried out by an approval goes through Close.
+// operation's, so a failed call counts what it cost; a record that reports no usage (a
+// response cancelled before it left the queue) bills nothing, and the close still names it
+// as the operation's provider reference. billed carries no answer, and names the record the
+// evidence names; a close carried out by an approval goes through Close.
 func (l *Ledger) CloseBilled(ctx context.Context, p CloseParams, billed Result) (*Operation, error) {
 	switch {
 	case p.To != StatusFailed:

@@ -166,39 +166,41 @@ func resultOfResponse(s Stored, prices *PriceTable) (*ops.Result, error) {
 }
 
 // closeEnded closes op as failed from the provider's record of a response that ended without
-// an answer (failed or cancelled), when nobody is sending for op and nobody closed it. What
-// the provider billed for it, as the response's usage reports it, is the operation's cost:
-// a response cancelled or failed part-way was billed for what it read and generated.
+// an answer (failed or cancelled), when nobody is sending for op and nobody closed it. The
+// response is the provider's object for op, billed or not, so the close names it as op's
+// provider reference as well as in its evidence: the operation's page and the reconciler
+// read it there (ops rule 9). What the provider billed for it, as the response's usage
+// reports it, is the operation's cost: a response cancelled or failed part-way was billed for
+// what it read and generated; one cancelled before it left the queue, for nothing.
 func (k *Lookups) closeEnded(ctx context.Context, op *ops.Operation, s Stored, kind ops.EvidenceKind, actor string) (ops.Applied, error) {
 	summary := fmt.Sprintf("%s's stored response %s for this operation %s (created %s): nothing was answered.",
 		op.Provider, s.ID, s.Status, s.Created.UTC().Format("2006-01-02T15:04:05Z07:00"))
-	billed := billedOf(s, k.Prices)
-	if billed != nil {
+	billed, ok := billedOf(s, k.Prices)
+	if ok {
 		summary += " The provider billed what it used before it ended; that is this operation's cost."
 	}
 	ev := ops.Evidence{Kind: kind, ProviderRef: s.ID, Summary: summary, Data: Record(op, s).Raw}
 	p := ops.CloseParams{ID: op.ID, Version: op.Version, To: ops.StatusFailed, Evidence: ev, Actor: actor}
-	if billed == nil {
-		return k.apply(ctx, op, p)
-	}
-	return k.applied(ctx, op, func() (*ops.Operation, error) { return k.Ledger.CloseBilled(ctx, p, *billed) })
+	return k.applied(ctx, op, func() (*ops.Operation, error) { return k.Ledger.CloseBilled(ctx, p, billed) })
 }
 
-// billedOf is what the provider billed for a stored response that ended without an answer,
-// as its usage reports it; nil when it reports none (a response cancelled before it left the
-// queue).
-func billedOf(s Stored, prices *PriceTable) *ops.Result {
+// billedOf is the provider's record of a stored response that ended without an answer, with
+// what the provider billed for it as its usage reports it; ok is false when it reports none
+// (a response cancelled before it left the queue), and the record then bills nothing.
+func billedOf(s Stored, prices *PriceTable) (res ops.Result, ok bool) {
+	res = ops.Result{ProviderRef: s.ID, ProviderRequestID: s.RequestID}
 	a, _, err := readResponse(s.Body)
 	if err != nil || a.id != s.ID || a.usage == (Usage{}) {
-		return nil
+		return res, false
 	}
 	rec := usageRecord{Usage: a.usage, Model: a.model, ProviderRequestID: s.RequestID}
 	rec.CostMicros, rec.CostKnown = prices.Cost(a.model, a.usage)
 	if rec.CostKnown {
 		rec.Currency = prices.Currency
 	}
-	usage, _ := json.Marshal(rec)
-	return &ops.Result{ProviderRef: s.ID, ProviderRequestID: s.RequestID, Usage: usage, CostMicros: rec.CostMicros}
+	res.Usage, _ = json.Marshal(rec)
+	res.CostMicros = rec.CostMicros
+	return res, true
 }
 
 // What a lookup finds, in words, per API.
