@@ -25,7 +25,8 @@ import (
 // pipeline until midnight UTC) and its Go runtime were exported nowhere. With
 // SETTLE_WORKER_METRICS_ADDR a real worker process answers /healthz, /readyz and /metrics
 // there: a job it published is counted, and so is a job it held back for its tenant's spent
-// budget, under caller="job", once. SIGTERM stops the listener with the process, which exits 0.
+// budget, under caller="job", once; with SETTLE_METRICS_TOKEN, /metrics answers its bearer
+// alone. SIGTERM stops the listener with the process, which exits 0.
 // ops rule 8
 func TestASeparateWorkerExportsItsMetrics(t *testing.T) {
 	testtool.Heavy(t, "settle worker processes stopped with SIGTERM")
@@ -46,12 +47,13 @@ func TestASeparateWorkerExportsItsMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := func() (*proctest.Proc, string) {
+	start := func(env ...string) (*proctest.Proc, string) {
 		t.Helper()
 		addr := proctest.FreeAddr(t)
 		cmd := exec.Command(settleBinary.Path(t), "worker")
 		cmd.Env = append(os.Environ(), "DATABASE_URL="+w.DatabaseURL, "SETTLE_LLM_BASE_URL="+base, "SETTLE_LLM_API_KEY=sk-worker",
 			"SETTLE_WORKERS=1", "SETTLE_WORKER_METRICS_ADDR="+addr, "SETTLE_LOG_LEVEL=info")
+		cmd.Env = append(cmd.Env, env...)
 		p := proctest.Start(t, "settle worker", cmd)
 		p.WaitHTTP(t, "http://"+addr+"/healthz", 15*time.Second)
 		return p, "http://" + addr
@@ -89,12 +91,20 @@ func TestASeparateWorkerExportsItsMetrics(t *testing.T) {
 	}
 	stop(p, url)
 
-	// A new process reads the tenant's spend afresh: the next job waits for midnight.
+	// A new process reads the tenant's spend afresh: the next job waits for midnight. With
+	// SETTLE_METRICS_TOKEN, /metrics answers its bearer alone; the probes stay open.
 	submit("second", "The second note, past the budget.")
-	p, url = start()
+	const token = "worker-metrics-token-0123456789"
+	p, url = start("SETTLE_METRICS_TOKEN=" + token)
+	if code, _ := scrape(t, url+"/metrics"); code != http.StatusUnauthorized {
+		t.Fatalf("/metrics without the token answered %d, want 401", code)
+	}
+	if code, _ := scrape(t, url+"/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz answered %d with a metrics token set", code)
+	}
 	refused := `settle_llm_budget_refused_total{api="chat_completions",caller="job",tenant="capped"} 1`
 	p.WaitUntil(t, "counting the job its budget held back", 20*time.Second, func() bool {
-		_, body := scrape(t, url+"/metrics")
+		_, body := scrape(t, url+"/metrics", token)
 		return strings.Contains(body, refused) && strings.Contains(body, `settle_jobs_run_total{outcome="queued"} 1`)
 	})
 	stop(p, url)
@@ -116,10 +126,17 @@ func TestAWorkerRefusesABadMetricsAddress(t *testing.T) {
 	}
 }
 
-// scrape GETs url and returns its status and body.
-func scrape(t *testing.T, url string) (int, string) {
+// scrape GETs url, with the bearer token when one is given, and returns its status and body.
+func scrape(t *testing.T, url string, token ...string) (int, string) {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range token {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
