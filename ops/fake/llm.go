@@ -81,6 +81,10 @@ type Generation struct {
 	// Metadata is what it tagged it with.
 	Stored   bool              `json:"stored,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// MaxOutputTokens is the output cap the request named (a chat completion's
+	// max_completion_tokens, else its max_tokens; a response's max_output_tokens), 0 when it
+	// named none: what a test of a gateway that sets the cap reads the provider got.
+	MaxOutputTokens int `json:"max_output_tokens,omitempty"`
 }
 
 // LLM is a fake OpenAI-compatible provider. All of its state lives in the struct.
@@ -391,11 +395,14 @@ func (l *LLM) generateChat(r *http.Request, req chatRequest, body []byte, reqID,
 	if req.N != nil && *req.N > 1 {
 		n = min(*req.N, 8)
 	}
-	words := l.words
+	words, named := l.words, 0
 	if req.MaxCompletionTokens != nil && *req.MaxCompletionTokens > 0 {
-		words = min(*req.MaxCompletionTokens, 4096)
+		named = *req.MaxCompletionTokens
 	} else if req.MaxTokens != nil && *req.MaxTokens > 0 {
-		words = min(*req.MaxTokens, 4096)
+		named = *req.MaxTokens
+	}
+	if named > 0 {
+		words = min(named, 4096)
 	}
 	tool := forcedTool(req)
 	choices := make([]choice, n)
@@ -408,7 +415,7 @@ func (l *LLM) generateChat(r *http.Request, req chatRequest, body []byte, reqID,
 	g := Generation{
 		ID: newID("chatcmpl-"), RequestID: reqID, APIKeyID: LLMKeyID(key), ClientRequestID: r.Header.Get("X-Client-Request-Id"),
 		API: APIChatCompletions, Model: req.Model, Stream: req.Stream, PromptTokens: promptTokens, CompletionTokens: completionTokens,
-		Created: now, Content: choices[0].content,
+		Created: now, Content: choices[0].content, MaxOutputTokens: named,
 	}
 	if fault != nil {
 		g.Fault = string(fault.Kind)

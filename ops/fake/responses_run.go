@@ -69,6 +69,9 @@ func (l *LLM) startRun(r *http.Request, req responsesRequest, body []byte, reqID
 		PromptTokens: countPromptTokens(msgs), CompletionTokens: len(c.tokens), Created: now, Content: c.content,
 		Stored: stored, Metadata: readMetadata(req.Metadata),
 	}
+	if req.MaxOutputTokens != nil {
+		g.MaxOutputTokens = *req.MaxOutputTokens
+	}
 	if fault != nil {
 		g.Fault = string(fault.Kind)
 	}
