@@ -42,8 +42,10 @@ var httpStatus = map[string]int{
 	llm.ReasonBodyTooLarge:   http.StatusRequestEntityTooLarge,
 	// Reasons: the tenant already has its share of this server's requests in flight.
 	ReasonTenantBusy: http.StatusTooManyRequests,
-	// Reasons: the tenant's LLM spend of the day reached its budget.
-	llm.ReasonBudgetSpent: http.StatusTooManyRequests,
+	// Reasons: the tenant's LLM spend of the day reached its budget, or what is left of it
+	// cannot pay for the call's worst case.
+	llm.ReasonBudgetSpent:    http.StatusTooManyRequests,
+	llm.ReasonBudgetTooSmall: http.StatusTooManyRequests,
 	// Reasons: the provider behind the gateway failed.
 	llm.ReasonRateLimited:      http.StatusTooManyRequests,
 	llm.ReasonTimeout:          http.StatusGatewayTimeout,

@@ -88,6 +88,8 @@ func (s *Server) serveLLM(w http.ResponseWriter, r *http.Request, route string) 
 		ContentType: r.Header.Get("Content-Type"), Body: r.Body, Prefer: r.Header.Get("Prefer"),
 		RequestRef: ref, RequestRefFrom: refFrom,
 		ChatRef: r.Header.Get("Settle-Chat-Ref"), Header: r.Header.Get,
+		// The cap the budget set goes out with the answer's head, or its refusal's.
+		OutputCap: func(n int64) { w.Header().Set("Settle-Output-Cap", strconv.FormatInt(n, 10)) },
 	}
 	if sl := shareSlotFrom(r); sl != nil {
 		req.Following = sl.follow

@@ -256,7 +256,7 @@ func TestARetryOfARunningBackgroundResponseIsNotRefusedByTheBudget(t *testing.T)
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			w := newBGShareWorld(t, c.share, c.timeout)
-			w.budget(t, "shop", 1)
+			w.budget(t, "shop", dollar)
 			w.gate.shut()
 			// The provider holds the response queued for the whole test.
 			w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultBillThenTimeout, Path: "/v1/responses", Times: 1, Delay: time.Minute})
@@ -296,6 +296,8 @@ func (w *bgShareWorld) spend(t *testing.T, tenant string) {
 		}
 	}
 	w.tw.WaitStatus(t, tenant+"-spend", ops.StatusSucceeded, 10*time.Second)
+	// No call spends a budget whole (its worst case must fit): it is lowered below the spend.
+	w.budget(t, tenant, 1)
 	w.clock.Advance(budgetRefresh + time.Second)
 	resp, body := w.do(t, tenant, http.MethodPost, "/v1/chat/completions", tenant+"-past", chatBody("one more", 0, false))
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, llm.ReasonBudgetSpent) {

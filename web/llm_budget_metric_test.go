@@ -42,8 +42,8 @@ func (w *budgetWorld) budgetRefusals(t *testing.T) []string {
 func TestMetricsCountTheCallsABudgetRefused(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "chat", "claude", "bank")
-	w.budget(t, "chat", 1)
-	w.budget(t, "claude", 1)
+	w.budget(t, "chat", dollar)
+	w.budget(t, "claude", dollar)
 	for _, r := range []struct {
 		tenant string
 		call   budgetCall
@@ -52,6 +52,7 @@ func TestMetricsCountTheCallsABudgetRefused(t *testing.T) {
 			t.Fatalf("%s's first call, within the budget: %v", r.tenant, err)
 		}
 		w.tw.WaitStatus(t, r.tenant+"-first", ops.StatusSucceeded, 10*time.Second)
+		w.spendAll(t, r.tenant)
 	}
 	if _, err := budgetChat(w, "bank", "bank-1"); err != nil {
 		t.Fatalf("a tenant without a budget: %v", err)
@@ -88,7 +89,7 @@ func TestMetricsCountTheCallsABudgetRefused(t *testing.T) {
 func TestMetricsCountAResendABudgetRefused(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "shop")
-	w.budget(t, "shop", 1)
+	w.budget(t, "shop", dollar)
 	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultOverloaded, Times: 3})
 	if _, err := budgetChat(w, "shop", "parked"); err == nil {
 		t.Fatal("a call the provider refused three times was answered")
@@ -97,6 +98,7 @@ func TestMetricsCountAResendABudgetRefused(t *testing.T) {
 		t.Fatalf("the call within the budget: %v", err)
 	}
 	w.tw.WaitStatus(t, "spend", ops.StatusSucceeded, 10*time.Second)
+	w.spendAll(t, "shop")
 	w.clock.Advance(budgetRefresh + time.Second)
 	if _, err := budgetChat(w, "shop", "parked"); err == nil {
 		t.Fatal("the resend past the budget was served")

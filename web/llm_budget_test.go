@@ -98,6 +98,24 @@ func (w *budgetWorld) budget(t *testing.T, tenant string, micros int64) {
 	}
 }
 
+// dollar is a budget a day that pays for any one call of these tests. A call is admitted
+// only while its worst case fits what is left, so no call spends a budget whole: a test
+// makes a spent budget by lowering it to what the tenant's calls cost (spendAll), as an
+// admin may.
+const dollar = 1_000_000
+
+// spendAll lowers the tenant's budget to what its calls cost so far (at least a
+// micro-dollar): its spend of the day reached its budget. Its calls must have closed.
+func (w *budgetWorld) spendAll(t *testing.T, tenant string) {
+	t.Helper()
+	var spent int64
+	if err := w.tw.DB.Pool.QueryRow(context.Background(), `SELECT greatest(coalesce(sum(cost_micros), 0), 1) FROM operations WHERE tenant_id = $1`,
+		w.tenants[tenant].ID).Scan(&spent); err != nil {
+		t.Fatal(err)
+	}
+	w.budget(t, tenant, spent)
+}
+
 func (w *budgetWorld) posts() int32 { return w.openai.posts.Load() + w.anth.posts.Load() }
 
 // budgetCall is one paid call of a gateway route through its official SDK, without the
@@ -171,8 +189,7 @@ func TestATenantPastItsLLMBudgetSendsNothingMore(t *testing.T) {
 	}
 	w := newBudgetWorld(t, names...)
 	for _, r := range budgetRoutes {
-		// One micro-dollar: the first call spends it all.
-		w.budget(t, r.tenant, 1)
+		w.budget(t, r.tenant, dollar)
 	}
 	for _, r := range budgetRoutes {
 		t.Run(r.name, func(t *testing.T) {
@@ -182,6 +199,7 @@ func TestATenantPastItsLLMBudgetSendsNothingMore(t *testing.T) {
 			}
 			// A call may answer its client before its close, which records the cost, is written.
 			w.tw.WaitStatus(t, first, ops.StatusSucceeded, 10*time.Second)
+			w.spendAll(t, r.tenant)
 			// Every replica reads the spend again within budgetRefresh.
 			w.clock.Advance(budgetRefresh + time.Second)
 			sent := w.posts()
@@ -216,7 +234,7 @@ func TestATenantPastItsLLMBudgetSendsNothingMore(t *testing.T) {
 func TestLLMBudgetIsPerTenantAndPerUTCDay(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "shop", "bank", "rich")
-	w.budget(t, "shop", 1)
+	w.budget(t, "shop", dollar)
 	w.budget(t, "rich", 1_000_000_000)
 	served := func(tenant, key string) {
 		t.Helper()
@@ -236,6 +254,7 @@ func TestLLMBudgetIsPerTenantAndPerUTCDay(t *testing.T) {
 		t.Fatalf("calls of a tenant without a budget read its spend %d times, want never", n)
 	}
 	served("shop", "shop-1")
+	w.spendAll(t, "shop")
 	served("rich", "rich-1")
 	reads := w.spends.reads.Load()
 	served("rich", "rich-2")
@@ -266,7 +285,7 @@ func TestLLMBudgetIsPerTenantAndPerUTCDay(t *testing.T) {
 func TestAResendPastTheBudgetSendsNothing(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "shop")
-	w.budget(t, "shop", 1)
+	w.budget(t, "shop", dollar)
 	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultOverloaded, Times: 3})
 	if _, err := budgetChat(w, "shop", "parked"); err == nil {
 		t.Fatal("a call the provider refused three times was answered")
@@ -278,6 +297,7 @@ func TestAResendPastTheBudgetSendsNothing(t *testing.T) {
 		t.Fatalf("the call within the budget: %v", err)
 	}
 	w.tw.WaitStatus(t, "spend", ops.StatusSucceeded, 10*time.Second)
+	w.spendAll(t, "shop")
 	w.clock.Advance(budgetRefresh + time.Second)
 	sent := w.posts()
 	_, err := budgetChat(w, "shop", "parked")

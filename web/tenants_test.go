@@ -177,15 +177,21 @@ func TestTheTenantsPageShowsTheSpendTheBudgetCheckSees(t *testing.T) {
 	admin := e.signIn(t, "admin@example.com", desk.RoleAdmin)
 	manager := e.signIn(t, "manager@example.com", desk.RoleManager)
 	shop := "/tenants/" + itoa(w.tenants["shop"].ID) + "/budget"
-	if resp := e.post(t, admin, shop, url.Values{"budget": {"0.000001"}}); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("admin sets shop's budget = %d", resp.StatusCode)
+	setBudget := func(amount string) {
+		t.Helper()
+		if resp := e.post(t, admin, shop, url.Values{"budget": {amount}}); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("admin sets shop's budget to %s = %d", amount, resp.StatusCode)
+		}
 	}
+	// A budget that pays for the first call's worst case, lowered below what it cost.
+	setBudget("1")
 	for tenant, key := range map[string]string{"shop": "shop-1", "bank": "bank-1"} {
 		if _, err := budgetChat(w, tenant, key); err != nil {
 			t.Fatalf("%s's first call: %v", tenant, err)
 		}
 		w.tw.WaitStatus(t, key, ops.StatusSucceeded, 10*time.Second)
 	}
+	setBudget("0.000001")
 	w.clock.Advance(budgetRefresh + time.Second)
 	_, err := budgetChat(w, "shop", "shop-2")
 	status, refusal := refusedAnswer(err)

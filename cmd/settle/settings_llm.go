@@ -49,7 +49,8 @@ var (
 	envLLMPrices = define(sectionLLM, setting{Name: "SETTLE_LLM_PRICES", Commands: []string{"server commands", "tenant budget", "tenant list"},
 		Default: "built in", Parses: "a JSON file",
 		Short: "JSON price table per model; its currency is the one tenants' LLM budgets count in",
-		Doc: "JSON price table per model (per 1 M tokens); an unknown model is accepted with its cost marked unknown. Its " +
+		Doc: "JSON price table per model (per 1 M tokens, and optionally the most tokens of one answer, `max_output_tokens`, " +
+			"which bounds a budgeted tenant's calls that name no cap); an unknown model is accepted with its cost marked unknown. Its " +
 			"`currency` (dollars by default) is the one tenants' LLM budgets and spends are counted in: `settle tenant budget` " +
 			"and `settle tenant list` read it to name that currency, and refuse a table the servers would refuse"})
 	envLLMKeyTTL = define(sectionLLM, setting{Name: "SETTLE_LLM_KEY_TTL", Commands: []string{"server commands"},

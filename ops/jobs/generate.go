@@ -36,7 +36,7 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 			if budget = r.spent(r.now(), r.estimate(body)); budget != "" {
 				return errBudgetSpent
 			}
-			if err := r.w.Budgets.CheckModel(ctx, j.TenantID, r.model(), ""); err != nil {
+			if err := r.w.Budgets.CheckCall(ctx, j.TenantID, r.size(body), "max_tokens"); err != nil {
 				return err
 			}
 			// A worker that lost the job's lease (it stalled, another took over) must not

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -14,10 +15,11 @@ import (
 const unpricedWait = 5 * time.Minute
 
 // held says err is a refusal of the tenant's budget that holds the job back: its spend of
-// the day reached the budget, or its model is not priced while it has one.
+// the day reached the budget, what is left cannot pay for the generation's worst case, or
+// its model is not priced while it has one.
 func held(err error) bool {
 	r := ops.ErrorReason(err)
-	return r == llm.ReasonBudgetSpent || r == llm.ReasonModelNotPriced
+	return r == llm.ReasonBudgetSpent || r == llm.ReasonBudgetTooSmall || r == llm.ReasonModelNotPriced
 }
 
 // waitForBudget puts back a job whose generation was refused by its tenant's LLM budget:
@@ -28,14 +30,31 @@ func held(err error) bool {
 // why it waits. A job that waits past its deadline fails as any other. A spent budget's
 // refusal counts once in the budgets' refusals: the job is not claimed again before the
 // budget resets, so the workers' polls meanwhile count nothing.
+//
+// A generation whose worst case (its body's bytes as input tokens, its profile's max_tokens
+// as output) does not fit what is left of the day's budget waits for the budget to reset
+// as well; one whose worst case is over the whole budget of a day fails at once, since no
+// day pays for it: its profile or its document must be smaller.
 func (r *run) waitForBudget(ctx context.Context, refusal error) error {
 	reason, wait := ops.ErrorReason(refusal), unpricedWait
-	if reason == llm.ReasonBudgetSpent {
+	switch {
+	case errors.Is(refusal, llm.ErrOverWholeBudget):
+		return r.fail(ctx, reason, ops.ErrorMessage(refusal))
+	case reason == llm.ReasonBudgetSpent:
 		r.w.Budgets.Refused(r.j.TenantID, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
+		fallthrough
+	case reason == llm.ReasonBudgetTooSmall:
 		p, _ := llm.ProblemOf(refusal)
 		wait = p.RetryAfter
 	}
 	return r.requeue(ctx, wait, reason, ops.ErrorMessage(refusal))
+}
+
+// size is what one send of body may ask of the tenant's budget at most: its bytes as input
+// tokens, and its profile's max_tokens, which the body names, as output.
+func (r *run) size(body []byte) llm.CallSize {
+	prof := r.catalog().Profiles[r.j.ModelProfile]
+	return llm.CallSize{Model: prof.Model, InputTokens: int64(len(body)), OutputCap: int64(prof.MaxTokens)}
 }
 
 // model is the model the job's profile asks for.

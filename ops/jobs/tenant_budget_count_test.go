@@ -21,6 +21,7 @@ func TestAJobWaitingForItsTenantsBudgetCountsOnce(t *testing.T) {
 	w, clock := budgetedWorker(t, e)
 	e.submit(t, e.tenant, "within", docA, "v1")
 	e.drain(t, w)
+	spendAll(t, e)
 	clock.Advance(2 * time.Second)
 	e.submit(t, e.tenant, "past", docB, "v1")
 	// The workers poll on: the waiting job is not claimed again before the budget resets.

@@ -27,6 +27,7 @@ func TestAJobOfATenantPastItsLLMBudgetSendsNothing(t *testing.T) {
 	if j := e.job(t, first.ID); j.Status != jobs.StatusPublished {
 		t.Fatalf("the job within the budget is %s, want published", j.Status)
 	}
+	spendAll(t, e)
 	clock.Advance(2 * time.Second)
 	past := e.submit(t, e.tenant, "past", docB, "v1")
 	if _, err := w.RunOnce(ctx); err != nil {
@@ -82,6 +83,7 @@ func TestAJobResumedPastItsTenantsBudgetSendsNothing(t *testing.T) {
 	if j := e.job(t, spend.ID); j.Status != jobs.StatusPublished {
 		t.Fatalf("the job within the budget is %s, want published", j.Status)
 	}
+	spendAll(t, e)
 	clock.Advance(2 * time.Second)
 	if _, err := w.RunOnce(ctx); err != nil {
 		t.Fatal(err)
@@ -104,17 +106,26 @@ func TestAJobResumedPastItsTenantsBudgetSendsNothing(t *testing.T) {
 	}
 }
 
-// budgetedWorker is a worker of e whose tenant has a budget of one micro-unit a day, its
-// spend read on clock and trusted for a second.
+// budgetedWorker is a worker of e whose tenant has a budget of a dollar a day, which pays
+// for any one generation of these tests, its spend read on clock and trusted for a second.
 func budgetedWorker(t *testing.T, e *env) (*jobs.Worker, *ops.ManualClock) {
 	t.Helper()
 	clock := ops.NewManualClock(time.Now())
 	w := e.worker("w1", false)
 	w.Budgets = llm.NewBudgets(e.db, llm.DefaultPrices(), clock, time.Second)
-	if _, err := e.db.Pool.Exec(context.Background(), `UPDATE tenants SET llm_budget_micros = 1 WHERE id = $1`, e.tenant); err != nil {
+	setBudget(t, e, 1_000_000)
+	return w, clock
+}
+
+// spendAll lowers e's tenant's budget to what its generations cost so far (at least a
+// micro-dollar): its spend of the day reached its budget. A generation is admitted only
+// while its worst case fits what is left, so none spends a budget whole.
+func spendAll(t *testing.T, e *env) {
+	t.Helper()
+	if _, err := e.db.Pool.Exec(context.Background(), `UPDATE tenants SET llm_budget_micros =
+		greatest((SELECT coalesce(sum(cost_micros), 0) FROM operations WHERE tenant_id = $1), 1) WHERE id = $1`, e.tenant); err != nil {
 		t.Fatal(err)
 	}
-	return w, clock
 }
 
 // unpricedCatalog is the default catalog with a profile "unpriced" whose model the built-in

@@ -48,6 +48,9 @@ type api interface {
 	done() []byte
 	// streamError is the event that ends a stream that began and then failed.
 	streamError(err error) []byte
+	// capRule is how its requests name their output cap, which a tenant's budget bounds
+	// (budget_fit.go).
+	capRule() capRule
 	// words is what the pages, the desk and the gateway's answers say about its calls: what
 	// the provider's record of one is, and what a lookup can do (words.go).
 	words() callWords

@@ -84,13 +84,15 @@ func NewBudgets(store SpendStore, prices *PriceTable, clock ops.Clock, refresh t
 // (ReasonBudgetSpent, naming the budget and when the day ends) once its spend of the day
 // reached its budget. An error that is no refusal is the store's: the spend could not be read.
 func (b *Budgets) Check(ctx context.Context, tenantID int64) error {
-	return b.check(ctx, tenantID, "", newCallRefused)
+	_, err := b.check(ctx, tenantID, "", newCallRefused)
+	return err
 }
 
 // CheckResend is Check of a resend of operation opID, whose earlier attempts were sent: its
 // refusal says so, where a new call's says nothing was sent (ops rule 12).
 func (b *Budgets) CheckResend(ctx context.Context, tenantID int64, opID string) error {
-	return b.check(ctx, tenantID, "", resendRefused(opID))
+	_, err := b.check(ctx, tenantID, "", resendRefused(opID))
+	return err
 }
 
 // CheckModel is Check of a call of model, for callers whose model the tenant did not choose
@@ -104,14 +106,23 @@ func (b *Budgets) CheckModel(ctx context.Context, tenantID int64, model, opID st
 	if opID != "" {
 		refused = resendRefused(opID)
 	}
-	return b.check(ctx, tenantID, model, refused)
+	_, err := b.check(ctx, tenantID, model, refused)
+	return err
+}
+
+// spendNow is a tenant's budget and spend of the day as a check read them, at now; the
+// budget resets at resets, midnight UTC.
+type spendNow struct {
+	budget, spent int64
+	now, resets   time.Time
 }
 
 // check is Check, its refusal saying refused of the call it refuses; a model other than ""
-// is refused when the tenant has a budget and the price table does not price it.
-func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused string) error {
+// is refused when the tenant has a budget and the price table does not price it. It
+// returns the spend it checked against.
+func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused string) (spendNow, error) {
 	if b == nil {
-		return nil
+		return spendNow{}, nil
 	}
 	now := b.clock.Now().UTC()
 	day := now.Truncate(24 * time.Hour)
@@ -121,19 +132,36 @@ func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused stri
 	if !s.day.Equal(day) || now.Sub(s.readAt) >= s.trust || now.Before(s.readAt) {
 		budget, spent, err := b.store.LLMSpend(ctx, tenantID, day, b.currency)
 		if err != nil {
-			return fmt.Errorf("read the tenant's LLM spend: %w", err)
+			return spendNow{}, fmt.Errorf("read the tenant's LLM spend: %w", err)
 		}
 		took := b.clock.Now().Sub(now)
 		s.day, s.readAt, s.budget, s.spent = day, now, budget, spent
 		s.trust = max(b.refresh, budgetReadShare*took)
 	}
+	sp := spendNow{budget: s.budget, spent: s.spent, now: now, resets: day.Add(24 * time.Hour)}
 	if s.budget > 0 && model != "" && !b.prices.Priced(model) {
-		return ModelNotPriced(model, refused+" Ask the operator to price the model in SETTLE_LLM_PRICES, or to remove the tenant's budget.")
+		return sp, ModelNotPriced(model, refused+" Ask the operator to price the model in SETTLE_LLM_PRICES, or to remove the tenant's budget.")
 	}
 	if s.budget <= 0 || s.spent < s.budget {
+		return sp, nil
+	}
+	return sp, b.refusal(s.budget, s.spent, sp.resets, now, refused)
+}
+
+// CheckCall is CheckModel of a new call of size s: a tenant with a budget is refused too
+// (ReasonBudgetTooSmall) when the call's worst case costs more than what is left of the
+// day's budget, its output cap being s.OutputCap (field, as its request names it). A
+// pipeline job's generation, whose model and cap are its profile's, is held so.
+func (b *Budgets) CheckCall(ctx context.Context, tenantID int64, s CallSize, field string) error {
+	sp, err := b.check(ctx, tenantID, s.Model, newCallRefused)
+	if err != nil || sp.budget <= 0 {
+		return err
+	}
+	f := b.prices.fitCall(s, sp.budget-sp.spent, 1, false)
+	if !f.refused {
 		return nil
 	}
-	return b.refusal(s.budget, s.spent, day.Add(24*time.Hour), now, refused)
+	return b.tooSmall(f, s, sp, field, 1, newCallRefused)
 }
 
 // entry returns the tenant's entry, made on first use.
@@ -157,7 +185,7 @@ func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused st
 			ops.FormatMicros(budget, b.currency), ops.FormatMicros(spent, b.currency), refused, resets.Format(time.RFC3339))}
 }
 
-// budgetCheck is the check of a new call of the exchange's tenant against its budget, for
+// budgetCheck is the check of a call of the exchange's tenant against its budget, for
 // admission: nil for a tenant without a budget, or within it, which keeps the admission that
 // tries the insert first. Admission asks the check only before it would open an operation, so
 // a request of an existing one (a replay, a key in flight) is answered as always: a replay
@@ -165,16 +193,20 @@ func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused st
 // (ops rule 8). A spend that could not be read refuses new calls too, with the store's
 // error: a cap that lapsed whenever its read failed would be none. So does a model the price
 // table does not price: its calls would cost nothing in the spend, so a tenant could spend
-// without limit through it.
+// without limit through it. A new call (fresh) is held to what is left as well (fitCheck).
 // refused is what the refusal says of the call: newCallRefused, or resendRefused's sentence.
-func (x *exchange) budgetCheck(ctx context.Context, refused string) func(context.Context) error {
+func (x *exchange) budgetCheck(ctx context.Context, refused string, fresh bool) func(context.Context) error {
 	g, t := x.g, x.tenant
 	if t.LLMBudgetMicros <= 0 || g.cfg.Budgets == nil {
 		return nil
 	}
 	refusal := x.unpriced(refused)
 	if refusal == nil {
-		refusal = g.cfg.Budgets.check(ctx, t.ID, "", refused)
+		var sp spendNow
+		sp, refusal = g.cfg.Budgets.check(ctx, t.ID, "", refused)
+		if refusal == nil && fresh && sp.budget > 0 {
+			refusal = x.fitCheck(sp)
+		}
 	}
 	if refusal == nil {
 		return nil

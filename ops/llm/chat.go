@@ -81,6 +81,12 @@ func withUsageAsked(r *request, original []byte) ([]byte, bool) {
 	if _, named := r.fields["stream_options"]; named {
 		return nil, false
 	}
+	return appendMember(original, askUsage)
+}
+
+// appendMember is original, a JSON object, with member ("name":value) added as its last
+// member, the bytes before it as they were; false when original is no object.
+func appendMember(original []byte, member string) ([]byte, bool) {
 	end := bytes.LastIndexByte(original, '}')
 	if end < 0 {
 		return nil, false
@@ -89,13 +95,28 @@ func withUsageAsked(r *request, original []byte) ([]byte, bool) {
 	if len(head) == 0 {
 		return nil, false
 	}
-	out := make([]byte, 0, len(original)+len(askUsage)+1)
+	out := make([]byte, 0, len(original)+len(member)+1)
 	out = append(out, head...)
 	if head[len(head)-1] != '{' {
 		out = append(out, ',')
 	}
-	out = append(out, askUsage...)
+	out = append(out, member...)
 	return append(out, original[end:]...), true
+}
+
+// setMember is body, a JSON object, decoded and encoded again with its member name set to
+// value; body itself when it does not decode.
+func setMember(body []byte, name string, value json.RawMessage) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil || fields == nil {
+		return body
+	}
+	fields[name] = value
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return body
+	}
+	return b
 }
 
 func (chatAPI) assembler() streamAssembler { return newAssembler() }
@@ -123,4 +144,10 @@ func (chatAPI) streamError(err error) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": ops.ErrorMessage(err),
 		"type": "settle_error", "code": ops.ErrorReason(err)}})
 	return sse(b)
+}
+
+// capRule: a chat completion's answers are capped by max_completion_tokens or the older
+// max_tokens, each of its n answers.
+func (chatAPI) capRule() capRule {
+	return capRule{names: []string{"max_completion_tokens", "max_tokens"}, set: "max_completion_tokens", min: 1, choices: "n"}
 }

@@ -93,3 +93,6 @@ func (embeddingsAPI) usageOnly([]byte) bool             { return false }
 func (embeddingsAPI) appendFrame(b, data []byte) []byte { return appendSSE(b, data) }
 func (embeddingsAPI) done() []byte                      { return nil }
 func (embeddingsAPI) streamError(err error) []byte      { return chatAPI{}.streamError(err) }
+
+// capRule: embeddings cost their input only.
+func (embeddingsAPI) capRule() capRule { return capRule{noOutput: true} }

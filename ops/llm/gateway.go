@@ -172,7 +172,10 @@ type stored struct {
 	Stream bool   `json:"stream"`
 	// Headers are the client's headers the API passes to the provider.
 	Headers map[string]string `json:"headers,omitempty"`
-	Body    json.RawMessage   `json:"body"`
+	// OutputCap is the cap Settle set on a budgeted request that named none, which every
+	// attempt sends (budget_cap.go); Body stays the client's, as its fingerprint is.
+	OutputCap int64           `json:"output_cap,omitempty"`
+	Body      json.RawMessage `json:"body"`
 }
 
 // storedRequest is s with body, which parseRequest validated, spliced in as it is: a
@@ -224,6 +227,9 @@ type exchange struct {
 	early    chan struct{}
 	// share is what the transport says of the tenant's places (Request.Busy, Following).
 	share share
+	// outputCap is the cap fitCheck set on a new call; onCap is Request.OutputCap.
+	outputCap int64
+	onCap     func(int64)
 }
 
 // Complete answers one request of a route (Request.Route: chat completions, embeddings,
@@ -237,7 +243,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		return ops.Errorf(ops.EUNAUTHORIZED, "A tenant is required.")
 	}
 	x := &exchange{g: g, ctx: ctx, tenant: r.Tenant, ref: r.RequestRef, out: out, start: g.clock.Now(),
-		owner: ops.NewOwner("llm", ""), share: share{busy: r.Busy, following: r.Following}}
+		owner: ops.NewOwner("llm", ""), share: share{busy: r.Busy, following: r.Following}, onCap: r.OutputCap}
 	defer func() { err = x.outage(err) }()
 	if x.api, err = apiFor(r.Route); err != nil {
 		return g.refuse(ctx, r, err)
@@ -255,7 +261,8 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		x.up = &backgroundUpstream{x: x, up: x.up}
 	}
 	x.mode = g.ModeFor(r.Tenant.Name, route)
-	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream, Headers: x.req.headers}, x.body)
+	check := x.admitCheck(ctx) // first: the output cap it may set is stored with the request
+	request := storedRequest(stored{Mode: x.mode, Route: route, Stream: x.req.Stream, Headers: x.req.headers, OutputCap: x.outputCap}, x.body)
 	ikey, err := g.admitKey(ctx, r.Tenant, x.req.User, key)
 	if err != nil {
 		return err
@@ -264,7 +271,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 		Fingerprint: x.req.Fingerprint(r.Tenant.ID), ChatRef: r.ChatRef, CustomerRef: customerRef(x.req.User),
 		Request: request, Retention: g.cfg.KeyTTL}
 	pol := g.policy(x.mode)
-	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, x.admitCheck(ctx)
+	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, check
 	x.in = in
 	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
 	x.op = adm.Op

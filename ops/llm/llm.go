@@ -176,6 +176,10 @@ type Request struct {
 	// provider until it ends; the transport may lend the request's place to the tenant's
 	// reads, cancels and retries meanwhile.
 	Following func()
+	// OutputCap, when set, is told the output cap Settle set on the call it sends for a
+	// tenant with an LLM budget whose request named none, before the answer begins, so the
+	// transport can say so (Settle-Output-Cap).
+	OutputCap func(n int64)
 }
 
 // Head is what a response starts with.

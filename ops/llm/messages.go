@@ -476,3 +476,6 @@ func replayBlock(i int, blk map[string]json.RawMessage, emit func(string, map[st
 	}
 	emit("content_block_stop", map[string]any{"index": i})
 }
+
+// capRule: a message is capped by max_tokens, which every request names (check).
+func (messagesAPI) capRule() capRule { return capRule{names: []string{"max_tokens"}, min: 1} }

@@ -18,13 +18,16 @@ var defaultPrices []byte
 // Price is what one model costs, in US dollars per million tokens. An embedding model
 // has an input price only: its answers are not tokens. CachedInput is a prompt token read
 // from the provider's prompt cache; CacheWrite one written to it (Anthropic's five-minute
-// cache) and CacheWrite1h one written for an hour.
+// cache) and CacheWrite1h one written for an hour. MaxOutput is not a price: it is the most
+// tokens one answer of the model has (0: not known), which bounds a call that names no
+// output cap when a tenant's budget is checked.
 type Price struct {
 	Input        float64 `json:"input"`
 	CachedInput  float64 `json:"cached_input"`
 	CacheWrite   float64 `json:"cache_write"`
 	CacheWrite1h float64 `json:"cache_write_1h"`
 	Output       float64 `json:"output"`
+	MaxOutput    int64   `json:"max_output_tokens"`
 }
 
 // PriceTable maps model names to prices. A model missing from it has an unknown cost,
@@ -45,10 +48,11 @@ func DefaultPrices() *PriceTable {
 
 // LoadPrices reads a price table from a JSON file:
 //
-//	{"currency": "usd", "models": {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60}}}
+//	{"currency": "usd", "models": {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.60, "max_output_tokens": 16384}}}
 //
 // Prices are per million tokens; cached_input and cache_write default to input, and
-// cache_write_1h to cache_write.
+// cache_write_1h to cache_write. max_output_tokens, the most tokens one answer of the
+// model has, is optional.
 func LoadPrices(path string) (*PriceTable, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -82,6 +86,9 @@ func ParsePrices(b []byte) (*PriceTable, error) {
 	for name, p := range raw.Models {
 		if p.Input < 0 || p.Output < 0 || p.CachedInput < 0 || p.CacheWrite < 0 || p.CacheWrite1h < 0 {
 			return nil, fmt.Errorf("model %s: negative price", name)
+		}
+		if p.MaxOutput < 0 {
+			return nil, fmt.Errorf("model %s: negative max_output_tokens", name)
 		}
 		if p.CachedInput == 0 {
 			p.CachedInput = p.Input

@@ -179,3 +179,8 @@ func (a *responsesAssembler) answer() (answer, error) {
 	}
 	return parseResponse(bytes.Clone(a.final))
 }
+
+// capRule: a response is capped by max_output_tokens, which the provider takes from 16.
+func (responsesAPI) capRule() capRule {
+	return capRule{names: []string{"max_output_tokens"}, set: "max_output_tokens", min: 16}
+}

@@ -19,7 +19,7 @@ import (
 func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	g := x.g
 	f := g.flights.open(op.ID, x.req.Stream)
-	upBody := x.api.upstreamBody(x.req, x.body)
+	upBody := x.withCap(op, x.api.upstreamBody(x.req, x.body))
 	var res ops.AttemptResult
 	var reply Reply
 	var body []byte

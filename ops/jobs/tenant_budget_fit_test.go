@@ -1,0 +1,91 @@
+package jobs_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settle-dev/settle/ops/jobs"
+	"github.com/settle-dev/settle/ops/llm"
+)
+
+// capCatalog is the default catalog with two profiles of the dearer model: "mid" (300
+// tokens, about 0.003 an answer) and "long", whose 10,000 tokens may cost 0.10 an answer.
+func capCatalog() *jobs.Catalog {
+	c := jobs.DefaultCatalog()
+	c.Profiles["mid"] = jobs.Profile{Model: "gpt-4o", MaxTokens: 300}
+	c.Profiles["long"] = jobs.Profile{Model: "gpt-4o", MaxTokens: 10_000}
+	return c
+}
+
+// setBudget sets the env's tenant's LLM budget a day in micro-dollars.
+func setBudget(t *testing.T, e *env, micros int64) {
+	t.Helper()
+	if _, err := e.db.Pool.Exec(context.Background(), `UPDATE tenants SET llm_budget_micros = $2 WHERE id = $1`, e.tenant, micros); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing is the attack of a tenant whose
+// spend of the day is below its budget by less than one generation of its job may cost: the
+// profile's max_tokens on the dearer model, admitted on the spend alone, would be billed past
+// the budget. The worker sends nothing for it: the job waits queued until the budget resets
+// with llm_budget_too_small as its last error, the refusal recorded as the tenant's refused
+// request; a job whose one generation may cost more than the whole budget of a day fails at
+// once, since no day pays for it.
+// ops rule 8
+func TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.svc.Catalog = capCatalog()
+	w, clock := budgetedWorker(t, e)
+	w.Catalog = capCatalog()
+	submit := func(key, doc, profile string) *jobs.Job {
+		t.Helper()
+		s, err := e.svc.Submit(ctx, jobs.Submission{TenantID: e.tenant, IdempotencyKey: key,
+			Document: jobs.Document{Text: doc}, Pipeline: "summarise", PromptVersion: "v1", ModelProfile: profile})
+		if err != nil {
+			t.Fatalf("submit %s: %v", key, err)
+		}
+		return s.Job
+	}
+	// 0.102: the long job's worst case (0.10 of output and its input's bytes) fits the
+	// whole budget, not what the mid job's 0.003 leaves of it.
+	setBudget(t, e, 102_000)
+	mid := submit("mid", docA, "mid")
+	e.drain(t, w)
+	if j := e.job(t, mid.ID); j.Status != jobs.StatusPublished {
+		t.Fatalf("the job within the budget is %s (%s), want published", j.Status, j.ErrorMessage)
+	}
+	clock.Advance(2 * time.Second)
+	long := submit("long", docB, "long")
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j := e.job(t, long.ID)
+	resets := clock.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+	if j.Status != jobs.StatusQueued || j.ErrorCode != llm.ReasonBudgetTooSmall || j.RunAfter.Before(resets.Add(-time.Minute)) {
+		t.Errorf("the job whose worst case does not fit what is left is %s (%s: %s) until %s; want queued with %s until about %s",
+			j.Status, j.ErrorCode, j.ErrorMessage, j.RunAfter, llm.ReasonBudgetTooSmall, resets)
+	}
+	if gens := e.generations(t); len(gens) != 1 {
+		t.Errorf("generations %v, want only the one within the budget", gens)
+	}
+	if n := e.count(t, `SELECT count(*) FROM client_requests WHERE tenant_id = $1 AND kind = 'llm_job' AND answer = 'rejected'`, e.tenant); n != 1 {
+		t.Errorf("%d refused requests recorded, want 1", n)
+	}
+	// A budget of 0.09 a day pays for no generation of the long profile, whatever is left.
+	setBudget(t, e, 90_000)
+	clock.Advance(2 * time.Second)
+	over := submit("over", docA+" Again.", "long")
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if j := e.job(t, over.ID); j.Status != jobs.StatusFailed || j.ErrorCode != llm.ReasonBudgetTooSmall {
+		t.Errorf("the job over the whole budget is %s (%s: %s), want failed with %s", j.Status, j.ErrorCode, j.ErrorMessage, llm.ReasonBudgetTooSmall)
+	}
+	if gens := e.generations(t); len(gens) != 1 {
+		t.Errorf("generations %v, want only the one within the budget", gens)
+	}
+}

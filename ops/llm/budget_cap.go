@@ -1,0 +1,55 @@
+package llm
+
+import (
+	"encoding/json"
+
+	"github.com/settle-dev/settle/ops"
+)
+
+// fitCheck holds a new call of a tenant with a budget to what sp leaves of it: the call's
+// worst case (its body's bytes as input tokens, its output cap's tokens as output, at its
+// model's prices) must fit. A call that names no cap where Settle may name one is sent with
+// the largest cap that fits (x.outputCap), so the provider cannot bill past the budget; one
+// that does not fit, or whose input alone does not, is refused (ReasonBudgetTooSmall) and
+// nothing of it is sent (ops rule 12).
+func (x *exchange) fitCheck(sp spendNow) error {
+	rule := x.api.capRule()
+	s, field, err := rule.size(x.req, x.body)
+	if err != nil {
+		return err
+	}
+	f := x.g.cfg.Prices.fitCall(s, sp.budget-sp.spent, rule.min, rule.set != "")
+	if f.refused {
+		return x.g.cfg.Budgets.tooSmall(f, s, sp, field, rule.min, newCallRefused)
+	}
+	x.outputCap = f.setCap
+	return nil
+}
+
+// capOf is the output cap Settle set on op's request, which every attempt of op sends: the
+// one this request's check set when it opened op (an operation opened comes back without
+// the request it stores), else the one op stores; 0 for none.
+func (x *exchange) capOf(op *ops.Operation) int64 {
+	if len(op.Request) == 0 {
+		return x.outputCap
+	}
+	var s struct {
+		OutputCap int64 `json:"output_cap"`
+	}
+	_ = json.Unmarshal(op.Request, &s)
+	return s.OutputCap
+}
+
+// withCap is body, as it goes to the provider for op, with the output cap Settle set on op,
+// which the transport is told of (Request.OutputCap); body itself when op has none.
+func (x *exchange) withCap(op *ops.Operation, body []byte) []byte {
+	n := x.capOf(op)
+	rule := x.api.capRule()
+	if n <= 0 || rule.set == "" {
+		return body
+	}
+	if x.onCap != nil {
+		x.onCap(n)
+	}
+	return withOutputCap(x.req, body, rule.set, n)
+}
