@@ -48,7 +48,7 @@ func budgetAlerts(t *testing.T, as *alertstore.Store) map[string]string {
 func TestTheBuiltInRulesAreToldOfASpentLLMBudget(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "shop", "bank")
-	w.budget(t, "shop", 1)
+	w.budget(t, "shop", dollar)
 	w.budget(t, "bank", 1_000_000)
 	w.fake.AddFault(fake.LLMFault{Kind: fake.LLMFaultOverloaded, Times: 3})
 	if _, err := budgetChat(w, "shop", "parked"); err == nil {
@@ -58,6 +58,7 @@ func TestTheBuiltInRulesAreToldOfASpentLLMBudget(t *testing.T) {
 		t.Fatalf("the call within the budget: %v", err)
 	}
 	w.tw.WaitStatus(t, "spend", ops.StatusSucceeded, 10*time.Second)
+	w.spendAll(t, "shop")
 	w.clock.Advance(budgetRefresh + time.Second)
 	for _, key := range []string{"past-the-budget", "parked"} {
 		_, err := budgetChat(w, "shop", key)

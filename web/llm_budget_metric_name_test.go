@@ -17,11 +17,12 @@ import (
 func TestTheBudgetRefusalsFollowATenantsNameAsTheLedgersMetricsDo(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "chat")
-	w.budget(t, "chat", 1)
+	w.budget(t, "chat", dollar)
 	if _, err := budgetChat(w, "chat", "chat-first"); err != nil {
 		t.Fatalf("the first call, within the budget: %v", err)
 	}
 	w.tw.WaitStatus(t, "chat-first", ops.StatusSucceeded, 10*time.Second)
+	w.spendAll(t, "chat")
 	w.clock.Advance(budgetRefresh + time.Second)
 	if _, err := budgetChat(w, "chat", "chat-past"); err == nil {
 		t.Fatal("a call past the budget was served")

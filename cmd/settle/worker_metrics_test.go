@@ -35,8 +35,10 @@ func TestASeparateWorkerExportsItsMetrics(t *testing.T) {
 	w := testworld.New(t)
 	_, base := w.LLM(fake.LLMOptions{Seed: 11})
 	w.Tenant("capped")
-	// A budget of one micro-unit: the first job's generation spends it, and the next waits.
-	if _, err := w.DB.SetLLMBudget(ctx, "capped", 1, "test", time.Now()); err != nil {
+	// A dollar a day pays for the first job's generation (a call is admitted only while its
+	// worst case fits what is left); the budget is then lowered to what it cost, as an admin
+	// may, and the next job waits.
+	if _, err := w.DB.SetLLMBudget(ctx, "capped", 1_000_000, "test", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	submit := func(key, text string) {
@@ -90,6 +92,14 @@ func TestASeparateWorkerExportsItsMetrics(t *testing.T) {
 		}
 	}
 	stop(p, url)
+	var spent int64
+	if err := w.DB.Pool.QueryRow(ctx, `SELECT greatest(coalesce(sum(cost_micros), 0), 1) FROM operations WHERE tenant_id = $1`,
+		w.Tenant("capped").ID).Scan(&spent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.DB.SetLLMBudget(ctx, "capped", spent, "test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
 
 	// A new process reads the tenant's spend afresh: the next job waits for midnight. With
 	// SETTLE_METRICS_TOKEN, /metrics answers its bearer alone; the probes stay open.

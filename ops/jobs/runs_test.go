@@ -21,6 +21,7 @@ func TestAWorkersRunsAreCountedByOutcome(t *testing.T) {
 	w.Runs = &jobs.Runs{}
 	e.submit(t, e.tenant, "counted-within", docA, "v1")
 	e.drain(t, w)
+	spendAll(t, e)
 	clock.Advance(2 * time.Second)
 	e.submit(t, e.tenant, "counted-past", docB, "v1")
 	for range 3 {
