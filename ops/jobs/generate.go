@@ -53,7 +53,7 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 		return nil, r.fail(bg, "budget_exhausted", "The job's retry budget is spent ("+budget+") before a generation could be sent.")
 	}
 	if held(err) {
-		return nil, r.waitForBudget(bg, err)
+		return nil, r.waitForBudget(bg, err, "")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("admit generation: %w", err)
@@ -113,7 +113,7 @@ func (r *run) join(ctx context.Context, op *ops.Operation) error {
 // settled or the job's budget is spent. possibleDup says op's last attempt may have been
 // billed, so a resend counts as a possible duplicate.
 func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, body []byte, possibleDup bool) (*ops.Operation, error) {
-	l := r.w.Ledger
+	l, opID := r.w.Ledger, op.ID
 	if _, err := r.change(bg, JobChange{Status: StatusRunning, OperationID: op.ID}); err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (r *run) send(ctx, bg context.Context, op *ops.Operation, a *ops.Attempt, b
 			},
 		}})
 	if held(err) {
-		return nil, r.waitForBudget(bg, err)
+		return nil, r.waitForBudget(bg, err, opID)
 	}
 	if ops.ErrorReason(err) == ops.ReasonNotLookedUp {
 		// An earlier attempt may have generated and the provider could not be asked: nothing

@@ -23,20 +23,29 @@ func held(err error) bool {
 }
 
 // waitForBudget puts back a job whose generation was refused by its tenant's LLM budget:
-// nothing was sent, the refusal was recorded as the tenant's refused request (ops rule 8),
+// nothing was sent, the refusal is recorded as the tenant's refused request (ops rule 8),
 // and the job is claimed again once the budget resets, or after unpricedWait when its model
 // is not priced (a tenant given a budget after it submitted the job; admission refuses such
 // a job of a tenant that has one), with the refusal as its last error so the submitter sees
 // why it waits. A job that waits past its deadline fails as any other. A spent budget's
-// refusal counts once in the budgets' refusals: the job is not claimed again before the
-// budget resets, so the workers' polls meanwhile count nothing.
+// refusal counts once in the budgets' refusals and in the ledger: the job is not claimed
+// again before the budget resets, so the workers' polls meanwhile count nothing.
+// resent is the open generation whose resend was held back, "" when admission refused a new
+// one: admission recorded that refusal, while a resumed generation's admission recorded no
+// request (the job's own pass), so its hold is recorded here, naming the generation.
 //
 // A generation whose worst case (its body's bytes as input tokens, its profile's max_tokens
 // as output) does not fit what is left of the day's budget waits for the budget to reset
 // as well; one whose worst case is over the whole budget of a day fails at once, since no
 // day pays for it: its profile or its document must be smaller.
-func (r *run) waitForBudget(ctx context.Context, refusal error) error {
+func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) error {
 	reason, wait := ops.ErrorReason(refusal), unpricedWait
+	if resent != "" {
+		// One write; a refusal the database could not take still holds the job back, and
+		// RefuseAs logged why.
+		_ = r.w.Ledger.RefuseAs(ctx, ops.RequestParams{TenantID: r.j.TenantID, OperationID: resent, Kind: ops.KindLLMJob,
+			RequestRef: "job:" + r.j.ID, Answer: ops.AnswerRejected}, refusal)
+	}
 	switch {
 	case errors.Is(refusal, llm.ErrOverWholeBudget):
 		return r.fail(ctx, reason, ops.ErrorMessage(refusal))
@@ -67,7 +76,8 @@ func (r *run) model() string {
 // does now, whenever its generation was opened: a generation whose attempts the provider
 // refused, resumed by this worker or the next once the budget is spent, would otherwise be
 // generated past it. A refused send is recorded as not sent and the generation stays open
-// for the job (ops rule 11), which waits for the budget to reset.
+// for the job (ops rule 11), which waits for the budget to reset, its hold recorded as the
+// tenant's refused request (waitForBudget).
 func (r *run) budgetBeforeSend(ctx context.Context, first, next *ops.Attempt) error {
 	if first != nil && next.ID == first.ID {
 		return nil
