@@ -5,15 +5,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settle-dev/settle/alerts"
 	"github.com/settle-dev/settle/internal/demo"
+	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
+	"github.com/settle-dev/settle/ops/pg/alertstore"
 )
 
 // TestDemoTrialTenantIsRefusedOnceItsBudgetIsSpent: the demo's trial tenant is made with a
 // budget of a cent a UTC day, which its chat backend spends within a few messages; once
 // the server reads the spend again its next calls are refused, each recorded as the
-// tenant's refused request (ops rule 8), so /tenants shows it refused and /reconcile its
-// refusals, while the demo tenant is untouched.
+// tenant's refused request (ops rule 8), so /tenants shows it refused, /reconcile its
+// refusals and /alerts the built-in TenantLLMBudgetSpent firing for it, while the demo
+// tenant is untouched.
 func TestDemoTrialTenantIsRefusedOnceItsBudgetIsSpent(t *testing.T) {
 	t.Parallel()
 	f := fake.NewLLM(fake.LLMOptions{Seed: 1})
@@ -61,8 +65,35 @@ func TestDemoTrialTenantIsRefusedOnceItsBudgetIsSpent(t *testing.T) {
 	if count(refused) == 0 {
 		t.Fatalf("no call of the trial tenant was refused past its budget")
 	}
+	if got := budgetAlertsOf(t, p); got[demo.TrialTenant] == "" || got["shop"] != "" {
+		t.Errorf("TenantLLMBudgetSpent on the demo's /alerts: %v; want it firing for %s alone", got, demo.TrialTenant)
+	}
 	var budget int64
 	if err := p.DB.Pool.QueryRow(ctx, `SELECT coalesce(llm_budget_micros, 0) FROM tenants WHERE name = 'shop'`).Scan(&budget); err != nil || budget != 0 {
 		t.Errorf("the trial's budget reached the other tenant: %d, %v", budget, err)
 	}
+}
+
+// budgetAlertsOf runs a pass of the built-in rules, the demo's, over p's store a second from
+// now, rather than waiting for the server's evaluator, and returns the summaries of the
+// active TenantLLMBudgetSpent instances, by tenant, as /alerts lists them.
+func budgetAlertsOf(t *testing.T, p *Program) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	as := alertstore.New(p.DB)
+	ev := &alerts.Evaluator{Rules: alerts.DefaultRules(), Source: as, Store: as, Clock: ops.NewManualClock(time.Now().Add(time.Second))}
+	if _, err := ev.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := as.AlertInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, in := range ins {
+		if in.Alert == "TenantLLMBudgetSpent" && in.State.Active() {
+			out[in.Labels["tenant"]] = in.Annotations["summary"]
+		}
+	}
+	return out
 }
