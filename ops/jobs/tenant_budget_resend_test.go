@@ -39,6 +39,7 @@ func TestAJobHeldBackAtItsResendIsARefusedRequest(t *testing.T) {
 	if j := e.job(t, spend.ID); opID == "" || j.Status != jobs.StatusPublished {
 		t.Fatalf("the parked job's generation %q, the job within the budget %s; want one and published", opID, j.Status)
 	}
+	spendAll(t, e)
 	clock.Advance(2 * time.Second)
 	// The workers poll on while the held job waits for the budget to reset.
 	for range 4 {
