@@ -53,6 +53,13 @@ const budgetRefresh = 5 * time.Second
 
 func newBudgetWorld(t *testing.T, tenants ...string) *budgetWorld {
 	t.Helper()
+	return newPricedBudgetWorld(t, llm.DefaultPrices(), tenants...)
+}
+
+// newPricedBudgetWorld is newBudgetWorld with the gateway, its budgets and the tenants page
+// counting in prices' currency.
+func newPricedBudgetWorld(t *testing.T, prices *llm.PriceTable, tenants ...string) *budgetWorld {
+	t.Helper()
 	s, tw := newServer(t)
 	w := &budgetWorld{tw: tw, clock: ops.NewManualClock(time.Now()), tokens: map[string]string{}, tenants: map[string]*ops.Tenant{},
 		spends: &countedSpends{SpendStore: tw.DB}}
@@ -70,7 +77,6 @@ func newBudgetWorld(t *testing.T, tenants ...string) *budgetWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prices := llm.DefaultPrices()
 	// The dashboard's tenants page reads the day of the gateway's clock, in its prices' currency.
 	s.Clock = w.clock
 	s.TenantsDeps = web.TenantsDeps{Tenants: tw.DB, LLMCurrency: prices.Currency}

@@ -105,7 +105,7 @@ func moneyColumn(kind, c string) string {
 	}, strings.ToLower(c))
 }
 
-// plainAmount writes micros (ops.MicrosPerMinor to the currency's minor unit) as a number a
+// plainAmount writes micros (millionths of the currency's unit) as a number a
 // spreadsheet reads, in the currency's major unit: the whole units, then as many decimals as
 // the currency has minor units, more only where the amount has them (an LLM call costs
 // fractions of a cent).
@@ -115,12 +115,8 @@ func plainAmount(micros int64, currency string) string {
 		sign, micros = "-", -micros
 	}
 	d := ops.MinorUnits(currency)
-	scale := int64(ops.MicrosPerMinor)
-	for range d {
-		scale *= 10
-	}
-	digits := len(strconv.FormatInt(scale, 10)) - 1
-	frac := strings.TrimRight(fmt.Sprintf("%0*d", digits, micros%scale), "0")
+	const scale = ops.MicrosPerUnit
+	frac := strings.TrimRight(fmt.Sprintf("%06d", micros%scale), "0")
 	for len(frac) < d {
 		frac += "0"
 	}

@@ -65,3 +65,33 @@ func TestTenantCommandsNameThePriceTablesCurrency(t *testing.T) {
 		t.Errorf("a refused price table changed the budget to %d micro-units or audited a change", budget)
 	}
 }
+
+// TestTenantCommandsShowAYenBudgetInWholeYen: a price table in yen has no minor unit, so a
+// budget of 25 is 25 JPY on the command line, as stored (25,000,000 micro-yen), never 2500
+// JPY; a budget in micro-yen keeps its digits. No answer says more than Settle knows: ops rule 12.
+func TestTenantCommandsShowAYenBudgetInWholeYen(t *testing.T) {
+	t.Parallel()
+	vars, db := tenantShop(t)
+	path := filepath.Join(t.TempDir(), "jpy.json")
+	if err := os.WriteFile(path, []byte(`{"currency": "JPY", "models": {"fake-small": {"input": 15, "output": 60}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jpy := map[string]string{"DATABASE_URL": vars["DATABASE_URL"], "SETTLE_LLM_PRICES": path}
+	for _, c := range [][2]string{{"25", "25 JPY"}, {"0.5", "0.500000 JPY"}, {"1200.4", "1200 JPY"}} {
+		budget, want := c[0], c[1]
+		code, stdout, stderr := run(t, []string{"tenant", "budget", "shop", "--budget", budget}, jpy, "")
+		if code != 0 || !strings.Contains(stdout, "an LLM budget of "+want+" a UTC day") {
+			t.Errorf("tenant budget --budget %s in yen: exit %d, %q %q; want the budget as %s", budget, code, stdout, stderr, want)
+		}
+		if code, stdout, stderr := run(t, []string{"tenant", "list"}, jpy, ""); code != 0 || !strings.Contains(stdout, want+"/day  0 JPY") {
+			t.Errorf("tenant list after --budget %s in yen: exit %d, %q\n%s; want %s/day and a spend of 0 JPY", budget, code, stderr, stdout, want)
+		}
+	}
+	var stored int64
+	if err := db.Pool.QueryRow(context.Background(), `SELECT llm_budget_micros FROM tenants WHERE name = 'shop'`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 1_200_400_000 {
+		t.Errorf("the budget 1200.4 is stored as %d micro-units, want 1200400000", stored)
+	}
+}

@@ -34,9 +34,10 @@ type MetricsKey struct {
 	API      string
 }
 
-// Money is amounts per currency, in micro-units of the currency (one cent is 10,000,
-// ops.MicrosPerMinor), so refunds in cents and LLM costs in micro-dollars add up without
-// rounding. Its String formats each amount with ops.FormatMicros.
+// Money is amounts per currency, in micro-units (millionths) of the currency's unit: a
+// refund's amount in the minor unit counts ops.MicrosPerMinor of them each (10,000 a cent,
+// 1,000,000 a yen), so refunds and LLM costs add up without rounding. Its String formats
+// each amount with ops.FormatMicros.
 type Money map[string]int64
 
 // Add adds micros of currency to m.

@@ -9,7 +9,7 @@ import (
 func TestMoneyString(t *testing.T) {
 	m := recon.Money{}
 	m.Add("usd", 38_000_000)
-	m.Add("jpy", 5_000_000)
+	m.Add("jpy", 500_000_000)
 	m.Add("eur", 12)
 	if got, want := m.String(), "0.000012 EUR, 500 JPY, 38.00 USD"; got != want {
 		t.Errorf("Money.String() = %q, want %q", got, want)

@@ -14,13 +14,12 @@ import (
 	"github.com/settle-dev/settle/ops/recon"
 )
 
-// The money of an operation in micro-units of its currency: refunds are in cents, LLM calls
-// carry their cost in micro-units of the price table's currency, which their usage record
-// names (llmCurrency).
-const (
-	opCurrency = `CASE WHEN o.kind = 'refund' THEN o.currency ELSE ` + llmCurrency + ` END`
-	opMicros   = `CASE WHEN o.kind = 'refund' THEN o.amount_cents * 10000 ELSE o.cost_micros END`
-)
+// The money of an operation in micro-units of its currency: refunds are in the currency's
+// minor unit (minorMicros), LLM calls carry their cost in micro-units of the price table's
+// currency, which their usage record names (llmCurrency).
+const opCurrency = `CASE WHEN o.kind = 'refund' THEN o.currency ELSE ` + llmCurrency + ` END`
+
+var opMicros = `CASE WHEN o.kind = 'refund' THEN ` + minorMicros("o.amount_cents", "o.currency") + ` ELSE o.cost_micros END`
 
 // windowOps lists the operations created in the window, each with the columns the counts
 // read of it, from one scan of operations_created_idx. The window's operations are counted
@@ -31,7 +30,7 @@ const (
 // just before the window of an operation created in it) look theirs up by id (opByID), so
 // every number stays exact whatever the rows' times. The charges do not join it: the
 // planner knows nothing of the ids a CTE holds, and hashed every charge to join them.
-const windowOps = `w AS MATERIALIZED (
+var windowOps = `w AS MATERIALIZED (
 	SELECT o.id, o.created_at, o.tenant_id, o.kind, o.provider, o.api, o.status,
 		` + opCurrency + ` AS currency, ` + opMicros + ` AS micros
 	FROM operations o WHERE o.created_at >= @from AND o.created_at < @to
@@ -57,10 +56,10 @@ const opFilter = `(@tenant = 0 OR o.tenant_id = @tenant) AND (@kind = '' OR o.ki
 // double generations of LLM operations (pg.DoubleGenerations). Whether a charge's operation
 // is in multi is asked of a hashed list (an ANY the planner does not turn into a join):
 // as a join on statistics older than the window it looped over multi once per charge.
-const chargesCTE = `ch AS MATERIALIZED (
+var chargesCTE = `ch AS MATERIALIZED (
 	SELECT o.created_at AS at, o.tenant_id, o.kind, pc.provider, o.api,
 		CASE WHEN ` + llmUnpriced + ` THEN ` + llmCurrency + ` ELSE pc.currency END AS currency, pc.amount_cents,
-		CASE WHEN ` + llmUnpriced + ` THEN o.cost_micros ELSE pc.amount_cents * 10000 END AS micros,
+		CASE WHEN ` + llmUnpriced + ` THEN o.cost_micros ELSE ` + minorMicros("pc.amount_cents", "pc.currency") + ` END AS micros,
 		pc.charge_ref, pc.status, pc.operation_id, pc.charged_at, pc.id
 	FROM operations o JOIN provider_charges pc ON pc.operation_id = o.id
 	WHERE o.created_at >= @from AND o.created_at < @to AND pc.status IN ` + pg.ChargedStatuses + ` AND ` + opFilter + `
@@ -75,7 +74,7 @@ const chargesCTE = `ch AS MATERIALIZED (
 		ch.operation_id, row_number() OVER (PARTITION BY ch.operation_id ORDER BY ch.charged_at, ch.id)
 	FROM ch WHERE (ch.operation_id = ANY (SELECT multi.operation_id FROM multi)) IS TRUE
 	UNION ALL
-	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, '', pc.currency, pc.amount_cents, pc.amount_cents * 10000,
+	SELECT pc.charged_at, coalesce(pc.tenant_id, 0), '', pc.provider, '', pc.currency, pc.amount_cents, ` + minorMicros("pc.amount_cents", "pc.currency") + `,
 		pc.charge_ref, pc.status, NULL, 1
 	FROM provider_charges pc
 	WHERE pc.operation_id IS NULL AND pc.charged_at >= @from AND pc.charged_at < @to AND pc.status IN ` + pg.ChargedStatuses + `
