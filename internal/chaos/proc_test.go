@@ -190,6 +190,14 @@ func (p *proc) InsertJob(ctx context.Context, j *jobs.Job, up jobs.Checkpoint) (
 	return p.jobs.InsertJob(ctx, j, up)
 }
 
+// RepeatJob implements jobs.Store.
+func (p *proc) RepeatJob(ctx context.Context, tenantID int64, key, fingerprint string) (*jobs.Job, error) {
+	if err := p.alive(); err != nil {
+		return nil, err
+	}
+	return p.jobs.RepeatJob(ctx, tenantID, key, fingerprint)
+}
+
 // GetJob implements jobs.Store.
 func (p *proc) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Job, error) {
 	if err := p.alive(); err != nil {

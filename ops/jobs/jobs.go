@@ -169,6 +169,10 @@ type Store interface {
 	// InsertJob inserts j with its uploaded checkpoint unless the tenant already has a job
 	// with its idempotency key; then it returns that job (and counts the repeat).
 	InsertJob(ctx context.Context, j *Job, uploaded Checkpoint) (*Job, bool, error)
+	// RepeatJob returns the tenant's job with the idempotency key and counts the repeat, as
+	// InsertJob does for a key it finds (a request of another fingerprint is no repeat), or
+	// ENOTFOUND: a submission refused unless its key already names a job asks it.
+	RepeatJob(ctx context.Context, tenantID int64, key, fingerprint string) (*Job, error)
 	// GetJob returns a job of the tenant (any tenant for 0) or ENOTFOUND.
 	GetJob(ctx context.Context, tenantID int64, id string) (*Job, error)
 	// ClaimJobs leases up to limit runnable jobs to owner, skipping rows others hold:

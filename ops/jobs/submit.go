@@ -87,9 +87,7 @@ func (s *Service) Submit(ctx context.Context, in Submission) (Submitted, error) 
 	if err != nil {
 		return Submitted{}, s.Refuse(ctx, in.TenantID, ops.CleanRef(in.RequestRef), err)
 	}
-	up := Checkpoint{Stage: StageUploaded, InputHash: j.DocumentHash, CodeVersion: uploadVersion, Status: CheckpointOK,
-		Result: mustJSON(map[string]any{"document_hash": j.DocumentHash, "document_ref": in.Document.Ref, "bytes": len(in.Document.Text)})}
-	got, created, err := s.Store.InsertJob(ctx, j, up)
+	got, created, err := s.record(ctx, in, j)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -134,10 +132,7 @@ func (s *Service) newJob(in Submission) (*Job, error) {
 			return nil, err
 		}
 	}
-	cat := s.Catalog
-	if cat == nil {
-		cat = DefaultCatalog()
-	}
+	cat := s.catalog()
 	if err := cat.check(in.Pipeline, in.PromptVersion, in.ModelProfile); err != nil {
 		return nil, err
 	}
@@ -175,11 +170,7 @@ func (s *Service) newJob(in Submission) (*Job, error) {
 // whose profile's model the price table does not price: its generations would cost nothing
 // against the budget, so the budget would not hold them.
 func (s *Service) priced(in Submission, model string) error {
-	prices := s.Prices
-	if prices == nil {
-		prices = llm.DefaultPrices()
-	}
-	if in.LLMBudgetMicros <= 0 || prices.Priced(model) {
+	if in.LLMBudgetMicros <= 0 || s.prices().Priced(model) {
 		return nil
 	}
 	return llm.ModelNotPriced(model, fmt.Sprintf("this job was recorded as refused and nothing of it was sent. "+

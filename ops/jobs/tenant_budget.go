@@ -59,11 +59,9 @@ func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) e
 	return r.requeue(ctx, wait, reason, ops.ErrorMessage(refusal))
 }
 
-// size is what one send of body may ask of the tenant's budget at most: its bytes as input
-// tokens, and its profile's max_tokens, which the body names, as output.
+// size is what one send of body may ask of the tenant's budget at most (generationSize).
 func (r *run) size(body []byte) llm.CallSize {
-	prof := r.catalog().Profiles[r.j.ModelProfile]
-	return llm.CallSize{Model: prof.Model, InputTokens: int64(len(body)), OutputCap: int64(prof.MaxTokens)}
+	return generationSize(r.catalog().Profiles[r.j.ModelProfile], body)
 }
 
 // model is the model the job's profile asks for.

@@ -31,8 +31,9 @@ func setBudget(t *testing.T, e *env, micros int64) {
 // profile's max_tokens on the dearer model, admitted on the spend alone, would be billed past
 // the budget. The worker sends nothing for it: the job waits queued until the budget resets
 // with llm_budget_too_small as its last error, the refusal recorded as the tenant's refused
-// request; a job whose one generation may cost more than the whole budget of a day fails at
-// once, since no day pays for it.
+// request; a job whose one generation may cost more than the whole budget of a day (lowered
+// after the job was submitted: submission refuses such a job) fails at once, since no day
+// pays for it.
 // ops rule 8
 func TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing(t *testing.T) {
 	t.Parallel()
@@ -41,10 +42,13 @@ func TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing(t *testing.T) {
 	e.svc.Catalog = capCatalog()
 	w, clock := budgetedWorker(t, e)
 	w.Catalog = capCatalog()
-	submit := func(key, doc, profile string) *jobs.Job {
+	// budget is the tenant's budget as its token read it at submission, which holds a job
+	// to the whole budget of a day (TestAJobNoDayOfItsBudgetPaysIsRefusedAtSubmission).
+	submit := func(key, doc, profile string, budget int64) *jobs.Job {
 		t.Helper()
 		s, err := e.svc.Submit(ctx, jobs.Submission{TenantID: e.tenant, IdempotencyKey: key,
-			Document: jobs.Document{Text: doc}, Pipeline: "summarise", PromptVersion: "v1", ModelProfile: profile})
+			Document: jobs.Document{Text: doc}, Pipeline: "summarise", PromptVersion: "v1", ModelProfile: profile,
+			LLMBudgetMicros: budget})
 		if err != nil {
 			t.Fatalf("submit %s: %v", key, err)
 		}
@@ -53,13 +57,14 @@ func TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing(t *testing.T) {
 	// 0.102: the long job's worst case (0.10 of output and its input's bytes) fits the
 	// whole budget, not what the mid job's 0.003 leaves of it.
 	setBudget(t, e, 102_000)
-	mid := submit("mid", docA, "mid")
+	mid := submit("mid", docA, "mid", 102_000)
 	e.drain(t, w)
 	if j := e.job(t, mid.ID); j.Status != jobs.StatusPublished {
 		t.Fatalf("the job within the budget is %s (%s), want published", j.Status, j.ErrorMessage)
 	}
 	clock.Advance(2 * time.Second)
-	long := submit("long", docB, "long")
+	// Submission accepts it: it fits the whole budget, and waits for midnight in the queue.
+	long := submit("long", docB, "long", 102_000)
 	if _, err := w.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +80,11 @@ func TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing(t *testing.T) {
 	if n := e.count(t, `SELECT count(*) FROM client_requests WHERE tenant_id = $1 AND kind = 'llm_job' AND answer = 'rejected'`, e.tenant); n != 1 {
 		t.Errorf("%d refused requests recorded, want 1", n)
 	}
-	// A budget of 0.09 a day pays for no generation of the long profile, whatever is left.
+	// A budget of 0.09 a day pays for no generation of the long profile, whatever is left: a
+	// job submitted before the budget was lowered to it fails at once.
+	over := submit("over", docA+" Again.", "long", 102_000)
 	setBudget(t, e, 90_000)
 	clock.Advance(2 * time.Second)
-	over := submit("over", docA+" Again.", "long")
 	if _, err := w.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -146,6 +146,51 @@ func (t *PriceTable) fitCall(s CallSize, left, minCap int64, canSet bool) fit {
 	return fit{worst: p.worstMicros(s.InputTokens, out*s.choices()), output: out, largest: largest, refused: true}
 }
 
+// DayFit is what a tenant's whole LLM budget of a day says of a new call, checked as
+// CheckCall checks it against what is left (its output cap s.OutputCap, none set by Settle).
+type DayFit struct {
+	// Over says its worst case costs more than the whole budget: CheckCall refuses it
+	// whatever was spent, wrapping ErrOverWholeBudget, so no day's budget pays for it.
+	Over bool
+	// Worst is that worst case in micro-units, Output the output tokens per answer it counts.
+	Worst, Output int64
+	// LargestCap is the largest output cap per answer that fits the budget with its input, -1
+	// when its input alone does not; LargestInput the most input tokens (body bytes) that
+	// fit with its output, -1 when its output alone does not.
+	LargestCap, LargestInput int64
+}
+
+// FitADay is the DayFit of a new call of size s against a budget of a day, so that what
+// takes calls to send later (a pipeline job) can refuse at once a call that CheckCall
+// would refuse on every day.
+func (t *PriceTable) FitADay(s CallSize, budget int64) DayFit {
+	f := t.fitCall(s, budget, 1, false)
+	if !f.refused || f.worst <= budget {
+		return DayFit{}
+	}
+	return DayFit{Over: true, Worst: f.worst, Output: f.output, LargestCap: f.largest,
+		LargestInput: t.largestInput(s, f.output, budget)}
+}
+
+// largestInput is the most input tokens a call of size s with output tokens per answer may
+// have with its worst case within left micro-units; -1 when its output alone does not fit.
+func (t *PriceTable) largestInput(s CallSize, output, left int64) int64 {
+	p, ok := t.lookup(s.Model)
+	out := output * s.choices()
+	if !ok || p.worstMicros(0, out) > left {
+		return -1
+	}
+	if p.worstInput() <= 0 {
+		return maxOutputCap
+	}
+	n := min(int64((float64(left)-float64(out)*p.Output)/p.worstInput()), maxOutputCap)
+	// The division's rounding may leave a token too many: the worst case decides.
+	for n > 0 && p.worstMicros(n, out) > left {
+		n--
+	}
+	return max(n, 0)
+}
+
 // worstWithCap is the worst case of s with an output cap of cap per answer.
 func (t *PriceTable) worstWithCap(s CallSize, cap int64) int64 {
 	p, _ := t.lookup(s.Model)

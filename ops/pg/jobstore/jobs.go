@@ -100,6 +100,22 @@ SELECT * FROM ins`, args)
 	return out, !existed, nil
 }
 
+// RepeatJob implements jobs.Store: one statement finds the tenant's job with the key and
+// counts the repeat the way InsertJob's conflict does.
+func (s *Store) RepeatJob(ctx context.Context, tenantID int64, key, fingerprint string) (*jobs.Job, error) {
+	j, err := scanJob(s.db.Pool.QueryRow(ctx, `UPDATE jobs AS j
+SET duplicate_posts = j.duplicate_posts + CASE WHEN j.request_fingerprint = $3 THEN 1 ELSE 0 END
+WHERE j.tenant_id = $1 AND j.idempotency_key = $2
+RETURNING `+jobCols, tenantID, key, fingerprint))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ops.Errorf(ops.ENOTFOUND, "No job with this key.")
+	}
+	if err != nil {
+		return nil, pg.Interpret(err, "repeat job")
+	}
+	return j, nil
+}
+
 // GetJob implements jobs.Store.
 func (s *Store) GetJob(ctx context.Context, tenantID int64, id string) (*jobs.Job, error) {
 	canonical, ok := pg.CanonicalID(id)
