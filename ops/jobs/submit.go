@@ -36,7 +36,8 @@ type Submission struct {
 	PromptVersion string
 	ModelProfile  string
 	// LLMBudgetMicros is the tenant's LLM budget per UTC day as its token read it (0: none):
-	// a budgeted tenant may not submit a job of a model the price table does not price.
+	// a budgeted tenant may not submit a job of a model the price table does not price, nor
+	// one whose generation may cost more than the whole budget of a day (overBudget).
 	LLMBudgetMicros int64
 }
 
