@@ -49,6 +49,11 @@ func (s *Server) mcpRefusals(tools *mcptool.Tools) func(http.Handler) http.Handl
 				next.ServeHTTP(w, r)
 				return
 			}
+			release, ok := s.mcpBatchPlaces(w, r, tools, calls)
+			if !ok {
+				return
+			}
+			defer release()
 			// The SDK answers in one JSON write (JSONResponse), so its answer is held until
 			// the refused calls in it are recorded and their errors say so.
 			held := &heldAnswer{header: http.Header{}, status: http.StatusOK}
@@ -62,15 +67,7 @@ func (s *Server) mcpRefusals(tools *mcptool.Tools) func(http.Handler) http.Handl
 // show. The answer is a JSON-RPC error with the status of the refusal, or of the outage
 // that kept a call from being recorded.
 func (s *Server) refuseMCPBody(w http.ResponseWriter, r *http.Request, tools *mcptool.Tools, calls []mcptool.ToolCall) {
-	var answer error = &ops.Error{Code: ETOOLARGE, Reason: "body_too_large", Message: fmt.Sprintf("The body is over %d bytes.", mcpMaxBody)}
-	refusal := answer
-	for _, c := range calls {
-		if err := tools.RefuseCall(r.Context(), tenantFrom(r.Context()).ID, c, refusal); err != refusal {
-			answer = err
-		}
-	}
-	status, _ := statusOf(answer)
-	writeRPCError(w, status, onlyID(calls), mcptool.RefusalText(answer))
+	s.refuseMCPCalls(w, r, tools, calls, &ops.Error{Code: ETOOLARGE, Reason: "body_too_large", Message: fmt.Sprintf("The body is over %d bytes.", mcpMaxBody)})
 }
 
 // answerMCP records the calls the SDK refused (those its held answer gives no result) and

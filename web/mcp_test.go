@@ -19,6 +19,7 @@ import (
 	"github.com/settle-dev/settle/ops/pg"
 	"github.com/settle-dev/settle/ops/refund"
 	"github.com/settle-dev/settle/ops/stripe"
+	"github.com/settle-dev/settle/web"
 )
 
 // mcpEnv is the MCP server wired for real: Postgres, stripe-go, the fake Stripe over
@@ -33,9 +34,13 @@ type mcpEnv struct {
 	ledger *ops.Ledger
 }
 
-func newMCPEnv(t *testing.T, attemptTimeout, deadline time.Duration) *mcpEnv {
+// newMCPEnv wires the env; each of with may set the server's limits before it serves.
+func newMCPEnv(t *testing.T, attemptTimeout, deadline time.Duration, with ...func(*web.Server)) *mcpEnv {
 	t.Helper()
 	s, tw := newServer(t)
+	for _, f := range with {
+		f(s)
+	}
 	db := tw.DB
 	fk, base := tw.Stripe(fake.StripeOptions{Seed: 1})
 	fk.AddPaymentIntent("pi_4417", 3800, "usd", fake.OwnedBy("shop"))

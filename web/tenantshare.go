@@ -268,13 +268,6 @@ func (s *Server) refuseMCP(tools *mcptool.Tools) recordRefusal {
 		if err != nil {
 			return refusal
 		}
-		answer := refusal
-		for _, c := range mcptool.ToolCalls(body) {
-			// RefuseCall returns refusal itself once it is recorded; anything else says it was not.
-			if err := tools.RefuseCall(r.Context(), t.ID, c, refusal); err != refusal {
-				answer = err
-			}
-		}
-		return answer
+		return recordMCPCalls(r, tools, mcptool.ToolCalls(body), refusal)
 	}
 }
