@@ -104,9 +104,11 @@ func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeError(w, r, status, code, ops.ErrorMessage(err))
 }
 
-// isAPI reports whether the client is a program, which wants problem+json, not HTML.
+// isAPI reports whether the client is a program, which wants problem+json, not HTML: an API
+// client, an agent, or a provider delivering a webhook.
 func isAPI(r *http.Request) bool {
-	return strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/mcp"
+	return strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/mcp" ||
+		strings.HasPrefix(r.URL.Path, "/webhooks/")
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, code, detail string) {

@@ -18,7 +18,6 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
-	"github.com/stripe/stripe-go/v76/webhook"
 	"golang.org/x/time/rate"
 
 	"github.com/settle-dev/settle/ops"
@@ -421,57 +420,6 @@ func recordWithRaw(r *stripego.Refund, raw json.RawMessage) ops.ProviderRecord {
 		rec.PaymentRef = r.PaymentIntent.ID
 	}
 	return rec
-}
-
-// ParseWebhook verifies a webhook's signature (300 s tolerance) and turns it into a
-// provider event. Events of another API version are accepted: Settle reads only the
-// refund's id, amount, currency, status, payment intent and metadata, and the event's
-// account. A refund that names no payment intent is judged without it.
-func (a *Adapter) ParseWebhook(payload []byte, signature string, now time.Time) (ops.ProviderEvent, error) {
-	var ev stripego.Event
-	err := errors.New("no webhook signing secret is configured")
-	for _, secret := range []string{a.cfg.WebhookSecret, a.cfg.ConnectWebhookSecret} {
-		if secret == "" {
-			continue
-		}
-		if ev, err = webhook.ConstructEventWithOptions(payload, signature, secret, webhook.ConstructEventOptions{
-			Tolerance: 300 * time.Second, IgnoreAPIVersionMismatch: true}); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return ops.ProviderEvent{}, &ops.Error{Code: ops.EUNAUTHORIZED, Reason: "bad_signature", Message: "The webhook signature does not verify.", Err: err}
-	}
-	// A Connect event names the connected account it happened in; the ledger lets it change
-	// only the operations of the tenant bound to that account.
-	out := ops.ProviderEvent{Provider: "stripe", ID: ev.ID, Type: string(ev.Type), Payload: payload, ReceivedAt: now, Account: ev.Account}
-	switch ev.Type {
-	case "refund.created", "refund.updated", "refund.failed", "charge.refund.updated":
-		// charge.refund.updated carries the refund itself, as refund.updated does; an
-		// endpoint subscribed to it hears a refund's later failure only from it (ops rules 9 and 12).
-		var r stripego.Refund
-		if err := json.Unmarshal(ev.Data.Raw, &r); err != nil {
-			return out, &ops.Error{Code: ops.EINVALID, Reason: "bad_event", Message: "The refund in the event cannot be read.", Err: err}
-		}
-		rec := Record(&r)
-		rec.Account = ev.Account
-		out.Record = &rec
-	case "charge.refunded":
-		// The charge lists its refunds; the newest is the one this event announces.
-		var c stripego.Charge
-		if err := json.Unmarshal(ev.Data.Raw, &c); err != nil {
-			return out, &ops.Error{Code: ops.EINVALID, Reason: "bad_event", Message: "The charge in the event cannot be read.", Err: err}
-		}
-		if c.Refunds != nil && len(c.Refunds.Data) > 0 {
-			rec := Record(c.Refunds.Data[0])
-			rec.Account = ev.Account
-			if rec.PaymentRef == "" && c.PaymentIntent != nil {
-				rec.PaymentRef = c.PaymentIntent.ID
-			}
-			out.Record = &rec
-		}
-	}
-	return out, nil
 }
 
 // headerCatcher hands each response's headers to the caller that asked for them through
