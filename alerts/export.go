@@ -14,9 +14,13 @@ import (
 // refused at the door, and every answer of a cancel (ops.Answer.Cancel).
 const notAdmitted = "rejected|cancelled|cancel_too_late|cancel_failed|cancel_refused"
 
-// budgetSpent is the reason of a request refused for its tenant's spent LLM budget
-// (llm.ReasonBudgetSpent, which this package does not import).
-const budgetSpent = "tenant_budget_spent"
+// budgetSpent and budgetTooSmall are the reasons of a request refused for its tenant's spent
+// LLM budget, and for what is left of it being too small for the call (llm.ReasonBudgetSpent
+// and llm.ReasonBudgetTooSmall, which this package does not import).
+const (
+	budgetSpent    = "tenant_budget_spent"
+	budgetTooSmall = "llm_budget_too_small"
+)
 
 // promSelector is the series behind each signal in Settle's /metrics.
 var promSelector = map[Signal]string{
@@ -42,6 +46,7 @@ var promSelector = map[Signal]string{
 	FailedAfterSuccess:   MetricFailedAfterSuccess,
 	PossibleDuplicates:   MetricPossibleDuplicates,
 	BudgetRefusals:       MetricClientRequests + `{answer="rejected",reason="` + budgetSpent + `"}`,
+	BudgetTooSmall:       MetricClientRequests + `{answer="rejected",reason="` + budgetTooSmall + `"}`,
 }
 
 // PromQL writes the rule's expression in PromQL over Settle's /metrics. Every replica

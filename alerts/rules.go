@@ -47,6 +47,12 @@ const (
 	// of the UTC day was spent (429 tenant_budget_spent): the gateway's calls and resends,
 	// and the jobs a worker held back. For that tenant's customers each is an outage.
 	BudgetRefusals Signal = "budget_refusals"
+	// BudgetTooSmall counts the client requests refused because what was left of their
+	// tenant's LLM budget of the UTC day could not pay for their worst case (429
+	// llm_budget_too_small): the gateway's new calls and the jobs a worker held back. One
+	// among calls that went through is a client's oversize call; most of a tenant's requests
+	// refused so is a tenant whose calls all ask more than is left, as stopped as a spent one.
+	BudgetTooSmall Signal = "budget_too_small_refusals"
 )
 
 // The backlog signals: what is open now.
@@ -67,7 +73,8 @@ const (
 
 var windowed = map[Signal]bool{ClientRequests: true, AdmittedRequests: true, DuplicateRequests: true, Replays: true, Attempts: true,
 	Timeouts: true, Operations: true, Succeeded: true, ProviderCharges: true, OrphanCharges: true,
-	DoubleCharges: true, ChargeDifference: true, PossibleDuplicates: true, BudgetRefusals: true}
+	DoubleCharges: true, ChargeDifference: true, PossibleDuplicates: true, BudgetRefusals: true,
+	BudgetTooSmall: true}
 
 var backlog = map[Signal]bool{UnknownOperations: true, ExpiredOperations: true, ReceivedOperations: true,
 	InProgressOperations: true, FailedAfterSuccess: true}

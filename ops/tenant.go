@@ -113,3 +113,13 @@ func (b SpendBound) OrDefault() SpendBound {
 	}
 	return b
 }
+
+// RefusalShare is how many client requests of one tenant and kind were received in a
+// window, and how many of them were refused for one reason: enough to tell a tenant whose
+// requests are mostly refused (stopped) from one that sent one bad request among many.
+type RefusalShare struct {
+	TenantID int64
+	Kind     Kind
+	Requests int64
+	Refused  int64
+}

@@ -12,7 +12,10 @@ type TenantsPage struct {
 	Currency string
 	// CanEdit offers the budget forms: admins only; the server checks every post again.
 	CanEdit bool
-	Tenants []TenantRow
+	// RefusalsUnread says the requests refused for what is left of a budget could not be
+	// counted in time: a tenant they stop shows within its budget.
+	RefusalsUnread bool
+	Tenants        []TenantRow
 }
 
 // TenantRow is one tenant of the tenants page.
@@ -23,6 +26,10 @@ type TenantRow struct {
 	Budget, Spent, Used string
 	// Refused says new calls are refused now: the day's spend reached the budget.
 	Refused bool
+	// TooSmall, when not "", says new calls are refused though the budget is not spent: what
+	// is left cannot pay for the calls the tenant makes (most of its recent requests were
+	// refused so), and what to do.
+	TooSmall string
 	// SpendUnknown says the day's spend was not read whole and what was read is short of the
 	// budget: whether new calls are refused is the budget check's to say.
 	SpendUnknown bool

@@ -11,30 +11,24 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/alerts/alertstest"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/llm"
 	"github.com/settle-dev/settle/ops/pg/alertstore"
 )
 
-// budgetAlerts are the instances of TenantLLMBudgetSpent Alertmanager sees as firing, by
-// tenant, with their summaries.
+// budgetAlerts are the summaries of the instances of TenantLLMBudgetSpent active in as, by
+// tenant; each has severity warning.
 func budgetAlerts(t *testing.T, as *alertstore.Store) map[string]string {
 	t.Helper()
-	ins, err := as.AlertInstances(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
+	ins := alertstest.Firing(t, as, alertstest.BudgetAlert)
 	for _, in := range ins {
-		if in.Alert == "TenantLLMBudgetSpent" && in.State.Active() {
-			if in.Labels["severity"] != "warning" {
-				t.Errorf("TenantLLMBudgetSpent for %v has severity %q, want warning", in.Labels, in.Labels["severity"])
-			}
-			out[in.Labels["tenant"]] = in.Annotations["summary"]
+		if in.Labels["severity"] != "warning" {
+			t.Errorf("TenantLLMBudgetSpent for %v has severity %q, want warning", in.Labels, in.Labels["severity"])
 		}
 	}
-	return out
+	return alertstest.SummariesByTenant(ins)
 }
 
 // TestTheBuiltInRulesAreToldOfASpentLLMBudget: a tenant whose LLM budget of the day is spent

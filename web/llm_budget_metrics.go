@@ -13,12 +13,18 @@ import (
 )
 
 // MetricBudgetRefused counts the LLM calls refused because their tenant's budget of the day
-// was spent: for that tenant's customers an outage until midnight UTC, which the alert rule
-// TenantLLMBudgetSpent reads.
+// was spent: for that tenant's customers an outage until midnight UTC.
 const MetricBudgetRefused = "settle_llm_budget_refused_total"
 
+// MetricBudgetTooSmall counts the LLM calls refused because what is left of their tenant's
+// budget of the day cannot pay for their worst case: a tenant whose every call asks more
+// than is left is as stopped as one whose budget is spent. It is a series of its own, not a
+// reason label on MetricBudgetRefused, so that the sums people already take of that counter
+// keep counting spent budgets alone.
+const MetricBudgetTooSmall = "settle_llm_budget_too_small_total"
+
 // budgetRefusals are the gateway's (and the job workers sharing its budgets) counts of
-// calls refused for a spent budget.
+// calls refused by a budget, spent or too small for them.
 type budgetRefusals interface {
 	BudgetRefusals() []llm.BudgetRefusal
 }
@@ -39,8 +45,9 @@ const budgetNamesTTL = time.Minute
 type budgetRefusedCollector struct {
 	src     budgetRefusals
 	tenants tenantLister
-	desc    *prometheus.Desc
-	clock   ops.Clock
+	// descs are the series by the refusal's reason.
+	descs map[string]*prometheus.Desc
+	clock ops.Clock
 
 	mu       sync.Mutex
 	names    map[int64]string
@@ -63,15 +70,24 @@ func (r budgetsRefusals) BudgetRefusals() []llm.BudgetRefusal { return r.b.Refus
 // registerBudgetRefusals exports the refusals src counts, naming tenants from s.DB.
 func (s *Server) registerBudgetRefusals(src budgetRefusals) {
 	lister, _ := s.DB.(tenantLister)
+	labels := []string{"tenant", "api", "caller"}
+	callers := " by tenant, API and caller (gateway: a client's call or resend; job: a job held back until the budget resets, once per job)."
 	register(s.Registry, &budgetRefusedCollector{src: src, tenants: lister, names: map[int64]string{}, clock: s.Clock,
-		desc: prometheus.NewDesc(MetricBudgetRefused,
-			"LLM calls refused with 429 tenant_budget_spent because their tenant's budget of the UTC day was spent, by tenant, "+
-				"API and caller (gateway: a client's call or resend; job: a job held back until the budget resets, once per job).",
-			[]string{"tenant", "api", "caller"}, nil)})
+		descs: map[string]*prometheus.Desc{
+			llm.ReasonBudgetSpent: prometheus.NewDesc(MetricBudgetRefused,
+				"LLM calls refused with 429 tenant_budget_spent because their tenant's budget of the UTC day was spent,"+callers, labels, nil),
+			llm.ReasonBudgetTooSmall: prometheus.NewDesc(MetricBudgetTooSmall,
+				"LLM calls refused with 429 llm_budget_too_small because what is left of their tenant's budget of the UTC day "+
+					"cannot pay for their worst case,"+callers, labels, nil),
+		}})
 }
 
 // Describe implements prometheus.Collector.
-func (c *budgetRefusedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *budgetRefusedCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
 
 // Collect implements prometheus.Collector.
 func (c *budgetRefusedCollector) Collect(ch chan<- prometheus.Metric) {
@@ -79,7 +95,9 @@ func (c *budgetRefusedCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range rs {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(r.N), c.name(r.TenantID), r.API, r.Caller)
+		if d := c.descs[r.Reason]; d != nil {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(r.N), c.name(r.TenantID), r.API, r.Caller)
+		}
 	}
 }
 

@@ -71,12 +71,17 @@ func (s *Server) renderTenants(w http.ResponseWriter, r *http.Request, status in
 		s.Error(w, r, err)
 		return
 	}
+	stops, unread := s.tooSmallStops(ctx, now)
 	resets := day.Add(24 * time.Hour)
 	me := userFrom(ctx)
 	m := views.TenantsPage{Viewer: viewer(me), Flash: f, Day: day.Format(time.DateOnly), Currency: strings.ToUpper(currency),
-		Resets: resets.Format("2006-01-02 15:04 UTC") + " (in " + untilText(resets.Sub(now)) + ")", CanEdit: me.Role.AtLeast(desk.RoleAdmin)}
+		Resets: resets.Format("2006-01-02 15:04 UTC") + " (in " + untilText(resets.Sub(now)) + ")", CanEdit: me.Role.AtLeast(desk.RoleAdmin),
+		RefusalsUnread: unread}
 	for _, d := range days {
 		row := tenantRow(d, currency, s.SpendBound)
+		if sh, ok := stops[d.Tenant.ID]; ok && !row.Refused && d.Tenant.LLMBudgetMicros > 0 {
+			row.TooSmall = tooSmallText(d, sh, currency)
+		}
 		if d.Tenant.ID == refused.tenantID {
 			row.FormBudget, row.FormError = refused.typed, refused.reason
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/alerts/alertstest"
 	"github.com/settle-dev/settle/internal/demo"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
@@ -85,15 +86,5 @@ func budgetAlertsOf(t *testing.T, p *Program) map[string]string {
 	if _, err := ev.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ins, err := as.AlertInstances(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, in := range ins {
-		if in.Alert == "TenantLLMBudgetSpent" && in.State.Active() {
-			out[in.Labels["tenant"]] = in.Annotations["summary"]
-		}
-	}
-	return out
+	return alertstest.BudgetStops(t, as)
 }

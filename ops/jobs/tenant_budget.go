@@ -27,9 +27,10 @@ func held(err error) bool {
 // and the job is claimed again once the budget resets, or after unpricedWait when its model
 // is not priced (a tenant given a budget after it submitted the job; admission refuses such
 // a job of a tenant that has one), with the refusal as its last error so the submitter sees
-// why it waits. A job that waits past its deadline fails as any other. A spent budget's
-// refusal counts once in the budgets' refusals and in the ledger: the job is not claimed
-// again before the budget resets, so the workers' polls meanwhile count nothing.
+// why it waits. A job that waits past its deadline fails as any other. A refusal for a spent
+// budget, or for what is left being too small for the generation, counts once in the
+// budgets' refusals (by its reason) and in the ledger: the job is not claimed again before
+// the budget resets, so the workers' polls meanwhile count nothing.
 // resent is the open generation whose resend was held back, "" when admission refused a new
 // one: admission recorded that refusal, while a resumed generation's admission recorded no
 // request (the job's own pass), so its hold is recorded here, naming the generation.
@@ -49,10 +50,8 @@ func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) e
 	switch {
 	case errors.Is(refusal, llm.ErrOverWholeBudget):
 		return r.fail(ctx, reason, ops.ErrorMessage(refusal))
-	case reason == llm.ReasonBudgetSpent:
-		r.w.Budgets.Refused(r.j.TenantID, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
-		fallthrough
-	case reason == llm.ReasonBudgetTooSmall:
+	case reason == llm.ReasonBudgetSpent, reason == llm.ReasonBudgetTooSmall:
+		r.w.Budgets.Refused(r.j.TenantID, reason, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
 		p, _ := llm.ProblemOf(refusal)
 		wait = p.RetryAfter
 	}

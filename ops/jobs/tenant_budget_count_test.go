@@ -31,7 +31,7 @@ func TestAJobWaitingForItsTenantsBudgetCountsOnce(t *testing.T) {
 		}
 		clock.Advance(2 * time.Second)
 	}
-	want := []llm.BudgetRefusal{{TenantID: e.tenant, API: "chat_completions", Caller: llm.CallerJob, N: 1}}
+	want := []llm.BudgetRefusal{{TenantID: e.tenant, Reason: llm.ReasonBudgetSpent, API: "chat_completions", Caller: llm.CallerJob, N: 1}}
 	if got := w.Budgets.Refusals(); len(got) != 1 || got[0] != want[0] {
 		t.Errorf("budget refusals %+v, want %+v", got, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/settle-dev/settle/alerts"
+	"github.com/settle-dev/settle/alerts/alertstest"
 	"github.com/settle-dev/settle/ops"
 	"github.com/settle-dev/settle/ops/fake"
 	"github.com/settle-dev/settle/ops/jobs"
@@ -67,23 +68,7 @@ func TestAJobHeldBackAtItsResendIsARefusedRequest(t *testing.T) {
 	if _, err := ev.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := spentAlerts(t, as); len(got) != 1 || !strings.Contains(got["pipeline"], "1 calls refused") {
+	if got := alertstest.BudgetStops(t, as); len(got) != 1 || !strings.Contains(got["pipeline"], "1 calls refused") {
 		t.Errorf("TenantLLMBudgetSpent after the held resend: %v; want it firing for pipeline, counting 1", got)
 	}
-}
-
-// spentAlerts are the summaries of the active instances of TenantLLMBudgetSpent, by tenant.
-func spentAlerts(t *testing.T, as *alertstore.Store) map[string]string {
-	t.Helper()
-	ins, err := as.AlertInstances(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, in := range ins {
-		if in.Alert == "TenantLLMBudgetSpent" && in.State.Active() {
-			out[in.Labels["tenant"]] = in.Annotations["summary"]
-		}
-	}
-	return out
 }

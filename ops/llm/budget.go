@@ -213,9 +213,7 @@ func (x *exchange) budgetCheck(ctx context.Context, refused string, fresh bool) 
 	}
 	return func(context.Context) error {
 		g.stats.rejected.Add(1)
-		if ops.ErrorReason(refusal) == ReasonBudgetSpent {
-			g.cfg.Budgets.Refused(t.ID, x.apiLabel(), CallerGateway)
-		}
+		g.cfg.Budgets.Refused(t.ID, ops.ErrorReason(refusal), x.apiLabel(), CallerGateway)
 		return refusal
 	}
 }

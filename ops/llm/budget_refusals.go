@@ -14,14 +14,17 @@ const (
 	CallerJob     = "job"
 )
 
-// BudgetRefusal counts the calls of one tenant refused because its LLM budget of the day
-// was spent (ReasonBudgetSpent), by the API the call would have called (as a label:
+// BudgetRefusal counts the calls of one tenant refused by its LLM budget of the day, by
+// Reason: spent (ReasonBudgetSpent), or what is left too small for the call's worst case
+// (ReasonBudgetTooSmall), which stops a tenant whose calls all ask more than is left as
+// surely. It counts by the API the call would have called (as a label:
 // "chat_completions", "messages") and by Caller (CallerGateway or CallerJob). N counts
 // refusal decisions since the process started: one per client request refused, and one per
 // job the worker held back until the budget resets, however often the workers poll while it
 // waits.
 type BudgetRefusal struct {
 	TenantID int64
+	Reason   string
 	API      string
 	Caller   string
 	N        uint64
@@ -29,16 +32,18 @@ type BudgetRefusal struct {
 
 // refusalKey names one counter of Budgets' refusals.
 type refusalKey struct {
-	tenantID    int64
-	api, caller string
+	tenantID            int64
+	reason, api, caller string
 }
 
-// Refused counts one call of the tenant refused for its spent budget. The gateway counts
-// its own; a job's worker, which decides to hold its job back, calls it once per decision.
-// Tenants are only those whose budget check ran, so the counts take no more keys than there
-// are tenants with budgets, times APIs and callers.
-func (b *Budgets) Refused(tenantID int64, api, caller string) {
-	if b == nil {
+// Refused counts one call of the tenant refused by its budget for reason; a refusal of any
+// other reason (a model the table does not price refuses the call, not the tenant's budget)
+// counts nothing. The gateway counts its own; a job's worker, which decides to hold its job
+// back, calls it once per decision. Tenants are only those whose budget check ran, so the
+// counts take no more keys than there are tenants with budgets, times reasons, APIs and
+// callers.
+func (b *Budgets) Refused(tenantID int64, reason, api, caller string) {
+	if b == nil || (reason != ReasonBudgetSpent && reason != ReasonBudgetTooSmall) {
 		return
 	}
 	b.mu.Lock()
@@ -46,10 +51,10 @@ func (b *Budgets) Refused(tenantID int64, api, caller string) {
 	if b.refusals == nil {
 		b.refusals = map[refusalKey]uint64{}
 	}
-	b.refusals[refusalKey{tenantID, api, caller}]++
+	b.refusals[refusalKey{tenantID, reason, api, caller}]++
 }
 
-// Refusals returns every count of refused calls, ordered by tenant, API and caller.
+// Refusals returns every count of refused calls, ordered by tenant, reason, API and caller.
 func (b *Budgets) Refusals() []BudgetRefusal {
 	if b == nil {
 		return nil
@@ -57,11 +62,12 @@ func (b *Budgets) Refusals() []BudgetRefusal {
 	b.mu.Lock()
 	out := make([]BudgetRefusal, 0, len(b.refusals))
 	for k, n := range b.refusals {
-		out = append(out, BudgetRefusal{TenantID: k.tenantID, API: k.api, Caller: k.caller, N: n})
+		out = append(out, BudgetRefusal{TenantID: k.tenantID, Reason: k.reason, API: k.api, Caller: k.caller, N: n})
 	}
 	b.mu.Unlock()
 	slices.SortFunc(out, func(x, y BudgetRefusal) int {
-		return cmp.Or(cmp.Compare(x.TenantID, y.TenantID), cmp.Compare(x.API, y.API), cmp.Compare(x.Caller, y.Caller))
+		return cmp.Or(cmp.Compare(x.TenantID, y.TenantID), cmp.Compare(x.Reason, y.Reason), cmp.Compare(x.API, y.API),
+			cmp.Compare(x.Caller, y.Caller))
 	})
 	return out
 }

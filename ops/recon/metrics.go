@@ -84,6 +84,10 @@ type MetricsRow struct {
 	// of the day was spent (llm.ReasonBudgetSpent): the gateway's calls and resends and the
 	// jobs held back, which the built-in TenantLLMBudgetSpent rule reads.
 	BudgetRefused int64
+	// BudgetTooSmall counts those of the Rejected refused because what was left of their
+	// tenant's LLM budget could not pay for their worst case (llm.ReasonBudgetTooSmall):
+	// a tenant all of whose calls are refused so is as stopped as a spent one.
+	BudgetTooSmall int64
 	// Operations counts operations created in the window; Succeeded, Failed, Unknown and
 	// Expired those of them whose status is that now.
 	Operations int64

@@ -163,6 +163,7 @@ func addMetrics(v map[alerts.Signal]float64, r recon.MetricsRow) {
 	v[alerts.OrphanCharges] += float64(r.Orphans)
 	v[alerts.DoubleCharges] += float64(r.DoubleCharges)
 	v[alerts.BudgetRefusals] += float64(r.BudgetRefused)
+	v[alerts.BudgetTooSmall] += float64(r.BudgetTooSmall)
 }
 
 // Backlog implements alerts.Source. Unknown and expired are counted from queue_counts (kept

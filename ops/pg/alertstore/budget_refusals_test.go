@@ -31,10 +31,12 @@ FROM generate_series(0, @n::int - 1) i`, pgx.NamedArgs{"tenant": f.Tenant, "kind
 }
 
 // TestBudgetRefusalsAreCountedFromTheRollupsAsFromTheRawRows: the built-in rules read the
-// requests refused because their tenant's LLM budget was spent as counted facts (ops rule 8),
+// requests refused because their tenant's LLM budget was spent, and those refused because
+// what was left of it was too small for the call, as counted facts (ops rule 8), each apart,
 // from the rollups for the minutes the rollup job settled and from the raw rows after its
 // cut, with the raw rows' numbers: the gateway's and the job workers' refusals alike, and no
 // refusal of another reason.
+// ops rule 8
 func TestBudgetRefusalsAreCountedFromTheRollupsAsFromTheRawRows(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -43,12 +45,15 @@ func TestBudgetRefusalsAreCountedFromTheRollupsAsFromTheRawRows(t *testing.T) {
 	refusals(t, f, ops.KindLLMCall, llm.ReasonBudgetSpent, 7, now.Add(-3*time.Hour), now.Add(-2*time.Hour))
 	refusals(t, f, ops.KindLLMJob, llm.ReasonBudgetSpent, 2, now.Add(-3*time.Hour), now.Add(-2*time.Hour))
 	refusals(t, f, ops.KindLLMCall, llm.ReasonModelNotPriced, 4, now.Add(-3*time.Hour), now.Add(-2*time.Hour))
+	refusals(t, f, ops.KindLLMCall, llm.ReasonBudgetTooSmall, 5, now.Add(-3*time.Hour), now.Add(-2*time.Hour))
+	refusals(t, f, ops.KindLLMJob, llm.ReasonBudgetTooSmall, 1, now.Add(-3*time.Hour), now.Add(-2*time.Hour))
 	roll := &recon.Rollups{Store: rollupstore.New(f.DB), Clock: ops.NewManualClock(now)}
 	if rep, err := roll.CatchUp(ctx); err != nil || !rep.CaughtUp {
 		t.Fatalf("rollups: %+v %v", rep, err)
 	}
 	// Refusals after the pass, after its cut.
 	refusals(t, f, ops.KindLLMCall, llm.ReasonBudgetSpent, 3, now.Add(5*time.Second), now.Add(40*time.Second))
+	refusals(t, f, ops.KindLLMCall, llm.ReasonBudgetTooSmall, 2, now.Add(5*time.Second), now.Add(40*time.Second))
 	to := now.Add(45 * time.Second)
 	got, err := f.alerts.Counters(ctx, to.Add(-6*time.Hour), to)
 	if err != nil {
@@ -56,7 +61,8 @@ func TestBudgetRefusalsAreCountedFromTheRollupsAsFromTheRawRows(t *testing.T) {
 	}
 	sig := sameAsRaw(t, f, got, to.Add(-6*time.Hour), to)
 	for key, want := range map[string]float64{"acme/llm_call// budget_refusals": 7 + 3, "acme/llm_job// budget_refusals": 2,
-		"acme/llm_call// client_requests": 7 + 4 + 3} {
+		"acme/llm_call// budget_too_small_refusals": 5 + 2, "acme/llm_job// budget_too_small_refusals": 1,
+		"acme/llm_call// client_requests": 7 + 4 + 5 + 3 + 2} {
 		if sig[key] != want {
 			t.Errorf("%s = %v, want %v (all %v)", key, sig[key], want, sig)
 		}
@@ -87,10 +93,20 @@ func TestMetricsSayWhyARequestWasRefused(t *testing.T) {
 		t.Fatalf("settle_client_requests_total by reason %v, want 3 %s, 1 %s and 1 request with none",
 			got, llm.ReasonBudgetSpent, llm.ReasonModelNotPriced)
 	}
-	// The exported rule reads the reason the gateway gives.
+	// Each exported rule of a budget's stop reads the reason the gateway gives, the one its
+	// alerts are labelled with.
+	reasons := map[string]bool{}
 	for _, r := range alerts.DefaultRules().Rules() {
-		if q := alerts.PromQL(r); r.Alert == "TenantLLMBudgetSpent" && !strings.Contains(q, `reason="`+llm.ReasonBudgetSpent+`"`) {
-			t.Errorf("the exported TenantLLMBudgetSpent reads %s, not the requests refused for %s", q, llm.ReasonBudgetSpent)
+		if r.Alert != "TenantLLMBudgetSpent" {
+			continue
 		}
+		reason := r.Labels["reason"]
+		reasons[reason] = true
+		if q := alerts.PromQL(r); !strings.Contains(q, `reason="`+reason+`"`) {
+			t.Errorf("the exported TenantLLMBudgetSpent of reason %q reads %s, not the requests refused for it", reason, q)
+		}
+	}
+	if !reasons[llm.ReasonBudgetSpent] || !reasons[llm.ReasonBudgetTooSmall] || len(reasons) != 2 {
+		t.Errorf("TenantLLMBudgetSpent is told of the reasons %v, want %s and %s", reasons, llm.ReasonBudgetSpent, llm.ReasonBudgetTooSmall)
 	}
 }

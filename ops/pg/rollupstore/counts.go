@@ -180,7 +180,7 @@ func countRaw(ctx context.Context, q querier, f recon.MetricsFilter) ([]recon.Me
 	var c countRow
 	for rs.Next() {
 		if err := rs.Scan(&c.part, &c.bucket, &c.tenant, &c.kind, &c.provider, &c.api, &c.currency,
-			&c.v[0], &c.v[1], &c.v[2], &c.v[3], &c.v[4], &c.v[5], &c.v[6], &c.v[7], &c.v[8], &c.v[9]); err != nil {
+			&c.v[0], &c.v[1], &c.v[2], &c.v[3], &c.v[4], &c.v[5], &c.v[6], &c.v[7], &c.v[8], &c.v[9], &c.v[10]); err != nil {
 			return nil, pg.Interpret(err, "count the raw rows")
 		}
 		if err := c.addTo(rows); err != nil {
@@ -227,7 +227,7 @@ type countRow struct {
 	bucket                        time.Time
 	tenant                        int64
 	kind, provider, api, currency string
-	v                             [10]int64
+	v                             [11]int64
 }
 
 // addTo adds the row's numbers to its row of the table.
@@ -246,6 +246,7 @@ func (c *countRow) addTo(rows metricsRows) error {
 		r.Rejected += v[7]
 		r.Cancels += v[8]
 		r.BudgetRefused += v[9]
+		r.BudgetTooSmall += v[10]
 	case partOperations:
 		r.Operations += v[0]
 		r.Succeeded += v[1]
@@ -299,30 +300,31 @@ var countSQL = `WITH ` + windowOps + `, ` + chargesCTE + `, counted AS (
 		CASE WHEN cr.answer = 'replayed' THEN coalesce(w.micros, ` + opMicros + `) END AS v3,
 		(cr.answer = 'in_progress')::int AS v4, (cr.answer = 'conflict')::int AS v5, (cr.answer = 'checking')::int AS v6,
 		(cr.answer = 'rejected')::int AS v7, (cr.answer IN ` + cancelAnswers + `)::int AS v8,
-		(cr.answer = 'rejected' AND cr.reason = '` + llm.ReasonBudgetSpent + `')::int AS v9
+		(cr.answer = 'rejected' AND cr.reason = '` + llm.ReasonBudgetSpent + `')::int AS v9,
+		(cr.answer = 'rejected' AND cr.reason = '` + llm.ReasonBudgetTooSmall + `')::int AS v10
 	FROM client_requests cr LEFT JOIN w ON w.id = cr.operation_id LEFT JOIN LATERAL (` + opByID("cr") + `) o ON true
 	WHERE cr.received_at >= @from AND cr.received_at < @to AND (@tenant = 0 OR cr.tenant_id = @tenant) AND (@kind = '' OR cr.kind = @kind)
 		AND (@provider = '' OR coalesce(w.provider, o.provider) = @provider) AND (@api = '' OR coalesce(w.api, o.api) = @api)
 	UNION ALL
 	SELECT ` + fmt.Sprint(partOperations) + `, ` + metricsBin("o.created_at") + `, o.tenant_id, o.kind, o.provider, o.api, '',
-		1, (o.status = 'succeeded')::int, (o.status = 'failed')::int, (o.status = 'unknown')::int, (o.status = 'expired')::int, 0, 0, 0, 0, 0
+		1, (o.status = 'succeeded')::int, (o.status = 'failed')::int, (o.status = 'unknown')::int, (o.status = 'expired')::int, 0, 0, 0, 0, 0, 0
 	FROM w o WHERE ` + opFilter + `
 	UNION ALL
 	SELECT ` + fmt.Sprint(partAttempts) + `, ` + metricsBin("a.started_at") + `, coalesce(w.tenant_id, o.tenant_id), coalesce(w.kind, o.kind),
 		coalesce(w.provider, o.provider), coalesce(w.api, o.api), '',
-		1, (a.outcome IS DISTINCT FROM 'not_sent')::int, (a.outcome = 'timeout')::int, 0, 0, 0, 0, 0, 0, 0
+		1, (a.outcome IS DISTINCT FROM 'not_sent')::int, (a.outcome = 'timeout')::int, 0, 0, 0, 0, 0, 0, 0, 0
 	FROM attempts a LEFT JOIN w ON w.id = a.operation_id LEFT JOIN LATERAL (` + opByID("a") + `) o ON true
 	WHERE a.started_at >= @from AND a.started_at < @to AND (w.id IS NOT NULL OR o.tenant_id IS NOT NULL)
 		AND (@tenant = 0 OR coalesce(w.tenant_id, o.tenant_id) = @tenant) AND (@kind = '' OR coalesce(w.kind, o.kind) = @kind)
 		AND (@provider = '' OR coalesce(w.provider, o.provider) = @provider) AND (@api = '' OR coalesce(w.api, o.api) = @api)
 	UNION ALL
 	SELECT ` + fmt.Sprint(partCharges) + `, ` + metricsBin("c.at") + `, c.tenant_id, c.kind, c.provider, c.api, c.currency,
-		1, (c.operation_id IS NULL)::int, (c.n > 1)::int, CASE WHEN c.n > 1 THEN c.micros ELSE 0 END, 0, 0, 0, 0, 0, 0
+		1, (c.operation_id IS NULL)::int, (c.n > 1)::int, CASE WHEN c.n > 1 THEN c.micros ELSE 0 END, 0, 0, 0, 0, 0, 0, 0
 	FROM c
 )
 SELECT part, bin, tenant_id, kind, provider, api, currency, sum(v0), coalesce(sum(v1), 0), coalesce(sum(v2), 0),
 	coalesce(sum(v3), 0)::bigint, coalesce(sum(v4), 0), coalesce(sum(v5), 0), coalesce(sum(v6), 0), coalesce(sum(v7), 0),
-	coalesce(sum(v8), 0), coalesce(sum(v9), 0)
+	coalesce(sum(v8), 0), coalesce(sum(v9), 0), coalesce(sum(v10), 0)
 FROM counted GROUP BY 1, 2, 3, 4, 5, 6, 7`
 
 // sortedRows returns the rows by window, tenant, kind, provider and API.

@@ -28,18 +28,19 @@ const changedRunGap = 30 * time.Minute
 // rollupCols are the counters of a rollup row, in the order rollupValues writes them.
 var rollupCols = []string{"client_requests", "duplicates", "replays", "answered_in_progress", "answered_conflict",
 	"answered_checking", "answered_rejected", "answered_cancel", "operations", "succeeded", "failed", "unknown", "expired", "attempts",
-	"attempts_sent", "timeouts", "charges", "orphans", "double_charges", "refused_budget"}
+	"attempts_sent", "timeouts", "charges", "orphans", "double_charges", "refused_budget",
+	"refused_too_small"}
 
 func rollupValues(r *recon.MetricsRow) []any {
 	return []any{r.ClientRequests, r.Duplicates, r.Replays, r.InProgress, r.Conflicts, r.Checking, r.Rejected, r.Cancels,
 		r.Operations, r.Succeeded, r.Failed, r.Unknown, r.Expired, r.Attempts, r.AttemptsSent, r.Timeouts,
-		r.Charges, r.Orphans, r.DoubleCharges, r.BudgetRefused}
+		r.Charges, r.Orphans, r.DoubleCharges, r.BudgetRefused, r.BudgetTooSmall}
 }
 
 func rollupTargets(r *recon.MetricsRow) []any {
 	return []any{&r.ClientRequests, &r.Duplicates, &r.Replays, &r.InProgress, &r.Conflicts, &r.Checking, &r.Rejected, &r.Cancels,
 		&r.Operations, &r.Succeeded, &r.Failed, &r.Unknown, &r.Expired, &r.Attempts, &r.AttemptsSent, &r.Timeouts,
-		&r.Charges, &r.Orphans, &r.DoubleCharges, &r.BudgetRefused}
+		&r.Charges, &r.Orphans, &r.DoubleCharges, &r.BudgetRefused, &r.BudgetTooSmall}
 }
 
 // RollupStatus implements recon.RollupStore.
