@@ -143,3 +143,35 @@ func TestThePageAndTheRuleJudgeWhatIsLeftAlike(t *testing.T) {
 		}
 	}
 }
+
+// TestTheTenantsPageSaysWhenItCouldNotCountTheTooSmallRefusals: the page's count of the
+// requests refused for what is left of a budget is bounded like its read of the spend, so
+// while the requests cannot be read in time (here their table is held by another
+// transaction) the page still answers, and says above the table that a tenant they stop
+// shows within its budget, rather than saying so of it unasked (ops rule 12).
+// ops rule 12
+func TestTheTenantsPageSaysWhenItCouldNotCountTheTooSmallRefusals(t *testing.T) {
+	t.Parallel()
+	e := newDashEnv(t)
+	ctx := context.Background()
+	if _, err := e.db.Pool.Exec(ctx, `UPDATE tenants SET llm_budget_micros = 25000000 WHERE id = $1`, e.tenant.ID); err != nil {
+		t.Fatal(err)
+	}
+	manager := e.signIn(t, "manager@example.com", desk.RoleManager)
+	manager.Timeout = 20 * time.Second
+	if _, body := e.page(t, manager, "/tenants"); strings.Contains(body, `data-testid="tenants-refusals-unread"`) {
+		t.Fatalf("the page says the refusals were not counted while nothing held them")
+	}
+	tx, err := e.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE client_requests IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	code, body := e.page(t, manager, "/tenants")
+	if code != http.StatusOK || !strings.Contains(body, `data-testid="tenants-refusals-unread"`) {
+		t.Errorf("GET /tenants while the requests cannot be read = %d; want the page saying they were not counted:\n%s", code, body)
+	}
+}

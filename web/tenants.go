@@ -71,7 +71,7 @@ func (s *Server) renderTenants(w http.ResponseWriter, r *http.Request, status in
 		s.Error(w, r, err)
 		return
 	}
-	stops, unread := s.tooSmallStops(ctx, now)
+	stops, unread := s.tooSmallStops(ctx, now, days)
 	resets := day.Add(24 * time.Hour)
 	me := userFrom(ctx)
 	m := views.TenantsPage{Viewer: viewer(me), Flash: f, Day: day.Format(time.DateOnly), Currency: strings.ToUpper(currency),

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/settle-dev/settle/ops"
@@ -20,10 +21,12 @@ type refusalShares interface {
 // surely as by a spent budget, though their spend is short of it, and the built-in rule
 // TenantLLMBudgetSpent of reason llm_budget_too_small fires for the same counts (ops rule 8
 // records each refusal with its reason). unread is true when the counts could not be read,
-// which the page says rather than showing such a tenant within its budget.
-func (s *Server) tooSmallStops(ctx context.Context, now time.Time) (stops map[int64]ops.RefusalShare, unread bool) {
+// which the page says rather than showing such a tenant within its budget. Without a tenant
+// with a budget among days nothing is read: no call of theirs is refused so.
+func (s *Server) tooSmallStops(ctx context.Context, now time.Time, days []ops.TenantDay) (stops map[int64]ops.RefusalShare, unread bool) {
 	src, ok := s.Tenants.(refusalShares)
-	if !ok {
+	budgeted := slices.ContainsFunc(days, func(d ops.TenantDay) bool { return d.Tenant.LLMBudgetMicros > 0 })
+	if !ok || !budgeted {
 		return nil, false
 	}
 	shares, err := src.RefusalShares(ctx, llm.ReasonBudgetTooSmall, now.Add(-llm.TooSmallWindow), now.Add(time.Nanosecond),
