@@ -49,8 +49,9 @@ func (w *budgetWorld) metricLines(t *testing.T, metric string) []string {
 // spent budget's counter keeps its meaning: no series); the built-in TenantLLMBudgetSpent
 // fires for shop alone, with reason llm_budget_too_small and a summary that says what is left
 // is too small for its calls, while bank's one refusal among admitted calls pages nobody
-// (more than half of a tenant's requests in the window must be refused); and /tenants shows
-// shop refused, saying why, and bank within its budget.
+// (more than half of a tenant's requests in the window, and at least 3, must be refused), and
+// the alert resolves once shop's refusals have left the window and keep_firing_for; and
+// /tenants shows shop refused, saying what is left, and bank within its budget.
 // ops rule 8
 func TestATenantStoppedByWhatIsLeftOfItsBudgetIsSeen(t *testing.T) {
 	t.Parallel()
@@ -94,6 +95,11 @@ func TestATenantStoppedByWhatIsLeftOfItsBudgetIsSeen(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got["shop"], "too small") {
 		t.Errorf("TenantLLMBudgetSpent after the refusals: %v; want it firing for shop alone, saying what is left is too small", got)
 	}
+	for _, in := range alertstest.Firing(t, as, alertstest.BudgetAlert) {
+		if in.Labels["reason"] != llm.ReasonBudgetTooSmall || in.Labels["kind"] != "llm_call" {
+			t.Errorf("TenantLLMBudgetSpent for shop is labelled %v; want reason %s, kind llm_call", in.Labels, llm.ReasonBudgetTooSmall)
+		}
+	}
 
 	e := &dashEnv{env: &env{db: w.tw.DB, url: w.url}}
 	manager := e.signIn(t, "manager@example.com", desk.RoleManager)
@@ -107,6 +113,22 @@ func TestATenantStoppedByWhatIsLeftOfItsBudgetIsSeen(t *testing.T) {
 	}
 	if row := tenantRowOf(t, body, "bank"); strings.Contains(row, `data-testid="tenant-too-small"`) || !strings.Contains(row, "within budget") {
 		t.Errorf("bank's row shows it refused for one oversize call among calls sent:\n%s", row)
+	}
+
+	// A pass a minute, as the evaluator runs: the refusals leave the 10-minute window
+	// after the pass of minute 9, and keep_firing_for holds the alert 10 minutes past it.
+	for minute := 1; minute <= 19; minute++ {
+		w.clock.Advance(time.Minute)
+		if _, err := ev.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := budgetAlerts(t, as)
+		if minute < 19 && (len(got) != 1 || got["shop"] == "") {
+			t.Fatalf("TenantLLMBudgetSpent %d minutes after shop's last refusal: %v; want it still firing for shop alone", minute, got)
+		}
+		if minute == 19 && len(got) != 0 {
+			t.Fatalf("TenantLLMBudgetSpent 19 minutes after shop's last refusal: %v; want it resolved", got)
+		}
 	}
 }
 
