@@ -94,3 +94,60 @@ func TestABudgetedTenantCannotSubmitAJobNoDayOfItsBudgetPays(t *testing.T) {
 		t.Errorf("a tenant without a budget submitting the long profile: %d %v, want 202", code, out)
 	}
 }
+
+// TestAJobMadeBeforeItsTenantGotABudgetIsAnsweredByItsKey is the attack of a client that
+// submitted a job of an unpriced model (202) before its tenant was given an LLM budget, and
+// then retries the same request with the same key, as a careless client or a network retry
+// does: it was told 422 model_not_priced, "recorded as refused, no job was made", though its
+// job exists and may be running. The key answers its job as any repeat is answered (200,
+// Idempotent-Replayed, the job counted as repeated, nothing recorded as refused); the same
+// key with another body is still refused as a reused key, and a new key is still refused as
+// model_not_priced, each recorded as the tenant's refused request (ops rule 8).
+// ops rule 12
+func TestAJobMadeBeforeItsTenantGotABudgetIsAnsweredByItsKey(t *testing.T) {
+	t.Parallel()
+	s, tw := newServer(t)
+	svc := tw.Jobs()
+	svc.Catalog = jobs.DefaultCatalog()
+	svc.Catalog.Profiles["unpriced"] = jobs.Profile{Model: "fake-unpriced", MaxTokens: 32}
+	s.JobsDeps = web.JobsDeps{Jobs: svc}
+	shop := tw.Tenant("shop")
+	e := &jobsEnv{db: tw.DB, url: tw.Serve(s.Handler())}
+	token := tw.Token(shop, "shop")
+	body := strings.Replace(jobJSON, `"fast"`, `"unpriced"`, 1)
+	code, first, _ := e.do(t, http.MethodPost, "/api/v1/jobs", token, "before", body)
+	if code != http.StatusAccepted {
+		t.Fatalf("the job before the budget: %d %v, want 202", code, first)
+	}
+	if _, err := tw.DB.Pool.Exec(context.Background(), `UPDATE tenants SET llm_budget_micros = 1000000 WHERE id = $1`, shop.ID); err != nil {
+		t.Fatal(err)
+	}
+	counts := func() (jobsN, repeats, rejected int) {
+		t.Helper()
+		if err := tw.DB.Pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM jobs WHERE tenant_id = $1),
+		(SELECT coalesce(sum(duplicate_posts), 0) FROM jobs WHERE tenant_id = $1),
+		(SELECT count(*) FROM client_requests WHERE tenant_id = $1 AND kind = 'llm_job' AND answer = 'rejected')`, shop.ID).Scan(&jobsN, &repeats, &rejected); err != nil {
+			t.Fatal(err)
+		}
+		return jobsN, repeats, rejected
+	}
+	code, again, h := e.do(t, http.MethodPost, "/api/v1/jobs", token, "before", body)
+	// ops rule 12
+	if code != http.StatusOK || again["job_id"] != first["job_id"] || h.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("its key after the tenant got a budget: %d %v (Idempotent-Replayed %q); want 200 with job %v", code, again, h.Get("Idempotent-Replayed"), first["job_id"])
+	}
+	if n, reps, rej := counts(); n != 1 || reps != 1 || rej != 0 {
+		t.Errorf("after the repeat: %d jobs, %d repeats, %d refused requests; want 1, 1 and none", n, reps, rej)
+	}
+	other := strings.Replace(body, "damaged", "late", 1)
+	if code, out, _ := e.do(t, http.MethodPost, "/api/v1/jobs", token, "before", other); code != http.StatusUnprocessableEntity || out["code"] != jobs.ReasonKeyReused {
+		t.Errorf("its key with another body: %d %v, want 422 %s", code, out, jobs.ReasonKeyReused)
+	}
+	if code, out, _ := e.do(t, http.MethodPost, "/api/v1/jobs", token, "after", body); code != http.StatusUnprocessableEntity || out["code"] != llm.ReasonModelNotPriced {
+		t.Errorf("a new key: %d %v, want 422 %s", code, out, llm.ReasonModelNotPriced)
+	}
+	// ops rule 8
+	if n, reps, rej := counts(); n != 1 || reps != 1 || rej != 2 {
+		t.Errorf("after the two refusals: %d jobs, %d repeats, %d refused requests; want 1, 1 and 2", n, reps, rej)
+	}
+}

@@ -137,9 +137,6 @@ func (s *Service) newJob(in Submission) (*Job, error) {
 	if err := cat.check(in.Pipeline, in.PromptVersion, in.ModelProfile); err != nil {
 		return nil, err
 	}
-	if err := s.priced(in, cat.Profiles[in.ModelProfile].Model); err != nil {
-		return nil, err
-	}
 	hash, err := documentHash(in.Document)
 	if err != nil {
 		return nil, err
@@ -169,7 +166,8 @@ func (s *Service) newJob(in Submission) (*Job, error) {
 
 // priced refuses, as the gateway refuses such a call, a job of a tenant with an LLM budget
 // whose profile's model the price table does not price: its generations would cost nothing
-// against the budget, so the budget would not hold them.
+// against the budget, so the budget would not hold them. record asks it once the job is
+// otherwise well formed, so a key that already names a job answers that job instead.
 func (s *Service) priced(in Submission, model string) error {
 	if in.LLMBudgetMicros <= 0 || s.prices().Priced(model) {
 		return nil

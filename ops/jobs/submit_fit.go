@@ -23,28 +23,49 @@ func generationSize(prof Profile, body []byte) llm.CallSize {
 	return llm.CallSize{Model: prof.Model, InputTokens: int64(len(body)), OutputCap: int64(prof.MaxTokens)}
 }
 
-// record inserts j, the job in asks for, with its uploaded checkpoint; or, when its tenant's
-// whole LLM budget of a day cannot pay for its generation (overBudget), answers the job its
-// key already names (made before the budget was lowered: the worker's check handles it),
-// or inserts it when a succeeded generation of its dedup key answers it without a send,
-// and otherwise refuses it, recorded as the tenant's refused request (ops rule 8).
+// record inserts j, the job in asks for, with its uploaded checkpoint, unless its tenant's
+// LLM budget refuses it (budgetRefusal); then refuseUnlessKeyed answers it.
 func (s *Service) record(ctx context.Context, in Submission, j *Job) (*Job, bool, error) {
 	up := Checkpoint{Stage: StageUploaded, InputHash: j.DocumentHash, CodeVersion: uploadVersion, Status: CheckpointOK,
 		Result: mustJSON(map[string]any{"document_hash": j.DocumentHash, "document_ref": in.Document.Ref, "bytes": len(in.Document.Text)})}
-	refusal := s.overBudget(in)
+	refusal := s.budgetRefusal(in)
 	if refusal == nil {
 		return s.Store.InsertJob(ctx, j, up)
 	}
+	if ops.ErrorReason(refusal) == ReasonOverWholeBudget {
+		// A succeeded generation of its dedup key answers the job without a send, so it asks
+		// nothing of the budget: it is accepted (InsertJob also answers a key it finds).
+		op, err := s.Store.LatestForIntent(ctx, j.TenantID, ops.KindLLMJob, IntentKey(j.DedupKey))
+		switch {
+		case err == nil && op.Status == ops.StatusSucceeded && op.PurgedAt == nil:
+			return s.Store.InsertJob(ctx, j, up)
+		case err != nil && ops.ErrorCode(err) != ops.ENOTFOUND:
+			return nil, false, fmt.Errorf("find the job's generation: %w", err)
+		}
+	}
+	return s.refuseUnlessKeyed(ctx, in, j, refusal)
+}
+
+// budgetRefusal is what a budgeted tenant's budget says of the job in asks for, checked in
+// this order: its profile's model not priced (priced), then its generation over the whole
+// budget of a day (overBudget); nil when neither.
+func (s *Service) budgetRefusal(in Submission) error {
+	if err := s.priced(in, s.catalog().Profiles[in.ModelProfile].Model); err != nil {
+		return err
+	}
+	return s.overBudget(in)
+}
+
+// refuseUnlessKeyed is the one place that answers a submission its tenant's budget refuses:
+// a key that already names a job (made before the tenant got its budget or had it lowered;
+// the worker's checks hold that job) answers that job and counts the repeat, since a retry
+// of a key answers the key's job and a refusal would tell of no job where there is one
+// (ops rule 12); the same key with another request is answered as reused by Submit. Any
+// other submission is refused, recorded as the tenant's refused request (ops rule 8).
+func (s *Service) refuseUnlessKeyed(ctx context.Context, in Submission, j *Job, refusal error) (*Job, bool, error) {
 	got, err := s.Store.RepeatJob(ctx, j.TenantID, j.IdempotencyKey, j.RequestFingerprint)
 	if ops.ErrorCode(err) != ops.ENOTFOUND {
 		return got, false, err
-	}
-	op, err := s.Store.LatestForIntent(ctx, j.TenantID, ops.KindLLMJob, IntentKey(j.DedupKey))
-	switch {
-	case err == nil && op.Status == ops.StatusSucceeded && op.PurgedAt == nil:
-		return s.Store.InsertJob(ctx, j, up)
-	case err != nil && ops.ErrorCode(err) != ops.ENOTFOUND:
-		return nil, false, fmt.Errorf("find the job's generation: %w", err)
 	}
 	return nil, false, s.Refuse(ctx, in.TenantID, ops.CleanRef(in.RequestRef), refusal)
 }

@@ -37,8 +37,9 @@ func held(err error) bool {
 //
 // A generation whose worst case (its body's bytes as input tokens, its profile's max_tokens
 // as output) does not fit what is left of the day's budget waits for the budget to reset
-// as well; one whose worst case is over the whole budget of a day fails at once, since no
-// day pays for it: its profile or its document must be smaller.
+// as well; one whose worst case is over the whole budget of a day fails at once with
+// ReasonOverWholeBudget, since no day pays for it: its profile or its document must be
+// smaller.
 func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) error {
 	reason, wait := ops.ErrorReason(refusal), unpricedWait
 	if resent != "" {
@@ -49,7 +50,12 @@ func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) e
 	}
 	switch {
 	case errors.Is(refusal, llm.ErrOverWholeBudget):
-		return r.fail(ctx, reason, ops.ErrorMessage(refusal))
+		// The job's final error carries the reason submission refuses the same job with:
+		// llm_budget_too_small, the budget's own reason, says "not today" to a reader of the job.
+		return r.fail(ctx, ReasonOverWholeBudget, "This job's generation may cost more than your tenant's whole LLM budget of a day: "+
+			"no day's budget pays for it, so waiting does not help and the job failed; nothing of it was sent. Submit it again with a "+
+			"model profile of fewer max_tokens or a cheaper model, or a shorter document, or ask the operator to raise the tenant's budget. "+
+			"The budget's check said: "+ops.ErrorMessage(refusal))
 	case reason == llm.ReasonBudgetSpent, reason == llm.ReasonBudgetTooSmall:
 		r.w.Budgets.Refused(r.j.TenantID, reason, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
 		p, _ := llm.ProblemOf(refusal)

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func setBudget(t *testing.T, e *env, micros int64) {
 // with llm_budget_too_small as its last error, the refusal recorded as the tenant's refused
 // request; a job whose one generation may cost more than the whole budget of a day (lowered
 // after the job was submitted: submission refuses such a job) fails at once, since no day
-// pays for it.
+// pays for it, with the reason submission gives the same job (over_whole_llm_budget).
 // ops rule 8
 func TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing(t *testing.T) {
 	t.Parallel()
@@ -88,8 +89,15 @@ func TestAJobWhoseGenerationWhatIsLeftCannotPaySendsNothing(t *testing.T) {
 	if _, err := w.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j := e.job(t, over.ID); j.Status != jobs.StatusFailed || j.ErrorCode != llm.ReasonBudgetTooSmall {
-		t.Errorf("the job over the whole budget is %s (%s: %s), want failed with %s", j.Status, j.ErrorCode, j.ErrorMessage, llm.ReasonBudgetTooSmall)
+	// Its last error carries the reason submission refuses the same job with
+	// (over_whole_llm_budget), not the "not today" of llm_budget_too_small that the queued
+	// job above waits with: a client reading the job is told "never" as one refused at
+	// submission is, and the detail says so.
+	// ops rule 12
+	if j := e.job(t, over.ID); j.Status != jobs.StatusFailed || j.ErrorCode != jobs.ReasonOverWholeBudget ||
+		!strings.Contains(j.ErrorMessage, "whole LLM budget of a day") {
+		t.Errorf("the job over the whole budget is %s (%s: %s), want failed with %s saying no day pays for it",
+			j.Status, j.ErrorCode, j.ErrorMessage, jobs.ReasonOverWholeBudget)
 	}
 	if gens := e.generations(t); len(gens) != 1 {
 		t.Errorf("generations %v, want only the one within the budget", gens)
