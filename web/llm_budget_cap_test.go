@@ -59,7 +59,7 @@ func capChat(extra string) string {
 }
 
 // TestAnOutputCapTheBudgetCannotPayIsRefusedAndSendsNothing is the attack of a tenant with
-// a cent left that names an output cap of 100,000 tokens on the dearest model: admitted on
+// two cents left that names an output cap of 100,000 tokens on the dearest model: admitted on
 // its spend alone, the call would be billed dollars. On every route that takes a cap (chat
 // completions' max_completion_tokens and max_tokens, the Responses API's max_output_tokens,
 // the Messages API's max_tokens) the call is refused with 429 llm_budget_too_small and a
@@ -71,7 +71,9 @@ func capChat(extra string) string {
 func TestAnOutputCapTheBudgetCannotPayIsRefusedAndSendsNothing(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "shop")
-	w.budget(t, "shop", 10_000) // a cent
+	// Two cents: each case's call that fits costs what it is sent with, up to 0.0033, and
+	// counts against what is left once it ended, so the budget pays for all five.
+	w.budget(t, "shop", 20_000)
 	claude := func(maxTokens int) string {
 		return `{"model":"claude-sonnet-4-5","max_tokens":` + strconv.Itoa(maxTokens) +
 			`,"messages":[{"role":"user","content":"Write a long product description for item 7."}]}`
@@ -95,7 +97,7 @@ func TestAnOutputCapTheBudgetCannotPayIsRefusedAndSendsNothing(t *testing.T) {
 			retry, _ := strconv.Atoi(h.Get("Retry-After"))
 			resets := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour))
 			if status != http.StatusTooManyRequests || !strings.Contains(body, reasonTooSmall) {
-				t.Fatalf("a cap the cent left cannot pay: %d %.300s; want 429 %s", status, body, reasonTooSmall)
+				t.Fatalf("a cap the two cents left cannot pay: %d %.300s; want 429 %s", status, body, reasonTooSmall)
 			}
 			if d := time.Duration(retry) * time.Second; d < resets-time.Minute || d > resets+time.Minute {
 				t.Errorf("Retry-After %q, want the time until midnight UTC (%s)", h.Get("Retry-After"), resets)
@@ -133,7 +135,6 @@ func TestAnOutputCapTheBudgetCannotPayIsRefusedAndSendsNothing(t *testing.T) {
 func TestACallWithoutAnOutputCapIsSentWithTheCapItsBudgetPays(t *testing.T) {
 	t.Parallel()
 	w := newBudgetWorld(t, "shop", "bank")
-	w.budget(t, "shop", 10_000)
 	cases := []struct{ name, route, body string }{
 		{"chat", "/v1/chat/completions", capChat("")},
 		{"chat stream", "/v1/chat/completions", capChat(`"stream":true`)},
@@ -142,6 +143,7 @@ func TestACallWithoutAnOutputCapIsSentWithTheCapItsBudgetPays(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			key := "uncapped-" + strconv.Itoa(i)
+			w.leave(t, "shop", 10_000) // a cent: the calls before spent theirs
 			status, h, body := w.capPost(t, "shop", c.route, key, c.body)
 			if status != http.StatusOK {
 				t.Fatalf("a call without a cap: %d %s", status, body)

@@ -44,6 +44,7 @@ type budgetWorld struct {
 	url          string
 	openai, anth *holdGate
 	spends       *countedSpends
+	gw           *llm.Gateway
 	tokens       map[string]string
 	tenants      map[string]*ops.Tenant
 }
@@ -87,7 +88,7 @@ func newPricedBudgetWorld(t *testing.T, prices *llm.PriceTable, tenants ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.LLM = gw
+	s.LLM, w.gw = gw, gw
 	w.url = tw.Serve(s.Handler())
 	for _, name := range tenants {
 		w.tenants[name] = tw.Tenant(name)
@@ -120,6 +121,25 @@ func (w *budgetWorld) spendAll(t *testing.T, tenant string) {
 		t.Fatal(err)
 	}
 	w.budget(t, tenant, spent)
+}
+
+// leave sets the tenant's budget to what its calls cost so far and micros more, once their
+// closes are written, and moves the clock past the refresh so that the gateway reads it:
+// micros are what is left.
+func (w *budgetWorld) leave(t *testing.T, tenant string, micros int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := w.gw.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var spent int64
+	if err := w.tw.DB.Pool.QueryRow(ctx, `SELECT coalesce(sum(cost_micros), 0) FROM operations WHERE tenant_id = $1`,
+		w.tenants[tenant].ID).Scan(&spent); err != nil {
+		t.Fatal(err)
+	}
+	w.budget(t, tenant, spent+micros)
+	w.clock.Advance(budgetRefresh)
 }
 
 func (w *budgetWorld) posts() int32 { return w.openai.posts.Load() + w.anth.posts.Load() }

@@ -23,6 +23,10 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 	j, l := r.j, r.w.Ledger
 	intent := IntentKey(j.DedupKey)
 	budget := ""
+	// The new generation's worst case, held against its tenant's leftover from its check
+	// until its run ends; given back at once on every path that sends nothing of it.
+	var hold *llm.Hold
+	defer func() { hold.Unsent() }()
 	adm, err := l.Admit(bg, ops.Intent{TenantID: j.TenantID, Kind: ops.KindLLMJob, Provider: r.w.Upstream.Name(),
 		IntentKey: intent, Fingerprint: j.DedupKey, ChatRef: "job:" + j.ID, Request: r.request(body),
 		RequestRef: "job:" + j.ID, Owner: r.owner, Holds: j.OperationID,
@@ -36,7 +40,9 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 			if budget = r.spent(r.now(), r.estimate(body)); budget != "" {
 				return errBudgetSpent
 			}
-			if err := r.w.Budgets.CheckCall(ctx, j.TenantID, r.size(body), "max_tokens"); err != nil {
+			hold.Unsent()
+			h, err := r.w.Budgets.CheckCall(ctx, j.TenantID, r.size(body), "max_tokens")
+			if hold = h; err != nil {
 				return err
 			}
 			// A worker that lost the job's lease (it stalled, another took over) must not
@@ -66,7 +72,9 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 	}
 	switch adm.Verdict {
 	case ops.VerdictSend:
-		return r.send(ctx, bg, adm.Op, adm.Attempt, body, adm.PossibleDuplicate)
+		op, err := r.send(ctx, bg, adm.Op, adm.Attempt, body, adm.PossibleDuplicate)
+		hold.Ended(op)
+		return op, err
 	case ops.VerdictConflict:
 		// The fingerprint is the dedup key itself, so only an operation opened some other
 		// way holds this intent with another one: nothing is sent for it.

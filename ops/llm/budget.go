@@ -65,6 +65,11 @@ type tenantSpend struct {
 	trust  time.Duration // how long the read is trusted: refresh, or longer after a slow read
 	budget int64
 	spent  int64
+	// held is the worst cases of this replica's new calls admitted and not yet ended (Hold);
+	// ended is what the calls that ended since the last read began cost, which that read
+	// could not include: the read clears it, since a call ends (Hold.Ended, under mu) only
+	// once its cost is written, and every read runs under mu.
+	held, ended int64
 }
 
 // NewBudgets returns the budgets of tenants read from store, in the currency of prices (the
@@ -111,18 +116,28 @@ func (b *Budgets) CheckModel(ctx context.Context, tenantID int64, model, opID st
 }
 
 // spendNow is a tenant's budget and spend of the day as a check read them, at now; the
-// budget resets at resets, midnight UTC.
+// budget resets at resets, midnight UTC. spent counts the calls this replica saw end since
+// the read; held is the worst cases of its calls in flight.
 type spendNow struct {
-	budget, spent int64
-	now, resets   time.Time
+	budget, spent, held int64
+	now, resets         time.Time
 }
 
 // check is Check, its refusal saying refused of the call it refuses; a model other than ""
 // is refused when the tenant has a budget and the price table does not price it. It
 // returns the spend it checked against.
 func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused string) (spendNow, error) {
+	sp, _, err := b.admit(ctx, tenantID, model, refused, nil)
+	return sp, err
+}
+
+// admit is check that, when fits is not nil and the spend does not refuse the call, asks
+// fits under the tenant's lock whether the new call fits what sp leaves, and holds the worst
+// case fits answers until the call ends (Hold): the next call admitted meanwhile sees it
+// held, so two calls in flight are never each given the same leftover.
+func (b *Budgets) admit(ctx context.Context, tenantID int64, model, refused string, fits func(spendNow) (int64, error)) (spendNow, *Hold, error) {
 	if b == nil {
-		return spendNow{}, nil
+		return spendNow{}, nil, nil
 	}
 	now := b.clock.Now().UTC()
 	day := now.Truncate(24 * time.Hour)
@@ -132,36 +147,42 @@ func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused stri
 	if !s.day.Equal(day) || now.Sub(s.readAt) >= s.trust || now.Before(s.readAt) {
 		budget, spent, err := b.store.LLMSpend(ctx, tenantID, day, b.currency)
 		if err != nil {
-			return spendNow{}, fmt.Errorf("read the tenant's LLM spend: %w", err)
+			return spendNow{}, nil, fmt.Errorf("read the tenant's LLM spend: %w", err)
 		}
 		took := b.clock.Now().Sub(now)
-		s.day, s.readAt, s.budget, s.spent = day, now, budget, spent
+		s.day, s.readAt, s.budget, s.spent, s.ended = day, now, budget, spent, 0
 		s.trust = max(b.refresh, budgetReadShare*took)
 	}
-	sp := spendNow{budget: s.budget, spent: s.spent, now: now, resets: day.Add(24 * time.Hour)}
+	sp := spendNow{budget: s.budget, spent: s.spent + s.ended, held: s.held, now: now, resets: day.Add(24 * time.Hour)}
 	if s.budget > 0 && model != "" && !b.prices.Priced(model) {
-		return sp, ModelNotPriced(model, refused+" Ask the operator to price the model in SETTLE_LLM_PRICES, or to remove the tenant's budget.")
+		return sp, nil, ModelNotPriced(model, refused+" Ask the operator to price the model in SETTLE_LLM_PRICES, or to remove the tenant's budget.")
 	}
-	if s.budget <= 0 || s.spent < s.budget {
-		return sp, nil
+	if s.budget > 0 && sp.spent >= s.budget {
+		return sp, nil, b.refusal(s.budget, sp.spent, sp.resets, now, refused)
 	}
-	return sp, b.refusal(s.budget, s.spent, sp.resets, now, refused)
+	if fits == nil || s.budget <= 0 {
+		return sp, nil, nil
+	}
+	worst, err := fits(sp)
+	if err != nil || worst <= 0 {
+		return sp, nil, err
+	}
+	s.held += worst
+	return sp, &Hold{s: s, day: day, micros: worst}, nil
 }
 
 // CheckCall is CheckModel of a new call of size s: a tenant with a budget is refused too
 // (ReasonBudgetTooSmall) when the call's worst case costs more than what is left of the
-// day's budget, its output cap being s.OutputCap (field, as its request names it). A
-// pipeline job's generation, whose model and cap are its profile's, is held so.
-func (b *Budgets) CheckCall(ctx context.Context, tenantID int64, s CallSize, field string) error {
-	sp, err := b.check(ctx, tenantID, s.Model, newCallRefused)
-	if err != nil || sp.budget <= 0 {
-		return err
-	}
-	f := b.prices.fitCall(s, sp.budget-sp.spent, 1, false)
-	if !f.refused {
-		return nil
-	}
-	return b.tooSmall(f, s, sp, field, 1, newCallRefused)
+// day's budget, its output cap being s.OutputCap (field, as its request names it), or than
+// what its calls in flight on this replica leave of it. A pipeline job's generation, whose
+// model and cap are its profile's, is held so. The call's worst case is held until the
+// Hold returned ends; nil when the tenant has no budget.
+func (b *Budgets) CheckCall(ctx context.Context, tenantID int64, s CallSize, field string) (*Hold, error) {
+	_, h, err := b.admit(ctx, tenantID, s.Model, newCallRefused, func(sp spendNow) (int64, error) {
+		f, err := b.fitNew(s, sp, field, 1, false)
+		return f.hold, err
+	})
+	return h, err
 }
 
 // entry returns the tenant's entry, made on first use.
@@ -193,7 +214,8 @@ func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused st
 // (ops rule 8). A spend that could not be read refuses new calls too, with the store's
 // error: a cap that lapsed whenever its read failed would be none. So does a model the price
 // table does not price: its calls would cost nothing in the spend, so a tenant could spend
-// without limit through it. A new call (fresh) is held to what is left as well (fitCheck).
+// without limit through it. A new call (fresh) is held to what is left as well (fitCheck),
+// its worst case held against the leftover until it ends (x.budgetHold).
 // refused is what the refusal says of the call: newCallRefused, or resendRefused's sentence.
 func (x *exchange) budgetCheck(ctx context.Context, refused string, fresh bool) func(context.Context) error {
 	g, t := x.g, x.tenant
@@ -201,12 +223,11 @@ func (x *exchange) budgetCheck(ctx context.Context, refused string, fresh bool) 
 		return nil
 	}
 	refusal := x.unpriced(refused)
-	if refusal == nil {
-		var sp spendNow
-		sp, refusal = g.cfg.Budgets.check(ctx, t.ID, "", refused)
-		if refusal == nil && fresh && sp.budget > 0 {
-			refusal = x.fitCheck(sp)
-		}
+	if refusal == nil && fresh {
+		x.budgetHold.Unsent()
+		_, x.budgetHold, refusal = g.cfg.Budgets.admit(ctx, t.ID, "", refused, x.fitCheck)
+	} else if refusal == nil {
+		_, refusal = g.cfg.Budgets.check(ctx, t.ID, "", refused)
 	}
 	if refusal == nil {
 		return nil

@@ -6,24 +6,25 @@ import (
 	"github.com/settle-dev/settle/ops"
 )
 
-// fitCheck holds a new call of a tenant with a budget to what sp leaves of it: the call's
-// worst case (its body's bytes as input tokens, its output cap's tokens as output, at its
-// model's prices) must fit. A call that names no cap where Settle may name one is sent with
-// the largest cap that fits (x.outputCap), so the provider cannot bill past the budget; one
-// that does not fit, or whose input alone does not, is refused (ReasonBudgetTooSmall) and
-// nothing of it is sent (ops rule 12).
-func (x *exchange) fitCheck(sp spendNow) error {
+// fitCheck holds a new call of a tenant with a budget to what sp leaves of it, less what
+// its calls in flight hold: the call's worst case (its body's bytes as input tokens, its
+// output cap's tokens as output, at its model's prices) must fit. A call that names no cap
+// where Settle may name one is sent with the largest cap that fits (x.outputCap), so the
+// provider cannot bill past the budget; one that does not fit, or whose input alone does
+// not, is refused (ReasonBudgetTooSmall) and nothing of it is sent (ops rule 12). It
+// answers the worst case to hold while the call runs: with the cap Settle set, that cap's.
+func (x *exchange) fitCheck(sp spendNow) (int64, error) {
 	rule := x.api.capRule()
 	s, field, err := rule.size(x.req, x.body)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	f := x.g.cfg.Prices.fitCall(s, sp.budget-sp.spent, rule.min, rule.set != "")
-	if f.refused {
-		return x.g.cfg.Budgets.tooSmall(f, s, sp, field, rule.min, newCallRefused)
+	f, err := x.g.cfg.Budgets.fitNew(s, sp, field, rule.min, rule.set != "")
+	if err != nil {
+		return 0, err
 	}
 	x.outputCap = f.setCap
-	return nil
+	return f.hold, nil
 }
 
 // capOf is the output cap Settle set on op's request, which every attempt of op sends: the

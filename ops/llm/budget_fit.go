@@ -124,6 +124,7 @@ type fit struct {
 	largest int64 // the largest cap that fits, -1 when the input alone does not fit
 	setCap  int64
 	refused bool
+	hold    int64 // the worst case held while an admitted call runs (Budgets.fitNew)
 }
 
 // fitCall decides a new call of size s against left; minCap is the smallest cap its

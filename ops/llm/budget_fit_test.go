@@ -132,7 +132,7 @@ func TestATooSmallRefusalSaysWhatFits(t *testing.T) {
 	t.Parallel()
 	clock := ops.NewManualClock(time.Date(2026, 12, 7, 18, 0, 0, 0, time.UTC))
 	b := NewBudgets(fixedSpends{budget: 1_000_000, spent: 990_000}, DefaultPrices(), clock, 0)
-	err := b.CheckCall(context.Background(), 1, CallSize{Model: "fake-large", InputTokens: 100, OutputCap: 100_000}, "max_tokens")
+	_, err := b.CheckCall(context.Background(), 1, CallSize{Model: "fake-large", InputTokens: 100, OutputCap: 100_000}, "max_tokens")
 	msg := ops.ErrorMessage(err)
 	for _, want := range []string{"may cost up to 0.03 USD", "answer of up to 4096 tokens", "0.01 USD left of", "budget of 1.00 USD", "largest max_tokens that fits what is left is 1225",
 		"nothing of it was sent", "resets at 2026-12-08T00:00:00Z"} {
@@ -147,11 +147,11 @@ func TestATooSmallRefusalSaysWhatFits(t *testing.T) {
 		t.Errorf("a call within the whole budget is told it is over it")
 	}
 	whole := NewBudgets(fixedSpends{budget: 10_000}, DefaultPrices(), clock, 0)
-	err = whole.CheckCall(context.Background(), 1, CallSize{Model: "fake-large", InputTokens: 100, OutputCap: 4000}, "max_tokens")
+	_, err = whole.CheckCall(context.Background(), 1, CallSize{Model: "fake-large", InputTokens: 100, OutputCap: 4000}, "max_tokens")
 	if !errors.Is(err, ErrOverWholeBudget) {
 		t.Errorf("a call over the whole budget: %v, want ErrOverWholeBudget", err)
 	}
-	if err := whole.CheckCall(context.Background(), 1, CallSize{Model: "fake-large", InputTokens: 100, OutputCap: 1000}, "max_tokens"); err != nil {
+	if _, err := whole.CheckCall(context.Background(), 1, CallSize{Model: "fake-large", InputTokens: 100, OutputCap: 1000}, "max_tokens"); err != nil {
 		t.Errorf("a call that fits: %v", err)
 	}
 }

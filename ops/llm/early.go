@@ -52,8 +52,9 @@ type runEnd struct {
 // it to end, or for the client to have had its whole answer (answerEarly), when it returns
 // nil and the run goes on without the request. The flight f stays open until the run
 // ends, so that a retry in this process waits for the close rather than reading the
-// operation before it.
-func (x *exchange) runDetached(op *ops.Operation, f *flight, send ops.Sender, spec ops.RunSpec) *runEnd {
+// operation before it. The run ends hold, the new call's budget hold, once its close wrote
+// what the call cost (Hold.Ended): the client may have had its answer long before.
+func (x *exchange) runDetached(op *ops.Operation, f *flight, send ops.Sender, spec ops.RunSpec, hold *Hold) *runEnd {
 	g := x.g
 	// The request's context is cancelled, and its log fields read by the edge, once its
 	// handler returns: the run keeps the context's values without its cancellation and sets
@@ -66,6 +67,7 @@ func (x *exchange) runDetached(op *ops.Operation, f *flight, send ops.Sender, sp
 		defer g.runs.done()
 		defer g.flights.close(f)
 		end := runLedger(ctx, g.cfg.Ledger, op, send, spec)
+		hold.Ended(end.op)
 		if x.answered {
 			g.stats.pendingCloses.Add(-1)
 			g.closedAfterAnswer(ctx, op.ID, end)

@@ -228,8 +228,9 @@ type exchange struct {
 	// share is what the transport says of the tenant's places (Request.Busy, Following).
 	share share
 	// outputCap is the cap fitCheck set on a new call; onCap is Request.OutputCap.
-	outputCap int64
-	onCap     func(int64)
+	outputCap  int64
+	onCap      func(int64)
+	budgetHold *Hold // the new call's budget hold from its check until a run takes it (admit)
 }
 
 // Complete answers one request of a route (Request.Route: chat completions, embeddings,
@@ -244,7 +245,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	}
 	x := &exchange{g: g, ctx: ctx, tenant: r.Tenant, ref: r.RequestRef, out: out, start: g.clock.Now(),
 		owner: ops.NewOwner("llm", ""), share: share{busy: r.Busy, following: r.Following}, onCap: r.OutputCap}
-	defer func() { err = x.outage(err) }()
+	defer func() { x.budgetHold.Unsent(); err = x.outage(err) }()
 	if x.api, err = apiFor(r.Route); err != nil {
 		return g.refuse(ctx, r, err)
 	}
@@ -273,8 +274,7 @@ func (g *Gateway) Complete(ctx context.Context, r Request, out Sink) (err error)
 	pol := g.policy(x.mode)
 	in.RequestRef, in.Owner, in.Start, in.ReplayFor, in.HoldFailed, in.Policy, in.Check = x.ref, x.owner, x.start, g.cfg.KeyTTL, g.cfg.KeyTTL, &pol, check
 	x.in = in
-	adm, err := g.cfg.Ledger.Admit(x.ctx, in)
-	x.op = adm.Op
+	adm, err := x.admit(in)
 	if adm.Verdict == ops.VerdictConflict {
 		x.g.stats.conflicts.Add(1)
 		return &ops.Error{Code: ops.EINVALID, Reason: ReasonKeyReused,

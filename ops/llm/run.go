@@ -24,6 +24,8 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	var reply Reply
 	var body []byte
 	var lookedUp bool
+	hold := x.budgetHold
+	x.budgetHold = nil
 	send := ops.SenderFunc(func(ctx context.Context, op *ops.Operation, a *ops.Attempt) ops.AttemptResult {
 		var asm streamAssembler
 		var whole func() bool
@@ -57,6 +59,10 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 				return nil
 			}})
 		res, body = x.result(a, reply, asm)
+		if first != nil && a.ID == first.ID && res.Outcome == ops.OutcomeOK && res.CostMicros != nil {
+			// The new call's first send is all it sent, and its answer says what it cost.
+			hold.Spent(*res.CostMicros)
+		}
 		if res.Result != nil && x.req.Stream {
 			// Stored with the answer, for a replay to send the same events again.
 			res.Result.Events = f.recorded(a.N)
@@ -72,7 +78,7 @@ func (x *exchange) run(op *ops.Operation, first *ops.Attempt) error {
 	end := x.runDetached(op, f, send, ops.RunSpec{
 		Owner: x.owner, First: first, Deadline: time.Now().Add(g.cfg.Deadline),
 		PossibleDuplicate: x.possibleDup, PhaseDelay: g.cfg.PhaseDelay, Sleep: g.cfg.Sleep,
-		Hooks: x.hooks(first, &lookedUp)})
+		Hooks: x.hooks(first, &lookedUp)}, hold)
 	if end == nil {
 		return nil // answered early: the close is written without this request
 	}
