@@ -38,11 +38,12 @@ const budgetReadShare = 50
 
 // Budgets holds each tenant's LLM spend of the current UTC day as this replica last read it,
 // so that a check costs no statement on the way of every call: a tenant's entry is read
-// again once it is Refresh old, or the day changed. The cap is therefore not exact: the
-// calls in flight when the spend reaches the budget, and the calls every replica admits
-// within Refresh (or budgetReadShare times the last read's time, when longer) before it
-// reads the spend again, still run and are billed. Build it with
-// NewBudgets; it is safe for concurrent use.
+// again once it is Refresh old, or the day changed. Meanwhile it counts what its own calls
+// hold and cost (Hold), so the new calls one replica admits together fit what is left; the
+// cap is still not exact across replicas: the calls every other replica admits within
+// Refresh (or budgetReadShare times the last read's time, when longer) before it reads the
+// spend again still run and are billed. Build it with NewBudgets; it is safe for
+// concurrent use.
 type Budgets struct {
 	store    SpendStore
 	clock    ops.Clock
