@@ -28,7 +28,8 @@ func TestAWholeDaysFitAgreesWithTheBudgetsCheck(t *testing.T) {
 	} {
 		fit := prices.FitADay(s, budget)
 		for _, spent := range []int64{0, budget / 2, budget - 1} {
-			err := NewBudgets(fixedSpends{budget: budget, spent: spent}, prices, clock, 0).CheckCall(context.Background(), 1, s, "max_tokens")
+			h, err := NewBudgets(fixedSpends{budget: budget, spent: spent}, prices, clock, 0).CheckCall(context.Background(), 1, s, "max_tokens")
+			h.Unsent()
 			if over := errors.Is(err, ErrOverWholeBudget); over != fit.Over {
 				t.Errorf("%+v with %d spent: FitADay says over %v, CheckCall %v", s, spent, fit.Over, err)
 			}
