@@ -97,13 +97,14 @@ func TestASeparateWorkerExportsItsMetrics(t *testing.T) {
 		w.Tenant("capped").ID).Scan(&spent); err != nil {
 		t.Fatal(err)
 	}
+	// The next job is submitted while the dollar still stands (submission refuses a job no
+	// day's budget pays), and the budget is lowered under it: a new process reads the
+	// tenant's spend afresh, and the job waits for midnight. With SETTLE_METRICS_TOKEN,
+	// /metrics answers its bearer alone; the probes stay open.
+	submit("second", "The second note, past the budget.")
 	if _, err := w.DB.SetLLMBudget(ctx, "capped", spent, "test", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-
-	// A new process reads the tenant's spend afresh: the next job waits for midnight. With
-	// SETTLE_METRICS_TOKEN, /metrics answers its bearer alone; the probes stay open.
-	submit("second", "The second note, past the budget.")
 	const token = "worker-metrics-token-0123456789"
 	p, url = start("SETTLE_METRICS_TOKEN=" + token)
 	if code, _ := scrape(t, url+"/metrics"); code != http.StatusUnauthorized {

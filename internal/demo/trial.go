@@ -9,9 +9,10 @@ import (
 // TrialTenant is the demo's second tenant, on a trial: its LLM budget a UTC day is a cent
 // (trialBudgetMicros), which its small chat backend spends within a few messages: they name
 // no output cap on a dear model, so each is sent with the largest cap what is left pays for
-// (Settle-Output-Cap), and those admitted before the server reads the spend again take it
-// past the budget. Every call after that is refused with 429 tenant_budget_spent until
-// midnight UTC, recorded as the tenant's refused request, and /tenants shows it refused.
+// (Settle-Output-Cap), and each holds its worst case while it runs, so the spend comes near
+// the budget rather than past it. Once what is left pays for none of its messages, every
+// call is refused with 429 llm_budget_too_small until midnight UTC, recorded as the
+// tenant's refused request, and /tenants shows it refused.
 const TrialTenant = "demo-trial"
 
 // trialBudgetMicros is the trial tenant's LLM budget a UTC day: 0.01 in the price table's
