@@ -98,6 +98,17 @@ func FormatMicros(micros int64, currency string) string {
 	return formatScaled((micros+half)/per, MinorUnits(currency), currency)
 }
 
+// FormatMicrosExact writes an amount in micro-units as FormatMicros does when the currency's
+// minor unit holds it exactly, and with all six decimals otherwise: a figure a client
+// compares with another (a call's worst case and what is left of a budget) must not round
+// to the same text when the amounts differ.
+func FormatMicrosExact(micros int64, currency string) string {
+	if micros%MicrosPerMinor(currency) == 0 {
+		return FormatMicros(micros, currency)
+	}
+	return formatScaled(micros, 6, currency)
+}
+
 // MajorUnits returns an amount in micro-units in the currency's major unit, for charts.
 func MajorUnits(micros int64, _ string) float64 {
 	return float64(micros) / MicrosPerUnit

@@ -76,7 +76,7 @@ func TestABudgetedTenantCannotSubmitAJobNoDayOfItsBudgetPays(t *testing.T) {
 		msg, _ := out["detail"].(string)
 		// ops rule 12
 		if code != http.StatusUnprocessableEntity || out["code"] != jobs.ReasonOverWholeBudget || h.Get("Retry-After") != "" ||
-			!strings.Contains(msg, "up to 0.10 USD") || !strings.Contains(msg, "0.09 USD a day") || !strings.Contains(msg, "max_tokens of at most 89") {
+			!strings.Contains(msg, "up to 0.100663 USD") || !strings.Contains(msg, "0.09 USD a day") || !strings.Contains(msg, "max_tokens of at most 89") {
 			t.Errorf("submission %d of a job over the whole budget: %d %v (Retry-After %q); want 422 %s naming the worst case, the budget and what fits",
 				try, code, out, h.Get("Retry-After"), jobs.ReasonOverWholeBudget)
 		}

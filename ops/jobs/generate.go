@@ -41,7 +41,7 @@ func (r *run) computation(ctx, bg context.Context, body []byte) (*ops.Operation,
 				return errBudgetSpent
 			}
 			hold.Unsent()
-			h, err := r.w.Budgets.CheckCall(ctx, j.TenantID, r.size(body), "max_tokens")
+			h, err := r.w.Budgets.CheckGeneration(ctx, j.TenantID, r.size(body), j.ModelProfile)
 			if hold = h; err != nil {
 				return err
 			}

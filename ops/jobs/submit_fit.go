@@ -86,7 +86,7 @@ func (s *Service) overBudget(in Submission) error {
 	if !fit.Over {
 		return nil
 	}
-	money := func(m int64) string { return ops.FormatMicros(m, s.prices().CurrencyOf()) }
+	money := func(m int64) string { return ops.FormatMicrosExact(m, s.prices().CurrencyOf()) }
 	what := "Even an answer of no tokens does not fit with this document."
 	if fit.LargestCap >= 1 {
 		what = fmt.Sprintf("With this document, a profile's max_tokens of at most %d fits the budget.", fit.LargestCap)

@@ -41,7 +41,7 @@ func TestAJobNoDayOfItsBudgetPaysIsRefusedAtSubmission(t *testing.T) {
 			t.Fatalf("submission %d of a job over the whole budget: %v; want %s %s", try, err, ops.EINVALID, jobs.ReasonOverWholeBudget)
 		}
 		// ops rule 12
-		for _, want := range []string{"up to 0.10 USD", "0.09 USD a day", "max_tokens", "10000", "nothing of it was sent"} {
+		for _, want := range []string{"up to 0.100730 USD", "0.09 USD a day", "max_tokens", "10000", "nothing of it was sent"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("the refusal %q does not say %q", msg, want)
 			}

@@ -179,8 +179,20 @@ func (b *Budgets) admit(ctx context.Context, tenantID int64, model, refused stri
 // model and cap are its profile's, is held so. The call's worst case is held until the
 // Hold returned ends; nil when the tenant has no budget.
 func (b *Budgets) CheckCall(ctx context.Context, tenantID int64, s CallSize, field string) (*Hold, error) {
+	return b.checkCall(ctx, tenantID, s, capName{field: field})
+}
+
+// CheckGeneration is CheckCall of a pipeline job's generation, whose output cap is the
+// max_tokens of its model profile: the client picks a profile by name, never the number,
+// so a refusal tells it to choose another profile or send a shorter document.
+func (b *Budgets) CheckGeneration(ctx context.Context, tenantID int64, s CallSize, profile string) (*Hold, error) {
+	return b.checkCall(ctx, tenantID, s, capName{field: "max_tokens", profile: profile})
+}
+
+// checkCall is CheckCall, its refusal advising by how the client sets the cap (name).
+func (b *Budgets) checkCall(ctx context.Context, tenantID int64, s CallSize, name capName) (*Hold, error) {
 	_, h, err := b.admit(ctx, tenantID, s.Model, newCallRefused, func(sp spendNow) (int64, error) {
-		f, err := b.fitNew(s, sp, field, 1, false)
+		f, err := b.fitNew(s, sp, name, 1, false)
 		return f.hold, err
 	})
 	return h, err
@@ -204,7 +216,7 @@ func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused st
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetSpent, Err: &Problem{RetryAfter: resets.Sub(now)},
 		Message: fmt.Sprintf("Your tenant's LLM budget of %s a day is spent (%s so far today, UTC); %s "+
 			"The budget resets at %s; a retry of a key whose call already ran is still answered.",
-			ops.FormatMicros(budget, b.currency), ops.FormatMicros(spent, b.currency), refused, resets.Format(time.RFC3339))}
+			ops.FormatMicrosExact(budget, b.currency), ops.FormatMicrosExact(spent, b.currency), refused, resets.Format(time.RFC3339))}
 }
 
 // budgetCheck is the check of a call of the exchange's tenant against its budget, for

@@ -19,7 +19,7 @@ func (x *exchange) fitCheck(sp spendNow) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	f, err := x.g.cfg.Budgets.fitNew(s, sp, field, rule.min, rule.set != "")
+	f, err := x.g.cfg.Budgets.fitNew(s, sp, capName{field: field}, rule.min, rule.set != "")
 	if err != nil {
 		return 0, err
 	}

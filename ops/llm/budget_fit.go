@@ -198,13 +198,18 @@ func (t *PriceTable) worstWithCap(s CallSize, cap int64) int64 {
 	return p.worstMicros(s.InputTokens, max(cap, 0)*s.choices())
 }
 
+// capName is how a call's client sets its output cap, for a refusal's advice: field, the
+// request's field, or, for a pipeline job's generation, profile, the model profile whose
+// max_tokens it is; a job's client names a profile, never the number.
+type capName struct{ field, profile string }
+
 // tooSmall is the refusal (ReasonBudgetTooSmall, 429 until the budget resets) of a call
-// whose worst case f.worst does not fit what sp leaves; field names the call's output cap,
-// minCap the smallest its provider takes. It names the worst case, what is left, and the
-// largest cap that fits, so the client can lower it.
-func (b *Budgets) tooSmall(f fit, s CallSize, sp spendNow, field string, minCap int64, refused string) error {
+// whose worst case f.worst does not fit what sp leaves; name says how its client sets the
+// call's output cap, minCap is the smallest its provider takes. It names the worst case,
+// what is left, and the largest cap that fits, so the client can lower it.
+func (b *Budgets) tooSmall(f fit, s CallSize, sp spendNow, name capName, minCap int64, refused string) error {
 	left := sp.budget - sp.spent
-	money := func(m int64) string { return ops.FormatMicros(m, b.currency) }
+	money := func(m int64) string { return ops.FormatMicrosExact(m, b.currency) }
 	what := fmt.Sprintf("its body's %d bytes counted as input tokens", s.InputTokens)
 	switch {
 	case s.NoOutput:
@@ -215,12 +220,15 @@ func (b *Budgets) tooSmall(f fit, s CallSize, sp spendNow, field string, minCap 
 	default:
 		what += fmt.Sprintf(", and an answer of up to %d tokens", f.output)
 	}
+	inputAlone := f.largest < 0 || s.NoOutput || f.largest < minCap
 	var advice string
 	switch {
-	case f.largest < 0 || s.NoOutput || f.largest < minCap:
+	case name.profile != "":
+		advice = profileAdvice(name.profile, f.largest, inputAlone)
+	case inputAlone:
 		advice = "Its input alone does not fit what is left with an answer: send a shorter input, or wait until the budget resets."
 	default:
-		advice = fmt.Sprintf("The largest %s that fits what is left is %d; send that or less.", field, f.largest)
+		advice = fmt.Sprintf("The largest %s that fits what is left is %d; send that or less.", name.field, f.largest)
 	}
 	var err error
 	if f.worst > sp.budget {
@@ -232,6 +240,18 @@ func (b *Budgets) tooSmall(f fit, s CallSize, sp spendNow, field string, minCap 
 			"(%s spent so far today, UTC); %s %s The budget resets at %s.",
 			money(f.worst), what, money(max(left, 0)), money(sp.budget), money(sp.spent), refused, advice,
 			sp.resets.Format(time.RFC3339))}
+}
+
+// profileAdvice is a refused generation's advice to the job's client, which sets its output
+// cap by naming a model profile: largest is the most max_tokens that fits what is left,
+// inputAlone says not even an answer of the fewest tokens fits beside its prompt.
+func profileAdvice(profile string, largest int64, inputAlone bool) string {
+	fits := fmt.Sprintf("a profile's max_tokens of at most %d fits what is left beside this prompt", largest)
+	if inputAlone {
+		fits = "this prompt alone leaves no room for an answer"
+	}
+	return fmt.Sprintf("Its max_tokens are model profile %q's, and %s: to fit, choose a model profile with fewer max_tokens "+
+		"or a cheaper model, or send a shorter document.", profile, fits)
 }
 
 // capRule is how an API's requests name their output cap, for the budget's check.

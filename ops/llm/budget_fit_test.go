@@ -134,7 +134,7 @@ func TestATooSmallRefusalSaysWhatFits(t *testing.T) {
 	b := NewBudgets(fixedSpends{budget: 1_000_000, spent: 990_000}, DefaultPrices(), clock, 0)
 	_, err := b.CheckCall(context.Background(), 1, CallSize{Model: "fake-large", InputTokens: 100, OutputCap: 100_000}, "max_tokens")
 	msg := ops.ErrorMessage(err)
-	for _, want := range []string{"may cost up to 0.03 USD", "answer of up to 4096 tokens", "0.01 USD left of", "budget of 1.00 USD", "largest max_tokens that fits what is left is 1225",
+	for _, want := range []string{"may cost up to 0.032968 USD", "answer of up to 4096 tokens", "0.01 USD left of", "budget of 1.00 USD", "largest max_tokens that fits what is left is 1225",
 		"nothing of it was sent", "resets at 2026-12-08T00:00:00Z"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the refusal does not say %q: %s", want, msg)

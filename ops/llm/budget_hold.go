@@ -79,8 +79,8 @@ func (h *Hold) end(cost int64) {
 // in flight hold (fitCall: minCap, canSet); the fit it answers holds the worst case of the
 // call as it will be sent. A call that would fit what is left but not beside the calls in
 // flight is refused as held (heldRefusal), one that does not fit what is left at all as too
-// small (tooSmall), field naming its output cap.
-func (b *Budgets) fitNew(s CallSize, sp spendNow, field string, minCap int64, canSet bool) (fit, error) {
+// small (tooSmall), name saying how its client sets its output cap.
+func (b *Budgets) fitNew(s CallSize, sp spendNow, name capName, minCap int64, canSet bool) (fit, error) {
 	left := sp.budget - sp.spent
 	f := b.prices.fitCall(s, left-sp.held, minCap, canSet)
 	if !f.refused {
@@ -98,14 +98,14 @@ func (b *Budgets) fitNew(s CallSize, sp spendNow, field string, minCap int64, ca
 			return f, b.heldRefusal(f, sp)
 		}
 	}
-	return f, b.tooSmall(f, s, sp, field, minCap, newCallRefused)
+	return f, b.tooSmall(f, s, sp, name, minCap, newCallRefused)
 }
 
 // heldRefusal is the refusal (ReasonBudgetTooSmall) of a call whose worst case f.worst fits
 // what sp leaves but not beside what the tenant's calls in flight hold of it: the hold goes
 // when they end, so Retry-After is the spend's refresh, not midnight.
 func (b *Budgets) heldRefusal(f fit, sp spendNow) error {
-	money := func(m int64) string { return ops.FormatMicros(m, b.currency) }
+	money := func(m int64) string { return ops.FormatMicrosExact(m, b.currency) }
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetTooSmall, Err: &Problem{RetryAfter: b.refresh},
 		Message: fmt.Sprintf("This call may cost up to %s; of the %s left of your tenant's LLM budget of %s a day "+
 			"(%s spent so far today, UTC), %s is held by your tenant's calls in flight on this server until they end, "+
