@@ -81,7 +81,7 @@ func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) err
 	if g.flushers <= 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return scan(g.pool.QueryRow(ctx, sql, args...))
+		return scan(again{g.pool}.QueryRow(ctx, sql, args...))
 	}
 	j := &groupJob{queued: time.Now(), sql: sql, args: args, scan: scan, done: make(chan struct{})}
 	g.mu.Lock()
@@ -215,8 +215,9 @@ func (g *group) exec(jobs []*groupJob) {
 			return
 		}
 	}
-	// One at a time: the lone job, or every job of a batch that rolled back.
+	// One at a time: the lone job, or every job of a batch that rolled back, a deadlock's
+	// victim among them. Each is a transaction of its own, sent again if it is one (again).
 	for _, j := range jobs {
-		j.err = j.scan(g.pool.QueryRow(ctx, j.sql, j.args...))
+		j.err = j.scan(again{g.pool}.QueryRow(ctx, j.sql, j.args...))
 	}
 }

@@ -52,9 +52,10 @@ func scanOp(row pgx.Row, extra ...any) (*ops.Operation, error) {
 	return &o, nil
 }
 
-// Join implements ops.Store.
+// Join implements ops.Store. Join, Claim and BeginAttempt are sent again when Postgres
+// rolls them back to break a deadlock (again).
 func (db *DB) Join(ctx context.Context, opID, requestRef string, now time.Time) (ops.Opened, error) {
-	row := db.Pool.QueryRow(ctx, `
+	row := again{db.Pool}.QueryRow(ctx, `
 WITH up AS (
 	UPDATE operations o SET duplicate_requests = duplicate_requests + 1 WHERE id = @id
 	RETURNING `+opCols+`
@@ -94,7 +95,7 @@ func (db *DB) Get(ctx context.Context, id string) (*ops.Operation, error) {
 
 // Claim implements ops.Store.
 func (db *DB) Claim(ctx context.Context, p ops.ClaimParams) (*ops.Operation, error) {
-	row := db.Pool.QueryRow(ctx, `
+	row := again{db.Pool}.QueryRow(ctx, `
 UPDATE operations o SET status = 'in_progress', phase = '', lease_owner = @owner, lease_until = @until,
 	version = version + 1, updated_at = @now
 WHERE id = @id AND version = @version
@@ -113,7 +114,7 @@ RETURNING `+opCols, pgx.NamedArgs{"id": p.ID, "version": p.Version, "owner": p.O
 // BeginAttempt implements ops.Store. The guard repeats ops.CheckSend in SQL so that a
 // caller acting on a stale copy cannot send.
 func (db *DB) BeginAttempt(ctx context.Context, p ops.BeginParams) (*ops.Operation, *ops.Attempt, error) {
-	row := db.Pool.QueryRow(ctx, `
+	row := again{db.Pool}.QueryRow(ctx, `
 WITH up AS (
 	UPDATE operations o SET attempts = attempts + 1, phase = 'sending', version = version + 1, updated_at = @now,
 		first_sent_at = coalesce(first_sent_at, @now), retry_until = coalesce(retry_until, @retry_until::timestamptz)
@@ -152,7 +153,7 @@ func (db *DB) SetPhase(ctx context.Context, id, owner string, phase ops.Phase, l
 	if !leaseUntil.IsZero() {
 		until = &leaseUntil
 	}
-	o, err := scanOp(db.Pool.QueryRow(ctx, `
+	o, err := scanOp(again{db.Pool}.QueryRow(ctx, `
 UPDATE operations o SET phase = @phase, lease_until = COALESCE(@until, lease_until), updated_at = @now
 WHERE id = @id AND status = 'in_progress' AND lease_owner = @owner
 	AND set_config('synchronous_commit', 'off', true) = 'off'
@@ -190,7 +191,7 @@ func (db *DB) RefuseClientRequest(ctx context.Context, id int64, reason string, 
 
 func (db *DB) answerClientRequest(ctx context.Context, id int64, a ops.Answer, reason string, at time.Time) error {
 	for _, q := range []string{answerRecentSQL, answerAnySQL} {
-		tag, err := db.Pool.Exec(ctx, q, id, string(a), at, reason)
+		tag, err := execAgain(ctx, db.Pool, q, id, string(a), at, reason)
 		if err != nil {
 			return interpret(err, "answer client request")
 		}
