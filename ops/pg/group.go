@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,6 +45,9 @@ type group struct {
 	mu     sync.Mutex
 	queue  []*groupJob
 	active int
+
+	// rerun counts the batches that were rolled back and run again one statement at a time.
+	rerun atomic.Int64
 }
 
 type groupJob struct {
@@ -51,9 +56,12 @@ type groupJob struct {
 	queued time.Time
 	sql    string
 	args   []any
-	scan   func(pgx.Row) error
-	err    error
-	done   chan struct{}
+	// key names what the statement locks first: a batch sends its statements in the order
+	// of their keys (exec).
+	key  string
+	scan func(pgx.Row) error
+	err  error
+	done chan struct{}
 }
 
 // maxBatch bounds one batch so that a burst does not make one caller wait for hundreds.
@@ -72,8 +80,9 @@ func newGroup(pool *pgxpool.Pool) *group {
 	return &group{pool: pool, flushers: 2, loneWait: defaultLoneWait}
 }
 
-// queryRow runs sql with args in the next batch and scans its one row with scan.
-func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) error) error {
+// queryRow runs sql with args in the next batch and scans its one row with scan. key names
+// what sql locks first (lockKey).
+func (g *group) queryRow(sql string, named pgx.NamedArgs, key string, scan func(pgx.Row) error) error {
 	sql, args, err := positional(sql, named)
 	if err != nil {
 		return err
@@ -83,7 +92,7 @@ func (g *group) queryRow(sql string, named pgx.NamedArgs, scan func(pgx.Row) err
 		defer cancel()
 		return scan(again{g.pool}.QueryRow(ctx, sql, args...))
 	}
-	j := &groupJob{queued: time.Now(), sql: sql, args: args, scan: scan, done: make(chan struct{})}
+	j := &groupJob{queued: time.Now(), sql: sql, args: args, key: key, scan: scan, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, j)
 	if g.active == 0 || (g.active < g.flushers && len(g.queue) >= secondBatch) {
@@ -198,6 +207,11 @@ func (g *group) exec(jobs []*groupJob) {
 		}
 	}()
 	if len(jobs) > 1 {
+		// Each statement holds what it locks until the batch commits. Two batches that took
+		// the same rows in opposite orders (repeats of two intents arriving together) would
+		// wait on each other until Postgres rolled one back, a second later; in one order,
+		// the later batch waits for the earlier one instead.
+		slices.SortStableFunc(jobs, func(a, b *groupJob) int { return strings.Compare(a.key, b.key) })
 		b := &pgx.Batch{}
 		for _, j := range jobs {
 			b.Queue(j.sql, j.args...).QueryRow(func(r pgx.Row) error {
@@ -214,10 +228,20 @@ func (g *group) exec(jobs []*groupJob) {
 		if !failed {
 			return
 		}
+		g.rerun.Add(1)
 	}
 	// One at a time: the lone job, or every job of a batch that rolled back, a deadlock's
 	// victim among them. Each is a transaction of its own, sent again if it is one (again).
 	for _, j := range jobs {
 		j.err = j.scan(again{g.pool}.QueryRow(ctx, j.sql, j.args...))
 	}
+}
+
+// lockKey is the key of a batched statement (groupJob.key): an opening locks its intent's
+// entries first, a change its operation's row, and the openings go first.
+func lockKey(opening bool, parts ...string) string {
+	if opening {
+		return "0 " + strings.Join(parts, "\x00")
+	}
+	return "1 " + strings.Join(parts, "\x00")
 }

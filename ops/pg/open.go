@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -96,7 +97,7 @@ func (db *DB) Open(ctx context.Context, p ops.OpenParams) (ops.Opened, error) {
 	// running the statement again, which then joins that request's operation. A caller that
 	// named one is told its view is stale.
 	for try := 0; try == 0 || (try < 3 && p.Latest == nil && intentRaced(err)); try++ {
-		err = db.group.queryRow(openQuery, args, func(row pgx.Row) (err error) {
+		err = db.group.queryRow(openQuery, args, lockKey(true, strconv.FormatInt(op.TenantID, 10), string(op.Kind), op.IntentKey), func(row pgx.Row) (err error) {
 			o, err = scanOp(row, &existed, &out.ClientRequestID, &attemptID)
 			return err
 		})

@@ -275,7 +275,7 @@ func (db *DB) Transition(ctx context.Context, p ops.TransitionParams) (*ops.Oper
 		args["res_events"] = jsonOrNil(r.Events)
 	}
 	var o *ops.Operation
-	err := db.group.queryRow(transitionSQLs[partsOf(p)], args, func(row pgx.Row) (err error) {
+	err := db.group.queryRow(transitionSQLs[partsOf(p)], args, lockKey(false, p.ID), func(row pgx.Row) (err error) {
 		o, err = scanOp(row)
 		return err
 	})
