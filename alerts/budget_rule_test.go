@@ -55,7 +55,8 @@ tests:
 // calls); bank, a third of whose requests are refused so, and cafe, which sent one oversize
 // call and then calls that went through, page nobody, not even in the minute when its one
 // refused request was all it had sent (fewer than 3 requests in the window stay quiet); the
-// alert keeps firing 10 minutes after shop's refusals last filled the window, and then resolves. The counts are the ledger's, which every replica exports alike.
+// alert keeps firing 10 minutes after shop's refusals last filled its 2-minute window, and
+// then resolves. The counts are the ledger's, which every replica exports alike.
 // ops rule 8
 func TestTheTooSmallBudgetRuleUnderPromtool(t *testing.T) {
 	promtoolTest(t, `
@@ -80,19 +81,59 @@ tests:
         exp_alerts:
           - exp_labels: {severity: warning, reason: llm_budget_too_small, tenant: shop, kind: llm_call}
             exp_annotations:
-              summary: "What is left of shop's LLM budget of the day is too small for the calls it makes: 100% of its llm_call requests refused in the last 10 minutes"
+              summary: "What is left of shop's LLM budget of the day is too small for the calls it makes: 100% of its llm_call requests refused in the last 2 minutes"
               description: "shop's llm_call requests each may cost more than is left of its budget, and are refused with 429 llm_budget_too_small until midnight UTC unless they ask for fewer tokens: raise the budget, or have the client lower its max tokens."
               runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#tenantllmbudgetspent"
-      - eval_time: 45m
+      - eval_time: 40m
         alertname: TenantLLMBudgetSpent
         exp_alerts:
           - exp_labels: {severity: warning, reason: llm_budget_too_small, tenant: shop, kind: llm_call}
             exp_annotations:
-              summary: "What is left of shop's LLM budget of the day is too small for the calls it makes: 100% of its llm_call requests refused in the last 10 minutes"
+              summary: "What is left of shop's LLM budget of the day is too small for the calls it makes: 100% of its llm_call requests refused in the last 2 minutes"
               description: "shop's llm_call requests each may cost more than is left of its budget, and are refused with 429 llm_budget_too_small until midnight UTC unless they ask for fewer tokens: raise the budget, or have the client lower its max tokens."
               runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#tenantllmbudgetspent"
-      - eval_time: 50m
+      - eval_time: 43m
         alertname: TenantLLMBudgetSpent
         exp_alerts: []
+`)
+}
+
+// TestABusyTenantStoppedByWhatIsLeftIsToldWithinTwoMinutesUnderPromtool is the attack of a
+// tenant whose client made 10 calls a second for nine minutes and whose every call is refused
+// with llm_budget_too_small from then on: over a ten-minute window its refusals stayed under
+// half of its requests for minutes of a stop its customers already saw. The exported rule
+// fires for shop two minutes after its stop, as the built-in one does, while cafe, as busy,
+// whose one oversize call among calls that go through is refused, pages nobody.
+// ops rule 8
+func TestABusyTenantStoppedByWhatIsLeftIsToldWithinTwoMinutesUnderPromtool(t *testing.T) {
+	promtoolTest(t, `
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'settle_client_requests_total{tenant="shop",kind="llm_call",provider="fake-llm",answer="new",duplicate="false",api="chat_completions",reason="",instance="a"}'
+        values: '0+600x9 5400x10'
+      - series: 'settle_client_requests_total{tenant="shop",kind="llm_call",provider="",answer="rejected",duplicate="false",api="",reason="llm_budget_too_small",instance="a"}'
+        values: '0x9 600+600x9'
+      - series: 'settle_client_requests_total{tenant="cafe",kind="llm_call",provider="fake-llm",answer="new",duplicate="false",api="chat_completions",reason="",instance="a"}'
+        values: '0+600x19'
+      - series: 'settle_client_requests_total{tenant="cafe",kind="llm_call",provider="",answer="rejected",duplicate="false",api="",reason="llm_budget_too_small",instance="a"}'
+        values: '0x9 1x10'
+    alert_rule_test:
+      - eval_time: 11m
+        alertname: TenantLLMBudgetSpent
+        exp_alerts:
+          - exp_labels: {severity: warning, reason: llm_budget_too_small, tenant: shop, kind: llm_call}
+            exp_annotations:
+              summary: "What is left of shop's LLM budget of the day is too small for the calls it makes: 100% of its llm_call requests refused in the last 2 minutes"
+              description: "shop's llm_call requests each may cost more than is left of its budget, and are refused with 429 llm_budget_too_small until midnight UTC unless they ask for fewer tokens: raise the budget, or have the client lower its max tokens."
+              runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#tenantllmbudgetspent"
+      - eval_time: 15m
+        alertname: TenantLLMBudgetSpent
+        exp_alerts:
+          - exp_labels: {severity: warning, reason: llm_budget_too_small, tenant: shop, kind: llm_call}
+            exp_annotations:
+              summary: "What is left of shop's LLM budget of the day is too small for the calls it makes: 100% of its llm_call requests refused in the last 2 minutes"
+              description: "shop's llm_call requests each may cost more than is left of its budget, and are refused with 429 llm_budget_too_small until midnight UTC unless they ask for fewer tokens: raise the budget, or have the client lower its max tokens."
+              runbook_url: "https://github.com/settle-dev/settle/blob/main/docs/runbooks.md#tenantllmbudgetspent"
 `)
 }

@@ -42,10 +42,11 @@ var httpStatus = map[string]int{
 	llm.ReasonBodyTooLarge:   http.StatusRequestEntityTooLarge,
 	// Reasons: the tenant already has its share of this server's requests in flight.
 	ReasonTenantBusy: http.StatusTooManyRequests,
-	// Reasons: the tenant's LLM spend of the day reached its budget, or what is left of it
-	// cannot pay for the call's worst case.
+	// Reasons: the tenant's LLM spend of the day reached its budget, what is left of it
+	// cannot pay for the call's worst case, or it can but not beside its calls in flight.
 	llm.ReasonBudgetSpent:    http.StatusTooManyRequests,
 	llm.ReasonBudgetTooSmall: http.StatusTooManyRequests,
+	llm.ReasonBudgetHeld:     http.StatusTooManyRequests,
 	// Reasons: the provider behind the gateway failed.
 	llm.ReasonRateLimited:      http.StatusTooManyRequests,
 	llm.ReasonTimeout:          http.StatusGatewayTimeout,

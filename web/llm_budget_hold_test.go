@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/settle-dev/settle/ops/llm"
 )
 
 // stormAnswer is one call of a storm: its status, Retry-After and body.
@@ -38,7 +40,7 @@ func (w *budgetWorld) stormPost(tenant, key, body string) stormAnswer {
 // admitted each against the same spend, all of them would be sent and billed, the leftover
 // spent many times over. Five calls whose worst cases three fit in the leftover are sent
 // together while the provider holds them: three reach the provider, the other two are
-// refused with 429 llm_budget_too_small, recorded as the tenant's refused requests, reach
+// refused with 429 llm_budget_held, recorded as the tenant's refused requests, reach
 // no provider, and say the leftover is held by calls in flight, with a short Retry-After
 // rather than midnight. Once the three end, their holds go: a smaller call that did not fit
 // beside them fits what they left.
@@ -83,8 +85,8 @@ func TestConcurrentCallsCannotSpendTheLeftoverTwice(t *testing.T) {
 	}
 	for _, a := range refused {
 		retry, _ := strconv.Atoi(a.retry)
-		if a.status != http.StatusTooManyRequests || !strings.Contains(a.body, reasonTooSmall) {
-			t.Errorf("a call the leftover cannot pay once the others hold it: %d %.300s; want 429 %s", a.status, a.body, reasonTooSmall)
+		if a.status != http.StatusTooManyRequests || !strings.Contains(a.body, llm.ReasonBudgetHeld) {
+			t.Errorf("a call the leftover cannot pay once the others hold it: %d %.300s; want 429 %s", a.status, a.body, llm.ReasonBudgetHeld)
 			continue
 		}
 		if retry < 1 || retry > int(budgetRefresh/time.Second) {

@@ -56,7 +56,7 @@ func TestDemoTrialTenantIsRefusedOnceItsBudgetIsSpent(t *testing.T) {
 	if n > 60 {
 		t.Errorf("the trial tenant took %d messages to be refused; the demo sends one every few seconds and should show it refused within minutes", n)
 	}
-	// The too-small rule fires once most of the tenant's requests of the last 10 minutes are
+	// The too-small rule fires once most of the tenant's requests of the last 2 minutes are
 	// refused: the demo's next messages, at one every few seconds, get there within minutes.
 	var got map[string]string
 	for more := 0; more <= 200; more++ {

@@ -16,10 +16,11 @@ const unpricedWait = 5 * time.Minute
 
 // held says err is a refusal of the tenant's budget that holds the job back: its spend of
 // the day reached the budget, what is left cannot pay for the generation's worst case, or
-// its model is not priced while it has one.
+// can but not beside the tenant's calls in flight, or its model is not priced while it has
+// one.
 func held(err error) bool {
 	r := ops.ErrorReason(err)
-	return r == llm.ReasonBudgetSpent || r == llm.ReasonBudgetTooSmall || r == llm.ReasonModelNotPriced
+	return r == llm.ReasonBudgetSpent || r == llm.ReasonBudgetTooSmall || r == llm.ReasonBudgetHeld || r == llm.ReasonModelNotPriced
 }
 
 // waitForBudget puts back a job whose generation was refused by its tenant's LLM budget:
@@ -30,7 +31,9 @@ func held(err error) bool {
 // why it waits. A job that waits past its deadline fails as any other. A refusal for a spent
 // budget, or for what is left being too small for the generation, counts once in the
 // budgets' refusals (by its reason) and in the ledger: the job is not claimed again before
-// the budget resets, so the workers' polls meanwhile count nothing.
+// the budget resets, so the workers' polls meanwhile count nothing. A generation held back
+// by the calls in flight (ReasonBudgetHeld) waits the refusal's seconds and counts in the
+// ledger only: a burst of the tenant's jobs on a budget that pays for each is no stop.
 // resent is the open generation whose resend was held back, "" when admission refused a new
 // one: admission recorded that refusal, while a resumed generation's admission recorded no
 // request (the job's own pass), so its hold is recorded here, naming the generation.
@@ -58,6 +61,9 @@ func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) e
 			"The budget's check said: "+ops.ErrorMessage(refusal))
 	case reason == llm.ReasonBudgetSpent, reason == llm.ReasonBudgetTooSmall:
 		r.w.Budgets.Refused(r.j.TenantID, reason, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
+		p, _ := llm.ProblemOf(refusal)
+		wait = p.RetryAfter
+	case reason == llm.ReasonBudgetHeld:
 		p, _ := llm.ProblemOf(refusal)
 		wait = p.RetryAfter
 	}

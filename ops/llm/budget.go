@@ -173,9 +173,10 @@ func (b *Budgets) admit(ctx context.Context, tenantID int64, model, refused stri
 }
 
 // CheckCall is CheckModel of a new call of size s: a tenant with a budget is refused too
-// (ReasonBudgetTooSmall) when the call's worst case costs more than what is left of the
-// day's budget, its output cap being s.OutputCap (field, as its request names it), or than
-// what its calls in flight on this replica leave of it. A pipeline job's generation, whose
+// when the call's worst case costs more than what is left of the day's budget
+// (ReasonBudgetTooSmall), its output cap being s.OutputCap (field, as its request names
+// it), or than what its calls in flight on this replica leave of it (ReasonBudgetHeld, for
+// seconds). A pipeline job's generation, whose
 // model and cap are its profile's, is held so. The call's worst case is held until the
 // Hold returned ends; nil when the tenant has no budget.
 func (b *Budgets) CheckCall(ctx context.Context, tenantID int64, s CallSize, field string) (*Hold, error) {

@@ -14,6 +14,14 @@ import (
 // with 429 because its worst case costs more than what is left of the day's budget.
 const ReasonBudgetTooSmall = "llm_budget_too_small"
 
+// ReasonBudgetHeld is the reason of a new call refused with 429 and a Retry-After of seconds
+// because its worst case fits what is left of the day's budget but not beside what the
+// tenant's calls in flight hold of it: a burst on a budget that pays for each call alone,
+// over when they end. It is a reason of its own, not ReasonBudgetTooSmall, so that neither
+// the built-in rule of a tenant stopped by what is left nor the count of such refusals
+// (Budgets.Refused) takes a burst for a stop.
+const ReasonBudgetHeld = "llm_budget_held"
+
 // ErrOverWholeBudget is wrapped by a ReasonBudgetTooSmall refusal of a call whose worst case
 // costs more than the tenant's whole budget of a day: waiting for midnight does not help it,
 // only a smaller call does.

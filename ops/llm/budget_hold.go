@@ -101,12 +101,12 @@ func (b *Budgets) fitNew(s CallSize, sp spendNow, name capName, minCap int64, ca
 	return f, b.tooSmall(f, s, sp, name, minCap, newCallRefused)
 }
 
-// heldRefusal is the refusal (ReasonBudgetTooSmall) of a call whose worst case f.worst fits
+// heldRefusal is the refusal (ReasonBudgetHeld) of a call whose worst case f.worst fits
 // what sp leaves but not beside what the tenant's calls in flight hold of it: the hold goes
 // when they end, so Retry-After is the spend's refresh, not midnight.
 func (b *Budgets) heldRefusal(f fit, sp spendNow) error {
 	money := func(m int64) string { return ops.FormatMicrosExact(m, b.currency) }
-	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetTooSmall, Err: &Problem{RetryAfter: b.refresh},
+	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetHeld, Err: &Problem{RetryAfter: b.refresh},
 		Message: fmt.Sprintf("This call may cost up to %s; of the %s left of your tenant's LLM budget of %s a day "+
 			"(%s spent so far today, UTC), %s is held by your tenant's calls in flight on this server until they end, "+
 			"and the rest does not pay for it; %s Retry in a few seconds: a call that ends gives back what it did not spend.",

@@ -65,7 +65,7 @@ func (w *holdWorld) call(micros int64) (*Hold, error) {
 // TestCallsInFlightHoldTheLeftover is the attack of a tenant with a dollar left that sends
 // fifty calls at once whose worst case is 30 cents each: admitted against the same spend,
 // every one would be sent. Three are admitted, whose worst cases the dollar pays together;
-// the others are refused with llm_budget_too_small, saying the leftover is held by calls in
+// the others are refused with llm_budget_held, saying the leftover is held by calls in
 // flight and that nothing was sent, with the refresh as Retry-After rather than midnight.
 // One read of the spend serves them all.
 // ops rule 8
@@ -90,8 +90,8 @@ func TestCallsInFlightHoldTheLeftover(t *testing.T) {
 			continue
 		}
 		msg := ops.ErrorMessage(err)
-		if p, _ := ProblemOf(err); ops.ErrorReason(err) != ReasonBudgetTooSmall || p.RetryAfter != 5*time.Second {
-			t.Errorf("%s, Retry-After %s: %s; want %s in 5 s", ops.ErrorReason(err), p.RetryAfter, msg, ReasonBudgetTooSmall)
+		if p, _ := ProblemOf(err); ops.ErrorReason(err) != ReasonBudgetHeld || p.RetryAfter != 5*time.Second {
+			t.Errorf("%s, Retry-After %s: %s; want %s in 5 s", ops.ErrorReason(err), p.RetryAfter, msg, ReasonBudgetHeld)
 		}
 		for _, want := range []string{"may cost up to 0.30 USD", "0.90 USD is held by your tenant's calls in flight", "nothing of it was sent", "Retry in a few seconds"} {
 			if !strings.Contains(msg, want) {

@@ -37,8 +37,9 @@ type refusalKey struct {
 }
 
 // Refused counts one call of the tenant refused by its budget for reason; a refusal of any
-// other reason (a model the table does not price refuses the call, not the tenant's budget)
-// counts nothing. The gateway counts its own; a job's worker, which decides to hold its job
+// other reason counts nothing: a model the table does not price refuses the call, not the
+// tenant's budget, and a call held back for seconds by the calls in flight
+// (ReasonBudgetHeld) is a burst on a budget that pays for each call, not a stop. The gateway counts its own; a job's worker, which decides to hold its job
 // back, calls it once per decision. Tenants are only those whose budget check ran, so the
 // counts take no more keys than there are tenants with budgets, times reasons, APIs and
 // callers.

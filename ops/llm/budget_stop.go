@@ -7,8 +7,14 @@ import "time"
 // TooSmallWindow, and at least TooSmallMinRequests of them, were refused with
 // ReasonBudgetTooSmall. The built-in rule TenantLLMBudgetSpent of that reason judges the same
 // counts over the same window, and the tenants page shows the same tenants refused.
+//
+// The window is short because a stop's refusals must outnumber the calls the window still
+// holds from before it: over ten minutes, a tenant that made 10 calls a second until its
+// stop was told five minutes late, over two it is told within two whatever it sent before.
+// What it gives up: a stopped tenant whose clients send fewer than TooSmallMinRequests
+// requests in two minutes is not told of (its stop costs few calls).
 const (
-	TooSmallWindow      = 10 * time.Minute
+	TooSmallWindow      = 2 * time.Minute
 	TooSmallMinRequests = 3
 )
 
