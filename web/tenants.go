@@ -95,7 +95,7 @@ func (s *Server) renderTenants(w http.ResponseWriter, r *http.Request, status in
 // floor of it, or nothing, and the tenant shown refused only when the floor reaches its budget.
 func tenantRow(d ops.TenantDay, currency string, bound ops.SpendBound) views.TenantRow {
 	t := d.Tenant
-	row := views.TenantRow{ID: strconv.FormatInt(t.ID, 10), Name: t.Name, Budget: "none", Spent: ops.FormatMicros(d.Spent, currency),
+	row := views.TenantRow{ID: strconv.FormatInt(t.ID, 10), Name: t.Name, Budget: "none", Spent: ops.FormatMicrosExact(d.Spent, currency),
 		StripeAccount: t.StripeAccount, Approvals: approvalsText(d.Approvals), FormBudget: "off"}
 	switch d.Read {
 	case ops.SpendAtLeast:
@@ -105,7 +105,7 @@ func tenantRow(d ops.TenantDay, currency string, bound ops.SpendBound) views.Ten
 		row.Spent = "spend not read (too slow); the budget check still applies"
 	}
 	if b := t.LLMBudgetMicros; b > 0 {
-		row.Budget, row.FormBudget = ops.FormatMicros(b, currency), llm.BudgetAmount(b)
+		row.Budget, row.FormBudget = ops.FormatMicrosExact(b, currency), llm.BudgetAmount(b)
 		row.Refused = d.Read != ops.SpendNotRead && d.Spent >= b
 		row.SpendUnknown = d.Read != ops.SpendWhole && !row.Refused
 		if d.Read == ops.SpendWhole {
@@ -189,7 +189,7 @@ func (s *Server) handleTenantBudget(w http.ResponseWriter, r *http.Request) {
 func (s *Server) budgetChanged(c ops.BudgetChange) string {
 	now := "no LLM budget: its calls are not capped"
 	if b := c.Tenant.LLMBudgetMicros; b > 0 {
-		now = "an LLM budget of " + ops.FormatMicros(b, s.llmCurrency()) + " a UTC day; new calls past it are refused until the next midnight UTC"
+		now = "an LLM budget of " + ops.FormatMicrosExact(b, s.llmCurrency()) + " a UTC day; new calls past it are refused until the next midnight UTC"
 	}
 	if !c.Changed {
 		now += "; nothing changed"

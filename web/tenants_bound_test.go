@@ -79,7 +79,7 @@ FROM (SELECT gen_random_uuid() AS id FROM generate_series(1, 5)) c`, e.tenant.ID
 	manager := e.signIn(t, "manager@example.com", desk.RoleManager)
 	code, body := e.page(t, manager, "/tenants")
 	row := tenantRowOf(t, html.UnescapeString(body), "shop")
-	want := "at least " + ops.FormatMicros(4*1000, "usd") + " (more than 3 calls today, not summed further; the budget check still applies)"
+	want := "at least " + ops.FormatMicrosExact(4*1000, "usd") + " (more than 3 calls today, not summed further; the budget check still applies)"
 	if code != http.StatusOK || !strings.Contains(row, want) || !strings.Contains(row, `data-testid="tenant-spend-unknown"`) ||
 		strings.Contains(row, " %") || strings.Contains(row, "within budget") {
 		t.Errorf("GET /tenants = %d; want shop's row to say %q, with no share used:\n%s", code, want, row)

@@ -50,7 +50,7 @@ func (s *Server) tooSmallStops(ctx context.Context, now time.Time, days []ops.Te
 func tooSmallText(d ops.TenantDay, sh ops.RefusalShare, currency string) string {
 	left := "what is left"
 	if d.Read == ops.SpendWhole {
-		left = ops.FormatMicros(max(d.Tenant.LLMBudgetMicros-d.Spent, 0), currency) + " left"
+		left = ops.FormatMicrosExact(max(d.Tenant.LLMBudgetMicros-d.Spent, 0), currency) + " left"
 	}
 	return fmt.Sprintf("%s is less than its calls may cost: %d of its %d %s requests in the last %d min refused with %s. "+
 		"Raise the budget, or have its client ask for fewer tokens.",

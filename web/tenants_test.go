@@ -216,9 +216,9 @@ func TestTheTenantsPageShowsTheSpendTheBudgetCheckSees(t *testing.T) {
 	if err := w.tw.DB.Pool.QueryRow(context.Background(), `SELECT sum(cost_micros) FROM operations WHERE tenant_id = $1`, w.tenants["bank"].ID).Scan(&spent); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(bank, `data-testid="tenant-spent">`+ops.FormatMicros(spent, "usd")+`<`) || !strings.Contains(bank, "not capped") ||
+	if !strings.Contains(bank, `data-testid="tenant-spent">`+ops.FormatMicrosExact(spent, "usd")+`<`) || !strings.Contains(bank, "not capped") ||
 		!strings.Contains(bank, `data-testid="tenant-budget">none<`) {
-		t.Errorf("bank's row does not show its spend of %s without a budget:\n%s", ops.FormatMicros(spent, "usd"), bank)
+		t.Errorf("bank's row does not show its spend of %s without a budget:\n%s", ops.FormatMicrosExact(spent, "usd"), bank)
 	}
 	resets := w.clock.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour).Format("2006-01-02 15:04 UTC")
 	if !strings.Contains(body, "reset at "+resets) {

@@ -139,9 +139,9 @@ func listTenants(ctx context.Context, cfg Config, stdout io.Writer) error {
 func spentLine(d ops.TenantDay, currency string) string {
 	switch d.Read {
 	case ops.SpendAtLeast:
-		return fmt.Sprintf("at least %s (over %d calls)", ops.FormatMicros(d.Spent, currency), ops.DefaultSpendBound.Calls)
+		return fmt.Sprintf("at least %s (over %d calls)", ops.FormatMicrosExact(d.Spent, currency), ops.DefaultSpendBound.Calls)
 	case ops.SpendNotRead:
 		return "not read (too slow)"
 	}
-	return ops.FormatMicros(d.Spent, currency)
+	return ops.FormatMicrosExact(d.Spent, currency)
 }

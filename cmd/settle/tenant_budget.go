@@ -65,7 +65,7 @@ func tenantBudget(ctx context.Context, cfg Config, stdout io.Writer) error {
 	}
 	now := "no LLM budget: its calls are not capped"
 	if b := c.Tenant.LLMBudgetMicros; b > 0 {
-		now = "an LLM budget of " + ops.FormatMicros(b, currency) + " a UTC day; new calls past it are refused with 429 until the next midnight UTC"
+		now = "an LLM budget of " + ops.FormatMicrosExact(b, currency) + " a UTC day; new calls past it are refused with 429 until the next midnight UTC"
 	}
 	if !c.Changed {
 		now += "; nothing changed"
@@ -79,7 +79,7 @@ func budgetLine(t *ops.Tenant, currency string) string {
 	if t.LLMBudgetMicros <= 0 {
 		return "off"
 	}
-	return ops.FormatMicros(t.LLMBudgetMicros, currency) + "/day"
+	return ops.FormatMicrosExact(t.LLMBudgetMicros, currency) + "/day"
 }
 
 // tenantCurrency is the currency tenants' LLM budgets are counted in: that of the price table

@@ -68,7 +68,8 @@ func TestTenantCommandsNameThePriceTablesCurrency(t *testing.T) {
 
 // TestTenantCommandsShowAYenBudgetInWholeYen: a price table in yen has no minor unit, so a
 // budget of 25 is 25 JPY on the command line, as stored (25,000,000 micro-yen), never 2500
-// JPY; a budget in micro-yen keeps its digits. No answer says more than Settle knows: ops rule 12.
+// JPY; a budget in fractions of a yen keeps its six decimals, as the budget's refusals show
+// it. No answer says more than Settle knows: ops rule 12.
 func TestTenantCommandsShowAYenBudgetInWholeYen(t *testing.T) {
 	t.Parallel()
 	vars, db := tenantShop(t)
@@ -77,7 +78,7 @@ func TestTenantCommandsShowAYenBudgetInWholeYen(t *testing.T) {
 		t.Fatal(err)
 	}
 	jpy := map[string]string{"DATABASE_URL": vars["DATABASE_URL"], "SETTLE_LLM_PRICES": path}
-	for _, c := range [][2]string{{"25", "25 JPY"}, {"0.5", "0.500000 JPY"}, {"1200.4", "1200 JPY"}} {
+	for _, c := range [][2]string{{"25", "25 JPY"}, {"0.5", "0.500000 JPY"}, {"1200.4", "1200.400000 JPY"}} {
 		budget, want := c[0], c[1]
 		code, stdout, stderr := run(t, []string{"tenant", "budget", "shop", "--budget", budget}, jpy, "")
 		if code != 0 || !strings.Contains(stdout, "an LLM budget of "+want+" a UTC day") {
