@@ -23,6 +23,13 @@ const MetricBudgetRefused = "settle_llm_budget_refused_total"
 // keep counting spent budgets alone.
 const MetricBudgetTooSmall = "settle_llm_budget_too_small_total"
 
+// MetricBudgetOverWhole counts the pipeline jobs refused at submission, or failed by their
+// worker, because their generation may cost more than their tenant's whole budget of a day:
+// no day pays for them. A series of its own, as MetricBudgetTooSmall is: its refusals are
+// jobs stopped for good, not calls stopped until midnight, and the sums taken of the other
+// two keep their meaning.
+const MetricBudgetOverWhole = "settle_llm_budget_over_whole_total"
+
 // budgetRefusals are the gateway's (and the job workers sharing its budgets) counts of
 // calls refused by a budget, spent or too small for them.
 type budgetRefusals interface {
@@ -54,9 +61,14 @@ type budgetRefusedCollector struct {
 	listedAt time.Time // when names were listed; zero before the first list
 }
 
-// registerBudgetMetrics exports the gateway's budget refusals when it counts them.
+// registerBudgetMetrics exports the gateway's budget refusals when it counts them, or else
+// those of the jobs service (a server with no LLM provider still refuses the jobs no day of
+// their budget pays for). A process gives both the same budgets, so the gateway's count
+// holds the service's.
 func (s *Server) registerBudgetMetrics() {
 	if src, ok := s.LLM.(budgetRefusals); ok {
+		s.registerBudgetRefusals(src)
+	} else if src, ok := s.Jobs.(budgetRefusals); ok {
 		s.registerBudgetRefusals(src)
 	}
 }
@@ -79,6 +91,9 @@ func (s *Server) registerBudgetRefusals(src budgetRefusals) {
 			llm.ReasonBudgetTooSmall: prometheus.NewDesc(MetricBudgetTooSmall,
 				"LLM calls refused with 429 llm_budget_too_small because what is left of their tenant's budget of the UTC day "+
 					"cannot pay for their worst case,"+callers, labels, nil),
+			llm.ReasonOverWholeBudget: prometheus.NewDesc(MetricBudgetOverWhole,
+				"Pipeline jobs refused with 422 over_whole_llm_budget at submission, or failed so by their worker, because their "+
+					"generation may cost more than their tenant's whole budget of a UTC day, by tenant, API and caller (job).", labels, nil),
 		}})
 }
 

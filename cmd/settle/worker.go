@@ -203,7 +203,8 @@ func (p *Program) jobService() *jobs.Service {
 		Deadline: jc.Deadline, MaxCostMicros: jc.MaxCostMicros, Logger: p.Logger}
 	// Admission refuses a budgeted tenant's job of a model the workers' table does not price.
 	if prices, err := p.Config.LLM.prices(); err == nil {
-		s.Prices = prices
+		// The gateway's and the workers' budgets: /metrics counts its refusals with theirs.
+		s.Prices, s.Budgets = prices, p.llmBudgets(prices)
 	} else {
 		p.Logger.Warn("price table", "err", err)
 	}

@@ -69,7 +69,11 @@ type Service struct {
 	Catalog *Catalog
 	// Prices is the price table the workers cost generations with; nil is the built-in one.
 	Prices *llm.PriceTable
-	Clock  ops.Clock
+	// Budgets counts the submissions refused as over their tenant's whole LLM budget of a
+	// day (llm.Budgets.Refused), with the refusals of the process's gateway and job workers
+	// when it is theirs; nil counts nothing.
+	Budgets *llm.Budgets
+	Clock   ops.Clock
 	// MaxAttempts, Deadline and MaxCostMicros are the retry budget of new jobs; defaults
 	// 3 sends, 1 hour, no cost cap.
 	MaxAttempts   int

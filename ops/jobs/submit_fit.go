@@ -13,7 +13,7 @@ import (
 // budget pays for it, so waiting does not help, unlike llm_budget_too_small's 429 on the
 // gateway, which a smaller call or midnight answers. A client tells "never" from "not
 // today" by the reason alone.
-const ReasonOverWholeBudget = "over_whole_llm_budget"
+const ReasonOverWholeBudget = llm.ReasonOverWholeBudget
 
 // generationSize is what the generation of body, the chat completion of a job of profile
 // prof, may ask of its tenant's budget at most: its bytes as input tokens, and the
@@ -61,12 +61,15 @@ func (s *Service) budgetRefusal(in Submission) error {
 // the worker's checks hold that job) answers that job and counts the repeat, since a retry
 // of a key answers the key's job and a refusal would tell of no job where there is one
 // (ops rule 12); the same key with another request is answered as reused by Submit. Any
-// other submission is refused, recorded as the tenant's refused request (ops rule 8).
+// other submission is refused, recorded as the tenant's refused request (ops rule 8), and
+// one refused as over the whole budget counts in the budgets' refusals as well, beside the
+// jobs the workers hold back or fail for their budget.
 func (s *Service) refuseUnlessKeyed(ctx context.Context, in Submission, j *Job, refusal error) (*Job, bool, error) {
 	got, err := s.Store.RepeatJob(ctx, j.TenantID, j.IdempotencyKey, j.RequestFingerprint)
 	if ops.ErrorCode(err) != ops.ENOTFOUND {
 		return got, false, err
 	}
+	s.Budgets.Refused(in.TenantID, ops.ErrorReason(refusal), ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
 	return nil, false, s.Refuse(ctx, in.TenantID, ops.CleanRef(in.RequestRef), refusal)
 }
 
@@ -104,6 +107,10 @@ func (s *Service) overBudget(in Submission) error {
 			"or ask the operator to raise the tenant's budget.",
 			money(fit.Worst), size.InputTokens, size.Model, fit.Output, in.ModelProfile, money(in.LLMBudgetMicros), what)}
 }
+
+// BudgetRefusals are the refusals the service's budgets counted (Budgets.Refusals): none
+// without budgets.
+func (s *Service) BudgetRefusals() []llm.BudgetRefusal { return s.Budgets.Refusals() }
 
 // catalog is the service's catalog, the default one when none is set.
 func (s *Service) catalog() *Catalog {

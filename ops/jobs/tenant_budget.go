@@ -55,6 +55,8 @@ func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) e
 	case errors.Is(refusal, llm.ErrOverWholeBudget):
 		// The job's final error carries the reason submission refuses the same job with:
 		// llm_budget_too_small, the budget's own reason, says "not today" to a reader of the job.
+		// It counts under that reason too, once: the job fails and is not claimed again.
+		r.w.Budgets.Refused(r.j.TenantID, ReasonOverWholeBudget, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
 		return r.fail(ctx, ReasonOverWholeBudget, "This job's generation may cost more than your tenant's whole LLM budget of a day: "+
 			"no day's budget pays for it, so waiting does not help and the job failed; nothing of it was sent. Submit it again with a "+
 			"model profile of fewer max_tokens or a cheaper model, or a shorter document, or ask the operator to raise the tenant's budget. "+

@@ -20,11 +20,11 @@ import (
 // generation's worst case (0.10 of output and its input) fits what is left on its own, two
 // of them together do and three do not, and admitted each against the same spend all three
 // would be sent. Two are sent; the third sends nothing and waits queued with
-// llm_budget_held, its last error saying the leftover is held by calls in flight, to be
-// claimed again within seconds rather than at midnight; a burst of jobs on a budget that
-// pays for each is no stop, so the budgets count no refusal of what is left being too small
-// (settle_llm_budget_too_small_total). Once the two ended their holds are gone: what is left
-// is the budget less what they cost, counted once.
+// llm_budget_held, its last error saying the leftover is held by calls and job generations
+// in flight, to be claimed again within seconds rather than at midnight; a burst of jobs on a
+// budget that pays for each is no stop, so the budgets count no refusal of what is left
+// being too small (settle_llm_budget_too_small_total). Once the two ended their holds are
+// gone: what is left is the budget less what they cost, counted once.
 // ops rule 8
 // ops rule 12
 func TestJobsInFlightHoldTheirTenantsLeftover(t *testing.T) {
@@ -65,7 +65,7 @@ func TestJobsInFlightHoldTheirTenantsLeftover(t *testing.T) {
 		t.Errorf("%d generations sent for three jobs whose leftover pays for two, want 2", n)
 	}
 	held := e.count(t, `SELECT count(*) FROM jobs WHERE status = 'queued' AND error_code = $1
-		AND error_message LIKE '%held by your tenant''s calls in flight%' AND run_after < now() + interval '10 seconds'`, llm.ReasonBudgetHeld)
+		AND error_message LIKE '%held by your tenant''s calls and job generations in flight%' AND run_after < now() + interval '10 seconds'`, llm.ReasonBudgetHeld)
 	if held != 1 {
 		t.Errorf("%d jobs wait for the calls in flight to end with %s, want 1", held, llm.ReasonBudgetHeld)
 	}

@@ -90,27 +90,27 @@ func NewBudgets(store SpendStore, prices *PriceTable, clock ops.Clock, refresh t
 // (ReasonBudgetSpent, naming the budget and when the day ends) once its spend of the day
 // reached its budget. An error that is no refusal is the store's: the spend could not be read.
 func (b *Budgets) Check(ctx context.Context, tenantID int64) error {
-	_, err := b.check(ctx, tenantID, "", newCallRefused)
+	_, err := b.check(ctx, tenantID, "", callSaid)
 	return err
 }
 
 // CheckResend is Check of a resend of operation opID, whose earlier attempts were sent: its
 // refusal says so, where a new call's says nothing was sent (ops rule 12).
 func (b *Budgets) CheckResend(ctx context.Context, tenantID int64, opID string) error {
-	_, err := b.check(ctx, tenantID, "", resendRefused(opID))
+	_, err := b.check(ctx, tenantID, "", resendSaid(opID))
 	return err
 }
 
-// CheckModel is Check of a call of model, for callers whose model the tenant did not choose
-// and admission did not check (a pipeline job's comes from the operator's profiles, and the
+// CheckModel is Check of a pipeline job's generation of model, whose model the tenant did
+// not choose and admission did not check (it comes from the operator's profiles, and the
 // tenant may have had no budget when the job was submitted): a tenant with a budget is
 // refused too when the price table does not price model (ReasonModelNotPriced), since such a
-// call would cost nothing against the budget. opID is the operation a resend goes on with,
-// "" for a new call.
+// call would cost nothing against the budget. opID is the generation a resend goes on with,
+// "" for a new one. Its refusals speak of the job's generation.
 func (b *Budgets) CheckModel(ctx context.Context, tenantID int64, model, opID string) error {
-	refused := newCallRefused
+	refused := generationSaid
 	if opID != "" {
-		refused = resendRefused(opID)
+		refused = generationResendSaid(opID)
 	}
 	_, err := b.check(ctx, tenantID, model, refused)
 	return err
@@ -127,7 +127,7 @@ type spendNow struct {
 // check is Check, its refusal saying refused of the call it refuses; a model other than ""
 // is refused when the tenant has a budget and the price table does not price it. It
 // returns the spend it checked against.
-func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused string) (spendNow, error) {
+func (b *Budgets) check(ctx context.Context, tenantID int64, model string, refused said) (spendNow, error) {
 	sp, _, err := b.admit(ctx, tenantID, model, refused, nil)
 	return sp, err
 }
@@ -136,7 +136,7 @@ func (b *Budgets) check(ctx context.Context, tenantID int64, model, refused stri
 // fits under the tenant's lock whether the new call fits what sp leaves, and holds the worst
 // case fits answers until the call ends (Hold): the next call admitted meanwhile sees it
 // held, so two calls in flight are never each given the same leftover.
-func (b *Budgets) admit(ctx context.Context, tenantID int64, model, refused string, fits func(spendNow) (int64, error)) (spendNow, *Hold, error) {
+func (b *Budgets) admit(ctx context.Context, tenantID int64, model string, refused said, fits func(spendNow) (int64, error)) (spendNow, *Hold, error) {
 	if b == nil {
 		return spendNow{}, nil, nil
 	}
@@ -156,7 +156,7 @@ func (b *Budgets) admit(ctx context.Context, tenantID int64, model, refused stri
 	}
 	sp := spendNow{budget: s.budget, spent: s.spent + s.ended, held: s.held, now: now, resets: day.Add(24 * time.Hour)}
 	if s.budget > 0 && model != "" && !b.prices.Priced(model) {
-		return sp, nil, ModelNotPriced(model, refused+" Ask the operator to price the model in SETTLE_LLM_PRICES, or to remove the tenant's budget.")
+		return sp, nil, ModelNotPriced(model, refused.did+" Ask the operator to price the model in SETTLE_LLM_PRICES, or to remove the tenant's budget.")
 	}
 	if s.budget > 0 && sp.spent >= s.budget {
 		return sp, nil, b.refusal(s.budget, sp.spent, sp.resets, now, refused)
@@ -192,7 +192,7 @@ func (b *Budgets) CheckGeneration(ctx context.Context, tenantID int64, s CallSiz
 
 // checkCall is CheckCall, its refusal advising by how the client sets the cap (name).
 func (b *Budgets) checkCall(ctx context.Context, tenantID int64, s CallSize, name capName) (*Hold, error) {
-	_, h, err := b.admit(ctx, tenantID, s.Model, newCallRefused, func(sp spendNow) (int64, error) {
+	_, h, err := b.admit(ctx, tenantID, s.Model, name.said(), func(sp spendNow) (int64, error) {
 		f, err := b.fitNew(s, sp, name, 1, false)
 		return f.hold, err
 	})
@@ -213,11 +213,12 @@ func (b *Budgets) entry(tenantID int64) *tenantSpend {
 
 // refusal tells the client its budget, what it spent, that nothing was sent, and when its
 // budget is whole again; Retry-After says the same.
-func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused string) error {
+func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused said) error {
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetSpent, Err: &Problem{RetryAfter: resets.Sub(now)},
 		Message: fmt.Sprintf("Your tenant's LLM budget of %s a day is spent (%s so far today, UTC); %s "+
-			"The budget resets at %s; a retry of a key whose call already ran is still answered.",
-			ops.FormatMicrosExact(budget, b.currency), ops.FormatMicrosExact(spent, b.currency), refused, resets.Format(time.RFC3339))}
+			"The budget resets at %s; %s",
+			ops.FormatMicrosExact(budget, b.currency), ops.FormatMicrosExact(spent, b.currency), refused.did, resets.Format(time.RFC3339),
+			refused.afterReset())}
 }
 
 // budgetCheck is the check of a call of the exchange's tenant against its budget, for
@@ -231,7 +232,7 @@ func (b *Budgets) refusal(budget, spent int64, resets, now time.Time, refused st
 // without limit through it. A new call (fresh) is held to what is left as well (fitCheck),
 // its worst case held against the leftover until it ends (x.budgetHold).
 // refused is what the refusal says of the call: newCallRefused, or resendRefused's sentence.
-func (x *exchange) budgetCheck(ctx context.Context, refused string, fresh bool) func(context.Context) error {
+func (x *exchange) budgetCheck(ctx context.Context, refused said, fresh bool) func(context.Context) error {
 	g, t := x.g, x.tenant
 	if t.LLMBudgetMicros <= 0 || g.cfg.Budgets == nil {
 		return nil
@@ -254,11 +255,11 @@ func (x *exchange) budgetCheck(ctx context.Context, refused string, fresh bool) 
 }
 
 // unpriced refuses a call whose model the price table has no price for, saying refused of it.
-func (x *exchange) unpriced(refused string) error {
+func (x *exchange) unpriced(refused said) error {
 	if x.g.cfg.Prices.Priced(x.req.Model) {
 		return nil
 	}
-	return ModelNotPriced(x.req.Model, refused+" Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).")
+	return ModelNotPriced(x.req.Model, refused.did+" Use a model the table prices, or ask the operator to price it (SETTLE_LLM_PRICES).")
 }
 
 // ModelNotPriced is the refusal (ReasonModelNotPriced, 422) of a call or a job of a tenant

@@ -27,6 +27,12 @@ const ReasonBudgetHeld = "llm_budget_held"
 // only a smaller call does.
 var ErrOverWholeBudget = errors.New("the call's worst case is over the whole budget of a day")
 
+// ReasonOverWholeBudget is the reason of a pipeline job refused at submission (422), or
+// failed by its worker, because its generation's worst case costs more than its tenant's
+// whole LLM budget of a day (ErrOverWholeBudget): no day's budget pays for it. The budgets
+// count such refusals (Refused) beside the others.
+const ReasonOverWholeBudget = "over_whole_llm_budget"
+
 // maxOutputCap bounds an output cap as the budget counts it: a trillion tokens, beyond any
 // model, so that a cap a client writes as 1e30 stays a number the arithmetic holds.
 const maxOutputCap = 1 << 40
@@ -213,12 +219,14 @@ type capName struct{ field, profile string }
 
 // tooSmall is the refusal (ReasonBudgetTooSmall, 429 until the budget resets) of a call
 // whose worst case f.worst does not fit what sp leaves; name says how its client sets the
-// call's output cap, minCap is the smallest its provider takes. It names the worst case,
-// what is left, and the largest cap that fits, so the client can lower it.
-func (b *Budgets) tooSmall(f fit, s CallSize, sp spendNow, name capName, minCap int64, refused string) error {
+// call's output cap (and so whether it is a job's generation), minCap is the smallest its
+// provider takes. It names the worst case, what is left, and the largest cap that fits, so
+// the client can lower it.
+func (b *Budgets) tooSmall(f fit, s CallSize, sp spendNow, name capName, minCap int64) error {
 	left := sp.budget - sp.spent
 	money := func(m int64) string { return ops.FormatMicrosExact(m, b.currency) }
-	what := fmt.Sprintf("its body's %d bytes counted as input tokens", s.InputTokens)
+	refused := name.said()
+	what := refused.input(s.InputTokens)
 	switch {
 	case s.NoOutput:
 	case s.OutputCap == 0:
@@ -244,9 +252,9 @@ func (b *Budgets) tooSmall(f fit, s CallSize, sp spendNow, name capName, minCap 
 	}
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetTooSmall,
 		Err: errors.Join(&Problem{RetryAfter: sp.resets.Sub(sp.now)}, err),
-		Message: fmt.Sprintf("This call may cost up to %s (%s), more than the %s left of your tenant's LLM budget of %s a day "+
+		Message: fmt.Sprintf("%s may cost up to %s (%s), more than the %s left of your tenant's LLM budget of %s a day "+
 			"(%s spent so far today, UTC); %s %s The budget resets at %s.",
-			money(f.worst), what, money(max(left, 0)), money(sp.budget), money(sp.spent), refused, advice,
+			refused.what(), money(f.worst), what, money(max(left, 0)), money(sp.budget), money(sp.spent), refused.did, advice,
 			sp.resets.Format(time.RFC3339))}
 }
 

@@ -95,22 +95,23 @@ func (b *Budgets) fitNew(s CallSize, sp spendNow, name capName, minCap int64, ca
 		if whole := b.prices.fitCall(s, left, minCap, canSet); whole.refused {
 			f = whole
 		} else {
-			return f, b.heldRefusal(f, sp)
+			return f, b.heldRefusal(f, sp, name.said())
 		}
 	}
-	return f, b.tooSmall(f, s, sp, name, minCap, newCallRefused)
+	return f, b.tooSmall(f, s, sp, name, minCap)
 }
 
 // heldRefusal is the refusal (ReasonBudgetHeld) of a call whose worst case f.worst fits
 // what sp leaves but not beside what the tenant's calls in flight hold of it: the hold goes
-// when they end, so Retry-After is the spend's refresh, not midnight.
-func (b *Budgets) heldRefusal(f fit, sp spendNow) error {
+// when they end, so Retry-After is the spend's refresh, not midnight. w says what is refused.
+func (b *Budgets) heldRefusal(f fit, sp spendNow, w said) error {
 	money := func(m int64) string { return ops.FormatMicrosExact(m, b.currency) }
+	inFlight, again := w.held()
 	return &ops.Error{Code: ops.EUNAVAILABLE, Reason: ReasonBudgetHeld, Err: &Problem{RetryAfter: b.refresh},
-		Message: fmt.Sprintf("This call may cost up to %s; of the %s left of your tenant's LLM budget of %s a day "+
-			"(%s spent so far today, UTC), %s is held by your tenant's calls in flight on this server until they end, "+
-			"and the rest does not pay for it; %s Retry in a few seconds: a call that ends gives back what it did not spend.",
-			money(f.worst), money(max(sp.budget-sp.spent, 0)), money(sp.budget), money(sp.spent), money(sp.held), newCallRefused)}
+		Message: fmt.Sprintf("%s may cost up to %s; of the %s left of your tenant's LLM budget of %s a day "+
+			"(%s spent so far today, UTC), %s is held by %s until they end, and the rest does not pay for it; %s %s",
+			w.what(), money(f.worst), money(max(sp.budget-sp.spent, 0)), money(sp.budget), money(sp.spent), money(sp.held),
+			inFlight, w.did, again)}
 }
 
 // admit is the ledger's admission of in, x.op the operation it found or opened. A request

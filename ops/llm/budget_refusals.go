@@ -15,9 +15,10 @@ const (
 )
 
 // BudgetRefusal counts the calls of one tenant refused by its LLM budget of the day, by
-// Reason: spent (ReasonBudgetSpent), or what is left too small for the call's worst case
+// Reason: spent (ReasonBudgetSpent), what is left too small for the call's worst case
 // (ReasonBudgetTooSmall), which stops a tenant whose calls all ask more than is left as
-// surely. It counts by the API the call would have called (as a label:
+// surely, or a job's generation over the whole budget of a day (ReasonOverWholeBudget),
+// refused at submission or failed by its worker, which stops that job for good. It counts by the API the call would have called (as a label:
 // "chat_completions", "messages") and by Caller (CallerGateway or CallerJob). N counts
 // refusal decisions since the process started: one per client request refused, and one per
 // job the worker held back until the budget resets, however often the workers poll while it
@@ -39,12 +40,14 @@ type refusalKey struct {
 // Refused counts one call of the tenant refused by its budget for reason; a refusal of any
 // other reason counts nothing: a model the table does not price refuses the call, not the
 // tenant's budget, and a call held back for seconds by the calls in flight
-// (ReasonBudgetHeld) is a burst on a budget that pays for each call, not a stop. The gateway counts its own; a job's worker, which decides to hold its job
-// back, calls it once per decision. Tenants are only those whose budget check ran, so the
+// (ReasonBudgetHeld) is a burst on a budget that pays for each call, not a stop. The gateway
+// counts its own; a job's worker, which decides to hold its job back or fail it, calls it
+// once per decision, and the jobs service once per submission it refuses. Tenants are only
+// those whose budget check ran, so the
 // counts take no more keys than there are tenants with budgets, times reasons, APIs and
 // callers.
 func (b *Budgets) Refused(tenantID int64, reason, api, caller string) {
-	if b == nil || (reason != ReasonBudgetSpent && reason != ReasonBudgetTooSmall) {
+	if b == nil || (reason != ReasonBudgetSpent && reason != ReasonBudgetTooSmall && reason != ReasonOverWholeBudget) {
 		return
 	}
 	b.mu.Lock()

@@ -35,7 +35,7 @@ func (x *exchange) admitCheck(ctx context.Context) func(context.Context) error {
 			return busy("")
 		}
 	}
-	return x.budgetCheck(ctx, newCallRefused, true)
+	return x.budgetCheck(ctx, callSaid, true)
 }
 
 // resendCheck is the check of attempt a when it is not the first of a new operation: nil
@@ -56,7 +56,7 @@ func (x *exchange) resendCheck(ctx context.Context, a *ops.Attempt) func(context
 			return busy(a.OperationID)
 		}
 	}
-	return x.budgetCheck(ctx, resendRefused(a.OperationID), false)
+	return x.budgetCheck(ctx, resendSaid(a.OperationID), false)
 }
 
 // earlierRead is a read of the response an earlier attempt created, made for attempt before
