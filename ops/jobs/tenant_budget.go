@@ -61,11 +61,9 @@ func (r *run) waitForBudget(ctx context.Context, refusal error, resent string) e
 			"no day's budget pays for it, so waiting does not help and the job failed; nothing of it was sent. Submit it again with a "+
 			"model profile of fewer max_tokens or a cheaper model, or a shorter document, or ask the operator to raise the tenant's budget. "+
 			"The budget's check said: "+ops.ErrorMessage(refusal))
-	case reason == llm.ReasonBudgetSpent, reason == llm.ReasonBudgetTooSmall:
+	case reason == llm.ReasonBudgetSpent, reason == llm.ReasonBudgetTooSmall, reason == llm.ReasonBudgetHeld:
+		// Refused counts no held refusal.
 		r.w.Budgets.Refused(r.j.TenantID, reason, ops.Call{API: llm.ChatAPI()}.Label(), llm.CallerJob)
-		p, _ := llm.ProblemOf(refusal)
-		wait = p.RetryAfter
-	case reason == llm.ReasonBudgetHeld:
 		p, _ := llm.ProblemOf(refusal)
 		wait = p.RetryAfter
 	}

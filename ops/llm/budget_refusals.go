@@ -18,7 +18,8 @@ const (
 // Reason: spent (ReasonBudgetSpent), what is left too small for the call's worst case
 // (ReasonBudgetTooSmall), which stops a tenant whose calls all ask more than is left as
 // surely, or a job's generation over the whole budget of a day (ReasonOverWholeBudget),
-// refused at submission or failed by its worker, which stops that job for good. It counts by the API the call would have called (as a label:
+// refused at submission or failed by its worker, which stops that job for good. It counts
+// by the API the call would have called (as a label:
 // "chat_completions", "messages") and by Caller (CallerGateway or CallerJob). N counts
 // refusal decisions since the process started: one per client request refused, and one per
 // job the worker held back until the budget resets, however often the workers poll while it
@@ -43,9 +44,8 @@ type refusalKey struct {
 // (ReasonBudgetHeld) is a burst on a budget that pays for each call, not a stop. The gateway
 // counts its own; a job's worker, which decides to hold its job back or fail it, calls it
 // once per decision, and the jobs service once per submission it refuses. Tenants are only
-// those whose budget check ran, so the
-// counts take no more keys than there are tenants with budgets, times reasons, APIs and
-// callers.
+// those whose budget check ran, so the counts take no more keys than there are tenants with
+// budgets, times reasons, APIs and callers.
 func (b *Budgets) Refused(tenantID int64, reason, api, caller string) {
 	if b == nil || (reason != ReasonBudgetSpent && reason != ReasonBudgetTooSmall && reason != ReasonOverWholeBudget) {
 		return
